@@ -1,0 +1,76 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes of the tune command (documented in `tune --help`).
+const (
+	exitOK        = 0 // success
+	exitError     = 1 // the command failed (bad data, a failed run, ...)
+	exitUsage     = 2 // bad flags, arguments, recipe keys or values
+	exitNoDevice  = 3 // the requested device is not available
+	exitInterrupt = 130
+)
+
+// usageError marks an error caused by how the command was called; run maps it to exitUsage.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// commands holds the constructors of the subcommands; each command's file adds its own in init.
+var commands []func() *cobra.Command
+
+func register(newCmd func() *cobra.Command) { commands = append(commands, newCmd) }
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "tune",
+		Short: "Fine-tune Transformer models, fully or with LoRA, in FP32, FP16 or BF16 mixed precision",
+		Long: `tune fine-tunes Hugging Face Transformer checkpoints (BERT-class encoders) fully or with LoRA adapters,
+in FP32 or in FP16/BF16 mixed precision, on NVIDIA GPUs (cuBLASLt) or on the CPU, from a YAML recipe.
+Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hugging Face tools.
+
+Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, recipe keys or values);
+3 the requested device is not available; 130 interrupted.`,
+		Example: `  tune finetune recipes/tiny.yaml
+  tune finetune --bf16 recipes/bert.yaml model=../bert-base-uncased
+  tune ls`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+// run executes the CLI with args and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "tune:", err)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case isNoDevice(err):
+		return exitNoDevice
+	}
+	return exitError
+}

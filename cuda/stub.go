@@ -1,0 +1,18 @@
+//go:build !cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Available reports whether this binary was built with CUDA support and a device can be opened.
+func Available() bool { return false }
+
+// Open returns the CUDA backend for device ordinal. This binary was built without the cuda tag, so it always
+// fails with an error wrapping tensor.ErrNoDevice.
+func Open(ordinal int) (tensor.Backend, error) {
+	return nil, fmt.Errorf("cuda: this binary was built without CUDA support (rebuild with `make cuda`, i.e. go build -tags cuda): %w", tensor.ErrNoDevice)
+}

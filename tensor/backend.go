@@ -1,0 +1,154 @@
+package tensor
+
+// Backend holds the whole op set the models, the AMP machinery and the optimizer need, forward and backward.
+//
+// Conventions (as in llm.c): arguments are outputs first, then inputs, then weights, then sizes. Every
+// floating-point argument may be F32, F16 or BF16 unless the doc says otherwise; an op loads its inputs to FP32,
+// computes in FP32 and rounds each output to its own dtype on store (round-to-nearest-even). Outputs documented
+// with "=" are overwritten; outputs documented with "+=" are accumulated into (weight gradients accumulate, so
+// gradient accumulation over micro-batches needs no extra pass). Shapes are given with the legend N rows,
+// C channels, B batch, T sequence, H heads, D head size, V vocabulary.
+//
+// Ops may run asynchronously (CUDA): values reach the host only through Download, the scalar-returning
+// reductions (GlobalNorm, NonFiniteCheckAndUnscale), or after Synchronize. Every error is an *OpError naming the
+// op and its argument shapes.
+type Backend interface {
+	// Name identifies the backend and device: "cpu", "cuda:0".
+	Name() string
+
+	// Alloc returns a zero-filled tensor of the given dtype and shape.
+	Alloc(dt DType, shape ...int) (*Tensor, error)
+	// Free releases t's buffer (for a view: nothing). Using t afterwards is an error.
+	Free(t *Tensor)
+	// Upload copies host data into dst: src is []float32 for a float dst (converted with RNE), []uint16 raw
+	// bits for an F16/BF16 dst, []int32 or []int64 for an integer dst. len(src) must equal dst.Numel().
+	Upload(dst *Tensor, src any) error
+	// Download copies src to the host: dst is []float32 for any float src (widened exactly), []uint16 for raw
+	// F16/BF16 bits, []int32 / []int64 for integers. len(dst) must equal src.Numel().
+	Download(dst any, src *Tensor) error
+	// Copy: dst = src for tensors of equal dtype and element count.
+	Copy(dst, src *Tensor) error
+	// Synchronize waits for all queued work.
+	Synchronize() error
+
+	// Gemm computes C = alpha·op(A)·op(B) + beta·C (+ bias), batched and strided; see GemmArgs.
+	Gemm(a GemmArgs) error
+
+	// Fill: x = v (for every element; v rounded to x's dtype).
+	Fill(x *Tensor, v float32) error
+	// Cast: dst = src converted to dst's dtype (float↔float; equal element counts).
+	Cast(dst, src *Tensor) error
+	// Scale: x = alpha·x in place.
+	Scale(x *Tensor, alpha float32) error
+	// Add: out = a + b elementwise (equal element counts; the residual add).
+	Add(out, a, b *Tensor) error
+	// Axpy: y += alpha·x elementwise (equal element counts; gradient accumulation of branches).
+	Axpy(y, x *Tensor, alpha float32) error
+	// BiasAdd: y (N, C) += bias (C), broadcast over rows.
+	BiasAdd(y, bias *Tensor) error
+	// BiasGrad: dbias (C) += Σ_rows dy (N, C).
+	BiasGrad(dbias, dy *Tensor) error
+
+	// GELU: out = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), the exact form (PyTorch gelu, approximate='none').
+	GELU(out, x *Tensor) error
+	// GELUBackward: dx = dout·(Φ(x) + x·φ(x)), φ the standard normal density.
+	GELUBackward(dx, dout, x *Tensor) error
+	// Tanh: out = tanh(x).
+	Tanh(out, x *Tensor) error
+	// TanhBackward: dx = dout·(1 − y²) where y = tanh(x) is the forward output.
+	TanhBackward(dx, dout, y *Tensor) error
+
+	// LayerNorm over the last axis: x (N, C) → out (N, C) = (x − μ)·rstd·gamma + beta, with
+	// rstd = 1/sqrt(var + eps) (biased variance, as torch.nn.LayerNorm); mean (N) and rstd (N) must be F32 and
+	// are saved for the backward (=).
+	LayerNorm(out, mean, rstd, x, gamma, beta *Tensor, eps float32) error
+	// LayerNormBackward: dx (N, C) =, dgamma (C) +=, dbeta (C) += from dout (N, C) and the forward's x, gamma,
+	// mean, rstd. dgamma/dbeta may be nil for a frozen LayerNorm.
+	LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *Tensor) error
+
+	// Softmax over the last axis with an additive mask: x viewed as (B, R, C) rows, mask (B, C) F32 or nil,
+	// out (B, R, C) = softmax(x + mask[b]) per row. A row whose every entry is -Inf gives zeros.
+	Softmax(out, x, mask *Tensor) error
+	// SoftmaxBackward: dx = y·(dout − Σ_c dout·y) per row, y the forward output.
+	SoftmaxBackward(dx, dout, y *Tensor) error
+
+	// Dropout: out = x·keep/(1−p), where keep is drawn per element by Philox 4x32-10 from (seed, offset);
+	// see PhiloxKeep for the exact draw, shared with every backend. p in [0, 1); p == 0 copies.
+	Dropout(out, x *Tensor, p float32, seed, offset uint64) error
+	// DropoutBackward: dx = dout·keep/(1−p), regenerating the same mask from (seed, offset).
+	DropoutBackward(dx, dout *Tensor, p float32, seed, offset uint64) error
+
+	// Transpose12 swaps axes 1 and 2 of x (A, B, C, D) into out (A, C, B, D): (B,T,H,D) ↔ (B,H,T,D) for
+	// attention heads. The backward is the same op with out and x exchanged.
+	Transpose12(out, x *Tensor, a, b, c, d int) error
+
+	// Embedding: out (N, C) = table (V, C) [ids (N)] with ids I32 or I64; an id outside [0, V) is an error.
+	Embedding(out, ids, table *Tensor) error
+	// EmbeddingBackward: dtable (V, C) += scatter-add of dout (N, C) rows at ids (N).
+	EmbeddingBackward(dtable, ids, dout *Tensor) error
+
+	// CrossEntropy: losses (N) F32 = −log softmax(logits (N, V))[label] per row, labels (N) I32/I64; a row
+	// whose label equals ignoreIndex (−100 in PyTorch) gets loss 0. Returns the number of rows not ignored.
+	CrossEntropy(losses, logits, labels *Tensor, ignoreIndex int) (count int, err error)
+	// CrossEntropyBackward: dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for
+	// ignored rows. For a mean loss seeded with the loss scale S over n counted rows, scale = S/n.
+	CrossEntropyBackward(dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) error
+	// MSELoss: losses (N) F32 = (pred − target)², pred and target (N).
+	MSELoss(losses, pred, target *Tensor) error
+	// MSELossBackward: dpred (N) = scale·2·(pred − target); for a mean loss scale = S/N.
+	MSELossBackward(dpred, pred, target *Tensor, scale float32) error
+
+	// GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all tensors, accumulated in float64 on the host side of the
+	// reduction (FP32 per-tensor partials on a GPU). Non-finite inputs give a non-finite norm.
+	GlobalNorm(ts []*Tensor) (float64, error)
+	// NonFiniteCheckAndUnscale multiplies every element of every F32 tensor by invScale in place (skipped when
+	// invScale == 1) and reports whether any element was Inf or NaN (PyTorch's
+	// _amp_foreach_non_finite_check_and_unscale_). Half-precision tensors are an ErrDType error.
+	NonFiniteCheckAndUnscale(ts []*Tensor, invScale float32) (foundInf bool, err error)
+	// AdamW updates flat F32 buffers in place; see AdamWArgs.
+	AdamW(a AdamWArgs) error
+}
+
+// GemmArgs describes C = alpha·op(A)·op(B) + beta·C (+ Bias), row-major, for Batch independent products.
+//
+// op(A) is M×K (A stored M×K, or K×M when TransA); op(B) is K×N (B stored K×N, or N×K when TransB); C is M×N.
+// LDA, LDB, LDC are row strides in elements (0 means dense: the stored matrix's column count). StrideA/B/C are
+// the element distances between consecutive batch members (used when Batch > 1). A and B share one dtype
+// (F32, F16 or BF16); C may be F32 or half. Accumulation is FP32 (cuBLASLt CUBLAS_COMPUTE_32F); beta·C reads C
+// in FP32; the result is rounded to C's dtype once. Bias, if set, has N elements (one per output column, the
+// Linear bias) and is added after alpha·AB + beta·C. An F32 GEMM stays true FP32 (no TF32) unless the backend
+// was opened with TF32 allowed.
+type GemmArgs struct {
+	TransA, TransB            bool
+	M, N, K                   int
+	A, B, C                   *Tensor
+	LDA, LDB, LDC             int
+	StrideA, StrideB, StrideC int
+	Batch                     int
+	Alpha, Beta               float32
+	Bias                      *Tensor
+}
+
+// Segment is a contiguous range [Offset, Offset+Len) of a flat parameter buffer with its own weight-decay flag.
+type Segment struct {
+	Offset, Len int
+	Decay       bool
+}
+
+// AdamWArgs drives one AdamW step over flat F32 buffers of equal length (PyTorch torch.optim.AdamW with
+// decoupled weight decay, _single_tensor_adam): for each element, with t = Step (1-based, after increment),
+//
+//	p  = p·(1 − lr·wd)                     (only where the segment decays)
+//	m  = β1·m + (1−β1)·g
+//	v  = β2·v + (1−β2)·g²
+//	p  = p − lr·(m/(1−β1^t)) / (sqrt(v/(1−β2^t)) + eps)
+//
+// Segments lists the decaying and non-decaying ranges; nil means the whole buffer decays. Elements outside
+// every segment are left untouched (frozen parameters).
+type AdamWArgs struct {
+	Params, Grads, ExpAvg, ExpAvgSq *Tensor
+	Segments                        []Segment
+	LR, Beta1, Beta2, Eps           float32
+	WeightDecay                     float32
+	Step                            int
+}
