@@ -16,3 +16,10 @@ func Available() bool { return false }
 func Open(ordinal int) (tensor.Backend, error) {
 	return nil, fmt.Errorf("cuda: this binary was built without CUDA support (rebuild with `make cuda`, i.e. go build -tags cuda): %w", tensor.ErrNoDevice)
 }
+
+// Probe lists the CUDA devices and the libraries loaded to reach them. Without CUDA support it returns an error
+// wrapping tensor.ErrNoDevice.
+func Probe() ([]DeviceInfo, error) {
+	_, err := Open(0)
+	return nil, err
+}
