@@ -1,0 +1,415 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// IntervalStrategy says when an action (logging, evaluation, saving) happens, as HF's *_strategy fields do.
+type IntervalStrategy string
+
+// The interval strategies.
+const (
+	IntervalNo    IntervalStrategy = "no"    // never
+	IntervalSteps IntervalStrategy = "steps" // every *_steps optimizer steps
+	IntervalEpoch IntervalStrategy = "epoch" // at the end of every epoch
+)
+
+// TrainingArguments holds everything that controls a training run, with the names and defaults of Hugging Face
+// transformers 5.17 (FACTS §3.4); the yaml and json keys are the HF names, so a recipe's training: section reads
+// like a TrainingArguments call. Start from DefaultTrainingArguments: the zero value is not valid (its
+// learning_rate and batch sizes are 0). Validate reports every bad field at once.
+type TrainingArguments struct {
+	// OutputDir is where checkpoints, metrics.jsonl, trainer_state.json and plots go (relative to the working
+	// directory). Default "trainer_output", as in transformers v5.
+	OutputDir string `yaml:"output_dir" json:"output_dir"`
+
+	// NumTrainEpochs is the number of passes over the training set; a fraction runs part of the last epoch
+	// (total steps = ceil(epochs × steps per epoch)). Ignored when MaxSteps > 0. Default 3.0.
+	NumTrainEpochs float64 `yaml:"num_train_epochs" json:"num_train_epochs"`
+	// MaxSteps, when > 0, is the total number of optimizer steps and overrides NumTrainEpochs. Default -1.
+	MaxSteps int `yaml:"max_steps" json:"max_steps"`
+
+	// PerDeviceTrainBatchSize is the number of examples in one training micro-batch. Default 8.
+	PerDeviceTrainBatchSize int `yaml:"per_device_train_batch_size" json:"per_device_train_batch_size"`
+	// PerDeviceEvalBatchSize is the number of examples in one evaluation batch. Default 8.
+	PerDeviceEvalBatchSize int `yaml:"per_device_eval_batch_size" json:"per_device_eval_batch_size"`
+	// GradientAccumulationSteps is the number N of micro-batches whose gradients are accumulated before one
+	// optimizer step (the effective batch is N × per_device_train_batch_size). Default 1.
+	//
+	// Loss normalisation in tune: the window's loss is the sum of the per-example losses over all labelled
+	// examples of the N micro-batches divided by their count (CASES B29), so the gradient does not depend on how
+	// the examples are split into micro-batches (a short last micro-batch is not over-weighted), and the logged
+	// loss is that window mean. Each micro-batch's Backward is seeded with its share n_i/Σn of the window.
+	//
+	// transformers 5.17 differs: for BertForSequenceClassification (whose forward takes **kwargs) the Trainer
+	// divides by nothing, so the accumulated gradient is the SUM of the N micro-batch mean-loss gradients and the
+	// logged loss is the sum of the N means, about N·ln 2 at the start of a 2-class run (FACTS §3.2). The two
+	// agree exactly for N = 1; for N > 1 HF's gradient (and its pre-clip grad norm) is about N times tune's,
+	// which changes what max_grad_norm clips (AdamW itself is nearly scale-invariant). v4 releases divided each
+	// micro-batch mean by N, which equals tune's rule only when all micro-batches have the same size.
+	GradientAccumulationSteps int `yaml:"gradient_accumulation_steps" json:"gradient_accumulation_steps"`
+
+	// LearningRate is the peak learning rate of AdamW; finite and > 0. Default 5e-5.
+	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
+	// WeightDecay is AdamW's decoupled weight decay, applied to every weight except biases and LayerNorm
+	// parameters (FACTS §3.5). Default 0.
+	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"`
+	// AdamBeta1 and AdamBeta2 are AdamW's moment decay rates, in [0, 1). Defaults 0.9 and 0.999.
+	AdamBeta1 float64 `yaml:"adam_beta1" json:"adam_beta1"`
+	AdamBeta2 float64 `yaml:"adam_beta2" json:"adam_beta2"`
+	// AdamEpsilon is added to AdamW's denominator. Default 1e-8.
+	AdamEpsilon float64 `yaml:"adam_epsilon" json:"adam_epsilon"`
+	// MaxGradNorm clips the global L2 norm of the (unscaled) gradients once per optimizer step; 0 disables
+	// clipping. Default 1.0.
+	MaxGradNorm float64 `yaml:"max_grad_norm" json:"max_grad_norm"`
+	// Optim names the optimizer. tune has one, AdamW (decoupled weight decay, bias correction, PyTorch's
+	// formula); "adamw_torch" and "adamw_torch_fused" (HF's v5 default) both select it.
+	Optim string `yaml:"optim" json:"optim"`
+
+	// LRSchedulerType is the learning-rate schedule (linear, cosine, constant, constant_with_warmup,
+	// polynomial; FACTS §3.3). Default linear.
+	LRSchedulerType string `yaml:"lr_scheduler_type" json:"lr_scheduler_type"`
+	// WarmupSteps is the warmup length: a value ≥ 1 is a number of optimizer steps (its integer part), a value
+	// in (0, 1) is a fraction of the total steps T, giving ceil(T·x) steps (transformers v5; v4's warmup_ratio
+	// is this field below 1). Default 0. See NumWarmupSteps.
+	WarmupSteps float64 `yaml:"warmup_steps" json:"warmup_steps"`
+
+	// FP16 trains with FP16 autocast and dynamic loss scaling (amp.GradScaler). Exclusive with BF16.
+	FP16 bool `yaml:"fp16" json:"fp16"`
+	// BF16 trains with BF16 autocast; no loss scaling (CASES B13). Exclusive with FP16.
+	BF16 bool `yaml:"bf16" json:"bf16"`
+	// FP16FullEval evaluates and predicts with the whole model cast to FP16 (no autocast). Exclusive with
+	// BF16FullEval.
+	FP16FullEval bool `yaml:"fp16_full_eval" json:"fp16_full_eval"`
+	// BF16FullEval evaluates and predicts with the whole model cast to BF16.
+	BF16FullEval bool `yaml:"bf16_full_eval" json:"bf16_full_eval"`
+	// TF32 allows TF32 Tensor Core math for FP32 GEMMs on the GPU; nil (the default) leaves the backend's
+	// default, which in tune is off (FP32 GEMMs stay exact FP32).
+	TF32 *bool `yaml:"tf32" json:"tf32"`
+
+	// Seed seeds weight initialisation, dropout (Philox) and the data order. Default 42.
+	Seed int64 `yaml:"seed" json:"seed"`
+	// DataSeed, when set, seeds the data order alone (HF's data_seed); nil uses Seed.
+	DataSeed *int64 `yaml:"data_seed" json:"data_seed"`
+	// Shuffle draws a new order of the training examples every epoch from the data seed. A tune extension
+	// (HF always shuffles): false keeps file order, which a comparison with a reference run needs. Default true.
+	Shuffle bool `yaml:"shuffle" json:"shuffle"`
+	// LabelSmoothingFactor mixes the one-hot targets with the uniform distribution, in [0, 1). Default 0.
+	LabelSmoothingFactor float64 `yaml:"label_smoothing_factor" json:"label_smoothing_factor"`
+
+	// LoggingStrategy says when the training loss is logged (no, steps, epoch). Default steps.
+	LoggingStrategy IntervalStrategy `yaml:"logging_strategy" json:"logging_strategy"`
+	// LoggingSteps is the logging interval: ≥ 1 a number of optimizer steps (an integer), in (0, 1) a fraction
+	// of the total steps (ceil). Default 500.
+	LoggingSteps float64 `yaml:"logging_steps" json:"logging_steps"`
+	// LoggingFirstStep also logs the first optimizer step. Default false.
+	LoggingFirstStep bool `yaml:"logging_first_step" json:"logging_first_step"`
+
+	// EvalStrategy says when the eval set is evaluated (no, steps, epoch). Default no.
+	EvalStrategy IntervalStrategy `yaml:"eval_strategy" json:"eval_strategy"`
+	// EvalSteps is the evaluation interval under eval_strategy steps, read like LoggingSteps; 0 (unset) uses
+	// logging_steps, as HF does.
+	EvalSteps float64 `yaml:"eval_steps" json:"eval_steps"`
+
+	// SaveStrategy says when a checkpoint is written (no, steps, epoch). Default steps.
+	SaveStrategy IntervalStrategy `yaml:"save_strategy" json:"save_strategy"`
+	// SaveSteps is the checkpoint interval under save_strategy steps, read like LoggingSteps. Default 500.
+	SaveSteps float64 `yaml:"save_steps" json:"save_steps"`
+	// SaveTotalLimit, when > 0, keeps at most that many checkpoints, deleting the oldest first but never the
+	// best one. 0 (HF's None) keeps all.
+	SaveTotalLimit int `yaml:"save_total_limit" json:"save_total_limit"`
+	// LoadBestModelAtEnd reloads the best checkpoint (by MetricForBestModel) when training ends. It needs
+	// eval_strategy == save_strategy (not no), and under steps, save_steps a multiple of eval_steps.
+	LoadBestModelAtEnd bool `yaml:"load_best_model_at_end" json:"load_best_model_at_end"`
+	// MetricForBestModel names the eval metric that ranks checkpoints ("loss", "accuracy", "f1", ...; an
+	// "eval_" prefix is accepted). Empty means "loss". See BestMetric.
+	MetricForBestModel string `yaml:"metric_for_best_model" json:"metric_for_best_model"`
+	// GreaterIsBetter says whether a larger MetricForBestModel is better; nil means true unless the metric is
+	// the loss, as HF decides. See IsGreaterBetter.
+	GreaterIsBetter *bool `yaml:"greater_is_better" json:"greater_is_better"`
+	// EarlyStoppingPatience, when > 0, stops training after that many evaluations in a row without an
+	// improvement of the best metric by more than EarlyStoppingThreshold (HF's EarlyStoppingCallback). Needs an
+	// eval_strategy other than no.
+	EarlyStoppingPatience int `yaml:"early_stopping_patience" json:"early_stopping_patience"`
+	// EarlyStoppingThreshold is the minimum improvement that resets the patience counter. Default 0.
+	EarlyStoppingThreshold float64 `yaml:"early_stopping_threshold" json:"early_stopping_threshold"`
+
+	// ResumeFromCheckpoint is a checkpoint directory (output_dir/checkpoint-N) to resume from: weights,
+	// optimizer, scheduler, scaler, RNG and data position. Empty starts afresh.
+	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
+}
+
+// DefaultTrainingArguments returns transformers 5.17's defaults (FACTS §3.4) plus tune's Shuffle = true.
+func DefaultTrainingArguments() TrainingArguments {
+	return TrainingArguments{
+		OutputDir:                 "trainer_output",
+		NumTrainEpochs:            3,
+		MaxSteps:                  -1,
+		PerDeviceTrainBatchSize:   8,
+		PerDeviceEvalBatchSize:    8,
+		GradientAccumulationSteps: 1,
+		LearningRate:              5e-5,
+		AdamBeta1:                 0.9,
+		AdamBeta2:                 0.999,
+		AdamEpsilon:               1e-8,
+		MaxGradNorm:               1,
+		Optim:                     "adamw_torch_fused",
+		LRSchedulerType:           ScheduleLinear,
+		Seed:                      42,
+		Shuffle:                   true,
+		LoggingStrategy:           IntervalSteps,
+		LoggingSteps:              500,
+		EvalStrategy:              IntervalNo,
+		SaveStrategy:              IntervalSteps,
+		SaveSteps:                 500,
+	}
+}
+
+// ErrInvalidArguments is wrapped by every *ArgumentError, so callers can test errors.Is(err, ErrInvalidArguments).
+var ErrInvalidArguments = errors.New("invalid training arguments")
+
+// ArgumentError reports one TrainingArguments field whose value is not allowed. Key is the HF name
+// ("learning_rate"), so a recipe can point at the line that set it.
+type ArgumentError struct {
+	Key    string
+	Reason string
+}
+
+// Error formats as "trainer: learning_rate: must be finite and > 0 (got +Inf)".
+func (e *ArgumentError) Error() string { return "trainer: " + e.Key + ": " + e.Reason }
+
+// Unwrap returns ErrInvalidArguments.
+func (e *ArgumentError) Unwrap() error { return ErrInvalidArguments }
+
+// Validate checks every field the way transformers' TrainingArguments.__post_init__ (and its
+// EarlyStoppingCallback) does, plus the finiteness checks HF leaves to a crash later (CASES B34: a learning rate
+// of .inf parses but is rejected here). It returns nil or the errors.Join of one *ArgumentError per bad field.
+func (a *TrainingArguments) Validate() error {
+	var errs []error
+	bad := func(key, format string, v ...any) {
+		errs = append(errs, &ArgumentError{Key: key, Reason: fmt.Sprintf(format, v...)})
+	}
+	finite := func(key string, x float64) bool {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			bad(key, "must be a finite number (got %v)", x)
+			return false
+		}
+		return true
+	}
+
+	if strings.TrimSpace(a.OutputDir) == "" {
+		bad("output_dir", "must name a directory")
+	}
+	if a.MaxSteps <= 0 && a.MaxSteps != -1 {
+		bad("max_steps", "must be > 0, or -1 to train for num_train_epochs (got %d)", a.MaxSteps)
+	}
+	if finite("num_train_epochs", a.NumTrainEpochs) && a.MaxSteps <= 0 && a.NumTrainEpochs <= 0 {
+		bad("num_train_epochs", "must be > 0 when max_steps is not set (got %v)", a.NumTrainEpochs)
+	}
+	if a.PerDeviceTrainBatchSize < 1 {
+		bad("per_device_train_batch_size", "must be ≥ 1 (got %d)", a.PerDeviceTrainBatchSize)
+	}
+	if a.PerDeviceEvalBatchSize < 1 {
+		bad("per_device_eval_batch_size", "must be ≥ 1 (got %d)", a.PerDeviceEvalBatchSize)
+	}
+	if a.GradientAccumulationSteps < 1 {
+		bad("gradient_accumulation_steps", "must be ≥ 1 (got %d)", a.GradientAccumulationSteps)
+	}
+	if finite("learning_rate", a.LearningRate) && a.LearningRate <= 0 {
+		bad("learning_rate", "must be > 0 (got %v)", a.LearningRate)
+	}
+	if finite("weight_decay", a.WeightDecay) && a.WeightDecay < 0 {
+		bad("weight_decay", "must be ≥ 0 (got %v)", a.WeightDecay)
+	}
+	for _, b := range []struct {
+		key string
+		v   float64
+	}{{"adam_beta1", a.AdamBeta1}, {"adam_beta2", a.AdamBeta2}} {
+		if finite(b.key, b.v) && (b.v < 0 || b.v >= 1) {
+			bad(b.key, "must be in [0, 1) (got %v)", b.v)
+		}
+	}
+	if finite("adam_epsilon", a.AdamEpsilon) && a.AdamEpsilon < 0 {
+		bad("adam_epsilon", "must be ≥ 0 (got %v)", a.AdamEpsilon)
+	}
+	if finite("max_grad_norm", a.MaxGradNorm) && a.MaxGradNorm < 0 {
+		bad("max_grad_norm", "must be ≥ 0; 0 disables clipping (got %v)", a.MaxGradNorm)
+	}
+	if a.Optim != "adamw_torch" && a.Optim != "adamw_torch_fused" {
+		bad("optim", "tune implements AdamW only: use adamw_torch or adamw_torch_fused (got %q)", a.Optim)
+	}
+	if !slices.Contains(ScheduleNames, a.LRSchedulerType) {
+		bad("lr_scheduler_type", "must be one of %s (got %q)", strings.Join(ScheduleNames, ", "), a.LRSchedulerType)
+	} else if a.LRSchedulerType == SchedulePolynomial && a.LearningRate <= PolynomialLREnd {
+		bad("learning_rate", "the polynomial schedule needs learning_rate > lr_end = %g (got %v)",
+			PolynomialLREnd, a.LearningRate)
+	}
+	if finite("warmup_steps", a.WarmupSteps) && a.WarmupSteps < 0 {
+		bad("warmup_steps", "must be ≥ 0: a step count (≥ 1) or a fraction of the total steps (< 1) (got %v)",
+			a.WarmupSteps)
+	}
+	if a.FP16 && a.BF16 {
+		bad("bf16", "fp16 and bf16 are both true; choose one mixed-precision mode (CASES B13)")
+	}
+	if a.FP16FullEval && a.BF16FullEval {
+		bad("bf16_full_eval", "fp16_full_eval and bf16_full_eval are both true; choose one")
+	}
+	if finite("label_smoothing_factor", a.LabelSmoothingFactor) &&
+		(a.LabelSmoothingFactor < 0 || a.LabelSmoothingFactor >= 1) {
+		bad("label_smoothing_factor", "must be in [0, 1) (got %v)", a.LabelSmoothingFactor)
+	}
+
+	a.validateIntervals(bad, finite)
+	a.validateBestModel(bad, finite)
+	return errors.Join(errs...)
+}
+
+// validateIntervals checks the logging, eval and save strategies and their step counts.
+func (a *TrainingArguments) validateIntervals(bad func(string, string, ...any), finite func(string, float64) bool) {
+	for _, s := range []struct {
+		key   string
+		v     IntervalStrategy
+		steps float64
+		skey  string
+	}{
+		{"logging_strategy", a.LoggingStrategy, a.LoggingSteps, "logging_steps"},
+		{"eval_strategy", a.EvalStrategy, a.EvalSteps, "eval_steps"},
+		{"save_strategy", a.SaveStrategy, a.SaveSteps, "save_steps"},
+	} {
+		if !slices.Contains(strategyNames, s.v) {
+			bad(s.key, "must be one of no, steps, epoch (got %q)", s.v)
+			continue
+		}
+		if !finite(s.skey, s.steps) {
+			continue
+		}
+		switch {
+		case s.steps < 0:
+			bad(s.skey, "must be ≥ 0 (got %v)", s.steps)
+		case s.steps > 1 && s.steps != math.Trunc(s.steps):
+			bad(s.skey, "must be an integer when ≥ 1, or a fraction of the total steps below 1 (got %v)", s.steps)
+		case s.v != IntervalSteps || s.steps > 0:
+		case s.key != "eval_strategy":
+			bad(s.skey, "must be > 0 when %s is steps", s.key)
+		case a.LoggingSteps <= 0: // eval_steps unset falls back to logging_steps
+			bad(s.skey, "eval_strategy is steps but neither eval_steps nor logging_steps is set")
+		}
+	}
+}
+
+// validateBestModel checks load_best_model_at_end and early stopping against the eval and save strategies, as
+// HF's __post_init__ and EarlyStoppingCallback do.
+func (a *TrainingArguments) validateBestModel(bad func(string, string, ...any), finite func(string, float64) bool) {
+	if a.SaveTotalLimit < 0 {
+		bad("save_total_limit", "must be ≥ 0; 0 keeps every checkpoint (got %d)", a.SaveTotalLimit)
+	}
+	if a.LoadBestModelAtEnd {
+		switch {
+		case a.EvalStrategy == IntervalNo:
+			bad("load_best_model_at_end", "needs an eval_strategy (steps or epoch) to know which model is best")
+		case a.EvalStrategy != a.SaveStrategy:
+			bad("load_best_model_at_end", "needs save_strategy equal to eval_strategy (got save %q, eval %q)",
+				a.SaveStrategy, a.EvalStrategy)
+		case a.EvalStrategy == IntervalSteps && a.EvalSteps >= 1 && a.SaveSteps >= 1 &&
+			math.Mod(a.SaveSteps, a.evalSteps()) != 0:
+			bad("save_steps", "must be a round multiple of eval_steps when load_best_model_at_end is set (got %v and %v)",
+				a.SaveSteps, a.evalSteps())
+		}
+	}
+	if a.EarlyStoppingPatience < 0 {
+		bad("early_stopping_patience", "must be ≥ 0; 0 disables early stopping (got %d)", a.EarlyStoppingPatience)
+	}
+	if a.EarlyStoppingPatience > 0 && a.EvalStrategy == IntervalNo {
+		bad("early_stopping_patience", "needs an eval_strategy (steps or epoch): early stopping watches the eval metric")
+	}
+	if finite("early_stopping_threshold", a.EarlyStoppingThreshold) && a.EarlyStoppingThreshold < 0 {
+		bad("early_stopping_threshold", "must be ≥ 0 (got %v)", a.EarlyStoppingThreshold)
+	}
+}
+
+// evalSteps is eval_steps, or logging_steps when it is unset (HF's rule).
+func (a *TrainingArguments) evalSteps() float64 {
+	if a.EvalSteps == 0 {
+		return a.LoggingSteps
+	}
+	return a.EvalSteps
+}
+
+// NumWarmupSteps returns the number of warmup optimizer steps for a run of total optimizer steps: int(x) for
+// warmup_steps x ≥ 1, ceil(total·x) for x < 1 (transformers 5.17 `get_warmup_steps`, FACTS §3.3).
+func (a *TrainingArguments) NumWarmupSteps(total int) int {
+	return intervalSteps(a.WarmupSteps, total)
+}
+
+// LoggingInterval returns logging_steps resolved against total optimizer steps (a fraction below 1 becomes
+// ceil(total·x)), at least 1.
+func (a *TrainingArguments) LoggingInterval(total int) int {
+	return max(1, intervalSteps(a.LoggingSteps, total))
+}
+
+// EvalInterval returns eval_steps (or logging_steps when unset) resolved like LoggingInterval.
+func (a *TrainingArguments) EvalInterval(total int) int {
+	return max(1, intervalSteps(a.evalSteps(), total))
+}
+
+// SaveInterval returns save_steps resolved like LoggingInterval.
+func (a *TrainingArguments) SaveInterval(total int) int {
+	return max(1, intervalSteps(a.SaveSteps, total))
+}
+
+// intervalSteps is HF's reading of a step-count field: x ≥ 1 is a count, x < 1 a fraction of total (ceil).
+func intervalSteps(x float64, total int) int {
+	if x >= 1 {
+		return int(x)
+	}
+	return int(math.Ceil(float64(total) * x))
+}
+
+// TotalSteps returns the number of optimizer steps of the run and the number of epochs it spans, given the
+// number of micro-batches in one epoch, as transformers' Trainer computes them: an epoch has
+// ceil(batchesPerEpoch / gradient_accumulation_steps) optimizer steps (the last window may be short, at least
+// one step); max_steps > 0 wins, else total = ceil(num_train_epochs × steps per epoch).
+func (a *TrainingArguments) TotalSteps(batchesPerEpoch int) (steps, epochs int) {
+	perEpoch := max(1, (batchesPerEpoch+a.GradientAccumulationSteps-1)/max(1, a.GradientAccumulationSteps))
+	if a.MaxSteps > 0 {
+		return a.MaxSteps, (a.MaxSteps + perEpoch - 1) / perEpoch
+	}
+	return int(math.Ceil(a.NumTrainEpochs * float64(perEpoch))), int(math.Ceil(a.NumTrainEpochs))
+}
+
+// BestMetric returns the metric that ranks checkpoints, without an "eval_" prefix: metric_for_best_model, or
+// "loss" when it is empty.
+func (a *TrainingArguments) BestMetric() string {
+	m := strings.TrimPrefix(a.MetricForBestModel, "eval_")
+	if m == "" {
+		return "loss"
+	}
+	return m
+}
+
+// IsGreaterBetter reports whether a larger BestMetric is better: greater_is_better when set, else true for
+// every metric except the loss (HF's rule).
+func (a *TrainingArguments) IsGreaterBetter() bool {
+	if a.GreaterIsBetter != nil {
+		return *a.GreaterIsBetter
+	}
+	return a.BestMetric() != "loss"
+}
+
+// MixedPrecision names the training precision as HF's mixed_precision does: "fp16", "bf16" or "no".
+func (a *TrainingArguments) MixedPrecision() string {
+	switch {
+	case a.FP16:
+		return "fp16"
+	case a.BF16:
+		return "bf16"
+	}
+	return "no"
+}
+
+// strategyNames are the valid values of the *_strategy fields.
+var strategyNames = []IntervalStrategy{IntervalNo, IntervalSteps, IntervalEpoch}
