@@ -1,0 +1,35 @@
+//go:build linux || darwin || freebsd
+
+package loaders
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// mapFile maps the whole file read-only into memory (syscall.Mmap: golang.org/x/sys/unix would need the module's
+// go line raised to 1.26.0) and returns its bytes and the function that unmaps them.
+// Where mapping fails (an empty file, a file system without mmap) it falls back to reading the file.
+func mapFile(path string) ([]byte, func() error, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loaders: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, fmt.Errorf("loaders: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, nil, fmt.Errorf("loaders: %s is not a regular file", path)
+	}
+	size := st.Size()
+	if size > 0 && int64(int(size)) == size {
+		buf, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+		if err == nil {
+			return buf, func() error { return syscall.Munmap(buf) }, nil
+		}
+	}
+	return readWhole(f, size)
+}
