@@ -1,0 +1,99 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// geluKernel: out = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), the exact GELU (Hendrycks & Gimpel 2016; PyTorch
+// gelu with approximate='none'). Evaluated in float64 and rounded to T.
+func geluKernel[T scalar](out, x []T) {
+	for i, v := range x {
+		f := float64(v)
+		out[i] = T(0.5 * f * (1 + math.Erf(f/math.Sqrt2)))
+	}
+}
+
+// invSqrt2Pi is 1/√(2π), the standard normal density at 0.
+const invSqrt2Pi = 0.3989422804014327
+
+// geluBackwardKernel: dx = dout·(Φ(x) + x·φ(x)), φ(x) = exp(−x²/2)/√(2π), the derivative of x·Φ(x).
+func geluBackwardKernel[T scalar](dx, dout, x []T) {
+	for i, v := range x {
+		f := float64(v)
+		cdf := 0.5 * (1 + math.Erf(f/math.Sqrt2))
+		pdf := invSqrt2Pi * math.Exp(-0.5*f*f)
+		dx[i] = dout[i] * T(cdf+f*pdf)
+	}
+}
+
+// tanhKernel: out = tanh(x).
+func tanhKernel[T scalar](out, x []T) {
+	for i, v := range x {
+		out[i] = T(math.Tanh(float64(v)))
+	}
+}
+
+// tanhBackwardKernel: dx = dout·(1 − y²), y = tanh(x) the forward output.
+func tanhBackwardKernel[T scalar](dx, dout, y []T) {
+	for i, v := range y {
+		dx[i] = dout[i] * (1 - v*v)
+	}
+}
+
+// GELU sets out = x·Φ(x), the exact erf form (PyTorch gelu, approximate='none'), for equal element counts.
+func (b *Backend) GELU(out, x *tensor.Tensor) error {
+	return unaryOp("GELU", out, x, 40, geluKernel[float32])
+}
+
+// GELUBackward sets dx = dout·(Φ(x) + x·φ(x)) from the forward input x.
+func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
+	return binaryOp("GELUBackward", dx, dout, x, "x", 60, geluBackwardKernel[float32])
+}
+
+// Tanh sets out = tanh(x) (the BERT pooler activation).
+func (b *Backend) Tanh(out, x *tensor.Tensor) error {
+	return unaryOp("Tanh", out, x, 20, tanhKernel[float32])
+}
+
+// TanhBackward sets dx = dout·(1 − y²) from the forward output y = tanh(x).
+func (b *Backend) TanhBackward(dx, dout, y *tensor.Tensor) error {
+	return binaryOp("TanhBackward", dx, dout, y, "y", 2, tanhBackwardKernel[float32])
+}
+
+// unaryOp validates out = f(x) over equal element counts and runs kernel on parallel chunks of cost units
+// per element.
+func unaryOp(op string, out, x *tensor.Tensor, cost int, kernel func(out, x []float32)) (err error) {
+	defer guard(&err, op, out, x)
+	c := newCheck(op, out, x).float("out", out).float("x", x)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.numel("x", x, out.Numel()).Err(); err != nil {
+		return err
+	}
+	xv := load(x)
+	o := overwrite(out)
+	parallelFor(len(xv), cost, func(lo, hi int) { kernel(o.V[lo:hi], xv[lo:hi]) })
+	o.Store()
+	return nil
+}
+
+// binaryOp validates dx = f(dout, s) over equal element counts (s the saved forward tensor, named sname in
+// errors) and runs kernel on parallel chunks.
+func binaryOp(op string, dx, dout, s *tensor.Tensor, sname string, cost int, kernel func(dx, dout, s []float32)) (err error) {
+	defer guard(&err, op, dx, dout, s)
+	c := newCheck(op, dx, dout, s).float("dx", dx).float("dout", dout).float(sname, s)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.numel("dout", dout, dx.Numel()).numel(sname, s, dx.Numel()).Err(); err != nil {
+		return err
+	}
+	dv, sv := load(dout), load(s)
+	o := overwrite(dx)
+	parallelFor(len(sv), cost, func(lo, hi int) { kernel(o.V[lo:hi], dv[lo:hi], sv[lo:hi]) })
+	o.Store()
+	return nil
+}

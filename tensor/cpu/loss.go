@@ -1,0 +1,149 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// logSumExp returns max z + log Σ exp(z − max z) and max z for one row.
+func logSumExp[T scalar](row []T) (lse, mx T) {
+	mx = T(math.Inf(-1))
+	for _, z := range row {
+		mx = max(mx, z)
+	}
+	var sum T
+	for _, z := range row {
+		sum += T(math.Exp(float64(z - mx)))
+	}
+	return T(math.Log(float64(sum))) + mx, mx
+}
+
+// crossEntropyKernel: losses[i] = logsumexp(logits_i) − logits_i[labels_i] for rows of v logits (PyTorch
+// cross_entropy with reduction='none'); a row labelled ignore gets 0. Returns the rows counted.
+func crossEntropyKernel[T scalar](losses, logits []T, labels []int, v, ignore int) int {
+	count := 0
+	for i, lab := range labels {
+		if lab == ignore {
+			losses[i] = 0
+			continue
+		}
+		row := logits[i*v : (i+1)*v]
+		lse, _ := logSumExp(row)
+		losses[i] = lse - row[lab]
+		count++
+	}
+	return count
+}
+
+// crossEntropyBackwardKernel: dlogits_i = scale·(softmax(logits_i) − onehot(labels_i)) for counted rows, 0
+// for rows labelled ignore. dlogits may be logits.
+func crossEntropyBackwardKernel[T scalar](dlogits, logits []T, labels []int, v int, scale T, ignore int) {
+	for i, lab := range labels {
+		row, d := logits[i*v:(i+1)*v], dlogits[i*v:(i+1)*v]
+		if lab == ignore {
+			clear(d)
+			continue
+		}
+		lse, _ := logSumExp(row)
+		for j, z := range row {
+			p := T(math.Exp(float64(z - lse)))
+			if j == lab {
+				p--
+			}
+			d[j] = scale * p
+		}
+	}
+}
+
+// mseKernel: losses = (pred − target)².
+func mseKernel[T scalar](losses, pred, target []T) {
+	for i := range losses {
+		d := pred[i] - target[i]
+		losses[i] = d * d
+	}
+}
+
+// mseBackwardKernel: dpred = scale·2·(pred − target).
+func mseBackwardKernel[T scalar](dpred, pred, target []T, scale T) {
+	for i := range dpred {
+		dpred[i] = scale * 2 * (pred[i] - target[i])
+	}
+}
+
+// CrossEntropy sets losses (N, F32) = −log softmax(logits (N, V))[label] per row, computed stably as
+// logsumexp − logit; labels (N) are I32 or I64. A row whose label equals ignoreIndex (−100 in PyTorch) gets
+// loss 0 and is not counted; any other label outside [0, V) is ErrArgument. Returns the rows counted, the
+// divisor of a mean loss.
+func (b *Backend) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex int) (count int, err error) {
+	defer guard(&err, "CrossEntropy", losses, logits, labels)
+	c := newCheck("CrossEntropy", losses, logits, labels).f32("losses", losses).float("logits", logits).index("labels", labels)
+	n, v := c.rows("logits", logits)
+	c.numel("labels", labels, n).numel("losses", losses, n).that(v > 0, tensor.ErrShape, "logits have no classes")
+	lab := indices(c, "labels", labels, v, &ignoreIndex)
+	if c.Err() != nil {
+		return 0, c.Err()
+	}
+	lv, out := load(logits), f32Of(losses)
+	_, chunks := chunking(n, 8*v)
+	counts := make([]int, chunks)
+	parallelChunks(n, 8*v, func(k, lo, hi int) {
+		counts[k] = crossEntropyKernel(out[lo:hi], lv[lo*v:hi*v], lab[lo:hi], v, ignoreIndex)
+	})
+	for _, k := range counts {
+		count += k
+	}
+	return count, nil
+}
+
+// CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0
+// for rows labelled ignoreIndex. For a mean loss seeded with loss scale S over n counted rows, scale = S/n.
+func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (err error) {
+	defer guard(&err, "CrossEntropyBackward", dlogits, logits, labels)
+	c := newCheck("CrossEntropyBackward", dlogits, logits, labels).float("dlogits", dlogits).float("logits", logits).index("labels", labels)
+	n, v := c.rows("logits", logits)
+	c.numel("labels", labels, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
+	lab := indices(c, "labels", labels, v, &ignoreIndex)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	lv := load(logits)
+	o := overwrite(dlogits)
+	parallelFor(n, 8*v, func(lo, hi int) {
+		crossEntropyBackwardKernel(o.V[lo*v:hi*v], lv[lo*v:hi*v], lab[lo:hi], v, scale, ignoreIndex)
+	})
+	o.Store()
+	return nil
+}
+
+// MSELoss sets losses (N, F32) = (pred − target)² elementwise for pred and target of N elements (PyTorch
+// mse_loss with reduction='none').
+func (b *Backend) MSELoss(losses, pred, target *tensor.Tensor) (err error) {
+	defer guard(&err, "MSELoss", losses, pred, target)
+	c := newCheck("MSELoss", losses, pred, target).f32("losses", losses).float("pred", pred).float("target", target)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.numel("pred", pred, losses.Numel()).numel("target", target, losses.Numel()).Err(); err != nil {
+		return err
+	}
+	mseKernel(f32Of(losses), load(pred), load(target))
+	return nil
+}
+
+// MSELossBackward sets dpred (N) = scale·2·(pred − target); for a mean loss seeded with S, scale = S/N.
+func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) (err error) {
+	defer guard(&err, "MSELossBackward", dpred, pred, target)
+	c := newCheck("MSELossBackward", dpred, pred, target).float("dpred", dpred).float("pred", pred).float("target", target)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := c.numel("pred", pred, dpred.Numel()).numel("target", target, dpred.Numel()).Err(); err != nil {
+		return err
+	}
+	pv, tv := load(pred), load(target)
+	o := overwrite(dpred)
+	mseBackwardKernel(o.V, pv, tv, scale)
+	o.Store()
+	return nil
+}

@@ -1,0 +1,107 @@
+package cpu
+
+import (
+	"math"
+	"slices"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// adamWHyper holds one step's scalars, computed in float64 from the float32 arguments as PyTorch computes its
+// Python-float scalars, then used in T (as PyTorch casts a scalar to the tensor's type).
+type adamWHyper struct {
+	decayFactor  float64 // 1 − lr·wd
+	beta1, beta2 float64
+	stepSize     float64 // lr / (1 − β1^t)
+	bc2Sqrt      float64 // √(1 − β2^t)
+	eps          float64
+}
+
+func newAdamWHyper(lr, beta1, beta2, eps, wd float64, step int) adamWHyper {
+	return adamWHyper{
+		decayFactor: 1 - lr*wd,
+		beta1:       beta1,
+		beta2:       beta2,
+		stepSize:    lr / (1 - math.Pow(beta1, float64(step))),
+		bc2Sqrt:     math.Sqrt(1 - math.Pow(beta2, float64(step))),
+		eps:         eps,
+	}
+}
+
+// adamWKernel applies one AdamW step (torch.optim.AdamW, _single_tensor_adam, decoupled weight decay) to
+// aligned slices, with t the 1-based step:
+//
+//	p  = p·(1 − lr·wd)                                  (only if decay)
+//	m  = β1·m + (1−β1)·g
+//	v  = β2·v + (1−β2)·g²
+//	p  = p − (lr/(1−β1^t))·m / (√v/√(1−β2^t) + eps)
+func adamWKernel[T scalar](p, g, m, v []T, h adamWHyper, decay bool) {
+	df, b1, b2 := T(h.decayFactor), T(h.beta1), T(h.beta2)
+	ob1, ob2 := T(1-h.beta1), T(1-h.beta2)
+	step, bc2, eps := T(h.stepSize), T(h.bc2Sqrt), T(h.eps)
+	for i := range p {
+		if decay {
+			p[i] *= df
+		}
+		gi := g[i]
+		m[i] = b1*m[i] + ob1*gi
+		v[i] = b2*v[i] + ob2*gi*gi
+		denom := T(math.Sqrt(float64(v[i])))/bc2 + eps
+		p[i] -= step * m[i] / denom
+	}
+}
+
+// AdamW updates flat F32 buffers in place (see tensor.AdamWArgs): Params, Grads, ExpAvg and ExpAvgSq hold
+// the same number of elements; each Segment is updated with its own decay flag (nil Segments: the whole
+// buffer decays) and elements outside every segment are left untouched. Segments must lie inside the
+// buffers and not overlap. As torch.optim.AdamW, it requires lr ≥ 0, eps ≥ 0, 0 ≤ β < 1, weight decay ≥ 0,
+// and Step ≥ 1 (the step count after incrementing). Errors: ErrDType for a non-F32 buffer, ErrShape for
+// mismatched lengths or a bad segment, ErrArgument for a hyperparameter out of range.
+func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
+	defer guard(&err, "AdamW", a.Params, a.Grads, a.ExpAvg, a.ExpAvgSq)
+	c := newCheck("AdamW", a.Params, a.Grads, a.ExpAvg, a.ExpAvgSq).f32("Params", a.Params).
+		f32("Grads", a.Grads).f32("ExpAvg", a.ExpAvg).f32("ExpAvgSq", a.ExpAvgSq)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	n := a.Params.Numel()
+	c.numel("Grads", a.Grads, n).numel("ExpAvg", a.ExpAvg, n).numel("ExpAvgSq", a.ExpAvgSq, n)
+	ok := func(x float32) bool { return !math.IsNaN(float64(x)) }
+	c.that(ok(a.LR) && a.LR >= 0, tensor.ErrArgument, "LR = %v, want ≥ 0", a.LR)
+	c.that(ok(a.Eps) && a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	c.that(ok(a.Beta1) && a.Beta1 >= 0 && a.Beta1 < 1, tensor.ErrArgument, "Beta1 = %v, want 0 ≤ β1 < 1", a.Beta1)
+	c.that(ok(a.Beta2) && a.Beta2 >= 0 && a.Beta2 < 1, tensor.ErrArgument, "Beta2 = %v, want 0 ≤ β2 < 1", a.Beta2)
+	c.that(ok(a.WeightDecay) && a.WeightDecay >= 0, tensor.ErrArgument, "WeightDecay = %v, want ≥ 0", a.WeightDecay)
+	c.that(a.Step >= 1, tensor.ErrArgument, "Step = %d, want ≥ 1 (the step count after incrementing)", a.Step)
+	segs := a.Segments
+	if segs == nil {
+		segs = []tensor.Segment{{Offset: 0, Len: n, Decay: true}}
+	}
+	checkSegments(c, segs, n)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	h := newAdamWHyper(float64(a.LR), float64(a.Beta1), float64(a.Beta2), float64(a.Eps), float64(a.WeightDecay), a.Step)
+	p, g, m, v := f32Of(a.Params), f32Of(a.Grads), f32Of(a.ExpAvg), f32Of(a.ExpAvgSq)
+	for _, s := range segs {
+		lo := s.Offset
+		parallelFor(s.Len, 12, func(i, j int) {
+			adamWKernel(p[lo+i:lo+j], g[lo+i:lo+j], m[lo+i:lo+j], v[lo+i:lo+j], h, s.Decay)
+		})
+	}
+	return nil
+}
+
+// checkSegments requires segments inside [0, n) that do not overlap.
+func checkSegments(c *check, segs []tensor.Segment, n int) {
+	sorted := slices.Clone(segs)
+	slices.SortFunc(sorted, func(x, y tensor.Segment) int { return x.Offset - y.Offset })
+	end := 0
+	for _, s := range sorted {
+		c.that(s.Offset >= 0 && s.Len >= 0 && s.Offset+s.Len <= n, tensor.ErrShape,
+			"segment [%d, %d) is outside the %d-element buffer", s.Offset, s.Offset+s.Len, n)
+		c.that(s.Offset >= end, tensor.ErrShape, "segment [%d, %d) overlaps the previous one ending at %d",
+			s.Offset, s.Offset+s.Len, end)
+		end = max(end, s.Offset+s.Len)
+	}
+}
