@@ -1,0 +1,58 @@
+package amp
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// clipEps is the epsilon torch.nn.utils.clip_grad_norm_ adds to the total norm before dividing.
+const clipEps = 1e-6
+
+// ClipGradNorm scales grads in place so that their global L2 norm is at most maxNorm, with
+// torch.nn.utils.clip_grad_norm_'s semantics (norm_type 2, FACTS §2.3): the total norm is the L2 norm of the
+// per-tensor norms, i.e. sqrt(Σ over every element of every gradient of g²) (Backend.GlobalNorm), and every
+// gradient is multiplied by clamp(maxNorm/(total + 1e-6), max=1), computed in FP32 in the same order as PyTorch
+// (reciprocal, then times maxNorm). It returns the total norm before clipping (what HF logs as grad_norm).
+//
+// Under FP16 loss scaling call it after GradScaler.Unscale, so it sees and reports the true gradients (CASES
+// B09). A non-finite total norm (inf/NaN gradients) leaves the gradients untouched and is returned as is: the
+// GradScaler skips that step anyway, and PyTorch's multiplication by 0 or NaN would only erase the evidence.
+// A factor of exactly 1 is not applied (multiplying by 1 is exact, so the result is the same).
+//
+// grads may be F32, F16 or BF16 (nil entries are skipped). maxNorm must be positive and finite; HF's Trainer
+// clips only when max_grad_norm > 0, so the caller checks that before calling.
+func ClipGradNorm(b tensor.Backend, grads []*tensor.Tensor, maxNorm float64) (totalNorm float64, err error) {
+	if !(maxNorm > 0) || math.IsInf(maxNorm, 0) {
+		return 0, fmt.Errorf("amp: ClipGradNorm: max_norm %v must be positive and finite (set max_grad_norm ≤ 0 to disable clipping)", maxNorm)
+	}
+	live := make([]*tensor.Tensor, 0, len(grads))
+	for _, g := range grads {
+		if g != nil {
+			live = append(live, g)
+		}
+	}
+	if len(live) == 0 {
+		return 0, nil
+	}
+	total, err := b.GlobalNorm(live)
+	if err != nil {
+		return 0, fmt.Errorf("amp: ClipGradNorm: %w", err)
+	}
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		return total, nil
+	}
+	// PyTorch: clip_coef = max_norm / (total_norm + 1e-6) on an FP32 tensor, which Tensor.__rdiv__ evaluates as
+	// reciprocal(total_norm + 1e-6) * max_norm, each step rounded to FP32.
+	coef := (1 / (float32(total) + clipEps)) * float32(maxNorm)
+	if coef >= 1 {
+		return total, nil
+	}
+	for _, g := range live {
+		if err := b.Scale(g, coef); err != nil {
+			return total, fmt.Errorf("amp: ClipGradNorm: %w", err)
+		}
+	}
+	return total, nil
+}
