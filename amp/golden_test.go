@@ -32,7 +32,7 @@ type goldenScenario struct {
 	GrowthInterval int                 `json:"growth_interval"`
 	Pattern        string              `json:"pattern"`
 	ReloadAfter    int                 `json:"reload_after"`
-	GradBits       map[string][]uint32 `json:"grad_bits"`   // per step kind: the true gradient's FP32 bits
+	GradBits       map[string][]uint32 `json:"grad_bits"`    // per step kind: the true gradient's FP32 bits
 	ReloadState    json.RawMessage     `json:"reload_state"` // PyTorch's state_dict() at the reload, as JSON
 	Steps          []goldenStep        `json:"steps"`
 }
