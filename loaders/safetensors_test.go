@@ -11,16 +11,18 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// TestCorruptSafetensors opens every kind of corrupt file and checks that the error wraps the right sentinel,
-// names the file and says what is wrong.
-func TestCorruptSafetensors(t *testing.T) {
+// corruptCase is a corrupt safetensors file, the sentinel its error must wrap and words its message must contain.
+type corruptCase struct {
+	name  string
+	file  []byte
+	want  error
+	words []string
+}
+
+// corruptCases returns every kind of corrupt file; TestCorruptSafetensors and FuzzReadHeader's seed corpus use it.
+func corruptCases() []corruptCase {
 	f32x2 := `{"dtype":"F32","shape":[2],"data_offsets":`
-	tests := []struct {
-		name  string
-		file  []byte
-		want  error
-		words []string // substrings the message must contain
-	}{
+	return []corruptCase{
 		{"empty file is too small for the length prefix", nil, ErrHeaderTooSmall, []string{"0 bytes"}},
 		{"7-byte file (B18)", make([]byte, 7), ErrHeaderTooSmall, []string{"header too small", "7 bytes"}},
 		{"prefix 2^64-1 then {} (B18)", stPrefix(math.MaxUint64, "{}"), ErrHeaderTooLarge,
@@ -59,7 +61,12 @@ func TestCorruptSafetensors(t *testing.T) {
 		{"8 trailing zero bytes (B19)", append(b22File(), make([]byte, 8)...), ErrIncompleteMetadata,
 			[]string{"incomplete metadata, file not fully covered", "need 88 bytes", "has 96", "trailing bytes"}},
 	}
-	for _, tt := range tests {
+}
+
+// TestCorruptSafetensors opens every kind of corrupt file and checks that the error wraps the right sentinel,
+// names the file and says what is wrong.
+func TestCorruptSafetensors(t *testing.T) {
+	for _, tt := range corruptCases() {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeTemp(t, "bad.safetensors", tt.file)
 			c, err := OpenCheckpoint(path)
