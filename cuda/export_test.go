@@ -1,0 +1,25 @@
+//go:build cuda
+
+package cuda
+
+// Hooks for the external tests in package cuda_test.
+
+// KernelFiles lists the embedded kernel files.
+func KernelFiles() []string { return kernelFiles() }
+
+// CompileKernelForTest compiles one embedded kernel file for compute capability sm and returns the image size,
+// whether it is a CUBIN, NVRTC's log and the loaded NVRTC's path and version.
+func CompileKernelForTest(file string, sm int) (size int, cubin bool, log, nvrtc string, err error) {
+	img, err := compileKernel(file, sm)
+	if err != nil {
+		return 0, false, "", "", err
+	}
+	nv, _ := loadNVRTC()
+	return len(img.data), img.cubin, img.log, nv.path, nil
+}
+
+// NVRTCVersion returns the loaded NVRTC's version, or an error if none can be opened.
+func NVRTCVersion() (major, minor int, path string, err error) {
+	nv, err := loadNVRTC()
+	return nv.major, nv.minor, nv.path, err
+}

@@ -1,0 +1,181 @@
+// elementwise.cu: the elementwise ops of tensor.Backend, one thread per group of four elements.
+//
+// Variants: every kernel takes its tensors' dtypes as arguments (F32/F16/BF16 in any combination) and a vec
+// flag. With vec=1 (the host checked that n-element tensors start 16-byte aligned for F32 or 8-byte aligned
+// for halves) a group is moved with one vector load/store per tensor; the last partial group, and every group
+// with vec=0 (odd offsets of views), goes element by element. Arithmetic is FP32 in the same operation order
+// as tensor/cpu, without FMA contraction, so results are bit-identical to the CPU reference except where a
+// transcendental function is involved (erff, expf, tanhf differ from Go's float64 math by an ulp or two).
+#include "common.cuh"
+
+// map1: out = f(x).
+template <class F>
+__device__ __forceinline__ void map1(void *out, int dto, const void *x, int dtx, i64 n, int vec, F f) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(g, groups) {
+		i64 i = g * 4;
+		if (vec && i + 4 <= n) {
+			F4 a = ld4(x, dtx, i), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = f(a.v[k]);
+			st4(out, dto, i, o);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) st(out, dto, j, f(ld(x, dtx, j)));
+		}
+	}
+}
+
+// map2: out = f(a, b).
+template <class F>
+__device__ __forceinline__ void map2(void *out, int dto, const void *a, int dta, const void *b, int dtb, i64 n,
+                                     int vec, F f) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(g, groups) {
+		i64 i = g * 4;
+		if (vec && i + 4 <= n) {
+			F4 x = ld4(a, dta, i), y = ld4(b, dtb, i), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = f(x.v[k], y.v[k]);
+			st4(out, dto, i, o);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) st(out, dto, j, f(ld(a, dta, j), ld(b, dtb, j)));
+		}
+	}
+}
+
+// cast: dst = src (rounded to dst's dtype).
+extern "C" __global__ void cast(void *dst, int dtd, const void *src, int dts, i64 n, int vec) {
+	map1(dst, dtd, src, dts, n, vec, [](float v) { return v; });
+}
+
+// scale: x = alpha·x.
+extern "C" __global__ void scale(void *x, int dt, i64 n, float alpha, int vec) {
+	map1(x, dt, x, dt, n, vec, [=](float v) { return v * alpha; });
+}
+
+// add: out = a + b.
+extern "C" __global__ void add(void *out, int dto, const void *a, int dta, const void *b, int dtb, i64 n, int vec) {
+	map2(out, dto, a, dta, b, dtb, n, vec, [](float x, float y) { return x + y; });
+}
+
+// axpy: y += alpha·x.
+extern "C" __global__ void axpy(void *y, int dty, const void *x, int dtx, i64 n, float alpha, int vec) {
+	map2(y, dty, y, dty, x, dtx, n, vec, [=](float a, float b) { return a + alpha * b; });
+}
+
+// gelu_fwd: out = 0.5·x·(1 + erf(x/√2)), exact GELU.
+extern "C" __global__ void gelu_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
+	map1(out, dto, x, dtx, n, vec, [](float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); });
+}
+
+// gelu_bwd: dx = dout·(Φ(x) + x·φ(x)), φ(x) = exp(−x²/2)/√(2π).
+extern "C" __global__ void gelu_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx, i64 n,
+                                    int vec) {
+	map2(dx, dtdx, dout, dtd, x, dtx, n, vec, [](float d, float v) {
+		float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
+		float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+		return d * (cdf + v * pdf);
+	});
+}
+
+// tanh_fwd: out = tanh(x).
+extern "C" __global__ void tanh_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
+	map1(out, dto, x, dtx, n, vec, [](float v) { return tanhf(v); });
+}
+
+// tanh_bwd: dx = dout·(1 − y²).
+extern "C" __global__ void tanh_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *y, int dty, i64 n,
+                                    int vec) {
+	map2(dx, dtdx, dout, dtd, y, dty, n, vec, [](float d, float v) { return d * (1.0f - v * v); });
+}
+
+// mse_fwd: losses (F32) = (pred − target)².
+extern "C" __global__ void mse_fwd(float *losses, const void *pred, int dtp, const void *target, int dtt, i64 n,
+                                   int vec) {
+	map2(losses, DT_F32, pred, dtp, target, dtt, n, vec, [](float p, float t) {
+		float d = p - t;
+		return d * d;
+	});
+}
+
+// mse_bwd: dpred = scale·2·(pred − target).
+extern "C" __global__ void mse_bwd(void *dpred, int dtd, const void *pred, int dtp, const void *target, int dtt,
+                                   i64 n, float scale, int vec) {
+	map2(dpred, dtd, pred, dtp, target, dtt, n, vec, [=](float p, float t) { return scale * 2.0f * (p - t); });
+}
+
+// dropout: out = x·keep·scale, scale = 1/(1−p) computed by the host in float32, keep drawn for element i as
+// tensor.PhiloxKeep(seed, offset, i, p): the Philox block at counter offset + i/4 (key = seed's low and high
+// words) gives lane i%4, mapped to (w>>8)·2⁻²⁴ and kept when ≥ p. One block serves a group of four, so each
+// thread draws once. A dropped NaN stays NaN (0·NaN), as in tensor/cpu.
+extern "C" __global__ void dropout(void *out, int dto, const void *x, int dtx, i64 n, float p, float scale,
+                                   u64 seed, u64 offset, int vec) {
+	i64 groups = (n + 3) / 4;
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	FOR_GROUPS(g, groups) {
+		u64 ctr = offset + (u64)g;
+		uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+		u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+		i64 i = g * 4;
+		if (vec && i + 4 <= n) {
+			F4 a = ld4(x, dtx, i), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+				o.v[k] = a.v[k] * keep * scale;
+			}
+			st4(out, dto, i, o);
+		} else {
+			for (int k = 0; k < 4 && i + k < n; k++) {
+				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+				st(out, dto, i + k, ld(x, dtx, i + k) * keep * scale);
+			}
+		}
+	}
+}
+
+// bias_add: y (rows, C) += bias (C). Each thread handles four consecutive elements of one row; vec requires
+// C % 4 == 0 and aligned pointers.
+extern "C" __global__ void bias_add(void *y, int dty, const void *bias, int dtb, i64 n, int C, int vec) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(g, groups) {
+		i64 i = g * 4;
+		if (vec && i + 4 <= n) {
+			F4 a = ld4(y, dty, i), b = ld4(bias, dtb, i % C);
+#pragma unroll
+			for (int k = 0; k < 4; k++) a.v[k] = a.v[k] + b.v[k];
+			st4(y, dty, i, a);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) st(y, dty, j, ld(y, dty, j) + ld(bias, dtb, j % C));
+		}
+	}
+}
+
+// mat_cast: a strided batch of M×N matrices, dst[b][i][j] = src[b][i][j] (row strides ldd/lds, batch strides
+// sd/ss, in elements). Used by the GEMM when cuBLASLt has no kernel for C's dtype: the product goes through an
+// F32 scratch matrix and is rounded into C here.
+extern "C" __global__ void mat_cast(void *dst, int dtd, i64 ldd, i64 sd, const void *src, int dts, i64 lds, i64 ss,
+                                    i64 M, i64 N, i64 batch) {
+	i64 total = M * N * batch;
+	for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+		i64 j = e % N, i = (e / N) % M, b = e / (M * N);
+		st(dst, dtd, b * sd + i * ldd + j, ld(src, dts, b * ss + i * lds + j));
+	}
+}
+
+// mat_bias: a strided batch of M×N matrices, c = (scale_c ? beta·c : c) + bias[j] (bias may be NULL). With
+// scale_c and beta == 0, c is not read (it may hold NaN), as in BLAS. Used for the GEMM's bias when cuBLASLt's
+// BIAS epilogue does not apply, and for K == 0.
+extern "C" __global__ void mat_bias(void *c, int dtc, i64 ldc, i64 sc, i64 M, i64 N, i64 batch, const void *bias,
+                                    int dtb, float beta, int scale_c) {
+	i64 total = M * N * batch;
+	for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (i64)gridDim.x * blockDim.x) {
+		i64 j = e % N, i = (e / N) % M, b = e / (M * N);
+		i64 k = b * sc + i * ldc + j;
+		float v;
+		if (scale_c) v = beta == 0.0f ? 0.0f : beta * ld(c, dtc, k);
+		else v = ld(c, dtc, k);
+		if (bias) v = v + ld(bias, dtb, j);
+		st(c, dtc, k, v);
+	}
+}

@@ -1,0 +1,154 @@
+// norm.cu: LayerNorm forward and backward, and the column reductions behind the weight gradients (dgamma,
+// dbeta, the Linear bias gradient).
+//
+// Variants:
+// - layernorm_fwd / layernorm_bwd: one warp per row (8 rows per 256-thread block), the row re-read from
+//   L1/L2 for each pass. With vec=1 (C % 4 == 0, every row pointer aligned) a lane moves four elements per
+//   access. Statistics are FP32: two-pass mean then biased variance, as torch.nn.LayerNorm and tensor/cpu;
+//   rstd = 1/sqrt(var + eps) evaluated in double and rounded once (tensor/cpu does the same).
+// - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
+//   32 columns of one chunk of rows; its eight row-strided partial sums are combined in a fixed order and
+//   written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
+//   and rounds once. No atomics, so the result is the same on every run. mode 0 sums dy (BiasGrad); mode 1 sums
+//   dout·n̂ into the first output and dout into the second (LayerNorm's dgamma and dbeta).
+#include "common.cuh"
+
+extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float *rstd, const void *x, int dtx,
+                                         const void *gamma, int dtg, const void *beta, int dtb, i64 N, int C,
+                                         float eps, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float s = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c);
+			s += a.v[0], s += a.v[1], s += a.v[2], s += a.v[3];
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) s += ld(x, dtx, base + c);
+	}
+	float m = warp_sum(s) / (float)C;
+	float ss = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float d = a.v[k] - m;
+				ss += d * d;
+			}
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float d = ld(x, dtx, base + c) - m;
+			ss += d * d;
+		}
+	}
+	float var = warp_sum(ss) / (float)C;
+	float r = (float)(1.0 / sqrt((double)(var + eps)));
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), g = ld4(gamma, dtg, c), b = ld4(beta, dtb, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = (a.v[k] - m) * r * g.v[k] + b.v[k];
+			st4(out, dto, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32)
+			st(out, dto, base + c, (ld(x, dtx, base + c) - m) * r * ld(gamma, dtg, c) + ld(beta, dtb, c));
+	}
+	if (lane == 0) {
+		mean[row] = m;
+		rstd[row] = r;
+	}
+}
+
+// layernorm_bwd: dx = rstd·(g − mean(g) − n̂·mean(g·n̂)), g = dout·gamma, n̂ = (x − μ)·rstd (llm.c's form, as
+// tensor/cpu). dx may alias dout or x: each lane reads its elements before it writes them.
+extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
+                                         const void *gamma, int dtg, const float *mean, const float *rstd, i64 N,
+                                         int C, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float m = mean[row], r = rstd[row];
+	float sg = 0.0f, sgn = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), w = ld4(gamma, dtg, c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float g = d.v[k] * w.v[k];
+				sg += g;
+				sgn += g * (a.v[k] - m) * r;
+			}
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float g = ld(dout, dtd, base + c) * ld(gamma, dtg, c);
+			sg += g;
+			sgn += g * (ld(x, dtx, base + c) - m) * r;
+		}
+	}
+	float mg = warp_sum(sg) / (float)C, mgn = warp_sum(sgn) / (float)C;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), w = ld4(gamma, dtg, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float n = (a.v[k] - m) * r;
+				o.v[k] = r * (d.v[k] * w.v[k] - mg - n * mgn);
+			}
+			st4(dx, dtdx, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float n = (ld(x, dtx, base + c) - m) * r;
+			st(dx, dtdx, base + c, r * (ld(dout, dtd, base + c) * ld(gamma, dtg, c) - mg - n * mgn));
+		}
+	}
+}
+
+// colsum_partial: block (32, 8), grid (ceil(C/32), chunks); chunk k covers rows [k·rows, (k+1)·rows).
+// mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x − mean)·rstd, pb[k][c] = Σ dy.
+extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, int dtdy, const void *x, int dtx,
+                                          const float *mean, const float *rstd, i64 N, int C, i64 rows, int mode) {
+	__shared__ float sa[8][33], sb[8][33];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c = blockIdx.x * 32 + tx;
+	i64 k = blockIdx.y;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	float a = 0.0f, b = 0.0f;
+	if (c < C) {
+		for (i64 r = lo + ty; r < hi; r += 8) {
+			float d = ld(dy, dtdy, r * C + c);
+			if (mode == 0) {
+				a += d;
+			} else {
+				a += d * ((ld(x, dtx, r * C + c) - mean[r]) * rstd[r]);
+				b += d;
+			}
+		}
+	}
+	sa[ty][tx] = a;
+	sb[ty][tx] = b;
+	__syncthreads();
+	if (ty == 0 && c < C) {
+		float ta = 0.0f, tb = 0.0f;
+		for (int j = 0; j < 8; j++) ta += sa[j][tx], tb += sb[j][tx];
+		pa[k * C + c] = ta;
+		if (mode == 1) pb[k * C + c] = tb;
+	}
+}
+
+// colsum_finish: out[c] += Σ_k partial[k][c], chunks in order, in FP32, rounded to out's dtype once.
+extern "C" __global__ void colsum_finish(void *out, int dto, const float *partial, i64 chunks, int C) {
+	int c = blockIdx.x * blockDim.x + threadIdx.x;
+	if (c >= C) return;
+	float acc = ld(out, dto, c);
+	for (i64 k = 0; k < chunks; k++) acc += partial[k * C + c];
+	st(out, dto, c, acc);
+}

@@ -1,0 +1,78 @@
+// optim.cu: multi-tensor kernels for the optimizer step: the global gradient norm, the fused non-finite check
+// and unscale of GradScaler, and AdamW.
+//
+// Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
+// chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
+// (or every segment of the flat parameter buffer) whatever their sizes. Vector accesses are not used: the
+// chunks of a segment list start at arbitrary element offsets.
+#include "common.cuh"
+
+struct Chunk {
+	u64 ptr; // device address of the chunk's first element
+	i64 n;   // elements in the chunk
+	i64 tag; // dtype (norm), or 1/0 for "weight decay applies" (AdamW)
+};
+
+// sumsq_partial: partial[b] = Σ x² over chunk b, accumulated in float64 (each x widened exactly), so that the
+// host's float64 sum of partials matches tensor/cpu's float64 accumulation up to summation order.
+extern "C" __global__ void sumsq_partial(double *partial, const Chunk *chunks) {
+	__shared__ double warps[32];
+	Chunk ch = chunks[blockIdx.x];
+	double s = 0.0;
+	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
+		double v = (double)ld((const void *)ch.ptr, (int)ch.tag, i);
+		s += v * v;
+	}
+	s = warp_sum_d(s);
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+	if (lane == 0) warps[w] = s;
+	__syncthreads();
+	if (w == 0) {
+		double t = lane < (int)(blockDim.x / 32) ? warps[lane] : 0.0;
+		t = warp_sum_d(t);
+		if (lane == 0) partial[blockIdx.x] = t;
+	}
+}
+
+// unscale: x = x·inv_scale over every F32 chunk (skipped when inv_scale == 1); *found = 1 if any x was Inf or
+// NaN before scaling (PyTorch's _amp_foreach_non_finite_check_and_unscale_; x − x is NaN exactly for those).
+extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_scale) {
+	Chunk ch = chunks[blockIdx.x];
+	float *x = (float *)ch.ptr;
+	int bad = 0;
+	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
+		float v = x[i];
+		if (v - v != 0.0f) bad = 1;
+		if (inv_scale != 1.0f) x[i] = v * inv_scale;
+	}
+	if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
+}
+
+// adamw: one step of torch.optim.AdamW (decoupled weight decay) over chunk b of the flat F32 buffers, chunk
+// pointers relative to params; grads, exp_avg, exp_avg_sq are at the same element offsets. bc1 = 1 − β1^t,
+// bc2 = 1 − β2^t are computed by the host in float64 and rounded to float32. Per element, as documented on
+// tensor.AdamWArgs:
+//   p = p·(1 − lr·wd)            (chunks whose segment decays)
+//   m = β1·m + (1 − β1)·g
+//   v = β2·v + (1 − β2)·g²
+//   p = p − lr·(m/bc1) / (sqrt(v/bc2) + eps)
+extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq, float lr,
+                                 float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+	Chunk ch = chunks[blockIdx.x];
+	i64 off = (i64)(ch.ptr - params) / 4;
+	float *p = (float *)params + off;
+	const float *g = (const float *)grads + off;
+	float *m = (float *)exp_avg + off;
+	float *v = (float *)exp_avg_sq + off;
+	float decay = 1.0f - lr * wd;
+	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
+		float pi = p[i], gi = g[i];
+		if (ch.tag) pi = pi * decay;
+		float mi = beta1 * m[i] + (1.0f - beta1) * gi;
+		float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+		pi = pi - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
+		p[i] = pi;
+		m[i] = mi;
+		v[i] = vi;
+	}
+}

@@ -1,0 +1,258 @@
+//go:build cuda
+
+package cuda
+
+// #include <stdlib.h>
+// #include "tunecuda.h"
+import "C"
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// kernelFS holds the CUDA C++ sources compiled at run time. common.cuh is passed to NVRTC as a header.
+//
+//go:embed kernels/*.cu kernels/*.cuh
+var kernelFS embed.FS
+
+// kernelOptions are the NVRTC options every kernel file is compiled with (besides the target): C++17, no FMA
+// contraction (results match tensor/cpu's operation order; see kernels/common.cuh) and line information for
+// compute-sanitizer and Nsight.
+var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
+
+// kernelFiles lists the embedded .cu files, sorted.
+func kernelFiles() []string {
+	ents, _ := kernelFS.ReadDir("kernels")
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".cu") {
+			out = append(out, e.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// nvrtcInfo describes the NVRTC that was loaded.
+type nvrtcInfo struct {
+	path         string
+	major, minor int
+	archs        []int // supported SM versions, ascending; nil if this NVRTC cannot list them
+}
+
+var (
+	nvrtcOnce sync.Once
+	nvrtcInf  nvrtcInfo
+	nvrtcErr  error
+)
+
+// loadNVRTC opens libnvrtc (see library.load) and queries its version and targets.
+func loadNVRTC() (nvrtcInfo, error) {
+	nvrtcOnce.Do(func() {
+		p, err := libNVRTC.load()
+		if err != nil {
+			nvrtcErr = err
+			return
+		}
+		var maj, min C.int
+		if st := C.tc_nvrtc_version(&maj, &min); st != 0 {
+			nvrtcErr = nvrtcError("nvrtcVersion", int(st), "")
+			return
+		}
+		nvrtcInf = nvrtcInfo{path: p, major: int(maj), minor: int(min)}
+		var buf [64]C.int
+		if n := int(C.tc_nvrtc_archs(&buf[0], C.int(len(buf)))); n > 0 {
+			for _, a := range buf[:n] {
+				nvrtcInf.archs = append(nvrtcInf.archs, int(a))
+			}
+			sort.Ints(nvrtcInf.archs)
+		}
+	})
+	return nvrtcInf, nvrtcErr
+}
+
+func nvrtcError(call string, code int, detail string) error {
+	name := "NVRTC_ERROR"
+	if code >= 0 && libNVRTC.err == nil && libNVRTC.path != "" {
+		name = C.GoString(C.tc_nvrtc_error(C.int(code)))
+	}
+	return &Error{Call: call, Code: code, Status: name, Detail: detail}
+}
+
+// target chooses what to compile for a device of compute capability sm (e.g. 90): a CUBIN for sm when this
+// NVRTC supports it, else PTX for the newest virtual architecture it supports below sm (the driver JIT-compiles
+// it at load).
+func (n nvrtcInfo) target(sm int) (opt string, cubin bool, err error) {
+	if n.archs == nil {
+		return fmt.Sprintf("--gpu-architecture=compute_%d", sm), false, nil
+	}
+	best := 0
+	for _, a := range n.archs {
+		if a == sm {
+			return fmt.Sprintf("--gpu-architecture=sm_%d", sm), true, nil
+		}
+		if a < sm {
+			best = a
+		}
+	}
+	if best == 0 {
+		return "", false, fmt.Errorf("cuda: NVRTC %d.%d (%s) supports sm_%d..sm_%d, not this device's sm_%d; use an older CUDA toolkit's NVRTC via TUNE_NVRTC", n.major, n.minor, n.path, n.archs[0], n.archs[len(n.archs)-1], sm)
+	}
+	return fmt.Sprintf("--gpu-architecture=compute_%d", best), false, nil
+}
+
+// kernelImage is one compiled kernel file.
+type kernelImage struct {
+	data  []byte // CUBIN or NUL-terminated PTX
+	cubin bool
+	log   string // NVRTC's log (warnings), empty when loaded from the disk cache
+	path  string // cache file, if written or read
+}
+
+// kernelCacheDir returns where compiled kernels are kept: $TUNE_KERNEL_CACHE, else
+// $XDG_CACHE_HOME/tune/kernels (os.UserCacheDir, ~/.cache on Linux). Empty when none can be found.
+func kernelCacheDir() string {
+	if d := os.Getenv("TUNE_KERNEL_CACHE"); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "tune", "kernels")
+}
+
+// compileKernel compiles the embedded file (e.g. "norm.cu") for compute capability sm, reading and writing the
+// disk cache keyed by a SHA-256 of the NVRTC version, the options, the target and every source byte. A compile
+// error returns an *Error whose Detail holds NVRTC's log.
+func compileKernel(file string, sm int) (*kernelImage, error) {
+	nv, err := loadNVRTC()
+	if err != nil {
+		return nil, err
+	}
+	tgt, cubin, err := nv.target(sm)
+	if err != nil {
+		return nil, err
+	}
+	src, err := kernelFS.ReadFile(path.Join("kernels", file))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: no embedded kernel file %q: %w", file, err)
+	}
+	hdr, err := kernelFS.ReadFile("kernels/common.cuh")
+	if err != nil {
+		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
+	}
+	opts := append([]string{tgt}, kernelOptions...)
+	h := sha256.New()
+	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
+	h.Write(src)
+	h.Write([]byte{0})
+	h.Write(hdr)
+	key := hex.EncodeToString(h.Sum(nil))[:24]
+	ext := ".ptx"
+	if cubin {
+		ext = ".cubin"
+	}
+	stem := strings.TrimSuffix(file, ".cu")
+	arch := strings.TrimPrefix(tgt, "--gpu-architecture=")
+	dir := kernelCacheDir()
+	var cachePath string
+	if dir != "" {
+		cachePath = filepath.Join(dir, fmt.Sprintf("%s-%s-%s%s", stem, arch, key, ext))
+		if data, err := os.ReadFile(cachePath); err == nil && len(data) > 0 {
+			return &kernelImage{data: data, cubin: cubin, path: cachePath}, nil
+		}
+	}
+	data, log, err := nvrtcCompile(string(src), file, string(hdr), opts, cubin)
+	if err != nil {
+		return nil, err
+	}
+	img := &kernelImage{data: data, cubin: cubin, log: log}
+	if cachePath != "" && writeCache(dir, cachePath, data) == nil {
+		img.path = cachePath
+	}
+	return img, nil
+}
+
+// writeCache writes data to a temporary file in dir and renames it into place, so concurrent processes never
+// see a partial file. Failure only costs a recompile next time.
+func writeCache(dir, dst string, data []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	if err := os.Rename(f.Name(), dst); err != nil {
+		os.Remove(f.Name())
+		return err
+	}
+	return nil
+}
+
+// nvrtcCompile runs NVRTC on one source with common.cuh as its only header.
+func nvrtcCompile(src, name, header string, opts []string, cubin bool) ([]byte, string, error) {
+	csrc, cname := C.CString(src), C.CString(name)
+	defer C.free(unsafe.Pointer(csrc))
+	defer C.free(unsafe.Pointer(cname))
+	chdr, chname := C.CString(header), C.CString("common.cuh")
+	defer C.free(unsafe.Pointer(chdr))
+	defer C.free(unsafe.Pointer(chname))
+	hdrs := (**C.char)(C.malloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
+	hnames := (**C.char)(C.malloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(hdrs))
+	defer C.free(unsafe.Pointer(hnames))
+	*hdrs, *hnames = chdr, chname
+	copts := (**C.char)(C.malloc(C.size_t(len(opts)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(copts))
+	optSlice := unsafe.Slice(copts, len(opts))
+	for i, o := range opts {
+		optSlice[i] = C.CString(o)
+	}
+	defer func() {
+		for _, p := range optSlice {
+			C.free(unsafe.Pointer(p))
+		}
+	}()
+	var out, log *C.char
+	var outlen C.size_t
+	cb := C.int(0)
+	if cubin {
+		cb = 1
+	}
+	st := C.tc_nvrtc_compile(csrc, cname, 1, hdrs, hnames, C.int(len(opts)), copts, cb, &out, &outlen, &log)
+	var logStr string
+	if log != nil {
+		logStr = strings.TrimSpace(C.GoString(log))
+		C.free(unsafe.Pointer(log))
+	}
+	if st != 0 {
+		if out != nil {
+			C.free(unsafe.Pointer(out))
+		}
+		return nil, logStr, nvrtcError("nvrtcCompileProgram", int(st), fmt.Sprintf("kernels/%s with %s:\n%s", name, strings.Join(opts, " "), logStr))
+	}
+	data := C.GoBytes(unsafe.Pointer(out), C.int(outlen))
+	C.free(unsafe.Pointer(out))
+	return data, logStr, nil
+}
