@@ -1,0 +1,84 @@
+// Package detweights generates deterministic test weights for a model from (seed, parameter name), bit for bit
+// the same as tools/reference/detweights.py computes them with numpy. Golden files made by transformers then
+// need to store only inputs and outputs: both sides regenerate the weights.
+//
+// The recipe, for a parameter with full Hugging Face name `name` and shape `shape` (n elements, row-major):
+//
+//	key  = splitmix64(seed XOR fnv1a64(name))
+//	u_j  = splitmix64(key + j)                      (uint64 wrapping arithmetic), j = 0 … n−1
+//	f_j  = float64(u_j >> 40)·2⁻²³ − 1              exactly representable, uniform on [−1, 1)
+//
+// and the value by the parameter's role (all arithmetic in float64, one rounding to float32 at the end):
+//
+//	*LayerNorm.weight             1 + f·0.1
+//	*bias (any other 1-D bias)    f·0.1
+//	*embeddings.* (2-D tables)    f
+//	other 2-D (Linear (Out, In))  f·sqrt(3/In)        (unit-variance outputs for unit-variance inputs)
+//
+// splitmix64 is Steele, Lea and Flood's SplitMix64 finaliser (the state increment 0x9E3779B97F4A7C15 followed
+// by the two xor-shift-multiply rounds); fnv1a64 is 64-bit FNV-1a over the name's UTF-8 bytes.
+package detweights
+
+import (
+	"math"
+	"strings"
+)
+
+// SplitMix64 advances a SplitMix64 state x by one step and returns the output.
+func SplitMix64(x uint64) uint64 {
+	x += 0x9E3779B97F4A7C15
+	z := x
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// FNV1a64 is the 64-bit FNV-1a hash of s.
+func FNV1a64(s string) uint64 {
+	h := uint64(0xCBF29CE484222325)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001B3
+	}
+	return h
+}
+
+// Uniform returns the n draws f_j ∈ [−1, 1) of the named parameter.
+func Uniform(seed uint64, name string, n int) []float64 {
+	key := SplitMix64(seed ^ FNV1a64(name))
+	out := make([]float64, n)
+	for j := range out {
+		out[j] = float64(SplitMix64(key+uint64(j))>>40)*(1.0/(1<<23)) - 1
+	}
+	return out
+}
+
+// Values returns the named parameter's values (shape row-major) by the role rules in the package comment.
+func Values(seed uint64, name string, shape []int) []float32 {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	f := Uniform(seed, name, n)
+	out := make([]float32, n)
+	switch {
+	case strings.HasSuffix(name, "LayerNorm.weight"):
+		for i, v := range f {
+			out[i] = float32(1 + float64(v*0.1))
+		}
+	case strings.HasSuffix(name, "bias") || len(shape) != 2:
+		for i, v := range f {
+			out[i] = float32(v * 0.1)
+		}
+	case strings.Contains(name, "embeddings."):
+		for i, v := range f {
+			out[i] = float32(v)
+		}
+	default:
+		s := math.Sqrt(3 / float64(shape[1]))
+		for i, v := range f {
+			out[i] = float32(v * s)
+		}
+	}
+	return out
+}
