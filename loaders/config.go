@@ -1,0 +1,256 @@
+package loaders
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// ConfigName is the model configuration file of a Hugging Face checkpoint directory.
+const ConfigName = "config.json"
+
+// Problem types of transformers' sequence-classification heads (config.problem_type).
+const (
+	ProblemRegression                = "regression"                  // MSELoss on the logits
+	ProblemSingleLabelClassification = "single_label_classification" // CrossEntropyLoss over num_labels classes
+	ProblemMultiLabelClassification  = "multi_label_classification"  // BCEWithLogitsLoss, one logit per label
+)
+
+// BertConfig is a BERT-family config.json as transformers reads and writes it (transformers/models/bert/
+// configuration_bert.py plus PretrainedConfig's label fields). Absent fields take transformers' defaults, which are
+// bert-base-uncased's (FACTS §4.1; see DefaultBertConfig). Fields tune does not interpret are kept in Extra and
+// written back unchanged, so a config read and written again round-trips.
+type BertConfig struct {
+	VocabSize                 int     // vocab_size: rows of the word embeddings
+	HiddenSize                int     // hidden_size: H, the model width
+	NumHiddenLayers           int     // num_hidden_layers: encoder layers
+	NumAttentionHeads         int     // num_attention_heads: heads per layer; H must be a multiple of it
+	IntermediateSize          int     // intermediate_size: I, the feed-forward width
+	HiddenAct                 string  // hidden_act: "gelu" is the exact erf GELU
+	HiddenDropoutProb         float64 // hidden_dropout_prob
+	AttentionProbsDropoutProb float64 // attention_probs_dropout_prob
+	MaxPositionEmbeddings     int     // max_position_embeddings: longest sequence
+	TypeVocabSize             int     // type_vocab_size: token-type (segment) ids
+	InitializerRange          float64 // initializer_range: std of the normal weight init
+	LayerNormEps              float64 // layer_norm_eps
+	PadTokenID                int     // pad_token_id; -1 when config.json has null
+	PositionEmbeddingType     string  // position_embedding_type ("absolute")
+	// ClassifierDropout is classifier_dropout; nil (null) means the classifier uses HiddenDropoutProb.
+	ClassifierDropout *float64
+	// ProblemType is problem_type: "" (null: chosen from num_labels and the label dtype on the first forward),
+	// or one of ProblemRegression, ProblemSingleLabelClassification, ProblemMultiLabelClassification.
+	ProblemType       string
+	Architectures     []string // architectures, e.g. ["BertForSequenceClassification"]
+	ModelType         string   // model_type, "bert"
+	TieWordEmbeddings bool     // tie_word_embeddings: an MLM decoder shares the word embeddings (default true)
+	// ID2Label maps class ids 0..NumLabels()-1 to names; config.json writes the keys as strings.
+	ID2Label map[int]string
+	// Label2ID maps names to class ids; derived from ID2Label when absent.
+	Label2ID map[string]int
+	// Extra holds every config.json key tune does not interpret (transformers_version, dtype, use_cache, ...),
+	// written back unchanged.
+	Extra map[string]json.RawMessage
+
+	present map[string]bool // keys that were in the file read (kept on write even at their default)
+	source  string          // the file read, for error messages
+}
+
+// DefaultBertConfig returns transformers' BertConfig() defaults: bert-base-uncased with two labels LABEL_0 and
+// LABEL_1, model_type "bert".
+func DefaultBertConfig() *BertConfig {
+	return &BertConfig{
+		VocabSize: 30522, HiddenSize: 768, NumHiddenLayers: 12, NumAttentionHeads: 12, IntermediateSize: 3072,
+		HiddenAct: "gelu", HiddenDropoutProb: 0.1, AttentionProbsDropoutProb: 0.1, MaxPositionEmbeddings: 512,
+		TypeVocabSize: 2, InitializerRange: 0.02, LayerNormEps: 1e-12, PadTokenID: 0,
+		PositionEmbeddingType: "absolute", ModelType: "bert", TieWordEmbeddings: true,
+		ID2Label: defaultLabels(2), Label2ID: invertLabels(defaultLabels(2)),
+		Extra: map[string]json.RawMessage{}, present: map[string]bool{},
+	}
+}
+
+// defaultLabels returns transformers' default names LABEL_0 .. LABEL_{n-1}.
+func defaultLabels(n int) map[int]string {
+	m := make(map[int]string, n)
+	for i := range n {
+		m[i] = "LABEL_" + strconv.Itoa(i)
+	}
+	return m
+}
+
+func invertLabels(id2label map[int]string) map[string]int {
+	m := make(map[string]int, len(id2label))
+	for id, name := range id2label {
+		m[name] = id
+	}
+	return m
+}
+
+// ReadBertConfig reads path (a config.json, or a directory holding one), applies transformers' defaults to absent
+// fields and validates the result. Errors name the file and the key.
+func ReadBertConfig(path string) (*BertConfig, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, ConfigName)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: %w", err)
+	}
+	return ParseBertConfig(path, data)
+}
+
+// ParseBertConfig parses config.json contents; name is used in error messages. See ReadBertConfig.
+func ParseBertConfig(name string, data []byte) (*BertConfig, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("loaders: %s: invalid JSON: %w", name, describeJSONError(data, err))
+	}
+	if raw == nil {
+		return nil, fmt.Errorf("loaders: %s: the config is null, want a JSON object", name)
+	}
+	c := DefaultBertConfig()
+	c.source = name
+	for k := range raw {
+		c.present[k] = true
+	}
+	d := configDecoder{raw: raw}
+	d.int("vocab_size", false, &c.VocabSize)
+	d.int("hidden_size", false, &c.HiddenSize)
+	d.int("num_hidden_layers", false, &c.NumHiddenLayers)
+	d.int("num_attention_heads", false, &c.NumAttentionHeads)
+	d.int("intermediate_size", false, &c.IntermediateSize)
+	d.string("hidden_act", &c.HiddenAct)
+	d.float("hidden_dropout_prob", &c.HiddenDropoutProb)
+	d.float("attention_probs_dropout_prob", &c.AttentionProbsDropoutProb)
+	d.int("max_position_embeddings", false, &c.MaxPositionEmbeddings)
+	d.int("type_vocab_size", false, &c.TypeVocabSize)
+	d.float("initializer_range", &c.InitializerRange)
+	d.float("layer_norm_eps", &c.LayerNormEps)
+	if v, ok := raw["pad_token_id"]; ok && string(v) == "null" {
+		c.PadTokenID = -1
+	}
+	d.int("pad_token_id", true, &c.PadTokenID)
+	d.string("position_embedding_type", &c.PositionEmbeddingType)
+	d.nullableFloat("classifier_dropout", &c.ClassifierDropout)
+	d.nullableString("problem_type", &c.ProblemType)
+	d.strings("architectures", &c.Architectures)
+	d.string("model_type", &c.ModelType)
+	d.bool("tie_word_embeddings", &c.TieWordEmbeddings)
+	d.labels(c)
+	if d.err != nil {
+		return nil, fmt.Errorf("loaders: %s: %w", name, d.err)
+	}
+	c.Extra = raw // what is left: keys tune does not interpret
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// NumLabels returns the number of classes, len(ID2Label) (transformers' num_labels).
+func (c *BertConfig) NumLabels() int { return len(c.ID2Label) }
+
+// SetLabels names the classes 0..len(names)-1 and rebuilds ID2Label and Label2ID from them; names must be
+// non-empty and distinct.
+func (c *BertConfig) SetLabels(names []string) error {
+	if len(names) == 0 {
+		return errors.New("loaders: SetLabels: no label names")
+	}
+	id2label := make(map[int]string, len(names))
+	label2id := make(map[string]int, len(names))
+	for i, n := range names {
+		if j, dup := label2id[n]; dup {
+			return fmt.Errorf("loaders: SetLabels: label %q given for ids %d and %d", n, j, i)
+		}
+		id2label[i], label2id[n] = n, i
+	}
+	c.ID2Label, c.Label2ID = id2label, label2id
+	return nil
+}
+
+// Validate checks the sizes and probabilities the model relies on; errors name the file and the key, as
+// "loaders: config.json: hidden_size 100 is not a multiple of num_attention_heads 12".
+func (c *BertConfig) Validate() error {
+	src := c.source
+	if src == "" {
+		src = ConfigName
+	}
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("loaders: %s: %s", src, fmt.Sprintf(format, a...))
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
+	} {
+		if f.v <= 0 {
+			return fail("%s %d must be positive", f.key, f.v)
+		}
+	}
+	if c.HiddenSize%c.NumAttentionHeads != 0 {
+		return fail("hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+	}
+	probs := []struct {
+		key string
+		v   float64
+	}{{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb}}
+	if c.ClassifierDropout != nil {
+		probs = append(probs, struct {
+			key string
+			v   float64
+		}{"classifier_dropout", *c.ClassifierDropout})
+	}
+	for _, p := range probs {
+		if !(p.v >= 0 && p.v <= 1) {
+			return fail("%s %v must be in [0, 1]", p.key, p.v)
+		}
+	}
+	if !(c.LayerNormEps > 0) {
+		return fail("layer_norm_eps %v must be positive", c.LayerNormEps)
+	}
+	if !(c.InitializerRange >= 0) {
+		return fail("initializer_range %v must be non-negative", c.InitializerRange)
+	}
+	if c.HiddenAct == "" {
+		return fail("hidden_act is empty")
+	}
+	if c.PadTokenID < -1 || c.PadTokenID >= c.VocabSize {
+		return fail("pad_token_id %d is outside the vocabulary [0, %d)", c.PadTokenID, c.VocabSize)
+	}
+	switch c.ProblemType {
+	case "", ProblemRegression, ProblemSingleLabelClassification, ProblemMultiLabelClassification:
+	default:
+		return fail("problem_type %q is not one of %q, %q, %q", c.ProblemType, ProblemRegression, ProblemSingleLabelClassification, ProblemMultiLabelClassification)
+	}
+	if len(c.ID2Label) == 0 {
+		return fail("id2label is empty: a model needs at least one label")
+	}
+	for i := range len(c.ID2Label) {
+		if _, ok := c.ID2Label[i]; !ok {
+			return fail("id2label has %d entries but no id %d: ids must be 0..%d", len(c.ID2Label), i, len(c.ID2Label)-1)
+		}
+	}
+	for name, id := range c.Label2ID {
+		if id < 0 || id >= len(c.ID2Label) {
+			return fail("label2id maps %q to %d, outside id2label's ids 0..%d", name, id, len(c.ID2Label)-1)
+		}
+	}
+	return nil
+}
+
+// describeJSONError adds the line and column of a syntax error.
+func describeJSONError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return err
+	}
+	line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
+	col := int(se.Offset) - bytes.LastIndexByte(data[:se.Offset], '\n') - 1
+	return fmt.Errorf("line %d column %d: %w", line, col, err)
+}
