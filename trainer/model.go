@@ -59,3 +59,11 @@ type Model interface {
 	// model, adapter_config.json + adapter_model.safetensors for LoRA).
 	Save(dir string) error
 }
+
+// Loader is implemented by a Model that can read back what its Save wrote in dir into its existing parameters
+// (every trainable one, bit for bit). The Trainer needs it to resume from a checkpoint and for
+// load_best_model_at_end, and fails with a clear error when a model lacks it. The Trainer calls WeightsUpdated
+// after a successful Load.
+type Loader interface {
+	Load(dir string) error
+}

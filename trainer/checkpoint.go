@@ -1,0 +1,278 @@
+package trainer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Checkpoint layout: output_dir/checkpoint-<global_step>/ holds what Model.Save writes (config.json +
+// model.safetensors, or adapter_config.json + adapter_model.safetensors) and the files below. They mirror
+// transformers' optimizer.pt, scheduler.pt, scaler.pt, rng_state.pth and training_args.bin (FACTS §3.6) in
+// formats Go and Python both read without pickle.
+const (
+	// CheckpointPrefix starts every checkpoint directory name (transformers' PREFIX_CHECKPOINT_DIR + "-").
+	CheckpointPrefix = "checkpoint-"
+	// OptimizerName holds AdamW's exp_avg and exp_avg_sq (flat F32 over the trainable buffer) with "step", the
+	// param group and the parameter layout in the safetensors metadata.
+	OptimizerName = "optimizer.safetensors"
+	// SchedulerName holds SchedulerState (LambdaLR's state_dict keys).
+	SchedulerName = "scheduler.json"
+	// ScalerName holds amp.GradScalerState with PyTorch's keys; written for FP16 runs only, as transformers does.
+	ScalerName = "scaler.json"
+	// RNGStateName holds DataState: the seeds and the position in the data and the dropout stream.
+	RNGStateName = "rng_state.json"
+	// TrainingArgsName holds the TrainingArguments of the run as JSON with HF's keys.
+	TrainingArgsName = "training_args.json"
+	// tmpPrefix starts the temporary directory a checkpoint is written into before its rename.
+	tmpPrefix = ".tmp-"
+)
+
+// DataState is a checkpoint's rng_state.json. tune needs no RNG state beyond these numbers: the data order is a
+// function of (data seed, epoch) and dropout draws Philox numbers at an offset, so a resumed run continues
+// with exactly the batches and masks the uninterrupted run would have used.
+type DataState struct {
+	Seed          int64  `json:"seed"`
+	DataSeed      int64  `json:"data_seed"`
+	Shuffle       bool   `json:"shuffle"`
+	Epoch         int    `json:"epoch"`                  // epoch of the next micro-batch, from 0
+	MicroBatches  int    `json:"micro_batches_in_epoch"` // micro-batches of that epoch already trained on
+	DropoutOffset uint64 `json:"dropout_offset"`         // Philox offset of the next micro-batch
+}
+
+// checkpointHook, when set (by tests), runs after each file of a checkpoint is written into the temporary
+// directory; an error aborts the save there, as a crash would.
+var checkpointHook func(stage string) error
+
+// saveCheckpoint writes output_dir/checkpoint-<global_step> atomically: everything goes into a temporary
+// directory inside output_dir, which is renamed into place only when complete, so a crash or kill during a save
+// leaves the previous checkpoints intact (a leftover temporary directory is removed by the next Train). Then
+// old checkpoints beyond save_total_limit are deleted, never the best one.
+func (t *Trainer) saveCheckpoint() (dir string, err error) {
+	s := t.state
+	out := t.args.OutputDir
+	name := CheckpointPrefix + strconv.Itoa(s.GlobalStep)
+	final := filepath.Join(out, name)
+	tmp, err := os.MkdirTemp(out, tmpPrefix+name+"-")
+	if err != nil {
+		return "", fmt.Errorf("trainer: checkpoint: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if s.BestGlobalStep != nil && *s.BestGlobalStep == s.GlobalStep {
+		s.BestModelCheckpoint = &final
+	}
+	t.saveCallbackStates()
+	writers := []struct {
+		stage string
+		write func(dir string) error
+	}{
+		{"model", t.model.Save},
+		{"optimizer", t.saveOptimizer},
+		{"scheduler", func(d string) error { return writeJSON(filepath.Join(d, SchedulerName), t.sched.StateDict()) }},
+		{"scaler", func(d string) error {
+			if !t.scaler.Enabled() {
+				return nil
+			}
+			return writeJSON(filepath.Join(d, ScalerName), t.scaler.StateDict())
+		}},
+		{"rng_state", func(d string) error { return writeJSON(filepath.Join(d, RNGStateName), t.dataState()) }},
+		{"training_args", func(d string) error { return writeJSON(filepath.Join(d, TrainingArgsName), t.args) }},
+		{"trainer_state", func(d string) error { return s.Save(filepath.Join(d, TrainerStateName)) }},
+	}
+	for _, w := range writers {
+		if err := w.write(tmp); err != nil {
+			return "", fmt.Errorf("trainer: checkpoint %s: %s: %w", final, w.stage, err)
+		}
+		if checkpointHook != nil {
+			if err := checkpointHook(w.stage); err != nil {
+				return "", err
+			}
+		}
+	}
+	if err := syncDir(tmp); err != nil {
+		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
+	}
+	if err := replaceDir(tmp, final); err != nil {
+		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
+	}
+	if err := syncDir(out); err != nil {
+		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
+	}
+	return final, t.rotateCheckpoints()
+}
+
+// replaceDir renames the complete directory tmp to final. An existing final (a resumed run saving the same step
+// again) is first moved aside and removed only after the rename succeeded.
+func replaceDir(tmp, final string) error {
+	if _, err := os.Stat(final); err != nil {
+		return os.Rename(tmp, final)
+	}
+	old := tmp + ".old"
+	if err := os.Rename(final, old); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		os.Rename(old, final)
+		return err
+	}
+	return os.RemoveAll(old)
+}
+
+// syncDir flushes a directory's entries (the renames in it) to disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+// removeStaleTemps deletes temporary checkpoint directories a killed run left in dir.
+func removeStaleTemps(dir string) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix+CheckpointPrefix) {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// writeJSON writes v as indented JSON to path atomically.
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// readJSON reads path into v.
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// dataState returns the current seeds and position.
+func (t *Trainer) dataState() DataState {
+	a := &t.args
+	ds := DataState{Seed: a.Seed, DataSeed: a.Seed, Shuffle: a.Shuffle, Epoch: t.run.epoch,
+		MicroBatches: t.run.microDone, DropoutOffset: t.run.dropoutOffset}
+	if a.DataSeed != nil {
+		ds.DataSeed = *a.DataSeed
+	}
+	return ds
+}
+
+// saveCallbackStates records TrainerControl and every StatefulCallback in state.stateful_callbacks.
+func (t *Trainer) saveCallbackStates() {
+	c := t.control
+	t.state.StatefulCallbacks["TrainerControl"] = CallbackState{Args: map[string]any{
+		"should_training_stop": c.ShouldTrainingStop, "should_epoch_stop": c.ShouldEpochStop,
+		"should_save": c.ShouldSave, "should_evaluate": c.ShouldEvaluate, "should_log": c.ShouldLog,
+	}, Attributes: map[string]any{}}
+	for _, cb := range t.callbacks {
+		if sc, ok := cb.(StatefulCallback); ok {
+			t.state.StatefulCallbacks[sc.Name()] = sc.State()
+		}
+	}
+}
+
+// Checkpoints returns the checkpoint directories in outputDir (complete ones: named checkpoint-N and holding a
+// trainer_state.json), sorted by step.
+func Checkpoints(outputDir string) ([]string, error) {
+	ents, err := os.ReadDir(outputDir)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	type cp struct {
+		step int
+		dir  string
+	}
+	var cps []cp
+	for _, e := range ents {
+		step, err := strconv.Atoi(strings.TrimPrefix(e.Name(), CheckpointPrefix))
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), CheckpointPrefix) || err != nil {
+			continue
+		}
+		dir := filepath.Join(outputDir, e.Name())
+		if _, err := os.Stat(filepath.Join(dir, TrainerStateName)); err == nil {
+			cps = append(cps, cp{step, dir})
+		}
+	}
+	slices.SortFunc(cps, func(a, b cp) int { return a.step - b.step })
+	out := make([]string, len(cps))
+	for i, c := range cps {
+		out[i] = c.dir
+	}
+	return out, nil
+}
+
+// ResolveCheckpoint turns resume_from_checkpoint into a directory: "true" or "latest" is the newest complete
+// checkpoint in outputDir; anything else is a checkpoint directory, which must hold a trainer_state.json.
+func ResolveCheckpoint(outputDir, spec string) (string, error) {
+	if s := strings.ToLower(spec); s == "true" || s == "latest" {
+		cps, err := Checkpoints(outputDir)
+		if err != nil || len(cps) == 0 {
+			return "", fmt.Errorf("trainer: resume_from_checkpoint %s: no checkpoint-N directory with a %s in %s", spec, TrainerStateName, outputDir)
+		}
+		return cps[len(cps)-1], nil
+	}
+	if _, err := os.Stat(filepath.Join(spec, TrainerStateName)); err != nil {
+		return "", fmt.Errorf("trainer: resume_from_checkpoint %s is not a complete checkpoint (no %s): %w", spec, TrainerStateName, err)
+	}
+	return spec, nil
+}
+
+// rotateCheckpoints deletes the oldest checkpoints beyond save_total_limit, never the best one; with a limit
+// of 1 and a best checkpoint that is not the newest, both are kept (transformers' rule).
+func (t *Trainer) rotateCheckpoints() error {
+	limit := t.args.SaveTotalLimit
+	if limit <= 0 {
+		return nil
+	}
+	cps, err := Checkpoints(t.args.OutputDir)
+	if err != nil || len(cps) <= limit {
+		return err
+	}
+	best := ""
+	if t.state.BestModelCheckpoint != nil {
+		best = filepath.Base(*t.state.BestModelCheckpoint)
+	}
+	keep := limit
+	if limit == 1 && best != "" && filepath.Base(cps[len(cps)-1]) != best {
+		keep = 2
+	}
+	excess := len(cps) - keep
+	for _, dir := range cps {
+		if excess <= 0 {
+			break
+		}
+		if filepath.Base(dir) == best {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
+		}
+		excess--
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// PredictionOutput is what Predict returns (transformers' PredictionOutput): the logits and labels of every
+// example in dataset order and, when the dataset is labelled, test_loss and the MetricsFunc's metrics with a
+// "test_" prefix.
+type PredictionOutput struct {
+	EvalPrediction
+	Metrics map[string]float64
+}
+
+// Evaluate runs the eval dataset through the model (no dropout, no gradients) and returns eval_loss, the
+// MetricsFunc's metrics with an "eval_" prefix, eval_runtime (s), eval_samples_per_second and
+// eval_steps_per_second. It logs them (log_history, metrics.jsonl) and calls the callbacks' OnEvaluate.
+// Precision: the training autocast (fp16/bf16) unless fp16_full_eval / bf16_full_eval ask for the whole model
+// in half precision (see HalfInference).
+func (t *Trainer) Evaluate(ctx context.Context) (map[string]float64, error) {
+	if t.eval == nil {
+		return nil, fmt.Errorf("trainer: Evaluate needs an eval dataset")
+	}
+	out, err := t.predict(ctx, t.eval, "eval")
+	if err != nil {
+		return nil, err
+	}
+	if t.state == nil { // evaluation outside Train: log into a fresh state, as transformers does
+		t.state = t.newState(0, 0)
+		t.callbacks = append([]Callback(nil), t.user...)
+	}
+	if err := t.log(maps.Clone(LogEntry(out.Metrics))); err != nil {
+		return nil, err
+	}
+	err = t.fire(func(cb Callback, e *Event) error { return cb.OnEvaluate(e, out.Metrics) })
+	t.control.ShouldEvaluate = false
+	return out.Metrics, err
+}
+
+// Predict runs ds through the model like Evaluate and returns every example's logits (and labels, with
+// test_ metrics, when ds is labelled). It neither logs nor calls callbacks.
+func (t *Trainer) Predict(ctx context.Context, ds Dataset) (PredictionOutput, error) {
+	if ds == nil {
+		return PredictionOutput{}, fmt.Errorf("trainer: Predict needs a dataset")
+	}
+	return t.predict(ctx, ds, "test")
+}
+
+// HalfInference is implemented by a Model that can run its non-training Forward with every weight and
+// activation stored in a half dtype and no autocast, as transformers' fp16_full_eval / bf16_full_eval get from
+// model.to(dtype) (LayerNorm and softmax outputs are then half too). SetInferenceDType(tensor.F16 or BF16)
+// switches it on, SetInferenceDType(tensor.F32) back off. A model without it is evaluated under autocast in
+// that dtype instead, with a warning.
+type HalfInference interface {
+	SetInferenceDType(dt tensor.DType) error
+}
+
+// evalPrecision switches the model to the evaluation precision and returns the function that restores the
+// training one.
+func (t *Trainer) evalPrecision() (restore func(), err error) {
+	dt := tensor.Invalid
+	switch {
+	case t.args.FP16FullEval:
+		dt = tensor.F16
+	case t.args.BF16FullEval:
+		dt = tensor.BF16
+	}
+	if dt == tensor.Invalid {
+		t.model.SetPolicy(t.policy)
+		return func() {}, nil
+	}
+	if h, ok := t.model.(HalfInference); ok {
+		if err := h.SetInferenceDType(dt); err != nil {
+			return nil, fmt.Errorf("trainer: full %v evaluation: %w", dt, err)
+		}
+		return func() { _ = h.SetInferenceDType(tensor.F32); t.model.SetPolicy(t.policy) }, nil
+	}
+	t.logger.Warn("the model cannot hold all its weights in half precision; evaluating under autocast instead", "model", fmt.Sprintf("%T", t.model), "dtype", dt)
+	t.model.SetPolicy(amp.Policy{Enabled: true, DType: dt})
+	return func() { t.model.SetPolicy(t.policy) }, nil
+}
+
+// predict is the evaluation loop shared by Evaluate and Predict: batches of per_device_eval_batch_size in
+// dataset order, loss = Σ n_b·loss_b / Σ n_b over labelled examples.
+func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (PredictionOutput, error) {
+	restore, err := t.evalPrecision()
+	if err != nil {
+		return PredictionOutput{}, err
+	}
+	defer restore()
+	start := time.Now()
+	bs := t.args.PerDeviceEvalBatchSize
+	n := ds.Len()
+	var out PredictionOutput
+	var lossSum float64
+	labelled, steps := 0, 0
+	for i := 0; i < n; i += bs {
+		if err := ctx.Err(); err != nil {
+			return PredictionOutput{}, fmt.Errorf("trainer: %s interrupted: %w", prefix, err)
+		}
+		idx := make([]int, 0, bs)
+		for j := i; j < min(i+bs, n); j++ {
+			idx = append(idx, j)
+		}
+		b, err := ds.Batch(idx)
+		if err != nil {
+			return PredictionOutput{}, fmt.Errorf("trainer: %s batch at example %d: %w", prefix, i, err)
+		}
+		o, err := t.model.Forward(b, ForwardOptions{})
+		if err != nil {
+			return PredictionOutput{}, fmt.Errorf("trainer: %s forward at example %d: %w", prefix, i, err)
+		}
+		steps++
+		out.Logits = append(out.Logits, o.Logits...)
+		out.NumLabels = o.NumLabels
+		if b.Labels != nil {
+			out.Labels = append(out.Labels, b.Labels...)
+		}
+		if k := b.NumLabelled(); k > 0 && (b.Labels != nil || b.Targets != nil) {
+			lossSum += float64(o.Loss) * float64(k)
+			labelled += k
+		}
+	}
+	secs := max(time.Since(start).Seconds(), 1e-9)
+	out.Metrics = map[string]float64{
+		prefix + "_runtime":            secs,
+		prefix + "_samples_per_second": float64(n) / secs,
+		prefix + "_steps_per_second":   float64(steps) / secs,
+	}
+	if labelled > 0 {
+		out.Metrics[prefix+"_loss"] = lossSum / float64(labelled)
+		if t.metrics != nil {
+			for k, v := range t.metrics(out.EvalPrediction) {
+				out.Metrics[prefix+"_"+k] = v
+			}
+		}
+	}
+	return out, nil
+}

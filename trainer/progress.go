@@ -1,0 +1,196 @@
+package trainer
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+// MetricsName is the file in output_dir to which every log entry is appended as one JSON line.
+const MetricsName = "metrics.jsonl"
+
+// jsonlWriter appends every log entry to output_dir/metrics.jsonl (a resumed run appends after the entries of
+// the run it resumes; entries logged after that run's last checkpoint then appear twice, with the same steps).
+type jsonlWriter struct {
+	CallbackBase
+	path string
+	f    *os.File
+	w    *bufio.Writer
+}
+
+func newJSONLWriter(outputDir string) *jsonlWriter {
+	return &jsonlWriter{path: filepath.Join(outputDir, MetricsName)}
+}
+
+func (j *jsonlWriter) OnTrainBegin(*Event) error {
+	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	j.f, j.w = f, bufio.NewWriter(f)
+	return nil
+}
+
+// OnLog writes the entry and flushes, so the file is current while training runs.
+func (j *jsonlWriter) OnLog(_ *Event, logs LogEntry) error {
+	if j.w == nil {
+		return nil
+	}
+	line, err := json.Marshal(logs)
+	if err != nil {
+		return err
+	}
+	j.w.Write(append(line, '\n'))
+	return j.w.Flush()
+}
+
+func (j *jsonlWriter) OnTrainEnd(*Event) error {
+	if j.f == nil {
+		return nil
+	}
+	err := j.w.Flush()
+	if cerr := j.f.Close(); err == nil {
+		err = cerr
+	}
+	j.f, j.w = nil, nil
+	return err
+}
+
+// progress shows training on out: a progress bar (step/total, loss, learning rate, loss scale, tokens/s,
+// elapsed and ETA) when out is a terminal, else one plain line per log entry, which suits log files and CI.
+type progress struct {
+	CallbackBase
+	out       io.Writer
+	t         *Trainer
+	tty       bool
+	bar       *progressbar.ProgressBar
+	start     time.Time
+	lastTime  time.Time
+	lastTok   int64
+	tokPerSec float64
+}
+
+func newProgress(out io.Writer, t *Trainer) *progress {
+	p := &progress{out: out, t: t}
+	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		p.tty = true
+	}
+	return p
+}
+
+func (p *progress) OnTrainBegin(e *Event) error {
+	p.start, p.lastTime, p.lastTok = time.Now(), time.Now(), e.State.NumInputTokensSeen
+	if p.tty {
+		p.bar = progressbar.NewOptions(e.State.MaxSteps, progressbar.OptionSetWriter(p.out),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetWidth(24), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetRenderBlankState(true))
+		p.bar.Set(e.State.GlobalStep)
+	}
+	return nil
+}
+
+// OnStepEnd updates the tokens/s estimate (smoothed over recent steps) and the bar.
+func (p *progress) OnStepEnd(e *Event) error {
+	now := time.Now()
+	if dt := now.Sub(p.lastTime).Seconds(); dt > 0 {
+		rate := float64(e.State.NumInputTokensSeen-p.lastTok) / dt
+		if p.tokPerSec == 0 {
+			p.tokPerSec = rate
+		} else {
+			p.tokPerSec = 0.8*p.tokPerSec + 0.2*rate
+		}
+	}
+	p.lastTime, p.lastTok = now, e.State.NumInputTokensSeen
+	if p.bar != nil {
+		r := &p.t.run
+		desc := fmt.Sprintf("loss %.4f  lr %.3g  %s tok/s", r.lastLoss, r.lr, humanize(p.tokPerSec))
+		if p.t.policy.Enabled {
+			desc += fmt.Sprintf("  scale %g", r.scale)
+		}
+		p.bar.Describe(desc)
+		p.bar.Set(e.State.GlobalStep)
+	}
+	return nil
+}
+
+// OnLog prints the entry as a line: every entry without a terminal, evaluations and the summary with one.
+func (p *progress) OnLog(e *Event, logs LogEntry) error {
+	_, isTrain := logs["loss"]
+	if p.tty && isTrain {
+		return nil
+	}
+	line := p.format(e, logs, isTrain)
+	if p.bar != nil {
+		p.bar.Clear()
+		fmt.Fprintln(p.out, line)
+		p.bar.RenderBlank()
+		return nil
+	}
+	_, err := fmt.Fprintln(p.out, line)
+	return err
+}
+
+// format renders a log entry: "step 12/100  epoch 0.24  loss 0.6931  lr 5e-05  grad_norm 0.512  scale 65536
+// 1.2k tok/s  eta 1m3s" for a training entry; the other entries list their keys.
+func (p *progress) format(e *Event, logs LogEntry, isTrain bool) string {
+	s := e.State
+	var b strings.Builder
+	fmt.Fprintf(&b, "step %d/%d  epoch %.2f", s.GlobalStep, s.MaxSteps, s.Epoch)
+	if isTrain {
+		fmt.Fprintf(&b, "  loss %.4f  lr %.4g  grad_norm %.4g", logs["loss"], logs["learning_rate"], logs["grad_norm"])
+		if v, ok := logs["loss_scale"]; ok {
+			fmt.Fprintf(&b, "  scale %g", v)
+		}
+		if v := logs["skipped_steps"]; v > 0 {
+			fmt.Fprintf(&b, "  skipped %g", v)
+		}
+		fmt.Fprintf(&b, "  %s tok/s  eta %s", humanize(p.tokPerSec), p.eta(s))
+		return b.String()
+	}
+	for _, k := range keys(logs) {
+		if k == "epoch" || k == "step" {
+			continue
+		}
+		fmt.Fprintf(&b, "  %s %.4g", k, logs[k])
+	}
+	return b.String()
+}
+
+// eta estimates the remaining time from the steps done since this Train call began.
+func (p *progress) eta(s *TrainerState) string {
+	done := s.GlobalStep - p.t.run.startStep
+	if done <= 0 {
+		return "?"
+	}
+	left := time.Duration(float64(time.Since(p.start)) / float64(done) * float64(s.MaxSteps-s.GlobalStep))
+	return left.Round(time.Second).String()
+}
+
+func (p *progress) OnTrainEnd(*Event) error {
+	if p.bar != nil {
+		p.bar.Finish()
+		fmt.Fprintln(p.out)
+	}
+	return nil
+}
+
+// humanize formats a rate as 950, 12.3k or 4.56M.
+func humanize(x float64) string {
+	switch {
+	case math.IsNaN(x) || x < 1e3:
+		return fmt.Sprintf("%.0f", x)
+	case x < 1e6:
+		return fmt.Sprintf("%.1fk", x/1e3)
+	}
+	return fmt.Sprintf("%.2fM", x/1e6)
+}

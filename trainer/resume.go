@@ -1,0 +1,212 @@
+package trainer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// paramLayout is one trainable parameter's place in the flat buffer, recorded in the optimizer file so that a
+// resume into a different parameter layout fails instead of pairing moments with the wrong weights.
+type paramLayout struct {
+	Name   string `json:"name"`
+	Offset int    `json:"offset"`
+	Numel  int    `json:"numel"`
+}
+
+// layout returns the trainable parameters that are views of the flat buffer, in NamedParameters order.
+func (t *Trainer) layout() []paramLayout {
+	params, _, _ := t.model.Trainable()
+	var out []paramLayout
+	for _, p := range t.model.NamedParameters() {
+		if p.Trainable && p.Value != nil && p.Value.Buf == params.Buf {
+			out = append(out, paramLayout{p.Name, p.Value.Offset - params.Offset, p.Value.Numel()})
+		}
+	}
+	return out
+}
+
+// saveOptimizer writes OptimizerName: exp_avg and exp_avg_sq as flat F32 tensors; step, the param group and
+// the layout in the metadata.
+func (t *Trainer) saveOptimizer(dir string) error {
+	st, err := t.opt.State()
+	if err != nil {
+		return err
+	}
+	avg, err := loaders.NewHostTensor("exp_avg", tensor.F32, []int{len(st.ExpAvg)}, st.ExpAvg)
+	if err != nil {
+		return err
+	}
+	avgSq, err := loaders.NewHostTensor("exp_avg_sq", tensor.F32, []int{len(st.ExpAvgSq)}, st.ExpAvgSq)
+	if err != nil {
+		return err
+	}
+	group, _ := json.Marshal(map[string]any{
+		"lr": t.sched.LR(), "initial_lr": t.args.LearningRate, "betas": []float64{st.Beta1, st.Beta2},
+		"eps": st.Eps, "weight_decay": st.WeightDecay, "decoupled_weight_decay": true,
+	})
+	layout, _ := json.Marshal(t.layout())
+	meta := map[string]string{"format": "tune-adamw", "step": strconv.Itoa(st.Step), "param_group": string(group), "params": string(layout)}
+	return loaders.WriteSafetensors(filepath.Join(dir, OptimizerName), []loaders.HostTensor{avg, avgSq}, meta)
+}
+
+// loadOptimizer reads OptimizerName into the optimizer.
+func (t *Trainer) loadOptimizer(dir string) error {
+	path := filepath.Join(dir, OptimizerName)
+	ck, err := loaders.OpenCheckpoint(path)
+	if err != nil {
+		return err
+	}
+	defer ck.Close()
+	meta := ck.Metadata()
+	step, err := strconv.Atoi(meta["step"])
+	if err != nil {
+		return fmt.Errorf("%s: metadata \"step\" %q is not an integer", path, meta["step"])
+	}
+	if saved := meta["params"]; saved != "" {
+		now, _ := json.Marshal(t.layout())
+		if saved != string(now) {
+			return fmt.Errorf("%s was written for another set of trainable parameters (a different model, LoRA configuration or frozen set); resume with the configuration that wrote it", path)
+		}
+	}
+	st := AdamWState{Step: step}
+	for name, dst := range map[string]*[]float32{"exp_avg": &st.ExpAvg, "exp_avg_sq": &st.ExpAvgSq} {
+		ht, err := ck.Get(name)
+		if err != nil {
+			return err
+		}
+		if *dst, err = ht.Float32(); err != nil {
+			return err
+		}
+	}
+	return t.opt.LoadState(st)
+}
+
+// loadModel restores the model's weights from a checkpoint directory through Loader.
+func (t *Trainer) loadModel(dir string) error {
+	l, ok := t.model.(Loader)
+	if !ok {
+		return fmt.Errorf("trainer: the model (%T) cannot read checkpoints back: it does not implement trainer.Loader", t.model)
+	}
+	if err := l.Load(dir); err != nil {
+		return fmt.Errorf("trainer: loading the model from %s: %w", dir, err)
+	}
+	t.model.WeightsUpdated()
+	return nil
+}
+
+// loadCheckpoint restores everything a checkpoint holds: weights, optimizer, scheduler, scaler, data position,
+// trainer state and the stateful callbacks. It runs after the callbacks are set up and before the first step.
+func (t *Trainer) loadCheckpoint(dir string) error {
+	st, err := LoadTrainerState(filepath.Join(dir, TrainerStateName))
+	if err != nil {
+		return err
+	}
+	wrap := func(what string, err error) error {
+		return fmt.Errorf("trainer: resume from %s: %s: %w", dir, what, err)
+	}
+	if err := t.loadModel(dir); err != nil {
+		return err
+	}
+	if err := t.loadOptimizer(dir); err != nil {
+		return wrap("optimizer", err)
+	}
+	var sched SchedulerState
+	if err := readJSON(filepath.Join(dir, SchedulerName), &sched); err != nil {
+		return wrap("scheduler", err)
+	}
+	if err := t.sched.LoadStateDict(sched); err != nil {
+		return wrap("scheduler", err)
+	}
+	if err := t.loadScaler(dir); err != nil {
+		return wrap("scaler", err)
+	}
+	if err := t.loadDataState(dir, st.GlobalStep); err != nil {
+		return wrap("data position", err)
+	}
+	s := t.state
+	s.GlobalStep, s.Epoch, s.LogHistory = st.GlobalStep, st.Epoch, st.LogHistory
+	s.BestGlobalStep, s.BestMetric, s.BestModelCheckpoint = st.BestGlobalStep, st.BestMetric, st.BestModelCheckpoint
+	s.NumInputTokensSeen, s.TotalFlos = st.NumInputTokensSeen, st.TotalFlos
+	if s.LogHistory == nil {
+		s.LogHistory = []LogEntry{}
+	}
+	if st.TrainBatchSize != 0 && st.TrainBatchSize != t.args.PerDeviceTrainBatchSize {
+		t.logger.Warn("resuming with a different per_device_train_batch_size: the data position no longer matches the checkpoint's",
+			"checkpoint", st.TrainBatchSize, "now", t.args.PerDeviceTrainBatchSize)
+	}
+	for _, cb := range t.callbacks {
+		if sc, ok := cb.(StatefulCallback); ok {
+			if cs, ok := st.StatefulCallbacks[sc.Name()]; ok {
+				if err := sc.LoadState(cs); err != nil {
+					return wrap(sc.Name(), err)
+				}
+			}
+		}
+	}
+	t.logger.Info("resumed from checkpoint", "dir", dir, "global_step", s.GlobalStep, "epoch", t.run.epoch, "micro_batches_in_epoch", t.run.microDone)
+	return nil
+}
+
+// loadScaler restores the GradScaler of an FP16 run. A checkpoint without scaler state is not an error (it may
+// come from a bf16 or fp32 run, or an older tune), but the loss scale then restarts from init_scale and the
+// first resumed steps may overflow and be skipped, so it is logged as a warning (CASES B33).
+func (t *Trainer) loadScaler(dir string) error {
+	path := filepath.Join(dir, ScalerName)
+	if !t.scaler.Enabled() {
+		return nil
+	}
+	var st amp.GradScalerState
+	err := readJSON(path, &st)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || (err == nil && st.IsEmpty()):
+		t.logger.Warn("resuming an fp16 run from a checkpoint without GradScaler state: the loss scale restarts at init_scale, so the first steps may overflow and be skipped",
+			"checkpoint", dir, "scale", t.scaler.Scale())
+		return nil
+	case err != nil:
+		return err
+	}
+	return t.scaler.LoadStateDict(st)
+}
+
+// loadDataState restores the data and dropout position. Without rng_state.json it is derived from the global
+// step as transformers does (whole accumulation windows from the start of the epoch) and a warning is logged.
+func (t *Trainer) loadDataState(dir string, globalStep int) error {
+	r := &t.run
+	var ds DataState
+	err := readJSON(filepath.Join(dir, RNGStateName), &ds)
+	if errors.Is(err, fs.ErrNotExist) {
+		r.epoch = globalStep / r.stepsPerEpoch
+		r.microDone = min((globalStep%r.stepsPerEpoch)*t.args.GradientAccumulationSteps, r.numMicro)
+		r.dropoutOffset = uint64(r.epoch*r.numMicro+r.microDone) * dropoutStride
+		t.logger.Warn("checkpoint has no "+RNGStateName+": the data position is derived from global_step and dropout masks may differ from the original run", "checkpoint", dir)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := t.dataState()
+	if ds.Seed != now.Seed || ds.DataSeed != now.DataSeed || ds.Shuffle != now.Shuffle {
+		t.logger.Warn("resuming with a different seed, data_seed or shuffle: the remaining data order and dropout masks differ from the original run's",
+			"checkpoint_seed", ds.Seed, "seed", now.Seed, "checkpoint_data_seed", ds.DataSeed, "data_seed", now.DataSeed)
+	}
+	if ds.MicroBatches > r.numMicro || ds.Epoch < 0 {
+		return fmt.Errorf("position epoch %d, micro-batch %d does not fit this training set (%d micro-batches per epoch)", ds.Epoch, ds.MicroBatches, r.numMicro)
+	}
+	r.epoch, r.microDone, r.dropoutOffset = ds.Epoch, ds.MicroBatches, ds.DropoutOffset
+	return nil
+}
+
+// fileExists reports whether path exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

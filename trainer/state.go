@@ -1,0 +1,149 @@
+package trainer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+)
+
+// TrainerStateName is the file holding TrainerState, in output_dir and in every checkpoint (transformers'
+// TRAINER_STATE_NAME).
+const TrainerStateName = "trainer_state.json"
+
+// LogEntry is one entry of log_history and one line of metrics.jsonl: {"loss": ..., "grad_norm": ...,
+// "learning_rate": ..., "epoch": ..., "step": ...} for a training log, {"eval_loss": ..., "eval_accuracy": ...,
+// ...} for an evaluation. Keys are written sorted; a non-finite value (the grad_norm of an FP16 step that
+// overflowed) is written as null, and null reads back as NaN, so the file stays standard JSON (transformers
+// writes Python's non-standard NaN/Infinity tokens there).
+type LogEntry map[string]float64
+
+// MarshalJSON writes the entry with sorted keys and non-finite values as null.
+func (l LogEntry) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range keys(l) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		v := l[k]
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			b.WriteString("null")
+			continue
+		}
+		b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// UnmarshalJSON reads an entry written by MarshalJSON (or by transformers, minus its NaN tokens); null becomes
+// NaN and non-numeric values are skipped.
+func (l *LogEntry) UnmarshalJSON(data []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return err
+	}
+	out := make(LogEntry, len(raw))
+	for k, v := range raw {
+		if string(v) == "null" {
+			out[k] = math.NaN()
+			continue
+		}
+		var f float64
+		if json.Unmarshal(v, &f) == nil {
+			out[k] = f
+		}
+	}
+	*l = out
+	return nil
+}
+
+// keys returns m's keys sorted.
+func keys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys(m)) }
+
+// TrainerState is trainer_state.json, with transformers' keys (FACTS §3.6) so that tools reading HF's file read
+// tune's. Fields are declared in the sorted key order transformers writes.
+type TrainerState struct {
+	BestGlobalStep      *int                     `json:"best_global_step"`
+	BestMetric          *float64                 `json:"best_metric"`
+	BestModelCheckpoint *string                  `json:"best_model_checkpoint"`
+	Epoch               float64                  `json:"epoch"` // fractional: epochs done + the share of the current one
+	EvalSteps           int                      `json:"eval_steps"`
+	GlobalStep          int                      `json:"global_step"` // optimizer steps, FP16-skipped ones included
+	IsHyperParamSearch  bool                     `json:"is_hyper_param_search"`
+	IsLocalProcessZero  bool                     `json:"is_local_process_zero"`
+	IsWorldProcessZero  bool                     `json:"is_world_process_zero"`
+	LogHistory          []LogEntry               `json:"log_history"`
+	LoggingSteps        int                      `json:"logging_steps"`
+	MaxSteps            int                      `json:"max_steps"`
+	NumInputTokensSeen  int64                    `json:"num_input_tokens_seen"`
+	NumTrainEpochs      int                      `json:"num_train_epochs"`
+	SaveSteps           int                      `json:"save_steps"`
+	StatefulCallbacks   map[string]CallbackState `json:"stateful_callbacks"`
+	TotalFlos           float64                  `json:"total_flos"`
+	TrainBatchSize      int                      `json:"train_batch_size"`
+	TrialName           *string                  `json:"trial_name"`
+	TrialParams         map[string]any           `json:"trial_params"`
+}
+
+// Save writes s as indented JSON to path (through a temporary file and a rename).
+func (s *TrainerState) Save(path string) error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("trainer: %s: %w", path, err)
+	}
+	return writeFileAtomic(path, append(data, '\n'))
+}
+
+// LoadTrainerState reads a trainer_state.json.
+func LoadTrainerState(path string) (*TrainerState, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("trainer: %w", err)
+	}
+	var s TrainerState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("trainer: %s: %w", path, err)
+	}
+	return &s, nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and renames it over path, so a reader
+// (or a crash) never sees half a file.
+func writeFileAtomic(path string, data []byte) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("trainer: writing %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("trainer: writing %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("trainer: writing %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("trainer: writing %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("trainer: writing %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package trainer
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// runState is the training loop's position and running sums.
+type runState struct {
+	total, stepsPerEpoch, numEpochs int // optimizer steps of the run and per epoch; epochs to run
+	numMicro                        int // micro-batches per epoch
+
+	epoch         int    // epoch of the next micro-batch (from 0)
+	microDone     int    // micro-batches of that epoch already consumed
+	dropoutOffset uint64 // Philox offset of the next micro-batch
+
+	startStep           int     // global_step when this Train call began (> 0 after a resume)
+	trLoss              float64 // Σ window losses since the last log
+	totalLoss           float64 // Σ window losses of this Train call
+	samples             int     // examples trained on in this Train call
+	lastLogged          int     // global_step of the last training log
+	lastEval, lastSaved int     // global_step of the last evaluation and checkpoint (-1: none)
+	lastLoss            float64 // window loss of the last step
+	gradNorm            float64 // pre-clip unscaled gradient norm of the last step
+	lr                  float64 // learning rate the last step used
+	scale               float32 // loss scale the last step's backward used
+	skippedSinceLog     int     // GradScaler-skipped steps since the last log
+	start               time.Time
+}
+
+// TrainOutput is what Train returns (transformers' TrainOutput).
+type TrainOutput struct {
+	GlobalStep   int
+	TrainingLoss float64 // mean of the logged window losses over this call's steps
+	// Metrics holds train_runtime (s), train_samples_per_second, train_steps_per_second, train_loss and epoch.
+	Metrics map[string]float64
+}
+
+// Train runs the training loop to max_steps or num_train_epochs (or until a callback stops it, or ctx is
+// cancelled), resuming first from args.ResumeFromCheckpoint when set ("true" or "latest" picks the newest
+// checkpoint in output_dir). It writes output_dir/metrics.jsonl, checkpoints per save_strategy,
+// output_dir/trainer_state.json and output_dir/training_curve.png. A cancelled ctx returns ctx's error after
+// the current optimizer step; the last checkpoint stays valid.
+func (t *Trainer) Train(ctx context.Context) (TrainOutput, error) {
+	a := &t.args
+	if t.train == nil || t.train.Len() == 0 {
+		return TrainOutput{}, fmt.Errorf("trainer: Train needs a non-empty training dataset")
+	}
+	r := &t.run
+	*r = runState{lastEval: -1, lastSaved: -1}
+	r.numMicro = (t.train.Len() + a.PerDeviceTrainBatchSize - 1) / a.PerDeviceTrainBatchSize
+	r.total, r.numEpochs = a.TotalSteps(r.numMicro)
+	r.stepsPerEpoch = (r.numMicro + a.GradientAccumulationSteps - 1) / a.GradientAccumulationSteps
+	var err error
+	if t.sched, err = NewLRScheduler(a.LRSchedulerType, a.LearningRate, a.NumWarmupSteps(r.total), r.total); err != nil {
+		return TrainOutput{}, err
+	}
+	t.state = t.newState(r.total, r.numEpochs)
+	t.control = TrainerControl{}
+	if err := os.MkdirAll(a.OutputDir, 0o755); err != nil {
+		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
+	}
+	removeStaleTemps(a.OutputDir)
+	t.setupCallbacks()
+	t.model.SetPolicy(t.policy)
+	if a.ResumeFromCheckpoint != "" {
+		dir, err := ResolveCheckpoint(a.OutputDir, a.ResumeFromCheckpoint)
+		if err != nil {
+			return TrainOutput{}, err
+		}
+		if err := t.loadCheckpoint(dir); err != nil {
+			return TrainOutput{}, err
+		}
+	}
+	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
+	r.start = time.Now()
+	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainBegin(e) }); err != nil {
+		return TrainOutput{}, err
+	}
+	for r.epoch < r.numEpochs && t.state.GlobalStep < r.total && !t.control.ShouldTrainingStop {
+		if err := t.trainEpoch(ctx); err != nil {
+			return TrainOutput{}, err
+		}
+	}
+	return t.finish(ctx)
+}
+
+// newState returns the TrainerState of a fresh run.
+func (t *Trainer) newState(total, epochs int) *TrainerState {
+	a := &t.args
+	return &TrainerState{
+		EvalSteps: a.EvalInterval(total), LoggingSteps: a.LoggingInterval(total), SaveSteps: a.SaveInterval(total),
+		MaxSteps: total, NumTrainEpochs: epochs, TrainBatchSize: a.PerDeviceTrainBatchSize,
+		IsLocalProcessZero: true, IsWorldProcessZero: true, LogHistory: []LogEntry{},
+		StatefulCallbacks: map[string]CallbackState{},
+	}
+}
+
+// setupCallbacks installs the default flow, early stopping, metrics.jsonl, the progress display and the plot,
+// then the user's callbacks.
+func (t *Trainer) setupCallbacks() {
+	a := &t.args
+	s := t.state
+	t.callbacks = []Callback{&defaultFlow{logEvery: s.LoggingSteps, evalEvery: s.EvalSteps, saveEvery: s.SaveSteps}}
+	if a.EarlyStoppingPatience > 0 {
+		t.callbacks = append(t.callbacks, &EarlyStopping{Patience: a.EarlyStoppingPatience, Threshold: a.EarlyStoppingThreshold})
+	}
+	t.callbacks = append(t.callbacks, newJSONLWriter(a.OutputDir), newProgress(t.out, t), &curvePlotter{})
+	t.callbacks = append(t.callbacks, t.user...)
+}
+
+// trainEpoch runs the optimizer steps of epoch r.epoch from position r.microDone.
+func (t *Trainer) trainEpoch(ctx context.Context) error {
+	a, r := &t.args, &t.run
+	epoch := r.epoch
+	seed := a.Seed
+	if a.DataSeed != nil {
+		seed = *a.DataSeed
+	}
+	micro := microBatches(epochOrder(t.train.Len(), a.Shuffle, seed, epoch), a.PerDeviceTrainBatchSize)
+	t.control.ShouldEpochStop = false
+	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnEpochBegin(e) }); err != nil {
+		return err
+	}
+	for r.epoch == epoch && !t.control.ShouldEpochStop && !t.control.ShouldTrainingStop {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("trainer: training interrupted at step %d: %w", t.state.GlobalStep, err)
+		}
+		t.control.ShouldLog, t.control.ShouldEvaluate, t.control.ShouldSave = false, false, false
+		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnStepBegin(e) }); err != nil {
+			return err
+		}
+		end := min(r.microDone+a.GradientAccumulationSteps, len(micro))
+		loss, tokens, err := t.trainWindow(micro[r.microDone:end])
+		if err != nil {
+			return err
+		}
+		if err := t.optimizerStep(); err != nil {
+			return err
+		}
+		r.microDone = end
+		if end == len(micro) {
+			r.epoch, r.microDone = epoch+1, 0
+		}
+		s := t.state
+		s.GlobalStep++
+		s.Epoch = float64(epoch) + float64(end)/float64(len(micro))
+		s.NumInputTokensSeen += int64(tokens)
+		r.lastLoss = loss
+		r.trLoss += loss
+		r.totalLoss += loss
+		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnStepEnd(e) }); err != nil {
+			return err
+		}
+		if err := t.maybeLogSaveEvaluate(ctx); err != nil {
+			return err
+		}
+	}
+	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnEpochEnd(e) }); err != nil {
+		return err
+	}
+	return t.maybeLogSaveEvaluate(ctx)
+}
+
+// trainWindow runs forward and backward over the micro-batches of one accumulation window and returns the
+// window's mean loss over its labelled examples and its number of tokens. Each micro-batch's Backward is seeded
+// with scale·n_i/Σn (CASES B29), so the accumulated gradient is that of the window's mean loss, scaled.
+func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err error) {
+	r := &t.run
+	batches := make([]*loaders.Batch, len(window))
+	total := 0
+	for i, idx := range window {
+		if batches[i], err = t.train.Batch(idx); err != nil {
+			return 0, 0, fmt.Errorf("trainer: training batch at step %d: %w", t.state.GlobalStep+1, err)
+		}
+		if batches[i].Labels == nil && batches[i].Targets == nil {
+			return 0, 0, fmt.Errorf("trainer: training batch at step %d has no labels; the training set needs a label column", t.state.GlobalStep+1)
+		}
+		total += batches[i].NumLabelled()
+	}
+	r.scale = t.scaler.Scale()
+	for _, b := range batches {
+		opts := ForwardOptions{Train: true, Seed: uint64(t.args.Seed), Offset: r.dropoutOffset}
+		r.dropoutOffset += dropoutStride
+		r.samples += b.B
+		n := b.NumLabelled()
+		if n == 0 {
+			continue // contributes nothing to the window's loss or gradient
+		}
+		out, err := t.model.Forward(b, opts)
+		if err != nil {
+			return 0, 0, fmt.Errorf("trainer: forward at step %d: %w", t.state.GlobalStep+1, err)
+		}
+		seed := float32(float64(r.scale) * float64(n) / float64(total))
+		if err := t.model.Backward(seed); err != nil {
+			return 0, 0, fmt.Errorf("trainer: backward at step %d: %w", t.state.GlobalStep+1, err)
+		}
+		loss += float64(out.Loss) * float64(n) / float64(total)
+		tokens += b.NumTokens()
+	}
+	if total == 0 {
+		return 0, 0, fmt.Errorf("trainer: the micro-batches of step %d have no labelled example (every label is -100)", t.state.GlobalStep+1)
+	}
+	return loss, tokens, nil
+}
+
+// optimizerStep unscales, clips, steps the optimizer and the schedule unless the scaler skips, updates the
+// scaler and zeroes the gradients: once per accumulation window (CASES B09, B11, B31).
+func (t *Trainer) optimizerStep() error {
+	r, b := &t.run, t.model.Backend()
+	_, g, _ := t.model.Trainable()
+	grads := []*tensor.Tensor{g}
+	if err := t.scaler.Unscale(grads); err != nil {
+		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
+	}
+	var err error
+	if t.args.MaxGradNorm > 0 {
+		r.gradNorm, err = amp.ClipGradNorm(b, grads, t.args.MaxGradNorm)
+	} else {
+		r.gradNorm, err = b.GlobalNorm(grads)
+	}
+	if err != nil {
+		return fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
+	}
+	r.lr = t.sched.LR()
+	skipped, err := t.scaler.Step(func() error { return t.opt.Step(r.lr) })
+	if err != nil {
+		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
+	}
+	if err := t.scaler.Update(); err != nil {
+		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
+	}
+	if skipped {
+		r.skippedSinceLog++
+	} else {
+		t.model.WeightsUpdated()
+		t.sched.Step()
+	}
+	if err := t.model.ZeroGrad(); err != nil {
+		return fmt.Errorf("trainer: step %d: zero grad: %w", t.state.GlobalStep+1, err)
+	}
+	return nil
+}
+
+// maybeLogSaveEvaluate acts on the control flags: log the training metrics, evaluate, save a checkpoint.
+func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
+	r, s, c := &t.run, t.state, &t.control
+	if c.ShouldLog && s.GlobalStep > r.lastLogged {
+		logs := LogEntry{
+			"loss":          r.trLoss / float64(s.GlobalStep-r.lastLogged),
+			"grad_norm":     r.gradNorm,
+			"learning_rate": r.lr,
+		}
+		if t.policy.Enabled {
+			logs["loss_scale"] = float64(r.scale)
+		}
+		if t.scaler.Enabled() {
+			logs["skipped_steps"] = float64(r.skippedSinceLog)
+		}
+		r.trLoss, r.lastLogged, r.skippedSinceLog = 0, s.GlobalStep, 0
+		if err := t.log(logs); err != nil {
+			return err
+		}
+	}
+	c.ShouldLog = false
+	if c.ShouldEvaluate && r.lastEval != s.GlobalStep && t.eval != nil {
+		r.lastEval = s.GlobalStep
+		metrics, err := t.Evaluate(ctx)
+		if err != nil {
+			return err
+		}
+		if err := t.updateBest(metrics); err != nil {
+			return err
+		}
+	}
+	c.ShouldEvaluate = false
+	if c.ShouldSave && r.lastSaved != s.GlobalStep {
+		r.lastSaved = s.GlobalStep
+		dir, err := t.saveCheckpoint()
+		if err != nil {
+			return err
+		}
+		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnSave(e, dir) }); err != nil {
+			return err
+		}
+	}
+	c.ShouldSave = false
+	return nil
+}
+
+// updateBest records metrics' metric_for_best_model in best_metric / best_global_step when it is the best yet.
+// A metric that the evaluation did not produce is an error only when metric_for_best_model was set explicitly.
+func (t *Trainer) updateBest(metrics map[string]float64) error {
+	key := "eval_" + t.args.BestMetric()
+	v, ok := metrics[key]
+	if !ok || math.IsNaN(v) {
+		if t.args.MetricForBestModel != "" {
+			return fmt.Errorf("trainer: metric_for_best_model %q is not among the eval metrics %v", t.args.MetricForBestModel, keys(metrics))
+		}
+		return nil
+	}
+	s := t.state
+	if s.BestMetric == nil || isBetter(v, *s.BestMetric, t.args.IsGreaterBetter()) {
+		step := s.GlobalStep
+		s.BestMetric, s.BestGlobalStep = &v, &step
+	}
+	return nil
+}
+
+// finish loads the best model if asked, logs the run's summary, writes trainer_state.json and ends the
+// callbacks (the progress bar, the plot).
+func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
+	r, s := &t.run, t.state
+	if t.args.LoadBestModelAtEnd && s.BestModelCheckpoint != nil {
+		if err := t.loadModel(*s.BestModelCheckpoint); err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)
+		}
+		t.logger.Info("loaded the best model", "checkpoint", *s.BestModelCheckpoint, "metric", "eval_"+t.args.BestMetric(), "value", *s.BestMetric)
+	}
+	secs := max(time.Since(r.start).Seconds(), 1e-9)
+	steps := s.GlobalStep - r.startStep
+	trainLoss := r.totalLoss / float64(max(steps, 1))
+	metrics := map[string]float64{
+		"train_runtime":            secs,
+		"train_samples_per_second": float64(r.samples) / secs,
+		"train_steps_per_second":   float64(steps) / secs,
+		"train_loss":               trainLoss,
+		"total_flos":               s.TotalFlos,
+	}
+	entry := LogEntry{}
+	for k, v := range metrics {
+		entry[k] = v
+	}
+	if err := t.log(entry); err != nil {
+		return TrainOutput{}, err
+	}
+	metrics["epoch"] = s.Epoch
+	t.saveCallbackStates()
+	if err := s.Save(filepath.Join(t.args.OutputDir, TrainerStateName)); err != nil {
+		return TrainOutput{}, err
+	}
+	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainEnd(e) }); err != nil {
+		return TrainOutput{}, err
+	}
+	return TrainOutput{GlobalStep: s.GlobalStep, TrainingLoss: trainLoss, Metrics: metrics}, nil
+}
