@@ -1,0 +1,90 @@
+package transformer
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// arenaAlign is the granularity of arena views in elements: 128 elements keeps every view 256-byte aligned for
+// 16-bit types and 512-byte aligned for 32-bit ones, which is what cuBLASLt and vectorised kernels like.
+const arenaAlign = 128
+
+// Arena hands out the activation buffers of one training step as views of one flat allocation per dtype (the
+// step arena of ../shared/DESIGN.md). A model describes its buffers once per batch shape with a layout function
+// that calls Take for each of them; Carve runs that function twice, first to measure and then to hand out views,
+// and allocates only when the measured size exceeds what the arena already holds. So a steady-state step,
+// whose batch shape fits the largest one seen, allocates nothing, and a CUDA graph would see stable addresses.
+//
+// The views stay valid until the next Carve. The zero Arena is not usable; NewArena returns one.
+type Arena struct {
+	b         tensor.Backend
+	slabs     map[tensor.DType]*tensor.Tensor // flat 1-D buffers, one per dtype
+	used      map[tensor.DType]int            // elements handed out in the current pass
+	measuring bool
+}
+
+// NewArena returns an empty arena on backend b; its first Carve allocates.
+func NewArena(b tensor.Backend) *Arena {
+	return &Arena{b: b, slabs: map[tensor.DType]*tensor.Tensor{}, used: map[tensor.DType]int{}}
+}
+
+// Take returns a view of dtype dt and the given shape. During the measuring pass the view has no buffer and
+// must not be used; layout functions only store it. Take never fails: sizes are checked by Carve.
+func (a *Arena) Take(dt tensor.DType, shape ...int) *tensor.Tensor {
+	s := tensor.Shape(append([]int(nil), shape...))
+	off := a.used[dt]
+	a.used[dt] = off + (s.Numel()+arenaAlign-1)/arenaAlign*arenaAlign
+	t := &tensor.Tensor{Shape: s, DType: dt}
+	if !a.measuring {
+		slab := a.slabs[dt]
+		t.Buf, t.Offset = slab.Buf, slab.Offset+off
+	}
+	return t
+}
+
+// Carve runs layout to measure the buffers it takes, grows the arena's allocations where they are too small
+// (freeing the old ones), then runs layout again to hand out the views. Views from an earlier Carve are
+// invalid afterwards. Errors: an Alloc failure (out of memory), or an error returned by layout.
+func (a *Arena) Carve(layout func(a *Arena) error) error {
+	clear(a.used)
+	a.measuring = true
+	err := layout(a)
+	a.measuring = false
+	if err != nil {
+		return err
+	}
+	for dt, need := range a.used {
+		if slab := a.slabs[dt]; slab != nil && slab.Numel() >= need {
+			continue
+		}
+		if old := a.slabs[dt]; old != nil {
+			a.b.Free(old)
+			delete(a.slabs, dt)
+		}
+		t, err := a.b.Alloc(dt, need)
+		if err != nil {
+			return fmt.Errorf("transformer: step arena: allocating %d %v elements: %w", need, dt, err)
+		}
+		a.slabs[dt] = t
+	}
+	clear(a.used)
+	return layout(a)
+}
+
+// Bytes returns the arena's allocated size in bytes over all dtypes.
+func (a *Arena) Bytes() int {
+	n := 0
+	for _, t := range a.slabs {
+		n += t.Bytes()
+	}
+	return n
+}
+
+// Free releases every allocation; the arena can be carved again afterwards.
+func (a *Arena) Free() {
+	for dt, t := range a.slabs {
+		a.b.Free(t)
+		delete(a.slabs, dt)
+	}
+}

@@ -1,0 +1,196 @@
+package transformer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Problem types as transformers names them in config.problem_type (FACTS §4.4).
+const (
+	// Regression uses MSELoss on the squeezed logits; chosen when num_labels == 1.
+	Regression = "regression"
+	// SingleLabel uses mean CrossEntropyLoss over integer labels; chosen when num_labels > 1.
+	SingleLabel = "single_label_classification"
+	// MultiLabel uses BCEWithLogitsLoss over float multi-hot labels; not supported yet.
+	MultiLabel = "multi_label_classification"
+)
+
+// ErrMultiLabel is returned by Forward with labels when the problem type is multi-label classification, which
+// this package does not implement yet.
+var ErrMultiLabel = errors.New("transformer: multi_label_classification (BCEWithLogitsLoss) is not supported yet; " +
+	"use single-label classification (integer labels) or regression (num_labels 1)")
+
+// BertConfig is a BERT model's configuration with transformers' field meanings (BertConfig in
+// transformers/models/bert/configuration_bert.py; defaults in FACTS §4.1). It is a plain value: build it with
+// DefaultBertConfig and change fields, or from a checkpoint's config.json (BertConfigFromHF).
+type BertConfig struct {
+	VocabSize                 int     // V, vocab_size
+	HiddenSize                int     // C, hidden_size
+	NumHiddenLayers           int     // L, num_hidden_layers
+	NumAttentionHeads         int     // H, num_attention_heads (D = C/H)
+	IntermediateSize          int     // I, intermediate_size
+	HiddenAct                 string  // hidden_act: only "gelu" (exact erf form) is supported
+	HiddenDropoutProb         float32 // hidden_dropout_prob
+	AttentionProbsDropoutProb float32 // attention_probs_dropout_prob
+	MaxPositionEmbeddings     int     // max_position_embeddings: the longest sequence T
+	TypeVocabSize             int     // type_vocab_size
+	InitializerRange          float32 // initializer_range: std of the normal init of Linear and Embedding weights
+	LayerNormEps              float32 // layer_norm_eps
+	PadTokenID                int     // pad_token_id: padding_idx of the word embeddings
+	// PositionEmbeddingType must be "absolute" (or empty, meaning absolute).
+	PositionEmbeddingType string
+	// ClassifierDropout is classifier_dropout; nil means hidden_dropout_prob.
+	ClassifierDropout *float32
+	// ID2Label names the classes, index → name; its length is num_labels (transformers derives num_labels from
+	// id2label the same way).
+	ID2Label []string
+	// ProblemType is problem_type: "", Regression, SingleLabel or MultiLabel. Empty is resolved from NumLabels
+	// on the first Forward with labels, as transformers does, and then stored here.
+	ProblemType string
+}
+
+// DefaultBertConfig returns transformers' BertConfig() defaults (bert-base-uncased's shape) with 2 labels.
+func DefaultBertConfig() BertConfig {
+	return BertConfig{
+		VocabSize: 30522, HiddenSize: 768, NumHiddenLayers: 12, NumAttentionHeads: 12, IntermediateSize: 3072,
+		HiddenAct: "gelu", HiddenDropoutProb: 0.1, AttentionProbsDropoutProb: 0.1, MaxPositionEmbeddings: 512,
+		TypeVocabSize: 2, InitializerRange: 0.02, LayerNormEps: 1e-12, PadTokenID: 0,
+		PositionEmbeddingType: "absolute", ID2Label: DefaultLabels(2),
+	}
+}
+
+// DefaultLabels returns transformers' default label names "LABEL_0" … "LABEL_{n-1}".
+func DefaultLabels(n int) []string {
+	ls := make([]string, n)
+	for i := range ls {
+		ls[i] = "LABEL_" + strconv.Itoa(i)
+	}
+	return ls
+}
+
+// NumLabels returns num_labels, the classifier's output width L.
+func (c *BertConfig) NumLabels() int { return len(c.ID2Label) }
+
+// HeadDim returns D = hidden_size / num_attention_heads.
+func (c *BertConfig) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
+
+// ClassifierDropoutProb returns the dropout before the classifier: classifier_dropout, or hidden_dropout_prob
+// when that is null (BertForSequenceClassification).
+func (c *BertConfig) ClassifierDropoutProb() float32 {
+	if c.ClassifierDropout != nil {
+		return *c.ClassifierDropout
+	}
+	return c.HiddenDropoutProb
+}
+
+// Validate reports the first field that this package cannot build a model from, naming the config.json key.
+func (c *BertConfig) Validate() error {
+	pos := func(name string, v int) error {
+		if v <= 0 {
+			return fmt.Errorf("transformer: config %s = %d, want > 0", name, v)
+		}
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
+		{"num_labels (len(id2label))", c.NumLabels()},
+	} {
+		if err := pos(f.name, f.v); err != nil {
+			return err
+		}
+	}
+	if c.HiddenSize%c.NumAttentionHeads != 0 {
+		return fmt.Errorf("transformer: config hidden_size %d is not a multiple of num_attention_heads %d",
+			c.HiddenSize, c.NumAttentionHeads)
+	}
+	if c.HiddenAct != "gelu" {
+		return fmt.Errorf("transformer: config hidden_act %q is not supported (only \"gelu\", the exact erf GELU)", c.HiddenAct)
+	}
+	if c.PositionEmbeddingType != "" && c.PositionEmbeddingType != "absolute" {
+		return fmt.Errorf("transformer: config position_embedding_type %q is not supported (only \"absolute\")", c.PositionEmbeddingType)
+	}
+	for _, f := range []struct {
+		name string
+		v    float32
+	}{
+		{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb},
+		{"classifier_dropout", c.ClassifierDropoutProb()},
+	} {
+		if !(f.v >= 0 && f.v < 1) {
+			return fmt.Errorf("transformer: config %s = %v, want a probability in [0, 1)", f.name, f.v)
+		}
+	}
+	if !(c.LayerNormEps > 0) {
+		return fmt.Errorf("transformer: config layer_norm_eps = %v, want > 0", c.LayerNormEps)
+	}
+	if !(c.InitializerRange >= 0) {
+		return fmt.Errorf("transformer: config initializer_range = %v, want ≥ 0", c.InitializerRange)
+	}
+	if c.PadTokenID >= c.VocabSize {
+		return fmt.Errorf("transformer: config pad_token_id %d is outside the vocabulary of %d", c.PadTokenID, c.VocabSize)
+	}
+	switch c.ProblemType {
+	case "", Regression, SingleLabel, MultiLabel:
+	default:
+		return fmt.Errorf("transformer: config problem_type %q, want %q, %q or %q", c.ProblemType, Regression, SingleLabel, MultiLabel)
+	}
+	return nil
+}
+
+// MarshalHF encodes c as transformers writes a BertForSequenceClassification config.json (model_type "bert",
+// architectures, id2label/label2id with string keys, problem_type, classifier_dropout null when unset),
+// indented with two spaces and keys sorted, as save_pretrained writes it.
+func (c *BertConfig) MarshalHF() ([]byte, error) {
+	id2label := make(map[string]string, len(c.ID2Label))
+	label2id := make(map[string]int, len(c.ID2Label))
+	for i, l := range c.ID2Label {
+		id2label[strconv.Itoa(i)] = l
+		label2id[l] = i
+	}
+	var problem, classifierDropout any
+	if c.ProblemType != "" {
+		problem = c.ProblemType
+	}
+	if c.ClassifierDropout != nil {
+		classifierDropout = *c.ClassifierDropout
+	}
+	pet := c.PositionEmbeddingType
+	if pet == "" {
+		pet = "absolute"
+	}
+	cfg := map[string]any{
+		"architectures":                []string{"BertForSequenceClassification"},
+		"attention_probs_dropout_prob": c.AttentionProbsDropoutProb,
+		"classifier_dropout":           classifierDropout,
+		"dtype":                        "float32",
+		"hidden_act":                   c.HiddenAct,
+		"hidden_dropout_prob":          c.HiddenDropoutProb,
+		"hidden_size":                  c.HiddenSize,
+		"id2label":                     id2label,
+		"initializer_range":            c.InitializerRange,
+		"intermediate_size":            c.IntermediateSize,
+		"label2id":                     label2id,
+		"layer_norm_eps":               c.LayerNormEps,
+		"max_position_embeddings":      c.MaxPositionEmbeddings,
+		"model_type":                   "bert",
+		"num_attention_heads":          c.NumAttentionHeads,
+		"num_hidden_layers":            c.NumHiddenLayers,
+		"pad_token_id":                 c.PadTokenID,
+		"position_embedding_type":      pet,
+		"problem_type":                 problem,
+		"type_vocab_size":              c.TypeVocabSize,
+		"vocab_size":                   c.VocabSize,
+	}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("transformer: encoding config.json: %w", err)
+	}
+	return append(data, '\n'), nil
+}

@@ -1,0 +1,34 @@
+// Package transformer holds tune's Transformer models: BERT's configuration, its layers with explicit Forward and
+// Backward side by side (llm.c style: outputs, inputs, weights, then sizes; a shape comment on every buffer),
+// the sequence-classification head, checkpoint loading and saving in Hugging Face's format, and the hooks LoRA
+// uses to replace projections from outside.
+//
+// Shape legend: B batch, T sequence, N = B·T tokens, C hidden size, H heads, D = C/H head size, I intermediate
+// size, V vocabulary, L labels. h is the pass's GEMM dtype: F32, or F16/BF16 under autocast.
+//
+// The simplest use loads a checkpoint and runs it:
+//
+//	m, report, err := transformer.LoadPretrained("bert-base-uncased", cpu.New(), transformer.LoadOptions{NumLabels: 2})
+//	out, err := m.Forward(batch, trainer.ForwardOptions{})          // out.Logits (B, L)
+//
+// Training is the trainer's job (BertForSequenceClassification is a trainer.Model); by hand one step is
+//
+//	m.SetPolicy(amp.BF16)
+//	out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+//	err = m.Backward(1)                       // gradients += d(mean loss)/dθ
+//	params, grads, segs := m.Trainable()      // one fused AdamW over flat buffers
+//	m.WeightsUpdated()                        // the half weight copies are stale now
+//
+// Fresh models for training from scratch: NewBertForSequenceClassification(b, cfg, seed) initialises as
+// transformers does (normal(0, initializer_range), zero biases, LayerNorm ones).
+//
+// Full control: Projections lists every Linear by its module path and ReplaceProjections swaps in another
+// Projection (package lora's adapters); SetTrainable freezes parameters by name. A frozen weight gets no
+// gradient, and its GEMM is skipped in backward. NamedParameters gives Hugging Face's names and order.
+//
+// Numerics (../shared/DESIGN.md, FACTS §1.2): master weights and their gradients are FP32; under autocast the
+// GEMMs take half inputs with FP32 accumulation, LayerNorm, softmax and the losses are FP32, attention logits
+// and probabilities stay FP32 until the P·V product, GELU/tanh/dropout keep their input's dtype, and residual
+// adds of half and FP32 give FP32. Every activation backward needs lives in a step arena (Arena) carved per
+// batch shape, so a steady-state training step allocates nothing.
+package transformer

@@ -1,0 +1,126 @@
+package transformer
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Embeddings is BertEmbeddings (FACTS §4.4): word + token type + absolute position embeddings, summed in that
+// order, then LayerNorm and dropout. Every buffer is F32 under every policy: the tables are FP32 masters and an
+// embedding lookup keeps its table's dtype under autocast (FACTS §1.2).
+type Embeddings struct {
+	Word      *Param // (V, C) word_embeddings.weight
+	Position  *Param // (P, C) position_embeddings.weight, P = max_position_embeddings
+	TokenType *Param // (2, C) token_type_embeddings.weight
+	Norm      *LayerNorm
+	Dropout   float32
+	// PadID is the word embedding's padding_idx: like torch.nn.Embedding(padding_idx=...), its row gets no
+	// gradient (it is zeroed after every backward, which equals never accumulating into it).
+	PadID int
+
+	c embeddingsCache
+}
+
+// embeddingsCache holds the activations of one pass (views of the step arena).
+type embeddingsCache struct {
+	sum      *tensor.Tensor // (N, C) F32 word + type + position, the LayerNorm input
+	tmp      *tensor.Tensor // (N, C) F32 one looked-up table at a time
+	normed   *tensor.Tensor // (N, C) F32 LayerNorm output
+	mean     *tensor.Tensor // (N) F32
+	rstd     *tensor.Tensor // (N) F32
+	dropped  *tensor.Tensor // (N, C) F32 dropout output; the forward returns normed when dropout is off
+	dropOff  uint64
+	dropUsed bool
+}
+
+// Parameters lists the embeddings' parameters as BertEmbeddings names them.
+func (e *Embeddings) Parameters() []NamedParameter {
+	return []NamedParameter{
+		{Name: "word_embeddings.weight", Param: e.Word},
+		{Name: "position_embeddings.weight", Param: e.Position},
+		{Name: "token_type_embeddings.weight", Param: e.TokenType},
+		{Name: "LayerNorm.weight", Param: e.Norm.Weight},
+		{Name: "LayerNorm.bias", Param: e.Norm.Bias},
+	}
+}
+
+// layout takes the pass buffers for n = B·T tokens of width c.
+func (e *Embeddings) layout(a *Arena, n, c int) {
+	e.c = embeddingsCache{
+		sum: a.Take(tensor.F32, n, c), tmp: a.Take(tensor.F32, n, c), normed: a.Take(tensor.F32, n, c),
+		mean: a.Take(tensor.F32, n), rstd: a.Take(tensor.F32, n),
+	}
+	if e.Dropout > 0 {
+		e.c.dropped = a.Take(tensor.F32, n, c)
+	}
+}
+
+// Forward embeds ids, typeIDs and posIDs (N) I32 and returns the (N, C) F32 hidden states (a view owned by the
+// cache, valid until the next Forward).
+func (e *Embeddings) Forward(p *Pass, ids, typeIDs, posIDs *tensor.Tensor) (*tensor.Tensor, error) {
+	b, c := p.Backend, &e.c
+	if err := b.Embedding(c.sum, ids, e.Word.Value); err != nil {
+		return nil, fmt.Errorf("transformer: word embeddings: %w", err)
+	}
+	if err := b.Embedding(c.tmp, typeIDs, e.TokenType.Value); err != nil {
+		return nil, fmt.Errorf("transformer: token type embeddings: %w", err)
+	}
+	if err := b.Add(c.sum, c.sum, c.tmp); err != nil {
+		return nil, err
+	}
+	if err := b.Embedding(c.tmp, posIDs, e.Position.Value); err != nil {
+		return nil, fmt.Errorf("transformer: position embeddings: %w", err)
+	}
+	if err := b.Add(c.sum, c.sum, c.tmp); err != nil {
+		return nil, err
+	}
+	if err := e.Norm.Forward(p, c.normed, c.mean, c.rstd, c.sum); err != nil {
+		return nil, err
+	}
+	c.dropUsed = p.DropoutActive(e.Dropout)
+	if !c.dropUsed {
+		return c.normed, nil
+	}
+	var err error
+	c.dropOff, err = p.Dropout(c.dropped, c.normed, e.Dropout)
+	return c.dropped, err
+}
+
+// Backward consumes dout (N, C) F32, the gradient of Forward's output (overwritten: it is used as scratch), and
+// accumulates (+=) the gradients of the trainable tables and LayerNorm parameters.
+func (e *Embeddings) Backward(p *Pass, dout, ids, typeIDs, posIDs *tensor.Tensor) error {
+	b, c := p.Backend, &e.c
+	if c.dropUsed {
+		if err := b.DropoutBackward(dout, dout, e.Dropout, p.Seed, c.dropOff); err != nil {
+			return err
+		}
+	}
+	dsum := c.tmp // (N, C) F32
+	if err := e.Norm.Backward(p, dsum, dout, c.sum, c.mean, c.rstd); err != nil {
+		return err
+	}
+	if g := e.Word.Grad; g != nil {
+		if err := b.EmbeddingBackward(g, ids, dsum); err != nil {
+			return err
+		}
+		if e.PadID >= 0 && e.PadID < g.Shape[0] {
+			row, err := g.View(e.PadID*g.Shape[1], g.Shape[1])
+			if err != nil {
+				return err
+			}
+			if err := b.Fill(row, 0); err != nil {
+				return err
+			}
+		}
+	}
+	if g := e.TokenType.Grad; g != nil {
+		if err := b.EmbeddingBackward(g, typeIDs, dsum); err != nil {
+			return err
+		}
+	}
+	if g := e.Position.Grad; g != nil {
+		return b.EmbeddingBackward(g, posIDs, dsum)
+	}
+	return nil
+}

@@ -1,0 +1,120 @@
+package transformer
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer/detweights"
+)
+
+// tinyConfig is a small BERT for fast tests: V 50, C 16, 2 layers, 2 heads, I 32, 3 labels.
+func tinyConfig() BertConfig {
+	c := DefaultBertConfig()
+	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 50, 16, 2, 2, 32
+	c.MaxPositionEmbeddings, c.ID2Label = 16, DefaultLabels(3)
+	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = 0, 0
+	return c
+}
+
+// newTestModel builds a model for cfg with detweights values from seed.
+func newTestModel(t testing.TB, b tensor.Backend, cfg BertConfig, seed uint64) *BertForSequenceClassification {
+	t.Helper()
+	m, err := newBert(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := setDeterministic(m, seed); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// setDeterministic loads detweights.Values(seed, name, shape) into every parameter.
+func setDeterministic(m *BertForSequenceClassification, seed uint64) error {
+	for _, np := range m.namedParameters() {
+		v := np.Param.Value
+		if err := m.b.Upload(v, detweights.Values(seed, np.Name, v.Shape)); err != nil {
+			return fmt.Errorf("%s: %w", np.Name, err)
+		}
+	}
+	m.WeightsUpdated()
+	return nil
+}
+
+// testBatch returns a (b, t) batch whose row i has lens[i] real tokens (then padding id 0), token types 0 for
+// the first half and 1 for the rest, ids drawn deterministically from [1, vocab), and labels (one −100 when
+// b > 2).
+func testBatch(b, t, vocab, labels int, lens []int) *loaders.Batch {
+	bt := &loaders.Batch{B: b, T: t, InputIDs: make([]int32, b*t), TokenTypeIDs: make([]int32, b*t),
+		AttentionMask: make([]int32, b*t), Labels: make([]int64, b)}
+	x := uint64(12345)
+	for i := 0; i < b; i++ {
+		for j := 0; j < lens[i]; j++ {
+			x = detweights.SplitMix64(x)
+			bt.InputIDs[i*t+j] = int32(1 + x%uint64(vocab-1))
+			bt.AttentionMask[i*t+j] = 1
+			if j >= lens[i]/2 {
+				bt.TokenTypeIDs[i*t+j] = 1
+			}
+		}
+		bt.Labels[i] = int64(i % labels)
+	}
+	if b > 2 {
+		bt.Labels[1] = -100
+	}
+	return bt
+}
+
+// download returns t's values as float32.
+func download(t testing.TB, b tensor.Backend, x *tensor.Tensor) []float32 {
+	t.Helper()
+	v := make([]float32, x.Numel())
+	if err := b.Download(v, x); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// step runs Forward (train) and Backward(1) after zeroing the gradients, and returns the output.
+func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) trainer.Output {
+	t.Helper()
+	if err := m.ZeroGrad(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Backward(1); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// relErr is the per-tensor relative error max|a−b| / max|b| (the absolute error when b is all zeros), and the
+// index of the worst element.
+func relErr(a, b []float32) (float64, int) {
+	var maxDiff, maxRef float64
+	worst := 0
+	for i := range b {
+		d := math.Abs(float64(a[i]) - float64(b[i]))
+		if d > maxDiff || math.IsNaN(d) {
+			maxDiff, worst = d, i
+		}
+		maxRef = math.Max(maxRef, math.Abs(float64(b[i])))
+	}
+	if maxRef == 0 {
+		return maxDiff, worst
+	}
+	return maxDiff / maxRef, worst
+}
+
+var _ = amp.FP32
+
+func cpuBackend() tensor.Backend { return cpu.New() }

@@ -1,0 +1,200 @@
+package transformer
+
+import (
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Layer is one BertLayer, post-LayerNorm (FACTS §4.4):
+//
+//	a   = LayerNorm(dropout(dense_o(SelfAttention(x))) + x)     attention.output
+//	out = LayerNorm(dropout(dense_2(GELU(dense_1(a)))) + a)      intermediate, output
+//
+// Dtypes under autocast (h = F16/BF16; FACTS §1.2): x and a are F32 (LayerNorm outputs) and are cast to h once
+// as GEMM inputs; projections, GELU and dropout give h; the residual adds of h and F32 give F32; LayerNorm is F32.
+// Under FP32 every h is F32 and the casts disappear (the buffers alias).
+type Layer struct {
+	Attention     SelfAttention
+	AttnOut       Projection // attention.output.dense (C → C)
+	AttnNorm      *LayerNorm // attention.output.LayerNorm
+	Intermediate  Projection // intermediate.dense (C → I)
+	Output        Projection // output.dense (I → C)
+	OutNorm       *LayerNorm // output.LayerNorm
+	HiddenDropout float32    // hidden_dropout_prob
+
+	c layerCache
+}
+
+// layerCache holds one layer's activations for a pass (views of the step arena); N = B·T.
+type layerCache struct {
+	x         *tensor.Tensor // (N, C) F32 layer input (the previous layer's out), not owned
+	xh        *tensor.Tensor // (N, C) h input cast for the projections; nil under FP32 (x is used)
+	ctx       *tensor.Tensor // (N, C) h merged attention context, attention.output.dense input
+	r1        *tensor.Tensor // (N, C) F32 dropout(dense_o(ctx)) + x, the LayerNorm input
+	mean1     *tensor.Tensor // (N) F32
+	rstd1     *tensor.Tensor // (N) F32
+	a         *tensor.Tensor // (N, C) F32 attention block output
+	ah        *tensor.Tensor // (N, C) h a cast for intermediate.dense; nil under FP32
+	u         *tensor.Tensor // (N, I) h intermediate.dense output, the GELU input
+	g         *tensor.Tensor // (N, I) h GELU output, output.dense input
+	r2        *tensor.Tensor // (N, C) F32 dropout(dense_2(g)) + a
+	mean2     *tensor.Tensor // (N) F32
+	rstd2     *tensor.Tensor // (N) F32
+	out       *tensor.Tensor // (N, C) F32 layer output
+	drop1Off  uint64
+	drop2Off  uint64
+	drop1Used bool
+	drop2Used bool
+	xIn, aIn  *tensor.Tensor // the GEMM inputs of the last forward (xh or x, ah or a)
+}
+
+// layerScratch is shared by every layer of a pass.
+type layerScratch struct {
+	attn    attentionScratch
+	q, k, v *tensor.Tensor // (N, C) h projections (attention scratch)
+	y       *tensor.Tensor // (N, C) h dense outputs before the residual; in backward their gradients
+	dg      *tensor.Tensor // (N, I) h gradient of the GELU output, then of its input (in place)
+	dctx    *tensor.Tensor // (N, C) h gradient of the attention context
+}
+
+func layoutLayerScratch(a *Arena, b, t, c, inter, heads int, dt tensor.DType) layerScratch {
+	n := b * t
+	return layerScratch{
+		attn: layoutAttentionScratch(a, b, t, heads, c/heads, dt),
+		q:    a.Take(dt, n, c), k: a.Take(dt, n, c), v: a.Take(dt, n, c),
+		y: a.Take(dt, n, c), dg: a.Take(dt, n, inter), dctx: a.Take(dt, n, c),
+	}
+}
+
+// layout takes this layer's kept buffers for a (B, T) pass.
+func (l *Layer) layout(a *Arena, sc *layerScratch, b, t int, dt tensor.DType) {
+	n, c, inter := b*t, l.AttnNorm.C, l.Intermediate.Base().Out
+	l.c = layerCache{
+		xh: takeIfCast(a, dt, tensor.F32, n, c), ctx: a.Take(dt, n, c),
+		r1: a.Take(tensor.F32, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
+		a: a.Take(tensor.F32, n, c), ah: takeIfCast(a, dt, tensor.F32, n, c),
+		u: a.Take(dt, n, inter), g: a.Take(dt, n, inter),
+		r2: a.Take(tensor.F32, n, c), mean2: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
+		out: a.Take(tensor.F32, n, c),
+	}
+	l.Attention.layout(a, b, t, dt, sc.q, sc.k, sc.v)
+	l.AttnOut.Layout(a, n, dt)
+	l.Intermediate.Layout(a, n, dt)
+	l.Output.Layout(a, n, dt)
+}
+
+// Parameters lists the layer's parameters as BertLayer names them.
+func (l *Layer) Parameters() []NamedParameter {
+	var ps []NamedParameter
+	add := func(prefix string, list []NamedParameter) {
+		for _, np := range list {
+			ps = append(ps, NamedParameter{Name: prefix + np.Name, Param: np.Param})
+		}
+	}
+	add("attention.self.", l.Attention.Parameters())
+	add("attention.output.dense.", l.AttnOut.Parameters())
+	add("attention.output.LayerNorm.", l.AttnNorm.Parameters())
+	add("intermediate.dense.", l.Intermediate.Parameters())
+	add("output.dense.", l.Output.Parameters())
+	add("output.LayerNorm.", l.OutNorm.Parameters())
+	return ps
+}
+
+// Forward runs the layer on x (N, C) F32 with mask (B, T) F32 and returns its output (N, C) F32, a view of
+// the step arena. x must stay unchanged until Backward.
+func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t int) (*tensor.Tensor, error) {
+	bk, c := p.Backend, &l.c
+	c.x = x
+	var err error
+	if c.xIn, err = castOrAlias(bk, c.xh, c.x); err != nil {
+		return nil, err
+	}
+	if err := l.Attention.Forward(p, &sc.attn, c.ctx, c.xIn, mask, b, t); err != nil {
+		return nil, err
+	}
+	// attention.output: r1 = dropout(dense(ctx)) + x; a = LayerNorm(r1).
+	if err := l.AttnOut.Forward(p, sc.y, c.ctx); err != nil {
+		return nil, err
+	}
+	if c.drop1Used = p.DropoutActive(l.HiddenDropout); c.drop1Used {
+		if c.drop1Off, err = p.Dropout(sc.y, sc.y, l.HiddenDropout); err != nil {
+			return nil, err
+		}
+	}
+	if err := bk.Add(c.r1, sc.y, c.x); err != nil {
+		return nil, err
+	}
+	if err := l.AttnNorm.Forward(p, c.a, c.mean1, c.rstd1, c.r1); err != nil {
+		return nil, err
+	}
+	// intermediate and output: r2 = dropout(dense_2(GELU(dense_1(a)))) + a; out = LayerNorm(r2).
+	if c.aIn, err = castOrAlias(bk, c.ah, c.a); err != nil {
+		return nil, err
+	}
+	if err := l.Intermediate.Forward(p, c.u, c.aIn); err != nil {
+		return nil, err
+	}
+	if err := bk.GELU(c.g, c.u); err != nil {
+		return nil, err
+	}
+	if err := l.Output.Forward(p, sc.y, c.g); err != nil {
+		return nil, err
+	}
+	if c.drop2Used = p.DropoutActive(l.HiddenDropout); c.drop2Used {
+		if c.drop2Off, err = p.Dropout(sc.y, sc.y, l.HiddenDropout); err != nil {
+			return nil, err
+		}
+	}
+	if err := bk.Add(c.r2, sc.y, c.a); err != nil {
+		return nil, err
+	}
+	return c.out, l.OutNorm.Forward(p, c.out, c.mean2, c.rstd2, c.r2)
+}
+
+// Backward takes in grad (N, C) F32 the gradient of the layer output and leaves there the gradient of the
+// layer input; scratch (N, C) F32 is clobbered. Parameter gradients accumulate (+=).
+func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor, b, t int) error {
+	bk, c := p.Backend, &l.c
+	// output.LayerNorm; then da collects the residual and the FFN branch.
+	da := scratch
+	if err := l.OutNorm.Backward(p, da, grad, c.r2, c.mean2, c.rstd2); err != nil {
+		return err
+	}
+	dy, err := l.branchGrad(p, sc.y, da, c.drop2Used, c.drop2Off) // (N, C) h
+	if err != nil {
+		return err
+	}
+	if err := l.Output.Backward(p, sc.dg, dy, c.g, false); err != nil {
+		return err
+	}
+	if err := bk.GELUBackward(sc.dg, sc.dg, c.u); err != nil {
+		return err
+	}
+	if err := l.Intermediate.Backward(p, da, sc.dg, c.aIn, true); err != nil {
+		return err
+	}
+	// attention.output.LayerNorm; then dx collects the residual and the attention branch.
+	dx := grad
+	if err := l.AttnNorm.Backward(p, dx, da, c.r1, c.mean1, c.rstd1); err != nil {
+		return err
+	}
+	if dy, err = l.branchGrad(p, sc.y, dx, c.drop1Used, c.drop1Off); err != nil {
+		return err
+	}
+	if err := l.AttnOut.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
+		return err
+	}
+	return l.Attention.Backward(p, &sc.attn, dx, sc.dctx, c.xIn, b, t)
+}
+
+// branchGrad returns the gradient reaching a dense output through its hidden dropout and the residual add:
+// dres (N, C) F32 (the residual's gradient, left unchanged) passed back through the dropout and rounded to the
+// GEMM dtype into dst, or dres itself when neither applies (FP32, no dropout).
+func (l *Layer) branchGrad(p *Pass, dst, dres *tensor.Tensor, dropUsed bool, off uint64) (*tensor.Tensor, error) {
+	switch {
+	case dropUsed:
+		return dst, p.Backend.DropoutBackward(dst, dres, l.HiddenDropout, p.Seed, off)
+	case dst.DType != dres.DType:
+		return dst, p.Backend.Cast(dst, dres)
+	}
+	return dres, nil
+}

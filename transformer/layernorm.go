@@ -1,0 +1,48 @@
+package transformer
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// LayerNorm is torch.nn.LayerNorm over the last axis with FP32 weight (gamma) and bias (beta). It is an
+// FP32-class op under autocast: it reads any float input and writes F32 (FACTS §1.1).
+type LayerNorm struct {
+	C            int
+	Weight, Bias *Param // (C), (C)
+	Eps          float32
+}
+
+// NewLayerNorm allocates a trainable LayerNorm of width c with weight 1 and bias 0 (torch's init).
+func NewLayerNorm(b tensor.Backend, c int, eps float32) (*LayerNorm, error) {
+	w, err := b.Alloc(tensor.F32, c)
+	if err != nil {
+		return nil, fmt.Errorf("transformer: LayerNorm (%d): %w", c, err)
+	}
+	bias, err := b.Alloc(tensor.F32, c)
+	if err != nil {
+		b.Free(w)
+		return nil, fmt.Errorf("transformer: LayerNorm (%d): %w", c, err)
+	}
+	if err := b.Fill(w, 1); err != nil {
+		return nil, fmt.Errorf("transformer: LayerNorm (%d): %w", c, err)
+	}
+	return &LayerNorm{C: c, Weight: &Param{Value: w, Trainable: true}, Bias: &Param{Value: bias, Trainable: true}, Eps: eps}, nil
+}
+
+// Parameters returns "weight" and "bias".
+func (l *LayerNorm) Parameters() []NamedParameter {
+	return []NamedParameter{{Name: "weight", Param: l.Weight}, {Name: "bias", Param: l.Bias}}
+}
+
+// Forward: out (N, C) F32 = (x − μ)·rstd·weight + bias with mean (N) and rstd (N) F32 saved for Backward.
+func (l *LayerNorm) Forward(p *Pass, out, mean, rstd, x *tensor.Tensor) error {
+	return p.Backend.LayerNorm(out, mean, rstd, x, l.Weight.Value, l.Bias.Value, l.Eps)
+}
+
+// Backward: dx (N, C) = from dout (N, C) and the forward's x, mean, rstd; weight and bias gradients (+=) only
+// for the trainable ones.
+func (l *LayerNorm) Backward(p *Pass, dx, dout, x, mean, rstd *tensor.Tensor) error {
+	return p.Backend.LayerNormBackward(dx, l.Weight.Grad, l.Bias.Grad, dout, x, l.Weight.Value, mean, rstd)
+}

@@ -1,0 +1,106 @@
+package transformer
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/loaders"
+)
+
+// ignoreIndex is PyTorch CrossEntropyLoss's default ignore_index: a row labelled −100 has no loss.
+const ignoreIndex = -100
+
+// problemType resolves the loss as transformers does on the first forward with labels (FACTS §4.4):
+// problem_type if set; else num_labels == 1 → regression, integer labels → single-label classification,
+// float targets with num_labels > 1 → multi-label classification. The resolved type is stored in the config.
+func (m *BertForSequenceClassification) problemType(batch *loaders.Batch) (string, error) {
+	pt := m.Config.ProblemType
+	if pt == "" {
+		switch {
+		case m.Config.NumLabels() == 1:
+			pt = Regression
+		case batch.Labels != nil:
+			pt = SingleLabel
+		default:
+			pt = MultiLabel
+		}
+		m.Config.ProblemType = pt
+	}
+	switch pt {
+	case MultiLabel:
+		return "", ErrMultiLabel
+	case Regression:
+		if batch.Targets == nil {
+			return "", fmt.Errorf("transformer: problem_type %q needs float targets in Batch.Targets (got integer Labels)", pt)
+		}
+		if m.Config.NumLabels() != 1 {
+			return "", fmt.Errorf("transformer: problem_type %q with num_labels %d is not supported (MSE on unsqueezed logits); use num_labels 1", pt, m.Config.NumLabels())
+		}
+	case SingleLabel:
+		if batch.Labels == nil {
+			return "", fmt.Errorf("transformer: problem_type %q needs integer class ids in Batch.Labels (got float Targets)", pt)
+		}
+	}
+	return pt, nil
+}
+
+// loss computes the batch's mean loss from the head's logits (FP32-class: half logits are read in FP32) and
+// records what lossBackward needs. Cross-entropy averages over rows whose label is not −100 (NaN when there is
+// none, as PyTorch's mean over zero elements); MSE averages over all B rows.
+func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, error) {
+	pt, err := m.problemType(batch)
+	if err != nil {
+		return 0, err
+	}
+	a, logits := &m.act, m.Head.c.logits
+	count := batch.B
+	switch pt {
+	case SingleLabel:
+		if count, err = m.b.CrossEntropy(a.losses, logits, a.labels, ignoreIndex); err != nil {
+			return 0, fmt.Errorf("transformer: cross-entropy loss (labels must lie in [0, %d) or be -100): %w", m.Config.NumLabels(), err)
+		}
+	case Regression:
+		pred, err := logits.Reshape(batch.B)
+		if err != nil {
+			return 0, err
+		}
+		if err := m.b.MSELoss(a.losses, pred, a.targets); err != nil {
+			return 0, fmt.Errorf("transformer: MSE loss: %w", err)
+		}
+	}
+	m.host.losses = grow(m.host.losses, batch.B)
+	if err := m.b.Download(m.host.losses, a.losses); err != nil {
+		return 0, fmt.Errorf("transformer: reading losses: %w", err)
+	}
+	var sum float64
+	for _, l := range m.host.losses {
+		sum += float64(l)
+	}
+	m.last.problem, m.last.count = pt, count
+	return float32(sum / float64(count)), nil
+}
+
+// lossBackward seeds the gradient of the logits: d(seed·mean loss)/d(logits), rounded to the logits' dtype
+// (the gradient of a half tensor is half, FACTS §1.4). A batch with no labelled row contributes zero.
+func (m *BertForSequenceClassification) lossBackward(p *Pass, seed float32) error {
+	a, h := &m.act, &m.Head.c
+	scale := float32(0)
+	if m.last.count > 0 {
+		scale = seed / float32(m.last.count)
+	}
+	switch m.last.problem {
+	case SingleLabel:
+		return p.Backend.CrossEntropyBackward(h.dlogits, h.logits, a.labels, scale, ignoreIndex)
+	case Regression:
+		b := m.shape.b
+		pred, err := h.logits.Reshape(b)
+		if err != nil {
+			return err
+		}
+		dpred, err := h.dlogits.Reshape(b)
+		if err != nil {
+			return err
+		}
+		return p.Backend.MSELossBackward(dpred, pred, a.targets, scale)
+	}
+	return fmt.Errorf("transformer: no loss to back-propagate")
+}

@@ -1,0 +1,298 @@
+package transformer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/trainer"
+)
+
+// BertForSequenceClassification is transformers' BertForSequenceClassification: a BERT encoder, the pooler, and
+// a dropout + Linear classifier over the pooled first token, with the loss transformers chooses from
+// problem_type / num_labels (mean cross-entropy for integer labels, MSE for regression). It implements
+// trainer.Model and trainer.Loader.
+//
+// Forward reads like the block diagram — embeddings, L layers, pooler, head — and Backward is the same list
+// reversed. All FP32 master parameters live in two flat allocations (trainable with their gradients, and
+// frozen); all activations live in a step arena carved per batch shape.
+type BertForSequenceClassification struct {
+	Config     BertConfig
+	Embeddings *Embeddings
+	Layers     []*Layer
+	Pooler     *Pooler
+	Head       *ClassificationHead
+
+	b      tensor.Backend
+	policy amp.Policy
+	cache  *amp.WeightCache
+	groups paramGroups
+	arena  *Arena
+	shape  carveKey // the shape the arena views are carved for
+	act    activations
+	sc     layerScratch
+	host   hostBuffers
+	last   lastForward
+}
+
+var (
+	_ trainer.Model  = (*BertForSequenceClassification)(nil)
+	_ trainer.Loader = (*BertForSequenceClassification)(nil)
+)
+
+// carveKey identifies an arena layout: batch shape and GEMM dtype.
+type carveKey struct {
+	b, t int
+	dt   tensor.DType
+}
+
+// activations are the model-level buffers of one pass (views of the step arena); N = B·T.
+type activations struct {
+	ids, types, pos *tensor.Tensor // (N) I32 token, token type and position ids
+	mask            *tensor.Tensor // (B, T) F32 additive attention mask: 0 or MaskedScore
+	labels          *tensor.Tensor // (B) I64 class labels (−100: ignored)
+	targets         *tensor.Tensor // (B) F32 regression targets
+	losses          *tensor.Tensor // (B) F32 per-row losses
+	g0, g1          *tensor.Tensor // (N, C) F32 ping-pong gradients of the hidden states
+}
+
+// hostBuffers are reused host-side staging slices (grown, never shrunk).
+type hostBuffers struct {
+	types, pos, rows []int32
+	mask, losses     []float32
+}
+
+// lastForward records what Backward needs from the last training Forward.
+type lastForward struct {
+	pass    Pass
+	key     carveKey
+	ready   bool   // a training Forward with labels ran and Backward has not consumed it
+	problem string // SingleLabel or Regression
+	count   int    // labelled rows (the mean's denominator)
+}
+
+// newBert allocates a model for cfg on b with zero weights (LayerNorm weights 1) and packs its parameters.
+// Callers initialise the weights (InitWeights, LoadPretrained).
+func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &BertForSequenceClassification{Config: cfg, b: b, arena: NewArena(b), groups: paramGroups{b: b}}
+	c, inter := cfg.HiddenSize, cfg.IntermediateSize
+	table := func(rows int) (*Param, error) {
+		t, err := b.Alloc(tensor.F32, rows, c)
+		if err != nil {
+			return nil, fmt.Errorf("transformer: embedding table (%d, %d): %w", rows, c, err)
+		}
+		return &Param{Value: t, Trainable: true}, nil
+	}
+	var err error
+	e := &Embeddings{Dropout: cfg.HiddenDropoutProb, PadID: cfg.PadTokenID}
+	if e.Word, err = table(cfg.VocabSize); err != nil {
+		return nil, err
+	}
+	if e.Position, err = table(cfg.MaxPositionEmbeddings); err != nil {
+		return nil, err
+	}
+	if e.TokenType, err = table(cfg.TypeVocabSize); err != nil {
+		return nil, err
+	}
+	if e.Norm, err = NewLayerNorm(b, c, cfg.LayerNormEps); err != nil {
+		return nil, err
+	}
+	m.Embeddings = e
+	lin := func(in, out int) Projection {
+		if err != nil {
+			return nil
+		}
+		var l *Linear
+		l, err = NewLinear(b, in, out, true)
+		return l
+	}
+	norm := func() *LayerNorm {
+		if err != nil {
+			return nil
+		}
+		var n *LayerNorm
+		n, err = NewLayerNorm(b, c, cfg.LayerNormEps)
+		return n
+	}
+	for range cfg.NumHiddenLayers {
+		l := &Layer{
+			Attention: SelfAttention{
+				Query: lin(c, c), Key: lin(c, c), Value: lin(c, c),
+				Heads: cfg.NumAttentionHeads, HeadDim: cfg.HeadDim(), Dropout: cfg.AttentionProbsDropoutProb,
+			},
+			AttnOut: lin(c, c), AttnNorm: norm(), Intermediate: lin(c, inter), Output: lin(inter, c), OutNorm: norm(),
+			HiddenDropout: cfg.HiddenDropoutProb,
+		}
+		m.Layers = append(m.Layers, l)
+	}
+	m.Pooler = &Pooler{Dense: lin(c, c)}
+	m.Head = &ClassificationHead{Classifier: lin(c, cfg.NumLabels()), Dropout: cfg.ClassifierDropoutProb()}
+	if err != nil {
+		return nil, err
+	}
+	if err := m.groups.pack(m.namedParameters()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Backend returns the backend the model's tensors live on.
+func (m *BertForSequenceClassification) Backend() tensor.Backend { return m.b }
+
+// SetPolicy sets the autocast policy for the following Forward and Backward calls. Changing it drops the
+// weight-cast cache and re-carves the step arena at the next Forward; a pending Backward is cancelled.
+func (m *BertForSequenceClassification) SetPolicy(p amp.Policy) {
+	if p == m.policy {
+		return
+	}
+	m.policy = p
+	if m.cache != nil {
+		m.cache.Free()
+		m.cache = nil
+	}
+	if p.Enabled {
+		m.cache = amp.NewWeightCache(m.b, p.DType)
+	}
+	m.last.ready = false
+}
+
+// Policy returns the autocast policy in effect.
+func (m *BertForSequenceClassification) Policy() amp.Policy { return m.policy }
+
+// Reserve sizes the step arena for batches up to b × t tokens, so that training allocates nothing after it.
+func (m *BertForSequenceClassification) Reserve(b, t int) error {
+	return m.carve(b, t)
+}
+
+// carve lays out the step arena for a (b, t) batch under the current policy (a no-op when it already is).
+func (m *BertForSequenceClassification) carve(b, t int) error {
+	key := carveKey{b, t, m.policy.GemmDType()}
+	if key == m.shape {
+		return nil
+	}
+	m.shape = carveKey{}
+	if err := m.arena.Carve(func(a *Arena) error { return m.layout(a, key) }); err != nil {
+		return err
+	}
+	m.shape = key
+	return nil
+}
+
+// layout takes every pass buffer of the model for key's batch shape and dtype.
+func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
+	b, t, dt := key.b, key.t, key.dt
+	n, c := b*t, m.Config.HiddenSize
+	m.act = activations{
+		ids: a.Take(tensor.I32, n), types: a.Take(tensor.I32, n), pos: a.Take(tensor.I32, n),
+		mask: a.Take(tensor.F32, b, t), labels: a.Take(tensor.I64, b), targets: a.Take(tensor.F32, b),
+		losses: a.Take(tensor.F32, b), g0: a.Take(tensor.F32, n, c), g1: a.Take(tensor.F32, n, c),
+	}
+	m.Embeddings.layout(a, n, c)
+	m.sc = layoutLayerScratch(a, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
+	for _, l := range m.Layers {
+		l.layout(a, &m.sc, b, t, dt)
+	}
+	m.Pooler.layout(a, b, c, dt)
+	m.Head.layout(a, b, c, m.Config.NumLabels(), dt)
+	return nil
+}
+
+// Forward runs the model on batch: embeddings, encoder layers, pooler, classifier, and the loss when the batch
+// has labels (Labels for classification, Targets for regression). With opts.Train it applies dropout from
+// (opts.Seed, opts.Offset) and keeps the activations for Backward. Output.Logits (B, L) are FP32 (rounded to the
+// autocast dtype first under autocast, as transformers' logits are); Output.Loss is the mean loss, NaN without
+// labels.
+func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trainer.ForwardOptions) (out trainer.Output, err error) {
+	defer recoverError(&err)
+	m.last.ready = false
+	if err := m.checkBatch(batch); err != nil {
+		return out, err
+	}
+	b, t := batch.B, batch.T
+	if err := m.carve(b, t); err != nil {
+		return out, err
+	}
+	if err := m.upload(batch); err != nil {
+		return out, err
+	}
+	p := Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset}
+
+	h, err := m.Embeddings.Forward(&p, m.act.ids, m.act.types, m.act.pos) // (N, C) F32
+	if err != nil {
+		return out, fmt.Errorf("transformer: embeddings: %w", err)
+	}
+	for i, l := range m.Layers {
+		if h, err = l.Forward(&p, &m.sc, h, m.act.mask, b, t); err != nil {
+			return out, fmt.Errorf("transformer: encoder layer %d: %w", i, err)
+		}
+	}
+	pooled, err := m.Pooler.Forward(&p, h) // (B, C) h
+	if err != nil {
+		return out, fmt.Errorf("transformer: pooler: %w", err)
+	}
+	logits, err := m.Head.Forward(&p, pooled) // (B, L) h
+	if err != nil {
+		return out, fmt.Errorf("transformer: classifier: %w", err)
+	}
+	out.NumLabels = m.Config.NumLabels()
+	out.Logits = make([]float32, b*out.NumLabels)
+	if err := m.b.Download(out.Logits, logits); err != nil {
+		return out, fmt.Errorf("transformer: reading logits: %w", err)
+	}
+	out.Loss = float32(math.NaN())
+	if batch.Labels == nil && batch.Targets == nil {
+		return out, nil
+	}
+	if out.Loss, err = m.loss(batch); err != nil {
+		return out, err
+	}
+	if opts.Train {
+		m.last.pass, m.last.key, m.last.ready = p, m.shape, true
+	}
+	return out, nil
+}
+
+// Backward back-propagates the last training Forward with d(objective)/d(mean loss) = seed, accumulating (+=)
+// into the gradient of every trainable parameter. It consumes that Forward: a second call is an error.
+func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
+	defer recoverError(&err)
+	if !m.last.ready || m.last.key != m.shape {
+		return fmt.Errorf("transformer: Backward needs a preceding Forward with Train set and labels in the batch " +
+			"(and no SetPolicy, Reserve or other Forward in between)")
+	}
+	m.last.ready = false
+	p := m.last.pass
+	b, t := m.shape.b, m.shape.t
+	if err := m.lossBackward(&p, seed); err != nil {
+		return err
+	}
+	dpooled, err := m.Head.Backward(&p)
+	if err != nil {
+		return fmt.Errorf("transformer: classifier backward: %w", err)
+	}
+	grad := m.act.g0 // (N, C) F32
+	if err := m.Pooler.Backward(&p, grad, dpooled); err != nil {
+		return fmt.Errorf("transformer: pooler backward: %w", err)
+	}
+	for i := len(m.Layers) - 1; i >= 0; i-- {
+		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t); err != nil {
+			return fmt.Errorf("transformer: encoder layer %d backward: %w", i, err)
+		}
+	}
+	if err := m.Embeddings.Backward(&p, grad, m.act.ids, m.act.types, m.act.pos); err != nil {
+		return fmt.Errorf("transformer: embeddings backward: %w", err)
+	}
+	return nil
+}
+
+// recoverError turns a panic inside the package (or a backend) into an error at the API boundary.
+func recoverError(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("transformer: internal error: %v", r)
+	}
+}

@@ -1,0 +1,138 @@
+package transformer
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Param is one FP32 master parameter. Value and Grad are views into the model's flat buffers: one allocation
+// holds every trainable parameter (with a second, equally laid out, for their gradients) and another every frozen
+// one, so zero-grad is one fill and AdamW is one fused call over the trainable buffer.
+type Param struct {
+	// Value is the FP32 master weight, in Hugging Face's shape (a Linear weight is (Out, In)).
+	Value *tensor.Tensor
+	// Grad is the FP32 gradient, accumulated (+=) by Backward; nil for a frozen parameter, which gets none.
+	Grad *tensor.Tensor
+	// Trainable is the wanted state. A module that creates a Param sets it; the model allocates Grad for it
+	// when it packs its parameters (NewBertForSequenceClassification, ReplaceProjections, SetTrainable).
+	Trainable bool
+}
+
+// Frozen reports whether p currently gets no gradient.
+func (p *Param) Frozen() bool { return p.Grad == nil }
+
+// NamedParameter is a parameter with its name relative to the module that lists it ("weight", "bias", or for a
+// LoRA wrapper "base_layer.weight", "lora_A.default.weight").
+type NamedParameter struct {
+	Name  string
+	Param *Param
+}
+
+// noDecayPatterns are the lowercased-name patterns Hugging Face's Trainer excludes from weight decay
+// (transformers 5.17 trainer.py get_decay_parameter_names; FACTS §3.5). A parameter inside an nn.LayerNorm is
+// also excluded; every LayerNorm here is named "LayerNorm", which the "layernorm" pattern covers.
+var noDecayPatterns = regexp.MustCompile(`bias|layernorm|rmsnorm|(^|\.)norm($|\.)|_norm($|\.)`)
+
+// DecayApplies reports whether Hugging Face's Trainer applies weight decay to the parameter with this full name:
+// false for every bias and every LayerNorm/RMSNorm/norm parameter, true otherwise (the embeddings included).
+func DecayApplies(name string) bool { return !noDecayPatterns.MatchString(strings.ToLower(name)) }
+
+// paramGroups owns the flat buffers the parameters are views of: trainable values and their gradients (equal
+// layout) and frozen values.
+type paramGroups struct {
+	b                    tensor.Backend
+	train, grads, frozen *tensor.Tensor // 1-D F32; nil when the group is empty
+	segs                 []tensor.Segment
+}
+
+// pack lays the parameters of list out anew: trainable ones (p.Trainable) contiguous in list order in one
+// buffer with a gradient buffer beside it, frozen ones in another. Values are copied into the new views and each
+// Param's Value tensor is updated in place (so every holder of the *tensor.Tensor sees the move); gradients
+// start at zero. Tensors that were not views of the previous flat buffers (a replacement module's freshly
+// allocated weights) are freed after the copy. Segments group contiguous ranges by DecayApplies.
+func (g *paramGroups) pack(list []NamedParameter) error {
+	seen := map[*Param]bool{}
+	var nTrain, nFrozen int
+	for _, np := range list {
+		p := np.Param
+		if seen[p] {
+			return fmt.Errorf("transformer: parameter %s is listed twice", np.Name)
+		}
+		seen[p] = true
+		if p.Value == nil || p.Value.DType != tensor.F32 {
+			return fmt.Errorf("transformer: parameter %s must be an F32 tensor, got %v", np.Name, p.Value)
+		}
+		if p.Trainable {
+			nTrain += p.Value.Numel()
+		} else {
+			nFrozen += p.Value.Numel()
+		}
+	}
+	alloc := func(n int) (*tensor.Tensor, error) {
+		if n == 0 {
+			return nil, nil
+		}
+		t, err := g.b.Alloc(tensor.F32, n)
+		if err != nil {
+			return nil, fmt.Errorf("transformer: allocating %d parameters: %w", n, err)
+		}
+		return t, nil
+	}
+	var train, grads, frozen *tensor.Tensor
+	var err error
+	if train, err = alloc(nTrain); err == nil {
+		if grads, err = alloc(nTrain); err == nil {
+			frozen, err = alloc(nFrozen)
+		}
+	}
+	if err != nil {
+		g.b.Free(train)
+		g.b.Free(grads)
+		return err
+	}
+	var segs []tensor.Segment
+	vals := make([]*tensor.Tensor, len(list))
+	gradViews := make([]*tensor.Tensor, len(list))
+	offT, offF := 0, 0
+	for i, np := range list {
+		p := np.Param
+		shape := []int(p.Value.Shape)
+		if p.Trainable {
+			vals[i], _ = train.View(offT, shape...)
+			gradViews[i], _ = grads.View(offT, shape...)
+			n, decay := p.Value.Numel(), DecayApplies(np.Name)
+			if k := len(segs); k > 0 && segs[k-1].Decay == decay {
+				segs[k-1].Len += n
+			} else {
+				segs = append(segs, tensor.Segment{Offset: offT, Len: n, Decay: decay})
+			}
+			offT += n
+		} else {
+			vals[i], _ = frozen.View(offF, shape...)
+			offF += p.Value.Numel()
+		}
+		if err := g.b.Copy(vals[i], p.Value); err != nil {
+			g.b.Free(train)
+			g.b.Free(grads)
+			g.b.Free(frozen)
+			return fmt.Errorf("transformer: packing parameter %s: %w", np.Name, err)
+		}
+	}
+	// Every value is copied: release the old storage. Free is a no-op for views, so this releases exactly the
+	// tensors a module allocated itself (the Alloc result owns its buffer) and the old flat buffers.
+	for _, np := range list {
+		g.b.Free(np.Param.Value)
+	}
+	g.b.Free(g.train)
+	g.b.Free(g.grads)
+	g.b.Free(g.frozen)
+	for i, np := range list {
+		*np.Param.Value = *vals[i]
+		np.Param.Grad = gradViews[i]
+	}
+	g.train, g.grads, g.frozen, g.segs = train, grads, frozen, segs
+	return nil
+}

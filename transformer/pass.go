@@ -1,0 +1,73 @@
+package transformer
+
+import (
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Pass carries what every layer needs during one forward and the matching backward: the backend, the autocast
+// policy with its per-step weight-cast cache, whether this is a training pass (dropout on, activations kept),
+// and the Philox dropout stream. Modules that replace a projection (package lora) receive the same Pass.
+type Pass struct {
+	// Backend runs every op.
+	Backend tensor.Backend
+	// Policy is the autocast setting: GEMM-class ops in Policy.GemmDType(), LayerNorm/softmax/losses in F32.
+	Policy amp.Policy
+	// Cache holds the half copies of the FP32 master weights under an enabled Policy (nil under FP32).
+	Cache *amp.WeightCache
+	// Train applies dropout and keeps activations for Backward.
+	Train bool
+	// Seed is the Philox key of this pass's dropout masks.
+	Seed uint64
+	// Offset is the next unused Philox counter; DropoutOffset hands out ranges of it in call order.
+	Offset uint64
+}
+
+// GemmDType returns the dtype GEMM-class ops take and return in this pass: F32, or F16/BF16 under autocast.
+func (p *Pass) GemmDType() tensor.DType { return p.Policy.GemmDType() }
+
+// Weight returns w (an F32 master weight or bias) as a GEMM-class op reads it: w itself under FP32, else its
+// half copy from the weight-cast cache (cast at most once per optimizer step, FACTS §1.3).
+func (p *Pass) Weight(w *tensor.Tensor) (*tensor.Tensor, error) {
+	if !p.Policy.Enabled || w == nil {
+		return w, nil
+	}
+	return p.Cache.Get(w)
+}
+
+// DropoutActive reports whether a dropout of probability prob draws a mask in this pass (training and prob > 0);
+// when it does not, the layer uses its input unchanged, as nn.Dropout does in eval mode.
+func (p *Pass) DropoutActive(prob float32) bool { return p.Train && prob > 0 }
+
+// DropoutOffset reserves the Philox counters a dropout mask of n elements draws (tensor.PhiloxCounters) and
+// returns the first one; the layer keeps it to regenerate the same mask in Backward.
+func (p *Pass) DropoutOffset(n int) uint64 {
+	off := p.Offset
+	p.Offset += tensor.PhiloxCounters(n)
+	return off
+}
+
+// Dropout applies dropout of probability prob to x into out (which may be x) and returns the Philox offset it
+// used. It must only be called when DropoutActive(prob).
+func (p *Pass) Dropout(out, x *tensor.Tensor, prob float32) (uint64, error) {
+	off := p.DropoutOffset(x.Numel())
+	return off, p.Backend.Dropout(out, x, prob, p.Seed, off)
+}
+
+// castOrAlias casts src into dst and returns dst, or returns src itself when dst is nil (the layout gave no
+// separate buffer because no cast is needed under this policy).
+func castOrAlias(b tensor.Backend, dst, src *tensor.Tensor) (*tensor.Tensor, error) {
+	if dst == nil {
+		return src, nil
+	}
+	return dst, b.Cast(dst, src)
+}
+
+// takeIfCast returns a new arena view of dtype dt and the given shape when dt differs from have, and nil when
+// it does not (the caller then aliases the existing F32 buffer: see castOrAlias).
+func takeIfCast(a *Arena, dt, have tensor.DType, shape ...int) *tensor.Tensor {
+	if dt == have {
+		return nil
+	}
+	return a.Take(dt, shape...)
+}
