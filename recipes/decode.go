@@ -1,0 +1,352 @@
+package recipes
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalid is wrapped by every *Problem: the recipe does not decode or does not validate.
+var ErrInvalid = errors.New("invalid recipe")
+
+// Problem is one thing wrong with a recipe, located where the user wrote it: Pos is "file:line" (or "file" for
+// a key left at its default, or "override key=value"), Key the dotted key ("training.learning_rate").
+type Problem struct {
+	Pos string
+	Key string
+	Msg string
+}
+
+// Error formats as "recipes/x.yaml:12: unknown key 'learnig_rate' in training; did you mean 'learning_rate'?"
+// or "recipes/x.yaml:14: training.learning_rate: must be > 0 (got 0)".
+func (p *Problem) Error() string {
+	if p.Pos == "" {
+		return p.Msg
+	}
+	return p.Pos + ": " + p.Msg
+}
+
+// Unwrap returns ErrInvalid.
+func (p *Problem) Unwrap() error { return ErrInvalid }
+
+// decoder decodes a recipe's YAML node tree into a Recipe field by field, so that every error names the key and
+// the line (or the override) it came from, and unknown keys are caught with a suggestion.
+type decoder struct {
+	source   string                // the recipe file, for messages
+	override map[*yaml.Node]string // key nodes that came from a key=value override → "override key=value"
+	pos      map[string]string     // dotted key → where it was set
+	fromArgs map[string]bool       // dotted keys set by an override (their paths resolve against the working directory)
+	problems []error
+}
+
+func newDecoder(source string) *decoder {
+	return &decoder{source: source, override: map[*yaml.Node]string{}, pos: map[string]string{}, fromArgs: map[string]bool{}}
+}
+
+func (d *decoder) add(pos, key, format string, a ...any) {
+	d.problems = append(d.problems, &Problem{Pos: pos, Key: key, Msg: fmt.Sprintf(format, a...)})
+}
+
+// where names a key node's origin: the override that created it, or file:line.
+func (d *decoder) where(key *yaml.Node) string {
+	if o, ok := d.override[key]; ok {
+		return o
+	}
+	if key.Line > 0 {
+		return fmt.Sprintf("%s:%d", d.source, key.Line)
+	}
+	return d.source
+}
+
+// position returns where key (dotted) or the nearest section above it was set, else the file.
+func (d *decoder) position(key string) string {
+	for k := key; k != ""; {
+		if p, ok := d.pos[k]; ok {
+			return p
+		}
+		i := strings.LastIndexByte(k, '.')
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return d.source
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// decode fills v (addressable) from n; path is v's dotted key ("" for the root).
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	t := v.Type()
+	if t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && !t.Implements(unmarshalerType) {
+		if v.IsNil() {
+			if def, ok := sectionDefaults[t.Elem()]; ok {
+				v.Set(def())
+			} else {
+				v.Set(reflect.New(t.Elem()))
+			}
+		}
+		v, t = v.Elem(), t.Elem()
+	}
+	if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
+		d.decodeLeaf(n, v, path)
+		return
+	}
+	switch {
+	case n.ShortTag() == "!!null":
+		return // an empty section keeps its defaults
+	case n.Kind != yaml.MappingNode:
+		hint := ""
+		if _, ok := t.FieldByName("Path"); ok {
+			hint = fmt.Sprintf("; did you mean '%s.path'?", path)
+		}
+		d.add(d.position(path), path, "%s is a section of keys, not a value (got %q)%s", path, n.Value, hint)
+		return
+	}
+	fields := yamlFields(t)
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		key := k.Value
+		full := joinKey(path, key)
+		if prev, dup := seen[key]; dup {
+			d.add(d.where(k), full, "key '%s' is set twice (first at %s)", full, d.where(prev))
+			continue
+		}
+		seen[key] = k
+		idx, ok := fields[key]
+		if !ok {
+			d.add(d.where(k), full, "%s", unknownKeyMessage(key, path, fields))
+			continue
+		}
+		d.pos[full] = d.where(k)
+		if _, ok := d.override[k]; ok {
+			d.fromArgs[full] = true
+		}
+		d.decode(val, v.Field(idx), full)
+	}
+}
+
+// decodeLeaf decodes one value with yaml.v3 and turns its error into a Problem at the value's line.
+func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
+	if k := v.Kind(); n.Kind == yaml.MappingNode && k != reflect.Map && k != reflect.Struct && k != reflect.Interface {
+		d.add(d.position(path), path, "%s takes a value, not a section of keys", path)
+		return
+	}
+	err := n.Decode(v.Addr().Interface())
+	if err == nil {
+		return
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = lineRe.ReplaceAllString(msg, "")
+	if n.ShortTag() == "!!str" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
+		if _, perr := strconv.ParseFloat(n.Value, 64); perr == nil {
+			msg += fmt.Sprintf(" (the value is quoted, so it is a string: write %s without quotes)", n.Value)
+		}
+	}
+	pos := d.position(path)
+	if _, over := d.fromArgs[path]; !over && n.Line > 0 {
+		pos = fmt.Sprintf("%s:%d", d.source, n.Line)
+	}
+	d.add(pos, path, "%s: %s", path, msg)
+}
+
+var lineRe = regexp.MustCompile(`(?m)^line \d+: `)
+
+// yamlFields maps the yaml names of t's fields to their indexes.
+func yamlFields(t reflect.Type) map[string]int {
+	m := map[string]int{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = i
+	}
+	return m
+}
+
+// unknownKeyMessage says that key is not valid in section and suggests the closest valid key, or the section
+// where key belongs.
+func unknownKeyMessage(key, section string, fields map[string]int) string {
+	where := "at the top level"
+	if section != "" {
+		where = "in " + section
+	}
+	msg := fmt.Sprintf("unknown key '%s' %s", key, where)
+	if key == "<<" {
+		return msg + "; YAML merge keys are not supported in recipes"
+	}
+	if hint, ok := renamedKeys[key]; ok {
+		return msg + "; " + hint
+	}
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if best := closest(key, names); best != "" {
+		return msg + fmt.Sprintf("; did you mean '%s'?", best)
+	}
+	if home := sectionOf(key); home != "" && home != section {
+		return msg + fmt.Sprintf("; it belongs in %s (write %s.%s)", home, home, key)
+	}
+	return msg + "; valid keys: " + strings.Join(names, ", ")
+}
+
+// renamedKeys explains keys that older transformers or PEFT releases had and recipes copied from them carry.
+var renamedKeys = map[string]string{
+	"warmup_ratio":        "transformers v5 removed it: write warmup_steps with a value below 1 (warmup_steps: 0.1 is 10% of the steps)",
+	"evaluation_strategy": "transformers renamed it: write eval_strategy",
+	"save_safetensors":    "transformers v5 removed it: checkpoints are always safetensors",
+}
+
+// sectionOf returns the section of Recipe that has key, if exactly one does.
+func sectionOf(key string) string {
+	found := ""
+	var walk func(t reflect.Type, path string)
+	walk = func(t reflect.Type, path string) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshalerType) {
+			return
+		}
+		for name, i := range yamlFields(t) {
+			full := joinKey(path, name)
+			if name == key && path != "" {
+				found = path
+			}
+			walk(t.Field(i).Type, full)
+		}
+	}
+	walk(reflect.TypeFor[Recipe](), "")
+	return found
+}
+
+// closest returns the candidate nearest to key by edit distance, if it is close enough to be a typo.
+func closest(key string, candidates []string) string {
+	best, bestD := "", 1<<30
+	for _, c := range candidates {
+		if d := editDistance(key, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if bestD <= max(2, len(key)/3) {
+		return best
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b, with an adjacent swap counting one edit.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
+}
+
+func joinKey(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// applyOverride sets the dotted key of override "key=value" in the document's root mapping, creating sections
+// as needed. The value is parsed as a YAML scalar or flow collection ("2e-5", "true", "[query, value]"); an
+// empty value is the empty string.
+func (d *decoder) applyOverride(root *yaml.Node, override string) {
+	key, value, ok := strings.Cut(override, "=")
+	label := "override " + override
+	if !ok || strings.TrimSpace(key) == "" {
+		d.add(label, "", "an override must be key=value, e.g. training.learning_rate=2e-5")
+		return
+	}
+	key = strings.TrimSpace(key)
+	val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ""}
+	if value != "" {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
+			d.add(label, key, "%s: the value is not valid YAML: %v", key, err)
+			return
+		}
+		if len(doc.Content) == 1 {
+			val = doc.Content[0]
+		}
+	}
+	cur := root
+	parts := strings.Split(key, ".")
+	for i, part := range parts {
+		if part == "" {
+			d.add(label, key, "%s: empty key segment", key)
+			return
+		}
+		last := i == len(parts)-1
+		var next *yaml.Node
+		for j := 0; j+1 < len(cur.Content); j += 2 {
+			if cur.Content[j].Value == part {
+				next = cur.Content[j+1]
+				if last {
+					d.override[cur.Content[j]] = label
+				}
+			}
+		}
+		if next == nil {
+			k := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: part}
+			d.override[k] = label
+			next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			if last {
+				next = val
+			}
+			cur.Content = append(cur.Content, k, next)
+		}
+		if last {
+			*next = *val
+			return
+		}
+		if next.Kind == yaml.AliasNode {
+			*next = *next.Alias
+		}
+		if next.ShortTag() == "!!null" {
+			*next = yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		}
+		if next.Kind != yaml.MappingNode {
+			d.add(label, key, "%s: '%s' is a value, not a section", key, strings.Join(parts[:i+1], "."))
+			return
+		}
+		cur = next
+	}
+}

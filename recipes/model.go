@@ -1,0 +1,123 @@
+package recipes
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ModelConfig is a recipe's model.config: block, a new BERT for sequence classification built from scratch.
+// Its keys are transformers' BertConfig names, and ConfigJSON writes it as the config.json transformers reads,
+// so the model package decodes it exactly as it decodes a checkpoint's config.
+type ModelConfig struct {
+	VocabSize                 int      `yaml:"vocab_size" json:"vocab_size"`
+	HiddenSize                int      `yaml:"hidden_size" json:"hidden_size"`
+	NumHiddenLayers           int      `yaml:"num_hidden_layers" json:"num_hidden_layers"`
+	NumAttentionHeads         int      `yaml:"num_attention_heads" json:"num_attention_heads"`
+	IntermediateSize          int      `yaml:"intermediate_size" json:"intermediate_size"`
+	HiddenAct                 string   `yaml:"hidden_act" json:"hidden_act"`
+	HiddenDropoutProb         float64  `yaml:"hidden_dropout_prob" json:"hidden_dropout_prob"`
+	AttentionProbsDropoutProb float64  `yaml:"attention_probs_dropout_prob" json:"attention_probs_dropout_prob"`
+	MaxPositionEmbeddings     int      `yaml:"max_position_embeddings" json:"max_position_embeddings"`
+	TypeVocabSize             int      `yaml:"type_vocab_size" json:"type_vocab_size"`
+	InitializerRange          float64  `yaml:"initializer_range" json:"initializer_range"`
+	LayerNormEps              float64  `yaml:"layer_norm_eps" json:"layer_norm_eps"`
+	PadTokenID                int      `yaml:"pad_token_id" json:"pad_token_id"`
+	ClassifierDropout         *float64 `yaml:"classifier_dropout" json:"classifier_dropout"` // nil: hidden_dropout_prob
+	// NumLabels is the number of classes; 1 means regression (MSE loss), as in transformers.
+	NumLabels int `yaml:"num_labels" json:"-"`
+	// ProblemType is transformers' problem_type: "" (from num_labels), single_label_classification or
+	// regression.
+	ProblemType string `yaml:"problem_type,omitempty" json:"problem_type,omitempty"`
+}
+
+// DefaultModelConfig returns transformers' BertConfig() defaults (bert-base, FACTS §4.1) with 2 labels.
+func DefaultModelConfig() ModelConfig {
+	return ModelConfig{
+		VocabSize: 30522, HiddenSize: 768, NumHiddenLayers: 12, NumAttentionHeads: 12, IntermediateSize: 3072,
+		HiddenAct: "gelu", HiddenDropoutProb: 0.1, AttentionProbsDropoutProb: 0.1, MaxPositionEmbeddings: 512,
+		TypeVocabSize: 2, InitializerRange: 0.02, LayerNormEps: 1e-12, PadTokenID: 0, NumLabels: 2,
+	}
+}
+
+// ConfigJSON returns c as a transformers config.json for BertForSequenceClassification: the BertConfig fields,
+// model_type "bert", architectures, and id2label/label2id with num_labels entries (LABEL_0, ...).
+func (c *ModelConfig) ConfigJSON() ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("recipes: encoding model.config: %w", err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("recipes: encoding model.config: %w", err)
+	}
+	id2label, label2id := map[string]string{}, map[string]int{}
+	for i := range c.NumLabels {
+		name := fmt.Sprintf("LABEL_%d", i)
+		id2label[fmt.Sprint(i)], label2id[name] = name, i
+	}
+	m["model_type"] = "bert"
+	m["architectures"] = []string{"BertForSequenceClassification"}
+	m["id2label"], m["label2id"] = id2label, label2id
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("recipes: encoding model.config: %w", err)
+	}
+	return append(out, '\n'), nil
+}
+
+// validate reports each bad field through bad(key, format, args...), keys relative to model.config.
+func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{
+		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
+		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
+		{"num_labels", c.NumLabels},
+	} {
+		if f.v < 1 {
+			bad(f.key, "must be ≥ 1 (got %d)", f.v)
+		}
+	}
+	if c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
+		bad("num_attention_heads", "hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize,
+			c.NumAttentionHeads)
+	}
+	if c.HiddenAct != "gelu" {
+		bad("hidden_act", "tune's BERT implements gelu (the exact erf form); got %q", c.HiddenAct)
+	}
+	probs := []struct {
+		key string
+		v   float64
+	}{{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb}}
+	if c.ClassifierDropout != nil {
+		probs = append(probs, struct {
+			key string
+			v   float64
+		}{"classifier_dropout", *c.ClassifierDropout})
+	}
+	for _, p := range probs {
+		if !(p.v >= 0 && p.v < 1) {
+			bad(p.key, "must be in [0, 1) (got %v)", p.v)
+		}
+	}
+	if !(c.InitializerRange > 0) {
+		bad("initializer_range", "must be > 0 (got %v)", c.InitializerRange)
+	}
+	if !(c.LayerNormEps > 0) {
+		bad("layer_norm_eps", "must be > 0 (got %v)", c.LayerNormEps)
+	}
+	if c.PadTokenID < 0 || c.PadTokenID >= c.VocabSize {
+		bad("pad_token_id", "must be a token id in [0, vocab_size) (got %d)", c.PadTokenID)
+	}
+	switch c.ProblemType {
+	case "", "single_label_classification":
+	case "regression":
+		if c.NumLabels != 1 {
+			bad("problem_type", "regression needs num_labels 1 (got %d)", c.NumLabels)
+		}
+	default:
+		bad("problem_type", "must be single_label_classification or regression (got %q)", c.ProblemType)
+	}
+}

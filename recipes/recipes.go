@@ -1,0 +1,304 @@
+// Package recipes reads tune's YAML recipes: what to train (a Hugging Face checkpoint or a new model), on
+// which data, with or without LoRA, with which TrainingArguments, on which device.
+//
+// A recipe is a file or the name of one embedded in the binary (List, Lookup):
+//
+//	r, err := recipes.Load("recipes/bert.yaml", []string{"training.learning_rate=2e-5", "lora.r=16"})
+//
+// Load decodes strictly: an unknown key is an error naming the file, the line, the key and the closest valid
+// key ("recipes/x.yaml:12: unknown key 'learnig_rate' in training; did you mean 'learning_rate'?"), a value of
+// the wrong type names its line, and the whole recipe is validated (trainer.TrainingArguments.Validate,
+// lora.Config.Validate, the model, data and device sections) before anything is created. Overrides are dotted
+// key=value pairs whose values are parsed as YAML. Relative paths written in a recipe resolve against the
+// recipe's directory; paths given in overrides resolve against the working directory. CheckFiles then checks
+// that the inputs exist.
+//
+// Numbers follow YAML 1.2 (go.yaml.in/yaml/v3): 1e-5, 2e-5, 5E-4, 3.e-4 and .5e-3 are floats (PyYAML reads
+// some of them as strings, CASES B34); a quoted "1e-5" is a string and is an error in a number field.
+package recipes
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/trainer"
+)
+
+//go:generate go run ../tools/maketiny -out data/tiny
+
+// embedded holds the recipes and the tiny dataset, so `tune finetune tiny` works from any directory.
+//
+//go:embed *.yaml data/tiny
+var embedded embed.FS
+
+// Recipe is one decoded recipe. Its yaml keys are the recipe's sections.
+type Recipe struct {
+	// Model is what to train.
+	Model Model `yaml:"model"`
+	// Tokenizer is where the tokenizer comes from; its path defaults to Model.Path.
+	Tokenizer Tokenizer `yaml:"tokenizer"`
+	// Data is the labelled text and how to read it.
+	Data Data `yaml:"data"`
+	// LoRA, when the recipe has a lora: section (even an empty one, meaning PEFT's defaults), trains adapters
+	// on the targeted Linears and keeps the base weights frozen; nil means full fine-tuning.
+	LoRA *lora.Config `yaml:"lora,omitempty"`
+	// Training holds Hugging Face's TrainingArguments, under their HF names.
+	Training trainer.TrainingArguments `yaml:"training"`
+	// Device is auto (CUDA when built with it and a GPU is present, else the CPU), cpu, cuda or cuda:N.
+	Device string `yaml:"device"`
+
+	// Source is the recipe's file, or "embedded:NAME" for an embedded recipe.
+	Source string `yaml:"-"`
+	// Warnings are the adjustments made while loading (lora.Config.Normalize), for the command to print.
+	Warnings []string `yaml:"-"`
+}
+
+// Model says which model to train: exactly one of Path and Config is set.
+type Model struct {
+	// Path is a Hugging Face checkpoint directory (config.json and model.safetensors).
+	Path string `yaml:"path,omitempty"`
+	// Config builds a new BERT for sequence classification, initialised from training.seed.
+	Config *ModelConfig `yaml:"config,omitempty"`
+}
+
+// Tokenizer says where the tokenizer is.
+type Tokenizer struct {
+	// Path is a directory holding tokenizer.json or vocab.txt, or one of those files. Empty means Model.Path.
+	Path string `yaml:"path,omitempty"`
+}
+
+// Data describes the labelled text files and how examples become token sequences.
+type Data struct {
+	// Train, Eval and Test are data files; Eval is evaluated under training.eval_strategy, Test by `tune eval`.
+	Train string `yaml:"train"`
+	Eval  string `yaml:"eval,omitempty"`
+	Test  string `yaml:"test,omitempty"`
+	// Format is tsv, csv or jsonl; empty picks it from each file's extension (.tsv, .csv, .jsonl/.json).
+	Format string `yaml:"format,omitempty"`
+	// TextColumn holds the text (default "sentence", as in GLUE's SST-2); TextPairColumn an optional second
+	// segment (token_type_ids 1); LabelColumn the label (default "label").
+	TextColumn     string `yaml:"text_column"`
+	TextPairColumn string `yaml:"text_pair_column,omitempty"`
+	LabelColumn    string `yaml:"label_column"`
+	// MaxLength truncates each example to this many tokens, [CLS] and [SEP] included. Default 128.
+	MaxLength int `yaml:"max_length"`
+	// PadToMultipleOf rounds each batch's padded length up to a multiple of it (8 suits Tensor Cores); 0 pads
+	// to the longest example of the batch.
+	PadToMultipleOf int `yaml:"pad_to_multiple_of,omitempty"`
+	// GroupByLength batches examples of similar length together (less padding), as HF's group_by_length.
+	GroupByLength bool `yaml:"group_by_length,omitempty"`
+}
+
+// Info describes one embedded recipe.
+type Info struct {
+	Name        string // "bert" for bert.yaml
+	Description string // the first comment line, without the "# name: " prefix
+}
+
+// sectionDefaults gives the value an optional section starts from when the recipe has it: PEFT's LoraConfig
+// defaults for lora:, BertConfig's defaults for model.config:.
+var sectionDefaults = map[reflect.Type]func() reflect.Value{
+	reflect.TypeFor[lora.Config](): func() reflect.Value {
+		c := lora.DefaultConfig()
+		return reflect.ValueOf(&c)
+	},
+	reflect.TypeFor[ModelConfig](): func() reflect.Value {
+		c := DefaultModelConfig()
+		return reflect.ValueOf(&c)
+	},
+}
+
+// Default returns the values a recipe starts from before its file is read: transformers' TrainingArguments
+// defaults, text_column "sentence", label_column "label", max_length 128, device auto.
+func Default() Recipe {
+	return Recipe{
+		Data:     Data{TextColumn: "sentence", LabelColumn: "label", MaxLength: 128},
+		Training: trainer.DefaultTrainingArguments(),
+		Device:   "auto",
+	}
+}
+
+// List returns the embedded recipes, sorted by name.
+func List() []Info {
+	names, _ := fs.Glob(embedded, "*.yaml")
+	out := make([]Info, 0, len(names))
+	for _, n := range names {
+		data, _ := embedded.ReadFile(n)
+		name := strings.TrimSuffix(n, ".yaml")
+		out = append(out, Info{Name: name, Description: describe(data, name)})
+	}
+	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// describe returns a recipe's first comment line without "#" and a leading "name:".
+func describe(data []byte, name string) string {
+	line, _, _ := bytes.Cut(data, []byte("\n"))
+	s := strings.TrimSpace(strings.TrimPrefix(string(line), "#"))
+	return strings.TrimSpace(strings.TrimPrefix(s, name+":"))
+}
+
+// Lookup returns the text of the embedded recipe name ("tiny" or "tiny.yaml").
+func Lookup(name string) ([]byte, error) {
+	data, err := embedded.ReadFile(strings.TrimSuffix(name, ".yaml") + ".yaml")
+	if err != nil {
+		names := make([]string, 0)
+		for _, i := range List() {
+			names = append(names, i.Name)
+		}
+		msg := fmt.Sprintf("recipes: no embedded recipe named %q (embedded: %s)", name, strings.Join(names, ", "))
+		if c := closest(name, names); c != "" {
+			msg += fmt.Sprintf("; did you mean %q?", c)
+		}
+		return nil, fmt.Errorf("%s: %w", msg, fs.ErrNotExist)
+	}
+	return data, nil
+}
+
+// IsEmbeddedName reports whether ref names an embedded recipe rather than a file. A ref with a path separator
+// is a file. A bare "name.yaml" is a file when it exists, else an embedded recipe when one has that name. A
+// bare "name" is an embedded recipe unless only a file of that name exists.
+func IsEmbeddedName(ref string) bool {
+	if strings.ContainsRune(ref, '/') || strings.ContainsRune(ref, filepath.Separator) {
+		return false
+	}
+	_, err := os.Stat(ref)
+	exists := err == nil
+	if ext := filepath.Ext(ref); ext == ".yaml" || ext == ".yml" {
+		return !exists && embeddedExists(ref)
+	}
+	return embeddedExists(ref) || !exists
+}
+
+func embeddedExists(name string) bool {
+	_, err := fs.Stat(embedded, strings.TrimSuffix(name, ".yaml")+".yaml")
+	return err == nil
+}
+
+// Load reads the recipe ref (a file path, or the name of an embedded recipe), applies the key=value overrides,
+// resolves relative paths and validates it. Every problem is reported at once, each a *Problem wrapping
+// ErrInvalid. An embedded recipe's data files are unpacked into the user's cache directory (once per content),
+// so its paths point at real files.
+func Load(ref string, overrides []string) (*Recipe, error) {
+	if IsEmbeddedName(ref) {
+		data, err := Lookup(ref)
+		if err != nil {
+			return nil, err
+		}
+		dir, err := unpackEmbedded()
+		if err != nil {
+			return nil, err
+		}
+		return Decode(data, "embedded:"+strings.TrimSuffix(ref, ".yaml"), dir, overrides)
+	}
+	data, err := os.ReadFile(ref)
+	if err != nil {
+		return nil, fmt.Errorf("recipes: reading the recipe: %w", err)
+	}
+	return Decode(data, ref, filepath.Dir(ref), overrides)
+}
+
+// Decode decodes recipe text: source names it in messages, dir is where its relative paths resolve. See Load.
+func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error) {
+	d := newDecoder(source)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &Problem{Pos: source, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
+		root = doc.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, &Problem{Pos: fmt.Sprintf("%s:%d", source, root.Line),
+			Msg: "a recipe is a mapping of sections (model, tokenizer, data, lora, training, device)"}
+	}
+	for _, o := range overrides {
+		d.applyOverride(root, o)
+	}
+	r := Default()
+	r.Source = source
+	d.decode(root, reflect.ValueOf(&r).Elem(), "")
+	if len(d.problems) > 0 {
+		return nil, errors.Join(d.problems...)
+	}
+	r.resolvePaths(dir, d.fromArgs)
+	if r.LoRA != nil {
+		r.Warnings = r.LoRA.Normalize()
+	}
+	if err := r.validate(d); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// resolvePaths joins dir to the relative input paths the recipe file wrote; paths from overrides stay relative
+// to the working directory. Output paths (training.output_dir, resume_from_checkpoint) always are relative to
+// the working directory, as in transformers.
+func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
+	for key, p := range map[string]*string{
+		"model.path": &r.Model.Path, "tokenizer.path": &r.Tokenizer.Path,
+		"data.train": &r.Data.Train, "data.eval": &r.Data.Eval, "data.test": &r.Data.Test,
+	} {
+		if *p != "" && !filepath.IsAbs(*p) && !fromArgs[key] {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	if r.Tokenizer.Path == "" {
+		r.Tokenizer.Path = r.Model.Path
+	}
+}
+
+// Marshal returns the resolved recipe as YAML (what `tune validate` prints).
+func (r *Recipe) Marshal() ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(r); err != nil {
+		return nil, fmt.Errorf("recipes: encoding the recipe: %w", err)
+	}
+	return b.Bytes(), enc.Close()
+}
+
+// EmbeddedFiles returns the embedded files (slash paths relative to the recipes directory, e.g.
+// "data/tiny/train.tsv") that recipe name's relative input paths point at, for `tune cp` to copy beside it.
+func EmbeddedFiles(name string) ([]string, error) {
+	data, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Decode(data, "embedded:"+name, ".", nil)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range []string{r.Model.Path, r.Tokenizer.Path, r.Data.Train, r.Data.Eval, r.Data.Test} {
+		p = path.Clean(filepath.ToSlash(p))
+		if p == "." || strings.HasPrefix(p, "../") {
+			continue
+		}
+		_ = fs.WalkDir(embedded, p, func(f string, e fs.DirEntry, err error) error {
+			if err == nil && !e.IsDir() && !slices.Contains(out, f) {
+				out = append(out, f)
+			}
+			return nil
+		})
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ReadEmbedded returns the content of an embedded file named by EmbeddedFiles.
+func ReadEmbedded(name string) ([]byte, error) { return embedded.ReadFile(name) }

@@ -1,0 +1,289 @@
+package recipes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/trainer"
+)
+
+// Data formats, chosen by data.format or by each file's extension.
+const (
+	FormatTSV   = "tsv"
+	FormatCSV   = "csv"
+	FormatJSONL = "jsonl"
+)
+
+var deviceRe = regexp.MustCompile(`^(auto|cpu|cuda(:\d+)?)$`)
+
+// Validate checks the decoded recipe: the model, tokenizer, data and device sections, lora.Config.Validate and
+// trainer.TrainingArguments.Validate. It returns nil or the errors.Join of *Problems. Load calls it; call it
+// again after changing a Recipe in code.
+func (r *Recipe) Validate() error { return r.validate(newDecoder(r.Source)) }
+
+// validate reports problems at the positions d recorded while decoding.
+func (r *Recipe) validate(d *decoder) error {
+	d.problems = nil
+	bad := func(key, format string, a ...any) {
+		d.add(d.position(key), key, "%s: %s", key, fmt.Sprintf(format, a...))
+	}
+	switch m := r.Model; {
+	case m.Path == "" && m.Config == nil:
+		bad("model", "set model.path (a Hugging Face checkpoint directory) or model.config (a new model from scratch)")
+	case m.Path != "" && m.Config != nil:
+		bad("model", "set either model.path or model.config, not both")
+	case m.Config != nil:
+		m.Config.validate(func(key, format string, a ...any) { bad("model.config."+key, format, a...) })
+		if r.Tokenizer.Path == "" {
+			bad("tokenizer.path", "is required when model.config builds a new model (there is no checkpoint directory to take it from)")
+		}
+		if r.Data.MaxLength > m.Config.MaxPositionEmbeddings && m.Config.MaxPositionEmbeddings > 0 {
+			bad("data.max_length", "%d exceeds model.config.max_position_embeddings %d", r.Data.MaxLength,
+				m.Config.MaxPositionEmbeddings)
+		}
+	}
+	r.validateData(bad)
+	if !deviceRe.MatchString(r.Device) {
+		bad("device", "must be auto, cpu, cuda or cuda:N (got %q)", r.Device)
+	}
+	if r.LoRA != nil {
+		addFieldErrors(r.LoRA.Validate(), "lora.", bad)
+	}
+	addFieldErrors(r.Training.Validate(), "training.", bad)
+	if len(d.problems) > 0 {
+		return errors.Join(d.problems...)
+	}
+	return nil
+}
+
+func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
+	dt := &r.Data
+	if dt.Train == "" {
+		bad("data.train", "is required: a TSV, CSV or JSONL file of labelled text")
+	}
+	needsEval := ""
+	switch {
+	case r.Training.EvalStrategy != trainer.IntervalNo:
+		needsEval = "training.eval_strategy is " + string(r.Training.EvalStrategy)
+	case r.Training.LoadBestModelAtEnd:
+		needsEval = "training.load_best_model_at_end is set"
+	}
+	if dt.Eval == "" && needsEval != "" {
+		bad("data.eval", "is required because %s", needsEval)
+	}
+	if dt.Format != "" && dt.Format != FormatTSV && dt.Format != FormatCSV && dt.Format != FormatJSONL {
+		bad("data.format", "must be tsv, csv or jsonl, or empty to use each file's extension (got %q)", dt.Format)
+	}
+	for _, f := range r.dataFiles() {
+		if _, err := dt.FormatOf(f.path); f.path != "" && err != nil {
+			bad(f.key, "%v", err)
+		}
+	}
+	if strings.TrimSpace(dt.TextColumn) == "" {
+		bad("data.text_column", "must name the column holding the text")
+	}
+	if strings.TrimSpace(dt.LabelColumn) == "" {
+		bad("data.label_column", "must name the column holding the label")
+	}
+	if dt.MaxLength < 3 {
+		bad("data.max_length", "must be ≥ 3 ([CLS], one token, [SEP]) (got %d)", dt.MaxLength)
+	}
+	if dt.PadToMultipleOf < 0 {
+		bad("data.pad_to_multiple_of", "must be ≥ 0 (got %d)", dt.PadToMultipleOf)
+	}
+}
+
+// dataFiles lists the data paths with their keys, in a fixed order.
+func (r *Recipe) dataFiles() []struct{ key, path string } {
+	return []struct{ key, path string }{
+		{"data.train", r.Data.Train}, {"data.eval", r.Data.Eval}, {"data.test", r.Data.Test},
+	}
+}
+
+// FormatOf returns the format of data file p: data.format when set, else from the extension.
+func (dt *Data) FormatOf(p string) (string, error) {
+	if dt.Format != "" {
+		return dt.Format, nil
+	}
+	switch strings.ToLower(filepath.Ext(p)) {
+	case ".tsv":
+		return FormatTSV, nil
+	case ".csv":
+		return FormatCSV, nil
+	case ".jsonl", ".json":
+		return FormatJSONL, nil
+	}
+	return "", fmt.Errorf("cannot tell the format of %s from its extension; set data.format (tsv, csv or jsonl)", p)
+}
+
+// addFieldErrors reports each *trainer.ArgumentError or *lora.ConfigError inside err under prefix+key, and
+// any other error as is.
+func addFieldErrors(err error, prefix string, bad func(key, format string, a ...any)) {
+	if err == nil {
+		return
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			addFieldErrors(e, prefix, bad)
+		}
+		return
+	}
+	var ae *trainer.ArgumentError
+	var ce *lora.ConfigError
+	switch {
+	case errors.As(err, &ae):
+		bad(prefix+ae.Key, "%s", ae.Reason)
+	case errors.As(err, &ce):
+		bad(prefix+ce.Key, "%s", ce.Reason)
+	default:
+		bad(strings.TrimSuffix(prefix, "."), "%v", err)
+	}
+}
+
+// CheckFiles checks that the recipe's inputs exist: the model directory and its config.json, the tokenizer
+// (a directory holding tokenizer.json or vocab.txt, or such a file) and the data files; and, for a model built
+// from model.config, that vocab_size covers the tokenizer's vocabulary. It returns every problem at once.
+func (r *Recipe) CheckFiles() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, &Problem{Pos: r.Source, Key: key, Msg: key + ": " + fmt.Sprintf(format, a...)})
+	}
+	if r.Model.Path != "" {
+		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
+			bad("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
+		}
+	}
+	tok := ""
+	if r.Tokenizer.Path != "" {
+		var err error
+		if tok, err = tokenizerFile(r.Tokenizer.Path); err != nil {
+			bad("tokenizer.path", "%v", err)
+		}
+	}
+	for _, f := range r.dataFiles() {
+		if f.path == "" {
+			continue
+		}
+		if st, err := os.Stat(f.path); err != nil {
+			bad(f.key, "%v", err)
+		} else if st.IsDir() {
+			bad(f.key, "%s is a directory; name a data file", f.path)
+		}
+	}
+	if c := r.Model.Config; c != nil && tok != "" {
+		if n, err := vocabSize(tok); err != nil {
+			bad("tokenizer.path", "%v", err)
+		} else if n > c.VocabSize {
+			bad("model.config.vocab_size", "%d is smaller than the tokenizer's %d tokens (%s)", c.VocabSize, n, tok)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tokenizerFile returns the tokenizer file at p: p itself, or p/tokenizer.json, else p/vocab.txt.
+func tokenizerFile(p string) (string, error) {
+	st, err := os.Stat(p)
+	if err != nil {
+		return "", err
+	}
+	if !st.IsDir() {
+		return p, nil
+	}
+	for _, name := range []string{"tokenizer.json", "vocab.txt"} {
+		if _, err := os.Stat(filepath.Join(p, name)); err == nil {
+			return filepath.Join(p, name), nil
+		}
+	}
+	return "", fmt.Errorf("%s holds neither tokenizer.json nor vocab.txt", p)
+}
+
+// vocabSize counts the entries of a vocab.txt (lines) or a tokenizer.json (model.vocab plus added tokens
+// beyond it).
+func vocabSize(file string) (int, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return 0, err
+	}
+	if filepath.Ext(file) != ".json" {
+		return strings.Count(strings.TrimRight(string(data), "\n"), "\n") + 1, nil
+	}
+	var tj struct {
+		Model struct {
+			Vocab map[string]int `json:"vocab"`
+		} `json:"model"`
+		AddedTokens []struct {
+			ID int `json:"id"`
+		} `json:"added_tokens"`
+	}
+	if err := json.Unmarshal(data, &tj); err != nil {
+		return 0, fmt.Errorf("%s: %w", file, err)
+	}
+	n := 0
+	for _, id := range tj.Model.Vocab {
+		n = max(n, id+1)
+	}
+	for _, a := range tj.AddedTokens {
+		n = max(n, a.ID+1)
+	}
+	return n, nil
+}
+
+// unpackEmbedded writes the embedded data files into the user's cache directory, once per content (the
+// directory name carries a hash of everything embedded), and returns the directory embedded recipes resolve
+// their relative paths against. It writes into a temporary directory and renames it, so a concurrent or
+// interrupted run never sees a partial copy.
+func unpackEmbedded() (string, error) {
+	h := sha256.New()
+	var files []string
+	_ = fs.WalkDir(embedded, ".", func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			data, _ := embedded.ReadFile(p)
+			fmt.Fprintf(h, "%s\x00%d\x00", p, len(data))
+			h.Write(data)
+			files = append(files, p)
+		}
+		return nil
+	})
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "tune", "recipes-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if _, err := os.Stat(dir); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-*")
+	if err != nil {
+		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	for _, p := range files {
+		data, _ := embedded.ReadFile(p)
+		dst := filepath.Join(tmp, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
+		}
+		if err := os.WriteFile(dst, data, 0o644); err != nil {
+			return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(dir); serr == nil {
+			return dir, nil // another process unpacked the same content first
+		}
+		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
+	}
+	return dir, nil
+}
