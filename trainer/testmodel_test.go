@@ -32,6 +32,7 @@ type bagModel struct {
 	h, probs    []float32      // (B, C) and (B, L) of the last training Forward
 	keep        []bool         // (B, C) dropout mask of the last training Forward
 	seeds       []float32      // the seed of every Backward call, for the tests
+	zeroed      [][]float32    // the gradients at every ZeroGrad (after clipping: what the optimizer used)
 	updatedSeen int
 }
 
@@ -201,7 +202,10 @@ func (m *bagModel) Trainable() (params, grads *tensor.Tensor, segs []tensor.Segm
 	return m.params, m.grads, []tensor.Segment{{Offset: 0, Len: dec, Decay: true}, {Offset: dec, Len: m.L, Decay: false}}
 }
 
-func (m *bagModel) ZeroGrad() error { return m.b.Fill(m.grads, 0) }
+func (m *bagModel) ZeroGrad() error {
+	m.zeroed = append(m.zeroed, m.host(m.grads))
+	return m.b.Fill(m.grads, 0)
+}
 func (m *bagModel) WeightsUpdated() { m.updatedSeen++ }
 
 func (m *bagModel) NamedParameters() []NamedParam {
@@ -243,3 +247,90 @@ func (m *bagModel) Load(dir string) error {
 	m.WeightsUpdated()
 	return m.b.Upload(m.params, p)
 }
+
+// scriptModel is a linear model with scripted per-example losses for the accumulation and clipping cases: the
+// example whose first token id is k has loss a[k] + g[k]·p over the parameter vector p, so the gradient of the
+// mean loss over n examples is the mean of their g[k]. It records the gradient the optimizer saw at each
+// ZeroGrad.
+type scriptModel struct {
+	b      tensor.Backend
+	a      map[int32]float32
+	g      map[int32][]float32
+	params *tensor.Tensor
+	grads  *tensor.Tensor
+	last   *loaders.Batch
+	seeds  []float32
+	zeroed [][]float32
+}
+
+var _ Model = (*scriptModel)(nil)
+
+func newScriptModel(dim int, a map[int32]float32, g map[int32][]float32) *scriptModel {
+	b := cpu.New()
+	m := &scriptModel{b: b, a: a, g: g}
+	m.params, _ = b.Alloc(tensor.F32, dim)
+	m.grads, _ = b.Alloc(tensor.F32, dim)
+	return m
+}
+
+func (m *scriptModel) Backend() tensor.Backend { return m.b }
+func (m *scriptModel) SetPolicy(amp.Policy)    {}
+
+func (m *scriptModel) Forward(b *loaders.Batch, opts ForwardOptions) (Output, error) {
+	p := make([]float32, m.params.Numel())
+	_ = m.b.Download(p, m.params)
+	var sum float64
+	n := 0
+	for r := range b.B {
+		if b.Labels[r] == -100 {
+			continue
+		}
+		k := b.InputIDs[r*b.T]
+		l := m.a[k]
+		for i, gi := range m.g[k] {
+			l += gi * p[i]
+		}
+		sum += float64(l)
+		n++
+	}
+	if opts.Train {
+		m.last = b
+	}
+	return Output{Logits: make([]float32, 2*b.B), NumLabels: 2, Loss: float32(sum / float64(n))}, nil
+}
+
+func (m *scriptModel) Backward(seed float32) error {
+	m.seeds = append(m.seeds, seed)
+	g := make([]float32, m.grads.Numel())
+	_ = m.b.Download(g, m.grads)
+	b := m.last
+	n := float32(b.NumLabelled())
+	for r := range b.B {
+		if b.Labels[r] == -100 {
+			continue
+		}
+		for i, gi := range m.g[b.InputIDs[r*b.T]] {
+			g[i] += seed / n * gi
+		}
+	}
+	return m.b.Upload(m.grads, g)
+}
+
+func (m *scriptModel) Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment) {
+	return m.params, m.grads, []tensor.Segment{{Offset: 0, Len: m.params.Numel(), Decay: true}}
+}
+
+func (m *scriptModel) ZeroGrad() error {
+	g := make([]float32, m.grads.Numel())
+	_ = m.b.Download(g, m.grads)
+	m.zeroed = append(m.zeroed, g)
+	return m.b.Fill(m.grads, 0)
+}
+
+func (m *scriptModel) WeightsUpdated() {}
+
+func (m *scriptModel) NamedParameters() []NamedParam {
+	return []NamedParam{{Name: "p", Value: m.params, Grad: m.grads, Trainable: true, Decay: true}}
+}
+
+func (m *scriptModel) Save(string) error { return nil }
