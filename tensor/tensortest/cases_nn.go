@@ -22,9 +22,13 @@ func elementwiseCases(dt tensor.DType) []opCase {
 			return none(b.Scale(ts[0], -0.37))
 		}},
 		{"Add", []arg{output("out", dt, r, c), input("a", dt, g.normal(r*c, 1), r, c), input("b", dt, g.normal(r*c, 1), r, c)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Add(ts[0], ts[1], ts[2])) }},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.Add(ts[0], ts[1], ts[2]))
+			}},
 		{"Add mixed F32+BF16 inputs", []arg{output("out", dt, n), input("a", tensor.F32, g.normal(n, 1), n), input("b", tensor.BF16, g.normal(n, 1), n)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Add(ts[0], ts[1], ts[2])) }},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.Add(ts[0], ts[1], ts[2]))
+			}},
 		{"Axpy", []arg{accum("y", dt, g.normal(n, 1), n), input("x", dt, g.normal(n, 1), n)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Axpy(ts[0], ts[1], 0.5)) }},
 		{"BiasAdd", []arg{accum("y", dt, g.normal(r*c, 1), r, c), input("bias", dt, g.normal(c, 1), c)},
@@ -47,11 +51,15 @@ func activationCases(dt tensor.DType) []opCase {
 		{"GELU", []arg{output("out", dt, r, c), input("x", dt, g.normal(r*c, 3), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.GELU(ts[0], ts[1])) }},
 		{"GELUBackward", []arg{output("dx", dt, r, c), input("dout", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.GELUBackward(ts[0], ts[1], ts[2])) }},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.GELUBackward(ts[0], ts[1], ts[2]))
+			}},
 		{"Tanh", []arg{output("out", dt, r, c), input("x", dt, g.normal(r*c, 2), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Tanh(ts[0], ts[1])) }},
 		{"TanhBackward", []arg{output("dx", dt, r, c), input("dout", dt, g.normal(r*c, 1), r, c), input("y", dt, g.uniform(r*c, -1, 1), r, c)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.TanhBackward(ts[0], ts[1], ts[2])) }},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.TanhBackward(ts[0], ts[1], ts[2]))
+			}},
 	}
 }
 
@@ -112,7 +120,9 @@ func softmaxCases(dt tensor.DType) []opCase {
 	n := bsz * r * c
 	var cases []opCase
 	cases = append(cases, opCase{"Softmax no mask", []arg{output("out", dt, bsz, r, c), input("x", dt, g.normal(n, 3), bsz, r, c)},
-		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Softmax(ts[0], ts[1], nil)) }})
+		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+			return none(b.Softmax(ts[0], ts[1], nil))
+		}})
 	for _, m := range []struct {
 		name string
 		v    float32
@@ -126,7 +136,9 @@ func softmaxCases(dt tensor.DType) []opCase {
 		}
 		cases = append(cases, opCase{"Softmax " + m.name + " mask", []arg{output("out", dt, bsz, r, c), input("x", dt, g.normal(n, 3), bsz, r, c),
 			input("mask", tensor.F32, mask, bsz, c)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Softmax(ts[0], ts[1], ts[2])) }})
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.Softmax(ts[0], ts[1], ts[2]))
+			}})
 	}
 	y := g.uniform(n, 0, 1)
 	for i := 0; i < n; i += c { // rows of y sum to 1, like a softmax output
@@ -139,7 +151,9 @@ func softmaxCases(dt tensor.DType) []opCase {
 		}
 	}
 	cases = append(cases, opCase{"SoftmaxBackward", []arg{output("dx", dt, bsz*r, c), input("dout", dt, g.normal(n, 1), bsz*r, c), input("y", dt, y, bsz*r, c)},
-		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.SoftmaxBackward(ts[0], ts[1], ts[2])) }})
+		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+			return none(b.SoftmaxBackward(ts[0], ts[1], ts[2]))
+		}})
 	return cases
 }
 
@@ -175,13 +189,17 @@ func layoutCases(dt tensor.DType) []opCase {
 	}
 	x := g.normal(a*bb*c*d, 1)
 	cases := []opCase{{fmt.Sprintf("Transpose12 (%d,%d,%d,%d)", a, bb, c, d), []arg{output("out", dt, a, c, bb, d), input("x", dt, x, a, bb, c, d)},
-		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Transpose12(ts[0], ts[1], a, bb, c, d)) }}}
+		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+			return none(b.Transpose12(ts[0], ts[1], a, bb, c, d))
+		}}}
 	for _, idt := range []tensor.DType{tensor.I32, tensor.I64} {
 		v, ch, n := g.odd(), g.odd(), 2*g.odd()+1
 		ids := g.ints(n, v)
 		cases = append(cases,
 			opCase{"Embedding " + idt.String(), []arg{output("out", dt, n, ch), index("ids", idt, ids, n), input("table", dt, g.normal(v*ch, 1), v, ch)},
-				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Embedding(ts[0], ts[1], ts[2])) }},
+				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+					return none(b.Embedding(ts[0], ts[1], ts[2]))
+				}},
 			opCase{"EmbeddingBackward " + idt.String(), []arg{accum("dtable", dt, g.normal(v*ch, 1), v, ch), index("ids", idt, ids, n), input("dout", dt, g.normal(n*ch, 1), n, ch)},
 				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 					return none(b.EmbeddingBackward(ts[0], ts[1], ts[2]))
@@ -217,7 +235,9 @@ func lossCases(dt tensor.DType) []opCase {
 	pred, target := g.normal(n, 1), g.normal(n, 1)
 	cases = append(cases,
 		opCase{"MSELoss", []arg{output("losses", tensor.F32, n), input("pred", dt, pred, n), input("target", dt, target, n)},
-			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.MSELoss(ts[0], ts[1], ts[2])) }},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.MSELoss(ts[0], ts[1], ts[2]))
+			}},
 		opCase{"MSELossBackward", []arg{output("dpred", dt, n), input("pred", dt, pred, n), input("target", dt, target, n)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 				return none(b.MSELossBackward(ts[0], ts[1], ts[2], 0.25))

@@ -202,7 +202,9 @@ func freeAll(b, ref tensor.Backend, g, w placed) {
 func checkGuards(t *testing.T, b tensor.Backend, a arg, p placed) {
 	t.Helper()
 	n := p.parent.Numel()
-	bad := func(i int) { t.Errorf("%s on %s wrote outside %s: element %d of the guard band", b.Name(), a.name, a.name, i) }
+	bad := func(i int) {
+		t.Errorf("%s on %s wrote outside %s: element %d of the guard band", b.Name(), a.name, a.name, i)
+	}
 	if a.dt.IsFloat() {
 		v := download(t, b, p.parent)
 		for _, i := range guardIdx(n) {
