@@ -187,7 +187,8 @@ func (s *GradScaler) Unscale(grads []*tensor.Tensor) error {
 // Step runs optimizerStep unless the gradients held an inf or NaN, and reports whether it skipped. If Unscale
 // has not run since the last Update, Step calls Unscale(grads) first (grads are used only then); clipping needs
 // the explicit Unscale before it. A skipped step leaves weights and optimizer state untouched, so the caller
-// must not advance its LR schedule or its optimizer step count (the trainer checks skipped). An error from
+// must not advance its LR schedule or the optimizer's own step count t (the trainer checks skipped); the HF
+// Trainer still counts a skipped step in global_step (CASES B11). An error from
 // optimizerStep is returned as is and leaves the stage unchanged. A second Step before Update is an
 // ErrScalerOrder error. A disabled scaler always runs optimizerStep.
 func (s *GradScaler) Step(optimizerStep func() error, grads ...*tensor.Tensor) (skipped bool, err error) {
