@@ -1,0 +1,216 @@
+package loaders
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// Errors LoadReport.Err wraps.
+var (
+	// ErrMissingTensors: the model expects tensors the checkpoint does not hold.
+	ErrMissingTensors = errors.New("tensors missing from the checkpoint")
+	// ErrShapeMismatch: a checkpoint tensor's shape differs from the model's.
+	ErrShapeMismatch = errors.New("tensor shapes differ from the model's")
+)
+
+// ShapeMismatch is a checkpoint tensor whose shape differs from the model's.
+type ShapeMismatch struct {
+	Name       string // canonical name
+	Key        string // name in the checkpoint
+	Checkpoint []int
+	Model      []int
+}
+
+// IgnoredTensor is a checkpoint tensor the model does not use, known to be harmless.
+type IgnoredTensor struct {
+	Key    string
+	Reason string // "buffer", "pretraining head cls.predictions", ...
+}
+
+// TiedTensor is a tensor the model expects that the checkpoint does not store because it is tied to Source.
+type TiedTensor struct {
+	Name, Source string
+}
+
+// RenamedTensor is a checkpoint key that matched the canonical name Name after renaming (legacy LayerNorm
+// gamma/beta, the "bert." prefix added or removed, or a tied alias standing in for its source).
+type RenamedTensor struct {
+	Key, Name string
+}
+
+// LoadReport says how a checkpoint's tensors matched a model's, by name: what is missing, unexpected, mis-shaped,
+// ignored as harmless, tied, or matched under another name. String prints it for people; Err turns the missing
+// and mis-shaped tensors into an error for callers that need a complete load.
+type LoadReport struct {
+	Matched    int // expected tensors found with the right shape
+	Missing    []string
+	Unexpected []string
+	Mismatched []ShapeMismatch
+	Ignored    []IgnoredTensor
+	Tied       []TiedTensor
+	Renamed    []RenamedTensor
+}
+
+// MapBertCheckpoint matches the tensors a model expects (canonical transformers names, e.g. from
+// BertSequenceClassificationTensors) with a checkpoint's tensors (Checkpoint.Infos), through the BERT name table:
+// keys with or without the "bert." prefix, LayerNorm.gamma/beta as weight/bias, position_ids buffers and
+// pretraining heads ignored, and tied tensors (cls.predictions.decoder.* ; the decoder weight only when
+// cfg.TieWordEmbeddings, cfg nil meaning transformers' default true) not reported missing.
+//
+// It returns the mapping from each expected name to the checkpoint key to load it from, and the report. A
+// mis-shaped tensor is reported and left out of the mapping; tied tensors are left out too (the model re-ties them).
+func MapBertCheckpoint(expected []TensorSpec, ckpt []TensorInfo, cfg *BertConfig) (map[string]string, *LoadReport) {
+	want := make(map[string][]int, len(expected))
+	for _, e := range expected {
+		want[e.Name] = e.Shape
+	}
+	have := make(map[string][]int, len(ckpt))
+	keys := make([]string, 0, len(ckpt))
+	for _, ti := range ckpt {
+		have[ti.Name] = ti.Shape
+		keys = append(keys, ti.Name)
+	}
+	sort.Slice(keys, func(i, j int) bool { return naturalLess(keys[i], keys[j]) })
+
+	r := &LoadReport{}
+	source := map[string]string{} // expected name → checkpoint key
+	var pending []string
+	for _, k := range keys { // exact names first, so a renamed duplicate never displaces them
+		if _, ok := want[k]; ok {
+			source[k] = k
+		} else {
+			pending = append(pending, k)
+		}
+	}
+	for _, k := range pending {
+		matched := false
+		for _, c := range bertCandidates(k) {
+			if _, ok := want[c]; ok {
+				if _, taken := source[c]; !taken {
+					source[c] = k
+					r.Renamed = append(r.Renamed, RenamedTensor{Key: k, Name: c})
+					matched = true
+				}
+				break
+			}
+		}
+		switch {
+		case matched:
+		case bertIgnoreReason(k) != "":
+			r.Ignored = append(r.Ignored, IgnoredTensor{Key: k, Reason: bertIgnoreReason(k)})
+		default:
+			r.Unexpected = append(r.Unexpected, k)
+		}
+	}
+	tieWordEmbeddings := cfg == nil || cfg.TieWordEmbeddings
+	for _, tie := range bertTies {
+		if tie.needsTieEmbeddings && !tieWordEmbeddings {
+			continue
+		}
+		_, wantName := want[tie.name]
+		_, wantSource := want[tie.source]
+		_, haveName := source[tie.name]
+		_, haveSource := source[tie.source]
+		switch {
+		case !wantName || !wantSource:
+		case !haveName: // not saved, as transformers saves tied tensors; a missing source is reported as missing
+			r.Tied = append(r.Tied, TiedTensor{Name: tie.name, Source: tie.source})
+		case !haveSource: // only the alias was saved: it stands for the source
+			source[tie.source] = source[tie.name]
+			r.Renamed = append(r.Renamed, RenamedTensor{Key: source[tie.name], Name: tie.source})
+			delete(source, tie.name)
+			r.Tied = append(r.Tied, TiedTensor{Name: tie.name, Source: tie.source})
+		}
+	}
+	tied := map[string]bool{}
+	for _, t := range r.Tied {
+		tied[t.Name] = true
+	}
+	for _, e := range expected {
+		k, ok := source[e.Name]
+		switch {
+		case tied[e.Name]:
+		case !ok:
+			r.Missing = append(r.Missing, e.Name)
+		case !slices.Equal(have[k], e.Shape):
+			r.Mismatched = append(r.Mismatched, ShapeMismatch{Name: e.Name, Key: k, Checkpoint: have[k], Model: e.Shape})
+			delete(source, e.Name)
+		default:
+			r.Matched++
+		}
+	}
+	return source, r
+}
+
+// OK reports whether every expected tensor was found (or is tied) with the right shape.
+func (r *LoadReport) OK() bool { return len(r.Missing) == 0 && len(r.Mismatched) == 0 }
+
+// Err returns nil when OK, else an error wrapping ErrMissingTensors and/or ErrShapeMismatch that lists them by
+// name. Unexpected and ignored tensors are not errors (transformers only warns about them).
+func (r *LoadReport) Err() error {
+	var errs []error
+	if len(r.Missing) > 0 {
+		errs = append(errs, fmt.Errorf("loaders: %w: %s", ErrMissingTensors, strings.Join(r.Missing, ", ")))
+	}
+	if len(r.Mismatched) > 0 {
+		var parts []string
+		for _, m := range r.Mismatched {
+			parts = append(parts, m.String())
+		}
+		errs = append(errs, fmt.Errorf("loaders: %w: %s (start from a checkpoint with the same config, or re-initialise these tensors)", ErrShapeMismatch, strings.Join(parts, "; ")))
+	}
+	return errors.Join(errs...)
+}
+
+// String formats a mismatch as "name: checkpoint [3 768], model [2 768]" (with the checkpoint key when it differs).
+func (m ShapeMismatch) String() string {
+	name := m.Name
+	if m.Key != m.Name {
+		name += " (" + m.Key + ")"
+	}
+	return fmt.Sprintf("%s: checkpoint %v, model %v", name, m.Checkpoint, m.Model)
+}
+
+// String prints the report: a summary line, then one line per non-empty category listing the tensors by name
+// (renames and ignored tensors are summarised by kind).
+func (r *LoadReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d tensors matched (%d renamed), %d missing, %d mis-shaped, %d unexpected, %d ignored, %d tied",
+		r.Matched, len(r.Renamed), len(r.Missing), len(r.Mismatched), len(r.Unexpected), len(r.Ignored), len(r.Tied))
+	if len(r.Missing) > 0 {
+		fmt.Fprintf(&b, "\nmissing: %s", strings.Join(r.Missing, ", "))
+	}
+	for _, m := range r.Mismatched {
+		fmt.Fprintf(&b, "\nmis-shaped: %s", m)
+	}
+	if len(r.Unexpected) > 0 {
+		fmt.Fprintf(&b, "\nunexpected (not used by the model): %s", strings.Join(r.Unexpected, ", "))
+	}
+	if len(r.Ignored) > 0 {
+		var order []string
+		count := map[string]int{}
+		example := map[string]string{}
+		for _, ig := range r.Ignored {
+			if count[ig.Reason] == 0 {
+				order = append(order, ig.Reason)
+				example[ig.Reason] = ig.Key
+			}
+			count[ig.Reason]++
+		}
+		var parts []string
+		for _, reason := range order {
+			parts = append(parts, fmt.Sprintf("%d %s (e.g. %s)", count[reason], reason, example[reason]))
+		}
+		fmt.Fprintf(&b, "\nignored: %s", strings.Join(parts, "; "))
+	}
+	for _, t := range r.Tied {
+		fmt.Fprintf(&b, "\ntied: %s shares %s", t.Name, t.Source)
+	}
+	if len(r.Renamed) > 0 {
+		fmt.Fprintf(&b, "\nrenamed: %d, e.g. %s -> %s", len(r.Renamed), r.Renamed[0].Key, r.Renamed[0].Name)
+	}
+	return b.String()
+}
