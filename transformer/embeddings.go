@@ -61,16 +61,16 @@ func (e *Embeddings) layout(a *Arena, n, c int) {
 func (e *Embeddings) Forward(p *Pass, ids, typeIDs, posIDs *tensor.Tensor) (*tensor.Tensor, error) {
 	b, c := p.Backend, &e.c
 	if err := b.Embedding(c.sum, ids, e.Word.Value); err != nil {
-		return nil, fmt.Errorf("transformer: word embeddings: %w", err)
+		return nil, fmt.Errorf("word embeddings: %w", err)
 	}
 	if err := b.Embedding(c.tmp, typeIDs, e.TokenType.Value); err != nil {
-		return nil, fmt.Errorf("transformer: token type embeddings: %w", err)
+		return nil, fmt.Errorf("token type embeddings (type_vocab_size %d): %w", e.TokenType.Value.Shape[0], err)
 	}
 	if err := b.Add(c.sum, c.sum, c.tmp); err != nil {
 		return nil, err
 	}
 	if err := b.Embedding(c.tmp, posIDs, e.Position.Value); err != nil {
-		return nil, fmt.Errorf("transformer: position embeddings: %w", err)
+		return nil, fmt.Errorf("position embeddings: %w", err)
 	}
 	if err := b.Add(c.sum, c.sum, c.tmp); err != nil {
 		return nil, err

@@ -3,6 +3,7 @@ package transformer
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
@@ -118,3 +119,54 @@ func relErr(a, b []float32) (float64, int) {
 var _ = amp.FP32
 
 func cpuBackend() tensor.Backend { return cpu.New() }
+
+// gradErrors compares two sets of gradients (same names, same order) tensor by tensor and returns each
+// tensor's error max|a−b| / max(max|b|, floor) and the worst tensor. floor is 1% of G, the largest |b| over all
+// tensors, so a tensor whose gradient is tiny is held to 1% of the model's gradient scale rather than to its own
+// rounding noise; attention.self.key.bias, whose exact gradient is 0 (softmax is invariant to adding q·b_k to every
+// score of a row), so that both sides hold only rounding noise, is measured against G itself.
+func gradErrors(names []string, a, b [][]float32) (errs []float64, worst int) {
+	var g float64
+	for _, t := range b {
+		for _, x := range t {
+			g = math.Max(g, math.Abs(float64(x)))
+		}
+	}
+	errs = make([]float64, len(names))
+	for i := range names {
+		floor := 0.01 * g
+		if strings.HasSuffix(names[i], "attention.self.key.bias") {
+			floor = g
+		}
+		var maxDiff, maxRef float64
+		for j := range b[i] {
+			maxDiff = math.Max(maxDiff, math.Abs(float64(a[i][j])-float64(b[i][j])))
+			if math.IsNaN(float64(a[i][j])) {
+				maxDiff = math.Inf(1)
+			}
+			maxRef = math.Max(maxRef, math.Abs(float64(b[i][j])))
+		}
+		errs[i] = maxDiff / math.Max(maxRef, floor)
+		if errs[i] > errs[worst] {
+			worst = i
+		}
+	}
+	return errs, worst
+}
+
+// modelGrads downloads every gradient of m with its name (frozen parameters give nil).
+func modelGrads(t testing.TB, m *BertForSequenceClassification) (names []string, grads [][]float32) {
+	t.Helper()
+	for _, np := range m.namedParameters() {
+		names = append(names, np.Name)
+		var g []float32
+		if np.Param.Grad != nil {
+			g = download(t, m.b, np.Param.Grad)
+		}
+		grads = append(grads, g)
+	}
+	return names, grads
+}
+
+// must returns the first of two results (for logging relErr's error).
+func must[A, B any](a A, _ B) A { return a }

@@ -1,27 +1,143 @@
 package transformer
 
 import (
+	"errors"
 	"math"
 	"testing"
 
-	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/trainer"
 )
 
-func TestForwardBackwardRuns(t *testing.T) {
-	b := cpuBackend()
-	m := newTestModel(t, b, tinyConfig(), 1)
-	batch := testBatch(3, 7, 50, 3, []int{7, 4, 5})
-	out := step(t, m, batch, 9)
-	if len(out.Logits) != 9 || math.IsNaN(float64(out.Loss)) {
-		t.Fatalf("logits %v loss %v", out.Logits, out.Loss)
+// TestForwardErrors checks that misuse gets a message instead of a wrong result.
+func TestForwardErrors(t *testing.T) {
+	cfg := tinyConfig()
+	m := newTestModel(t, cpuBackend(), cfg, 1)
+	good := testBatch(2, 4, cfg.VocabSize, 3, []int{4, 2})
+	for _, c := range []struct {
+		why   string
+		batch func() *loaders.Batch
+	}{
+		{"nil batch", func() *loaders.Batch { return nil }},
+		{"T beyond max_position_embeddings", func() *loaders.Batch { return testBatch(1, 17, cfg.VocabSize, 3, []int{17}) }},
+		{"ids shorter than B·T", func() *loaders.Batch { b := *good; b.InputIDs = b.InputIDs[:5]; return &b }},
+		{"token id outside the vocabulary", func() *loaders.Batch {
+			b := *good
+			b.InputIDs = append([]int32(nil), good.InputIDs...)
+			b.InputIDs[3] = int32(cfg.VocabSize)
+			return &b
+		}},
+		{"label outside [0, L)", func() *loaders.Batch { b := *good; b.Labels = []int64{0, 3}; return &b }},
+		{"labels of the wrong length", func() *loaders.Batch { b := *good; b.Labels = []int64{0}; return &b }},
+		{"float targets with 3 labels (multi-label)", func() *loaders.Batch {
+			b := *good
+			b.Labels, b.Targets = nil, []float32{1, 0}
+			return &b
+		}},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			m.Config.ProblemType = ""
+			_, err := m.Forward(c.batch(), trainer.ForwardOptions{Train: true})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			t.Log(err)
+		})
 	}
-	t.Logf("logits %v loss %v", out.Logits, out.Loss)
-	_, grads, segs := m.Trainable()
-	n, err := b.GlobalNorm([]*tensor.Tensor{grads})
-	_ = segs
-	if err != nil || n == 0 {
-		t.Fatalf("grad norm %v err %v", n, err)
+	m.Config.ProblemType = ""
+	if _, err := m.Forward(&loaders.Batch{B: 2, T: 4, InputIDs: good.InputIDs, Targets: []float32{1, 0}},
+		trainer.ForwardOptions{}); !errors.Is(err, ErrMultiLabel) {
+		t.Errorf("multi-label targets: got %v, want ErrMultiLabel", err)
 	}
-	_ = trainer.Output{}
+}
+
+// TestBackwardNeedsTrainingForward: Backward without a training Forward with labels, or twice, is an error.
+func TestBackwardNeedsTrainingForward(t *testing.T) {
+	cfg := tinyConfig()
+	m := newTestModel(t, cpuBackend(), cfg, 1)
+	batch := testBatch(2, 4, cfg.VocabSize, 3, []int{4, 2})
+	unlabelled := *batch
+	unlabelled.Labels = nil
+	for _, c := range []struct {
+		why     string
+		prepare func() error
+	}{
+		{"no Forward", func() error { return nil }},
+		{"eval Forward", func() error { _, err := m.Forward(batch, trainer.ForwardOptions{}); return err }},
+		{"Forward without labels", func() error {
+			out, err := m.Forward(&unlabelled, trainer.ForwardOptions{Train: true})
+			if err == nil && !math.IsNaN(float64(out.Loss)) {
+				t.Errorf("loss without labels = %v, want NaN", out.Loss)
+			}
+			return err
+		}},
+		{"second Backward", func() error {
+			if _, err := m.Forward(batch, trainer.ForwardOptions{Train: true}); err != nil {
+				return err
+			}
+			return m.Backward(1)
+		}},
+	} {
+		t.Run(c.why, func(t *testing.T) {
+			if err := c.prepare(); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Backward(1); err == nil {
+				t.Fatal("Backward succeeded")
+			}
+		})
+	}
+}
+
+// TestProblemTypeResolution: transformers' choice of loss from num_labels and the label dtype, stored in the
+// config after the first labelled Forward.
+func TestProblemTypeResolution(t *testing.T) {
+	for _, c := range []struct {
+		labels  int
+		targets bool
+		want    string
+	}{
+		{3, false, SingleLabel},
+		{1, true, Regression},
+	} {
+		cfg := tinyConfig()
+		cfg.ID2Label = DefaultLabels(c.labels)
+		m := newTestModel(t, cpuBackend(), cfg, 1)
+		batch := testBatch(2, 4, cfg.VocabSize, c.labels, []int{4, 2})
+		if c.targets {
+			batch.Labels, batch.Targets = nil, []float32{0.5, 1.5}
+		}
+		out, err := m.Forward(batch, trainer.ForwardOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Config.ProblemType != c.want {
+			t.Errorf("num_labels %d: problem_type %q, want %q", c.labels, m.Config.ProblemType, c.want)
+		}
+		// Recompute the loss on the host from the logits.
+		var want float64
+		switch c.want {
+		case SingleLabel:
+			for i, l := range batch.Labels {
+				row := out.Logits[i*c.labels : (i+1)*c.labels]
+				var mx, sum float64 = math.Inf(-1), 0
+				for _, v := range row {
+					mx = math.Max(mx, float64(v))
+				}
+				for _, v := range row {
+					sum += math.Exp(float64(v) - mx)
+				}
+				want += mx + math.Log(sum) - float64(row[l])
+			}
+		case Regression:
+			for i, y := range batch.Targets {
+				d := float64(out.Logits[i]) - float64(y)
+				want += d * d
+			}
+		}
+		want /= 2
+		if math.Abs(float64(out.Loss)-want) > 1e-5*math.Abs(want) {
+			t.Errorf("%s loss %v, host computation %v", c.want, out.Loss, want)
+		}
+	}
 }
