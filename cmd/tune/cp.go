@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
+)
+
+func init() { register(newCpCmd) }
+
+// cpOptions holds `tune cp`'s flags and arguments.
+type cpOptions struct {
+	Name  string // an embedded recipe's name
+	Dest  string // a file, or an existing directory to copy into as NAME.yaml
+	Force bool   // --force: overwrite existing files
+}
+
+func newCpCmd() *cobra.Command {
+	o := &cpOptions{}
+	cmd := &cobra.Command{
+		Use:   "cp NAME DEST",
+		Short: "Copy an embedded recipe to a file to edit",
+		Long: `cp writes the embedded recipe NAME (see tune ls) to DEST, a file name or an existing directory (the copy
+is then DEST/NAME.yaml), so you can edit it and run it with tune finetune DEST. When the recipe reads data
+embedded in tune (the tiny recipe does), that data is copied beside it too, keeping the relative paths
+working.
+
+cp never overwrites a file that differs from what it would write, unless --force is given; it checks every
+destination before writing any. Each file is written to a temporary name and renamed into place.`,
+		Example: `  tune cp tiny my-tiny.yaml
+  tune cp bert experiments/
+  tune cp --force bert my-bert.yaml`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return usagef("cp needs NAME and DEST, got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Name, o.Dest = args[0], args[1]
+			return o.run(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&o.Force, "force", false, "overwrite existing files")
+	return cmd
+}
+
+// cpFile is one file cp writes.
+type cpFile struct {
+	path string
+	data []byte
+}
+
+func (o *cpOptions) run(w io.Writer) error {
+	name := strings.TrimSuffix(o.Name, ".yaml")
+	text, err := recipes.Lookup(name)
+	if err != nil {
+		return usageError{err}
+	}
+	dest := o.Dest
+	if st, err := os.Stat(dest); err == nil && st.IsDir() {
+		dest = filepath.Join(dest, name+".yaml")
+	}
+	files := []cpFile{{dest, text}}
+	data, err := recipes.EmbeddedFiles(name)
+	if err != nil {
+		return err
+	}
+	for _, f := range data {
+		b, err := recipes.ReadEmbedded(f)
+		if err != nil {
+			return err
+		}
+		files = append(files, cpFile{filepath.Join(filepath.Dir(dest), filepath.FromSlash(f)), b})
+	}
+	// Check every destination before writing any, so a refusal leaves nothing half-copied.
+	var write []cpFile
+	for _, f := range files {
+		old, err := os.ReadFile(f.path)
+		switch {
+		case err == nil && bytes.Equal(old, f.data):
+			continue // already there, identical
+		case err == nil && !o.Force:
+			return usagef("%s exists and differs from the embedded %s; use --force to overwrite it", f.path, name)
+		case err != nil && !os.IsNotExist(err):
+			return fmt.Errorf("cp: %w", err)
+		}
+		write = append(write, f)
+	}
+	for _, f := range write {
+		if err := writeAtomic(f.path, f.data); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "wrote %s\n", f.path)
+	}
+	if len(write) == 0 {
+		fmt.Fprintf(w, "%s is already a copy of %s\n", dest, name)
+	}
+	return nil
+}
+
+// writeAtomic writes data to path through a temporary file in the same directory and a rename, creating the
+// directory if needed, so path never holds a partial file.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("cp: writing %s: %w", path, err)
+	}
+	return nil
+}

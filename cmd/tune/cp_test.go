@@ -1,0 +1,65 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCp(t *testing.T) {
+	isolateCache(t)
+	dir := t.TempDir()
+	dest := filepath.Join(dir, "my-tiny.yaml")
+
+	code, out, errOut := runTune(t, "cp", "tiny", dest)
+	if code != exitOK {
+		t.Fatalf("cp tiny: exit %d: %s", code, errOut)
+	}
+	for _, f := range []string{"my-tiny.yaml", "data/tiny/train.tsv", "data/tiny/dev.tsv", "data/tiny/tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(f))); err != nil {
+			t.Errorf("cp did not write %s: %v (output %s)", f, err, out)
+		}
+	}
+	if ents, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(ents) > 0 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	// The copy runs as is: its relative data paths point at the copied data.
+	if code, _, errOut := runTune(t, "validate", dest); code != exitOK {
+		t.Fatalf("the copy does not validate: %s", errOut)
+	}
+	// Copying again is a no-op.
+	if code, out, _ := runTune(t, "cp", "tiny", dest); code != exitOK || !strings.Contains(out, "already a copy") {
+		t.Errorf("second cp: exit %d, %q", code, out)
+	}
+	// An edited copy is not overwritten without --force.
+	if err := os.WriteFile(dest, []byte("# mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runTune(t, "cp", "tiny", dest)
+	if b, _ := os.ReadFile(dest); code != exitUsage || string(b) != "# mine\n" || !strings.Contains(errOut, "--force") {
+		t.Errorf("cp over an edited file: exit %d, stderr %q, file now %q", code, errOut, b)
+	}
+	if code, _, _ := runTune(t, "cp", "--force", "tiny", dest); code != exitOK {
+		t.Errorf("cp --force: exit %d", code)
+	}
+	if b, _ := os.ReadFile(dest); !strings.HasPrefix(string(b), "# tiny:") {
+		t.Errorf("--force did not overwrite: %q", b[:min(len(b), 40)])
+	}
+	// A directory destination gets NAME.yaml; bert reads no embedded data, so only the recipe is written.
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runTune(t, "cp", "bert", sub); code != exitOK || strings.Count(out, "wrote") != 1 {
+		t.Errorf("cp bert DIR: exit %d, %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(sub, "bert.yaml")); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range [][]string{{"cp", "tiny"}, {"cp", "nosuch", dest}} {
+		if code, _, _ := runTune(t, bad...); code != exitUsage {
+			t.Errorf("tune %v: exit %d, want 2", bad, code)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
+)
+
+func init() { register(newValidateCmd) }
+
+// validateOptions holds `tune validate`'s flags and arguments.
+type validateOptions struct {
+	Recipe    string   // a recipe file or an embedded recipe's name
+	Overrides []string // dotted key=value pairs
+	NoFiles   bool     // --no-files: skip the check that the input files exist
+}
+
+func newValidateCmd() *cobra.Command {
+	o := &validateOptions{}
+	cmd := &cobra.Command{
+		Use:   "validate RECIPE [key=value ...]",
+		Short: "Check a recipe and print it resolved, without training",
+		Long: `validate reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the
+key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
+closest valid key), values of the wrong type (with their line), the training arguments (fp16 and bf16
+together, a non-finite or non-positive learning rate, ...), the LoRA settings, and that the model, tokenizer
+and data files exist (skip that with --no-files). It creates no output (an embedded recipe's data is
+unpacked once into the user cache directory). On success it prints the resolved recipe:
+every default filled in, relative paths resolved.
+
+Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
+lora.target_modules=[query,key,value], data.train=other.tsv. Paths in overrides are relative to the working
+directory; paths in the recipe file are relative to the file's directory.
+
+Exit status 2 when the recipe is invalid.`,
+		Example: `  tune validate recipes/tiny.yaml
+  tune validate tiny training.learning_rate=5e-4 training.num_train_epochs=2
+  tune validate --no-files recipes/bert.yaml lora.r=16 lora.lora_alpha=32`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 {
+				return usagef("validate needs a RECIPE (a file, or one of the names tune ls lists)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Recipe, o.Overrides = args[0], args[1:]
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().BoolVar(&o.NoFiles, "no-files", false, "check the recipe only, not that its model, tokenizer and data files exist")
+	return cmd
+}
+
+func (o *validateOptions) run(stdout, stderr io.Writer) error {
+	r, err := loadRecipe(o.Recipe, o.Overrides, stderr)
+	if err != nil {
+		return err
+	}
+	if !o.NoFiles {
+		if err := r.CheckFiles(); err != nil {
+			return usageError{err}
+		}
+	}
+	out, err := r.Marshal()
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+// loadRecipe loads a recipe with its overrides (recipes.Load), prints its warnings to stderr, and turns an
+// invalid recipe or a missing recipe file into a usage error (exit status 2). The commands that run a recipe
+// share it, so they all report a bad recipe the same way and before they create anything.
+func loadRecipe(ref string, overrides []string, stderr io.Writer) (*recipes.Recipe, error) {
+	r, err := recipes.Load(ref, overrides)
+	if err != nil {
+		if errors.Is(err, recipes.ErrInvalid) || errors.Is(err, fs.ErrNotExist) {
+			return nil, usageError{err}
+		}
+		return nil, err
+	}
+	for _, w := range r.Warnings {
+		fmt.Fprintf(stderr, "tune: warning: %s: %s\n", r.Source, w)
+	}
+	return r, nil
+}
