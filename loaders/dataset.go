@@ -1,0 +1,448 @@
+package loaders
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// IgnoreLabel is the label of an unlabelled example (PyTorch's cross-entropy ignore_index).
+const IgnoreLabel = -100
+
+// Example is one row of a dataset.
+type Example struct {
+	Text   string
+	Pair   *string // the text_pair column; nil when the dataset has none
+	Label  int64   // class id; IgnoreLabel when the row has no label (or the task is regression)
+	Target float32 // regression target (DatasetOptions.Regression); 0 otherwise
+	Line   int     // 1-based line of the row in its file, for messages
+}
+
+// Dataset is a labelled text dataset held in memory.
+type Dataset struct {
+	Path     string
+	Examples []Example
+	// LabelNames maps class id to label name: from DatasetOptions.Label2ID when given, else the sorted
+	// distinct string labels of the file, or "0".."max" for integer labels. Nil for regression.
+	LabelNames []string
+	Regression bool
+}
+
+// Len returns the number of examples.
+func (d *Dataset) Len() int { return len(d.Examples) }
+
+// Header says whether a TSV/CSV file starts with a header row.
+type Header int
+
+const (
+	// HeaderAuto treats the first row as a header when one of its fields is a configured column name (or,
+	// when no column is named, one of sentence, text, sentence1, sentence2, label).
+	HeaderAuto Header = iota
+	// HeaderPresent: the first row is a header.
+	HeaderPresent
+	// HeaderAbsent: every row is data; columns must be given by index.
+	HeaderAbsent
+)
+
+// DatasetOptions configures LoadDataset. Columns are named by header name or, for files without a header, by
+// 0-based index written as a number ("0", "1"). The zero value reads SST-2/GLUE-style files: text column
+// "sentence" (else "text", else "sentence1" with "sentence2" as the pair), label column "label".
+type DatasetOptions struct {
+	Format         string // "tsv", "csv" or "jsonl"; "" picks by extension (.tsv, .csv, .jsonl/.json)
+	TextColumn     string
+	TextPairColumn string // "" for single-sentence tasks (set automatically to sentence2 next to sentence1)
+	LabelColumn    string // default "label"
+	Header         Header
+	// Unlabelled reads files without a label column (every Label is IgnoreLabel).
+	Unlabelled bool
+	// Regression parses labels as float32 targets (num_labels == 1, problem_type "regression").
+	Regression bool
+	// Label2ID maps label names to ids (a model config's label2id). Labels not in it must be integer ids
+	// in [0, len(Label2ID)). Without it, ids come from the data: integers as they are, strings sorted.
+	Label2ID map[string]int
+}
+
+// rawRow is a row before label mapping.
+type rawRow struct {
+	text, pair, label string
+	hasPair, hasLabel bool // hasLabel false: empty field or JSON null
+	line              int
+}
+
+// LoadDataset reads a TSV, CSV or JSONL file of labelled text. A malformed row (wrong number of columns,
+// invalid JSON, a missing key, an unknown label, a bad number) is an error naming file:line.
+// TSV fields are split on tabs with no quoting (as GLUE's files); CSV follows RFC 4180 quoting.
+func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: dataset: %w", err)
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	format := strings.ToLower(opts.Format)
+	if format == "" {
+		switch strings.ToLower(filepath.Ext(path)) {
+		case ".tsv":
+			format = "tsv"
+		case ".csv":
+			format = "csv"
+		case ".jsonl", ".json", ".ndjson":
+			format = "jsonl"
+		default:
+			return nil, fmt.Errorf("loaders: dataset %s: cannot tell the format from the extension; set format to tsv, csv or jsonl", path)
+		}
+	}
+	var rows []rawRow
+	switch format {
+	case "tsv", "csv":
+		rows, err = readDelimited(path, data, format, opts)
+	case "jsonl":
+		rows, err = readJSONL(path, data, opts)
+	default:
+		return nil, fmt.Errorf("loaders: dataset %s: unknown format %q (tsv, csv or jsonl)", path, opts.Format)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buildDataset(path, rows, opts)
+}
+
+// columnSpec is a column resolved against the header: its index, or -1 when absent.
+type columnSpec struct {
+	name  string
+	index int
+}
+
+func defaultColumns(opts DatasetOptions, header []string) (text, pair, label string) {
+	text, pair, label = opts.TextColumn, opts.TextPairColumn, opts.LabelColumn
+	if label == "" {
+		label = "label"
+	}
+	if text == "" {
+		text = "sentence"
+		for _, name := range []string{"sentence", "text", "sentence1"} {
+			if indexOf(header, name) >= 0 {
+				text = name
+				break
+			}
+		}
+		if text == "sentence1" && pair == "" && indexOf(header, "sentence2") >= 0 {
+			pair = "sentence2"
+		}
+	}
+	return text, pair, label
+}
+
+func indexOf(fields []string, name string) int {
+	for i, f := range fields {
+		if f == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// resolve finds a column in the header (by name) or by index; header is nil for files without one.
+func resolve(path, what, col string, header []string, width int) (int, error) {
+	if i, err := strconv.Atoi(col); err == nil {
+		if i < 0 || i >= width {
+			return 0, fmt.Errorf("loaders: %s:1: %s column %d is out of range (rows have %d columns)", path, what, i, width)
+		}
+		return i, nil
+	}
+	if header == nil {
+		return 0, fmt.Errorf("loaders: %s:1: %s column %q needs a header row, and the file has none; name columns by index (0, 1, ...) or set header", path, what, col)
+	}
+	if i := indexOf(header, col); i >= 0 {
+		return i, nil
+	}
+	return 0, fmt.Errorf("loaders: %s:1: no %s column %q in the header %q", path, what, col, header)
+}
+
+func readDelimited(path string, data []byte, format string, opts DatasetOptions) ([]rawRow, error) {
+	records, lines, err := splitRecords(path, data, format)
+	if err != nil {
+		return nil, err
+	}
+	if len(records) == 0 {
+		return nil, fmt.Errorf("loaders: %s: the file has no rows", path)
+	}
+	var header []string
+	switch opts.Header {
+	case HeaderPresent:
+		header = records[0]
+	case HeaderAuto:
+		text, pair, label := defaultColumns(opts, records[0])
+		for _, name := range []string{text, pair, label} {
+			if _, err := strconv.Atoi(name); name != "" && err != nil && indexOf(records[0], name) >= 0 {
+				header = records[0]
+				break
+			}
+		}
+	}
+	if header != nil {
+		records, lines = records[1:], lines[1:]
+	}
+	text, pair, label := defaultColumns(opts, header)
+	width := len(header)
+	if header == nil {
+		width = len(records[0])
+		if opts.TextColumn == "" {
+			text = "0"
+		}
+		if opts.LabelColumn == "" && !opts.Unlabelled {
+			label = strconv.Itoa(width - 1)
+		}
+	}
+	ti, err := resolve(path, "text", text, header, width)
+	if err != nil {
+		return nil, err
+	}
+	pi, li := -1, -1
+	if pair != "" {
+		if pi, err = resolve(path, "text_pair", pair, header, width); err != nil {
+			return nil, err
+		}
+	}
+	if !opts.Unlabelled {
+		if li, err = resolve(path, "label", label, header, width); err != nil {
+			return nil, err
+		}
+		if li == ti || li == pi {
+			return nil, fmt.Errorf("loaders: %s: the label column %d is also a text column; set the columns, or unlabelled", path, li)
+		}
+	}
+	rows := make([]rawRow, 0, len(records))
+	for k, rec := range records {
+		if len(rec) != width {
+			return nil, fmt.Errorf("loaders: %s:%d: %d columns, expected %d (as the first row)", path, lines[k], len(rec), width)
+		}
+		r := rawRow{text: rec[ti], line: lines[k]}
+		if pi >= 0 {
+			r.pair, r.hasPair = rec[pi], true
+		}
+		if li >= 0 {
+			r.label = rec[li]
+			r.hasLabel = strings.TrimSpace(r.label) != ""
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// splitRecords returns the rows of a TSV (tabs, no quoting) or CSV (RFC 4180) file and the line each starts
+// on; blank lines are skipped.
+func splitRecords(path string, data []byte, format string) ([][]string, []int, error) {
+	var records [][]string
+	var lines []int
+	if format == "tsv" {
+		for i, l := range strings.Split(string(data), "\n") {
+			l = strings.TrimSuffix(l, "\r")
+			if l == "" {
+				continue
+			}
+			records = append(records, strings.Split(l, "\t"))
+			lines = append(lines, i+1)
+		}
+		return records, lines, nil
+	}
+	r := csv.NewReader(bytes.NewReader(data))
+	r.FieldsPerRecord = -1
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return records, lines, nil
+		}
+		if err != nil {
+			var pe *csv.ParseError
+			if errors.As(err, &pe) {
+				return nil, nil, fmt.Errorf("loaders: %s:%d: %v", path, pe.StartLine, pe.Err)
+			}
+			return nil, nil, fmt.Errorf("loaders: %s: %w", path, err)
+		}
+		line, _ := r.FieldPos(0)
+		records = append(records, rec)
+		lines = append(lines, line)
+	}
+}
+
+func readJSONL(path string, data []byte, opts DatasetOptions) ([]rawRow, error) {
+	text, pair, label := defaultColumns(opts, nil)
+	var rows []rawRow
+	for i, l := range strings.Split(string(data), "\n") {
+		line := i + 1
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(l), &obj); err != nil {
+			return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: %v", path, line, err)
+		}
+		if opts.TextColumn == "" && len(rows) == 0 {
+			keys := make([]string, 0, len(obj))
+			for k := range obj {
+				keys = append(keys, k)
+			}
+			text, pair, label = defaultColumns(opts, keys)
+		}
+		r := rawRow{line: line}
+		var err error
+		if r.text, _, err = jsonField(obj, text, true); err != nil {
+			return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+		}
+		if pair != "" {
+			if r.pair, _, err = jsonField(obj, pair, true); err != nil {
+				return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+			}
+			r.hasPair = true
+		}
+		if !opts.Unlabelled {
+			if r.label, r.hasLabel, err = jsonField(obj, label, false); err != nil {
+				return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+			}
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("loaders: %s: the file has no rows", path)
+	}
+	return rows, nil
+}
+
+// jsonField returns key's value as text: a string as is, a number as written, true/false; null gives ok=false.
+// Text columns (text=true) must be strings.
+func jsonField(obj map[string]json.RawMessage, key string, text bool) (string, bool, error) {
+	raw, ok := obj[key]
+	if !ok {
+		return "", false, fmt.Errorf("no %q key (keys can be set with the text/text_pair/label column options)", key)
+	}
+	raw = bytes.TrimSpace(raw)
+	if bytes.Equal(raw, []byte("null")) && !text {
+		return "", false, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, true, nil
+	}
+	if text {
+		return "", false, fmt.Errorf("%q must be a string, got %s", key, raw)
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n.String(), true, nil
+	}
+	if string(raw) == "true" || string(raw) == "false" {
+		return string(raw), true, nil
+	}
+	return "", false, fmt.Errorf("%q must be a string, number or boolean, got %s", key, raw)
+}
+
+// buildDataset maps labels to ids (or targets) and builds the examples.
+func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, error) {
+	d := &Dataset{Path: path, Examples: make([]Example, len(rows)), Regression: opts.Regression}
+	for i, r := range rows {
+		e := Example{Text: r.text, Label: IgnoreLabel, Line: r.line}
+		if r.hasPair {
+			p := r.pair
+			e.Pair = &p
+		}
+		d.Examples[i] = e
+	}
+	if opts.Unlabelled {
+		return d, nil
+	}
+	if opts.Regression {
+		for i, r := range rows {
+			if !r.hasLabel {
+				return nil, fmt.Errorf("loaders: %s:%d: empty regression target", path, r.line)
+			}
+			v, err := strconv.ParseFloat(strings.TrimSpace(r.label), 32)
+			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("loaders: %s:%d: regression target %q is not a finite number", path, r.line, r.label)
+			}
+			d.Examples[i].Target = float32(v)
+		}
+		return d, nil
+	}
+	toID, names, err := labelMapping(path, rows, opts.Label2ID)
+	if err != nil {
+		return nil, err
+	}
+	d.LabelNames = names
+	for i, r := range rows {
+		if !r.hasLabel {
+			continue
+		}
+		id, err := toID(strings.TrimSpace(r.label))
+		if err != nil {
+			return nil, fmt.Errorf("loaders: %s:%d: %w", path, r.line, err)
+		}
+		d.Examples[i].Label = id
+	}
+	return d, nil
+}
+
+// labelMapping returns the label-to-id function and the id-to-name table.
+func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(string) (int64, error), []string, error) {
+	if len(label2id) > 0 {
+		names := make([]string, len(label2id))
+		for name, id := range label2id {
+			if id < 0 || id >= len(label2id) || names[id] != "" {
+				return nil, nil, fmt.Errorf("loaders: label2id %v must map to the ids 0..%d, each once", label2id, len(label2id)-1)
+			}
+			names[id] = name
+		}
+		return func(s string) (int64, error) {
+			if id, ok := label2id[s]; ok {
+				return int64(id), nil
+			}
+			if id, err := strconv.Atoi(s); err == nil && id >= 0 && id < len(label2id) {
+				return int64(id), nil
+			}
+			return 0, fmt.Errorf("unknown label %q: not in label2id %v and not an id in [0, %d)", s, label2id, len(label2id))
+		}, names, nil
+	}
+	numeric := true
+	seen := map[string]bool{}
+	maxID := int64(-1)
+	for _, r := range rows {
+		if !r.hasLabel {
+			continue
+		}
+		s := strings.TrimSpace(r.label)
+		seen[s] = true
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil && id >= 0 && id < 1<<31 {
+			maxID = max(maxID, id)
+		} else {
+			numeric = false
+		}
+	}
+	if len(seen) == 0 {
+		return nil, nil, fmt.Errorf("loaders: %s: no row has a label; set unlabelled for a test file", path)
+	}
+	if numeric {
+		names := make([]string, maxID+1)
+		for i := range names {
+			names[i] = strconv.Itoa(i)
+		}
+		return func(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }, names, nil
+	}
+	names := make([]string, 0, len(seen))
+	for s := range seen {
+		names = append(names, s)
+	}
+	sort.Strings(names)
+	ids := make(map[string]int64, len(names))
+	for i, s := range names {
+		ids[s] = int64(i)
+	}
+	return func(s string) (int64, error) { return ids[s], nil }, names, nil
+}
