@@ -10,11 +10,11 @@ import (
 
 // Errors callers branch on with errors.Is.
 var (
-	// ErrHalfGradients: a gradient handed to GradScaler is F16 or BF16. Trainable parameters must be F32 master
-	// weights (their gradients are accumulated in F32); only frozen weights may be stored in half.
+	// ErrHalfGradients is returned when a gradient handed to GradScaler is F16 or BF16. Trainable parameters
+	// must be F32 master weights (their gradients are accumulated in F32); only frozen weights may be half.
 	ErrHalfGradients = errors.New("half-precision gradients")
-	// ErrScalerOrder: GradScaler's calls came in the wrong order (unscale twice, step twice, update before any
-	// unscale/step).
+	// ErrScalerOrder is returned when GradScaler's calls come in the wrong order (unscale twice, step twice,
+	// update before any unscale or step).
 	ErrScalerOrder = errors.New("GradScaler calls out of order")
 )
 
