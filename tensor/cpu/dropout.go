@@ -31,8 +31,8 @@ func dropoutKernel[T scalar](out, x []T, p float32, seed, offset uint64, first i
 }
 
 // Dropout sets out = x·keep/(1−p), keep drawn per element i by tensor.PhiloxKeep(seed, offset, i, p), so
-// every backend draws the same mask; the stream advances by tensor.PhiloxCounters(x.Numel()). p must be in
-// [0, 1) (ErrArgument); p == 0 copies. out may be x.
+// every backend draws the same mask (a caller drawing the next mask from the same seed advances offset by
+// tensor.PhiloxCounters(x.Numel())). p must be in [0, 1) (ErrArgument); p == 0 copies. out may be x.
 func (b *Backend) Dropout(out, x *tensor.Tensor, p float32, seed, offset uint64) error {
 	return dropoutOp("Dropout", out, x, p, seed, offset)
 }
