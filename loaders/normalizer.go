@@ -115,8 +115,13 @@ func isChineseChar(r rune) bool {
 	return false
 }
 
+// withCap returns an empty normalized text with room for n runes.
+func withCap(n int) normalized {
+	return normalized{runes: make([]rune, 0, n), orig: make([][2]int, 0, n)}
+}
+
 func cleanText(in normalized) normalized {
-	out := normalized{runes: in.runes[:0:0], orig: in.orig[:0:0]}
+	out := withCap(len(in.runes))
 	for i, r := range in.runes {
 		if r == 0 || r == 0xFFFD || isBertControl(r) {
 			continue
@@ -130,7 +135,7 @@ func cleanText(in normalized) normalized {
 }
 
 func spaceChineseChars(in normalized) normalized {
-	out := normalized{}
+	out := withCap(len(in.runes) + 8)
 	for i, r := range in.runes {
 		if isChineseChar(r) {
 			out.push(' ', in.orig[i])
@@ -146,7 +151,7 @@ func spaceChineseChars(in normalized) normalized {
 // stripAccents applies NFD (each rune decomposed on its own, then canonical ordering of combining marks, each
 // mark keeping the span of the rune it came from) and removes nonspacing marks.
 func stripAccents(in normalized) normalized {
-	dec := normalized{}
+	dec := withCap(len(in.runes) + 4)
 	var buf [64]byte
 	for i, r := range in.runes {
 		if r < 0x80 {
@@ -159,7 +164,7 @@ func stripAccents(in normalized) normalized {
 		}
 	}
 	canonicalOrder(dec)
-	out := normalized{runes: dec.runes[:0:0], orig: dec.orig[:0:0]}
+	out := withCap(len(dec.runes))
 	for i, r := range dec.runes {
 		if unicode.Is(hfNonspacingMark, r) {
 			continue
@@ -196,7 +201,7 @@ func canonicalOrder(t normalized) {
 }
 
 func lowercase(in normalized) normalized {
-	out := normalized{runes: make([]rune, 0, len(in.runes)), orig: make([][2]int, 0, len(in.orig))}
+	out := withCap(len(in.runes))
 	for i, r := range in.runes {
 		if r == 0x130 { // İ: Rust's to_lowercase gives i + U+0307 COMBINING DOT ABOVE (SpecialCasing.txt)
 			out.push('i', in.orig[i])
