@@ -1,13 +1,14 @@
 package trainer
 
 import (
-	"math/rand/v2"
+	"fmt"
 
 	"github.com/tune-ml/tune/loaders"
 )
 
 // Dataset is a set of examples the Trainer reads by index: the training set, the eval set or the inputs of
-// Predict. loaders' datasets with a collator satisfy it through a small adapter (recipes builds one).
+// Predict. A loaders.Dataset with its loaders.Collator satisfies it through a small adapter
+// (recipes.TextDataset).
 type Dataset interface {
 	// Len returns the number of examples.
 	Len() int
@@ -16,27 +17,30 @@ type Dataset interface {
 	Batch(indices []int) (*loaders.Batch, error)
 }
 
-// epochOrder returns the order in which epoch (from 0) visits the n training examples: a permutation drawn from
-// (seed, epoch) when shuffle is set, else 0..n−1 (file order). The permutation is a pure function of its
-// arguments, so a resumed run needs to save only the seed and its position; it is drawn with math/rand/v2's
-// PCG and is therefore not the order torch's RandomSampler would give for the same seed.
-func epochOrder(n int, shuffle bool, seed int64, epoch int) []int {
-	if !shuffle {
-		order := make([]int, n)
-		for i := range order {
-			order[i] = i
-		}
-		return order
-	}
-	return rand.New(rand.NewPCG(uint64(seed), uint64(epoch))).Perm(n)
+// Orderer is implemented by a training Dataset that chooses the order of its epochs itself, for example
+// grouping examples of similar length (group_by_length). The order must be a pure function of the arguments:
+// resuming relies on drawing the same order again.
+type Orderer interface {
+	EpochOrder(epoch int, shuffle bool, seed uint64, batchSize int) ([]int, error)
 }
 
-// microBatches splits order into consecutive micro-batches of size bs (the last may be shorter: transformers'
-// DataLoader keeps it, drop_last=False).
-func microBatches(order []int, bs int) [][]int {
-	var out [][]int
-	for i := 0; i < len(order); i += bs {
-		out = append(out, order[i:min(i+bs, len(order))])
+// epochOrder returns the order in which epoch (from 0) visits ds: the dataset's own (Orderer), else
+// loaders.EpochOrder, a permutation drawn from (seed, epoch) when shuffle is set and file order otherwise.
+// It is a pure function of its arguments, so a resumed run needs to save only the seed and its position; it is
+// not the order torch's RandomSampler would give for the same seed.
+func epochOrder(ds Dataset, shuffle bool, seed int64, epoch, batchSize int) ([]int, error) {
+	var order []int
+	var err error
+	if o, ok := ds.(Orderer); ok {
+		order, err = o.EpochOrder(epoch, shuffle, uint64(seed), batchSize)
+	} else {
+		order, err = loaders.EpochOrder(ds.Len(), epoch, loaders.SamplerOptions{Shuffle: shuffle, Seed: uint64(seed)})
 	}
-	return out
+	if err != nil {
+		return nil, fmt.Errorf("trainer: order of epoch %d: %w", epoch, err)
+	}
+	if len(order) != ds.Len() {
+		return nil, fmt.Errorf("trainer: order of epoch %d has %d indices for %d examples", epoch, len(order), ds.Len())
+	}
+	return order, nil
 }

@@ -98,3 +98,9 @@ func TestKillDuringSaveChild(t *testing.T) {
 	mustTrain(t, tr)
 	t.Fatal("the child finished training instead of being killed")
 }
+
+// fileExists reports whether path exists.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 
@@ -203,10 +202,4 @@ func (t *Trainer) loadDataState(dir string, globalStep int) error {
 	}
 	r.epoch, r.microDone, r.dropoutOffset = ds.Epoch, ds.MicroBatches, ds.DropoutOffset
 	return nil
-}
-
-// fileExists reports whether path exists.
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }

@@ -125,7 +125,11 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 	if a.DataSeed != nil {
 		seed = *a.DataSeed
 	}
-	micro := microBatches(epochOrder(t.train.Len(), a.Shuffle, seed, epoch), a.PerDeviceTrainBatchSize)
+	order, err := epochOrder(t.train, a.Shuffle, seed, epoch, a.PerDeviceTrainBatchSize)
+	if err != nil {
+		return err
+	}
+	micro := loaders.Batches(order, a.PerDeviceTrainBatchSize, false) // HF keeps the short last batch
 	t.control.ShouldEpochStop = false
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnEpochBegin(e) }); err != nil {
 		return err
