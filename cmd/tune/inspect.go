@@ -1,0 +1,242 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/loaders"
+)
+
+func init() { register(newInspectCmd) }
+
+// inspectOptions holds `tune inspect`'s argument.
+type inspectOptions struct {
+	Path string // a checkpoint directory, a .safetensors file, a shard index or a config.json
+}
+
+func newInspectCmd() *cobra.Command {
+	o := &inspectOptions{}
+	return &cobra.Command{
+		Use:   "inspect PATH",
+		Short: "Show the tensors and config of a safetensors checkpoint",
+		Long: `inspect lists what a Hugging Face checkpoint holds without loading it: every tensor with its dtype,
+shape and size in bytes, the totals (tensors, parameters, bytes), the safetensors __metadata__, and, when
+a config.json is beside the weights, a summary of the model (type, hidden size, layers, heads, vocabulary,
+labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors,
+with the renames tune applies: the bert. prefix, LayerNorm gamma/beta).
+
+PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
+single .safetensors file, a model.safetensors.index.json, or a config.json. A directory with a config but
+no weights (a tokenizer-and-config download) shows the config alone. Every file is validated as it is
+opened: a truncated or corrupt file is reported with its name and what is wrong. Only the headers are read.`,
+		Example: `  tune inspect ../bert-base-uncased
+  tune inspect out/checkpoint-500/model.safetensors
+  tune inspect ~/models/bert-large/model.safetensors.index.json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("inspect takes one PATH (a checkpoint directory, .safetensors file or index), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Path = args[0]
+			return o.run(cmd.OutOrStdout())
+		},
+	}
+}
+
+func (o *inspectOptions) run(w io.Writer) error {
+	st, err := os.Stat(o.Path)
+	if err != nil {
+		return fmt.Errorf("inspect: %w", err)
+	}
+	weights, dir := o.Path, o.Path
+	if !st.IsDir() {
+		dir = filepath.Dir(o.Path)
+	}
+	if !st.IsDir() && filepath.Base(o.Path) == loaders.ConfigName {
+		weights = dir
+	}
+	configPath := filepath.Join(dir, loaders.ConfigName)
+	var cfg *loaders.BertConfig
+	if _, err := os.Stat(configPath); err == nil {
+		if cfg, err = loaders.ReadBertConfig(configPath); err != nil {
+			return err
+		}
+	}
+	ck, err := loaders.OpenCheckpoint(weights)
+	switch {
+	case errors.Is(err, loaders.ErrNoWeights) && cfg != nil:
+		fmt.Fprintf(w, "no weights: %s holds neither %s nor %s\n", dir, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
+	case err != nil:
+		return err
+	default:
+		defer ck.Close()
+		printTensors(w, ck)
+	}
+	if cfg != nil {
+		fmt.Fprintln(w)
+		printConfig(w, configPath, cfg, ck)
+	}
+	return nil
+}
+
+// printTensors writes the checkpoint's files, metadata, tensor table and totals.
+func printTensors(w io.Writer, ck *loaders.Checkpoint) {
+	infos := ck.Infos()
+	var fileBytes int64
+	for _, f := range ck.Files() {
+		if st, err := os.Stat(f); err == nil {
+			fileBytes += st.Size()
+		}
+	}
+	fmt.Fprintf(w, "checkpoint: %s\n", ck.Path)
+	if ck.Index != nil {
+		fmt.Fprintf(w, "shards:     %d files, %s bytes\n", len(ck.Files()), commas(fileBytes))
+	} else {
+		fmt.Fprintf(w, "file size:  %s bytes\n", commas(fileBytes))
+	}
+	fmt.Fprintf(w, "metadata:   %s\n\n", formatMetadata(ck.Metadata()))
+
+	rows := [][4]string{{"NAME", "DTYPE", "SHAPE", "BYTES"}}
+	var params, bytes int64
+	dtypes := map[string]int{}
+	for _, ti := range infos {
+		rows = append(rows, [4]string{ti.Name, ti.DType, formatShape(ti.Shape), commas(ti.Bytes)})
+		bytes += ti.Bytes
+		dtypes[ti.DType]++
+		if isFloatDType(ti.DType) {
+			params += ti.NumElements()
+		}
+	}
+	var width [4]int
+	for _, r := range rows {
+		for i, cell := range r {
+			width[i] = max(width[i], len(cell))
+		}
+	}
+	for _, r := range rows { // text columns left-aligned, bytes right-aligned
+		fmt.Fprintf(w, "%-*s  %-*s  %-*s  %*s\n", width[0], r[0], width[1], r[1], width[2], r[2], width[3], r[3])
+	}
+	fmt.Fprintf(w, "\ntotal: %d tensors, %s parameters, %s bytes (%s)\n", len(infos), commas(params), commas(bytes), humanBytes(bytes))
+	fmt.Fprintf(w, "dtypes: %s\n", formatCounts(dtypes))
+	if ix := ck.Index; ix != nil && ix.TotalSize != 0 && ix.TotalSize != bytes {
+		fmt.Fprintf(w, "note: the index's total_size is %s bytes, the shards hold %s\n", commas(ix.TotalSize), commas(bytes))
+	}
+}
+
+// printConfig writes the model summary and, for BERT, the name check of the checkpoint against the config.
+func printConfig(w io.Writer, path string, c *loaders.BertConfig, ck *loaders.Checkpoint) {
+	arch := "-"
+	if len(c.Architectures) > 0 {
+		arch = strings.Join(c.Architectures, ", ")
+	}
+	labels := make([]string, c.NumLabels())
+	for i := range labels {
+		labels[i] = c.ID2Label[i]
+	}
+	problem := c.ProblemType
+	if problem == "" {
+		problem = "(not set: chosen from the labels on the first batch)"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "config:\t%s\n", path)
+	fmt.Fprintf(tw, "model_type:\t%s (%s)\n", c.ModelType, arch)
+	fmt.Fprintf(tw, "hidden:\t%d (%d heads of %d), intermediate %d, %s\n", c.HiddenSize, c.NumAttentionHeads, c.HiddenSize/c.NumAttentionHeads, c.IntermediateSize, c.HiddenAct)
+	fmt.Fprintf(tw, "layers:\t%d\n", c.NumHiddenLayers)
+	fmt.Fprintf(tw, "heads:\t%d\n", c.NumAttentionHeads)
+	fmt.Fprintf(tw, "vocab:\t%d, %d positions, %d token types\n", c.VocabSize, c.MaxPositionEmbeddings, c.TypeVocabSize)
+	fmt.Fprintf(tw, "labels:\t%d: %s\n", c.NumLabels(), strings.Join(labels, ", "))
+	fmt.Fprintf(tw, "problem_type:\t%s\n", problem)
+	tw.Flush()
+	if ck == nil || (c.ModelType != "bert" && c.ModelType != "") {
+		return
+	}
+	expected, model := loaders.BertSequenceClassificationTensors(c), "BertForSequenceClassification"
+	if slices.Contains(c.Architectures, "BertForMaskedLM") {
+		expected, model = loaders.BertMaskedLMTensors(c), "BertForMaskedLM"
+	}
+	_, report := loaders.MapBertCheckpoint(expected, ck.Infos(), c)
+	fmt.Fprintf(w, "\nnames checked against %s from config.json: %s\n", model, strings.ReplaceAll(report.String(), "\n", "\n  "))
+}
+
+func isFloatDType(dt string) bool {
+	return strings.HasPrefix(dt, "F") || dt == "BF16"
+}
+
+func formatShape(s []int) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = strconv.Itoa(d)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func formatMetadata(m map[string]string) string {
+	if len(m) == 0 {
+		return "(none)"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + strconv.Quote(m[k])
+	}
+	return strings.Join(keys, " ")
+}
+
+func formatCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(keys, ", ")
+}
+
+// commas formats n with thousands separators (8,230,664).
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// humanBytes formats n in binary units (7.8 MiB).
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for f >= unit && i < 4 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", f, []string{"B", "KiB", "MiB", "GiB", "TiB"}[i])
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// TestInspect runs `tune inspect` on the shared checkpoints and the repository's fixtures and checks the lines
+// a user relies on.
+func TestInspect(t *testing.T) {
+	tests := []struct {
+		name string
+		path func(t *testing.T) string
+		want []string
+	}{
+		{"shared tiny-bert-random directory", func(t *testing.T) string { return testutil.SharedData(t, "tiny-bert-random") },
+			[]string{
+				"tiny-bert-random/model.safetensors", `metadata:   format="pt"`,
+				"bert.embeddings.word_embeddings.weight                  F32    [30522, 64]  7,813,632",
+				"classifier.weight", "[2, 64]",
+				"total: 41 tensors, 2,057,666 parameters, 8,230,664 bytes (7.8 MiB)",
+				"model_type:    bert (BertForSequenceClassification)",
+				"hidden:        64 (4 heads of 16), intermediate 128, gelu", "layers:        2", "heads:         4",
+				"vocab:         30522, 512 positions, 2 token types", "labels:        2: LABEL_0, LABEL_1",
+				"41 tensors matched (0 renamed), 0 missing, 0 mis-shaped, 0 unexpected",
+			}},
+		{"shared bert-base-uncased: config, no weights", func(t *testing.T) string { return testutil.SharedData(t, "bert-base-uncased") },
+			[]string{"no weights:", "neither model.safetensors nor model.safetensors.index.json",
+				"model_type:    bert (-)", "hidden:        768 (12 heads of 64), intermediate 3072", "layers:        12", "vocab:         30522"}},
+		{"a single .safetensors file with its config beside it", func(t *testing.T) string {
+			return testutil.Testdata(t, "safetensors", "bert-tiny", "model.safetensors")
+		}, []string{"total: 41 tensors", "labels:        3: NEG, NEU, POS"}},
+		{"a sharded index", func(t *testing.T) string {
+			return testutil.Testdata(t, "safetensors", "bert-tiny-sharded", "model.safetensors.index.json")
+		}, []string{"shards:     2 files", "total: 41 tensors", "41 tensors matched"}},
+		{"legacy hub names: renames, ignored heads, missing classifier", func(t *testing.T) string {
+			return testutil.Testdata(t, "safetensors", "bert-legacy")
+		}, []string{"bert.embeddings.position_ids", "I64", "dtypes: F32 48, I64 1",
+			"missing: classifier.weight, classifier.bias", "1 buffer (e.g. bert.embeddings.position_ids)",
+			"renamed: 10, e.g. bert.embeddings.LayerNorm.beta -> bert.embeddings.LayerNorm.bias"}},
+		{"tied MLM decoder", func(t *testing.T) string { return testutil.Testdata(t, "safetensors", "bert-mlm-tied") },
+			[]string{"against BertForMaskedLM", "0 missing", "tied: cls.predictions.decoder.weight shares bert.embeddings.word_embeddings.weight"}},
+		{"a config.json path shows its directory", func(t *testing.T) string {
+			return testutil.Testdata(t, "safetensors", "bert-tiny", "config.json")
+		}, []string{"total: 41 tensors", "labels:        3"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runTune(t, "inspect", tt.path(t))
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// TestInspectErrors checks the exit codes and messages of bad calls.
+func TestInspectErrors(t *testing.T) {
+	corrupt := filepath.Join(t.TempDir(), "bad.safetensors")
+	if err := os.WriteFile(corrupt, make([]byte, 5), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no path", []string{"inspect"}, exitUsage, "inspect takes one PATH"},
+		{"two paths", []string{"inspect", "a", "b"}, exitUsage, "got 2 arguments"},
+		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitError, "no such file"},
+		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
+		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runTune(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.code, tt.want)
+			}
+		})
+	}
+}
+
+// TestInspectHelp checks that the help has a description and examples.
+func TestInspectHelp(t *testing.T) {
+	code, out, _ := runTune(t, "inspect", "--help")
+	if code != exitOK || !strings.Contains(out, "Examples:") || !strings.Contains(out, "tune inspect ../bert-base-uncased") ||
+		!strings.Contains(out, "model.safetensors.index.json") {
+		t.Errorf("exit %d, help:\n%s", code, out)
+	}
+}
