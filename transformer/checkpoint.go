@@ -5,13 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
-
-// ConfigName is the configuration file of a Hugging Face checkpoint directory.
-const ConfigName = "config.json"
 
 // Save writes the model as transformers' save_pretrained does: config.json and model.safetensors (every
 // parameter in F32 under its Hugging Face name, metadata {"format":"pt"}), so that
@@ -39,11 +37,14 @@ func (m *BertForSequenceClassification) Save(dir string) (err error) {
 	if err := loaders.WriteSafetensors(filepath.Join(dir, loaders.SafetensorsWeightsName), hosts, nil); err != nil {
 		return fmt.Errorf("transformer: save: %w", err)
 	}
-	data, err := m.Config.MarshalHF()
+	hf, err := m.Config.ToHF(m.hfBase)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, ConfigName), data)
+	if err := hf.WriteFile(filepath.Join(dir, loaders.ConfigName)); err != nil {
+		return fmt.Errorf("transformer: save: %w", err)
+	}
+	return nil
 }
 
 // Load reads back into the model's parameters what Save wrote in dir (trainer.Loader): every parameter must be
@@ -96,26 +97,116 @@ func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src st
 	return m.b.Upload(v, vals)
 }
 
-// writeFileAtomic writes data to a temporary file beside path and renames it over path.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+// LoadOptions adjust LoadPretrained, as from_pretrained's keyword arguments do.
+type LoadOptions struct {
+	// Labels, when non-nil, names the classes and so sets num_labels (from_pretrained(id2label=...)).
+	Labels []string
+	// NumLabels, when > 0 and Labels is nil, sets num_labels with transformers' default names LABEL_i
+	// (from_pretrained(num_labels=...)).
+	NumLabels int
+	// ProblemType, when set, overrides config.problem_type (Regression, SingleLabel).
+	ProblemType string
+	// Seed draws the parameters the checkpoint lacks (InitWeights' normal(0, initializer_range)).
+	Seed uint64
+}
+
+// LoadReport is what LoadPretrained found: the checkpoint's tensors matched by name (missing, unexpected,
+// mis-shaped, ignored, renamed; see loaders.LoadReport) and the parameters it initialised afresh.
+type LoadReport struct {
+	*loaders.LoadReport
+	// Initialized lists the head parameters (pooler, classifier) the checkpoint lacked or held with another
+	// num_labels, which were freshly initialised: they must be trained before the model is useful.
+	Initialized []string
+}
+
+// Notice returns transformers' warning for freshly initialised weights, or "" when every weight was loaded.
+func (r *LoadReport) Notice() string {
+	if len(r.Initialized) == 0 {
+		return ""
+	}
+	return "Some weights of BertForSequenceClassification were not initialized from the checkpoint and are newly " +
+		"initialized: " + strings.Join(r.Initialized, ", ") + ". You should train this model on a down-stream task " +
+		"before using it for predictions."
+}
+
+// isHead reports whether a parameter belongs to the pooler or classifier, which a checkpoint of another head
+// (BertModel, BertForMaskedLM, a different num_labels) may lack.
+func isHead(name string) bool {
+	return strings.HasPrefix(name, "classifier.") || strings.HasPrefix(name, "bert.pooler.")
+}
+
+// LoadPretrained builds a BertForSequenceClassification on b from a Hugging Face checkpoint directory:
+// config.json (loaders.ReadBertConfig, with opts' label overrides) and model.safetensors or a sharded index.
+// Checkpoint names are matched through loaders' BERT name table, so BertModel (no "bert." prefix),
+// BertForMaskedLM/BertForPreTraining and legacy LayerNorm.gamma/beta checkpoints load; F16 and BF16 tensors are
+// widened to the FP32 masters. A pooler or classifier the checkpoint lacks (or holds with another num_labels)
+// is freshly initialised and listed in the report's Initialized (print Notice); any other missing or mis-shaped
+// tensor is an error naming it. Unexpected tensors are reported, not errors (transformers only warns).
+func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForSequenceClassification, report *LoadReport, err error) {
+	defer recoverError(&err)
+	hf, err := loaders.ReadBertConfig(dir)
 	if err != nil {
-		return fmt.Errorf("transformer: %w", err)
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
 	}
-	tmp := f.Name()
-	_, werr := f.Write(data)
-	if serr := f.Sync(); werr == nil {
-		werr = serr
+	switch {
+	case opts.Labels != nil:
+		err = hf.SetLabels(opts.Labels)
+	case opts.NumLabels > 0 && opts.NumLabels != hf.NumLabels():
+		err = hf.SetLabels(DefaultLabels(opts.NumLabels))
 	}
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
+	if err != nil {
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
 	}
-	if werr == nil {
-		werr = os.Rename(tmp, path)
+	if opts.ProblemType != "" {
+		hf.ProblemType = opts.ProblemType
 	}
-	if werr != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("transformer: writing %s: %w", path, werr)
+	cfg, err := BertConfigFromHF(hf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
 	}
-	return nil
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+	}
+	defer ck.Close()
+	if m, err = newBert(b, cfg); err != nil {
+		return nil, nil, err
+	}
+	m.hfBase = hf
+	list := m.namedParameters()
+	specs := make([]loaders.TensorSpec, len(list))
+	for i, np := range list {
+		specs[i] = loaders.TensorSpec{Name: np.Name, Shape: []int(np.Param.Value.Shape)}
+	}
+	source, lr := loaders.MapBertCheckpoint(specs, ck.Infos(), hf)
+	report = &LoadReport{LoadReport: lr}
+	var fatal []string
+	for _, name := range lr.Missing {
+		if !isHead(name) {
+			fatal = append(fatal, name)
+		}
+	}
+	for _, mm := range lr.Mismatched {
+		if !isHead(mm.Name) {
+			fatal = append(fatal, mm.String())
+		}
+	}
+	if len(fatal) > 0 {
+		return nil, report, fmt.Errorf("transformer: load %s: %w\n%s", ck.Path, lr.Err(), lr)
+	}
+	for i, np := range list {
+		src, ok := source[np.Name]
+		if !ok {
+			if err := m.initParam(np, opts.Seed, uint64(i)); err != nil {
+				return nil, report, err
+			}
+			report.Initialized = append(report.Initialized, np.Name)
+			continue
+		}
+		if err := m.loadParam(ck, src, np); err != nil {
+			return nil, report, fmt.Errorf("transformer: load %s: %w", ck.Path, err)
+		}
+	}
+	m.WeightsUpdated()
+	return m, report, nil
 }

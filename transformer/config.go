@@ -1,10 +1,12 @@
 package transformer
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+
+	"github.com/tune-ml/tune/loaders"
 )
 
 // Problem types as transformers names them in config.problem_type (FACTS §4.4).
@@ -32,23 +34,83 @@ type BertConfig struct {
 	NumAttentionHeads         int     // H, num_attention_heads (D = C/H)
 	IntermediateSize          int     // I, intermediate_size
 	HiddenAct                 string  // hidden_act: only "gelu" (exact erf form) is supported
-	HiddenDropoutProb         float32 // hidden_dropout_prob
-	AttentionProbsDropoutProb float32 // attention_probs_dropout_prob
+	HiddenDropoutProb         float64 // hidden_dropout_prob
+	AttentionProbsDropoutProb float64 // attention_probs_dropout_prob
 	MaxPositionEmbeddings     int     // max_position_embeddings: the longest sequence T
 	TypeVocabSize             int     // type_vocab_size
-	InitializerRange          float32 // initializer_range: std of the normal init of Linear and Embedding weights
-	LayerNormEps              float32 // layer_norm_eps
-	PadTokenID                int     // pad_token_id: padding_idx of the word embeddings
+	InitializerRange          float64 // initializer_range: std of the normal init of Linear and Embedding weights
+	LayerNormEps              float64 // layer_norm_eps
+	PadTokenID                int     // pad_token_id: padding_idx of the word embeddings; -1 for none (null)
 	// PositionEmbeddingType must be "absolute" (or empty, meaning absolute).
 	PositionEmbeddingType string
 	// ClassifierDropout is classifier_dropout; nil means hidden_dropout_prob.
-	ClassifierDropout *float32
+	ClassifierDropout *float64
 	// ID2Label names the classes, index → name; its length is num_labels (transformers derives num_labels from
 	// id2label the same way).
 	ID2Label []string
 	// ProblemType is problem_type: "", Regression, SingleLabel or MultiLabel. Empty is resolved from NumLabels
 	// on the first Forward with labels, as transformers does, and then stored here.
 	ProblemType string
+}
+
+// BertConfigFromHF converts a parsed config.json (loaders.ReadBertConfig) to a BertConfig and validates it for
+// this package (which supports only the exact "gelu" and absolute positions).
+func BertConfigFromHF(h *loaders.BertConfig) (BertConfig, error) {
+	c := BertConfig{
+		VocabSize: h.VocabSize, HiddenSize: h.HiddenSize, NumHiddenLayers: h.NumHiddenLayers,
+		NumAttentionHeads: h.NumAttentionHeads, IntermediateSize: h.IntermediateSize, HiddenAct: h.HiddenAct,
+		HiddenDropoutProb: h.HiddenDropoutProb, AttentionProbsDropoutProb: h.AttentionProbsDropoutProb,
+		MaxPositionEmbeddings: h.MaxPositionEmbeddings, TypeVocabSize: h.TypeVocabSize,
+		InitializerRange: h.InitializerRange, LayerNormEps: h.LayerNormEps, PadTokenID: h.PadTokenID,
+		PositionEmbeddingType: h.PositionEmbeddingType, ProblemType: h.ProblemType,
+		ID2Label: make([]string, h.NumLabels()),
+	}
+	if h.ClassifierDropout != nil {
+		v := *h.ClassifierDropout
+		c.ClassifierDropout = &v
+	}
+	for i := range c.ID2Label {
+		c.ID2Label[i] = h.ID2Label[i]
+	}
+	return c, c.Validate()
+}
+
+// ToHF returns base (a config read from a checkpoint, whose unknown keys are kept; nil for transformers'
+// defaults) updated with c, as config.json of a BertForSequenceClassification. base is not modified.
+func (c *BertConfig) ToHF(base *loaders.BertConfig) (*loaders.BertConfig, error) {
+	var h loaders.BertConfig
+	if base != nil {
+		h = *base
+	} else {
+		h = *loaders.DefaultBertConfig()
+	}
+	h.Extra = maps.Clone(h.Extra)
+	h.VocabSize, h.HiddenSize, h.NumHiddenLayers = c.VocabSize, c.HiddenSize, c.NumHiddenLayers
+	h.NumAttentionHeads, h.IntermediateSize, h.HiddenAct = c.NumAttentionHeads, c.IntermediateSize, c.HiddenAct
+	h.HiddenDropoutProb, h.AttentionProbsDropoutProb = c.HiddenDropoutProb, c.AttentionProbsDropoutProb
+	h.MaxPositionEmbeddings, h.TypeVocabSize = c.MaxPositionEmbeddings, c.TypeVocabSize
+	h.InitializerRange, h.LayerNormEps, h.PadTokenID = c.InitializerRange, c.LayerNormEps, c.PadTokenID
+	if c.PositionEmbeddingType != "" {
+		h.PositionEmbeddingType = c.PositionEmbeddingType
+	}
+	h.ClassifierDropout = nil
+	if c.ClassifierDropout != nil {
+		v := *c.ClassifierDropout
+		h.ClassifierDropout = &v
+	}
+	h.ProblemType = c.ProblemType
+	h.ModelType = "bert"
+	h.Architectures = []string{"BertForSequenceClassification"}
+	same := base != nil && len(base.ID2Label) == len(c.ID2Label)
+	for i, l := range c.ID2Label {
+		same = same && base.ID2Label[i] == l
+	}
+	if !same {
+		if err := h.SetLabels(c.ID2Label); err != nil {
+			return nil, fmt.Errorf("transformer: config labels: %w", err)
+		}
+	}
+	return &h, nil
 }
 
 // DefaultBertConfig returns transformers' BertConfig() defaults (bert-base-uncased's shape) with 2 labels.
@@ -78,7 +140,7 @@ func (c *BertConfig) HeadDim() int { return c.HiddenSize / c.NumAttentionHeads }
 
 // ClassifierDropoutProb returns the dropout before the classifier: classifier_dropout, or hidden_dropout_prob
 // when that is null (BertForSequenceClassification).
-func (c *BertConfig) ClassifierDropoutProb() float32 {
+func (c *BertConfig) ClassifierDropoutProb() float64 {
 	if c.ClassifierDropout != nil {
 		return *c.ClassifierDropout
 	}
@@ -118,7 +180,7 @@ func (c *BertConfig) Validate() error {
 	}
 	for _, f := range []struct {
 		name string
-		v    float32
+		v    float64
 	}{
 		{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb},
 		{"classifier_dropout", c.ClassifierDropoutProb()},
@@ -133,7 +195,7 @@ func (c *BertConfig) Validate() error {
 	if !(c.InitializerRange >= 0) {
 		return fmt.Errorf("transformer: config initializer_range = %v, want ≥ 0", c.InitializerRange)
 	}
-	if c.PadTokenID >= c.VocabSize {
+	if c.PadTokenID < -1 || c.PadTokenID >= c.VocabSize {
 		return fmt.Errorf("transformer: config pad_token_id %d is outside the vocabulary of %d", c.PadTokenID, c.VocabSize)
 	}
 	switch c.ProblemType {
@@ -142,55 +204,4 @@ func (c *BertConfig) Validate() error {
 		return fmt.Errorf("transformer: config problem_type %q, want %q, %q or %q", c.ProblemType, Regression, SingleLabel, MultiLabel)
 	}
 	return nil
-}
-
-// MarshalHF encodes c as transformers writes a BertForSequenceClassification config.json (model_type "bert",
-// architectures, id2label/label2id with string keys, problem_type, classifier_dropout null when unset),
-// indented with two spaces and keys sorted, as save_pretrained writes it.
-func (c *BertConfig) MarshalHF() ([]byte, error) {
-	id2label := make(map[string]string, len(c.ID2Label))
-	label2id := make(map[string]int, len(c.ID2Label))
-	for i, l := range c.ID2Label {
-		id2label[strconv.Itoa(i)] = l
-		label2id[l] = i
-	}
-	var problem, classifierDropout any
-	if c.ProblemType != "" {
-		problem = c.ProblemType
-	}
-	if c.ClassifierDropout != nil {
-		classifierDropout = *c.ClassifierDropout
-	}
-	pet := c.PositionEmbeddingType
-	if pet == "" {
-		pet = "absolute"
-	}
-	cfg := map[string]any{
-		"architectures":                []string{"BertForSequenceClassification"},
-		"attention_probs_dropout_prob": c.AttentionProbsDropoutProb,
-		"classifier_dropout":           classifierDropout,
-		"dtype":                        "float32",
-		"hidden_act":                   c.HiddenAct,
-		"hidden_dropout_prob":          c.HiddenDropoutProb,
-		"hidden_size":                  c.HiddenSize,
-		"id2label":                     id2label,
-		"initializer_range":            c.InitializerRange,
-		"intermediate_size":            c.IntermediateSize,
-		"label2id":                     label2id,
-		"layer_norm_eps":               c.LayerNormEps,
-		"max_position_embeddings":      c.MaxPositionEmbeddings,
-		"model_type":                   "bert",
-		"num_attention_heads":          c.NumAttentionHeads,
-		"num_hidden_layers":            c.NumHiddenLayers,
-		"pad_token_id":                 c.PadTokenID,
-		"position_embedding_type":      pet,
-		"problem_type":                 problem,
-		"type_vocab_size":              c.TypeVocabSize,
-		"vocab_size":                   c.VocabSize,
-	}
-	data, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("transformer: encoding config.json: %w", err)
-	}
-	return append(data, '\n'), nil
 }

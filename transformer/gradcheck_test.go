@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
@@ -97,5 +96,3 @@ func upload(t testing.TB, m *BertForSequenceClassification, np NamedParameter, w
 	}
 	m.WeightsUpdated()
 }
-
-var _ = loaders.Batch{}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
@@ -116,8 +115,7 @@ func relErr(a, b []float32) (float64, int) {
 	return maxDiff / maxRef, worst
 }
 
-var _ = amp.FP32
-
+// cpuBackend opens the CPU reference backend.
 func cpuBackend() tensor.Backend { return cpu.New() }
 
 // gradErrors compares two sets of gradients (same names, same order) tensor by tensor and returns each

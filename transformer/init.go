@@ -62,7 +62,7 @@ func (m *BertForSequenceClassification) initParam(np NamedParameter, seed, index
 	}
 	rng := rand.New(rand.NewPCG(seed, index))
 	host := make([]float32, v.Numel())
-	std := float64(m.Config.InitializerRange)
+	std := m.Config.InitializerRange
 	for i := range host {
 		host[i] = float32(rng.NormFloat64() * std)
 	}

@@ -35,6 +35,7 @@ type BertForSequenceClassification struct {
 	sc     layerScratch
 	host   hostBuffers
 	last   lastForward
+	hfBase *loaders.BertConfig // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
 }
 
 var (
@@ -89,7 +90,7 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 		return &Param{Value: t, Trainable: true}, nil
 	}
 	var err error
-	e := &Embeddings{Dropout: cfg.HiddenDropoutProb, PadID: cfg.PadTokenID}
+	e := &Embeddings{Dropout: float32(cfg.HiddenDropoutProb), PadID: cfg.PadTokenID}
 	if e.Word, err = table(cfg.VocabSize); err != nil {
 		return nil, err
 	}
@@ -99,7 +100,7 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if e.TokenType, err = table(cfg.TypeVocabSize); err != nil {
 		return nil, err
 	}
-	if e.Norm, err = NewLayerNorm(b, c, cfg.LayerNormEps); err != nil {
+	if e.Norm, err = NewLayerNorm(b, c, float32(cfg.LayerNormEps)); err != nil {
 		return nil, err
 	}
 	m.Embeddings = e
@@ -116,22 +117,22 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 			return nil
 		}
 		var n *LayerNorm
-		n, err = NewLayerNorm(b, c, cfg.LayerNormEps)
+		n, err = NewLayerNorm(b, c, float32(cfg.LayerNormEps))
 		return n
 	}
 	for range cfg.NumHiddenLayers {
 		l := &Layer{
 			Attention: SelfAttention{
 				Query: lin(c, c), Key: lin(c, c), Value: lin(c, c),
-				Heads: cfg.NumAttentionHeads, HeadDim: cfg.HeadDim(), Dropout: cfg.AttentionProbsDropoutProb,
+				Heads: cfg.NumAttentionHeads, HeadDim: cfg.HeadDim(), Dropout: float32(cfg.AttentionProbsDropoutProb),
 			},
 			AttnOut: lin(c, c), AttnNorm: norm(), Intermediate: lin(c, inter), Output: lin(inter, c), OutNorm: norm(),
-			HiddenDropout: cfg.HiddenDropoutProb,
+			HiddenDropout: float32(cfg.HiddenDropoutProb),
 		}
 		m.Layers = append(m.Layers, l)
 	}
 	m.Pooler = &Pooler{Dense: lin(c, c)}
-	m.Head = &ClassificationHead{Classifier: lin(c, cfg.NumLabels()), Dropout: cfg.ClassifierDropoutProb()}
+	m.Head = &ClassificationHead{Classifier: lin(c, cfg.NumLabels()), Dropout: float32(cfg.ClassifierDropoutProb())}
 	if err != nil {
 		return nil, err
 	}

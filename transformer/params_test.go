@@ -1,7 +1,6 @@
 package transformer
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -276,5 +275,3 @@ func TestReplaceProjections(t *testing.T) {
 		}
 	}
 }
-
-var _ = fmt.Sprint
