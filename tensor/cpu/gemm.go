@@ -48,7 +48,8 @@ func (g gemmGeom) extents() (a, b, c int) {
 }
 
 // blasGemm is one row-major c = alpha·op(a)·op(b) + beta·c through gonum's pure-Go BLAS (Sgemm for float32,
-// Dgemm for float64). Gonum skips terms whose alpha·a element is exactly 0, so 0·Inf in A·B gives 0, not NaN.
+// Dgemm for float64). Unless only B is transposed, gonum skips the terms whose alpha·a element is exactly 0,
+// so there an Inf in b meeting a 0 in a adds 0 instead of NaN (cuBLAS gives NaN).
 func blasGemm[T scalar](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if tA {
@@ -121,8 +122,9 @@ func scaleRows[T scalar](c []T, m, n, ld int, beta T) {
 // Defaults and checks: LDA/LDB/LDC 0 mean dense (the stored column count); a non-zero ld must be at least
 // that. Batch 0 is taken as 1. Strides must be ≥ 0 (StrideA or StrideB 0 broadcasts one matrix over the
 // batch); StrideC must keep the batch's C matrices disjoint. Each tensor must hold every element the product
-// reads or writes, counted from its Offset (ErrShape). Gonum skips zero terms of A, so an Inf in B meeting an
-// exact 0 in A contributes 0 rather than NaN.
+// reads or writes, counted from its Offset (ErrShape). One known difference from cuBLAS: an Inf in B that
+// meets only exact zeros of A may contribute 0 rather than NaN (see blasGemm); an Inf meeting any non-zero
+// still makes the result non-finite.
 func (bk *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	defer guard(&err, "Gemm", a.A, a.B, a.C, a.Bias)
 	c := newCheck("Gemm", a.A, a.B, a.C, a.Bias).float("A", a.A).float("B", a.B).float("C", a.C)
