@@ -3,6 +3,7 @@ package loaders
 //go:generate go run normalizer_tables_gen.go
 
 import (
+	"sort"
 	"unicode"
 
 	"golang.org/x/text/unicode/norm"
@@ -177,27 +178,47 @@ func stripAccents(in normalized) normalized {
 // canonicalOrder sorts each run of non-starters by canonical combining class, stably (Unicode §3.11), moving
 // the spans along with the runes.
 func canonicalOrder(t normalized) {
-	ccc := func(r rune) uint8 {
+	var ccc []uint8
+	for i, r := range t.runes {
 		if r < 0x300 {
-			return 0
-		}
-		return norm.NFD.PropertiesString(string(r)).CCC()
-	}
-	for i := 1; i < len(t.runes); i++ {
-		c := ccc(t.runes[i])
-		if c == 0 {
 			continue
 		}
-		// insertion sort step: move rune i left past non-starters with a larger class
-		for j := i; j > 0; j-- {
-			p := ccc(t.runes[j-1])
-			if p == 0 || p <= c {
-				break
-			}
-			t.runes[j-1], t.runes[j] = t.runes[j], t.runes[j-1]
-			t.orig[j-1], t.orig[j] = t.orig[j], t.orig[j-1]
+		if ccc == nil {
+			ccc = make([]uint8, len(t.runes))
 		}
+		ccc[i] = norm.NFD.PropertiesString(string(r)).CCC()
 	}
+	if ccc == nil {
+		return
+	}
+	for lo := 0; lo < len(t.runes); lo++ {
+		if ccc[lo] == 0 {
+			continue
+		}
+		hi := lo
+		for hi < len(t.runes) && ccc[hi] != 0 {
+			hi++
+		}
+		if hi-lo > 1 {
+			sort.Stable(markRun{t.runes[lo:hi], t.orig[lo:hi], ccc[lo:hi]})
+		}
+		lo = hi
+	}
+}
+
+// markRun sorts a run of combining marks by class, keeping spans and classes in step.
+type markRun struct {
+	runes []rune
+	orig  [][2]int
+	ccc   []uint8
+}
+
+func (m markRun) Len() int           { return len(m.runes) }
+func (m markRun) Less(i, j int) bool { return m.ccc[i] < m.ccc[j] }
+func (m markRun) Swap(i, j int) {
+	m.runes[i], m.runes[j] = m.runes[j], m.runes[i]
+	m.orig[i], m.orig[j] = m.orig[j], m.orig[i]
+	m.ccc[i], m.ccc[j] = m.ccc[j], m.ccc[i]
 }
 
 func lowercase(in normalized) normalized {

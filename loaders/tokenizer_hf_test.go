@@ -106,6 +106,7 @@ func TestBertNormalizer(t *testing.T) {
 		{"decomposed accents are removed too", def, "e\u0301", "e"},
 		{"Mn marks of different classes are reordered, then dropped", def, "a\u0323\u0301b", "ab"},
 		{"spacing mark Mc is not stripped", def, "क\u093e", "क\u093e"},
+		{"spacing marks with combining classes are put in canonical order (226 after 216)", def, "x\U0001D16D\U0001D165", "x\U0001D165\U0001D16D"},
 		{"clean_text off keeps controls", noClean, "a\u0000b", "a\u0000b"},
 	}
 	for _, c := range cases {
