@@ -3,6 +3,7 @@ package loaders
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	sugartok "github.com/sugarme/tokenizer"
 )
@@ -166,7 +167,7 @@ func (t *Tokenizer) EncodeBatch(inputs []Input, opts EncodeOptions) (encs []*Enc
 			if len(inputs) == 1 {
 				return nil, err
 			}
-			return nil, fmt.Errorf("input %d: %w", i, err)
+			return nil, fmt.Errorf("loaders: batch input %d: %w", i, err)
 		}
 		encs[i] = e
 		longest = max(longest, e.Len())
@@ -424,6 +425,16 @@ func (t *Tokenizer) PadID() (id int32, ok bool) { return t.padID, t.padKnown }
 // ModelMaxLength returns tokenizer_config.json's model_max_length (512 for BERT), or 0 when it is absent or
 // is transformers' "no limit" sentinel.
 func (t *Tokenizer) ModelMaxLength() int { return t.maxModelLen }
+
+// AddedTokens returns the added tokens (special tokens such as [CLS] and [MASK] included), sorted by id.
+func (t *Tokenizer) AddedTokens() []AddedToken {
+	out := make([]AddedToken, 0, len(t.addedByToken))
+	for _, a := range t.addedByToken {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
 
 // Source returns the file the tokenizer was loaded from.
 func (t *Tokenizer) Source() string { return t.source }

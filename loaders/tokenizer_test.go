@@ -2,6 +2,7 @@ package loaders
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -142,6 +143,21 @@ func TestTokenizerB04EmptyInput(t *testing.T) {
 				t.Errorf("row 0 special_tokens_mask %v, want [1 1 1] (pads count as special)", encs[0].SpecialTokensMask)
 			}
 		})
+	}
+}
+
+func TestTokenizerAddedTokensList(t *testing.T) {
+	for name, tok := range bertTokenizers(t) {
+		var got []string
+		for _, a := range tok.AddedTokens() {
+			if !a.Special || a.Normalized {
+				t.Errorf("%s: %+v should be special and not normalized", name, a)
+			}
+			got = append(got, fmt.Sprintf("%d:%s", a.ID, a.Content))
+		}
+		if want := []string{"0:[PAD]", "100:[UNK]", "101:[CLS]", "102:[SEP]", "103:[MASK]"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: added tokens %q, want %q", name, got, want)
+		}
 	}
 }
 
