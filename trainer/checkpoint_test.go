@@ -290,3 +290,31 @@ func TestEarlyStopping(t *testing.T) {
 		})
 	}
 }
+
+// TestFinalCheckpointHoldsTheEpochEvaluation: when the last step ends an epoch, the checkpoint asked for at
+// max_steps is written again after the epoch's evaluation (as transformers overwrites it), so it records that
+// evaluation and save_total_limit 1 keeps only it when it is the best.
+func TestFinalCheckpointHoldsTheEpochEvaluation(t *testing.T) {
+	a := testArgs(t)
+	a.NumTrainEpochs, a.SaveTotalLimit = 2, 1
+	a.EvalStrategy, a.SaveStrategy = IntervalEpoch, IntervalEpoch
+	a.MetricForBestModel = "accuracy"
+	m := newBagModel(16, 4, 2, 0)
+	tr, _, _ := newTestTrainer(t, m, a, toyTask(16, 16, 25), toyTask(8, 16, 26), WithComputeMetrics(scriptedMetric(0.5, 0.8)))
+	mustTrain(t, tr)
+	cps, _ := Checkpoints(a.OutputDir)
+	if len(cps) != 1 || filepath.Base(cps[0]) != "checkpoint-8" {
+		t.Fatalf("checkpoints %v, want only checkpoint-8", cps)
+	}
+	st, err := LoadTrainerState(filepath.Join(cps[0], TrainerStateName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := st.LogHistory[len(st.LogHistory)-1]
+	if st.BestModelCheckpoint == nil || filepath.Base(*st.BestModelCheckpoint) != "checkpoint-8" || last["eval_accuracy"] != 0.8 {
+		t.Errorf("checkpoint-8's state: best %v, last log %v", st.BestModelCheckpoint, last)
+	}
+	if m.saves != 3 { // epoch 1, step 8, step 8 again after the evaluation
+		t.Errorf("model saved %d times, want 3", m.saves)
+	}
+}

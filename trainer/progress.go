@@ -158,7 +158,7 @@ func (p *progress) format(e *Event, logs LogEntry, isTrain bool) string {
 		return b.String()
 	}
 	for _, k := range keys(logs) {
-		if k == "epoch" || k == "step" {
+		if k == "epoch" || k == "step" || k == "total_flos" {
 			continue
 		}
 		fmt.Fprintf(&b, "  %s %.4g", k, logs[k])

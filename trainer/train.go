@@ -28,6 +28,7 @@ type runState struct {
 	samples             int     // examples trained on in this Train call
 	lastLogged          int     // global_step of the last training log
 	lastEval, lastSaved int     // global_step of the last evaluation and checkpoint (-1: none)
+	savedWithEval       bool    // the last checkpoint was written after the evaluation of its step
 	lastLoss            float64 // window loss of the last step
 	gradNorm            float64 // pre-clip unscaled gradient norm of the last step
 	lr                  float64 // learning rate the last step used
@@ -286,8 +287,10 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 		}
 	}
 	c.ShouldEvaluate = false
-	if c.ShouldSave && r.lastSaved != s.GlobalStep {
-		r.lastSaved = s.GlobalStep
+	// A second save at the same step (max_steps at an epoch's end asks for one after the step and one after
+	// the epoch) happens only when an evaluation ran in between, so the checkpoint holds its best metric.
+	if c.ShouldSave && (r.lastSaved != s.GlobalStep || (!r.savedWithEval && r.lastEval == s.GlobalStep)) {
+		r.lastSaved, r.savedWithEval = s.GlobalStep, r.lastEval == s.GlobalStep
 		dir, err := t.saveCheckpoint()
 		if err != nil {
 			return err

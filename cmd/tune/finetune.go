@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/trainer"
+)
+
+func init() { register(newFinetuneCmd) }
+
+// finetuneOptions holds `tune finetune`'s flags and arguments.
+type finetuneOptions struct {
+	Recipe    string   // a recipe file or an embedded recipe's name
+	Overrides []string // dotted key=value pairs
+	FP16      bool     // --fp16: training.fp16=true, training.bf16=false
+	BF16      bool     // --bf16: training.bf16=true, training.fp16=false
+	Device    string   // --device: overrides the recipe's device
+}
+
+func newFinetuneCmd() *cobra.Command {
+	o := &finetuneOptions{}
+	cmd := &cobra.Command{
+		Use:   "finetune [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
+		Short: "Fine-tune a model as a recipe says: train, evaluate, save",
+		Long: `finetune reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the key=value
+overrides, checks everything (exit status 2 and no output directory when the recipe is wrong), then loads the
+model and the data, trains with Hugging Face Trainer semantics, evaluates and saves.
+
+It prints the device, the precision and PEFT's trainable-parameter line, then progress: a progress bar on a
+terminal (step/total, loss, learning rate, loss scale, tokens/s, ETA), one line per logged step otherwise.
+At the end it prints the eval metrics and where the outputs went, all under training.output_dir:
+  model.safetensors + config.json (or the LoRA adapter) and the tokenizer files: the trained model, which
+      tune eval, tune predict and Hugging Face's from_pretrained read;
+  checkpoint-N/: checkpoints (resume with training.resume_from_checkpoint=true);
+  metrics.jsonl, trainer_state.json, training_curve.png: the logs and the loss/metric curves.
+
+--fp16 trains with FP16 autocast and dynamic loss scaling, --bf16 with BF16 autocast; without them the
+recipe's training.fp16/bf16 decide. The device defaults to the recipe's (auto: CUDA when this binary has it
+and a GPU is present, else the CPU). Ctrl-C stops after the current step; the last checkpoint stays valid.`,
+		Example: `  tune finetune recipes/tiny.yaml
+  tune finetune tiny training.num_train_epochs=2
+  tune finetune --bf16 recipes/bert.yaml model.path=../bert-base-uncased
+  tune finetune --fp16 --device cuda:1 recipes/bert-full.yaml training.learning_rate=2e-5
+  tune finetune recipes/tiny.yaml training.resume_from_checkpoint=true`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) < 1 {
+				return usagef("finetune needs a RECIPE (a file, or one of the names tune ls lists)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Recipe, o.Overrides = args[0], args[1:]
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.FP16, "fp16", false, "train in FP16 mixed precision with dynamic loss scaling (sets training.fp16)")
+	f.BoolVar(&o.BF16, "bf16", false, "train in BF16 mixed precision (sets training.bf16)")
+	f.StringVar(&o.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's device)")
+	return cmd
+}
+
+// overrides returns the recipe overrides: the positional ones, then those the flags imply (flags win).
+func (o *finetuneOptions) overrides() ([]string, error) {
+	if o.FP16 && o.BF16 {
+		return nil, usagef("--fp16 and --bf16 are exclusive: choose one mixed-precision mode")
+	}
+	out := append([]string(nil), o.Overrides...)
+	for _, kv := range out {
+		if !strings.Contains(kv, "=") {
+			return nil, usagef("%q is not a key=value override (e.g. training.learning_rate=2e-5)", kv)
+		}
+	}
+	switch {
+	case o.FP16:
+		out = append(out, "training.fp16=true", "training.bf16=false")
+	case o.BF16:
+		out = append(out, "training.bf16=true", "training.fp16=false")
+	}
+	if o.Device != "" {
+		out = append(out, "device="+o.Device)
+	}
+	return out, nil
+}
+
+func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	overrides, err := o.overrides()
+	if err != nil {
+		return err
+	}
+	r, err := loadRecipe(o.Recipe, overrides, stderr)
+	if err != nil {
+		return err
+	}
+	if err := r.CheckFiles(); err != nil {
+		return usageError{err}
+	}
+	b, err := recipes.OpenDevice(r.Device)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "device: %s\n", b.Name())
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run, err := recipes.Build(r, b, trainer.WithOutput(stdout), trainer.WithLogger(logger))
+	if err != nil {
+		return err
+	}
+	defer run.Trainer.Close()
+	for _, n := range run.Notices {
+		fmt.Fprintf(stderr, "tune: note: %s\n", n)
+	}
+	a := r.Training
+	fmt.Fprintf(stdout, "recipe: %s\nprecision: %s\n%s\n", r.Source, precisionName(a), recipes.ParameterReport(run.Model))
+	fmt.Fprintf(stdout, "data: %d training examples", run.Train.Len())
+	if run.Eval != nil {
+		fmt.Fprintf(stdout, ", %d eval examples", run.Eval.Len())
+	}
+	fmt.Fprintln(stdout)
+
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	out, err := run.Trainer.Train(ctx)
+	if err != nil {
+		return err
+	}
+	metrics, err := finalMetrics(ctx, run)
+	if err != nil {
+		return err
+	}
+	if err := run.Trainer.SaveModel(a.OutputDir); err != nil {
+		return err
+	}
+	if err := copyTokenizer(r.Tokenizer.Path, a.OutputDir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\ntrained %d steps in %.1fs, train_loss %.4f\n", out.GlobalStep, out.Metrics["train_runtime"], out.TrainingLoss)
+	if metrics != nil {
+		fmt.Fprintf(stdout, "eval:%s\n", formatMetrics(metrics))
+	}
+	printOutputs(stdout, a.OutputDir)
+	return nil
+}
+
+// precisionName describes the training precision.
+func precisionName(a trainer.TrainingArguments) string {
+	switch {
+	case a.FP16:
+		return "fp16 autocast with dynamic loss scaling"
+	case a.BF16:
+		return "bf16 autocast"
+	}
+	return "fp32"
+}
+
+// finalMetrics returns the eval metrics of the final model: the logged evaluation of the best step when
+// load_best_model_at_end restored it, the last logged evaluation when it was at the final step, else a new
+// evaluation. Nil without an eval set.
+func finalMetrics(ctx context.Context, run *recipes.Run) (map[string]float64, error) {
+	if run.Eval == nil {
+		return nil, nil
+	}
+	s := run.Trainer.State()
+	want := s.GlobalStep
+	if run.Recipe.Training.LoadBestModelAtEnd && s.BestGlobalStep != nil {
+		want = *s.BestGlobalStep
+	}
+	for i := len(s.LogHistory) - 1; i >= 0; i-- {
+		if l := s.LogHistory[i]; int(l["step"]) == want {
+			if _, ok := l["eval_loss"]; ok {
+				return l, nil
+			}
+		}
+	}
+	return run.Trainer.Evaluate(ctx)
+}
+
+// formatMetrics renders the eval_* entries as " accuracy 0.8520  f1 0.8512 ..." in sorted order.
+func formatMetrics(m map[string]float64) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if name, ok := strings.CutPrefix(k, "eval_"); ok && !strings.HasSuffix(k, "_per_second") && k != "eval_runtime" {
+			fmt.Fprintf(&b, "  %s %.4f", name, m[k])
+		}
+	}
+	return b.String()
+}
+
+// printOutputs lists what training wrote into dir.
+func printOutputs(w io.Writer, dir string) {
+	fmt.Fprintf(w, "outputs in %s:\n", dir)
+	ents, _ := os.ReadDir(dir)
+	var cps []string
+	for _, e := range ents {
+		if e.IsDir() && strings.HasPrefix(e.Name(), trainer.CheckpointPrefix) {
+			cps = append(cps, e.Name())
+		}
+	}
+	fmt.Fprintf(w, "  model + tokenizer: %s\n", dir)
+	for _, name := range []string{trainer.MetricsName, trainer.TrainerStateName, trainer.CurveName} {
+		fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
+	}
+	if len(cps) > 0 {
+		fmt.Fprintf(w, "  checkpoints: %s\n", strings.Join(cps, ", "))
+	}
+}
+
+// tokenizerFiles are the files that make up a Hugging Face tokenizer directory.
+var tokenizerFiles = []string{"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
+
+// copyTokenizer copies the tokenizer files (byte for byte) from src (a directory or a tokenizer.json /
+// vocab.txt) into dir, so the saved model directory is complete. A file dir already holds is replaced only when
+// it differs.
+func copyTokenizer(src, dir string) error {
+	if st, err := os.Stat(src); err == nil && !st.IsDir() {
+		src = filepath.Dir(src)
+	}
+	for _, name := range tokenizerFiles {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			continue
+		}
+		dst := filepath.Join(dir, name)
+		if old, err := os.ReadFile(dst); err == nil && string(old) == string(data) {
+			continue
+		}
+		if err := writeAtomic(dst, data); err != nil {
+			return fmt.Errorf("saving the tokenizer: %w", err)
+		}
+	}
+	return nil
+}
