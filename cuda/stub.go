@@ -23,3 +23,12 @@ func Probe() ([]DeviceInfo, error) {
 	_, err := Open(0)
 	return nil, err
 }
+
+// SetAllowTF32 lets FP32 GEMMs of a CUDA backend use TF32; this binary has no CUDA backend, so it always
+// fails.
+func SetAllowTF32(b tensor.Backend, allow bool) error {
+	return fmt.Errorf("cuda: SetAllowTF32 needs a CUDA backend, got %s (this binary was built without CUDA support)", b.Name())
+}
+
+// Memory returns a CUDA backend's allocator counters; without CUDA support there is none, so it reports false.
+func Memory(b tensor.Backend) (MemoryStats, bool) { return MemoryStats{}, false }

@@ -48,30 +48,31 @@ extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_sc
 	if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
 }
 
-// adamw: one step of torch.optim.AdamW (decoupled weight decay) over chunk b of the flat F32 buffers, chunk
-// pointers relative to params; grads, exp_avg, exp_avg_sq are at the same element offsets. bc1 = 1 − β1^t,
-// bc2 = 1 − β2^t are computed by the host in float64 and rounded to float32. Per element, as documented on
-// tensor.AdamWArgs:
-//   p = p·(1 − lr·wd)            (chunks whose segment decays)
-//   m = β1·m + (1 − β1)·g
-//   v = β2·v + (1 − β2)·g²
-//   p = p − lr·(m/bc1) / (sqrt(v/bc2) + eps)
-extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq, float lr,
-                                 float beta1, float beta2, float eps, float wd, float bc1, float bc2) {
+// adamw: one step of torch.optim.AdamW (decoupled weight decay, _single_tensor_adam) over chunk b of the flat
+// F32 buffers; chunk pointers point into params, and grads, exp_avg, exp_avg_sq are at the same element offsets.
+// The scalars are PyTorch's Python floats, computed by the host in float64 and rounded to float32 (as PyTorch
+// casts a scalar to the tensor's type, and as tensor/cpu does): decay = 1 − lr·wd, ob1 = 1 − β1, ob2 = 1 − β2,
+// step = lr/(1 − β1^t), bc2 = √(1 − β2^t). Per element, in tensor/cpu's operation order:
+//   p = p·decay                  (chunks whose segment decays)
+//   m = β1·m + ob1·g
+//   v = β2·v + ob2·g·g
+//   p = p − step·m / (√v/bc2 + eps)
+extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq,
+                                 float decay, float beta1, float beta2, float ob1, float ob2, float step, float bc2,
+                                 float eps) {
 	Chunk ch = chunks[blockIdx.x];
 	i64 off = (i64)(ch.ptr - params) / 4;
 	float *p = (float *)params + off;
 	const float *g = (const float *)grads + off;
 	float *m = (float *)exp_avg + off;
 	float *v = (float *)exp_avg_sq + off;
-	float decay = 1.0f - lr * wd;
 	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
 		float pi = p[i], gi = g[i];
 		if (ch.tag) pi = pi * decay;
-		float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-		float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-		pi = pi - lr * (mi / bc1) / (sqrtf(vi / bc2) + eps);
-		p[i] = pi;
+		float mi = beta1 * m[i] + ob1 * gi;
+		float vi = beta2 * v[i] + ob2 * gi * gi;
+		float denom = sqrtf(vi) / bc2 + eps;
+		p[i] = pi - step * mi / denom;
 		m[i] = mi;
 		v[i] = vi;
 	}

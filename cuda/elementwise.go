@@ -1,0 +1,226 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Scale sets x = alpha·x in place (any float dtype; computed in FP32, rounded once).
+func (b *Backend) Scale(x *tensor.Tensor, alpha float32) (err error) {
+	o := b.begin("Scale", x)
+	defer o.end(&err)
+	if o.float("x", x).failed() {
+		return
+	}
+	n := x.Numel()
+	o.ew("elementwise.cu", "scale", n, addr(x), dt(x), i64(n), f32(alpha), vec(x))
+	return
+}
+
+// Add sets out = a + b elementwise (equal element counts; out may be a or b).
+func (b *Backend) Add(out, a, bt *tensor.Tensor) (err error) {
+	o := b.begin("Add", out, a, bt)
+	defer o.end(&err)
+	if o.float("out", out).float("a", a).float("b", bt).failed() {
+		return
+	}
+	n := out.Numel()
+	if o.numel("a", a, n).numel("b", bt, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", "add", n, addr(out), dt(out), addr(a), dt(a), addr(bt), dt(bt), i64(n), vec(out, a, bt))
+	return
+}
+
+// Axpy sets y += alpha·x elementwise (equal element counts).
+func (b *Backend) Axpy(y, x *tensor.Tensor, alpha float32) (err error) {
+	o := b.begin("Axpy", y, x)
+	defer o.end(&err)
+	if o.float("y", y).float("x", x).failed() {
+		return
+	}
+	n := y.Numel()
+	if o.numel("x", x, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", "axpy", n, addr(y), dt(y), addr(x), dt(x), i64(n), f32(alpha), vec(y, x))
+	return
+}
+
+// BiasAdd adds bias (C elements) to every row of y (…, C) in place.
+func (b *Backend) BiasAdd(y, bias *tensor.Tensor) (err error) {
+	o := b.begin("BiasAdd", y, bias)
+	defer o.end(&err)
+	o.float("y", y).float("bias", bias)
+	_, ch := o.rows("y", y)
+	if o.numel("bias", bias, ch).failed() || ch == 0 {
+		return
+	}
+	n := y.Numel()
+	v := vec(y, bias)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.ew("elementwise.cu", "bias_add", n, addr(y), dt(y), addr(bias), dt(bias), i64(n), i64(ch), v)
+	return
+}
+
+// BiasGrad accumulates dbias (C) += Σ over rows of dy (…, C), summed in FP32 per chunk of rows and then over
+// chunks in a fixed order (deterministic), rounded to dbias's dtype once.
+func (b *Backend) BiasGrad(dbias, dy *tensor.Tensor) (err error) {
+	o := b.begin("BiasGrad", dbias, dy)
+	defer o.end(&err)
+	o.float("dbias", dbias).float("dy", dy)
+	n, ch := o.rows("dy", dy)
+	if o.numel("dbias", dbias, ch).failed() || ch == 0 {
+		return
+	}
+	o.colsum(dbias, nil, dy, nil, nil, nil, n, ch)
+	return
+}
+
+// colsum queues the deterministic column reduction of kernels/norm.cu: with x == nil, outA += Σ_rows dy; else
+// outA += Σ dy·(x − mean)·rstd and outB += Σ dy (either output may be nil).
+func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
+	if o.err != nil || n == 0 || (outA == nil && outB == nil) {
+		return
+	}
+	const rowsPerChunk = 256
+	chunks := (n + rowsPerChunk - 1) / rowsPerChunk
+	mode := 0
+	if x != nil {
+		mode = 1
+	}
+	pa := o.scratch(4 * chunks * ch)
+	var pb uint64
+	if mode == 1 {
+		p := o.scratch(4 * chunks * ch)
+		defer o.release(p)
+		pb = uint64(p)
+	}
+	defer o.release(pa)
+	o.launch("norm.cu", "colsum_partial", (ch+31)/32, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode))
+	if outA != nil {
+		o.launch("norm.cu", "colsum_finish", (ch+255)/256, 1, 256, 1, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
+	}
+	if outB != nil {
+		o.launch("norm.cu", "colsum_finish", (ch+255)/256, 1, 256, 1, addr(outB), dt(outB), pb, i64(chunks), i64(ch))
+	}
+}
+
+// unary validates out = f(x) over equal element counts and queues kernel name of elementwise.cu.
+func (b *Backend) unary(opName, kernel string, out, x *tensor.Tensor) (err error) {
+	o := b.begin(opName, out, x)
+	defer o.end(&err)
+	if o.float("out", out).float("x", x).failed() {
+		return
+	}
+	n := out.Numel()
+	if o.numel("x", x, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", kernel, n, addr(out), dt(out), addr(x), dt(x), i64(n), vec(out, x))
+	return
+}
+
+// binary validates dx = f(dout, s) over equal element counts (s the saved forward tensor) and queues kernel.
+func (b *Backend) binary(opName, kernel, sname string, dx, dout, s *tensor.Tensor) (err error) {
+	o := b.begin(opName, dx, dout, s)
+	defer o.end(&err)
+	if o.float("dx", dx).float("dout", dout).float(sname, s).failed() {
+		return
+	}
+	n := dx.Numel()
+	if o.numel("dout", dout, n).numel(sname, s, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", kernel, n, addr(dx), dt(dx), addr(dout), dt(dout), addr(s), dt(s), i64(n), vec(dx, dout, s))
+	return
+}
+
+// GELU sets out = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), the exact form (PyTorch gelu, approximate='none'), in FP32
+// with erff.
+func (b *Backend) GELU(out, x *tensor.Tensor) error { return b.unary("GELU", "gelu_fwd", out, x) }
+
+// GELUBackward sets dx = dout·(Φ(x) + x·φ(x)) from the forward input x.
+func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
+	return b.binary("GELUBackward", "gelu_bwd", "x", dx, dout, x)
+}
+
+// Tanh sets out = tanh(x).
+func (b *Backend) Tanh(out, x *tensor.Tensor) error { return b.unary("Tanh", "tanh_fwd", out, x) }
+
+// TanhBackward sets dx = dout·(1 − y²) from the forward output y.
+func (b *Backend) TanhBackward(dx, dout, y *tensor.Tensor) error {
+	return b.binary("TanhBackward", "tanh_bwd", "y", dx, dout, y)
+}
+
+// Dropout sets out = x·keep/(1−p), keep drawn per element i as tensor.PhiloxKeep(seed, offset, i, p), the
+// same mask as every backend; p must be in [0, 1) (ErrArgument); p == 0 copies (casting if the dtypes
+// differ). out may be x.
+func (b *Backend) Dropout(out, x *tensor.Tensor, p float32, seed, offset uint64) error {
+	return b.dropout("Dropout", out, x, p, seed, offset)
+}
+
+// DropoutBackward sets dx = dout·keep/(1−p), regenerating the forward's mask from (seed, offset).
+func (b *Backend) DropoutBackward(dx, dout *tensor.Tensor, p float32, seed, offset uint64) error {
+	return b.dropout("DropoutBackward", dx, dout, p, seed, offset)
+}
+
+func (b *Backend) dropout(opName string, out, x *tensor.Tensor, p float32, seed, offset uint64) (err error) {
+	o := b.begin(opName, out, x)
+	defer o.end(&err)
+	if o.float("out", out).float("in", x).failed() {
+		return
+	}
+	n := out.Numel()
+	o.numel("in", x, n).that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "p = %v, want 0 ≤ p < 1", p)
+	if o.failed() {
+		return
+	}
+	if p == 0 {
+		if out.DType == x.DType {
+			o.copyBytes(addr(out), addr(x), x.Bytes())
+		} else {
+			o.ew("elementwise.cu", "cast", n, addr(out), dt(out), addr(x), dt(x), i64(n), vec(out, x))
+		}
+		return
+	}
+	scale := 1 / (1 - p) // float32, as tensor/cpu
+	o.ew("elementwise.cu", "dropout", n, addr(out), dt(out), addr(x), dt(x), i64(n), f32(p), f32(scale), seed, offset, vec(out, x))
+	return
+}
+
+// MSELoss sets losses (N, F32) = (pred − target)² elementwise.
+func (b *Backend) MSELoss(losses, pred, target *tensor.Tensor) (err error) {
+	o := b.begin("MSELoss", losses, pred, target)
+	defer o.end(&err)
+	if o.f32("losses", losses).float("pred", pred).float("target", target).failed() {
+		return
+	}
+	n := losses.Numel()
+	if o.numel("pred", pred, n).numel("target", target, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", "mse_fwd", n, addr(losses), addr(pred), dt(pred), addr(target), dt(target), i64(n), vec(losses, pred, target))
+	return
+}
+
+// MSELossBackward sets dpred (N) = scale·2·(pred − target); for a mean loss seeded with S, scale = S/N.
+func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) (err error) {
+	o := b.begin("MSELossBackward", dpred, pred, target)
+	defer o.end(&err)
+	if o.float("dpred", dpred).float("pred", pred).float("target", target).failed() {
+		return
+	}
+	n := dpred.Numel()
+	if o.numel("pred", pred, n).numel("target", target, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", "mse_bwd", n, addr(dpred), dt(dpred), addr(pred), dt(pred), addr(target), dt(target), i64(n), f32(scale), vec(dpred, pred, target))
+	return
+}

@@ -1,0 +1,168 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gorgonia.org/cu"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// chunkElems is the most elements one block of a multi-tensor kernel handles (kernels/optim.cu).
+const chunkElems = 1 << 16
+
+// chunkList builds the work list of a multi-tensor kernel: (device address, element count, tag) triples,
+// the layout of struct Chunk in kernels/optim.cu.
+type chunkList []uint64
+
+// add splits n elements of size bytes each starting at device address p into chunks.
+func (c *chunkList) add(p uint64, n, size int, tag uint64) {
+	for lo := 0; lo < n; lo += chunkElems {
+		m := min(chunkElems, n-lo)
+		*c = append(*c, p+uint64(lo*size), uint64(m), tag)
+	}
+}
+
+func (c chunkList) count() int { return len(c) / 3 }
+
+// upload copies the list into a scratch buffer; release it with o.release.
+func (o *op) uploadChunks(c chunkList) cu.DevicePtr {
+	p := o.scratch(8 * len(c))
+	if o.err != nil {
+		return 0
+	}
+	o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(p, ptrOf(c), int64(8*len(c)), o.b.stream), "%d work chunks", c.count()))
+	return p
+}
+
+// GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all float tensors (torch.nn.utils.clip_grad_norm_'s total norm,
+// norm_type 2). Each block sums the squares of up to 65536 elements in float64; the host adds the partials in
+// order in float64. It waits for queued work. An Inf or NaN element gives a non-finite norm; an empty list 0.
+func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
+	o := b.begin("GlobalNorm", ts...)
+	defer o.end(&err)
+	var cl chunkList
+	for i, t := range ts {
+		o.float(fmt.Sprintf("ts[%d]", i), t)
+		if !o.failed() {
+			cl.add(addr(t), t.Numel(), t.DType.Size(), dt(t))
+		}
+	}
+	if o.failed() || cl.count() == 0 {
+		return 0, o.err
+	}
+	dc := o.uploadChunks(cl)
+	partial := o.scratch(8 * cl.count())
+	defer o.release(dc)
+	defer o.release(partial)
+	o.launch("optim.cu", "sumsq_partial", cl.count(), 1, 256, 1, uint64(partial), uint64(dc))
+	if o.failed() {
+		return 0, o.err
+	}
+	host := make([]float64, cl.count())
+	if o.fail(b.toHost(ptrOf(host), uint64(partial), 8*len(host))) != nil {
+		return 0, o.err
+	}
+	var sum float64
+	for _, p := range host {
+		sum += p
+	}
+	return math.Sqrt(sum), nil
+}
+
+// NonFiniteCheckAndUnscale multiplies every element of every F32 tensor by invScale in place (skipped when
+// invScale == 1) and reports whether any element was Inf or NaN before scaling, as PyTorch's
+// _amp_foreach_non_finite_check_and_unscale_, in one launch over all tensors. All tensors are validated
+// before any is changed; a half tensor is ErrDType. It waits for the result.
+func (b *Backend) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) (foundInf bool, err error) {
+	o := b.begin("NonFiniteCheckAndUnscale", ts...)
+	defer o.end(&err)
+	var cl chunkList
+	for i, t := range ts {
+		o.f32(fmt.Sprintf("ts[%d]", i), t)
+		if !o.failed() {
+			cl.add(addr(t), t.Numel(), 4, 0)
+		}
+	}
+	if o.failed() || cl.count() == 0 {
+		return false, o.err
+	}
+	dc := o.uploadChunks(cl)
+	found := o.scratch(4)
+	defer o.release(dc)
+	defer o.release(found)
+	if o.err == nil {
+		o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(found, 0, 1, b.stream), "found flag"))
+	}
+	o.launch("optim.cu", "unscale", cl.count(), 1, 256, 1, uint64(found), uint64(dc), f32(invScale))
+	if o.failed() {
+		return false, o.err
+	}
+	var flag [1]int32
+	if o.fail(b.toHost(ptrOf(flag[:]), uint64(found), 4)) != nil {
+		return false, o.err
+	}
+	return flag[0] != 0, nil
+}
+
+// AdamW updates the flat F32 buffers in place with one step of torch.optim.AdamW (decoupled weight decay;
+// tensor.AdamWArgs), one launch over every segment, with tensor/cpu's scalars and operation order (see
+// kernels/optim.cu). Segments nil means the whole buffer decays; elements outside every segment are untouched.
+// As torch.optim.AdamW it requires lr ≥ 0, eps ≥ 0, 0 ≤ β < 1, weight decay ≥ 0 and Step ≥ 1 (ErrArgument);
+// buffers of different lengths and segments outside the buffers or overlapping are ErrShape; a non-F32 buffer
+// is ErrDType.
+func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
+	o := b.begin("AdamW", a.Params, a.Grads, a.ExpAvg, a.ExpAvgSq)
+	defer o.end(&err)
+	o.f32("Params", a.Params).f32("Grads", a.Grads).f32("ExpAvg", a.ExpAvg).f32("ExpAvgSq", a.ExpAvgSq)
+	if o.failed() {
+		return
+	}
+	n := a.Params.Numel()
+	o.numel("Grads", a.Grads, n).numel("ExpAvg", a.ExpAvg, n).numel("ExpAvgSq", a.ExpAvgSq, n)
+	ok := func(x float32) bool { return !math.IsNaN(float64(x)) }
+	o.that(ok(a.LR) && a.LR >= 0, tensor.ErrArgument, "LR = %v, want ≥ 0", a.LR)
+	o.that(ok(a.Eps) && a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	o.that(ok(a.Beta1) && a.Beta1 >= 0 && a.Beta1 < 1, tensor.ErrArgument, "Beta1 = %v, want 0 ≤ β1 < 1", a.Beta1)
+	o.that(ok(a.Beta2) && a.Beta2 >= 0 && a.Beta2 < 1, tensor.ErrArgument, "Beta2 = %v, want 0 ≤ β2 < 1", a.Beta2)
+	o.that(ok(a.WeightDecay) && a.WeightDecay >= 0, tensor.ErrArgument, "WeightDecay = %v, want ≥ 0", a.WeightDecay)
+	o.that(a.Step >= 1, tensor.ErrArgument, "Step = %d, want ≥ 1 (the step count after incrementing)", a.Step)
+	segs := a.Segments
+	if segs == nil {
+		segs = []tensor.Segment{{Offset: 0, Len: n, Decay: true}}
+	}
+	sorted := slices.Clone(segs)
+	slices.SortFunc(sorted, func(x, y tensor.Segment) int { return x.Offset - y.Offset })
+	end := 0
+	for _, s := range sorted {
+		o.that(s.Offset >= 0 && s.Len >= 0 && s.Offset+s.Len <= n, tensor.ErrShape,
+			"segment [%d, %d) is outside the %d-element buffer", s.Offset, s.Offset+s.Len, n)
+		o.that(s.Offset >= end, tensor.ErrShape, "segment [%d, %d) overlaps the previous one ending at %d",
+			s.Offset, s.Offset+s.Len, end)
+		end = max(end, s.Offset+s.Len)
+	}
+	if o.failed() {
+		return
+	}
+	var cl chunkList
+	base := addr(a.Params)
+	for _, s := range segs {
+		cl.add(base+uint64(4*s.Offset), s.Len, 4, flag(s.Decay))
+	}
+	if cl.count() == 0 {
+		return
+	}
+	lr, b1, b2, t := float64(a.LR), float64(a.Beta1), float64(a.Beta2), float64(a.Step)
+	decay := float32(1 - lr*float64(a.WeightDecay))
+	step := float32(lr / (1 - math.Pow(b1, t)))
+	bc2 := float32(math.Sqrt(1 - math.Pow(b2, t)))
+	dc := o.uploadChunks(cl)
+	defer o.release(dc)
+	o.launch("optim.cu", "adamw", cl.count(), 1, 256, 1, uint64(dc), base, addr(a.Grads), addr(a.ExpAvg), addr(a.ExpAvgSq),
+		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps))
+	return
+}

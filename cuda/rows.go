@@ -1,0 +1,179 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"github.com/tune-ml/tune/tensor"
+)
+
+// LayerNorm normalizes the last axis: x (N, C) → out (N, C) = (x − μ)·rstd·gamma + beta with the biased
+// variance and rstd = 1/√(var + eps) (torch.nn.LayerNorm); mean (N) and rstd (N) are F32 and overwritten for
+// the backward. out may be x. eps must be ≥ 0 (ErrArgument). One warp per row (kernels/norm.cu).
+func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *tensor.Tensor, eps float32) (err error) {
+	o := b.begin("LayerNorm", out, mean, rstd, x, gamma, beta)
+	defer o.end(&err)
+	o.float("out", out).f32("mean", mean).f32("rstd", rstd).float("x", x).float("gamma", gamma).float("beta", beta)
+	n, ch := o.rows("x", x)
+	o.numel("out", out, n*ch).numel("mean", mean, n).numel("rstd", rstd, n).numel("gamma", gamma, ch).
+		numel("beta", beta, ch).that(eps >= 0, tensor.ErrArgument, "eps = %v, want ≥ 0", eps)
+	if o.failed() || ch == 0 {
+		return
+	}
+	v := vec(out, x, gamma, beta)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.rowsLaunch("norm.cu", "layernorm_fwd", n, addr(out), dt(out), addr(mean), addr(rstd), addr(x), dt(x),
+		addr(gamma), dt(gamma), addr(beta), dt(beta), i64(n), i64(ch), f32(eps), v)
+	return
+}
+
+// LayerNormBackward computes dx (N, C) =, dgamma (C) += and dbeta (C) += from dout (N, C) and the forward's
+// x, gamma, mean (F32, N) and rstd (F32, N). dgamma and dbeta may be nil for a frozen LayerNorm. The weight
+// gradients are deterministic column sums (fixed chunks, fixed order).
+func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *tensor.Tensor) (err error) {
+	o := b.begin("LayerNormBackward", dx, dgamma, dbeta, dout, x, gamma, mean, rstd)
+	defer o.end(&err)
+	o.float("dx", dx).float("dout", dout).float("x", x).float("gamma", gamma).f32("mean", mean).f32("rstd", rstd)
+	n, ch := o.rows("x", x)
+	o.numel("dx", dx, n*ch).numel("dout", dout, n*ch).numel("gamma", gamma, ch).numel("mean", mean, n).numel("rstd", rstd, n)
+	if dgamma != nil {
+		o.float("dgamma", dgamma).numel("dgamma", dgamma, ch)
+	}
+	if dbeta != nil {
+		o.float("dbeta", dbeta).numel("dbeta", dbeta, ch)
+	}
+	if o.failed() || ch == 0 {
+		return
+	}
+	// The weight gradients read dout and x, so they go first: dx may alias either.
+	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
+	v := vec(dx, dout, x, gamma)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dout), dt(dout), addr(x), dt(x),
+		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), v)
+	return
+}
+
+// Softmax normalizes the last axis with an additive mask: x (…, C) is viewed as (B, R, C) rows where B =
+// mask's row count, and out = softmax(x + mask[b]) per row. mask (B, C) is F32 or nil (then B = 1); the row
+// count of x must be a multiple of B. A row whose every entry is −Inf gives zeros. out may be x.
+func (b *Backend) Softmax(out, x, mask *tensor.Tensor) (err error) {
+	o := b.begin("Softmax", out, x, mask)
+	defer o.end(&err)
+	o.float("out", out).float("x", x)
+	n, ch := o.rows("x", x)
+	o.numel("out", out, n*ch)
+	rowsPerMask := max(n, 1)
+	if mask != nil {
+		o.f32("mask", mask)
+		mb, mc := o.rows("mask", mask)
+		o.that(mc == ch, tensor.ErrShape, "mask rows have %d columns, x rows have %d", mc, ch)
+		o.that(mb > 0 && n%mb == 0, tensor.ErrShape, "x has %d rows, not a multiple of mask's %d", n, mb)
+		if !o.failed() && ch > 0 {
+			rowsPerMask = n / mb
+		}
+	}
+	if o.failed() || ch == 0 {
+		return
+	}
+	o.rowsLaunch("softmax.cu", "softmax_fwd", n, addr(out), dt(out), addr(x), dt(x), addr(mask), i64(n), i64(ch), i64(rowsPerMask))
+	return
+}
+
+// SoftmaxBackward sets dx = y·(dout − Σ_c dout·y) per row of the last axis, y the forward output. dx may be
+// dout.
+func (b *Backend) SoftmaxBackward(dx, dout, y *tensor.Tensor) (err error) {
+	o := b.begin("SoftmaxBackward", dx, dout, y)
+	defer o.end(&err)
+	o.float("dx", dx).float("dout", dout).float("y", y)
+	n, ch := o.rows("y", y)
+	o.numel("dx", dx, n*ch).numel("dout", dout, n*ch)
+	if o.failed() || ch == 0 {
+		return
+	}
+	o.rowsLaunch("softmax.cu", "softmax_bwd", n, addr(dx), dt(dx), addr(dout), dt(dout), addr(y), dt(y), i64(n), i64(ch))
+	return
+}
+
+// CrossEntropy sets losses (N, F32) = −log softmax(logits (N, V))[label] per row, as logsumexp − logit;
+// labels (N) are I32 or I64. A row whose label equals ignoreIndex gets loss 0 and is not counted; any other
+// label outside [0, V) is ErrArgument naming its position. The labels are read on the host (a
+// synchronization) to validate and count them; the losses are computed on the device.
+func (b *Backend) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex int) (count int, err error) {
+	o := b.begin("CrossEntropy", losses, logits, labels)
+	defer o.end(&err)
+	o.f32("losses", losses).float("logits", logits).index("labels", labels)
+	n, v := o.rows("logits", logits)
+	o.numel("labels", labels, n).numel("losses", losses, n).that(v > 0, tensor.ErrShape, "logits have no classes")
+	lab := o.indices("labels", labels, v, &ignoreIndex)
+	if o.failed() {
+		return 0, o.err
+	}
+	for _, l := range lab {
+		if l != ignoreIndex {
+			count++
+		}
+	}
+	o.rowsLaunch("softmax.cu", "xent_fwd", n, addr(losses), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), i64(ignoreIndex))
+	return count, o.err
+}
+
+// CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0
+// for rows labelled ignoreIndex. For a mean loss seeded with loss scale S over n counted rows, scale = S/n.
+// The labels are validated on the host, as in CrossEntropy.
+func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (err error) {
+	o := b.begin("CrossEntropyBackward", dlogits, logits, labels)
+	defer o.end(&err)
+	o.float("dlogits", dlogits).float("logits", logits).index("labels", labels)
+	n, v := o.rows("logits", logits)
+	o.numel("labels", labels, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
+	o.indices("labels", labels, v, &ignoreIndex)
+	if o.failed() {
+		return
+	}
+	o.rowsLaunch("softmax.cu", "xent_bwd", n, addr(dlogits), dt(dlogits), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex))
+	return
+}
+
+// indices downloads an I32/I64 tensor of ids (waiting for queued work) and checks them against [0, v);
+// ignore, if non-nil, is a value allowed outside the range (CrossEntropy's ignore_index).
+func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
+	if o.err != nil {
+		return nil
+	}
+	n := t.Numel()
+	ids := make([]int, n)
+	if n == 0 {
+		return ids
+	}
+	if t.DType == tensor.I32 {
+		h := make([]int32, n)
+		if o.fail(o.b.toHost(ptrOf(h), addr(t), 4*n)) != nil {
+			return nil
+		}
+		for i, x := range h {
+			ids[i] = int(x)
+		}
+	} else {
+		h := make([]int64, n)
+		if o.fail(o.b.toHost(ptrOf(h), addr(t), 8*n)) != nil {
+			return nil
+		}
+		for i, x := range h {
+			ids[i] = int(x)
+		}
+	}
+	for i, id := range ids {
+		if ignore != nil && id == *ignore {
+			continue
+		}
+		if id < 0 || id >= v {
+			o.failf(tensor.ErrArgument, "%s[%d] = %d is outside [0, %d)", name, i, id, v)
+			return nil
+		}
+	}
+	return ids
+}
