@@ -103,9 +103,11 @@ func (m *BertForSequenceClassification) SetTrainable(keep func(name string) bool
 	return m.repack()
 }
 
-// repack lays the parameters out again after a change of modules or trainability.
+// repack lays the parameters out again after a change of modules or trainability. The step arena is carved
+// anew at the next Forward, so that a replacement projection takes its own pass buffers (Projection.Layout).
 func (m *BertForSequenceClassification) repack() error {
 	m.last.ready = false
+	m.shape = carveKey{}
 	if err := m.groups.pack(m.namedParameters()); err != nil {
 		return err
 	}
