@@ -1,16 +1,16 @@
-//go:build linux || darwin || freebsd
+//go:build unix
 
 package loaders
 
 import (
 	"fmt"
 	"os"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
-// mapFile maps the whole file read-only into memory (syscall.Mmap: golang.org/x/sys/unix would need the module's
-// go line raised to 1.26.0) and returns its bytes and the function that unmaps them.
-// Where mapping fails (an empty file, a file system without mmap) it falls back to reading the file.
+// mapFile maps the whole file read-only into memory (golang.org/x/sys/unix.Mmap) and returns its bytes and the
+// function that unmaps them. Where mapping fails (an empty file, a file system without mmap) it falls back to reading the file.
 func mapFile(path string) ([]byte, func() error, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -26,9 +26,9 @@ func mapFile(path string) ([]byte, func() error, error) {
 	}
 	size := st.Size()
 	if size > 0 && int64(int(size)) == size {
-		buf, err := syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+		buf, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 		if err == nil {
-			return buf, func() error { return syscall.Munmap(buf) }, nil
+			return buf, func() error { return unix.Munmap(buf) }, nil
 		}
 	}
 	return readWhole(f, size)
