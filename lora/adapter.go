@@ -1,0 +1,253 @@
+package lora
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// AdapterWeightsName is the file PEFT's save_pretrained writes the adapter's tensors to.
+const AdapterWeightsName = "adapter_model.safetensors"
+
+// keyPrefix starts every key of a PEFT adapter file: PeftModel.base_model (the LoraModel) .model (the wrapped
+// transformers model).
+const keyPrefix = "base_model.model."
+
+// savedKey returns the adapter-file key of the in-memory parameter name (FACTS §6.3): the PEFT prefix, and for
+// lora_A/lora_B the adapter name removed ("…query.lora_A.default.weight" → "base_model.model.…query.lora_A.weight").
+// Module paths and every other name are kept as they are, modules_to_save included ("classifier.weight").
+func savedKey(name string) string {
+	for _, ab := range []string{".lora_A.", ".lora_B."} {
+		name = strings.Replace(name, ab+adapterName+".", ab, 1)
+	}
+	return keyPrefix + name
+}
+
+// memoryName is savedKey's inverse: the in-memory parameter name of an adapter-file key, or false when the key
+// lacks the PEFT prefix. A key that already carries the adapter name (older files) is accepted as is.
+func memoryName(key string) (string, bool) {
+	name, ok := strings.CutPrefix(key, keyPrefix)
+	if !ok {
+		return "", false
+	}
+	for _, ab := range []string{".lora_A.", ".lora_B."} {
+		if strings.Contains(name, ab) && !strings.Contains(name, ab+adapterName+".") {
+			name = strings.Replace(name, ab, ab+adapterName+".", 1)
+		}
+	}
+	return name, true
+}
+
+// Save writes the adapter into dir as PEFT's save_pretrained does (FACTS §6.1, §6.3; CASES B24):
+// adapter_config.json (the normalized Config, see MarshalAdapterConfig) and adapter_model.safetensors holding,
+// in F32 with metadata {"format":"pt"}, every parameter the adapter trains under its PEFT key:
+//
+//	base_model.model.<module>.lora_A.weight (R, In) and .lora_B.weight (Out, R) per adapted module
+//	base_model.model.<module>.<param> for each modules_to_save module (the classifier's weight and bias)
+//	the trained biases: with bias "all" every bias, with "lora_only" <module>.base_layer.bias per adapted module
+//
+// (PEFT 0.21 looks for lora_only biases under <module>.bias, which a wrapped layer does not have, and so saves
+// none; tune saves them under the name PEFT's loader puts them back from.) dir is created if needed; each file
+// is written to a temporary file and renamed into place. The trainer calls Save for its checkpoints.
+func (m *Model) Save(dir string) error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("lora: save: %w", err)
+	}
+	var hosts []loaders.HostTensor
+	for _, np := range m.NamedParameters() {
+		if !m.trains(np.Name) {
+			continue
+		}
+		vals := make([]float32, np.Value.Numel())
+		if err := m.Backend().Download(vals, np.Value); err != nil {
+			return fmt.Errorf("lora: save: reading %s: %w", np.Name, err)
+		}
+		ht, err := loaders.NewHostTensor(savedKey(np.Name), tensor.F32, np.Value.Shape, vals)
+		if err != nil {
+			return fmt.Errorf("lora: save: %w", err)
+		}
+		hosts = append(hosts, ht)
+	}
+	if err := loaders.WriteSafetensors(filepath.Join(dir, AdapterWeightsName), hosts, nil); err != nil {
+		return fmt.Errorf("lora: save: %w", err)
+	}
+	return WriteAdapterConfig(dir, m.config, m.BaseModelNameOrPath)
+}
+
+// Load reads back into the adapter the weights Save (or PEFT) wrote in dir (trainer.Loader, used to resume
+// and for load_best_model_at_end). dir's adapter_config.json must describe the same adapter: r, lora_alpha,
+// use_rslora, bias, and the same targeted and saved modules, else the error names the first difference.
+// See LoadAdapter for how the tensors are matched.
+func (m *Model) Load(dir string) error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if m.merged {
+		return fmt.Errorf("lora: load %s: %w; call Unmerge before loading other adapter weights", dir, ErrMerged)
+	}
+	cfg, _, err := ReadAdapterConfig(dir)
+	if err != nil {
+		return err
+	}
+	cfg.Normalize()
+	if err := m.sameAdapter(cfg); err != nil {
+		return fmt.Errorf("lora: load %s: %w", dir, err)
+	}
+	return m.loadWeights(dir)
+}
+
+// sameAdapter reports the first field in which cfg would build a different adapter than m's.
+func (m *Model) sameAdapter(cfg Config) error {
+	c := m.config
+	switch {
+	case cfg.R != c.R:
+		return fmt.Errorf("the adapter has r %d, the model's adapters r %d", cfg.R, c.R)
+	case cfg.Scaling() != c.Scaling():
+		return fmt.Errorf("the adapter's scaling is %v (lora_alpha %v, use_rslora %v), the model's %v (lora_alpha %v, use_rslora %v)",
+			cfg.Scaling(), cfg.LoraAlpha, cfg.UseRSLoRA, c.Scaling(), c.LoraAlpha, c.UseRSLoRA)
+	case cfg.Bias != c.Bias:
+		return fmt.Errorf("the adapter has bias %q, the model's adapters %q", cfg.Bias, c.Bias)
+	}
+	var paths []string
+	for _, p := range m.Projections() {
+		paths = append(paths, p.Path)
+	}
+	targets, err := cfg.Select(paths)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(targets, m.targets) {
+		return fmt.Errorf("the adapter targets %v, the model's adapters %v", targets, m.targets)
+	}
+	other := &Model{Base: m.Base, config: cfg}
+	if saved, _ := other.findSaved(); !slices.Equal(saved, m.saved) {
+		return fmt.Errorf("the adapter saves modules %v, the model %v", saved, m.saved)
+	}
+	return nil
+}
+
+// LoadAdapter reads the PEFT adapter in dir (adapter_config.json and adapter_model.safetensors, written by PEFT
+// or by Save) onto base, a freshly loaded base model, as PeftModel.from_pretrained does: Apply with the file's
+// config, then every tensor of the file into its parameter. Keys are PEFT's (FACTS §6.3; the adapter name may
+// be absent, as PEFT writes them, or present); F16 and BF16 tensors are widened to the FP32 masters.
+//
+// Matching is strict where a mismatch means the wrong adapter or base: a missing lora_A/lora_B or modules_to_save
+// tensor, a key the adapter does not train, and a shape mismatch are errors naming the keys. A missing bias is
+// allowed (the base's value is kept, as PEFT keeps it) and noted in Warnings. The returned model's adapters are
+// trainable; BaseModelNameOrPath is the file's base_model_name_or_path.
+func LoadAdapter(base Base, dir string) (*Model, error) {
+	cfg, baseName, err := ReadAdapterConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := Apply(base, cfg, 0)
+	if err != nil {
+		return nil, fmt.Errorf("lora: applying the adapter in %s: %w", dir, err)
+	}
+	m.BaseModelNameOrPath = baseName
+	if err := m.loadWeights(dir); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// loadWeights copies dir/adapter_model.safetensors into the parameters the adapter trains (see LoadAdapter).
+func (m *Model) loadWeights(dir string) (err error) {
+	path := filepath.Join(dir, AdapterWeightsName)
+	if _, serr := os.Stat(path); serr != nil {
+		if _, berr := os.Stat(filepath.Join(dir, "adapter_model.bin")); berr == nil {
+			return fmt.Errorf("lora: %s holds adapter_model.bin (a pickle); tune reads safetensors only: re-save the "+
+				"adapter with PEFT's save_pretrained(dir, safe_serialization=True)", dir)
+		}
+		return fmt.Errorf("lora: reading the adapter: %w", serr)
+	}
+	ck, err := loaders.OpenCheckpoint(path)
+	if err != nil {
+		return fmt.Errorf("lora: reading the adapter: %w", err)
+	}
+	defer ck.Close()
+	params := map[string]int{}
+	list := m.NamedParameters()
+	for i, np := range list {
+		if m.trains(np.Name) {
+			params[np.Name] = i
+		}
+	}
+	var unexpected, missing, mismatched []string
+	found := map[string]bool{}
+	type load struct {
+		key string
+		idx int
+	}
+	var loads []load
+	for _, key := range ck.Names() {
+		name, ok := memoryName(key)
+		i, known := params[name]
+		if !ok || !known {
+			unexpected = append(unexpected, key)
+			continue
+		}
+		info, _ := ck.Info(key)
+		if want := list[i].Value.Shape; !slices.Equal(info.Shape, []int(want)) {
+			mismatched = append(mismatched, fmt.Sprintf("%s has shape %v, the model's %s has %v", key, info.Shape, name, want))
+			continue
+		}
+		found[name] = true
+		loads = append(loads, load{key, i})
+	}
+	var keptBiases []string
+	for name := range params {
+		switch {
+		case found[name]:
+		case strings.HasSuffix(name, "bias") && m.savedModule(name) == "":
+			keptBiases = append(keptBiases, name)
+		default:
+			missing = append(missing, savedKey(name))
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(keptBiases)
+	var problems []string
+	if len(missing) > 0 {
+		problems = append(problems, fmt.Sprintf("missing tensors: %s", strings.Join(missing, ", ")))
+	}
+	if len(unexpected) > 0 {
+		problems = append(problems, fmt.Sprintf("tensors this adapter does not train: %s", strings.Join(unexpected, ", ")))
+	}
+	if len(mismatched) > 0 {
+		problems = append(problems, "mis-shaped tensors: "+strings.Join(mismatched, "; "))
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("lora: %s does not fit this model and adapter config (was it trained on another base model?): %w",
+			path, errors.New(strings.Join(problems, "; ")))
+	}
+	for _, l := range loads {
+		ht, err := ck.Get(l.key)
+		if err != nil {
+			return fmt.Errorf("lora: reading %s from %s: %w", l.key, path, err)
+		}
+		vals, err := ht.Float32()
+		if err != nil {
+			return fmt.Errorf("lora: %s in %s: %w", l.key, path, err)
+		}
+		if err := m.Backend().Upload(list[l.idx].Value, vals); err != nil {
+			return fmt.Errorf("lora: loading %s: %w", l.key, err)
+		}
+	}
+	if len(keptBiases) > 0 {
+		m.Warnings = append(m.Warnings, fmt.Sprintf("%s has no value for the trained biases %s; the base model's values are kept",
+			path, strings.Join(keptBiases, ", ")))
+	}
+	m.WeightsUpdated()
+	return nil
+}
