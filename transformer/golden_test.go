@@ -208,7 +208,7 @@ func compareGoldenGrads(t *testing.T, g *golden, m *BertForSequenceClassificatio
 			for _, r := range rows {
 				sel = append(sel, ours[i][int(r)*c:(int(r)+1)*c]...)
 			}
-			checkNorm(t, name, ours[i], g.f32(mode+"/gradnorm/"+name)[0], goldenTolerance(mode))
+			checkNorm(t, name, ours[i], g.f32(mode + "/gradnorm/" + name)[0], goldenTolerance(mode))
 			ours[i] = sel
 		}
 		theirs = append(theirs, g.f32(mode+"/grad/"+name))
