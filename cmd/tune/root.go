@@ -42,7 +42,7 @@ Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hu
 Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, recipe keys or values);
 3 the requested device is not available; 130 interrupted.`,
 		Example: `  tune finetune recipes/tiny.yaml
-  tune finetune --bf16 recipes/bert.yaml model=../bert-base-uncased
+  tune finetune --bf16 recipes/bert.yaml model.path=checkpoints/bert-base-uncased
   tune ls`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
