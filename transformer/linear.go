@@ -20,7 +20,8 @@ type Projection interface {
 	// Backward, given dOut (N, Out) and the forward's in, computes the input gradient dIn (N, In) — overwritten,
 	// or accumulated (+=) when accumulate is set; skipped when dIn is nil — and accumulates (+=) the FP32
 	// gradient of every trainable parameter. dIn may be F32 while dOut is half (the GEMM accumulates in FP32
-	// and rounds once into dIn's dtype). A frozen parameter gets no gradient and costs no GEMM.
+	// and rounds once into dIn's dtype). dOut and in are read-only: dOut may be a buffer the model still needs
+	// (the residual gradient). A frozen parameter gets no gradient and costs no GEMM.
 	Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error
 	// Layout takes from a the per-step buffers the module keeps between Forward and Backward for a pass over
 	// rows input rows in GEMM dtype dt. A plain Linear needs none.

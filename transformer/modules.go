@@ -2,9 +2,7 @@ package transformer
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/trainer"
@@ -62,13 +60,15 @@ func (m *BertForSequenceClassification) Projections() []ModuleProjection {
 func (m *BertForSequenceClassification) ReplaceProjections(repl map[string]Projection) error {
 	slots := m.projectionSlots()
 	byPath := make(map[string]*Projection, len(slots))
-	for _, s := range slots {
+	paths := make([]string, len(slots))
+	for i, s := range slots {
 		byPath[s.path] = s.slot
+		paths[i] = s.path
 	}
 	for path, p := range repl {
 		slot, ok := byPath[path]
 		if !ok {
-			return fmt.Errorf("transformer: no projection module %q (modules are like %q; see Projections)", path, slots[0].path)
+			return fmt.Errorf("transformer: no projection module %q (closest: %q; Projections lists them)", path, closestName(path, paths))
 		}
 		if p == nil || p.Base() == nil {
 			return fmt.Errorf("transformer: replacement for %q is nil", path)
@@ -181,18 +181,28 @@ func (m *BertForSequenceClassification) WeightsUpdated() {
 	}
 }
 
-// closestName returns the name in names nearest to want (shared prefix length), for error messages.
+// closestName returns the name in names sharing the longest prefix with want, and among those the one sharing
+// the longest suffix (so "layer.9...value" suggests a value projection), for error messages.
 func closestName(want string, names []string) string {
-	best, bestN := "", -1
-	sorted := append([]string(nil), names...)
-	sort.Strings(sorted)
-	for _, n := range sorted {
+	common := func(a, b string, fromEnd bool) int {
 		k := 0
-		for k < len(n) && k < len(want) && n[k] == want[k] {
+		for k < len(a) && k < len(b) {
+			i, j := k, k
+			if fromEnd {
+				i, j = len(a)-1-k, len(b)-1-k
+			}
+			if a[i] != b[j] {
+				break
+			}
 			k++
 		}
-		if k > bestN || (k == bestN && strings.HasSuffix(n, want[min(len(want), k):])) {
-			best, bestN = n, k
+		return k
+	}
+	best, bestPre, bestSuf := "", -1, -1
+	for _, n := range names {
+		pre, suf := common(want, n, false), common(want, n, true)
+		if pre > bestPre || (pre == bestPre && suf > bestSuf) {
+			best, bestPre, bestSuf = n, pre, suf
 		}
 	}
 	return best

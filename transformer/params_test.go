@@ -179,11 +179,13 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 }
 
 // scaledProjection is a test Projection wrapping a Linear: out = s·(x·Wᵀ + b), with an extra trainable
-// parameter of its own (never used numerically) to check re-packing and naming.
+// parameter of its own (never used numerically) to check re-packing and naming, and a per-pass scratch buffer
+// from the arena for its scaled output gradient (dOut is read-only).
 type scaledProjection struct {
-	base  *Linear
-	s     float32
-	extra *Param
+	base    *Linear
+	s       float32
+	extra   *Param
+	scratch *tensor.Tensor // (N, Out) h
 }
 
 func (p *scaledProjection) Forward(ps *Pass, out, in *tensor.Tensor) error {
@@ -194,14 +196,23 @@ func (p *scaledProjection) Forward(ps *Pass, out, in *tensor.Tensor) error {
 }
 
 func (p *scaledProjection) Backward(ps *Pass, dIn, dOut, in *tensor.Tensor, acc bool) error {
-	if err := ps.Backend.Scale(dOut, p.s); err != nil {
+	d, err := p.scratch.Reshape(dOut.Shape...)
+	if err != nil {
 		return err
 	}
-	return p.base.Backward(ps, dIn, dOut, in, acc)
+	if err := ps.Backend.Copy(d, dOut); err != nil {
+		return err
+	}
+	if err := ps.Backend.Scale(d, p.s); err != nil {
+		return err
+	}
+	return p.base.Backward(ps, dIn, d, in, acc)
 }
 
-func (p *scaledProjection) Layout(*Arena, int, tensor.DType) {}
-func (p *scaledProjection) Base() *Linear                    { return p.base }
+func (p *scaledProjection) Layout(a *Arena, rows int, dt tensor.DType) {
+	p.scratch = a.Take(dt, rows, p.base.Out)
+}
+func (p *scaledProjection) Base() *Linear { return p.base }
 func (p *scaledProjection) Parameters() []NamedParameter {
 	ps := []NamedParameter{}
 	for _, np := range p.base.Parameters() {
