@@ -69,13 +69,14 @@ func (o *inspectOptions) run(w io.Writer) error {
 	}
 	configPath := filepath.Join(dir, loaders.ConfigName)
 	var cfg *loaders.BertConfig
+	var cfgErr error // reported after the tensors, which are worth seeing even with a broken config
 	if _, err := os.Stat(configPath); err == nil {
-		if cfg, err = loaders.ReadBertConfig(configPath); err != nil {
-			return err
-		}
+		cfg, cfgErr = loaders.ReadBertConfig(configPath)
 	}
 	ck, err := loaders.OpenCheckpoint(weights)
 	switch {
+	case errors.Is(err, loaders.ErrNoWeights) && cfgErr != nil:
+		return cfgErr
 	case errors.Is(err, loaders.ErrNoWeights) && cfg != nil:
 		fmt.Fprintf(w, "no weights: %s holds neither %s nor %s\n", dir, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
 	case err != nil:
@@ -88,7 +89,7 @@ func (o *inspectOptions) run(w io.Writer) error {
 		fmt.Fprintln(w)
 		printConfig(w, configPath, cfg, ck)
 	}
-	return nil
+	return cfgErr
 }
 
 // printTensors writes the checkpoint's files, metadata, tensor table and totals.

@@ -70,6 +70,13 @@ func TestInspectErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty := t.TempDir()
+	badConfig := t.TempDir()
+	tiny, err := os.ReadFile(testutil.Testdata(t, "safetensors", "bert-tiny", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(badConfig, "model.safetensors"), tiny, 0o644)
+	os.WriteFile(filepath.Join(badConfig, "config.json"), []byte(`{"hidden_size": 100}`), 0o644)
 	tests := []struct {
 		name string
 		args []string
@@ -81,12 +88,17 @@ func TestInspectErrors(t *testing.T) {
 		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitError, "no such file"},
 		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
 		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
+		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitError,
+			"config.json: hidden_size 100 is not a multiple of num_attention_heads 12"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			code, _, errOut := runTune(t, tt.args...)
+			code, out, errOut := runTune(t, tt.args...)
 			if code != tt.code || !strings.Contains(errOut, tt.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.code, tt.want)
+			}
+			if strings.HasPrefix(tt.name, "invalid config") && !strings.Contains(out, "total: 41 tensors") {
+				t.Errorf("the tensors were not shown before the config error:\n%s", out)
 			}
 		})
 	}
