@@ -81,28 +81,35 @@ func OpenDevice(device string) (tensor.Backend, error) {
 	return nil, fmt.Errorf("recipes: device %q: want cpu, cuda, cuda:N or auto", device)
 }
 
-// Build turns a validated recipe into a Run on backend b: it loads the tokenizer and the data files (labels
-// mapped consistently across train, eval and test), builds the model (LoadPretrained for model.path, a freshly
-// initialised BertForSequenceClassification from training.seed for model.config), applies LoRA when the
-// recipe has a lora: section, and creates the Trainer with opts. Errors name the recipe key whose input failed.
+// Build turns a validated recipe into a Run on backend b: it loads the tokenizer, builds the model
+// (LoadPretrained for model.path, a freshly initialised BertForSequenceClassification from training.seed for
+// model.config), loads the data files (labels mapped consistently across train, eval and test), applies LoRA
+// when the recipe has a lora: section, and creates the Trainer with opts. Errors name the recipe key whose
+// input failed.
 func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	run := &Run{Recipe: r, Backend: b}
 	var err error
 	if run.Tokenizer, err = loaders.LoadTokenizer(r.Tokenizer.Path); err != nil {
 		return nil, fmt.Errorf("recipes: tokenizer.path: %w", err)
 	}
-	hf, err := r.modelConfig()
-	if err != nil {
-		return nil, err
-	}
-	if err := run.loadData(hf); err != nil {
-		return nil, err
-	}
-	if err := run.buildModel(hf); err != nil {
+	if err := run.buildModel(); err != nil {
 		return nil, err
 	}
 	if r.LoRA != nil {
 		return nil, fmt.Errorf("recipes: lora: LoRA training is not available in this build yet (the lora package has no Apply); remove the lora: section to fine-tune fully")
+	}
+	if run.Train, err = run.LoadDataset("data.train", r.Data.Train, r.Data, nil); err != nil {
+		return nil, err
+	}
+	var labels map[string]int // eval and test reuse the training set's label ids
+	if run.Train != nil && run.Train.LabelNames != nil {
+		labels = labelIDs(run.Train.LabelNames)
+	}
+	if run.Eval, err = run.LoadDataset("data.eval", r.Data.Eval, r.Data, labels); err != nil {
+		return nil, err
+	}
+	if run.Test, err = run.LoadDataset("data.test", r.Data.Test, r.Data, labels); err != nil {
+		return nil, err
 	}
 	var train, eval trainer.Dataset
 	if run.Train != nil {
@@ -117,82 +124,81 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	return run, nil
 }
 
-// modelConfig returns the model's config.json: the checkpoint's, or model.config written as transformers would.
-func (r *Recipe) modelConfig() (*loaders.BertConfig, error) {
-	if r.Model.Config == nil {
-		c, err := loaders.ReadBertConfig(r.Model.Path)
-		if err != nil {
-			return nil, fmt.Errorf("recipes: model.path: %w", err)
-		}
-		return c, nil
+// OpenModel loads a saved model for evaluation or prediction: dir holds config.json and model.safetensors (what
+// tune finetune writes into output_dir, or any Hugging Face BertForSequenceClassification checkpoint) and, unless
+// tokenizerPath names another place, the tokenizer files. The Run has no recipe, datasets or Trainer.
+func OpenModel(dir, tokenizerPath string, b tensor.Backend) (*Run, error) {
+	if tokenizerPath == "" {
+		tokenizerPath = dir
 	}
-	data, err := r.Model.Config.ConfigJSON()
+	tok, err := loaders.LoadTokenizer(tokenizerPath)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("recipes: the model's tokenizer: %w", err)
 	}
-	c, err := loaders.ParseBertConfig("model.config", data)
+	m, report, err := transformer.LoadPretrained(dir, b, transformer.LoadOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("recipes: model.config: %w", err)
+		return nil, fmt.Errorf("recipes: %w", err)
 	}
-	return c, nil
+	run := &Run{Backend: b, Tokenizer: tok, Model: m}
+	run.addNotices(report, dir)
+	return run, nil
 }
 
-// isDefaultLabels reports whether the config's labels are transformers' placeholders LABEL_0, LABEL_1, ...
-func isDefaultLabels(c *loaders.BertConfig) bool {
-	for i := range c.NumLabels() {
-		if c.ID2Label[i] != "LABEL_"+strconv.Itoa(i) {
+// LoadDataset reads the data file path (key names it in errors; "" gives nil) with the run's tokenizer, the
+// columns, format and max_length of d, and the model's labels: a model with named labels maps the file's labels
+// through its label2id; with transformers' placeholder names (LABEL_0, ...) the ids come from labels when
+// non-nil, else from the file (integers as they are, strings sorted), as HF's run_glue does. A file with more
+// classes than the model's num_labels is an error. A regression model (num_labels 1) reads float targets.
+func (run *Run) LoadDataset(key, path string, d Data, labels map[string]int) (*TextDataset, error) {
+	return run.loadDataset(key, path, d, labels, false)
+}
+
+// LoadUnlabelled reads a data file of inputs without labels (for prediction), like LoadDataset.
+func (run *Run) LoadUnlabelled(key, path string, d Data) (*TextDataset, error) {
+	return run.loadDataset(key, path, d, nil, true)
+}
+
+func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unlabelled bool) (*TextDataset, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cfg := run.Model.Config
+	regression := cfg.NumLabels() == 1 || cfg.ProblemType == transformer.Regression
+	opts := loaders.DatasetOptions{Format: d.Format, TextColumn: d.TextColumn, TextPairColumn: d.TextPairColumn,
+		LabelColumn: d.LabelColumn, Regression: regression && !unlabelled, Unlabelled: unlabelled}
+	if !regression && !unlabelled {
+		opts.Label2ID = labels
+		if !isDefaultLabels(cfg.ID2Label) {
+			opts.Label2ID = labelIDs(cfg.ID2Label)
+		}
+	}
+	ds, err := loaders.LoadDataset(path, opts)
+	if err != nil {
+		return nil, fmt.Errorf("recipes: %s: %w", key, err)
+	}
+	if !regression && len(ds.LabelNames) > cfg.NumLabels() {
+		return nil, fmt.Errorf("recipes: %s: %s has %d labels %v but the model has num_labels %d; set model.config.num_labels (or use a checkpoint with that many labels)",
+			key, path, len(ds.LabelNames), ds.LabelNames, cfg.NumLabels())
+	}
+	c, err := loaders.NewCollator(run.Tokenizer, ds, loaders.CollatorOptions{MaxLength: d.MaxLength,
+		PadToMultipleOf: d.PadToMultipleOf, Cache: true})
+	if err != nil {
+		return nil, fmt.Errorf("recipes: %s: %w", key, err)
+	}
+	return &TextDataset{Dataset: ds, Collator: c, GroupByLength: d.GroupByLength}, nil
+}
+
+// isDefaultLabels reports whether names are transformers' placeholders LABEL_0, LABEL_1, ...
+func isDefaultLabels(names []string) bool {
+	for i, n := range names {
+		if n != "LABEL_"+strconv.Itoa(i) {
 			return false
 		}
 	}
 	return true
 }
 
-// loadData reads the data files. A model with named labels maps the data's labels through its label2id; with
-// placeholder labels the ids come from the training data (integers as they are, strings sorted), as HF's
-// run_glue does, and eval and test reuse the training set's mapping.
-func (run *Run) loadData(hf *loaders.BertConfig) error {
-	r := run.Recipe
-	regression := hf.NumLabels() == 1 || hf.ProblemType == "regression"
-	base := loaders.DatasetOptions{Format: r.Data.Format, TextColumn: r.Data.TextColumn,
-		TextPairColumn: r.Data.TextPairColumn, LabelColumn: r.Data.LabelColumn, Regression: regression}
-	if !regression && !isDefaultLabels(hf) {
-		base.Label2ID = hf.Label2ID
-	}
-	load := func(key, path string, opts loaders.DatasetOptions) (*TextDataset, error) {
-		if path == "" {
-			return nil, nil
-		}
-		ds, err := loaders.LoadDataset(path, opts)
-		if err != nil {
-			return nil, fmt.Errorf("recipes: %s: %w", key, err)
-		}
-		if !regression && len(ds.LabelNames) > hf.NumLabels() {
-			return nil, fmt.Errorf("recipes: %s: %s has %d labels %v but the model has num_labels %d; set model.config.num_labels (or use a checkpoint with that many labels)",
-				key, path, len(ds.LabelNames), ds.LabelNames, hf.NumLabels())
-		}
-		c, err := loaders.NewCollator(run.Tokenizer, ds, loaders.CollatorOptions{MaxLength: r.Data.MaxLength,
-			PadToMultipleOf: r.Data.PadToMultipleOf, Cache: true})
-		if err != nil {
-			return nil, fmt.Errorf("recipes: %s: %w", key, err)
-		}
-		return &TextDataset{Dataset: ds, Collator: c, GroupByLength: r.Data.GroupByLength}, nil
-	}
-	var err error
-	if run.Train, err = load("data.train", r.Data.Train, base); err != nil {
-		return err
-	}
-	rest := base
-	if run.Train != nil && !regression && base.Label2ID == nil {
-		rest.Label2ID = labelIDs(run.Train.LabelNames)
-	}
-	if run.Eval, err = load("data.eval", r.Data.Eval, rest); err != nil {
-		return err
-	}
-	run.Test, err = load("data.test", r.Data.Test, rest)
-	return err
-}
-
-// labelIDs inverts a LabelNames slice.
+// labelIDs inverts a list of label names.
 func labelIDs(names []string) map[string]int {
 	m := make(map[string]int, len(names))
 	for i, n := range names {
@@ -201,11 +207,19 @@ func labelIDs(names []string) map[string]int {
 	return m
 }
 
-// buildModel loads the checkpoint or initialises a new model.
-func (run *Run) buildModel(hf *loaders.BertConfig) error {
+// buildModel loads the recipe's checkpoint or initialises a new model from model.config.
+func (run *Run) buildModel() error {
 	r := run.Recipe
 	seed := uint64(r.Training.Seed)
 	if r.Model.Config != nil {
+		data, err := r.Model.Config.ConfigJSON()
+		if err != nil {
+			return err
+		}
+		hf, err := loaders.ParseBertConfig("model.config", data)
+		if err != nil {
+			return fmt.Errorf("recipes: model.config: %w", err)
+		}
 		cfg, err := transformer.BertConfigFromHF(hf)
 		if err != nil {
 			return fmt.Errorf("recipes: model.config: %w", err)
@@ -220,13 +234,18 @@ func (run *Run) buildModel(hf *loaders.BertConfig) error {
 		return fmt.Errorf("recipes: model.path: %w", err)
 	}
 	run.Model = m
+	run.addNotices(report, r.Model.Path)
+	return nil
+}
+
+// addNotices keeps LoadPretrained's messages for the user.
+func (run *Run) addNotices(report *transformer.LoadReport, dir string) {
 	if n := report.Notice(); n != "" {
 		run.Notices = append(run.Notices, n)
 	}
 	if len(report.Unexpected) > 0 {
-		run.Notices = append(run.Notices, fmt.Sprintf("unused tensors in %s: %s", r.Model.Path, strings.Join(report.Unexpected, ", ")))
+		run.Notices = append(run.Notices, fmt.Sprintf("unused tensors in %s: %s", dir, strings.Join(report.Unexpected, ", ")))
 	}
-	return nil
 }
 
 // ParameterReport returns PEFT's print_trainable_parameters line for m: "trainable params: 1,234 || all

@@ -112,8 +112,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "device: %s\n", b.Name())
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run, err := recipes.Build(r, b, trainer.WithOutput(stdout), trainer.WithLogger(logger))
+	run, err := recipes.Build(r, b, trainer.WithOutput(stdout), trainer.WithLogger(cliLogger(stderr)))
 	if err != nil {
 		return err
 	}
@@ -244,3 +243,45 @@ func copyTokenizer(src, dir string) error {
 	}
 	return nil
 }
+
+// cliLogger returns a logger that prints the Trainer's warnings (and worse) as "tune: warning: message
+// (key=value ...)" lines on w.
+func cliLogger(w io.Writer) *slog.Logger { return slog.New(&cliHandler{w: w}) }
+
+// cliHandler is a slog.Handler for cliLogger.
+type cliHandler struct {
+	w     io.Writer
+	attrs []slog.Attr
+}
+
+func (h *cliHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h *cliHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	level := "warning"
+	if r.Level >= slog.LevelError {
+		level = "error"
+	}
+	fmt.Fprintf(&b, "tune: %s: %s", level, r.Message)
+	var kv []string
+	add := func(a slog.Attr) bool {
+		kv = append(kv, a.Key+"="+a.Value.String())
+		return true
+	}
+	for _, a := range h.attrs {
+		add(a)
+	}
+	r.Attrs(add)
+	if len(kv) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(kv, ", "))
+	}
+	b.WriteByte('\n')
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *cliHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &cliHandler{w: h.w, attrs: append(slices.Clone(h.attrs), as...)}
+}
+
+func (h *cliHandler) WithGroup(string) slog.Handler { return h }

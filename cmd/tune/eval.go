@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/trainer"
+)
+
+func init() { register(newEvalCmd) }
+
+// evalOptions holds `tune eval`'s flags and arguments.
+type evalOptions struct {
+	Recipe    string   // optional recipe: data settings, and the model in its output_dir
+	Overrides []string // dotted key=value pairs for the recipe
+	Model     string   // --model: a saved model directory
+	Data      string   // --data: the file to evaluate
+	FP16      bool     // --fp16: evaluate with the whole model in FP16 (fp16_full_eval)
+	BF16      bool     // --bf16: evaluate with the whole model in BF16 (bf16_full_eval)
+	Device    string   // --device
+	BatchSize int      // --batch-size: per_device_eval_batch_size
+	JSON      bool     // --json: print the metrics as one JSON object
+}
+
+func newEvalCmd() *cobra.Command {
+	o := &evalOptions{}
+	cmd := &cobra.Command{
+		Use:   "eval [RECIPE [key=value ...]] [--model DIR] [--data FILE] [--fp16|--bf16]",
+		Short: "Evaluate a trained model on a labelled file: loss, accuracy, F1, Matthews correlation",
+		Long: `eval runs a trained model over a labelled TSV, CSV or JSONL file and prints eval_loss, eval_accuracy,
+eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as the Trainer's evaluation does.
+
+The model is --model DIR (a directory with config.json, model.safetensors and the tokenizer, as tune finetune
+writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), or else the
+model the RECIPE trained (its training.output_dir). The data is --data FILE, or else the recipe's data.test, or
+else its data.eval; the recipe also gives the columns, the format and max_length.
+
+--fp16 / --bf16 evaluate with the whole model in half precision, as transformers' fp16_full_eval and
+bf16_full_eval do; without them the recipe's training precision (autocast) is used.`,
+		Example: `  tune eval recipes/tiny.yaml
+  tune eval --model runs/tiny --data recipes/data/tiny/dev.tsv
+  tune eval recipes/bert-full.yaml --bf16 --data ../shared/data/sst2/test.tsv
+  tune eval --json --model runs/tiny --data dev.tsv`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				o.Recipe, o.Overrides = args[0], args[1:]
+			}
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "a saved model directory (default: the recipe's training.output_dir)")
+	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
+	f.BoolVar(&o.FP16, "fp16", false, "evaluate with the whole model cast to FP16 (fp16_full_eval)")
+	f.BoolVar(&o.BF16, "bf16", false, "evaluate with the whole model cast to BF16 (bf16_full_eval)")
+	f.StringVar(&o.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's device, else auto)")
+	f.IntVar(&o.BatchSize, "batch-size", 0, "examples per batch (default: the recipe's per_device_eval_batch_size)")
+	f.BoolVar(&o.JSON, "json", false, "print the metrics as one JSON object")
+	return cmd
+}
+
+// setup resolves the recipe (or the defaults), the model directory and the data file.
+func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, data string, err error) {
+	if o.FP16 && o.BF16 {
+		return nil, "", "", usagef("--fp16 and --bf16 are exclusive")
+	}
+	if o.Recipe == "" && o.Model == "" {
+		return nil, "", "", usagef("eval needs a RECIPE or --model DIR")
+	}
+	if o.Recipe != "" {
+		if r, err = loadRecipe(o.Recipe, o.Overrides, stderr); err != nil {
+			return nil, "", "", err
+		}
+	} else {
+		d := recipes.Default()
+		r = &d
+	}
+	model, data = o.Model, o.Data
+	if model == "" {
+		model = r.Training.OutputDir
+		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
+			return nil, "", "", usagef("no trained model in %s (training.output_dir): run tune finetune %s first, or pass --model DIR", model, o.Recipe)
+		}
+	}
+	for _, p := range []string{data, r.Data.Test, r.Data.Eval} {
+		if data == "" {
+			data = p
+		}
+	}
+	if data == "" {
+		return nil, "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
+	}
+	return r, model, data, nil
+}
+
+func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	r, modelDir, data, err := o.setup(stderr)
+	if err != nil {
+		return err
+	}
+	device := r.Device
+	if o.Device != "" {
+		device = o.Device
+	}
+	b, err := recipes.OpenDevice(device)
+	if err != nil {
+		return err
+	}
+	run, err := recipes.OpenModel(modelDir, "", b)
+	if err != nil {
+		return err
+	}
+	ds, err := run.LoadDataset("--data", data, r.Data, nil)
+	if err != nil {
+		return err
+	}
+	args := r.Training
+	args.FP16FullEval, args.BF16FullEval = o.FP16, o.BF16
+	if o.BatchSize > 0 {
+		args.PerDeviceEvalBatchSize = o.BatchSize
+	}
+	tr, err := trainer.New(run.Model, args, nil, ds, trainer.WithOutput(io.Discard), trainer.WithLogger(cliLogger(stderr)))
+	if err != nil {
+		return usageError{err}
+	}
+	defer tr.Close()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	metrics, err := tr.Evaluate(ctx)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		out, err := json.Marshal(trainer.LogEntry(metrics))
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(stdout, "%s\n", out)
+		return err
+	}
+	fmt.Fprintf(stdout, "model: %s\ndata: %s (%d examples)\ndevice: %s\n", modelDir, data, ds.Len(), b.Name())
+	for _, k := range slices.Sorted(maps.Keys(metrics)) {
+		fmt.Fprintf(stdout, "%-28s %.4f\n", k, metrics[k])
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tinyRecipe is the repository's tiny recipe, relative to this package's directory.
+var tinyRecipe = filepath.Join("..", "..", "recipes", "tiny.yaml")
+
+// runCLI runs the tune CLI in-process and returns its exit code, stdout and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestFinetuneUsageErrors(t *testing.T) {
+	isolateCache(t)
+	dir := t.TempDir()
+	typo := filepath.Join(dir, "typo.yaml")
+	text, err := os.ReadFile(tinyRecipe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(filepath.Dir(tinyRecipe))
+	bad := strings.Replace(string(text), "  learning_rate: 1e-3", "  learnig_rate: 1e-3", 1)
+	bad = strings.ReplaceAll(bad, "data/tiny", filepath.Join(abs, "data", "tiny"))
+	if err := os.WriteFile(typo, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	tests := []struct {
+		name   string
+		args   []string
+		stderr []string // fragments
+	}{
+		{"a typo names the key, its line and the closest valid key", []string{"finetune", typo, "training.output_dir=" + out},
+			[]string{"learnig_rate", "learning_rate", "typo.yaml:"}},
+		{"--fp16 and --bf16 together", []string{"finetune", "--fp16", "--bf16", tinyRecipe, "training.output_dir=" + out},
+			[]string{"--fp16 and --bf16"}},
+		{"fp16 and bf16 both set in overrides", []string{"finetune", tinyRecipe, "training.fp16=true", "training.bf16=true", "training.output_dir=" + out},
+			[]string{"fp16 and bf16"}},
+		{"a non-finite learning rate", []string{"finetune", tinyRecipe, "training.learning_rate=.inf", "training.output_dir=" + out},
+			[]string{"learning_rate"}},
+		{"an override without '='", []string{"finetune", tinyRecipe, "training.learning_rate"},
+			[]string{"key=value"}},
+		{"no recipe", []string{"finetune"}, []string{"needs a RECIPE"}},
+		{"an unknown device", []string{"finetune", "--device", "tpu", tinyRecipe, "training.output_dir=" + out},
+			[]string{"device"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args...)
+			if code != exitUsage {
+				t.Errorf("exit code %d, want %d (usage); stderr:\n%s", code, exitUsage, stderr)
+			}
+			for _, f := range tt.stderr {
+				if !strings.Contains(stderr, f) {
+					t.Errorf("stderr lacks %q:\n%s", f, stderr)
+				}
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("the failed run created %s", out)
+			}
+		})
+	}
+}
+
+// TestFinetuneEvalPredictEndToEnd trains the tiny recipe for a few steps through the CLI, then evaluates and
+// predicts with the saved model.
+func TestFinetuneEvalPredictEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model; skipped in -short mode")
+	}
+	isolateCache(t)
+	out := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
+		"training.max_steps=30", "training.logging_steps=10", "training.eval_strategy=steps", "training.eval_steps=30",
+		"training.save_strategy=steps", "training.save_steps=30")
+	if code != exitOK {
+		t.Fatalf("finetune exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"device: cpu", "precision: fp32", "trainable params: 91,970 || all params: 91,970 || trainable%: 100.0000",
+		"step 30/30", "eval:  accuracy", "outputs in " + out, "checkpoint-30"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("finetune output lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "vocab.txt", "metrics.jsonl", "trainer_state.json", "training_curve.png",
+		filepath.Join("checkpoint-30", "optimizer.safetensors")} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("output %s missing", f)
+		}
+	}
+
+	dev := filepath.Join("..", "..", "recipes", "data", "tiny", "dev.tsv")
+	code, stdout, stderr = runCLI("eval", "--json", "--device", "cpu", "--model", out, "--data", dev)
+	if code != exitOK {
+		t.Fatalf("eval exit %d: %s", code, stderr)
+	}
+	var m map[string]float64
+	if err := json.Unmarshal([]byte(stdout), &m); err != nil {
+		t.Fatalf("eval --json printed %q: %v", stdout, err)
+	}
+	if m["eval_accuracy"] < 0 || m["eval_accuracy"] > 1 || m["eval_loss"] <= 0 {
+		t.Errorf("eval metrics %v", m)
+	}
+
+	preds := filepath.Join(t.TempDir(), "preds.jsonl")
+	code, _, stderr = runCLI("predict", "--device", "cpu", "--model", out, "--input", dev, "--output", preds)
+	if code != exitOK {
+		t.Fatalf("predict exit %d: %s", code, stderr)
+	}
+	f, err := os.Open(preds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n, correct := 0, 0
+	labels := devLabels(t, dev)
+	for sc := bufio.NewScanner(f); sc.Scan(); n++ {
+		var p struct {
+			Line    int       `json:"line"`
+			Label   string    `json:"label"`
+			LabelID int       `json:"label_id"`
+			Logits  []float64 `json:"logits"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			t.Fatalf("prediction %d: %v", n+1, err)
+		}
+		if len(p.Logits) != 2 || p.Line != n+2 || p.Label != []string{"LABEL_0", "LABEL_1"}[p.LabelID] {
+			t.Fatalf("prediction %d: %+v", n+1, p)
+		}
+		if p.LabelID == labels[n] {
+			correct++
+		}
+	}
+	if n != len(labels) {
+		t.Fatalf("%d predictions for %d inputs", n, len(labels))
+	}
+	// The predictions are the ones eval scored.
+	if acc := float64(correct) / float64(n); acc != m["eval_accuracy"] {
+		t.Errorf("accuracy of the predictions %v, eval_accuracy %v", acc, m["eval_accuracy"])
+	}
+}
+
+// devLabels reads the label column of a sentence<TAB>label file.
+func devLabels(t *testing.T, path string) []int {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for i, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if i == 0 {
+			continue
+		}
+		out = append(out, int(line[len(line)-1]-'0'))
+	}
+	return out
+}
+
+func TestEvalPredictUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"eval without a recipe or a model", []string{"eval"}, "RECIPE or --model"},
+		{"eval with both half precisions", []string{"eval", "--model", "x", "--fp16", "--bf16"}, "exclusive"},
+		{"predict without a model", []string{"predict", "--input", "x.tsv"}, "--model"},
+		{"predict without an input", []string{"predict", "--model", "x"}, "--input"},
+		{"predict with positional arguments", []string{"predict", "x"}, "flags only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args...)
+			if code != exitUsage || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, exitUsage, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/trainer"
+)
+
+func init() { register(newPredictCmd) }
+
+// predictOptions holds `tune predict`'s flags.
+type predictOptions struct {
+	Model          string // --model: a saved model directory
+	Adapter        string // --adapter: a PEFT LoRA adapter directory on top of --model
+	Input          string // --input: TSV, CSV or JSONL of texts
+	Output         string // --output: JSONL file; "" or "-" is stdout
+	FP16, BF16     bool   // half-precision inference (fp16_full_eval / bf16_full_eval)
+	Device         string
+	BatchSize      int
+	MaxLength      int
+	Format         string
+	TextColumn     string
+	TextPairColumn string
+}
+
+// prediction is one line of tune predict's output.
+type prediction struct {
+	Line    int       `json:"line"` // the input's line in its file
+	Text    string    `json:"text"` // the input text
+	Pair    *string   `json:"text_pair,omitempty"`
+	Label   any       `json:"label"` // the predicted label name (id2label), or the value for regression
+	LabelID *int      `json:"label_id,omitempty"`
+	Logits  []float32 `json:"logits"` // (num_labels), FP32
+}
+
+func newPredictCmd() *cobra.Command {
+	o := &predictOptions{}
+	cmd := &cobra.Command{
+		Use:   "predict --model DIR [--adapter DIR] --input FILE [--output FILE] [--fp16|--bf16]",
+		Short: "Run a trained model over a file of texts and write the predictions as JSONL",
+		Long: `predict runs a trained sequence classifier over the texts of a TSV, CSV or JSONL file (labels, if present,
+are ignored) and writes one JSON object per input, in input order:
+
+  {"line": 2, "text": "a gripping film", "label": "LABEL_1", "label_id": 1, "logits": [-1.92, 2.05]}
+
+label is the model's id2label name of the argmax; for a regression model (num_labels 1) it is the predicted
+value. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes
+into training.output_dir, or a Hugging Face checkpoint).
+
+--fp16 / --bf16 run inference with the whole model cast to half precision, as transformers' fp16_full_eval /
+bf16_full_eval do (model.to(dtype), no autocast).`,
+		Example: `  tune predict --model runs/tiny --input recipes/data/tiny/dev.tsv
+  tune predict --model runs/bert-full --input reviews.jsonl --text-column review --output preds.jsonl --bf16`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("predict takes flags only (--model DIR --input FILE), got %q", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "the model directory (config.json, model.safetensors, tokenizer) (required)")
+	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
+	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
+	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output")
+	f.BoolVar(&o.FP16, "fp16", false, "run with the whole model cast to FP16 (fp16_full_eval)")
+	f.BoolVar(&o.BF16, "bf16", false, "run with the whole model cast to BF16 (bf16_full_eval)")
+	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto")
+	f.IntVar(&o.BatchSize, "batch-size", 64, "examples per batch")
+	f.IntVar(&o.MaxLength, "max-length", 512, "truncate inputs to this many tokens, [CLS] and [SEP] included")
+	f.StringVar(&o.Format, "format", "", "tsv, csv or jsonl (default: from the extension)")
+	f.StringVar(&o.TextColumn, "text-column", "", "the column holding the text (default: sentence, else text)")
+	f.StringVar(&o.TextPairColumn, "text-pair-column", "", "an optional second text column")
+	return cmd
+}
+
+// check reports flag misuse as a usage error.
+func (o *predictOptions) check() error {
+	switch {
+	case o.Model == "":
+		return usagef("predict needs --model DIR")
+	case o.Input == "":
+		return usagef("predict needs --input FILE")
+	case o.FP16 && o.BF16:
+		return usagef("--fp16 and --bf16 are exclusive")
+	case o.BatchSize < 1 || o.MaxLength < 2:
+		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
+	case o.Adapter != "":
+		return usagef("--adapter: loading LoRA adapters is not available in this build yet (the lora package has no loader); merge the adapter or pass the full model")
+	}
+	return nil
+}
+
+func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := o.check(); err != nil {
+		return err
+	}
+	b, err := recipes.OpenDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	run, err := recipes.OpenModel(o.Model, "", b)
+	if err != nil {
+		return err
+	}
+	ds, err := run.LoadUnlabelled("--input", o.Input, recipes.Data{Format: o.Format, TextColumn: o.TextColumn,
+		TextPairColumn: o.TextPairColumn, MaxLength: o.MaxLength})
+	if err != nil {
+		return err
+	}
+	args := trainer.DefaultTrainingArguments()
+	args.OutputDir = os.TempDir() // Predict writes nothing there
+	args.PerDeviceEvalBatchSize = o.BatchSize
+	args.FP16FullEval, args.BF16FullEval = o.FP16, o.BF16
+	tr, err := trainer.New(run.Model, args, nil, nil, trainer.WithOutput(io.Discard), trainer.WithLogger(cliLogger(stderr)))
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := tr.Predict(ctx, ds)
+	if err != nil {
+		return err
+	}
+	return o.write(stdout, run, ds, out)
+}
+
+// write prints one prediction per input as JSONL, to --output (atomically) or stdout.
+func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
+	var buf *bufio.Writer
+	var f *os.File
+	if o.Output != "" && o.Output != "-" {
+		var err error
+		if f, err = os.CreateTemp(filepath.Dir(o.Output), ".predict-*.jsonl"); err != nil {
+			return err
+		}
+		defer os.Remove(f.Name()) // after the rename this fails harmlessly
+		buf = bufio.NewWriter(f)
+	} else {
+		buf = bufio.NewWriter(stdout)
+	}
+	names := run.Model.Config.ID2Label
+	L := out.NumLabels
+	preds := out.Predictions()
+	enc := json.NewEncoder(buf)
+	for i, ex := range ds.Examples {
+		p := prediction{Line: ex.Line, Text: ex.Text, Pair: ex.Pair, Logits: out.Logits[i*L : (i+1)*L]}
+		if L == 1 {
+			p.Label = p.Logits[0]
+		} else {
+			id := int(preds[i])
+			p.LabelID, p.Label = &id, names[id]
+		}
+		for _, v := range p.Logits {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("predict: input at line %d gave non-finite logits %v (half-precision overflow? try without --fp16)", ex.Line, p.Logits)
+			}
+		}
+		if err := enc.Encode(p); err != nil {
+			return err
+		}
+	}
+	if err := buf.Flush(); err != nil {
+		return err
+	}
+	if f == nil {
+		return nil
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), o.Output)
+}
