@@ -146,7 +146,10 @@ func decodeHeaderJSON(hdr []byte) (*stHeader, error) {
 		if err != nil {
 			return nil, jsonError(err)
 		}
-		key := tok.(string) // object keys are always strings
+		key, err := objectKey(tok)
+		if err != nil {
+			return nil, err
+		}
 		if key == "__metadata__" {
 			if seenMeta {
 				return nil, fmt.Errorf("%w: duplicate key \"__metadata__\"", ErrInvalidHeader)
@@ -200,7 +203,10 @@ func decodeMetadata(dec *json.Decoder) (map[string]string, error) {
 		if err != nil {
 			return nil, jsonError(err)
 		}
-		k := kt.(string)
+		k, err := objectKey(kt)
+		if err != nil {
+			return nil, err
+		}
 		vt, err := dec.Token()
 		if err != nil {
 			return nil, jsonError(err)
@@ -233,7 +239,11 @@ func decodeEntry(dec *json.Decoder, name string) (stEntry, error) {
 		if err != nil {
 			return e, jsonError(err)
 		}
-		switch k := kt.(string); k {
+		k, err := objectKey(kt)
+		if err != nil {
+			return e, err
+		}
+		switch k {
 		case "dtype":
 			if haveDType {
 				return e, fmt.Errorf("%w: tensor %q has \"dtype\" twice", ErrInvalidHeader, name)
@@ -393,6 +403,16 @@ func (h *stHeader) validateOffsets(dataSize uint64) error {
 		return fmt.Errorf("%w: header and tensors need %d bytes (8 + %d header + %d data) but the file has %d (%s)", ErrIncompleteMetadata, expected, h.n, end, actual, what)
 	}
 	return nil
+}
+
+// objectKey returns tok as an object key. The decoder only yields strings in key position; the check keeps a
+// surprise from becoming a panic.
+func objectKey(tok json.Token) (string, error) {
+	k, ok := tok.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: expected an object key, got %v", ErrInvalidHeader, describeToken(tok))
+	}
+	return k, nil
 }
 
 // expectDelim reads the next token and checks that it is the delimiter d.
