@@ -92,4 +92,3 @@ func BenchmarkGemm(b *testing.B) {
 		})
 	}
 }
-

@@ -88,7 +88,7 @@ func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	if o.err != nil || n == 0 || (outA == nil && outB == nil) {
 		return
 	}
-	const rowsPerChunk = 256
+	rowsPerChunk := max(256, (n+65534)/65535) // chunks are the grid's y extent (≤ 65535)
 	chunks := (n + rowsPerChunk - 1) / rowsPerChunk
 	mode := 0
 	if x != nil {

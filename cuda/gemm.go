@@ -34,6 +34,8 @@ const (
 	layoutBatchStride = 6 // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET (int64, elements)
 
 	prefMaxWorkspace = 1 // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (uint64)
+	prefReduction    = 3 // CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK (uint32)
+	reduceCompute    = 2 // CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
 	prefMinAlignA    = 5 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES .. _D_BYTES = 8 (uint32)
 
 	// workspaceBytes is the cuBLASLt workspace (PyTorch uses 32 MiB on Hopper).
@@ -234,6 +236,12 @@ func (lt *ltState) newPlan(key planKey, mm matmul) (*plan, error) {
 	defer C.tc_lt_pref_destroy(pref)
 	wsb := C.uint64_t(lt.wsSize)
 	if err := setAttr("cublasLtMatmulPreferenceSetAttribute", C.tc_lt_pref_set(pref, prefMaxWorkspace, unsafe.Pointer(&wsb), 8), "MAX_WORKSPACE_BYTES"); err != nil {
+		return nil, err
+	}
+	// Split-K partial sums are reduced in the compute type (FP32) in the workspace, never in C's half type or
+	// in place with atomics: C is rounded once and results are reproducible.
+	red := C.uint32_t(reduceCompute)
+	if err := setAttr("cublasLtMatmulPreferenceSetAttribute", C.tc_lt_pref_set(pref, prefReduction, unsafe.Pointer(&red), 4), "REDUCTION_SCHEME_MASK"); err != nil {
 		return nil, err
 	}
 	for i, al := range []int{key.alignB, key.alignA, key.alignC, key.alignC} { // cuBLASLt's A, B, C, D

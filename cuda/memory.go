@@ -244,6 +244,9 @@ func (b *Backend) Fill(x *tensor.Tensor, v float32) (err error) {
 		return
 	}
 	p, n := cu.DevicePtr(addr(x)), int64(x.Numel())
+	if n == 0 && x.DType.IsFloat() {
+		return
+	}
 	var e error
 	switch x.DType {
 	case tensor.F32:
@@ -325,4 +328,3 @@ func widen(dst []float32, src []uint16, d tensor.DType) {
 		dst[i] = tensor.BF16ToF32(h)
 	}
 }
-

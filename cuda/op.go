@@ -201,8 +201,8 @@ func dt(t *tensor.Tensor) uint64 {
 // Kernel argument encoders: every argument travels as 8 bytes (gorgonia.org/cu's Launch copies 8 bytes per
 // parameter); the driver reads the parameter's own size from its low end (little-endian), so an int or float
 // parameter gets its value.
-func i64(v int) uint64       { return uint64(int64(v)) }
-func f32(v float32) uint64   { return uint64(math.Float32bits(v)) }
+func i64(v int) uint64     { return uint64(int64(v)) }
+func f32(v float32) uint64 { return uint64(math.Float32bits(v)) }
 func flag(v bool) uint64 {
 	if v {
 		return 1
