@@ -60,8 +60,16 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 			if err := addLine(bottom, m, "eval", color.RGBA{R: 44, G: 160, B: 44, A: 255}); err != nil {
 				return err
 			}
+			bottom.Legend.Top = false // keep the legend off a rising metric curve
 			panels = append(panels, []*plot.Plot{bottom})
 		}
+	}
+	maxStep := 1.0
+	for _, l := range history {
+		maxStep = max(maxStep, l["step"])
+	}
+	for _, row := range panels { // one step axis for both panels
+		row[0].X.Min, row[0].X.Max = 0, maxStep
 	}
 	const w, rowH = 6 * vg.Inch, 3 * vg.Inch
 	img := vgimg.New(w, rowH*vg.Length(len(panels)))

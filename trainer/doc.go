@@ -1,0 +1,55 @@
+// Package trainer trains, evaluates and runs tune's models with the semantics of Hugging Face's Trainer
+// (transformers 5.17; FACTS §3): TrainingArguments with HF's names and defaults, AdamW with decoupled weight
+// decay, the LR schedules, gradient accumulation, clipping after unscaling, FP16 dynamic loss scaling
+// (amp.GradScaler), evaluation with metrics, callbacks, early stopping, logging and checkpoints with exact
+// resume.
+//
+// The simplest use trains a model on a dataset with the defaults:
+//
+//	args := trainer.DefaultTrainingArguments()
+//	args.OutputDir, args.BF16, args.EvalStrategy = "runs/sst2", true, trainer.IntervalEpoch
+//	t, err := trainer.New(model, args, train, eval) // model: a trainer.Model; train, eval: trainer.Datasets
+//	out, err := t.Train(ctx)                        // out.TrainingLoss, out.Metrics
+//	metrics, err := t.Evaluate(ctx)                 // eval_loss, eval_accuracy, eval_f1, eval_matthews_correlation
+//	err = t.SaveModel(args.OutputDir)
+//
+// package recipes builds all of this from a YAML recipe (recipes.Build), and `tune finetune` runs it.
+//
+// # The step
+//
+// One optimizer step (one global_step) runs N = gradient_accumulation_steps micro-batches (fewer at the end of
+// an epoch). Micro-batch i's backward is seeded with scale·n_i/Σn, where n_i counts its labelled examples, so
+// the accumulated gradient is that of the mean loss over every labelled example of the window, whatever the
+// split (CASES B29; transformers 5.17 sums the micro-batch means instead, see
+// TrainingArguments.GradientAccumulationSteps). Then, once: GradScaler.Unscale with its fused inf/NaN check,
+// amp.ClipGradNorm (its pre-clip norm is the logged grad_norm, CASES B09/B31), the AdamW step with the LR the
+// schedule gives (the logged learning_rate), LRScheduler.Step, GradScaler.Update, Model.ZeroGrad. An FP16 step
+// with inf/NaN gradients is skipped: no update, the schedule holds (CASES B11), the scale backs off; it still
+// counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm.
+//
+// # Data and randomness
+//
+// Each epoch visits the training set in an order drawn from (data_seed or seed, epoch), or in file order with
+// shuffle: false (loaders.EpochOrder; a Dataset may choose its own order by implementing Orderer), cut into
+// micro-batches of per_device_train_batch_size, the last one short. Dropout draws Philox numbers at an offset
+// that advances by a fixed stride per micro-batch, so no state beyond these counters is needed to continue a
+// run exactly.
+//
+// # Outputs
+//
+// Under output_dir: metrics.jsonl (every log entry, one JSON line each, appended), trainer_state.json (HF's
+// keys, log_history included), training_curve.png (loss and the eval metric against the step) and
+// checkpoint-N directories holding the model (Model.Save), optimizer.safetensors, scheduler.json,
+// scaler.json (FP16, PyTorch's keys), rng_state.json (the data and dropout position), training_args.json and
+// trainer_state.json. A checkpoint is written into a temporary directory and renamed, so a crash never leaves
+// half of one; save_total_limit deletes the oldest, never the best. resume_from_checkpoint (a directory, or
+// "true"/"latest") continues bit for bit as the uninterrupted run would have.
+//
+// # Full control
+//
+// Callbacks (Callback, embedding CallbackBase) see every step, log, evaluation and save and may stop training
+// through TrainerControl; EarlyStopping is one. WithComputeMetrics replaces the metrics, WithGradScalerOptions
+// the scaler's settings, WithOutput and WithLogger where progress and warnings go. A Model that implements
+// Loader can be resumed and reloaded at the end (load_best_model_at_end); one that implements HalfInference
+// evaluates fully in half precision under fp16_full_eval / bf16_full_eval.
+package trainer
