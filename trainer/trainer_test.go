@@ -86,3 +86,86 @@ func TestLoggedLearningRateIsTheStepsLR(t *testing.T) {
 		}
 	}
 }
+
+func TestTrainerStateHasTransformersKeys(t *testing.T) {
+	a := testArgs(t)
+	a.MaxSteps = 2
+	tr, _, _ := newTestTrainer(t, newBagModel(16, 4, 2, 0), a, toyTask(8, 16, 27), nil)
+	mustTrain(t, tr)
+	data, err := os.ReadFile(filepath.Join(a.OutputDir, TrainerStateName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	// FACTS §3.6: the keys transformers 5.17 writes.
+	want := []string{"best_global_step", "best_metric", "best_model_checkpoint", "epoch", "eval_steps", "global_step",
+		"is_hyper_param_search", "is_local_process_zero", "is_world_process_zero", "log_history", "logging_steps",
+		"max_steps", "num_input_tokens_seen", "num_train_epochs", "save_steps", "stateful_callbacks", "total_flos",
+		"train_batch_size", "trial_name", "trial_params"}
+	for _, k := range want {
+		if _, ok := got[k]; !ok {
+			t.Errorf("trainer_state.json lacks %q", k)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("trainer_state.json has %d keys, want %d: %s", len(got), len(want), data)
+	}
+	var entry map[string]any
+	var hist []json.RawMessage
+	json.Unmarshal(got["log_history"], &hist)
+	json.Unmarshal(hist[0], &entry)
+	for _, k := range []string{"loss", "grad_norm", "learning_rate", "epoch", "step"} {
+		if _, ok := entry[k]; !ok {
+			t.Errorf("log_history[0] lacks %q: %v", k, entry)
+		}
+	}
+}
+
+func TestLogEntryJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		in   LogEntry
+		want string
+	}{
+		{"keys sorted, integers without a decimal point", LogEntry{"step": 3, "loss": 0.5, "epoch": 1}, `{"epoch":1,"loss":0.5,"step":3}`},
+		{"non-finite values become null", LogEntry{"grad_norm": math.Inf(1), "loss": math.NaN()}, `{"grad_norm":null,"loss":null}`},
+		{"shortest round-trip formatting", LogEntry{"learning_rate": 3.3333333333333335e-05}, `{"learning_rate":3.3333333333333335e-05}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.in)
+			if err != nil || string(b) != tt.want {
+				t.Fatalf("got %s (%v), want %s", b, err, tt.want)
+			}
+			var back LogEntry
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.in {
+				if w := back[k]; w != v && !(math.IsNaN(w) && (math.IsNaN(v) || math.IsInf(v, 0))) {
+					t.Errorf("%s read back as %v, want %v", k, w, v)
+				}
+			}
+		})
+	}
+}
+
+func TestPredictUnlabelled(t *testing.T) {
+	a := testArgs(t)
+	tr, _, _ := newTestTrainer(t, newBagModel(16, 4, 3, 0), a, nil, nil)
+	ds := toyTask(7, 16, 28)
+	ds.labels = nil
+	out, err := tr.Predict(context.Background(), ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Logits) != 7*3 || out.NumLabels != 3 || out.Labels != nil || len(out.Predictions()) != 7 {
+		t.Errorf("prediction output %+v", out)
+	}
+	if _, ok := out.Metrics["test_loss"]; ok {
+		t.Errorf("unlabelled prediction reports test_loss: %v", out.Metrics)
+	}
+}
