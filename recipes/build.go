@@ -43,7 +43,9 @@ var (
 )
 
 // Batch collates the examples at indices.
-func (d *TextDataset) Batch(indices []int) (*loaders.Batch, error) { return d.Collator.Collate(indices) }
+func (d *TextDataset) Batch(indices []int) (*loaders.Batch, error) {
+	return d.Collator.Collate(indices)
+}
 
 // EpochOrder returns epoch's order: loaders.EpochOrder with the tokenized lengths when GroupByLength is set.
 func (d *TextDataset) EpochOrder(epoch int, shuffle bool, seed uint64, batchSize int) ([]int, error) {
