@@ -23,6 +23,9 @@ as JSON, the seed and the library versions):
     base_shape.safetensors      the bert-base shape (12 layers, 768, 12 heads, 3072), batch 2 x 16: logits, loss
                                 and the norm of every parameter's gradient
     tiny_bert_random.safetensors ../shared/data/tiny-bert-random on fixed inputs: logits and loss
+    saved_by_tune_check.json    what from_pretrained reported (missing/unexpected/mis-shaped keys) loading
+                                OUT_DIR/saved_by_tune, a checkpoint written by tune's Save, and the relative error
+                                of its logits against the ones tune computed
 
 Tensor names: inputs/{input_ids,token_type_ids,attention_mask} (I64, (B, T)), inputs/labels (I64, (B)) or
 inputs/targets (F32, (B)); {mode}/logits (F32, (B, L)), {mode}/loss (F32, (1)), {mode}/grad/<param> (F32),
@@ -198,6 +201,33 @@ def golden_tiny_bert_random(path, src, device):
     print(f"wrote {path} ({os.path.getsize(path)} bytes, {len(out)} tensors)")
 
 
+def check_saved_by_tune(src, path, device):
+    """Load a checkpoint tune saved (testdata/bert/saved_by_tune) with from_pretrained and record the loading
+    info and how its logits compare with the ones tune computed (expected.safetensors)."""
+    from safetensors.numpy import load_file
+
+    model, info = BertForSequenceClassification.from_pretrained(src, attn_implementation="eager",
+                                                                output_loading_info=True)
+    model = model.float().to(device).eval()
+    expected = load_file(os.path.join(src, "expected.safetensors"))
+    feed = {k: torch.from_numpy(expected[f"inputs/{k}"]).to(device)
+            for k in ("input_ids", "token_type_ids", "attention_mask")}
+    with torch.no_grad():
+        logits = model(**feed).logits.float().cpu().numpy()
+    result = {
+        "missing": sorted(info.get("missing_keys", [])),
+        "unexpected": sorted(info.get("unexpected_keys", [])),
+        "mismatched": sorted(str(m) for m in info.get("mismatched_keys", [])),
+        "logits_rel_err": rel_err(logits, expected["fp32/logits"]),
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+    }
+    with open(path, "w") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {path}: {result}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out_dir", help="directory to write into (the repository's testdata/bert)")
@@ -224,6 +254,10 @@ def main():
     golden_case(j("base_shape.safetensors"), make_config(30522, 2, layers=12, hidden=768, heads=12, inter=3072,
                                                           max_pos=512), [16, 11], 16, "plain", device,
                 norms_only=True)
+    saved = j("saved_by_tune")
+    if os.path.isdir(saved):
+        print("saved_by_tune")
+        check_saved_by_tune(saved, j("saved_by_tune_check.json"), device)
     if os.path.isdir(args.tiny_bert_random):
         print("tiny_bert_random")
         golden_tiny_bert_random(j("tiny_bert_random.safetensors"), args.tiny_bert_random, device)
