@@ -197,12 +197,12 @@ func (m *Model) loadWeights(dir string) (err error) {
 			unexpected = append(unexpected, key)
 			continue
 		}
+		found[name] = true
 		info, _ := ck.Info(key)
 		if want := list[i].Value.Shape; !slices.Equal(info.Shape, []int(want)) {
 			mismatched = append(mismatched, fmt.Sprintf("%s has shape %v, the model's %s has %v", key, info.Shape, name, want))
 			continue
 		}
-		found[name] = true
 		loads = append(loads, load{key, i})
 	}
 	var keptBiases []string
