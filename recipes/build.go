@@ -2,12 +2,14 @@ package recipes
 
 import (
 	"fmt"
-	"slices"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
@@ -22,7 +24,10 @@ type Run struct {
 	Tokenizer *loaders.Tokenizer
 	// Train, Eval and Test are nil when the recipe has no such file.
 	Train, Eval, Test *TextDataset
-	Model             *transformer.BertForSequenceClassification
+	// Base is the BERT model; Model is what is trained and saved: Base itself, or Base with LoRA adapters
+	// (*lora.Model, which saves the adapter in PEFT's format).
+	Base  *transformer.BertForSequenceClassification
+	Model trainer.Model
 	// Notices are messages for the user about the model (freshly initialised head weights, unexpected tensors).
 	Notices []string
 	Trainer *trainer.Trainer
@@ -97,8 +102,15 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if err := run.buildModel(); err != nil {
 		return nil, err
 	}
+	run.Model = run.Base
 	if r.LoRA != nil {
-		return nil, fmt.Errorf("recipes: lora: LoRA training is not available in this build yet (the lora package has no Apply); remove the lora: section to fine-tune fully")
+		lm, err := lora.Apply(run.Base, *r.LoRA, seed(r))
+		if err != nil {
+			return nil, fmt.Errorf("recipes: lora: %w", err)
+		}
+		lm.BaseModelNameOrPath = r.Model.Path
+		run.Notices = append(run.Notices, lm.Warnings...)
+		run.Model = lm
 	}
 	if run.Train, err = run.LoadDataset("data.train", r.Data.Train, r.Data, nil); err != nil {
 		return nil, err
@@ -127,11 +139,17 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 }
 
 // OpenModel loads a saved model for evaluation or prediction: dir holds config.json and model.safetensors (what
-// tune finetune writes into output_dir, or any Hugging Face BertForSequenceClassification checkpoint) and, unless
-// tokenizerPath names another place, the tokenizer files. The Run has no recipe, datasets or Trainer.
-func OpenModel(dir, tokenizerPath string, b tensor.Backend) (*Run, error) {
+// tune finetune writes into output_dir after full fine-tuning, or any Hugging Face
+// BertForSequenceClassification checkpoint); adapterDir, when set, is a PEFT LoRA adapter (adapter_config.json
+// and adapter_model.safetensors, what a LoRA run writes into output_dir) loaded on top of it. The tokenizer is
+// read from the first of tokenizerPath, adapterDir and dir that holds one. The Run has no recipe, datasets or
+// Trainer.
+func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, error) {
 	if tokenizerPath == "" {
 		tokenizerPath = dir
+		if adapterDir != "" && hasTokenizer(adapterDir) {
+			tokenizerPath = adapterDir
+		}
 	}
 	tok, err := loaders.LoadTokenizer(tokenizerPath)
 	if err != nil {
@@ -141,9 +159,33 @@ func OpenModel(dir, tokenizerPath string, b tensor.Backend) (*Run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recipes: %w", err)
 	}
-	run := &Run{Backend: b, Tokenizer: tok, Model: m}
+	run := &Run{Backend: b, Tokenizer: tok, Base: m, Model: m}
 	run.addNotices(report, dir)
+	if adapterDir != "" {
+		lm, err := lora.LoadAdapter(m, adapterDir)
+		if err != nil {
+			return nil, fmt.Errorf("recipes: %w", err)
+		}
+		run.Notices = append(run.Notices, lm.Warnings...)
+		run.Model = lm
+	}
 	return run, nil
+}
+
+// HasAdapter reports whether dir holds a PEFT adapter (adapter_config.json).
+func HasAdapter(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, lora.AdapterConfigName))
+	return err == nil
+}
+
+// hasTokenizer reports whether dir holds tokenizer.json or vocab.txt.
+func hasTokenizer(dir string) bool {
+	for _, f := range []string{"tokenizer.json", "vocab.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // LoadDataset reads the data file path (key names it in errors; "" gives nil) with the run's tokenizer, the
@@ -164,7 +206,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	if path == "" {
 		return nil, nil
 	}
-	cfg := run.Model.Config
+	cfg := run.Base.Config
 	regression := cfg.NumLabels() == 1 || cfg.ProblemType == transformer.Regression
 	opts := loaders.DatasetOptions{Format: d.Format, TextColumn: d.TextColumn, TextPairColumn: d.TextPairColumn,
 		LabelColumn: d.LabelColumn, Regression: regression && !unlabelled, Unlabelled: unlabelled}
@@ -209,10 +251,13 @@ func labelIDs(names []string) map[string]int {
 	return m
 }
 
-// buildModel loads the recipe's checkpoint or initialises a new model from model.config.
+// seed is the seed of weight initialisation: training.seed.
+func seed(r *Recipe) uint64 { return uint64(r.Training.Seed) }
+
+// buildModel loads the recipe's checkpoint or initialises a new model from model.config into run.Base.
 func (run *Run) buildModel() error {
 	r := run.Recipe
-	seed := uint64(r.Training.Seed)
+	initSeed := seed(r)
 	if r.Model.Config != nil {
 		data, err := r.Model.Config.ConfigJSON()
 		if err != nil {
@@ -226,16 +271,16 @@ func (run *Run) buildModel() error {
 		if err != nil {
 			return fmt.Errorf("recipes: model.config: %w", err)
 		}
-		if run.Model, err = transformer.NewBertForSequenceClassification(run.Backend, cfg, seed); err != nil {
+		if run.Base, err = transformer.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
 			return fmt.Errorf("recipes: model.config: %w", err)
 		}
 		return nil
 	}
-	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, transformer.LoadOptions{Seed: seed})
+	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, transformer.LoadOptions{Seed: initSeed})
 	if err != nil {
 		return fmt.Errorf("recipes: model.path: %w", err)
 	}
-	run.Model = m
+	run.Base = m
 	run.addNotices(report, r.Model.Path)
 	return nil
 }
@@ -248,34 +293,4 @@ func (run *Run) addNotices(report *transformer.LoadReport, dir string) {
 	if len(report.Unexpected) > 0 {
 		run.Notices = append(run.Notices, fmt.Sprintf("unused tensors in %s: %s", dir, strings.Join(report.Unexpected, ", ")))
 	}
-}
-
-// ParameterReport returns PEFT's print_trainable_parameters line for m: "trainable params: 1,234 || all
-// params: 5,678 || trainable%: 21.7331".
-func ParameterReport(m trainer.Model) string {
-	var trainable, total int
-	for _, p := range m.NamedParameters() {
-		total += p.Value.Numel()
-		if p.Trainable {
-			trainable += p.Value.Numel()
-		}
-	}
-	pct := 0.0
-	if total > 0 {
-		pct = 100 * float64(trainable) / float64(total)
-	}
-	return fmt.Sprintf("trainable params: %s || all params: %s || trainable%%: %.4f", commas(trainable), commas(total), pct)
-}
-
-// commas formats n with thousands separators.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	var parts []string
-	for len(s) > 3 {
-		parts = append(parts, s[len(s)-3:])
-		s = s[:len(s)-3]
-	}
-	parts = append(parts, s)
-	slices.Reverse(parts)
-	return strings.Join(parts, ",")
 }

@@ -23,6 +23,7 @@ type evalOptions struct {
 	Recipe    string   // optional recipe: data settings, and the model in its output_dir
 	Overrides []string // dotted key=value pairs for the recipe
 	Model     string   // --model: a saved model directory
+	Adapter   string   // --adapter: a PEFT LoRA adapter directory on top of the model
 	Data      string   // --data: the file to evaluate
 	FP16      bool     // --fp16: evaluate with the whole model in FP16 (fp16_full_eval)
 	BF16      bool     // --bf16: evaluate with the whole model in BF16 (bf16_full_eval)
@@ -34,20 +35,22 @@ type evalOptions struct {
 func newEvalCmd() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval [RECIPE [key=value ...]] [--model DIR] [--data FILE] [--fp16|--bf16]",
+		Use:   "eval [RECIPE [key=value ...]] [--model DIR [--adapter DIR]] [--data FILE] [--fp16|--bf16]",
 		Short: "Evaluate a trained model on a labelled file: loss, accuracy, F1, Matthews correlation",
 		Long: `eval runs a trained model over a labelled TSV, CSV or JSONL file and prints eval_loss, eval_accuracy,
 eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as the Trainer's evaluation does.
 
 The model is --model DIR (a directory with config.json, model.safetensors and the tokenizer, as tune finetune
-writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), or else the
-model the RECIPE trained (its training.output_dir). The data is --data FILE, or else the recipe's data.test, or
+writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
+--adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
+the full model, or the LoRA adapter there on top of the recipe's model.path). The data is --data FILE, or else the recipe's data.test, or
 else its data.eval; the recipe also gives the columns, the format and max_length.
 
 --fp16 / --bf16 evaluate with the whole model in half precision, as transformers' fp16_full_eval and
 bf16_full_eval do; without them the recipe's training precision (autocast) is used.`,
 		Example: `  tune eval recipes/tiny.yaml
   tune eval --model runs/tiny --data recipes/data/tiny/dev.tsv
+  tune eval --model ../bert-base-uncased --adapter runs/bert --data dev.tsv
   tune eval recipes/bert-full.yaml --bf16 --data ../shared/data/sst2/test.tsv
   tune eval --json --model runs/tiny --data dev.tsv`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -59,6 +62,7 @@ bf16_full_eval do; without them the recipe's training precision (autocast) is us
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "a saved model directory (default: the recipe's training.output_dir)")
+	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of the model")
 	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
 	f.BoolVar(&o.FP16, "fp16", false, "evaluate with the whole model cast to FP16 (fp16_full_eval)")
 	f.BoolVar(&o.BF16, "bf16", false, "evaluate with the whole model cast to BF16 (bf16_full_eval)")
@@ -68,27 +72,34 @@ bf16_full_eval do; without them the recipe's training precision (autocast) is us
 	return cmd
 }
 
-// setup resolves the recipe (or the defaults), the model directory and the data file.
-func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, data string, err error) {
+// setup resolves the recipe (or the defaults), the model and adapter directories and the data file. Without
+// --model the recipe's training.output_dir is evaluated: a full model there, or a LoRA adapter there on top of
+// the recipe's model.path.
+func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter, data string, err error) {
 	if o.FP16 && o.BF16 {
-		return nil, "", "", usagef("--fp16 and --bf16 are exclusive")
+		return nil, "", "", "", usagef("--fp16 and --bf16 are exclusive")
 	}
 	if o.Recipe == "" && o.Model == "" {
-		return nil, "", "", usagef("eval needs a RECIPE or --model DIR")
+		return nil, "", "", "", usagef("eval needs a RECIPE or --model DIR")
 	}
 	if o.Recipe != "" {
 		if r, err = loadRecipe(o.Recipe, o.Overrides, stderr); err != nil {
-			return nil, "", "", err
+			return nil, "", "", "", err
 		}
 	} else {
 		d := recipes.Default()
 		r = &d
 	}
-	model, data = o.Model, o.Data
+	model, adapter, data = o.Model, o.Adapter, o.Data
 	if model == "" {
-		model = r.Training.OutputDir
-		if _, err := os.Stat(filepath.Join(model, "config.json")); err != nil {
-			return nil, "", "", usagef("no trained model in %s (training.output_dir): run tune finetune %s first, or pass --model DIR", model, o.Recipe)
+		out := r.Training.OutputDir
+		switch {
+		case recipes.HasAdapter(out) && r.Model.Path != "" && adapter == "":
+			model, adapter = r.Model.Path, out
+		case fileExistsAt(filepath.Join(out, "config.json")):
+			model = out
+		default:
+			return nil, "", "", "", usagef("no trained model in %s (training.output_dir): run tune finetune %s first, or pass --model DIR", out, o.Recipe)
 		}
 	}
 	for _, p := range []string{data, r.Data.Test, r.Data.Eval} {
@@ -97,13 +108,19 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, data st
 		}
 	}
 	if data == "" {
-		return nil, "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
+		return nil, "", "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
 	}
-	return r, model, data, nil
+	return r, model, adapter, data, nil
+}
+
+// fileExistsAt reports whether path exists.
+func fileExistsAt(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
-	r, modelDir, data, err := o.setup(stderr)
+	r, modelDir, adapter, data, err := o.setup(stderr)
 	if err != nil {
 		return err
 	}
@@ -115,7 +132,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(modelDir, "", b)
+	run, err := recipes.OpenModel(modelDir, adapter, "", b)
 	if err != nil {
 		return err
 	}
@@ -147,6 +164,9 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		}
 		_, err = fmt.Fprintf(stdout, "%s\n", out)
 		return err
+	}
+	if adapter != "" {
+		modelDir += " + adapter " + adapter
 	}
 	fmt.Fprintf(stdout, "model: %s\ndata: %s (%d examples)\ndevice: %s\n", modelDir, data, ds.Len(), b.Name())
 	for _, k := range slices.Sorted(maps.Keys(metrics)) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -121,7 +122,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "tune: note: %s\n", n)
 	}
 	a := r.Training
-	fmt.Fprintf(stdout, "recipe: %s\nprecision: %s\n%s\n", r.Source, precisionName(a), recipes.ParameterReport(run.Model))
+	fmt.Fprintf(stdout, "recipe: %s\nprecision: %s\n%s\n", r.Source, precisionName(a), lora.TrainableReport(run.Model))
 	fmt.Fprintf(stdout, "data: %d training examples", run.Train.Len())
 	if run.Eval != nil {
 		fmt.Fprintf(stdout, ", %d eval examples", run.Eval.Len())
@@ -209,7 +210,11 @@ func printOutputs(w io.Writer, dir string) {
 			cps = append(cps, e.Name())
 		}
 	}
-	fmt.Fprintf(w, "  model + tokenizer: %s\n", dir)
+	what := "model (config.json, model.safetensors)"
+	if recipes.HasAdapter(dir) {
+		what = "LoRA adapter in PEFT's format (adapter_config.json, adapter_model.safetensors)"
+	}
+	fmt.Fprintf(w, "  %s and tokenizer: %s\n", what, dir)
 	for _, name := range []string{trainer.MetricsName, trainer.TrainerStateName, trainer.CurveName} {
 		fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
 	}

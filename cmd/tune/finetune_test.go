@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
 )
 
 // tinyRecipe is the repository's tiny recipe, relative to this package's directory.
@@ -185,5 +187,60 @@ func TestEvalPredictUsageErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, exitUsage, tt.want)
 			}
 		})
+	}
+}
+
+// TestLoRAFinetuneThenEvalWithAdapter trains LoRA adapters (recipes/bert.yaml) on tiny-bert-random for a few
+// steps, then evaluates the base model with the saved adapter: the metrics equal the run's final evaluation.
+func TestLoRAFinetuneThenEvalWithAdapter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model; skipped in -short mode")
+	}
+	isolateCache(t)
+	base := testutil.SharedData(t, "tiny-bert-random")
+	data := filepath.Join("..", "..", "recipes", "data", "tiny")
+	out := filepath.Join(t.TempDir(), "lora")
+	code, stdout, stderr := runCLI("finetune", "--device", "cpu", filepath.Join("..", "..", "recipes", "bert.yaml"),
+		"model.path="+base, "data.train="+filepath.Join(data, "train.tsv"), "data.eval="+filepath.Join(data, "dev.tsv"),
+		"data.max_length=64", "training.output_dir="+out, "training.max_steps=6", "training.bf16=false",
+		"training.eval_strategy=steps", "training.eval_steps=6", "training.save_strategy=no")
+	if code != exitOK {
+		t.Fatalf("finetune exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "trainable params: 4,226 || all params: 2,061,892 || trainable%: 0.2050") {
+		t.Errorf("no PEFT parameter line for r=8 on query/value plus the classifier:\n%s", stdout)
+	}
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("%s missing from the LoRA output", f)
+		}
+	}
+	code, stdout, stderr = runCLI("eval", "--json", "--device", "cpu", "--model", base, "--adapter", out,
+		"--data", filepath.Join(data, "dev.tsv"), "--batch-size", "128")
+	if code != exitOK {
+		t.Fatalf("eval exit %d: %s", code, stderr)
+	}
+	var got map[string]float64
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(out, "trainer_state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		LogHistory []map[string]float64 `json:"log_history"`
+	}
+	if err := json.Unmarshal(state, &st); err != nil {
+		t.Fatal(err)
+	}
+	var final map[string]float64
+	for _, l := range st.LogHistory {
+		if _, ok := l["eval_loss"]; ok {
+			final = l
+		}
+	}
+	if final == nil || final["eval_loss"] != got["eval_loss"] || final["eval_accuracy"] != got["eval_accuracy"] {
+		t.Errorf("eval with the saved adapter gives %v; the run's final evaluation was %v", got, final)
 	}
 }

@@ -55,11 +55,13 @@ are ignored) and writes one JSON object per input, in input order:
 
 label is the model's id2label name of the argmax; for a regression model (num_labels 1) it is the predicted
 value. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes
-into training.output_dir, or a Hugging Face checkpoint).
+into training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA
+adapter (what a LoRA run writes into training.output_dir) on top of it.
 
 --fp16 / --bf16 run inference with the whole model cast to half precision, as transformers' fp16_full_eval /
 bf16_full_eval do (model.to(dtype), no autocast).`,
 		Example: `  tune predict --model runs/tiny --input recipes/data/tiny/dev.tsv
+  tune predict --model ../bert-base-uncased --adapter runs/bert --input dev.tsv
   tune predict --model runs/bert-full --input reviews.jsonl --text-column review --output preds.jsonl --bf16`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -98,8 +100,6 @@ func (o *predictOptions) check() error {
 		return usagef("--fp16 and --bf16 are exclusive")
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
-	case o.Adapter != "":
-		return usagef("--adapter: loading LoRA adapters is not available in this build yet (the lora package has no loader); merge the adapter or pass the full model")
 	}
 	return nil
 }
@@ -112,7 +112,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(o.Model, "", b)
+	run, err := recipes.OpenModel(o.Model, o.Adapter, "", b)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.T
 	} else {
 		buf = bufio.NewWriter(stdout)
 	}
-	names := run.Model.Config.ID2Label
+	names := run.Base.Config.ID2Label
 	L := out.NumLabels
 	preds := out.Predictions()
 	enc := json.NewEncoder(buf)
