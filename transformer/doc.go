@@ -9,12 +9,12 @@
 // The simplest use loads a checkpoint and runs it:
 //
 //	m, report, err := transformer.LoadPretrained("bert-base-uncased", cpu.New(), transformer.LoadOptions{NumLabels: 2})
-//	out, err := m.Forward(batch, trainer.ForwardOptions{})          // out.Logits (B, L)
+//	out, err := m.Forward(batch, ForwardOptions{})          // out.Logits (B, L)
 //
 // Training is the trainer's job (BertForSequenceClassification is a trainer.Model); by hand one step is
 //
 //	m.SetPolicy(amp.BF16)
-//	out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+//	out, err := m.Forward(batch, ForwardOptions{Train: true, Seed: seed})
 //	err = m.Backward(1)                       // gradients += d(mean loss)/dθ
 //	params, grads, segs := m.Trainable()      // one fused AdamW over flat buffers
 //	m.WeightsUpdated()                        // the half weight copies are stale now

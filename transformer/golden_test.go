@@ -13,7 +13,6 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/trainer"
 )
 
 // goldenScript makes every file these tests read.
@@ -127,7 +126,7 @@ func goldenTolerance(mode string) float64 {
 }
 
 // runGolden runs a training Forward and Backward(1) of m on batch under mode's policy.
-func runGolden(t *testing.T, m *BertForSequenceClassification, batch *loaders.Batch, mode string) trainer.Output {
+func runGolden(t *testing.T, m *BertForSequenceClassification, batch *loaders.Batch, mode string) Output {
 	t.Helper()
 	m.SetPolicy(goldenPolicies[mode])
 	return step(t, m, batch, 0)
@@ -179,7 +178,7 @@ func TestGoldenTinyBert(t *testing.T) {
 }
 
 // compareGoldenOutputs checks logits and loss against the golden's for mode.
-func compareGoldenOutputs(t *testing.T, g *golden, mode string, out trainer.Output) {
+func compareGoldenOutputs(t *testing.T, g *golden, mode string, out Output) {
 	t.Helper()
 	tol := goldenTolerance(mode)
 	if e, i := relErr(out.Logits, g.f32(mode+"/logits")); e > tol {

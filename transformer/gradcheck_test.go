@@ -4,7 +4,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -36,7 +35,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			const seed = 77
 			step(t, m, batch, seed)
 			loss := func() float64 {
-				out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+				out, err := m.Forward(batch, ForwardOptions{Train: true, Seed: seed})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,7 +9,6 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -82,12 +81,12 @@ func download(t testing.TB, b tensor.Backend, x *tensor.Tensor) []float32 {
 }
 
 // step runs Forward (train) and Backward(1) after zeroing the gradients, and returns the output.
-func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) trainer.Output {
+func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) Output {
 	t.Helper()
 	if err := m.ZeroGrad(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+	out, err := m.Forward(batch, ForwardOptions{Train: true, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

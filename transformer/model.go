@@ -7,7 +7,6 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/trainer"
 )
 
 // BertForSequenceClassification is transformers' BertForSequenceClassification: a BERT encoder, the pooler, and
@@ -37,11 +36,6 @@ type BertForSequenceClassification struct {
 	last   lastForward
 	hfBase *loaders.BertConfig // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
 }
-
-var (
-	_ trainer.Model  = (*BertForSequenceClassification)(nil)
-	_ trainer.Loader = (*BertForSequenceClassification)(nil)
-)
 
 // carveKey identifies an arena layout: batch shape and GEMM dtype.
 type carveKey struct {
@@ -208,7 +202,7 @@ func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
 // (opts.Seed, opts.Offset) and keeps the activations for Backward. Output.Logits (B, L) are FP32 (rounded to the
 // autocast dtype first under autocast, as transformers' logits are); Output.Loss is the mean loss, NaN without
 // labels.
-func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trainer.ForwardOptions) (out trainer.Output, err error) {
+func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts ForwardOptions) (out Output, err error) {
 	defer recoverError(&err)
 	m.last.ready = false
 	if err := m.checkBatch(batch); err != nil {

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/trainer"
 )
 
 // TestForwardErrors checks that misuse gets a message instead of a wrong result.
@@ -37,7 +36,7 @@ func TestForwardErrors(t *testing.T) {
 	} {
 		t.Run(c.why, func(t *testing.T) {
 			m.Config.ProblemType = ""
-			_, err := m.Forward(c.batch(), trainer.ForwardOptions{Train: true})
+			_, err := m.Forward(c.batch(), ForwardOptions{Train: true})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -46,7 +45,7 @@ func TestForwardErrors(t *testing.T) {
 	}
 	m.Config.ProblemType = ""
 	if _, err := m.Forward(&loaders.Batch{B: 2, T: 4, InputIDs: good.InputIDs, Targets: []float32{1, 0}},
-		trainer.ForwardOptions{}); !errors.Is(err, ErrMultiLabel) {
+		ForwardOptions{}); !errors.Is(err, ErrMultiLabel) {
 		t.Errorf("multi-label targets: got %v, want ErrMultiLabel", err)
 	}
 }
@@ -63,16 +62,16 @@ func TestBackwardNeedsTrainingForward(t *testing.T) {
 		prepare func() error
 	}{
 		{"no Forward", func() error { return nil }},
-		{"eval Forward", func() error { _, err := m.Forward(batch, trainer.ForwardOptions{}); return err }},
+		{"eval Forward", func() error { _, err := m.Forward(batch, ForwardOptions{}); return err }},
 		{"Forward without labels", func() error {
-			out, err := m.Forward(&unlabelled, trainer.ForwardOptions{Train: true})
+			out, err := m.Forward(&unlabelled, ForwardOptions{Train: true})
 			if err == nil && !math.IsNaN(float64(out.Loss)) {
 				t.Errorf("loss without labels = %v, want NaN", out.Loss)
 			}
 			return err
 		}},
 		{"second Backward", func() error {
-			if _, err := m.Forward(batch, trainer.ForwardOptions{Train: true}); err != nil {
+			if _, err := m.Forward(batch, ForwardOptions{Train: true}); err != nil {
 				return err
 			}
 			return m.Backward(1)
@@ -107,7 +106,7 @@ func TestProblemTypeResolution(t *testing.T) {
 		if c.targets {
 			batch.Labels, batch.Targets = nil, []float32{0.5, 1.5}
 		}
-		out, err := m.Forward(batch, trainer.ForwardOptions{})
+		out, err := m.Forward(batch, ForwardOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/trainer"
 )
 
 // ModuleProjection is a projection with its module path as transformers names the module
@@ -137,11 +136,11 @@ func (m *BertForSequenceClassification) namedParameters() []NamedParameter {
 
 // NamedParameters lists all parameters in Hugging Face order and naming, with their weight-decay flags as HF's
 // Trainer sets them (DecayApplies).
-func (m *BertForSequenceClassification) NamedParameters() []trainer.NamedParam {
+func (m *BertForSequenceClassification) NamedParameters() []NamedParam {
 	list := m.namedParameters()
-	out := make([]trainer.NamedParam, len(list))
+	out := make([]NamedParam, len(list))
 	for i, np := range list {
-		out[i] = trainer.NamedParam{
+		out[i] = NamedParam{
 			Name: np.Name, Value: np.Param.Value, Grad: np.Param.Grad,
 			Trainable: np.Param.Grad != nil, Decay: DecayApplies(np.Name),
 		}

@@ -12,7 +12,6 @@ import (
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/trainer"
 )
 
 var updateSaved = flag.Bool("update-saved", false,
@@ -36,7 +35,7 @@ func TestSavedCheckpointIsStable(t *testing.T) {
 		}
 		unlabelled := *batch
 		unlabelled.Labels = nil // a labelled Forward would resolve problem_type into the config
-		out, err := m.Forward(&unlabelled, trainer.ForwardOptions{})
+		out, err := m.Forward(&unlabelled, ForwardOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
