@@ -6,16 +6,35 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
 
-// Base is what Apply adapts: a model whose projections can be listed and replaced by module path, and whose
-// parameters can be frozen by name, each change re-packing the flat parameter buffers.
+// Base is what Apply adapts: a model that trains as trainer.Model describes (the same method set, spelled
+// here so that lora stays below trainer in the package order), whose projections can be listed and replaced by
+// module path, and whose parameters can be frozen by name, each change re-packing the flat parameter buffers.
 // *transformer.BertForSequenceClassification implements it.
 type Base interface {
-	trainer.Model
+	// Backend returns the backend the model's tensors live on.
+	Backend() tensor.Backend
+	// SetPolicy sets the autocast policy for the following Forward and Backward calls.
+	SetPolicy(p amp.Policy)
+	// Forward runs the model on b; with opts.Train it keeps activations for Backward.
+	Forward(b *loaders.Batch, opts transformer.ForwardOptions) (transformer.Output, error)
+	// Backward back-propagates the last training Forward, accumulating into every trainable gradient.
+	Backward(seed float32) error
+	// Trainable returns the flat FP32 trainable parameter and gradient buffers and their segments.
+	Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment)
+	// ZeroGrad sets every trainable gradient to 0.
+	ZeroGrad() error
+	// WeightsUpdated invalidates the weight-cast cache after the master weights changed.
+	WeightsUpdated()
+	// NamedParameters lists all parameters in Hugging Face order and naming.
+	NamedParameters() []transformer.NamedParam
+	// Save writes the full model (config.json and model.safetensors).
+	Save(dir string) error
 	// Projections lists every projection with its full module path, in model order.
 	Projections() []transformer.ModuleProjection
 	// ReplaceProjections puts each projection of repl in place of the module at its path and re-packs.
@@ -46,11 +65,6 @@ type Model struct {
 	merged   bool
 	unloaded bool
 }
-
-var (
-	_ trainer.Model  = (*Model)(nil)
-	_ trainer.Loader = (*Model)(nil)
-)
 
 // Apply adapts m as PEFT's get_peft_model does with a LoraConfig:
 //   - cfg is normalized (Config.Normalize: fan_in_fan_out reset with PEFT's warning; SEQ_CLS adds the
@@ -231,14 +245,14 @@ func (m *Model) Adapter(path string) *Linear { return m.layers[path] }
 // order ("classifier").
 func (m *Model) SavedModules() []string { return slices.Clone(m.saved) }
 
-// Forward runs the base model with its adapters (see trainer.Model). A training pass on a merged model is an
+// Forward runs the base model with its adapters (trainer.Model's Forward). A training pass on a merged model is an
 // error wrapping ErrMerged: the merged adapters would get gradients they no longer contribute.
-func (m *Model) Forward(b *loaders.Batch, opts trainer.ForwardOptions) (trainer.Output, error) {
+func (m *Model) Forward(b *loaders.Batch, opts transformer.ForwardOptions) (transformer.Output, error) {
 	if err := m.usable(); err != nil {
-		return trainer.Output{}, err
+		return transformer.Output{}, err
 	}
 	if opts.Train && m.merged {
-		return trainer.Output{}, fmt.Errorf("lora: training forward: %w; call Unmerge before training", ErrMerged)
+		return transformer.Output{}, fmt.Errorf("lora: training forward: %w; call Unmerge before training", ErrMerged)
 	}
 	return m.Base.Forward(b, opts)
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // TrainableParameters counts parameters as PEFT's get_nb_trainable_parameters does: trainable is the number of
@@ -30,11 +30,13 @@ type parameterCounter interface {
 	TrainableParameters() (trainable, all int)
 }
 
-// TrainableReport returns PEFT's print_trainable_parameters line for any trainer.Model, e.g.
+// TrainableReport returns PEFT's print_trainable_parameters line for any model (a trainer.Model), e.g.
 // "trainable params: 296,450 || all params: 109,780,228 || trainable%: 0.2700": counts from
 // Model.TrainableParameters for an adapted model, else from NamedParameters; the percentage with 4 decimals.
 // The trainer and the CLI print it when training starts.
-func TrainableReport(m trainer.Model) string {
+func TrainableReport(m interface {
+	NamedParameters() []transformer.NamedParam
+}) string {
 	var trainable, all int
 	if c, ok := m.(parameterCounter); ok {
 		trainable, all = c.TrainableParameters()

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
+)
+
+func init() { register(newMergeCmd) }
+
+// mergeOptions holds `tune merge`'s flags.
+type mergeOptions struct {
+	Model   string // --model: the base checkpoint the adapter was trained on
+	Adapter string // --adapter: the PEFT LoRA adapter directory
+	Output  string // --output: the directory to create with the merged checkpoint
+}
+
+func newMergeCmd() *cobra.Command {
+	o := &mergeOptions{}
+	cmd := &cobra.Command{
+		Use:   "merge --model DIR --adapter DIR --output DIR",
+		Short: "Merge a LoRA adapter into its base model and write a plain Hugging Face checkpoint",
+		Long: `merge folds a PEFT LoRA adapter (adapter_config.json and adapter_model.safetensors, as tune finetune
+writes for a LoRA recipe or PEFT's save_pretrained writes) into the base checkpoint it was trained on, as
+PEFT's merge_and_unload does: every adapted weight becomes W + scaling·B·A, and the modules the adapter saved
+whole (the classifier) replace the base's. The result is a full checkpoint in --output: config.json,
+model.safetensors with transformers' tensor names, and the tokenizer files (from the adapter directory when it
+has them, else from the model directory), which transformers' from_pretrained and tune load with no missing or
+unexpected tensor.
+
+The number of labels comes from the adapter's classifier when it saved one. The merge runs on the CPU in FP32
+(one small matrix product per adapted module). merge never overwrites: --output must not exist or be an empty
+directory; the checkpoint is written into a temporary directory beside it and renamed into place, so a failed
+merge leaves nothing behind.`,
+		Example: `  tune merge --model ../bert-base-uncased --adapter runs/bert --output runs/bert-merged
+  tune eval --model runs/bert-merged --data dev.tsv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "the base checkpoint directory the adapter was trained on (required)")
+	f.StringVar(&o.Adapter, "adapter", "", "the PEFT LoRA adapter directory (required)")
+	f.StringVar(&o.Output, "output", "", "the directory to create with the merged checkpoint (required)")
+	return cmd
+}
+
+// validate checks the flags and that the output may be written.
+func (o *mergeOptions) validate() error {
+	for _, f := range []struct{ name, v string }{{"--model", o.Model}, {"--adapter", o.Adapter}, {"--output", o.Output}} {
+		if f.v == "" {
+			return usagef("merge needs %s DIR", f.name)
+		}
+	}
+	st, err := os.Stat(o.Output)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("merge: %w", err)
+	case !st.IsDir():
+		return usagef("--output %s is a file; merge writes a new directory", o.Output)
+	}
+	ents, err := os.ReadDir(o.Output)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	if len(ents) > 0 {
+		return usagef("--output %s is not empty; merge never overwrites: choose a new directory or remove it", o.Output)
+	}
+	return nil
+}
+
+func (o *mergeOptions) run(stdout, stderr io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if !isFile(filepath.Join(o.Adapter, lora.AdapterConfigName)) {
+		return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", o.Adapter, lora.AdapterConfigName)
+	}
+	labels, err := adapterNumLabels(o.Adapter)
+	if err != nil {
+		return err
+	}
+	bk := cpu.New()
+	base, report, err := transformer.LoadPretrained(o.Model, bk, transformer.LoadOptions{NumLabels: labels})
+	if err != nil {
+		return fmt.Errorf("merge: --model: %w", err)
+	}
+	lm, err := lora.LoadAdapter(base, o.Adapter)
+	if err != nil {
+		return fmt.Errorf("merge: --adapter: %w", err)
+	}
+	for _, w := range lm.Warnings {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
+	var fresh []string // initialised by LoadPretrained and not replaced by the adapter
+	for _, name := range report.Initialized {
+		if !strings.HasPrefix(name, "classifier.") || !slices.Contains(lm.SavedModules(), "classifier") {
+			fresh = append(fresh, name)
+		}
+	}
+	if len(fresh) > 0 {
+		fmt.Fprintf(stderr, "warning: %s lacks %s and the adapter does not provide them: the merged model has freshly initialised values there\n",
+			o.Model, strings.Join(fresh, ", "))
+	}
+	cfg, targets := lm.Config(), lm.Targets()
+	merged, err := lm.MergeAndUnload()
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	written, err := o.write(merged)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merged %d LoRA modules (r %d, lora_alpha %g, scaling %g) and saved modules %v from %s into %s\n",
+		len(targets), cfg.R, cfg.LoraAlpha, cfg.Scaling(), lm.SavedModules(), o.Adapter, o.Model)
+	fmt.Fprintf(stdout, "wrote %s: %s\n", o.Output, strings.Join(written, ", "))
+	return nil
+}
+
+// write saves the merged model and the tokenizer files into a temporary directory beside --output and renames it
+// into place; it returns the file names written.
+func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
+	out := filepath.Clean(o.Output)
+	parent := filepath.Dir(out)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := m.Save(tmp); err != nil {
+		return nil, fmt.Errorf("merge: saving the merged model: %w", err)
+	}
+	tokDir := o.Model
+	if hasTokenizerFiles(o.Adapter) {
+		tokDir = o.Adapter
+	}
+	if err := copyTokenizer(tokDir, tmp); err != nil { // finetune.go: the same files a saved model carries
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	// An empty --output directory is replaced (Remove refuses a non-empty one, so nothing a user wrote is lost).
+	if err := os.Remove(out); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	ents, err := os.ReadDir(out)
+	if err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	for _, e := range ents {
+		written = append(written, e.Name())
+	}
+	return written, nil
+}
+
+// adapterNumLabels returns the row count of the classifier the adapter in dir saved (its num_labels), or 0 when
+// it saved none.
+func adapterNumLabels(dir string) (int, error) {
+	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, lora.AdapterWeightsName))
+	if err != nil {
+		return 0, fmt.Errorf("merge: --adapter: %w", err)
+	}
+	defer ck.Close()
+	if info, ok := ck.Info("base_model.model.classifier.weight"); ok && len(info.Shape) == 2 {
+		return info.Shape[0], nil
+	}
+	return 0, nil
+}
+
+// hasTokenizerFiles reports whether dir holds tokenizer.json or vocab.txt.
+func hasTokenizerFiles(dir string) bool {
+	return isFile(filepath.Join(dir, "tokenizer.json")) || isFile(filepath.Join(dir, "vocab.txt"))
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/detweights"
+)
+
+// mergeFixture writes a tiny base checkpoint (3 labels, tokenizer files) and a LoRA adapter trained on it (B
+// and the classifier set to non-zero values) and returns their directories, a batch and the adapted model's
+// logits on it.
+func mergeFixture(t *testing.T) (model, adapter string, batch *loaders.Batch, want []float32) {
+	t.Helper()
+	dir := t.TempDir()
+	model, adapter = filepath.Join(dir, "base"), filepath.Join(dir, "adapter")
+	cfg := transformer.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 60, 32, 2, 2, 48
+	cfg.MaxPositionEmbeddings, cfg.ID2Label = 16, transformer.DefaultLabels(3)
+	base, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := base.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]string{"tokenizer.json": `{"model":{}}`, "vocab.txt": "[PAD]\n[UNK]\n"} {
+		if err := os.WriteFile(filepath.Join(model, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc := lora.DefaultConfig()
+	lc.R, lc.LoraAlpha, lc.TaskType = 4, 8, lora.TaskSeqCls
+	lc.TargetModules = lora.TargetModules{Names: []string{"query", "value", "intermediate.dense"}}
+	m, err := lora.Apply(base, lc, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range m.NamedParameters() {
+		if strings.Contains(np.Name, "lora_B") || strings.HasPrefix(np.Name, "classifier.") {
+			if err := cpu.New().Upload(np.Value, detweights.Values(9, np.Name, np.Value.Shape)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	m.WeightsUpdated()
+	if err := m.Save(adapter); err != nil {
+		t.Fatal(err)
+	}
+	batch = &loaders.Batch{B: 2, T: 5, InputIDs: []int32{2, 7, 9, 30, 3, 2, 44, 3, 0, 0},
+		TokenTypeIDs: make([]int32, 10), AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}
+	out, err := m.Forward(batch, trainer.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return model, adapter, batch, out.Logits
+}
+
+// TestMerge runs `tune merge` on a tiny base and adapter: the output is a complete checkpoint (config.json,
+// model.safetensors with transformers' names only, the tokenizer files byte for byte) that LoadPretrained reads
+// with nothing missing, unexpected or re-initialised, giving the adapted model's logits; no temporary directory
+// is left; an empty output directory is accepted and a non-empty one refused untouched.
+func TestMerge(t *testing.T) {
+	model, adapter, batch, want := mergeFixture(t)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "merged")
+	if err := os.Mkdir(out, 0o755); err != nil { // an empty directory may be the target
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	t.Log(strings.TrimSpace(stdout))
+	if !strings.Contains(stdout, "merged 6 LoRA modules") || stderr != "" {
+		t.Errorf("stdout %q, stderr %q", stdout, stderr)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s: %v", f, err)
+		}
+	}
+	if a, b := readFile(t, filepath.Join(model, "vocab.txt")), readFile(t, filepath.Join(out, "vocab.txt")); a != b {
+		t.Errorf("vocab.txt not copied byte for byte")
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(parent, ".*tmp*")); len(tmp) > 0 {
+		t.Errorf("temporary directories left: %v", tmp)
+	}
+	ck, err := loaders.OpenCheckpoint(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := ck.Names()
+	ck.Close()
+	ref, err := loaders.OpenCheckpoint(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if refNames := ref.Names(); !slices.Equal(names, refNames) {
+		t.Errorf("merged tensor names %v, want the base's %v", names, refNames)
+	}
+	ref.Close()
+	m, report, err := transformer.LoadPretrained(out, cpu.New(), transformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(report.Missing)+len(report.Unexpected)+len(report.Mismatched)+len(report.Initialized) != 0 {
+		t.Errorf("loading the merged checkpoint: %v", report)
+	}
+	got, err := m.Forward(batch, trainer.ForwardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d float64
+	for i := range want {
+		d = math.Max(d, math.Abs(float64(got.Logits[i]-want[i])))
+	}
+	if d > 1e-5 {
+		t.Errorf("merged logits differ from the adapted model's by %g", d)
+	}
+
+	before := readFile(t, filepath.Join(out, "config.json"))
+	code, _, stderr = runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+	if code != exitUsage || !strings.Contains(stderr, "not empty") || readFile(t, filepath.Join(out, "config.json")) != before {
+		t.Errorf("merge into a non-empty directory: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestMergeUsage checks the refusals that are usage errors (exit 2).
+func TestMergeUsage(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no --output", []string{"merge", "--model", dir, "--adapter", dir}, "--output"},
+		{"no --adapter", []string{"merge", "--model", dir, "--output", filepath.Join(dir, "o")}, "--adapter"},
+		{"an output that is a file", []string{"merge", "--model", dir, "--adapter", dir, "--output", file}, "is a file"},
+		{"an adapter directory without adapter_config.json", []string{"merge", "--model", dir, "--adapter", dir,
+			"--output", filepath.Join(dir, "o")}, "not a PEFT adapter"},
+		{"a positional argument", []string{"merge", "x"}, "unknown command"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runTune(t, c.args...)
+			if code != exitUsage && !(c.name == "a positional argument" && code != exitOK) {
+				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Errorf("stderr %q, want it to mention %q", stderr, c.want)
+			}
+		})
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
