@@ -69,7 +69,7 @@ func WithCallbacks(cbs ...Callback) Option {
 func WithComputeMetrics(f MetricsFunc) Option { return func(t *Trainer) { t.metrics = f } }
 
 // WithOutput sets where progress goes: a progress bar when w is a terminal, one line per log entry otherwise.
-// The default is os.Stdout; io.Discard silences it.
+// The default is os.Stdout; io.Discard (or nil) silences it.
 func WithOutput(w io.Writer) Option { return func(t *Trainer) { t.out = w } }
 
 // WithLogger sets the logger for warnings (a resumed FP16 run without scaler state, a model without full-half
@@ -93,9 +93,15 @@ func New(model Model, args TrainingArguments, train, eval Dataset, opts ...Optio
 	if err := args.Validate(); err != nil {
 		return nil, err
 	}
+	if train != nil && eval == nil && args.EvalStrategy != IntervalNo {
+		return nil, fmt.Errorf("trainer: eval_strategy %q needs an eval dataset", args.EvalStrategy)
+	}
 	t := &Trainer{model: model, args: args, train: train, eval: eval, metrics: ClassificationMetrics, out: os.Stdout}
 	for _, o := range opts {
 		o(t)
+	}
+	if t.out == nil {
+		t.out = io.Discard
 	}
 	if t.logger == nil {
 		t.logger = slog.Default()

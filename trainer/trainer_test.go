@@ -7,7 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/tensor"
 )
 
 func TestTrainLearnsAndWritesOutputs(t *testing.T) {
@@ -167,5 +170,32 @@ func TestPredictUnlabelled(t *testing.T) {
 	}
 	if _, ok := out.Metrics["test_loss"]; ok {
 		t.Errorf("unlabelled prediction reports test_loss: %v", out.Metrics)
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	half := newScriptModel(2, nil, nil)
+	half.grads, _ = half.b.Alloc(tensor.F16, 2)
+	tests := []struct {
+		name  string
+		model Model
+		edit  func(a *TrainingArguments)
+		eval  Dataset
+		want  string
+	}{
+		{"no model", nil, func(*TrainingArguments) {}, nil, "model is nil"},
+		{"fp16 and bf16 together (CASES B13)", newBagModel(4, 2, 2, 0), func(a *TrainingArguments) { a.FP16, a.BF16 = true, true }, nil, "fp16 and bf16"},
+		{"evaluation without an eval set", newBagModel(4, 2, 2, 0), func(a *TrainingArguments) { a.EvalStrategy = IntervalEpoch }, nil, "needs an eval dataset"},
+		{"FP16 loss scaling over half-precision gradients fails at startup (CASES B14)", half, func(a *TrainingArguments) { a.FP16 = true }, nil, "Attempting to unscale FP16 gradients"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := testArgs(t)
+			tt.edit(&a)
+			_, err := New(tt.model, a, toyTask(4, 4, 1), tt.eval)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
 	}
 }
