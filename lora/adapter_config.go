@@ -84,6 +84,9 @@ func WriteAdapterConfig(dir string, c Config, baseModel string) error {
 		return fmt.Errorf("lora: writing %s: %w", AdapterConfigName, err)
 	}
 	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp makes the file 0600; a saved adapter is as readable as any output
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
