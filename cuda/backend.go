@@ -39,7 +39,7 @@ type Backend struct {
 	allowTF32 bool
 
 	scratchClass map[cu.DevicePtr]int64 // size classes of live scratch buffers
-	stagedGemms  int                    // GEMMs that took the staged fallback path
+	stagedGemms  map[string]int         // GEMMs that took the staged fallback path, by reason
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -89,7 +89,7 @@ func open(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{ordinal: ordinal, info: info, sm: 10*info.Major + info.Minor, alloc: newAllocator(),
-		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}}
+		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}, stagedGemms: map[string]int{}}
 	if b.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, driverErr("cuDeviceGet", err, "device %d", ordinal)
 	}
@@ -233,7 +233,10 @@ func (b *Backend) GemmStats() (plans, staged int) {
 	if b.lt != nil {
 		plans = len(b.lt.plans)
 	}
-	return plans, b.stagedGemms
+	for _, n := range b.stagedGemms {
+		staged += n
+	}
+	return plans, staged
 }
 
 // EmptyCache waits for queued work and returns the cached free blocks to the driver

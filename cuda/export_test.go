@@ -23,3 +23,14 @@ func NVRTCVersion() (major, minor int, path string, err error) {
 	nv, err := loadNVRTC()
 	return nv.major, nv.minor, nv.path, err
 }
+
+// StagedGemmReasons returns how many GEMMs took the staged path, by reason.
+func StagedGemmReasons(b *Backend) map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range b.stagedGemms {
+		out[k] = v
+	}
+	return out
+}

@@ -95,7 +95,7 @@ func TestGemmAgainstCPU(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) { runGemmCase(t, gpu, ref, rng, c) })
 	}
 	plans, staged := gpu.GemmStats()
-	t.Logf("%d cuBLASLt plans, %d GEMMs through the staged path", plans, staged)
+	t.Logf("%d cuBLASLt plans, %d GEMMs through the staged path: %v", plans, staged, cuda.StagedGemmReasons(gpu))
 }
 
 // runGemmCase uploads the same inputs to both backends (C poisoned with NaN on the GPU when beta = 0, the gaps

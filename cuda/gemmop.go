@@ -88,6 +88,7 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	mm := matmul{transA: g.transA, transB: g.transB, m: g.m, n: g.n, k: g.k, batch: g.batch,
 		a: addr(a.A), b: addr(a.B), c: addr(a.C), lda: g.lda, ldb: g.ldb, ldc: g.ldc,
 		sa: g.strideA, sb: g.strideB, sc: g.strideC, ab: a.A.DType, cdt: a.C.DType, alpha: a.Alpha, beta: a.Beta}
+	reason := "F32 inputs into a half C"
 	if directTypes(a.A.DType, a.C.DType) {
 		if a.Bias != nil && g.batch == 1 && addr(a.Bias)%16 == 0 {
 			fused := mm
@@ -97,6 +98,7 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 				return
 			}
 		}
+		reason = "half C with a bias the epilogue does not take"
 		if a.Bias == nil || a.C.DType == tensor.F32 {
 			e := o.ltMatmul(mm)
 			if e == nil {
@@ -107,9 +109,10 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 				o.fail(e)
 				return
 			}
+			reason = "no cuBLASLt algorithm for the layout"
 		}
 	}
-	o.stagedGemm(g, a)
+	o.stagedGemm(g, a, reason)
 	return
 }
 
@@ -166,8 +169,8 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 
 // stagedGemm is Gemm's fallback path: operands packed into aligned scratch with padded leading dimensions
 // (broadcast operands expanded), the product in an FP32 scratch C, rounded into C once.
-func (o *op) stagedGemm(g gemmGeom, a tensor.GemmArgs) {
-	o.b.stagedGemms++
+func (o *op) stagedGemm(g gemmGeom, a tensor.GemmArgs, reason string) {
+	o.b.stagedGemms[reason]++
 	ar, ac := g.storedA()
 	br, bc := g.storedB()
 	lda, ldb, ldc := roundUp(ac, 8), roundUp(bc, 8), roundUp(g.n, 8)
