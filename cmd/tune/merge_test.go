@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
@@ -173,4 +175,51 @@ func readFile(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+var updateMerged = flag.Bool("update-merged", false,
+	"rewrite testdata/lora/merged_by_tune, the checkpoint `tune merge` writes that tools/reference/peft_goldens.py check-merged loads into transformers")
+
+// TestMergeFixture merges testdata/lora/saved_by_tune/basic into the detweights base of the PEFT goldens (the
+// same model peft_goldens.py builds) with the real command and requires the bytes of the checked-in
+// testdata/lora/merged_by_tune, which peft_goldens.py check-merged loads with transformers. Run with
+// -update-merged to rewrite it (then rerun the check).
+func TestMergeFixture(t *testing.T) {
+	adapter := testutil.Testdata(t, "lora", "saved_by_tune", "basic")
+	fixture := testutil.Testdata(t, "lora", "merged_by_tune")
+	cfg := transformer.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 128, 64, 2, 4, 128
+	cfg.MaxPositionEmbeddings, cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 64, 0, 0
+	base, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range base.NamedParameters() {
+		if err := cpu.New().Upload(np.Value, detweights.Values(20261129, np.Name, np.Value.Shape)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	model := filepath.Join(t.TempDir(), "base")
+	if err := base.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "merged")
+	if *updateMerged {
+		if err := os.RemoveAll(fixture); err != nil {
+			t.Fatal(err)
+		}
+		out = fixture
+	}
+	if code, _, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{loaders.ConfigName, loaders.SafetensorsWeightsName} {
+		want, err := os.ReadFile(filepath.Join(fixture, name))
+		if err != nil {
+			t.Fatalf("%v (create it with go test ./cmd/tune -run TestMergeFixture -update-merged)", err)
+		}
+		if got := readFile(t, filepath.Join(out, name)); got != string(want) {
+			t.Errorf("%s differs from testdata/lora/merged_by_tune (rerun with -update-merged if intended)", name)
+		}
+	}
 }
