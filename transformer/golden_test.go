@@ -216,18 +216,37 @@ func compareGoldenGrads(t *testing.T, g *golden, m *BertForSequenceClassificatio
 		}
 	}
 	errs, worst := gradErrors(names, ours, theirs)
-	var own []float64
+	// Under autocast tune keeps more in FP32 than torch does (weight gradients, attention score gradients; see
+	// the package doc), so the two half-precision runs round differently. A gradient that misses the 1e-2 bound
+	// against transformers-under-autocast still passes when tune's autocast gradient is at least as close to the
+	// FP32 truth (transformers in FP32) as transformers' own autocast gradient is, within 2x (one rounding-noise
+	// sample against another); over the whole model tune's mean error vs FP32 must stay within 1.25x of
+	// transformers', i.e. tune's AMP is no less accurate than PyTorch's. Each tensor passed that way is logged.
+	var own, mine []float64
 	if mode != "fp32" {
 		own, _ = gradErrors(names, theirs, theirsFP32)
+		mine, _ = gradErrors(names, ours, theirsFP32)
 	}
 	tol := goldenTolerance(mode)
+	fallback := 0
 	for i, e := range errs {
 		switch {
 		case e <= tol:
-		case own != nil && e <= 1.5*own[i]:
-			t.Logf("%s: error %.3g > %.0e but transformers' own %s-vs-FP32 error is %.3g", names[i], e, tol, mode, own[i])
+		case own != nil && mine[i] <= 2*own[i]:
+			fallback++
+			t.Logf("%s: error vs transformers-%s %.3g > %.0e, but vs FP32 tune-%s %.3g <= 2 x transformers-%s %.3g", names[i], mode, e, tol, mode, mine[i], mode, own[i])
 		default:
-			t.Errorf("%s: gradient error %.3g > %.0e", names[i], e, tol)
+			t.Errorf("%s: gradient error %.3g > %.0e (vs FP32: tune %.3g, transformers %.3g)", names[i], e, tol, at(mine, i), at(own, i))
+		}
+	}
+	if fallback > 0 {
+		t.Logf("%d of %d gradients passed by the accuracy-vs-FP32 criterion", fallback, len(errs))
+	}
+	if own != nil {
+		mo, mm := mean(own), mean(mine)
+		t.Logf("mean gradient error vs transformers-FP32: tune-%s %.3g, transformers-%s %.3g", mode, mm, mode, mo)
+		if mm > 1.25*mo {
+			t.Errorf("tune's %s gradients are less accurate than transformers' (mean error vs FP32 %.3g > 1.25 x %.3g)", mode, mm, mo)
 		}
 	}
 	t.Logf("worst gradient: %s, error %.3g", names[worst], errs[worst])
@@ -300,4 +319,21 @@ func goldenMeta(g *golden) string {
 	var sdpa map[string]any
 	_ = json.Unmarshal([]byte(md["sdpa_vs_eager"]), &sdpa)
 	return fmt.Sprintf("torch %s, transformers %s on %s; sdpa vs eager %v", md["torch"], md["transformers"], md["device"], sdpa)
+}
+
+// at returns xs[i], or NaN when xs is nil (the FP32 mode has no FP32 comparison).
+func at(xs []float64, i int) float64 {
+	if xs == nil {
+		return math.NaN()
+	}
+	return xs[i]
+}
+
+// mean returns the arithmetic mean of xs.
+func mean(xs []float64) float64 {
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
 }
