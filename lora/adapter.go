@@ -251,3 +251,18 @@ func (m *Model) loadWeights(dir string) (err error) {
 	m.WeightsUpdated()
 	return nil
 }
+
+// SavedNumLabels returns num_labels of the classification head the adapter in dir saved (the row count of
+// base_model.model.classifier.weight), or 0 when it saved none. Load the base model with that many labels
+// before LoadAdapter (transformer.LoadOptions.NumLabels), as PEFT users pass num_labels to from_pretrained.
+func SavedNumLabels(dir string) (int, error) {
+	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, AdapterWeightsName))
+	if err != nil {
+		return 0, fmt.Errorf("lora: reading the adapter: %w", err)
+	}
+	defer ck.Close()
+	if info, ok := ck.Info(keyPrefix + "classifier.weight"); ok && len(info.Shape) == 2 {
+		return info.Shape[0], nil
+	}
+	return 0, nil
+}

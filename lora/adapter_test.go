@@ -277,3 +277,35 @@ func mustJSON(t testing.TB, v any) string {
 	must(t, err)
 	return string(b)
 }
+
+// TestSavedNumLabels reads num_labels from the saved head: 3 for a 3-label SEQ_CLS adapter, 0 for an adapter
+// without modules_to_save (task_type unset, so PEFT adds no head).
+func TestSavedNumLabels(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		task string
+		want int
+	}{
+		{"SEQ_CLS saves the 3-label head", TaskSeqCls, 3},
+		{"no task type saves no head", "", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := tinyConfig()
+			cfg.ID2Label = transformer.DefaultLabels(3)
+			lc := seqCls()
+			lc.TaskType = c.task
+			m, err := Apply(newBase(t, cpuBackend(), cfg, 1), lc, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			must(t, m.Save(dir))
+			if got, err := SavedNumLabels(dir); err != nil || got != c.want {
+				t.Errorf("SavedNumLabels = %d, %v; want %d", got, err, c.want)
+			}
+		})
+	}
+	if _, err := SavedNumLabels(t.TempDir()); err == nil {
+		t.Errorf("a directory without an adapter gave no error")
+	}
+}

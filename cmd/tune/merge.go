@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/transformer"
@@ -91,9 +90,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if !isFile(filepath.Join(o.Adapter, lora.AdapterConfigName)) {
 		return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", o.Adapter, lora.AdapterConfigName)
 	}
-	labels, err := adapterNumLabels(o.Adapter)
+	labels, err := lora.SavedNumLabels(o.Adapter)
 	if err != nil {
-		return err
+		return fmt.Errorf("merge: --adapter: %w", err)
 	}
 	bk := cpu.New()
 	base, report, err := transformer.LoadPretrained(o.Model, bk, transformer.LoadOptions{NumLabels: labels})
@@ -177,20 +176,6 @@ func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 		written = append(written, e.Name())
 	}
 	return written, nil
-}
-
-// adapterNumLabels returns the row count of the classifier the adapter in dir saved (its num_labels), or 0 when
-// it saved none.
-func adapterNumLabels(dir string) (int, error) {
-	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, lora.AdapterWeightsName))
-	if err != nil {
-		return 0, fmt.Errorf("merge: --adapter: %w", err)
-	}
-	defer ck.Close()
-	if info, ok := ck.Info("base_model.model.classifier.weight"); ok && len(info.Shape) == 2 {
-		return info.Shape[0], nil
-	}
-	return 0, nil
 }
 
 // hasTokenizerFiles reports whether dir holds tokenizer.json or vocab.txt.
