@@ -1,7 +1,6 @@
 package trainer
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,50 +17,34 @@ import (
 // MetricsName is the file in output_dir to which every log entry is appended as one JSON line.
 const MetricsName = "metrics.jsonl"
 
-// jsonlWriter appends every log entry to output_dir/metrics.jsonl (a resumed run appends after the entries of
-// the run it resumes; entries logged after that run's last checkpoint then appear twice, with the same steps).
+// jsonlWriter appends every log entry to output_dir/metrics.jsonl, opening the file for each entry so that
+// nothing stays open when training stops early (a resumed run appends after the entries of the run it resumes;
+// entries logged after that run's last checkpoint then appear twice, with the same steps).
 type jsonlWriter struct {
 	CallbackBase
 	path string
-	f    *os.File
-	w    *bufio.Writer
 }
 
 func newJSONLWriter(outputDir string) *jsonlWriter {
 	return &jsonlWriter{path: filepath.Join(outputDir, MetricsName)}
 }
 
-func (j *jsonlWriter) OnTrainBegin(*Event) error {
-	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	j.f, j.w = f, bufio.NewWriter(f)
-	return nil
-}
-
-// OnLog writes the entry and flushes, so the file is current while training runs.
-func (j *jsonlWriter) OnLog(_ *Event, logs LogEntry) error {
-	if j.w == nil {
-		return nil
-	}
+// OnLog appends the entry as one line.
+func (j *jsonlWriter) OnLog(_ *Event, logs LogEntry) (err error) {
 	line, err := json.Marshal(logs)
 	if err != nil {
 		return err
 	}
-	j.w.Write(append(line, '\n'))
-	return j.w.Flush()
-}
-
-func (j *jsonlWriter) OnTrainEnd(*Event) error {
-	if j.f == nil {
-		return nil
+	f, err := os.OpenFile(j.path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
 	}
-	err := j.w.Flush()
-	if cerr := j.f.Close(); err == nil {
-		err = cerr
-	}
-	j.f, j.w = nil, nil
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	_, err = f.Write(append(line, '\n'))
 	return err
 }
 
@@ -180,8 +163,17 @@ func (p *progress) OnTrainEnd(*Event) error {
 	if p.bar != nil {
 		p.bar.Finish()
 		fmt.Fprintln(p.out)
+		p.bar = nil
 	}
 	return nil
+}
+
+// abort ends the bar's line when training stops with an error, so the error starts on a line of its own.
+func (p *progress) abort() {
+	if p.bar != nil {
+		fmt.Fprintln(p.out)
+		p.bar = nil
+	}
 }
 
 // humanize formats a rate as 950, 12.3k or 4.56M.

@@ -50,7 +50,7 @@ type TrainOutput struct {
 // checkpoint in output_dir). It writes output_dir/metrics.jsonl, checkpoints per save_strategy,
 // output_dir/trainer_state.json and output_dir/training_curve.png. A cancelled ctx returns ctx's error after
 // the current optimizer step; the last checkpoint stays valid.
-func (t *Trainer) Train(ctx context.Context) (TrainOutput, error) {
+func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	a := &t.args
 	if t.train == nil || t.train.Len() == 0 {
 		return TrainOutput{}, fmt.Errorf("trainer: Train needs a non-empty training dataset")
@@ -60,7 +60,6 @@ func (t *Trainer) Train(ctx context.Context) (TrainOutput, error) {
 	r.numMicro = (t.train.Len() + a.PerDeviceTrainBatchSize - 1) / a.PerDeviceTrainBatchSize
 	r.total, r.numEpochs = a.TotalSteps(r.numMicro)
 	r.stepsPerEpoch = (r.numMicro + a.GradientAccumulationSteps - 1) / a.GradientAccumulationSteps
-	var err error
 	if t.sched, err = NewLRScheduler(a.LRSchedulerType, a.LearningRate, a.NumWarmupSteps(r.total), r.total); err != nil {
 		return TrainOutput{}, err
 	}
@@ -71,6 +70,15 @@ func (t *Trainer) Train(ctx context.Context) (TrainOutput, error) {
 	}
 	removeStaleTemps(a.OutputDir)
 	t.setupCallbacks()
+	defer func() {
+		if err != nil {
+			for _, cb := range t.callbacks {
+				if a, ok := cb.(interface{ abort() }); ok {
+					a.abort()
+				}
+			}
+		}
+	}()
 	t.model.SetPolicy(t.policy)
 	if a.ResumeFromCheckpoint != "" {
 		dir, err := ResolveCheckpoint(a.OutputDir, a.ResumeFromCheckpoint)
