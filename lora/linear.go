@@ -54,7 +54,7 @@ type linearCache struct {
 	aIn      *tensor.Tensor // the input of A in the last Forward: xd, or x itself without dropout
 	dropOff  uint64         // Philox offset of the last Forward's mask
 	dropUsed bool
-	ready    bool // a Forward ran with the adapter active since the last Layout
+	ready    bool // a training Forward ran and no Backward has consumed it yet
 }
 
 // ErrMerged is returned when a merged adapter is asked to train (Backward) or to merge again.
@@ -189,9 +189,11 @@ func (l *Linear) rowsOf(t *tensor.Tensor, features int, what string) (int, error
 	if n*features != t.Numel() {
 		return 0, fmt.Errorf("lora: %s %v is not a whole number of %d-feature rows", what, t.Shape, features)
 	}
-	if l.c.h == nil || n > l.c.h.Shape[0] {
-		return 0, fmt.Errorf("lora: %s has %d rows but the pass's buffers were laid out for %v rows; "+
-			"the model must call Layout before Forward", what, n, l.c.h)
+	if l.c.h == nil || l.c.h.Buf == nil {
+		return 0, fmt.Errorf("lora: no pass buffers: the model must call Layout (carve its step arena) before Forward")
+	}
+	if n > l.c.h.Shape[0] {
+		return 0, fmt.Errorf("lora: %s has %d rows but the pass's buffers were laid out for %d", what, n, l.c.h.Shape[0])
 	}
 	return n, nil
 }

@@ -389,3 +389,58 @@ func argmaxAbs(v []float32) int {
 	}
 	return best
 }
+
+// TestNewLinearInit checks each init_lora_weights against PEFT's reset_lora_parameters on a 256→96 Linear with
+// r 8: "true" draws A from U(±1/√in) and zeroes B; "gaussian" draws A from N(0, (1/r)²) and zeroes B; "false"
+// draws both (B from U(±1/√r)), so the adapter is live from the start. Checked by range and spread.
+func TestNewLinearInit(t *testing.T) {
+	const in, out, r = 256, 96, 8
+	stats := func(v []float32) (maxAbs, std float64) {
+		var sum, sq float64
+		for _, x := range v {
+			maxAbs = math.Max(maxAbs, math.Abs(float64(x)))
+			sum += float64(x)
+			sq += float64(x) * float64(x)
+		}
+		n := float64(len(v))
+		return maxAbs, math.Sqrt(sq/n - (sum/n)*(sum/n))
+	}
+	uniformStd := func(bound float64) float64 { return bound / math.Sqrt(3) }
+	for _, c := range []struct {
+		init         InitLoraWeights
+		aBound, aStd float64 // aBound 0: unbounded (normal)
+		bBound, bStd float64 // 0, 0: B all zero
+	}{
+		{InitDefault, 1 / 16.0, uniformStd(1 / 16.0), 0, 0},
+		{InitGaussian, 0, 1.0 / r, 0, 0},
+		{InitRandom, 1 / 16.0, uniformStd(1 / 16.0), 1 / math.Sqrt(r), uniformStd(1 / math.Sqrt(r))},
+	} {
+		t.Run(string(c.init), func(t *testing.T) {
+			bk := cpuBackend()
+			base, err := transformer.NewLinear(bk, in, out, true)
+			must(t, err)
+			cfg := DefaultConfig()
+			cfg.R, cfg.InitLoraWeights = r, c.init
+			l, err := NewLinear(bk, base, cfg, false, 1)
+			must(t, err)
+			for _, w := range []struct {
+				name         string
+				v            []float32
+				bound, wantS float64
+			}{{"A", download(t, bk, l.A.Value), c.aBound, c.aStd}, {"B", download(t, bk, l.B.Value), c.bBound, c.bStd}} {
+				maxAbs, std := stats(w.v)
+				switch {
+				case w.wantS == 0 && maxAbs != 0:
+					t.Errorf("%s: max |value| %g, want all zero", w.name, maxAbs)
+				case w.bound > 0 && maxAbs > w.bound:
+					t.Errorf("%s: max |value| %g beyond the bound %g", w.name, maxAbs, w.bound)
+				case w.wantS > 0 && math.Abs(std/w.wantS-1) > 0.1:
+					t.Errorf("%s: std %g, want %g", w.name, std, w.wantS)
+				}
+			}
+		})
+	}
+	if _, err := NewLinear(cpuBackend(), nil, DefaultConfig(), false, 1); err == nil {
+		t.Errorf("a nil base gave no error")
+	}
+}
