@@ -78,6 +78,8 @@ def build_base(device):
     config = base_config()
     config._attn_implementation = "eager"
     model = BertForSequenceClassification(config)
+    if getattr(model.config, "_attn_implementation", None) != "eager" and hasattr(model, "set_attn_implementation"):
+        model.set_attn_implementation("eager")
     detweights.load_into(model, SEED)
     return model.float().to(device).eval()
 
