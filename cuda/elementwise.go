@@ -102,8 +102,12 @@ func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 		pb = uint64(p)
 	}
 	defer o.release(pa)
-	o.launch("norm.cu", "colsum_partial", (ch+31)/32, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
-		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode))
+	v := vec(dy, x)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.launch("norm.cu", "colsum_partial", (ch+127)/128, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
 	if outA != nil {
 		o.launch("norm.cu", "colsum_finish", (ch+255)/256, 1, 256, 1, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
 	}

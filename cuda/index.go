@@ -39,8 +39,9 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 }
 
 // EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in token order in FP32, each
-// touched table row rounded once. The ids are read on the host, grouped by id, and the groups uploaded, so
-// the kernel needs no atomics and the result is deterministic (for an F32 table identical to tensor/cpu).
+// touched table row rounded once. The ids are read on the host (a synchronization), grouped by id with a
+// counting sort and the groups uploaded, so the kernel needs no atomics and the result is deterministic (for
+// an F32 table identical to tensor/cpu).
 func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error) {
 	o := b.begin("EmbeddingBackward", dtable, ids, dout)
 	defer o.end(&err)
@@ -54,27 +55,26 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if o.failed() || ch == 0 || len(idx) == 0 {
 		return
 	}
-	// Group token rows by id: uniq in first-appearance order, rows of each group in token order.
-	slot := make(map[int]int32)
-	var uniq []int32
-	var groups [][]int32
-	for n, id := range idx {
-		s, ok := slot[id]
-		if !ok {
-			s = int32(len(uniq))
-			slot[id] = s
+	// Group token rows by id with a stable counting sort (O(N + V), no per-group allocation): uniq lists the
+	// ids present in ascending order, rows[start[u]:start[u+1]] the token rows of uniq[u] in token order.
+	pos := make([]int32, v+1)
+	for _, id := range idx {
+		pos[id+1]++
+	}
+	var uniq, start []int32
+	for id := 0; id < v; id++ {
+		if c := pos[id+1]; c > 0 {
 			uniq = append(uniq, int32(id))
-			groups = append(groups, nil)
+			start = append(start, pos[id])
 		}
-		groups[s] = append(groups[s], int32(n))
+		pos[id+1] += pos[id]
 	}
-	start := make([]int32, 0, len(uniq)+1)
-	rows := make([]int32, 0, len(idx))
-	for _, g := range groups {
-		start = append(start, int32(len(rows)))
-		rows = append(rows, g...)
+	start = append(start, int32(len(idx)))
+	rows := make([]int32, len(idx))
+	for n, id := range idx {
+		rows[pos[id]] = int32(n)
+		pos[id]++
 	}
-	start = append(start, int32(len(rows)))
 	host := make([]int32, 0, len(uniq)+len(start)+len(rows))
 	host = append(append(append(host, uniq...), start...), rows...)
 	dev := o.scratch(4 * len(host))

@@ -5,9 +5,9 @@
 // - embedding_fwd: one thread per group of four columns of one output row; with vec=1 (C % 4 == 0, table and
 //   out aligned) each group is one vector load and store. The host has already checked every id against
 //   [0, V) (the op must fail before writing anything, as tensor/cpu does).
-// - embedding_bwd: deterministic, without atomics. The host groups the token rows by id (first-appearance order
-//   of ids, token order inside a group); block u owns unique id ids[u] and, for each of its columns, adds the
-//   group's rows in token order onto the FP32-widened table row and rounds once. For an F32 table that is the
+// - embedding_bwd: deterministic, without atomics. The host groups the token rows by id (a stable counting
+//   sort: ids ascending, token order inside a group); block u owns unique id uniq[u] and, for each of its
+//   columns, adds the group's rows in token order onto the FP32-widened table row and rounds once. For an F32 table that is the
 //   same sequence of FP32 additions as tensor/cpu's loop, so the result is bit-identical.
 // - transpose12: one thread per group of four elements along D; vec=1 when D % 4 == 0 and both tensors are
 //   aligned.

@@ -7,8 +7,8 @@
 //   access. Statistics are FP32: two-pass mean then biased variance, as torch.nn.LayerNorm and tensor/cpu;
 //   rstd = 1/sqrt(var + eps) evaluated in double and rounded once (tensor/cpu does the same).
 // - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
-//   32 columns of one chunk of rows; its eight row-strided partial sums are combined in a fixed order and
-//   written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
+//   128 columns (four per thread, vector loads when aligned) of one chunk of rows; its eight row-strided
+//   partial sums are combined in a fixed order and written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
 //   and rounds once. No atomics, so the result is the same on every run. mode 0 sums dy (BiasGrad); mode 1 sums
 //   dout·n̂ into the first output and dout into the second (LayerNorm's dgamma and dbeta).
 #include "common.cuh"
@@ -112,33 +112,58 @@ extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, const void *dout, i
 	}
 }
 
-// colsum_partial: block (32, 8), grid (ceil(C/32), chunks); chunk k covers rows [k·rows, (k+1)·rows).
+// colsum_partial: block (32, 8), grid (ceil(C/128), chunks); chunk k covers rows [k·rows, (k+1)·rows) and the
+// block's 128 columns, four per thread, so a warp reads 128 consecutive elements of a row (one vector access
+// per thread when vec=1: C % 4 == 0 and dy, x aligned). Row-strided per-thread sums are combined over the
+// eight thread rows in a fixed order.
 // mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x − mean)·rstd, pb[k][c] = Σ dy.
 extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, int dtdy, const void *x, int dtx,
-                                          const float *mean, const float *rstd, i64 N, int C, i64 rows, int mode) {
-	__shared__ float sa[8][33], sb[8][33];
+                                          const float *mean, const float *rstd, i64 N, int C, i64 rows, int mode,
+                                          int vec) {
+	__shared__ float sa[8][129], sb[8][129];
 	int tx = threadIdx.x, ty = threadIdx.y;
-	int c = blockIdx.x * 32 + tx;
+	int c0 = blockIdx.x * 128 + tx * 4;
 	i64 k = blockIdx.y;
 	i64 lo = k * rows, hi = min(N, lo + rows);
-	float a = 0.0f, b = 0.0f;
-	if (c < C) {
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	if (c0 < C) {
 		for (i64 r = lo + ty; r < hi; r += 8) {
-			float d = ld(dy, dtdy, r * C + c);
-			if (mode == 0) {
-				a += d;
+			i64 base = r * C + c0;
+			F4 d, xv;
+			if (vec) {
+				d = ld4(dy, dtdy, base);
+				if (mode == 1) xv = ld4(x, dtx, base);
 			} else {
-				a += d * ((ld(x, dtx, r * C + c) - mean[r]) * rstd[r]);
-				b += d;
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					d.v[j] = c0 + j < C ? ld(dy, dtdy, base + j) : 0.0f;
+					if (mode == 1) xv.v[j] = c0 + j < C ? ld(x, dtx, base + j) : 0.0f;
+				}
+			}
+			if (mode == 0) {
+#pragma unroll
+				for (int j = 0; j < 4; j++) a[j] += d.v[j];
+			} else {
+				float m = mean[r], rs = rstd[r];
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					a[j] += d.v[j] * ((xv.v[j] - m) * rs);
+					b[j] += d.v[j];
+				}
 			}
 		}
 	}
-	sa[ty][tx] = a;
-	sb[ty][tx] = b;
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		sa[ty][tx * 4 + j] = a[j];
+		sb[ty][tx * 4 + j] = b[j];
+	}
 	__syncthreads();
-	if (ty == 0 && c < C) {
+	int t = ty * 32 + tx;
+	int c = blockIdx.x * 128 + t;
+	if (t < 128 && c < C) {
 		float ta = 0.0f, tb = 0.0f;
-		for (int j = 0; j < 8; j++) ta += sa[j][tx], tb += sb[j][tx];
+		for (int j = 0; j < 8; j++) ta += sa[j][t], tb += sb[j][t];
 		pa[k * C + c] = ta;
 		if (mode == 1) pb[k * C + c] = tb;
 	}
