@@ -1,7 +1,10 @@
 package lora
 
 import (
+	"crypto/sha256"
+	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -42,7 +45,7 @@ func openGolden(t *testing.T, name string) *loaders.Checkpoint {
 	t.Helper()
 	path := testutil.Testdata(t, "lora", name)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("%s is missing: run python3 %s write testdata/lora on the GPU machine (PEFT 0.21, transformers 5.17)", path, goldenScript)
+		t.Skipf("%s is missing: run python3 %s testdata/lora on the GPU machine (PEFT 0.21, transformers 5.17)", path, goldenScript)
 	}
 	ck, err := loaders.OpenCheckpoint(path)
 	if err != nil {
@@ -268,4 +271,64 @@ func readBytes(t *testing.T, p string) string {
 	b, err := os.ReadFile(p)
 	must(t, err)
 	return string(b)
+}
+
+// peftChecks is testdata/lora/peft_checks.json, the record peft_goldens.py writes of PEFT loading tune's
+// adapters (check-tune) and transformers loading `tune merge`'s checkpoint (check-merged).
+type peftChecks struct {
+	Versions map[string]string `json:"versions"`
+	Results  []struct {
+		Check        string            `json:"check"`
+		Adapter      string            `json:"adapter"`
+		Merged       string            `json:"merged"`
+		Pass         bool              `json:"pass"`
+		MaxAbsDiff   float64           `json:"max_abs_diff"`
+		RelativeDiff float64           `json:"relative_diff"`
+		Problems     []string          `json:"problems"`
+		SHA256       map[string]string `json:"sha256"`
+	} `json:"results"`
+}
+
+// TestPEFTChecks reads the recorded interop checks: every adapter in testdata/lora/saved_by_tune loaded by PEFT
+// with the logits tune recorded (relative difference ≤ 1e-5, every tensor bit-exact, no key warning), and
+// testdata/lora/merged_by_tune loaded by transformers with no missing or unexpected key and PEFT's logits. The
+// files checked must still be the ones in testdata (same sha256), else the record is stale.
+func TestPEFTChecks(t *testing.T) {
+	path := testutil.Testdata(t, "lora", "peft_checks.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Skipf("%s is missing: run python3 %s testdata/lora on the GPU machine", path, goldenScript)
+	}
+	var rec peftChecks
+	must(t, json.Unmarshal(raw, &rec))
+	t.Logf("checked with %v", rec.Versions)
+	seen := map[string]bool{}
+	for _, r := range rec.Results {
+		dir := filepath.Join("saved_by_tune", r.Adapter)
+		if r.Check == "check-merged" {
+			dir = r.Merged
+		}
+		seen[r.Check+" "+dir] = true
+		t.Logf("%s %s: pass %v, max abs diff %.3g, relative %.3g", r.Check, dir, r.Pass, r.MaxAbsDiff, r.RelativeDiff)
+		if !r.Pass {
+			t.Errorf("%s %s failed: relative diff %.3g, problems %v", r.Check, dir, r.RelativeDiff, r.Problems)
+		}
+		for f, sum := range r.SHA256 {
+			data, err := os.ReadFile(testutil.Testdata(t, "lora", dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmt.Sprintf("%x", sha256.Sum256(data)); got != sum {
+				t.Errorf("testdata/lora/%s/%s changed since PEFT checked it: rerun python3 %s testdata/lora", dir, f, goldenScript)
+			}
+		}
+	}
+	for _, c := range tuneAdapterCases {
+		if !seen["check-tune "+filepath.Join("saved_by_tune", c.name)] {
+			t.Errorf("no PEFT check recorded for saved_by_tune/%s", c.name)
+		}
+	}
+	if !seen["check-merged merged_by_tune"] {
+		t.Errorf("no transformers check recorded for merged_by_tune")
+	}
 }

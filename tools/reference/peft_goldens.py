@@ -4,9 +4,16 @@
 Run on the GPU machine (torch 2.11, transformers 5.17, peft 0.21, safetensors 0.8); everything runs on the CPU
 in FP32 unless --device says otherwise (TF32 is switched off on CUDA):
 
+    python3 tools/reference/peft_goldens.py testdata/lora        (all: write, then both checks, recorded)
     python3 tools/reference/peft_goldens.py write testdata/lora
     python3 tools/reference/peft_goldens.py check-tune [DIR ...]
     python3 tools/reference/peft_goldens.py check-merged [MERGED_DIR] [--adapter DIR]
+
+The first form (what scripts/reference-goldens.sh runs) writes the goldens, runs check-tune on
+OUT_DIR/saved_by_tune/* and check-merged on OUT_DIR/merged_by_tune, prints their PASS/FAIL lines and records
+them, with the sha256 of the files checked, in OUT_DIR/peft_checks.json; lora's TestPEFTChecks fails on a FAIL
+there and asks for a rerun when the checked files have changed since. Its exit status is 0 once the goldens are
+written, whatever the checks say; the separate check modes exit 1 on a FAIL.
 
 The base model is built on both sides from detweights.py (splitmix64 of the parameter name; Go's
 transformer/detweights computes the same bits): BertForSequenceClassification with hidden 64, 2 layers, 4 heads,
@@ -42,6 +49,7 @@ check-merged [MERGED_DIR] [--adapter DIR] (defaults: testdata/lora/merged_by_tun
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import sys
@@ -225,8 +233,14 @@ def check_loaded(model, adapter_dir):
     return problems
 
 
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
 def check_tune(dirs, device):
-    ok = True
+    """PEFT loads each adapter tune saved; returns one result dict per adapter."""
+    results = []
     for d in dirs:
         model, bad = load_peft(d, device)
         problems = check_loaded(model, d) + [f"warning: {w}" for w in bad]
@@ -238,18 +252,21 @@ def check_tune(dirs, device):
         scalings = sorted({float(m.scaling["default"]) for m in model.modules() if hasattr(m, "scaling")
                            and isinstance(m.scaling, dict) and "default" in m.scaling})
         passed = rel <= TOL and not problems
-        ok = ok and passed
-        print(f"{'PASS' if passed else 'FAIL'} check-tune {d}: logits max abs diff {absd:.3g}, relative {rel:.3g} "
+        name = os.path.basename(os.path.normpath(d))
+        print(f"{'PASS' if passed else 'FAIL'} check-tune {name}: logits max abs diff {absd:.3g}, relative {rel:.3g} "
               f"(tolerance {TOL:g}); r {cfg.r}, lora_alpha {cfg.lora_alpha}, use_rslora {cfg.use_rslora}, "
               f"bias {cfg.bias}, scaling {scalings}, {len(load_file(os.path.join(d, 'adapter_model.safetensors')))} "
               f"tensors loaded")
         for p in problems:
             print("    ", p)
-    print(json.dumps(versions()))
-    return ok
+        results.append({"check": "check-tune", "adapter": name, "pass": passed, "max_abs_diff": absd,
+                        "relative_diff": rel, "tolerance": TOL, "problems": problems, "scalings": scalings,
+                        "sha256": {f: sha256(os.path.join(d, f)) for f in FILES}})
+    return results
 
 
 def check_merged(merged_dir, adapter_dir, device):
+    """transformers loads the checkpoint `tune merge` wrote; returns a result dict."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         merged, info = BertForSequenceClassification.from_pretrained(
@@ -258,22 +275,37 @@ def check_merged(merged_dir, adapter_dir, device):
     problems = [f"{k}: {v}" for k, v in info.items() if v]
     problems += [f"warning: {w}" for w in key_warnings(caught)]
     reference, bad = load_peft(adapter_dir, device)
+    problems += [f"loading the adapter: {w}" for w in bad]
     expected = load_file(os.path.join(adapter_dir, "expected.safetensors"))
     inputs = {k.removeprefix("inputs/"): v for k, v in expected.items() if k.startswith("inputs/")}
     got, want = logits_of(merged, inputs, device), logits_of(reference, inputs, device)
     absd, rel = diff(got, want)
-    passed = rel <= TOL and not problems and not bad
-    print(f"{'PASS' if passed else 'FAIL'} check-merged {merged_dir}: from_pretrained missing/unexpected/mis-shaped "
-          f"keys: {'none' if not problems else problems}; logits vs PEFT (base + {adapter_dir}) max abs diff "
-          f"{absd:.3g}, relative {rel:.3g} (tolerance {TOL:g})")
-    print(json.dumps(versions()))
-    return passed
+    passed = rel <= TOL and not problems
+    print(f"{'PASS' if passed else 'FAIL'} check-merged {os.path.basename(os.path.normpath(merged_dir))}: "
+          f"from_pretrained missing/unexpected/mis-shaped keys: {'none' if not problems else problems}; logits vs "
+          f"PEFT (base + {os.path.basename(os.path.normpath(adapter_dir))}) max abs diff {absd:.3g}, relative "
+          f"{rel:.3g} (tolerance {TOL:g})")
+    return {"check": "check-merged", "merged": os.path.basename(os.path.normpath(merged_dir)), "pass": passed,
+            "max_abs_diff": absd, "relative_diff": rel, "tolerance": TOL, "problems": problems,
+            "sha256": {f: sha256(os.path.join(merged_dir, f)) for f in ("config.json", "model.safetensors")}}
+
+
+FILES = ("adapter_config.json", "adapter_model.safetensors", "expected.safetensors")
+MODES = ("write", "check-tune", "check-merged")
 
 
 def main():
+    argv = sys.argv[1:]
+    if not any(a in MODES for a in argv):  # `peft_goldens.py OUT_DIR`: everything (scripts/reference-goldens.sh)
+        argv = ["all"] + argv
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda; TF32 is off either way")
     sub = ap.add_subparsers(dest="mode", required=True)
+    a = sub.add_parser("all", help="write, check-tune and check-merged; the checks are recorded in "
+                                   "OUT_DIR/peft_checks.json")
+    a.add_argument("out_dir")
+    a.add_argument("--tiny-bert-random", help="accepted for scripts/reference-goldens.sh; unused (the base model "
+                                              "is built from detweights)")
     w = sub.add_parser("write", help="write the PEFT adapter and goldens into OUT_DIR")
     w.add_argument("out_dir")
     t = sub.add_parser("check-tune", help="load adapters tune saved into PEFT and compare logits")
@@ -282,7 +314,7 @@ def main():
     m = sub.add_parser("check-merged", help="load a checkpoint `tune merge` wrote with transformers")
     m.add_argument("merged_dir", nargs="?", default=os.path.join(REPO, "testdata/lora/merged_by_tune"))
     m.add_argument("--adapter", default=os.path.join(REPO, "testdata/lora/saved_by_tune/basic"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -293,8 +325,19 @@ def main():
         write(args.out_dir, device)
         return 0
     if args.mode == "check-tune":
-        return 0 if check_tune(args.dirs, device) else 1
-    return 0 if check_merged(args.merged_dir, args.adapter, device) else 1
+        return 0 if all(r["pass"] for r in check_tune(args.dirs, device)) else 1
+    if args.mode == "check-merged":
+        return 0 if check_merged(args.merged_dir, args.adapter, device)["pass"] else 1
+    write(args.out_dir, device)
+    tune_dir = os.path.join(args.out_dir, "saved_by_tune")
+    results = check_tune([os.path.join(tune_dir, c) for c in sorted(os.listdir(tune_dir))], device)
+    results.append(check_merged(os.path.join(args.out_dir, "merged_by_tune"), os.path.join(tune_dir, "basic"), device))
+    path = os.path.join(args.out_dir, "peft_checks.json")
+    with open(path, "w") as f:
+        json.dump({"versions": versions(), "device": str(device), "results": results}, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {path}: {sum(r['pass'] for r in results)} of {len(results)} checks pass")
+    return 0  # the goldens are written; the checks' verdicts are in peft_checks.json (lora TestPEFTChecks reads it)
 
 
 if __name__ == "__main__":
