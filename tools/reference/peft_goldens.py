@@ -290,6 +290,17 @@ def check_merged(merged_dir, adapter_dir, device):
             "sha256": {f: sha256(os.path.join(merged_dir, f)) for f in ("config.json", "model.safetensors")}}
 
 
+def guarded(check, kind, name):
+    """Runs check(); an exception becomes a FAIL result carrying it, so the goldens are still recorded."""
+    try:
+        return check()
+    except Exception as e:  # noqa: BLE001 - any failure of PEFT or transformers to load is a FAIL to record
+        print(f"FAIL {kind} {name}: {type(e).__name__}: {e}")
+        key = "merged" if kind == "check-merged" else "adapter"
+        return [{"check": kind, key: name, "pass": False, "max_abs_diff": None, "relative_diff": None,
+                 "problems": [f"{type(e).__name__}: {e}"], "sha256": {}}]
+
+
 FILES = ("adapter_config.json", "adapter_model.safetensors", "expected.safetensors")
 MODES = ("write", "check-tune", "check-merged")
 
@@ -330,8 +341,11 @@ def main():
         return 0 if check_merged(args.merged_dir, args.adapter, device)["pass"] else 1
     write(args.out_dir, device)
     tune_dir = os.path.join(args.out_dir, "saved_by_tune")
-    results = check_tune([os.path.join(tune_dir, c) for c in sorted(os.listdir(tune_dir))], device)
-    results.append(check_merged(os.path.join(args.out_dir, "merged_by_tune"), os.path.join(tune_dir, "basic"), device))
+    results = []
+    for c in sorted(os.listdir(tune_dir)):
+        results += guarded(lambda: check_tune([os.path.join(tune_dir, c)], device), "check-tune", c)
+    results += guarded(lambda: [check_merged(os.path.join(args.out_dir, "merged_by_tune"), os.path.join(tune_dir, "basic"),
+                                             device)], "check-merged", "merged_by_tune")
     path = os.path.join(args.out_dir, "peft_checks.json")
     with open(path, "w") as f:
         json.dump({"versions": versions(), "device": str(device), "results": results}, f, indent=2, sort_keys=True)
