@@ -4,13 +4,13 @@
 #   SHARED=.shared/data OUT=/some/dir bash scripts/reference-goldens.sh [step ...]
 # SHARED is a copy of ../shared/data (the device tool carries only the repository), OUT receives the logs and a
 # tarball of the regenerated testdata folders to unpack here (tar xzf goldens.tgz). Steps default to all:
-# tokenizer amp bert lora trainer.
+# tokenizer amp bert lora trainer safetensors.
 set -uo pipefail
 S=${SHARED:-../shared/data}
 OUT=${OUT:-/tmp/tune-goldens}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8
-steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(tokenizer amp bert lora trainer)
+steps=("$@"); [ ${#steps[@]} -gt 0 ] || steps=(tokenizer amp bert lora trainer safetensors)
 dirs=(); status=0
 run() { # name dir cmd...
   local name=$1 dir=$2; shift 2
@@ -25,6 +25,7 @@ for s in "${steps[@]}"; do
     bert) run bert testdata/bert python3 tools/reference/bert_goldens.py testdata/bert --tiny-bert-random "$S/tiny-bert-random" ;;
     lora) [ -f tools/reference/peft_goldens.py ] && run lora testdata/lora python3 tools/reference/peft_goldens.py testdata/lora --tiny-bert-random "$S/tiny-bert-random" ;;
     trainer) [ -f tools/reference/trainer_compare.py ] && run trainer testdata/trainer python3 tools/reference/trainer_compare.py testdata/trainer --model "$S/tiny-bert-random" --data "$S/sst2/train.tsv" ;;
+    safetensors) run safetensors testdata/safetensors/reference python3 tools/reference/make_safetensors_fixtures.py testdata/safetensors/reference ;;
     *) echo "unknown step $s"; status=1 ;;
   esac
 done

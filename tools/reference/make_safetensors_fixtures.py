@@ -108,7 +108,7 @@ def main(out):
         manifest["shared_memory_error"] = None
         os.remove(refused)
     except RuntimeError as e:
-        manifest["shared_memory_error"] = str(e).splitlines()[0]
+        manifest["shared_memory_error"] = next((l.strip() for l in str(e).splitlines() if l.strip()), "")
 
     # A fine-tuning model, saved whole, sharded, and cast to half precision.
     cfg = tiny_config(
