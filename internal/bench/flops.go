@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// FLOPs is the floating-point work of one training step, GEMMs only (a multiply-add counts 2), split by pass.
+// Elementwise ops, LayerNorm, softmax, the loss and AdamW are left out: together they are well under 1% of a
+// BERT step's FLOPs, and they are bound by memory bandwidth, not arithmetic.
+type FLOPs struct {
+	// Forward is every GEMM of the forward pass: the projections, LoRA's A and B products, QKᵀ and P·V.
+	Forward float64
+	// BackwardData is every input (activation) gradient: dX of every projection, frozen ones included (the
+	// gradient must flow through them), the adapters' two data-gradient products, and both gradients of QKᵀ
+	// and P·V.
+	BackwardData float64
+	// BackwardWeight is the weight gradient of every trainable projection weight (dW = dYᵀ·X) and of the LoRA
+	// adapters (dA, dB). A frozen weight has no weight-gradient GEMM: this, not the adapter math, is where LoRA
+	// saves work.
+	BackwardWeight float64
+}
+
+// Total returns Forward + BackwardData + BackwardWeight.
+func (f FLOPs) Total() float64 { return f.Forward + f.BackwardData + f.BackwardWeight }
+
+// Projection is one Linear layer as the FLOP count sees it: Rows input rows (B·T for the encoder's projections,
+// B for the pooler and the classifier) of In features mapped to Out features, whether the dense weight is
+// trained, and the LoRA rank R (0 without an adapter).
+type Projection struct {
+	Path         string
+	Rows         int
+	In, Out      int
+	TrainWeight  bool
+	LoRARank     int
+	adapterTrain bool
+}
+
+// projectionFLOPs adds one projection's work to f:
+//
+//	forward  2·rows·in·out            + adapter 2·rows·r·(in + out)
+//	dX       2·rows·in·out            + adapter 2·rows·r·(in + out)   (dH = dY·B, dX += dH·A)
+//	dW       2·rows·in·out if trained + adapter 2·rows·r·(in + out)   (dB = dYᵀ·H, dA = dHᵀ·X)
+func (f *FLOPs) add(p Projection) {
+	dense := 2 * float64(p.Rows) * float64(p.In) * float64(p.Out)
+	adapter := 2 * float64(p.Rows) * float64(p.LoRARank) * float64(p.In+p.Out)
+	f.Forward += dense + adapter
+	f.BackwardData += dense + adapter
+	if p.TrainWeight {
+		f.BackwardWeight += dense
+	}
+	if p.adapterTrain {
+		f.BackwardWeight += adapter
+	}
+}
+
+// attentionFLOPs adds the two attention products of every layer: per sequence and layer QKᵀ is H products of
+// (T, D)·(D, T) and P·V is H products of (T, T)·(T, D), each 2·T²·D·H = 2·T²·C FLOPs, so the forward is
+// 4·B·L·T²·C; the backward computes two gradients of each product (dQ, dK; dP, dV), 8·B·L·T²·C. None of them
+// has a weight.
+func (f *FLOPs) attention(cfg transformer.BertConfig, b, t int) {
+	fwd := 4 * float64(b) * float64(cfg.NumHiddenLayers) * float64(t) * float64(t) * float64(cfg.HiddenSize)
+	f.Forward += fwd
+	f.BackwardData += 2 * fwd
+}
+
+// Projections lists the projections of m (a BertForSequenceClassification, or one adapted by lora.Apply) for a
+// (b, t) batch: the encoder's six per layer over B·T rows, the pooler and the classifier over B rows (the
+// pooler reads the first token only), with their trainability and LoRA rank as m has them now.
+func Projections(m lora.Base, b, t int) ([]Projection, error) {
+	var out []Projection
+	for _, mp := range m.Projections() {
+		lin := mp.Projection.Base()
+		if lin == nil || lin.Weight == nil {
+			return nil, fmt.Errorf("bench: projection %s has no weight", mp.Path)
+		}
+		p := Projection{Path: mp.Path, Rows: b, In: lin.In, Out: lin.Out, TrainWeight: lin.Weight.Grad != nil}
+		if strings.HasPrefix(mp.Path, "bert.encoder.") {
+			p.Rows = b * t
+		}
+		if l, ok := mp.Projection.(*lora.Linear); ok && !l.Merged() {
+			p.LoRARank = l.R
+			p.adapterTrain = l.A.Grad != nil || l.B.Grad != nil
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// CountFLOPs returns the GEMM work of one training step of m on a (b, t) batch: the sum over Projections(m) of
+// each projection's forward, input-gradient and (where trained) weight-gradient products, plus the attention
+// products. For BERT fully fine-tuned this is the closed form
+//
+//	6·B·T·L·(4C² + 2C·I) + 6·B·(C² + C·K) + 12·B·L·T²·C
+//
+// (L layers, hidden size C, intermediate size I, K labels), i.e. 6 FLOPs per token per matmul weight plus
+// 12·L·T²·C per sequence of attention. With LoRA rank r on the query and value projections and only the
+// adapters and the classifier trained, the frozen dense weights lose their weight-gradient GEMM:
+//
+//	4·B·T·L·(4C² + 2C·I) + 4·B·C² + 6·B·C·K + 12·B·L·T²·C + 24·B·T·L·r·C
+//
+// where the last term is the two adapters' A and B products (2·r·(C + C) per token each, in each of the three
+// passes).
+// The input gradients of the first layer's projections are counted even when the embeddings are frozen, as
+// tune computes them (PyTorch's autograd skips them: about 1% of a LoRA step of BERT-base).
+func CountFLOPs(m lora.Base, cfg transformer.BertConfig, b, t int) (FLOPs, error) {
+	projs, err := Projections(m, b, t)
+	if err != nil {
+		return FLOPs{}, err
+	}
+	var f FLOPs
+	for _, p := range projs {
+		f.add(p)
+	}
+	f.attention(cfg, b, t)
+	return f, nil
+}

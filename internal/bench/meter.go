@@ -1,0 +1,444 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// eventTimer is implemented by a backend that times queued work with device events (cuda.Backend.Time).
+type eventTimer interface {
+	Time(fn func() error) (ms float64, err error)
+}
+
+// timeOn returns how b times a region of queued ops: device events when b has them, otherwise the wall clock
+// between two Synchronize calls (exact for the CPU backend, whose ops finish before they return).
+func timeOn(b tensor.Backend) (timer func(fn func() error) (float64, error), how string) {
+	if et, ok := b.(eventTimer); ok {
+		return et.Time, "CUDA events"
+	}
+	return func(fn func() error) (float64, error) {
+		if err := b.Synchronize(); err != nil {
+			return 0, err
+		}
+		t0 := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		if err := b.Synchronize(); err != nil {
+			return 0, err
+		}
+		return float64(time.Since(t0).Nanoseconds()) / 1e6, nil
+	}, "wall clock"
+}
+
+// OpStat is the accumulated time of one class of backend ops over the profiled steps.
+type OpStat struct {
+	Op    string  `json:"op"`    // the Backend method, with the GEMM's role and dtype for Gemm
+	Calls int     `json:"calls"` // calls over the profiled steps
+	MS    float64 `json:"ms"`    // summed time, milliseconds
+	FLOPs float64 `json:"flops"` // summed GEMM work (2·M·N·K·batch); 0 for other ops
+	Bytes float64 `json:"bytes"` // summed bytes of the op's tensor arguments (see Meter)
+}
+
+// Meter is a tensor.Backend that passes every call to an inner backend and measures it:
+//   - memory: the bytes of the buffers allocated through it (Alloc minus Free), and their peak since the last
+//     ResetPeak. This is what the CPU backend holds for the model; a CUDA backend's caching allocator reports
+//     more (it also counts the ops' scratch buffers), and Run prefers it there.
+//   - time, while profiling is on (SetProfiling): every op runs alone between two timing points (device events
+//     on CUDA, so the time includes the op's launch latency; the wall clock around Synchronize on the CPU), and
+//     its time, GEMM FLOPs and argument bytes are accumulated per op class. Ops then cannot overlap and each
+//     pays a full launch, so a profiled step is slower than a real one; the breakdown shows where the time goes,
+//     not the step time.
+//
+// Bytes per op are an estimate of the traffic the op cannot avoid: each tensor argument once, an output that is
+// also read (a GEMM with beta ≠ 0, AdamW's parameters and moments) twice, only the gathered rows of an embedding
+// table. A Meter is safe for use by several goroutines.
+type Meter struct {
+	tensor.Backend
+
+	mu          sync.Mutex
+	live        map[*tensor.Tensor]int64
+	bytes, peak int64
+	profiling   bool
+	timer       func(fn func() error) (float64, error)
+	ops         map[string]*OpStat
+	gemms       map[string]*OpStat
+}
+
+var _ tensor.Backend = (*Meter)(nil)
+
+// NewMeter returns a Meter around inner with profiling off.
+func NewMeter(inner tensor.Backend) *Meter {
+	timer, _ := timeOn(inner)
+	return &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
+		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}}
+}
+
+// Bytes returns the bytes of the live buffers allocated through m.
+func (m *Meter) Bytes() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.bytes
+}
+
+// Peak returns the most Bytes has been since NewMeter or the last ResetPeak.
+func (m *Meter) Peak() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak
+}
+
+// ResetPeak sets Peak to the current Bytes.
+func (m *Meter) ResetPeak() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.peak = m.bytes
+}
+
+// SetProfiling turns per-op timing on or off; turning it on clears the accumulated statistics.
+func (m *Meter) SetProfiling(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.profiling = on
+	if on {
+		clear(m.ops)
+		clear(m.gemms)
+	}
+}
+
+// Ops returns the accumulated statistics per op class, the most time first.
+func (m *Meter) Ops() []OpStat { return m.sorted(m.ops) }
+
+// Gemms returns the accumulated statistics per GEMM shape ("bf16 4096×2304×768 NT" is M×N×K with A not
+// transposed and B transposed; "×384" appends a batch count), the most time first.
+func (m *Meter) Gemms() []OpStat { return m.sorted(m.gemms) }
+
+func (m *Meter) sorted(src map[string]*OpStat) []OpStat {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]OpStat, 0, len(src))
+	for _, s := range src {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b OpStat) int {
+		if a.MS != b.MS {
+			if a.MS > b.MS {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Op, b.Op)
+	})
+	return out
+}
+
+// run calls fn, timing it under op (and under gemm, when set) while profiling is on.
+func (m *Meter) run(op, gemm string, flops, bytes float64, fn func() error) error {
+	m.mu.Lock()
+	on := m.profiling
+	m.mu.Unlock()
+	if !on {
+		return fn()
+	}
+	ms, err := m.timer(fn)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	acc := func(dst map[string]*OpStat, key string) {
+		s := dst[key]
+		if s == nil {
+			s = &OpStat{Op: key}
+			dst[key] = s
+		}
+		s.Calls++
+		s.MS += ms
+		s.FLOPs += flops
+		s.Bytes += bytes
+	}
+	acc(m.ops, op)
+	if gemm != "" {
+		acc(m.gemms, gemm)
+	}
+	return nil
+}
+
+// size returns the summed bytes of ts (nil entries count 0).
+func size(ts ...*tensor.Tensor) float64 {
+	n := 0
+	for _, t := range ts {
+		if t != nil {
+			n += t.Bytes()
+		}
+	}
+	return float64(n)
+}
+
+// Alloc allocates through the inner backend and counts the bytes.
+func (m *Meter) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	t, err := m.Backend.Alloc(dt, shape...)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int64(t.Bytes())
+	m.live[t] = n
+	m.bytes += n
+	m.peak = max(m.peak, m.bytes)
+	return t, nil
+}
+
+// Free releases t through the inner backend and stops counting it (views and foreign tensors count nothing).
+func (m *Meter) Free(t *tensor.Tensor) {
+	m.mu.Lock()
+	if n, ok := m.live[t]; ok {
+		m.bytes -= n
+		delete(m.live, t)
+	}
+	m.mu.Unlock()
+	m.Backend.Free(t)
+}
+
+// Upload is timed as "Upload" (host to device).
+func (m *Meter) Upload(dst *tensor.Tensor, src any) error {
+	return m.run("Upload", "", 0, size(dst), func() error { return m.Backend.Upload(dst, src) })
+}
+
+// Download is timed as "Download" (device to host, which waits for the queued work).
+func (m *Meter) Download(dst any, src *tensor.Tensor) error {
+	return m.run("Download", "", 0, size(src), func() error { return m.Backend.Download(dst, src) })
+}
+
+// Copy is timed as "Copy".
+func (m *Meter) Copy(dst, src *tensor.Tensor) error {
+	return m.run("Copy", "", 0, size(dst, src), func() error { return m.Backend.Copy(dst, src) })
+}
+
+// Gemm is timed per role and dtype: "Gemm attention" (batched: QKᵀ, P·V and their gradients), "Gemm
+// weight-grad" (op(A) transposed: dW = dYᵀ·X), "Gemm forward" (op(B) transposed: Y = X·Wᵀ) and "Gemm
+// input-grad" (dX = dY·W), which is how package transformer and lora lay their products out.
+func (m *Meter) Gemm(a tensor.GemmArgs) error {
+	batch := max(a.Batch, 1)
+	role := "input-grad"
+	switch {
+	case batch > 1:
+		role = "attention"
+	case a.TransA:
+		role = "weight-grad"
+	case a.TransB:
+		role = "forward"
+	}
+	dt := "?"
+	if a.A != nil {
+		dt = strings.ToLower(a.A.DType.String())
+	}
+	t := func(b bool) string {
+		if b {
+			return "T"
+		}
+		return "N"
+	}
+	shape := fmt.Sprintf("%s %d×%d×%d %s%s", dt, a.M, a.N, a.K, t(a.TransA), t(a.TransB))
+	if batch > 1 {
+		shape += fmt.Sprintf(" ×%d", batch)
+	}
+	if a.C != nil {
+		shape += " →" + strings.ToLower(a.C.DType.String())
+	}
+	flops := 2 * float64(a.M) * float64(a.N) * float64(a.K) * float64(batch)
+	elem := func(t *tensor.Tensor, rows, cols int) float64 {
+		if t == nil {
+			return 0
+		}
+		return float64(rows*cols*batch) * float64(t.DType.Size())
+	}
+	bytes := elem(a.A, a.M, a.K) + elem(a.B, a.K, a.N) + elem(a.C, a.M, a.N) + size(a.Bias)
+	if a.Beta != 0 {
+		bytes += elem(a.C, a.M, a.N)
+	}
+	return m.run("Gemm "+role+" ("+dt+")", shape, flops, bytes, func() error { return m.Backend.Gemm(a) })
+}
+
+// Fill is timed as "Fill".
+func (m *Meter) Fill(x *tensor.Tensor, v float32) error {
+	return m.run("Fill", "", 0, size(x), func() error { return m.Backend.Fill(x, v) })
+}
+
+// Cast is timed as "Cast".
+func (m *Meter) Cast(dst, src *tensor.Tensor) error {
+	return m.run("Cast", "", 0, size(dst, src), func() error { return m.Backend.Cast(dst, src) })
+}
+
+// Scale is timed as "Scale".
+func (m *Meter) Scale(x *tensor.Tensor, alpha float32) error {
+	return m.run("Scale", "", 0, 2*size(x), func() error { return m.Backend.Scale(x, alpha) })
+}
+
+// Add is timed as "Add".
+func (m *Meter) Add(out, a, b *tensor.Tensor) error {
+	return m.run("Add", "", 0, size(out, a, b), func() error { return m.Backend.Add(out, a, b) })
+}
+
+// Axpy is timed as "Axpy".
+func (m *Meter) Axpy(y, x *tensor.Tensor, alpha float32) error {
+	return m.run("Axpy", "", 0, 2*size(y)+size(x), func() error { return m.Backend.Axpy(y, x, alpha) })
+}
+
+// BiasAdd is timed as "BiasAdd".
+func (m *Meter) BiasAdd(y, bias *tensor.Tensor) error {
+	return m.run("BiasAdd", "", 0, 2*size(y)+size(bias), func() error { return m.Backend.BiasAdd(y, bias) })
+}
+
+// BiasGrad is timed as "BiasGrad".
+func (m *Meter) BiasGrad(dbias, dy *tensor.Tensor) error {
+	return m.run("BiasGrad", "", 0, 2*size(dbias)+size(dy), func() error { return m.Backend.BiasGrad(dbias, dy) })
+}
+
+// GELU is timed as "GELU".
+func (m *Meter) GELU(out, x *tensor.Tensor) error {
+	return m.run("GELU", "", 0, size(out, x), func() error { return m.Backend.GELU(out, x) })
+}
+
+// GELUBackward is timed as "GELUBackward".
+func (m *Meter) GELUBackward(dx, dout, x *tensor.Tensor) error {
+	return m.run("GELUBackward", "", 0, size(dx, dout, x), func() error { return m.Backend.GELUBackward(dx, dout, x) })
+}
+
+// Tanh is timed as "Tanh".
+func (m *Meter) Tanh(out, x *tensor.Tensor) error {
+	return m.run("Tanh", "", 0, size(out, x), func() error { return m.Backend.Tanh(out, x) })
+}
+
+// TanhBackward is timed as "TanhBackward".
+func (m *Meter) TanhBackward(dx, dout, y *tensor.Tensor) error {
+	return m.run("TanhBackward", "", 0, size(dx, dout, y), func() error { return m.Backend.TanhBackward(dx, dout, y) })
+}
+
+// LayerNorm is timed as "LayerNorm".
+func (m *Meter) LayerNorm(out, mean, rstd, x, gamma, beta *tensor.Tensor, eps float32) error {
+	return m.run("LayerNorm", "", 0, size(out, mean, rstd, x, gamma, beta), func() error {
+		return m.Backend.LayerNorm(out, mean, rstd, x, gamma, beta, eps)
+	})
+}
+
+// LayerNormBackward is timed as "LayerNormBackward".
+func (m *Meter) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *tensor.Tensor) error {
+	return m.run("LayerNormBackward", "", 0, size(dx, dout, x, gamma, mean, rstd)+2*size(dgamma, dbeta), func() error {
+		return m.Backend.LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd)
+	})
+}
+
+// Softmax is timed as "Softmax".
+func (m *Meter) Softmax(out, x, mask *tensor.Tensor) error {
+	return m.run("Softmax", "", 0, size(out, x, mask), func() error { return m.Backend.Softmax(out, x, mask) })
+}
+
+// SoftmaxBackward is timed as "SoftmaxBackward".
+func (m *Meter) SoftmaxBackward(dx, dout, y *tensor.Tensor) error {
+	return m.run("SoftmaxBackward", "", 0, size(dx, dout, y), func() error { return m.Backend.SoftmaxBackward(dx, dout, y) })
+}
+
+// Dropout is timed as "Dropout".
+func (m *Meter) Dropout(out, x *tensor.Tensor, p float32, seed, offset uint64) error {
+	return m.run("Dropout", "", 0, size(out, x), func() error { return m.Backend.Dropout(out, x, p, seed, offset) })
+}
+
+// DropoutBackward is timed as "DropoutBackward".
+func (m *Meter) DropoutBackward(dx, dout *tensor.Tensor, p float32, seed, offset uint64) error {
+	return m.run("DropoutBackward", "", 0, size(dx, dout), func() error {
+		return m.Backend.DropoutBackward(dx, dout, p, seed, offset)
+	})
+}
+
+// Transpose12 is timed as "Transpose12".
+func (m *Meter) Transpose12(out, x *tensor.Tensor, a, b, c, d int) error {
+	return m.run("Transpose12", "", 0, size(out, x), func() error { return m.Backend.Transpose12(out, x, a, b, c, d) })
+}
+
+// Embedding is timed as "Embedding" (bytes: the ids, the gathered rows and the output).
+func (m *Meter) Embedding(out, ids, table *tensor.Tensor) error {
+	return m.run("Embedding", "", 0, size(ids)+2*size(out), func() error { return m.Backend.Embedding(out, ids, table) })
+}
+
+// EmbeddingBackward is timed as "EmbeddingBackward" (bytes: the ids, dout and the touched rows read and written).
+func (m *Meter) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) error {
+	rows := 0.0
+	if dtable != nil && dout != nil && dout.DType.Size() > 0 {
+		rows = size(dout) / float64(dout.DType.Size()) * float64(dtable.DType.Size())
+	}
+	return m.run("EmbeddingBackward", "", 0, size(ids, dout)+2*rows, func() error {
+		return m.Backend.EmbeddingBackward(dtable, ids, dout)
+	})
+}
+
+// CrossEntropy is timed as "CrossEntropy".
+func (m *Meter) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex int) (count int, err error) {
+	err = m.run("CrossEntropy", "", 0, size(losses, logits, labels), func() (e error) {
+		count, e = m.Backend.CrossEntropy(losses, logits, labels, ignoreIndex)
+		return e
+	})
+	return count, err
+}
+
+// CrossEntropyBackward is timed as "CrossEntropyBackward".
+func (m *Meter) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) error {
+	return m.run("CrossEntropyBackward", "", 0, size(dlogits, logits, labels), func() error {
+		return m.Backend.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+	})
+}
+
+// MSELoss is timed as "MSELoss".
+func (m *Meter) MSELoss(losses, pred, target *tensor.Tensor) error {
+	return m.run("MSELoss", "", 0, size(losses, pred, target), func() error { return m.Backend.MSELoss(losses, pred, target) })
+}
+
+// MSELossBackward is timed as "MSELossBackward".
+func (m *Meter) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) error {
+	return m.run("MSELossBackward", "", 0, size(dpred, pred, target), func() error {
+		return m.Backend.MSELossBackward(dpred, pred, target, scale)
+	})
+}
+
+// GlobalNorm is timed as "GlobalNorm" (it returns a host value, so it waits for the queued work).
+func (m *Meter) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
+	err = m.run("GlobalNorm", "", 0, size(ts...), func() (e error) {
+		norm, e = m.Backend.GlobalNorm(ts)
+		return e
+	})
+	return norm, err
+}
+
+// NonFiniteCheckAndUnscale is timed as "NonFiniteCheckAndUnscale".
+func (m *Meter) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) (found bool, err error) {
+	err = m.run("NonFiniteCheckAndUnscale", "", 0, 2*size(ts...), func() (e error) {
+		found, e = m.Backend.NonFiniteCheckAndUnscale(ts, invScale)
+		return e
+	})
+	return found, err
+}
+
+// AdamW is timed as "AdamW" (bytes: the gradient read, the parameters and both moments read and written).
+func (m *Meter) AdamW(a tensor.AdamWArgs) error {
+	return m.run("AdamW", "", 0, size(a.Grads)+2*size(a.Params, a.ExpAvg, a.ExpAvgSq), func() error { return m.Backend.AdamW(a) })
+}
+
+// freeAll frees every buffer still allocated through m (the end of a Run: the model, its optimizer state and
+// its activations are dropped together).
+func (m *Meter) freeAll() {
+	m.mu.Lock()
+	ts := make([]*tensor.Tensor, 0, len(m.live))
+	for t := range m.live {
+		ts = append(ts, t)
+	}
+	m.mu.Unlock()
+	for _, t := range ts {
+		m.Free(t)
+	}
+}

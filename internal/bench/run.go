@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// dropoutStride is the Philox offset distance between the steps' dropout draws (as the trainer's).
+const dropoutStride = 1 << 36
+
+// peakResetter is implemented by a backend with allocator statistics (cuda.Backend).
+type peakResetter interface{ ResetPeakMemoryStats() }
+
+// memorySource measures the memory of one Run: start marks the beginning, peak returns the most allocated
+// since then minus what was allocated at start.
+type memorySource struct {
+	start func()
+	peak  func() int64
+	how   string
+}
+
+// memoryOf returns the CUDA caching allocator's counters when b is a CUDA backend (they include the ops' scratch
+// buffers, as torch.cuda.max_memory_allocated does), and meter's count of the bytes allocated through it
+// otherwise.
+func memoryOf(b tensor.Backend, meter *Meter) memorySource {
+	if _, ok := cuda.Memory(b); ok {
+		if pr, ok := b.(peakResetter); ok {
+			var base int64
+			return memorySource{
+				start: func() {
+					st, _ := cuda.Memory(b)
+					base = st.Allocated
+					pr.ResetPeakMemoryStats()
+				},
+				peak: func() int64 {
+					st, _ := cuda.Memory(b)
+					return st.PeakAllocated - base
+				},
+				how: "CUDA caching allocator: peak allocated minus allocated at the start (size classes, scratch included)",
+			}
+		}
+	}
+	var base int64
+	return memorySource{
+		start: func() { base = meter.Bytes(); meter.ResetPeak() },
+		peak:  func() int64 { return meter.Peak() - base },
+		how:   "bytes of the tensors allocated on the backend (Alloc minus Free), peak; ops' internal scratch not counted",
+	}
+}
+
+// Describe names the device b runs on: the GPU's name for CUDA, the CPU model and core count otherwise.
+func Describe(b tensor.Backend) string {
+	if d, ok := b.(interface{ Info() cuda.DeviceInfo }); ok {
+		return d.Info().Name
+	}
+	model := runtime.GOARCH
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("cpu: %s (%d cores)", model, runtime.NumCPU())
+}
+
+// SyntheticBatch returns a (b, t) batch of token ids drawn uniformly from [1, vocab) (0 is BERT's pad id), no
+// padding, token type 0, and labels uniform in [0, labels), all from seed.
+func SyntheticBatch(b, t, vocab, labels int, seed uint64) *loaders.Batch {
+	rng := rand.New(rand.NewPCG(seed, 0x62656e6368)) // "bench"
+	batch := &loaders.Batch{B: b, T: t, InputIDs: make([]int32, b*t), TokenTypeIDs: make([]int32, b*t),
+		AttentionMask: make([]int32, b*t), Labels: make([]int64, b)}
+	for i := range batch.InputIDs {
+		batch.InputIDs[i] = int32(1 + rng.IntN(vocab-1))
+		batch.AttentionMask[i] = 1
+	}
+	for i := range batch.Labels {
+		batch.Labels[i] = int64(rng.IntN(labels))
+	}
+	return batch
+}
+
+// trainee is the model a Run trains: a BERT, or the same adapted by lora.Apply.
+type trainee interface {
+	lora.Base
+	trainer.Model
+}
+
+// stepper runs one optimizer step of a Run.
+type stepper struct {
+	b      tensor.Backend
+	m      trainee
+	opt    *trainer.AdamW
+	scaler *amp.GradScaler
+	batch  *loaders.Batch
+	spec   *Spec
+	n      int // steps run so far (the dropout offset)
+
+	loss    float32
+	skipped bool
+}
+
+// step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
+func (s *stepper) step() error {
+	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride})
+	if err != nil {
+		return err
+	}
+	s.n++
+	s.loss = out.Loss
+	if err := s.m.Backward(s.scaler.Scale()); err != nil {
+		return err
+	}
+	_, g, _ := s.m.Trainable()
+	grads := []*tensor.Tensor{g}
+	if err := s.scaler.Unscale(grads); err != nil {
+		return err
+	}
+	if _, err := amp.ClipGradNorm(s.b, grads, s.spec.MaxGradNorm); err != nil {
+		return err
+	}
+	if s.skipped, err = s.scaler.Step(func() error { return s.opt.Step(s.spec.LearningRate) }); err != nil {
+		return err
+	}
+	if err := s.scaler.Update(); err != nil {
+		return err
+	}
+	if !s.skipped {
+		s.m.WeightsUpdated()
+	}
+	return s.m.ZeroGrad()
+}
+
+// Run builds the model of s on b, trains it for s.Warmup untimed and s.Steps timed steps, then s.Profile
+// profiled ones, and returns the measurements. Every buffer the run allocated is freed before it returns, so
+// runs may follow each other on one backend. Steps are timed with CUDA events on a CUDA backend (each step
+// between two events on the backend's stream; the host waits for the second) and with the wall clock around
+// Synchronize otherwise.
+func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	meter := NewMeter(b)
+	mem := memoryOf(b, meter)
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bench: internal error: %v", r)
+		}
+		if serr := b.Synchronize(); serr != nil && err == nil {
+			err = fmt.Errorf("bench: %w", serr)
+		}
+		meter.freeAll()
+	}()
+	mem.start()
+	st, err := build(meter, &s)
+	if err != nil {
+		return nil, err
+	}
+	timer, how := timeOn(b)
+	res = newResult(b, &s, st.m)
+	res.Timing, res.Memory = how, mem.how
+	for i := 0; i < s.Warmup; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bench: interrupted in warm-up: %w", err)
+		}
+		if err := st.step(); err != nil {
+			return nil, fmt.Errorf("bench: %s warm-up step %d: %w", res.Key(), i+1, err)
+		}
+	}
+	for i := 0; i < s.Steps; i++ {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bench: interrupted after %d timed steps: %w", i, err)
+		}
+		ms, err := timer(st.step)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s step %d: %w", res.Key(), i+1, err)
+		}
+		res.StepMS = append(res.StepMS, ms)
+		if i == 0 {
+			res.LossFirst = float64(st.loss)
+		}
+		res.LossLast = float64(st.loss)
+		if st.skipped {
+			res.SkippedSteps++
+		}
+	}
+	res.PeakBytes = mem.peak()
+	sum := Summarize(res.StepMS)
+	res.MedianMS, res.P10MS, res.P90MS = sum.Median, sum.P10, sum.P90
+	flops, err := CountFLOPs(st.m, s.Config, s.Batch, s.Seq)
+	if err != nil {
+		return nil, err
+	}
+	res.FLOPsPerStep = flops.Total()
+	res.TokensPerS = float64(s.Batch*s.Seq) / (sum.Median / 1e3)
+	res.TFLOPS = res.FLOPsPerStep / (sum.Median / 1e3) / 1e12
+	if s.Profile > 0 {
+		if res.Breakdown, err = profile(ctx, meter, st, timer, s.Profile); err != nil {
+			return nil, err
+		}
+		res.Breakdown.StepMS, res.Breakdown.Timing = sum.Median, how
+	}
+	return res, nil
+}
+
+// build makes the model of s on b (a Meter), adapts it when s.LoRA is set, carves its step arena and creates
+// the optimizer and the scaler.
+func build(b tensor.Backend, s *Spec) (*stepper, error) {
+	base, err := transformer.NewBertForSequenceClassification(b, s.Config, s.Seed)
+	if err != nil {
+		return nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
+	}
+	var m trainee = base
+	if s.LoRA != nil {
+		lm, err := lora.Apply(base, *s.LoRA, s.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		m = lm
+	}
+	m.SetPolicy(s.Policy)
+	if err := base.Reserve(s.Batch, s.Seq); err != nil {
+		return nil, fmt.Errorf("bench: reserving activations for %d×%d: %w", s.Batch, s.Seq, err)
+	}
+	opt, err := trainer.NewAdamW(m, 0.9, 0.999, 1e-8, s.WeightDecay)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	scaler, err := amp.NewGradScalerFor(b, s.Policy)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	batch := SyntheticBatch(s.Batch, s.Seq, s.Config.VocabSize, s.Config.NumLabels(), s.Seed)
+	return &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}, nil
+}
+
+// newResult fills the configuration fields of a Result for s on b.
+func newResult(b tensor.Backend, s *Spec, m trainee) *Result {
+	r := &Result{Impl: ImplTune, Device: Describe(b), Backend: b.Name(), Model: s.Model, Batch: s.Batch, Seq: s.Seq,
+		Mode: s.Policy.Precision(), Warmup: s.Warmup, Steps: s.Steps, LossFirst: math.NaN(), LossLast: math.NaN()}
+	if s.LoRA != nil {
+		r.LoRA, r.LoRARank, r.LoRATargets = true, s.LoRA.R, s.LoRA.TargetModules.Names
+	}
+	for _, np := range m.NamedParameters() {
+		r.Params += int64(np.Value.Numel())
+		if np.Trainable {
+			r.TrainableParams += int64(np.Value.Numel())
+		}
+	}
+	return r
+}
+
+// profile runs n steps with every op timed alone and returns the per-op sums.
+func profile(ctx context.Context, meter *Meter, st *stepper, timer func(func() error) (float64, error), n int) (*Breakdown, error) {
+	probe, err := meter.Alloc(tensor.F32, 1)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	var launch []float64
+	for range 21 {
+		ms, err := timer(func() error { return meter.Backend.Fill(probe, 1) })
+		if err != nil {
+			return nil, fmt.Errorf("bench: timing a 1-element Fill: %w", err)
+		}
+		launch = append(launch, ms)
+	}
+	meter.SetProfiling(true)
+	defer meter.SetProfiling(false)
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("bench: interrupted while profiling: %w", err)
+		}
+		if err := st.step(); err != nil {
+			return nil, fmt.Errorf("bench: profiled step %d: %w", i+1, err)
+		}
+	}
+	gemms := meter.Gemms()
+	return &Breakdown{Steps: n, Ops: meter.Ops(), Gemms: gemms[:min(len(gemms), 20)], LaunchMS: Percentile(launch, 50)}, nil
+}

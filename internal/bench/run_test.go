@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// smallConfig is a BERT small enough for a unit test: V 100, C 32, 2 layers of 2 heads, I 64, 2 labels,
+// dropout 0.1.
+func smallConfig() transformer.BertConfig {
+	c := transformer.DefaultBertConfig()
+	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 100, 32, 2, 2, 64
+	c.MaxPositionEmbeddings = 16
+	return c
+}
+
+func smallSpec(p amp.Policy, withLoRA bool) Spec {
+	s := DefaultSpec()
+	s.Model, s.Config, s.Batch, s.Seq, s.Policy, s.Warmup, s.Steps = "small-test", smallConfig(), 3, 8, p, 1, 3
+	if withLoRA {
+		c := LoRAConfig(4, []string{"query", "value"})
+		s.LoRA = &c
+	}
+	return s
+}
+
+func TestRun(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy amp.Policy
+		lora   bool
+	}{
+		{"fp32 full fine-tuning", amp.FP32, false},
+		{"bf16 full fine-tuning", amp.BF16, false},
+		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false},
+		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			outer := NewMeter(cpu.New()) // sees what Run allocates and frees
+			s := smallSpec(tc.policy, tc.lora)
+			res, err := Run(context.Background(), outer, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outer.Bytes(); got != 0 {
+				t.Errorf("Run left %d bytes allocated on the backend, want 0", got)
+			}
+			if len(res.StepMS) != s.Steps || !(res.MedianMS > 0) || res.P10MS > res.MedianMS || res.MedianMS > res.P90MS {
+				t.Errorf("steps %v, median %v, p10 %v, p90 %v: want %d positive ordered timings", res.StepMS, res.MedianMS, res.P10MS, res.P90MS, s.Steps)
+			}
+			if res.Mode != tc.policy.Precision() || res.LoRA != tc.lora || res.Batch != 3 || res.Seq != 8 || res.Impl != ImplTune {
+				t.Errorf("result describes %q, want mode %s, LoRA %v, 3×8, impl tune", res.Key(), tc.policy.Precision(), tc.lora)
+			}
+			if math.IsNaN(res.LossFirst) || math.IsInf(res.LossLast, 0) || res.LossFirst <= 0 {
+				t.Errorf("loss first %v last %v: want finite positive cross-entropy", res.LossFirst, res.LossLast)
+			}
+			// Parameters, their gradients and both AdamW moments live for the whole run: at least 4 bytes for
+			// each parameter and 12 more for each trained one.
+			floor := 4*res.Params + 12*res.TrainableParams
+			if res.PeakBytes < floor || res.PeakBytes > outer.Peak() {
+				t.Errorf("peak %d bytes: want between %d (params, grads, moments) and the outer meter's %d", res.PeakBytes, floor, outer.Peak())
+			}
+			if tc.lora != (res.TrainableParams < res.Params/10) {
+				t.Errorf("%d of %d parameters trained (LoRA %v)", res.TrainableParams, res.Params, tc.lora)
+			}
+			want := res.FLOPsPerStep / (res.MedianMS / 1e3) / 1e12
+			if math.Abs(res.TFLOPS-want) > 1e-9*want || math.Abs(res.TokensPerS-24/(res.MedianMS/1e3)) > 1e-6*res.TokensPerS {
+				t.Errorf("TFLOP/s %v tokens/s %v do not follow from %v FLOPs, 24 tokens and %v ms", res.TFLOPS, res.TokensPerS, res.FLOPsPerStep, res.MedianMS)
+			}
+			if res.Timing != "wall clock" || !strings.Contains(res.Memory, "Alloc minus Free") {
+				t.Errorf("timing %q memory %q: want the CPU's wall clock and the meter's count", res.Timing, res.Memory)
+			}
+		})
+	}
+}
+
+// TestProfileMatchesFLOPCount checks the FLOP formula against the GEMMs the step really issues: the profiled
+// step's summed 2·M·N·K·batch over every Gemm call must equal CountFLOPs exactly, for full and LoRA training.
+func TestProfileMatchesFLOPCount(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lora bool
+	}{
+		{"full fine-tuning issues every dW GEMM", false},
+		{"LoRA skips the frozen weights' dW GEMMs", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := smallSpec(amp.BF16, tc.lora)
+			s.Steps, s.Profile = 1, 2
+			res, err := Run(context.Background(), cpu.New(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bd := res.Breakdown
+			if bd == nil || bd.Steps != 2 || len(bd.Ops) == 0 || len(bd.Gemms) == 0 {
+				t.Fatalf("breakdown %+v: want 2 profiled steps with ops and GEMM shapes", bd)
+			}
+			gemm := 0.0
+			ops := map[string]bool{}
+			for _, o := range bd.Ops {
+				gemm += o.FLOPs
+				ops[o.Op] = true
+				if o.Calls <= 0 || o.MS < 0 {
+					t.Errorf("%s: %d calls, %v ms", o.Op, o.Calls, o.MS)
+				}
+			}
+			if got := gemm / 2; got != res.FLOPsPerStep {
+				t.Errorf("profiled GEMMs do %v FLOPs per step, CountFLOPs says %v", got, res.FLOPsPerStep)
+			}
+			for _, op := range []string{"Gemm forward (bf16)", "Gemm input-grad (bf16)", "Gemm weight-grad (bf16)", "Gemm attention (bf16)", "AdamW", "GlobalNorm", "LayerNorm", "Softmax"} {
+				if !ops[op] {
+					t.Errorf("breakdown lacks %q; has %v", op, ops)
+				}
+			}
+		})
+	}
+}
+
+func TestRunRejectsBadSpecs(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*Spec)
+	}{
+		{"no timed steps", "steps 0", func(s *Spec) { s.Steps = 0 }},
+		{"sequence longer than the positions", "seq 17", func(s *Spec) { s.Seq = 17 }},
+		{"empty batch", "batch 0", func(s *Spec) { s.Batch = 0 }},
+		{"zero learning rate", "learning rate 0", func(s *Spec) { s.LearningRate = 0 }},
+		{"LoRA rank 0", "r", func(s *Spec) { s.LoRA.R = 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := smallSpec(amp.FP32, true)
+			tc.edit(&s)
+			_, err := Run(context.Background(), cpu.New(), s)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunHonoursCancellation(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Run(ctx, cpu.New(), smallSpec(amp.FP32, false))
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("err %v, want an interruption", err)
+	}
+}
