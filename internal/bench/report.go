@@ -19,10 +19,19 @@ func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "mode\tfine-tuning\tms/step\tp10–p90\ttokens/s\tTFLOP/s\tpeak GiB\tskipped\tloss first→last\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f–%.2f\t%s\t%.1f\t%.2f\t%d\t%.4f→%.4f\t\n", r.Mode, tuning(&r), r.MedianMS,
-			r.P10MS, r.P90MS, thousands(r.TokensPerS), r.TFLOPS, float64(r.PeakBytes)/gib, r.SkippedSteps, r.LossFirst, r.LossLast)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f–%.2f\t%s\t%s\t%.2f\t%d\t%.4f→%.4f\t\n", r.Mode, tuning(&r), r.MedianMS,
+			r.P10MS, r.P90MS, thousands(r.TokensPerS), rate(r.TFLOPS), float64(r.PeakBytes)/gib, r.SkippedSteps, r.LossFirst, r.LossLast)
 	}
 	return tw.Flush()
+}
+
+// rate formats a TFLOP/s or GB/s figure: one decimal from 10 up, three significant digits below (a CPU's
+// TFLOP/s are small).
+func rate(v float64) string {
+	if v >= 10 {
+		return fmt.Sprintf("%.1f", v)
+	}
+	return fmt.Sprintf("%.3g", v)
 }
 
 // tuning names the fine-tuning method of r: "full" or "LoRA r=8".
@@ -63,7 +72,7 @@ func WriteBreakdown(w io.Writer, r *Result) error {
 	}
 	per := float64(bd.Steps)
 	fmt.Fprintf(w, "per-op time of %s (%d profiled steps, every op timed alone with %s: %.1f ms/step in ops, "+
-		"%.1f ms for an unprofiled step; a 1-element op takes %.3f ms this way)\n",
+		"%.1f ms for an unprofiled step; a 1-element op takes %.4f ms this way)\n",
 		r.Key(), bd.Steps, bd.Timing, total/per, bd.StepMS, bd.LaunchMS)
 	write := func(title string, ops []OpStat) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -71,10 +80,10 @@ func WriteBreakdown(w io.Writer, r *Result) error {
 		for _, o := range ops {
 			tf, gb := "", ""
 			if o.MS > 0 && o.FLOPs > 0 {
-				tf = fmt.Sprintf("%.1f", o.FLOPs/(o.MS/1e3)/1e12)
+				tf = rate(o.FLOPs / (o.MS / 1e3) / 1e12)
 			}
 			if o.MS > 0 && o.Bytes > 0 {
-				gb = fmt.Sprintf("%.0f", o.Bytes/(o.MS/1e3)/1e9)
+				gb = rate(o.Bytes / (o.MS / 1e3) / 1e9)
 			}
 			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f%%\t%s\t%s\t\n", o.Op, float64(o.Calls)/per, o.MS/per,
 				100*o.MS/total, tf, gb)
@@ -164,7 +173,7 @@ func WriteComparison(w io.Writer, rs []Result, markdown bool) error {
 				mr = fmtRatio(ratio(float64(row.Tune.PeakBytes), float64(r.PeakBytes)))
 			}
 			lines = append(lines, []string{key, impl, fmt.Sprintf("%.2f", r.MedianMS),
-				fmt.Sprintf("%.2f–%.2f", r.P10MS, r.P90MS), thousands(r.TokensPerS), fmt.Sprintf("%.1f", r.TFLOPS),
+				fmt.Sprintf("%.2f–%.2f", r.P10MS, r.P90MS), thousands(r.TokensPerS), rate(r.TFLOPS),
 				fmt.Sprintf("%.2f", float64(r.PeakBytes)/gib), tr, mr})
 		}
 	}

@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/internal/bench"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
+)
+
+func init() { register(newBenchCmd) }
+
+// breakdownSteps is how many profiled steps --breakdown runs after the timed ones.
+const breakdownSteps = 3
+
+// benchOptions holds `tune bench`'s flags.
+type benchOptions struct {
+	Model       string   // --model: a preset name or a config.json path ("" picks by device)
+	Batch, Seq  int      // --batch, --seq
+	Modes       []string // --modes: fp32, fp16, bf16
+	LoRA        bool     // --lora
+	LoRARank    int      // --lora-r
+	LoRATargets []string // --lora-targets
+	Steps       int      // --steps: timed steps
+	Warmup      int      // --warmup: untimed steps first
+	LR          float64  // --lr
+	Seed        uint64   // --seed
+	Device      string   // --device: cpu, cuda, cuda:N or auto
+	JSON        string   // --json: results file to write
+	Breakdown   bool     // --breakdown: per-op time of the profiled steps
+}
+
+func newBenchCmd() *cobra.Command {
+	o := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench [--model bert-base|tiny|...] [--batch 32 --seq 128] [--modes fp32,fp16,bf16] [--lora]",
+		Short: "Time full training steps per precision: ms/step, tokens/s, TFLOP/s, peak memory",
+		Long: `bench builds a freshly initialised BertForSequenceClassification (no checkpoint needed) and times full
+training steps on a synthetic batch of --batch sequences of --seq tokens, once per precision in --modes.
+A step is what tune finetune does per optimizer step: forward with dropout, backward, FP16 gradient
+unscaling with the GradScaler, gradient clipping to norm 1.0, AdamW (lr --lr, no weight decay) and zeroing
+the gradients. After --warmup untimed steps, --steps steps are timed one by one — with CUDA events on a GPU,
+with the wall clock on the CPU — and the table shows per precision:
+
+  ms/step, p10–p90   median step time and the 10th–90th percentile range
+  tokens/s           batch × seq / median step time
+  TFLOP/s            GEMM FLOPs per step / median step time. FLOPs are counted from the model as built:
+                     2·rows·in·out per projection for the forward, again for the input gradient, and again
+                     for the weight gradient of trained weights only (LoRA's frozen weights have none), the
+                     adapters' A and B products, and 12·B·L·T²·C for attention. Fully fine-tuned BERT-base:
+                     6 FLOPs per token per matmul weight + attention = 0.524 GFLOP/token at seq 128.
+  peak GiB           the most memory allocated during the precision's run: the CUDA caching allocator's peak
+                     (as torch.cuda.max_memory_allocated), or on the CPU the bytes of the tensors allocated
+  skipped            FP16 steps the GradScaler skipped for inf/NaN gradients
+  loss first→last    the loss of the first and last timed step
+
+Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or a config.json path. Without
+--model, bert-base on a GPU and tiny on the CPU. --lora adapts the model with PEFT's LoraConfig(r=--lora-r,
+lora_alpha=2r, target_modules=--lora-targets, task_type=SEQ_CLS) first: only the adapters and the classifier
+train. --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
+--json writes every result as JSON for tune bench report, which lines them up with PyTorch's
+(tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
+		Example: `  tune bench --device cpu
+  tune bench --model bert-base --batch 64 --seq 512 --modes bf16
+  tune bench --lora --lora-r 8 --modes fp16,bf16 --json lora.json
+  tune bench --modes bf16 --steps 10 --breakdown
+  tune bench report --png bench.png tune.json pytorch.json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usagef("bench takes no arguments (did you mean tune bench report %s?)", strings.Join(args, " "))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "bert-base, tiny, mini, small, bert-large or a config.json (default: bert-base on a GPU, tiny on the CPU)")
+	f.IntVar(&o.Batch, "batch", 32, "sequences per step (per_device_train_batch_size)")
+	f.IntVar(&o.Seq, "seq", 128, "tokens per sequence (all real, no padding)")
+	f.StringSliceVar(&o.Modes, "modes", []string{"fp32", "fp16", "bf16"}, "precisions to time, in order: fp32, fp16, bf16")
+	f.BoolVar(&o.LoRA, "lora", false, "train LoRA adapters (and the classifier) instead of every parameter")
+	f.IntVar(&o.LoRARank, "lora-r", 8, "LoRA rank r (lora_alpha is 2r)")
+	f.StringSliceVar(&o.LoRATargets, "lora-targets", []string{"query", "value"}, "modules that get an adapter (target_modules)")
+	f.IntVar(&o.Steps, "steps", 30, "timed steps per precision")
+	f.IntVar(&o.Warmup, "warmup", 5, "untimed steps first (kernel compilation, GEMM plans, allocator warm-up)")
+	f.Float64Var(&o.LR, "lr", 2e-5, "AdamW learning rate")
+	f.Uint64Var(&o.Seed, "seed", 42, "seed of the weights, adapters, tokens, labels and dropout")
+	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
+	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
+	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
+	cmd.AddCommand(newBenchReportCmd())
+	return cmd
+}
+
+// specs validates the options and returns one Spec per mode (the model still to be chosen by device).
+func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
+	model := o.Model
+	if model == "" {
+		model = "tiny"
+		if onGPU {
+			model = "bert-base"
+		}
+	}
+	cfg, err := bench.ModelConfig(model)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if len(o.Modes) == 0 {
+		return nil, usagef("--modes is empty; give one or more of fp32, fp16, bf16")
+	}
+	var specs []bench.Spec
+	seen := map[string]bool{}
+	for _, m := range o.Modes {
+		p, err := amp.ParsePrecision(m)
+		if err != nil || strings.TrimSpace(m) == "" || strings.EqualFold(m, "no") {
+			return nil, usagef("--modes: unknown precision %q (want fp32, fp16 or bf16)", m)
+		}
+		if seen[p.Precision()] {
+			return nil, usagef("--modes: %s is given twice", p.Precision())
+		}
+		seen[p.Precision()] = true
+		s := bench.DefaultSpec()
+		s.Model, s.Config, s.Batch, s.Seq, s.Policy = model, cfg, o.Batch, o.Seq, p
+		s.Steps, s.Warmup, s.LearningRate, s.Seed = o.Steps, o.Warmup, o.LR, o.Seed
+		if o.LoRA {
+			c := bench.LoRAConfig(o.LoRARank, o.LoRATargets)
+			s.LoRA = &c
+		}
+		if o.Breakdown {
+			s.Profile = breakdownSteps
+		}
+		if err := s.Validate(); err != nil {
+			return nil, usageError{err}
+		}
+		specs = append(specs, s)
+	}
+	return specs, nil
+}
+
+func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.JSON != "" {
+		if _, err := os.Lstat(o.JSON); !errors.Is(err, fs.ErrNotExist) {
+			return usagef("--json %s already exists; remove it or choose another name", o.JSON)
+		}
+	}
+	b, err := recipes.OpenDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	_, onGPU := cuda.Memory(b)
+	specs, err := o.specs(onGPU)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+
+	s0 := specs[0]
+	fmt.Fprintf(stdout, "tune bench: %s on %s (%s), batch %d × seq %d = %d tokens per step\n",
+		s0.Model, b.Name(), bench.Describe(b), s0.Batch, s0.Seq, s0.Batch*s0.Seq)
+	if !onGPU {
+		fmt.Fprintln(stdout, "note: CPU timings depend on the machine's load; half precision is emulated on the CPU (correct, not faster)")
+	}
+	file := &bench.File{Tool: "tune bench", Version: map[string]string{"go": runtime.Version()}, Commit: commit(),
+		Date: time.Now().UTC().Format(time.RFC3339)}
+	file.Host, _ = os.Hostname()
+	for _, s := range specs {
+		fmt.Fprintf(stderr, "%s: %d warm-up + %d timed steps ...\n", s.Policy.Precision(), s.Warmup, s.Steps)
+		res, err := bench.Run(ctx, b, s)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "%s: %.2f ms/step\n", res.Mode, res.MedianMS)
+		file.Results = append(file.Results, *res)
+	}
+	r0 := &file.Results[0]
+	tuned := "full fine-tuning"
+	if s0.LoRA != nil {
+		tuned = fmt.Sprintf("LoRA r=%d on %s + classifier", s0.LoRA.R, strings.Join(s0.LoRA.TargetModules.Names, ","))
+	}
+	fmt.Fprintf(stdout, "%s (%s); AdamW lr %g, clip 1.0; %d warm-up + %d timed steps, %s\n",
+		tuned, lora.FormatTrainable(int(r0.TrainableParams), int(r0.Params)), s0.LearningRate, s0.Warmup, s0.Steps, r0.Timing)
+	fmt.Fprintf(stdout, "GEMM FLOPs per step: %.4g GFLOP, %.4g GFLOP per token (see tune bench --help)\nmemory: %s\n\n",
+		r0.FLOPsPerStep/1e9, r0.FLOPsPerStep/float64(s0.Batch*s0.Seq)/1e9, r0.Memory)
+	if err := bench.WriteTable(stdout, file.Results); err != nil {
+		return err
+	}
+	for i := range file.Results {
+		if file.Results[i].Breakdown != nil {
+			fmt.Fprintln(stdout)
+			if err := bench.WriteBreakdown(stdout, &file.Results[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if o.JSON != "" {
+		if err := bench.WriteFile(o.JSON, file); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", o.JSON)
+	}
+	return nil
+}
+
+// commit returns the VCS revision the binary was built from ("+dirty" when the tree was modified), or "".
+func commit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return ""
+	}
+	return rev + dirty
+}
+
+// benchReportOptions holds `tune bench report`'s flags and arguments.
+type benchReportOptions struct {
+	Files    []string
+	Markdown bool   // --markdown
+	PNG      string // --png
+}
+
+func newBenchReportCmd() *cobra.Command {
+	o := &benchReportOptions{}
+	cmd := &cobra.Command{
+		Use:   "report [--markdown] [--png FILE] RESULTS.json...",
+		Short: "Line up benchmark results of tune and PyTorch: tune/PyTorch ratios, targets, bar chart",
+		Long: `report reads results files written by tune bench --json and by tools/reference/bench_pytorch.py, and
+prints them per configuration (model, batch × seq, precision, full or LoRA) with, on each PyTorch line, the
+ratios tune/PyTorch of the median step time (below 1: tune is faster) and of the peak memory (below 1: tune
+uses less). Then it checks the first-pass targets against PyTorch eager (sdpa attention):
+
+  bert-base 64×512 BF16 full fine-tuning: throughput ≥ 1.0× and peak memory ≤ 1.0×
+  bert-base 32×128 BF16 LoRA r=8:          throughput ≥ 1.5×
+
+and prints the per-op breakdown of any result that has one (tune bench --breakdown). --png draws the
+throughput and memory bar chart into a new file; --markdown prints the table as Markdown.`,
+		Example: `  tune bench report tune-32x128.json tune-64x512.json pytorch.json
+  tune bench report --markdown --png docs/bench.png out/*.json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("report needs one or more results files (tune bench --json, bench_pytorch.py)")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Files = args
+			return o.run(cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&o.Markdown, "markdown", false, "print the table as Markdown")
+	cmd.Flags().StringVar(&o.PNG, "png", "", "draw the bar chart into this new PNG file")
+	return cmd
+}
+
+func (o *benchReportOptions) run(stdout io.Writer) error {
+	if o.PNG != "" {
+		if _, err := os.Lstat(o.PNG); !errors.Is(err, fs.ErrNotExist) {
+			return usagef("--png %s already exists; remove it or choose another name", o.PNG)
+		}
+	}
+	var all []bench.Result
+	var sources []string
+	for _, path := range o.Files {
+		f, err := bench.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		all = append(all, f.Results...)
+		src := fmt.Sprintf("%s: %s, %d results", path, f.Tool, len(f.Results))
+		if f.Commit != "" {
+			src += ", commit " + f.Commit
+		}
+		if f.Date != "" {
+			src += ", " + f.Date
+		}
+		sources = append(sources, src)
+	}
+	devices := map[string]bool{}
+	for _, r := range all {
+		devices[r.Device] = true
+	}
+	for _, s := range sources {
+		fmt.Fprintln(stdout, s)
+	}
+	if len(devices) > 1 {
+		names := slices.Sorted(func(yield func(string) bool) {
+			for d := range devices {
+				if !yield(d) {
+					return
+				}
+			}
+		})
+		fmt.Fprintf(stdout, "warning: the results come from different devices (%s); ratios compare machines, not implementations\n",
+			strings.Join(names, "; "))
+	}
+	fmt.Fprintln(stdout)
+	if err := bench.WriteComparison(stdout, all, o.Markdown); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	if err := bench.WriteTargets(stdout, bench.Targets(all)); err != nil {
+		return err
+	}
+	for i := range all {
+		if all[i].Breakdown != nil {
+			fmt.Fprintln(stdout)
+			if err := bench.WriteBreakdown(stdout, &all[i]); err != nil {
+				return err
+			}
+		}
+	}
+	if o.PNG != "" {
+		if err := bench.WriteChart(o.PNG, all); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", o.PNG)
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/bench"
+)
+
+// quick returns the arguments of a short CPU benchmark of the tiny model followed by extra (a later flag
+// overrides an earlier one).
+func quick(extra ...string) []string {
+	return append([]string{"bench", "--device", "cpu", "--model", "tiny", "--batch", "2", "--seq", "16", "--steps", "3", "--warmup", "1"}, extra...)
+}
+
+func TestBenchCPU(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		lines []string // modes expected in the table, in order
+		want  []string
+	}{
+		{"full fine-tuning in three precisions", []string{"--modes", "fp32,fp16,bf16"}, []string{"fp32", "fp16", "bf16"},
+			[]string{"tiny on cpu", "full fine-tuning (trainable params: 2,057,666 || all params: 2,057,666", "wall clock", "GFLOP per token"}},
+		{"LoRA with a breakdown", []string{"--modes", "bf16", "--lora", "--lora-r", "4", "--breakdown"}, []string{"bf16"},
+			[]string{"LoRA r=4 on query,value + classifier", "per-op time of tiny 2×16 bf16 LoRA r=4 (3 profiled steps", "Gemm weight-grad (bf16)", "GEMM shape"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+			code, out, stderr := runTune(t, quick(append(tc.args, "--json", js)...)...)
+			if code != exitOK {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+			}
+			for _, w := range append(tc.want, "ms/step", "wrote "+js) {
+				if !strings.Contains(out, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out)
+				}
+			}
+			f, err := bench.ReadFile(js)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Results) != len(tc.lines) || f.Tool != "tune bench" || f.Date == "" {
+				t.Fatalf("results file: %d results, tool %q, date %q", len(f.Results), f.Tool, f.Date)
+			}
+			for i, r := range f.Results {
+				if r.Mode != tc.lines[i] || r.Impl != bench.ImplTune || r.Steps != 3 || len(r.StepMS) != 3 || r.Batch != 2 || r.Seq != 16 {
+					t.Errorf("result %d: %s, impl %s, %d steps %v", i, r.Key(), r.Impl, r.Steps, r.StepMS)
+				}
+			}
+		})
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	existing := filepath.Join(t.TempDir(), "old.json")
+	if err := os.WriteFile(existing, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"an unknown precision", []string{"--modes", "fp8"}, exitUsage, `unknown precision "fp8"`},
+		{"a precision twice", []string{"--modes", "bf16,BF16"}, exitUsage, "bf16 is given twice"},
+		{"no timed steps", []string{"--steps", "0"}, exitUsage, "steps 0 must be positive"},
+		{"an unknown model", []string{"--model", "gpt-9"}, exitUsage, "unknown model \"gpt-9\""},
+		{"a sequence past max_position_embeddings", []string{"--seq", "1024"}, exitUsage, "seq 1024 must be in [1, 512]"},
+		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitError, "qkv"},
+		{"a results file that exists", []string{"--json", existing}, exitUsage, "already exists"},
+		{"a positional argument", []string{"extra"}, exitUsage, "takes no arguments"},
+		{"CUDA in a binary without it", []string{"--device", "cuda"}, exitNoDevice, "built without CUDA support"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runTune(t, quick(tc.args...)...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+	if data, _ := os.ReadFile(existing); string(data) != "{}" {
+		t.Errorf("the existing results file was changed to %q", data)
+	}
+}
+
+func TestBenchReport(t *testing.T) {
+	dir := t.TempDir()
+	tuneJSON := filepath.Join(dir, "tune.json")
+	if code, out, stderr := runTune(t, quick("--modes", "bf16", "--json", tuneJSON)...); code != exitOK {
+		t.Fatalf("bench: exit %d\n%s\n%s", code, out, stderr)
+	}
+	f, err := bench.ReadFile(tuneJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A PyTorch result of the same configuration that took twice as long and half the memory.
+	ref := f.Results[0]
+	ref.Impl, ref.Attention, ref.Breakdown = bench.ImplPyTorchEager, "sdpa", nil
+	ref.MedianMS *= 2
+	ref.PeakBytes /= 2
+	torchJSON := filepath.Join(dir, "torch.json")
+	if err := bench.WriteFile(torchJSON, &bench.File{Tool: "bench_pytorch.py", Date: "2026-01-01T00:00:00Z", Results: []bench.Result{ref}}); err != nil {
+		t.Fatal(err)
+	}
+	png := filepath.Join(dir, "bench.png")
+	code, out, stderr := runTune(t, "bench", "report", "--markdown", "--png", png, tuneJSON, torchJSON)
+	if code != exitOK {
+		t.Fatalf("report: exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, w := range []string{"| tiny 2×16 bf16 | tune |", "| pytorch-eager |", "| 0.50 | 2.00 |",
+		"bert-base 64×512 BF16 full fine-tuning: throughput ≥ 1.0× PyTorch eager: not measured", "wrote " + png} {
+		if !strings.Contains(out, w) {
+			t.Errorf("report output lacks %q:\n%s", w, out)
+		}
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
+		t.Errorf("chart: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no files", []string{"bench", "report"}, exitUsage, "needs one or more results files"},
+		{"a chart that exists", []string{"bench", "report", "--png", png, tuneJSON}, exitUsage, "already exists"},
+		{"a file that is not results", []string{"bench", "report", png}, exitError, "not a results file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runTune(t, tc.args...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d mentioning %q", code, stderr, tc.code, tc.want)
+			}
+		})
+	}
+}
