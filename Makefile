@@ -5,9 +5,8 @@
 
 GO        ?= go
 BIN       ?= bin
-# The main job `make run` performs. Until `tune finetune` lands this prints the help; then it becomes
-#   RUN_ARGS ?= finetune recipes/tiny.yaml
-RUN_ARGS  ?= --help
+# The main job `make run` performs: the embedded default recipe, on the CPU unless the binary has CUDA.
+RUN_ARGS  ?= finetune recipes/tiny.yaml training.overwrite_output_dir=true
 # A full `go test ./...` takes a few minutes on 2 cores; the timeout only stops a hung test.
 TEST_TIMEOUT ?= 20m
 BENCHTIME ?= 1s

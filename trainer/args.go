@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 )
@@ -139,8 +140,37 @@ type TrainingArguments struct {
 	EarlyStoppingThreshold float64 `yaml:"early_stopping_threshold" json:"early_stopping_threshold"`
 
 	// ResumeFromCheckpoint is a checkpoint directory (output_dir/checkpoint-N) to resume from: weights,
-	// optimizer, scheduler, scaler, RNG and data position. Empty starts afresh.
+	// optimizer, scheduler, scaler, RNG and data position; "true" or "latest" take the newest checkpoint in
+	// output_dir. Empty starts afresh.
 	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
+	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint) replace the training run already in
+	// output_dir (transformers v4's overwrite_output_dir). Without it such a run is refused before anything is
+	// written, so a finished run is never clobbered by accident. Default false.
+	OverwriteOutputDir bool `yaml:"overwrite_output_dir" json:"overwrite_output_dir"`
+}
+
+// ErrOutputDirInUse is wrapped by CheckOutputDir's error.
+var ErrOutputDirInUse = errors.New("output_dir already holds a training run")
+
+// CheckOutputDir returns an error wrapping ErrOutputDirInUse when a fresh run would write into an output_dir that
+// already holds a training run (trainer_state.json or a checkpoint-N folder) and neither overwrite_output_dir nor
+// resume_from_checkpoint is set. A missing or empty output_dir is fine.
+func (a *TrainingArguments) CheckOutputDir() error {
+	if a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
+		return nil
+	}
+	entries, err := os.ReadDir(a.OutputDir)
+	if err != nil {
+		return nil // absent (or unreadable: the MkdirAll that follows reports it)
+	}
+	for _, e := range entries {
+		if e.Name() == "trainer_state.json" || (e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-")) {
+			return fmt.Errorf("trainer: %w: %s has %s; set training.overwrite_output_dir=true to replace it, "+
+				"training.resume_from_checkpoint=true to continue it, or choose another training.output_dir",
+				ErrOutputDirInUse, a.OutputDir, e.Name())
+		}
+	}
+	return nil
 }
 
 // DefaultTrainingArguments returns transformers 5.17's defaults (FACTS §3.4) plus tune's Shuffle = true.

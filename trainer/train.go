@@ -65,6 +65,9 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	}
 	t.state = t.newState(r.total, r.numEpochs)
 	t.control = TrainerControl{}
+	if err := a.CheckOutputDir(); err != nil {
+		return TrainOutput{}, err
+	}
 	if err := os.MkdirAll(a.OutputDir, 0o755); err != nil {
 		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
 	}

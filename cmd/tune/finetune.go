@@ -108,6 +108,9 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := r.CheckFiles(); err != nil {
 		return usageError{err}
 	}
+	if err := r.Training.CheckOutputDir(); err != nil {
+		return usageError{err}
+	}
 	b, err := recipes.OpenDevice(r.Device)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -71,6 +72,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case isNoDevice(err):
 		return exitNoDevice
+	case errors.Is(err, context.Canceled):
+		return exitInterrupt
 	}
 	return exitError
 }
