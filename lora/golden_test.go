@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"math"
 	"os"
 	"path/filepath"
@@ -103,10 +104,14 @@ func goldenBatch(t *testing.T, ck *loaders.Checkpoint) *loaders.Batch {
 // of every lora_A, lora_B and of the classifier within 1e-4 relative (per tensor, max|a−b| / max|b|), the merged
 // logits within 1e-5 of PEFT's merge_and_unload; and tune re-saves the adapter under PEFT's exact key set.
 func TestPEFTGoldens(t *testing.T) {
+	tensortest.ForEachBackend(t, peftGoldens)
+}
+
+func peftGoldens(t *testing.T, b tensor.Backend) {
 	ck := openGolden(t, "peft_goldens.safetensors")
 	adapterDir := testutil.Testdata(t, "lora", "peft_adapter")
 	t.Logf("goldens: %v", ck.Metadata())
-	m, err := LoadAdapter(newBase(t, cpuBackend(), goldenConfig(), goldenSeed), adapterDir)
+	m, err := LoadAdapter(newBase(t, b, goldenConfig(), goldenSeed), adapterDir)
 	if err != nil {
 		t.Fatal(err)
 	}

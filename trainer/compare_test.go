@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"io"
 	"math"
 	"os"
@@ -13,7 +15,6 @@ import (
 
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/recipes"
-	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
 )
 
@@ -72,6 +73,11 @@ func TestCompareWithTransformers(t *testing.T) {
 	}
 	model := testutil.SharedData(t, "tiny-bert-random")
 	train := firstRows(t, testutil.SharedData(t, "sst2", "train.tsv"), 30*16)
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) { compareWithTransformers(t, b, modes, model, train) })
+}
+
+// compareWithTransformers is TestCompareWithTransformers on backend b.
+func compareWithTransformers(t *testing.T, b tensor.Backend, modes map[string]json.RawMessage, model, train string) {
 	for _, tc := range []struct {
 		mode       string
 		fp16, bf16 bool
@@ -91,7 +97,7 @@ func TestCompareWithTransformers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			run, err := recipes.Build(r, cpu.New(), trainer.WithOutput(io.Discard))
+			run, err := recipes.Build(r, b, trainer.WithOutput(io.Discard))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"math"
 	"os"
 	"strconv"
@@ -151,6 +153,10 @@ func checkWeights(t *testing.T, g *golden, m *BertForSequenceClassification) {
 // TestGoldenTinyBert compares logits, loss and every parameter gradient with transformers in FP32 and under
 // BF16 and FP16 autocast, for the small-vocabulary, regression and real-vocabulary tiny BERTs.
 func TestGoldenTinyBert(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) { goldenTinyBert(t, b) })
+}
+
+func goldenTinyBert(t *testing.T, b tensor.Backend) {
 	for _, file := range []string{"tiny_v128.safetensors", "tiny_regression.safetensors", "tiny_v30522.safetensors"} {
 		t.Run(file, func(t *testing.T) {
 			g := openGolden(t, file)
@@ -159,7 +165,7 @@ func TestGoldenTinyBert(t *testing.T) {
 			if err != nil {
 				t.Fatalf("golden metadata seed: %v", err)
 			}
-			m := newTestModel(t, cpuBackend(), g.config(), seed)
+			m := newTestModel(t, b, g.config(), seed)
 			checkWeights(t, g, m)
 			batch := g.batch()
 			var rows []int64
@@ -266,15 +272,21 @@ func checkNorm(t *testing.T, name string, g []float32, want float32, tol float64
 // TestGoldenBaseShape runs the bert-base shape (12 layers, hidden 768, 12 heads) forward and backward on the CPU
 // for a 2×16 batch and compares the logits, the loss and every parameter's gradient norm with transformers (FP32).
 func TestGoldenBaseShape(t *testing.T) {
-	if testing.Short() {
-		t.Skip("bert-base forward+backward on the CPU takes a while; run without -short")
-	}
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		if testing.Short() && b.Name() == "cpu" {
+			t.Skip("bert-base forward+backward on the CPU takes a while; run without -short")
+		}
+		goldenBaseShape(t, b)
+	})
+}
+
+func goldenBaseShape(t *testing.T, b tensor.Backend) {
 	g := openGolden(t, "base_shape.safetensors")
 	seed, err := strconv.ParseUint(g.ck.Metadata()["seed"], 10, 64)
 	if err != nil {
 		t.Fatalf("golden metadata seed: %v", err)
 	}
-	m := newTestModel(t, cpuBackend(), g.config(), seed)
+	m := newTestModel(t, b, g.config(), seed)
 	checkWeights(t, g, m)
 	out := runGolden(t, m, g.batch(), "fp32")
 	compareGoldenOutputs(t, g, "fp32", out)
@@ -300,8 +312,12 @@ func TestGoldenBaseShape(t *testing.T) {
 // TestGoldenTinyBertRandom runs ../shared/data/tiny-bert-random (a transformers save_pretrained checkpoint) on the
 // script's fixed inputs and compares logits and loss in FP32 and under autocast.
 func TestGoldenTinyBertRandom(t *testing.T) {
+	tensortest.ForEachBackend(t, goldenTinyBertRandom)
+}
+
+func goldenTinyBertRandom(t *testing.T, b tensor.Backend) {
 	g := openGolden(t, "tiny_bert_random.safetensors")
-	m, _, err := LoadPretrained(testutil.SharedData(t, "tiny-bert-random"), cpuBackend(), LoadOptions{})
+	m, _, err := LoadPretrained(testutil.SharedData(t, "tiny-bert-random"), b, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
