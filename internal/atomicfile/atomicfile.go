@@ -1,0 +1,199 @@
+// Package atomicfile writes files and directories so that a reader, a crash or a kill never sees them half
+// written: everything goes into a temporary file or directory beside the destination, which is flushed to disk
+// and renamed into place only when complete. On any error the temporary is removed and whatever was at the
+// destination before is left as it was.
+//
+// The simplest use writes a byte slice:
+//
+//	err := atomicfile.WriteFile(path, data, 0o644)
+//
+// Write streams through a buffered writer instead (a safetensors file, a JSONL stream):
+//
+//	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return enc.Encode(v) })
+//
+// Dir and ReplaceDir build a whole directory (a checkpoint, a merged model) the same way: the build function
+// fills a temporary directory, which is renamed to the destination when build returns nil.
+//
+// Every error names the destination path ("writing /out/model.safetensors: no space left on device") and, like
+// an *fs.PathError, carries no package prefix: the caller adds its own ("loaders: %w"). Errors from the caller's
+// write or build function are wrapped the same way with %w, so errors.Is still finds them.
+//
+// Temporary names are TempPrefix + the destination's base name + "-" + a random suffix, in the destination's
+// directory, so a caller can recognise (and remove) what a killed process left behind.
+package atomicfile
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// TempPrefix starts the name of every temporary file or directory this package creates; the full name is
+// TempPrefix + filepath.Base(destination) + "-" + a random suffix (".tmp-checkpoint-20-1234567").
+const TempPrefix = ".tmp-"
+
+// bufferSize is the size of Write's buffer; larger writes (tensor data) go straight to the file.
+const bufferSize = 64 << 10
+
+// WriteFile writes data to path atomically: into a temporary file in path's directory, which is synced, given the
+// permissions perm and renamed over path. perm is applied exactly (the umask does not narrow it, unlike
+// os.WriteFile). The directory must exist. On error path is untouched and the temporary file removed.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return writeTemp(path, perm, func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// Write is WriteFile for content produced by write, which is given a buffered writer on the temporary file (the
+// buffer is flushed after write returns). If write returns an error, or panics, path is untouched and the
+// temporary file removed; the error is returned wrapped with the path.
+func Write(path string, perm os.FileMode, write func(w io.Writer) error) error {
+	return writeTemp(path, perm, func(f *os.File) error {
+		w := bufio.NewWriterSize(f, bufferSize)
+		if err := write(w); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
+}
+
+// writeTemp creates the temporary file, runs fill on it, then syncs, chmods, closes and renames it over path.
+func writeTemp(path string, perm os.FileMode, fill func(f *os.File) error) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), tempPattern(path))
+	if err != nil {
+		return wrap(path, err)
+	}
+	committed := false
+	defer func() { // also runs when fill panics
+		if !committed {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := fill(f); err != nil {
+		return wrap(path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return wrap(path, err)
+	}
+	if err := f.Chmod(perm); err != nil { // CreateTemp made it 0600
+		return wrap(path, err)
+	}
+	if err := f.Close(); err != nil {
+		return wrap(path, err)
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return wrap(path, err)
+	}
+	committed = true
+	return wrap(path, SyncDir(filepath.Dir(path)))
+}
+
+// Dir creates the directory path atomically: build fills a new temporary directory in path's parent (which must
+// exist), which is then given the permissions perm, synced and renamed to path. path must not exist, or be an
+// empty directory (which is replaced); anything else there is left untouched and Dir returns an error wrapping
+// fs.ErrExist. If build fails (or panics) the temporary directory is removed.
+func Dir(path string, perm os.FileMode, build func(dir string) error) error {
+	return buildDir(path, perm, build, func(tmp string) error {
+		if st, err := os.Lstat(path); err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("it exists and is not a directory (%w)", fs.ErrExist)
+			}
+			ents, err := os.ReadDir(path)
+			if err != nil {
+				return err
+			}
+			if len(ents) > 0 {
+				return fmt.Errorf("it is a directory that is not empty (%w)", fs.ErrExist)
+			}
+			// Remove refuses a directory filled since, so nothing a user put there is lost.
+			if err := os.Remove(path); err != nil {
+				return err
+			}
+		}
+		return os.Rename(tmp, path)
+	})
+}
+
+// ReplaceDir is Dir for a destination that may already exist: whatever is at path is moved aside, the new
+// directory renamed into place, and only then the old one removed (if the rename fails the old one is moved
+// back). Use it where replacing is intended, such as a resumed run saving the same checkpoint again.
+func ReplaceDir(path string, perm os.FileMode, build func(dir string) error) error {
+	return buildDir(path, perm, build, func(tmp string) error {
+		if _, err := os.Lstat(path); err != nil {
+			return os.Rename(tmp, path)
+		}
+		old := tmp + ".old"
+		if err := os.Rename(path, old); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			os.Rename(old, path)
+			return err
+		}
+		return os.RemoveAll(old)
+	})
+}
+
+// buildDir runs build on a new temporary directory, then sets perm, syncs it and calls commit to move it to path.
+func buildDir(path string, perm os.FileMode, build func(dir string) error, commit func(tmp string) error) error {
+	parent := filepath.Dir(path)
+	tmp, err := os.MkdirTemp(parent, tempPattern(path))
+	if err != nil {
+		return wrap(path, err)
+	}
+	committed := false
+	defer func() { // also runs when build panics
+		if !committed {
+			os.RemoveAll(tmp)
+		}
+	}()
+	if err := build(tmp); err != nil {
+		return wrap(path, err)
+	}
+	if err := os.Chmod(tmp, perm); err != nil { // MkdirTemp made it 0700
+		return wrap(path, err)
+	}
+	if err := SyncDir(tmp); err != nil {
+		return wrap(path, err)
+	}
+	if err := commit(tmp); err != nil {
+		return wrap(path, err)
+	}
+	committed = true
+	return wrap(path, SyncDir(parent))
+}
+
+// SyncDir flushes the entries of directory dir (the files created and renamed in it) to disk. File systems that
+// cannot sync a directory are not an error, and on Windows, which has no such call, it does nothing.
+func SyncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) && !errors.Is(err, errors.ErrUnsupported) {
+		return err
+	}
+	return nil
+}
+
+// tempPattern is the os.CreateTemp / os.MkdirTemp pattern of path's temporary.
+func tempPattern(path string) string { return TempPrefix + filepath.Base(path) + "-*" }
+
+// wrap names path in err; nil stays nil.
+func wrap(path string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("writing %s: %w", path, err)
+}
