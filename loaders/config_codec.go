@@ -1,7 +1,6 @@
 package loaders
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // configDecoder takes known keys out of a config.json object one by one, type-checking each; the first error
@@ -223,10 +224,10 @@ func (c *BertConfig) WriteFile(path string) error {
 		return fmt.Errorf("loaders: encoding config: %w", err)
 	}
 	indented.WriteByte('\n')
-	return writeFileAtomic(path, func(w *bufio.Writer) error {
-		_, err := w.Write(asciiJSON(indented.Bytes()))
-		return err
-	})
+	if err := atomicfile.WriteFile(path, asciiJSON(indented.Bytes()), 0o644); err != nil {
+		return fmt.Errorf("loaders: %w", err)
+	}
+	return nil
 }
 
 // pyFloat is a float64 that encodes as Python's repr: shortest round-trip digits, ".0" on integral values, and

@@ -1,16 +1,15 @@
 package loaders
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 	"sort"
 	"unsafe"
 
 	"github.com/nlpodyssey/safetensors"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -56,7 +55,7 @@ func WriteSafetensors(path string, tensors []HostTensor, metadata map[string]str
 	if metadata == nil {
 		metadata = map[string]string{"format": "pt"}
 	}
-	return writeFileAtomic(path, func(w *bufio.Writer) (err error) {
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("nlpodyssey/safetensors panicked: %v", r)
@@ -64,6 +63,10 @@ func WriteSafetensors(path string, tensors []HostTensor, metadata map[string]str
 		}()
 		return safetensors.SerializeToWriter(views, metadata, w)
 	})
+	if err != nil {
+		return fmt.Errorf("loaders: %w", err)
+	}
+	return nil
 }
 
 // hostView adapts a HostTensor to safetensors.View.
@@ -117,46 +120,6 @@ func checkNoSharedMemory(tensors []HostTensor) error {
 		if a, b := spans[i-1], spans[i]; b.lo < a.hi {
 			return fmt.Errorf("%w: %q and %q; a tensor may be stored only once: drop the tied or aliased name (as save_pretrained does) or clone the data", ErrSharedMemory, a.name, b.name)
 		}
-	}
-	return nil
-}
-
-// writeFileAtomic writes path through a buffered writer on a temporary file in the same directory, syncs it, makes
-// it readable by all (0644) and renames it over path. On failure the temporary file is removed.
-func writeFileAtomic(path string, write func(w *bufio.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("loaders: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := write(w); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("loaders: writing %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil { // make the rename durable; not every file system supports it
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }
