@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // AdapterConfigName is the file PEFT's save_pretrained writes the LoraConfig to.
@@ -79,23 +81,9 @@ func WriteAdapterConfig(dir string, c Config, baseModel string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+AdapterConfigName+".tmp*")
-	if err != nil {
-		return fmt.Errorf("lora: writing %s: %w", AdapterConfigName, err)
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Chmod(0o644) // CreateTemp makes the file 0600; a saved adapter is as readable as any output
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, AdapterConfigName))
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("lora: writing %s: %w", filepath.Join(dir, AdapterConfigName), err)
+	// 0644: a saved adapter is as readable as any output.
+	if err := atomicfile.WriteFile(filepath.Join(dir, AdapterConfigName), b, 0o644); err != nil {
+		return fmt.Errorf("lora: %w", err)
 	}
 	return nil
 }
