@@ -2,13 +2,14 @@ package trainer
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // Checkpoint layout: output_dir/checkpoint-<global_step>/ holds what Model.Save writes (config.json +
@@ -29,8 +30,9 @@ const (
 	RNGStateName = "rng_state.json"
 	// TrainingArgsName holds the TrainingArguments of the run as JSON with HF's keys.
 	TrainingArgsName = "training_args.json"
-	// tmpPrefix starts the temporary directory a checkpoint is written into before its rename.
-	tmpPrefix = ".tmp-"
+	// tmpPrefix starts the temporary directory a checkpoint is written into before its rename (atomicfile names
+	// it tmpPrefix + "checkpoint-<step>-" + a random suffix).
+	tmpPrefix = atomicfile.TempPrefix
 )
 
 // DataState is a checkpoint's rng_state.json. tune needs no RNG state beyond these numbers: the data order is a
@@ -49,24 +51,14 @@ type DataState struct {
 // directory; an error aborts the save there, as a crash would.
 var checkpointHook func(stage string) error
 
-// saveCheckpoint writes output_dir/checkpoint-<global_step> atomically: everything goes into a temporary
-// directory inside output_dir, which is renamed into place only when complete, so a crash or kill during a save
-// leaves the previous checkpoints intact (a leftover temporary directory is removed by the next Train). Then
-// old checkpoints beyond save_total_limit are deleted, never the best one.
-func (t *Trainer) saveCheckpoint() (dir string, err error) {
+// saveCheckpoint writes output_dir/checkpoint-<global_step> atomically (atomicfile.ReplaceDir): everything goes
+// into a temporary directory inside output_dir, which is renamed into place only when complete, so a crash or kill
+// during a save leaves the previous checkpoints intact (a leftover temporary directory is removed by the next
+// Train); an existing checkpoint of the same step (a resumed run saving it again) is replaced. Then old
+// checkpoints beyond save_total_limit are deleted, never the best one.
+func (t *Trainer) saveCheckpoint() (string, error) {
 	s := t.state
-	out := t.args.OutputDir
-	name := CheckpointPrefix + strconv.Itoa(s.GlobalStep)
-	final := filepath.Join(out, name)
-	tmp, err := os.MkdirTemp(out, tmpPrefix+name+"-")
-	if err != nil {
-		return "", fmt.Errorf("trainer: checkpoint: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
-		}
-	}()
+	final := filepath.Join(t.args.OutputDir, CheckpointPrefix+strconv.Itoa(s.GlobalStep))
 	if s.BestGlobalStep != nil && *s.BestGlobalStep == s.GlobalStep {
 		s.BestModelCheckpoint = &final
 	}
@@ -88,56 +80,24 @@ func (t *Trainer) saveCheckpoint() (dir string, err error) {
 		{"training_args", func(d string) error { return writeJSON(filepath.Join(d, TrainingArgsName), t.args) }},
 		{"trainer_state", func(d string) error { return s.Save(filepath.Join(d, TrainerStateName)) }},
 	}
-	for _, w := range writers {
-		if err := w.write(tmp); err != nil {
-			return "", fmt.Errorf("trainer: checkpoint %s: %s: %w", final, w.stage, err)
-		}
-		if checkpointHook != nil {
-			if err := checkpointHook(w.stage); err != nil {
-				return "", err
+	// 0700 is the mode checkpoint directories have always had (os.MkdirTemp's).
+	err := atomicfile.ReplaceDir(final, 0o700, func(tmp string) error {
+		for _, w := range writers {
+			if err := w.write(tmp); err != nil {
+				return fmt.Errorf("%s: %w", w.stage, err)
+			}
+			if checkpointHook != nil {
+				if err := checkpointHook(w.stage); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err := syncDir(tmp); err != nil {
-		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
-	}
-	if err := replaceDir(tmp, final); err != nil {
-		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
-	}
-	if err := syncDir(out); err != nil {
-		return "", fmt.Errorf("trainer: checkpoint %s: %w", final, err)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("trainer: checkpoint: %w", err)
 	}
 	return final, t.rotateCheckpoints()
-}
-
-// replaceDir renames the complete directory tmp to final. An existing final (a resumed run saving the same step
-// again) is first moved aside and removed only after the rename succeeded.
-func replaceDir(tmp, final string) error {
-	if _, err := os.Stat(final); err != nil {
-		return os.Rename(tmp, final)
-	}
-	old := tmp + ".old"
-	if err := os.Rename(final, old); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Rename(old, final)
-		return err
-	}
-	return os.RemoveAll(old)
-}
-
-// syncDir flushes a directory's entries (the renames in it) to disk.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
 }
 
 // removeStaleTemps deletes temporary checkpoint directories a killed run left in dir.

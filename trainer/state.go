@@ -7,9 +7,10 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // TrainerStateName is the file holding TrainerState, in output_dir and in every checkpoint (transformers'
@@ -117,33 +118,11 @@ func LoadTrainerState(path string) (*TrainerState, error) {
 	return &s, nil
 }
 
-// writeFileAtomic writes data to a temporary file beside path, syncs it and renames it over path, so a reader
-// (or a crash) never sees half a file.
-func writeFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+// writeFileAtomic writes data to path (mode 0644) through atomicfile, so a reader (or a crash) never sees half a
+// file.
+func writeFileAtomic(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("trainer: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("trainer: writing %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("trainer: writing %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("trainer: writing %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("trainer: writing %s: %w", path, err)
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("trainer: writing %s: %w", path, err)
 	}
 	return nil
 }
