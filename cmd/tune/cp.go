@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/recipes"
 )
 
@@ -106,30 +107,14 @@ func (o *cpOptions) run(w io.Writer) error {
 	return nil
 }
 
-// writeAtomic writes data to path through a temporary file in the same directory and a rename, creating the
-// directory if needed, so path never holds a partial file.
+// writeAtomic writes data to path (mode 0644) through a temporary file in the same directory and a rename
+// (atomicfile.WriteFile), creating the directory if needed, so path never holds a partial file.
 func writeAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("cp: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("cp: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("cp: writing %s: %w", path, err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/transformer"
@@ -132,40 +133,24 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 }
 
 // write saves the merged model and the tokenizer files into a temporary directory beside --output and renames it
-// into place; it returns the file names written.
+// into place (atomicfile.Dir: an empty --output directory is replaced, anything else refused, so nothing a user
+// wrote is lost); it returns the file names written.
 func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 	out := filepath.Clean(o.Output)
-	parent := filepath.Dir(out)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
-	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(tmp)
+	err = atomicfile.Dir(out, 0o755, func(tmp string) error {
+		if err := m.Save(tmp); err != nil {
+			return fmt.Errorf("saving the merged model: %w", err)
 		}
-	}()
-	if err := m.Save(tmp); err != nil {
-		return nil, fmt.Errorf("merge: saving the merged model: %w", err)
-	}
-	tokDir := o.Model
-	if hasTokenizerFiles(o.Adapter) {
-		tokDir = o.Adapter
-	}
-	if err := copyTokenizer(tokDir, tmp); err != nil { // finetune.go: the same files a saved model carries
-		return nil, fmt.Errorf("merge: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
-	}
-	// An empty --output directory is replaced (Remove refuses a non-empty one, so nothing a user wrote is lost).
-	if err := os.Remove(out); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("merge: %w", err)
-	}
-	if err := os.Rename(tmp, out); err != nil {
+		tokDir := o.Model
+		if hasTokenizerFiles(o.Adapter) {
+			tokDir = o.Adapter
+		}
+		return copyTokenizer(tokDir, tmp) // finetune.go: the same files a saved model carries
+	})
+	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	ents, err := os.ReadDir(out)

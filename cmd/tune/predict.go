@@ -8,10 +8,10 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -140,52 +140,41 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	return o.write(stdout, run, ds, out)
 }
 
-// write prints one prediction per input as JSONL, to --output (atomically) or stdout.
+// write prints one prediction per input as JSONL, to --output (atomically, mode 0644) or stdout.
 func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
-	var buf *bufio.Writer
-	var f *os.File
-	if o.Output != "" && o.Output != "-" {
-		var err error
-		if f, err = os.CreateTemp(filepath.Dir(o.Output), ".predict-*.jsonl"); err != nil {
-			return err
-		}
-		defer os.Remove(f.Name()) // after the rename this fails harmlessly
-		buf = bufio.NewWriter(f)
-	} else {
-		buf = bufio.NewWriter(stdout)
-	}
-	names := run.Base.Config.ID2Label
-	L := out.NumLabels
-	preds := out.Predictions()
-	enc := json.NewEncoder(buf)
-	for i, ex := range ds.Examples {
-		p := prediction{Line: ex.Line, Text: ex.Text, Pair: ex.Pair, Logits: out.Logits[i*L : (i+1)*L]}
-		if L == 1 {
-			p.Label = p.Logits[0]
-		} else {
-			id := int(preds[i])
-			p.LabelID, p.Label = &id, names[id]
-		}
-		for _, v := range p.Logits {
-			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("predict: input at line %d gave non-finite logits %v (half-precision overflow? try without --fp16)", ex.Line, p.Logits)
+	emit := func(w io.Writer) error {
+		names := run.Base.Config.ID2Label
+		L := out.NumLabels
+		preds := out.Predictions()
+		enc := json.NewEncoder(w)
+		for i, ex := range ds.Examples {
+			p := prediction{Line: ex.Line, Text: ex.Text, Pair: ex.Pair, Logits: out.Logits[i*L : (i+1)*L]}
+			if L == 1 {
+				p.Label = p.Logits[0]
+			} else {
+				id := int(preds[i])
+				p.LabelID, p.Label = &id, names[id]
+			}
+			for _, v := range p.Logits {
+				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					return fmt.Errorf("input at line %d gave non-finite logits %v (half-precision overflow? try without --fp16)", ex.Line, p.Logits)
+				}
+			}
+			if err := enc.Encode(p); err != nil {
+				return err
 			}
 		}
-		if err := enc.Encode(p); err != nil {
-			return err
-		}
-	}
-	if err := buf.Flush(); err != nil {
-		return err
-	}
-	if f == nil {
 		return nil
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if o.Output != "" && o.Output != "-" {
+		if err := atomicfile.Write(o.Output, 0o644, emit); err != nil {
+			return fmt.Errorf("predict: %w", err)
+		}
+		return nil
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
+	w := bufio.NewWriter(stdout)
+	if err := emit(w); err != nil {
+		return fmt.Errorf("predict: %w", err)
 	}
-	return os.Rename(f.Name(), o.Output)
+	return w.Flush()
 }
