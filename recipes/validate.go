@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -264,22 +265,21 @@ func unpackEmbedded() (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".unpack-*")
+	// 0700: a private cache, as it has always been.
+	err = atomicfile.Dir(dir, 0o700, func(tmp string) error {
+		for _, p := range files {
+			data, _ := embedded.ReadFile(p)
+			dst := filepath.Join(tmp, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	for _, p := range files {
-		data, _ := embedded.ReadFile(p)
-		dst := filepath.Join(tmp, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
-		}
-		if err := os.WriteFile(dst, data, 0o644); err != nil {
-			return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
-		}
-	}
-	if err := os.Rename(tmp, dir); err != nil {
 		if _, serr := os.Stat(dir); serr == nil {
 			return dir, nil // another process unpacked the same content first
 		}
