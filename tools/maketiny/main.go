@@ -23,6 +23,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // maxLength is the model_max_length written to tokenizer_config.json, the max_position_embeddings of
@@ -135,13 +137,9 @@ func run(o options, w io.Writer) error {
 	return nil
 }
 
+// writeFile writes data to path (mode 0644) through a temporary file and a rename (atomicfile.WriteFile).
 func writeFile(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return fmt.Errorf("maketiny: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("maketiny: %w", err)
 	}
 	return nil
