@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // kernelFS holds the CUDA C++ sources compiled at run time. common.cuh is passed to NVRTC as a header.
@@ -184,30 +186,14 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	return img, nil
 }
 
-// writeCache writes data to a temporary file in dir and renames it into place, so concurrent processes never
-// see a partial file. Failure only costs a recompile next time.
+// writeCache writes data to dst in dir (created if needed) through a temporary file and a rename
+// (atomicfile.WriteFile), so concurrent processes never see a partial file. The mode stays 0600, as the cache
+// always had. Failure only costs a recompile next time.
 func writeCache(dir, dst string, data []byte) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	if err := os.Rename(f.Name(), dst); err != nil {
-		os.Remove(f.Name())
-		return err
-	}
-	return nil
+	return atomicfile.WriteFile(dst, data, 0o600)
 }
 
 // nvrtcCompile runs NVRTC on one source with common.cuh as its only header.
