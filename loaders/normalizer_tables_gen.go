@@ -27,6 +27,8 @@ import (
 	"sort"
 	"strconv"
 	"unicode"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 func main() {
@@ -54,7 +56,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := os.WriteFile(*out, code, 0o644); err != nil {
+	if err := atomicfile.WriteFile(*out, code, 0o644); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("wrote", *out)
