@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -161,9 +162,9 @@ func (c *BertConfig) MarshalJSON() ([]byte, error) {
 	for id, name := range c.ID2Label {
 		id2label[strconv.Itoa(id)] = name
 	}
-	defaultLabelsInUse := labelsEqual(c.ID2Label, def.ID2Label)
+	defaultLabelsInUse := maps.Equal(c.ID2Label, def.ID2Label)
 	optional("id2label", defaultLabelsInUse, id2label)
-	optional("label2id", defaultLabelsInUse && labelIDsEqual(c.Label2ID, def.Label2ID), c.Label2ID)
+	optional("label2id", defaultLabelsInUse && maps.Equal(c.Label2ID, def.Label2ID), c.Label2ID)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
@@ -183,30 +184,6 @@ func sortedJSON(v json.RawMessage) any {
 		return v
 	}
 	return x
-}
-
-func labelsEqual(a, b map[int]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-func labelIDsEqual(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // WriteFile validates the config and writes it to path as transformers does (json.dumps(indent=2,
