@@ -9,15 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// isolateCache points the user cache at a temporary directory, so unpacking embedded data stays in the test.
-func isolateCache(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", dir)
-	t.Setenv("HOME", dir)
-}
+	"github.com/tune-ml/tune/internal/testutil"
+)
 
 // decode decodes text as recipe file "r.yaml" in directory "dir".
 func decode(text string, overrides ...string) (*Recipe, error) {
@@ -30,7 +24,7 @@ func minimal(extra string) string {
 }
 
 func TestEmbeddedRecipes(t *testing.T) {
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	var names []string
 	for _, info := range List() {
 		names = append(names, info.Name)
@@ -306,7 +300,7 @@ func TestAllProblemsAtOnce(t *testing.T) {
 
 // TestMarshalRoundTrip: the resolved recipe `tune validate` prints decodes to the same recipe.
 func TestMarshalRoundTrip(t *testing.T) {
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	for _, name := range []string{"bert", "tiny"} {
 		r, err := Load(name, nil)
 		if err != nil {

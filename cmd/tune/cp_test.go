@@ -5,10 +5,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
 )
 
 func TestCp(t *testing.T) {
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	dir := t.TempDir()
 	dest := filepath.Join(dir, "my-tiny.yaml")
 

@@ -23,7 +23,7 @@ func runCLI(args ...string) (int, string, string) {
 }
 
 func TestFinetuneUsageErrors(t *testing.T) {
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	dir := t.TempDir()
 	typo := filepath.Join(dir, "typo.yaml")
 	text, err := os.ReadFile(tinyRecipe)
@@ -80,7 +80,7 @@ func TestFinetuneEvalPredictEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model; skipped in -short mode")
 	}
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	out := filepath.Join(t.TempDir(), "run")
 	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
 		"training.max_steps=30", "training.logging_steps=10", "training.eval_strategy=steps", "training.eval_steps=30",
@@ -196,7 +196,7 @@ func TestLoRAFinetuneThenEvalWithAdapter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a model; skipped in -short mode")
 	}
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	base := testutil.SharedData(t, "tiny-bert-random")
 	data := filepath.Join("..", "..", "recipes", "data", "tiny")
 	out := filepath.Join(t.TempDir(), "lora")

@@ -5,15 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// isolateCache keeps the embedded recipes' unpacked data inside the test's temporary directory.
-func isolateCache(t *testing.T) {
-	t.Helper()
-	dir := t.TempDir()
-	t.Setenv("XDG_CACHE_HOME", dir)
-	t.Setenv("HOME", dir)
-}
+	"github.com/tune-ml/tune/internal/testutil"
+)
 
 // writeRecipe writes a recipe whose data file exists next to it and whose output_dir is dir/out.
 func writeRecipe(t *testing.T, dir, training string) string {
@@ -33,7 +27,7 @@ func writeRecipe(t *testing.T, dir, training string) string {
 }
 
 func TestValidate(t *testing.T) {
-	isolateCache(t)
+	testutil.IsolateCache(t)
 	dir := t.TempDir()
 	// The recipe's tokenizer path is relative to the recipe, so put the recipe two levels below the repo.
 	work := filepath.Join(dir, "a", "b")

@@ -47,3 +47,14 @@ func Testdata(t testing.TB, rel ...string) string {
 	t.Helper()
 	return filepath.Join(append([]string{RepoRoot(t), "testdata"}, rel...)...)
 }
+
+// IsolateCache points the user cache directory (os.UserCacheDir: $XDG_CACHE_HOME, else under $HOME) at a
+// temporary directory for the rest of the test, so what the code under test caches there (the unpacked
+// embedded recipe data, compiled kernels) stays inside the test. It uses t.Setenv, so the test must not be
+// parallel.
+func IsolateCache(t testing.TB) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", dir)
+	t.Setenv("HOME", dir)
+}
