@@ -4,7 +4,7 @@
 #
 # Build here first (the GPU machine has no Go toolchain) and carry the binary:
 #
-#   CGO_ENABLED=1 go build -tags cuda -o bin/tune-cuda ./cmd/tune      # or: make cuda
+#   CGO_ENABLED=1 go build -buildvcs=true -tags cuda -o bin/tune-cuda ./cmd/tune   # -buildvcs: results name the commit
 #   device run (carry: bin/tune-cuda):   OUT=$OUT bash scripts/bench-gpu.sh
 #
 # Configurations: BERT-base (random init, 2 labels, dropout 0.1), batch × seq in CONFIGS (32x128 64x512),
@@ -77,7 +77,7 @@ step() {
 	"$BIN" env
 } >"$OUT/env.log" 2>&1
 if [[ ! -x $BIN ]]; then
-	note tune "missing $BIN: build it with CGO_ENABLED=1 go build -tags cuda -o bin/tune-cuda ./cmd/tune and carry it"
+	note tune "missing $BIN: build it with CGO_ENABLED=1 go build -buildvcs=true -tags cuda -o bin/tune-cuda ./cmd/tune and carry it"
 	FAILED=1
 fi
 

@@ -21,6 +21,7 @@ import (
 	"github.com/tune-ml/tune/internal/bench"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/tensor"
 )
 
 func init() { register(newBenchCmd) }
@@ -43,6 +44,7 @@ type benchOptions struct {
 	Device      string   // --device: cpu, cuda, cuda:N or auto
 	JSON        string   // --json: results file to write
 	Breakdown   bool     // --breakdown: per-op time of the profiled steps
+	Plan        bool     // --plan: the memory plan instead of timing
 }
 
 func newBenchCmd() *cobra.Command {
@@ -73,12 +75,15 @@ Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or 
 --model, bert-base on a GPU and tiny on the CPU. --lora adapts the model with PEFT's LoraConfig(r=--lora-r,
 lora_alpha=2r, target_modules=--lora-targets, task_type=SEQ_CLS) first: only the adapters and the classifier
 train. --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
+--plan times nothing: it builds the model, AdamW and the activation arena for the batch and prints the bytes
+of each (weights, gradients, AdamW state, activations, autocast weight copies).
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
 (tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
 		Example: `  tune bench --device cpu
   tune bench --model bert-base --batch 64 --seq 512 --modes bf16
   tune bench --lora --lora-r 8 --modes fp16,bf16 --json lora.json
   tune bench --modes bf16 --steps 10 --breakdown
+  tune bench --plan --model bert-base --batch 1 --seq 512 --device cpu
   tune bench report --png bench.png tune.json pytorch.json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -104,6 +109,7 @@ train. --breakdown then runs 3 more steps with every op timed alone and prints w
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the weights, adapters, tokens, labels and dropout")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
 	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
+	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
 	cmd.AddCommand(newBenchReportCmd())
 	return cmd
@@ -178,6 +184,9 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 	s0 := specs[0]
 	fmt.Fprintf(stdout, "tune bench: %s on %s (%s), batch %d × seq %d = %d tokens per step\n",
 		s0.Model, b.Name(), bench.Describe(b), s0.Batch, s0.Seq, s0.Batch*s0.Seq)
+	if o.Plan {
+		return o.plan(stdout, b, specs)
+	}
 	if !onGPU {
 		fmt.Fprintln(stdout, "note: CPU timings depend on the machine's load; half precision is emulated on the CPU (correct, not faster)")
 	}
@@ -220,6 +229,30 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "\nwrote %s\n", o.JSON)
 	}
 	return nil
+}
+
+// plan prints the memory plan of every spec (no step runs).
+func (o *benchOptions) plan(stdout io.Writer, b tensor.Backend, specs []bench.Spec) error {
+	if o.JSON != "" || o.Breakdown {
+		return usagef("--plan runs no step: it takes neither --json nor --breakdown")
+	}
+	var labels []string
+	var plans []bench.MemoryPlan
+	for _, s := range specs {
+		p, err := bench.Plan(b, s)
+		if err != nil {
+			return err
+		}
+		label := s.Policy.Precision()
+		if s.LoRA != nil {
+			label += fmt.Sprintf(" LoRA r=%d", s.LoRA.R)
+		}
+		labels, plans = append(labels, label), append(plans, p)
+	}
+	fmt.Fprintln(stdout, "memory a training step keeps allocated, GiB (weight cache: autocast copies of the projection weights, computed;")
+	fmt.Fprintln(stdout, "the rest measured by building the model, AdamW and the step arena; op scratch comes on top)")
+	fmt.Fprintln(stdout)
+	return bench.WritePlan(stdout, labels, plans)
 }
 
 // commit returns the VCS revision the binary was built from ("+dirty" when the tree was modified), or "".

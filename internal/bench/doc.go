@@ -42,12 +42,15 @@
 //
 // # How memory is measured
 //
-// Run reports the peak memory allocated while the configuration ran (building the model, optimizer state,
-// activations, scratch) minus what was allocated before it began. On CUDA this is the caching allocator's
-// PeakAllocated (cuda.MemoryStats; like torch.cuda.max_memory_allocated it counts size-class-rounded blocks
-// in use, scratch included, not the cached free blocks). On the CPU it is the bytes of the tensors allocated
-// through the backend (Meter), which leaves out the ops' own short-lived Go scratch. Every buffer a Run
-// allocated is freed before it returns.
+// Run reports the peak memory allocated during the warm-up and timed steps — everything live then: weights,
+// gradients, optimizer state, activations, scratch — minus what was allocated before the model was built.
+// Transient peaks while building the model (LoRA re-packs the parameters) are left out, as PyTorch builds its
+// model on the host. On CUDA this is the caching allocator's PeakAllocated (cuda.MemoryStats; like
+// torch.cuda.max_memory_allocated it counts size-class-rounded blocks in use, scratch included, not the cached
+// free blocks). On the CPU it is the bytes of the tensors allocated through the backend (Meter), which leaves
+// out the ops' own short-lived Go scratch. Every buffer a Run allocated is freed before it returns. Plan
+// breaks the steady state down (weights, gradients, AdamW moments, activation arena, autocast weight copies)
+// without running a step.
 //
 // # Where the time goes
 //

@@ -46,8 +46,8 @@ type Result struct {
 	FLOPsPerStep float64 `json:"flops_per_step"`
 	// TFLOPS is FLOPsPerStep / median step time, in 10^12 FLOP/s.
 	TFLOPS float64 `json:"tflops"`
-	// PeakBytes is the most memory allocated during the configuration (model, optimizer state, activations,
-	// scratch) minus what was allocated before it began; see Memory for the source.
+	// PeakBytes is the most memory allocated during the warm-up and timed steps (weights, gradients, optimizer
+	// state, activations, scratch) minus what was allocated before the model was built; see Memory.
 	PeakBytes int64  `json:"peak_bytes"`
 	Memory    string `json:"memory"` // how PeakBytes was measured
 	Timing    string `json:"timing"` // how steps were timed: "CUDA events", "wall clock"

@@ -24,12 +24,13 @@ const dropoutStride = 1 << 36
 // peakResetter is implemented by a backend with allocator statistics (cuda.Backend).
 type peakResetter interface{ ResetPeakMemoryStats() }
 
-// memorySource measures the memory of one Run: start marks the beginning, peak returns the most allocated
-// since then minus what was allocated at start.
+// memorySource measures the memory of one Run: start records what is allocated before the model is built,
+// train resets the peak once it is built, and peak returns the most allocated since train minus what start
+// recorded.
 type memorySource struct {
-	start func()
-	peak  func() int64
-	how   string
+	start, train func()
+	peak         func() int64
+	how          string
 }
 
 // memoryOf returns the CUDA caching allocator's counters when b is a CUDA backend (they include the ops' scratch
@@ -43,21 +44,22 @@ func memoryOf(b tensor.Backend, meter *Meter) memorySource {
 				start: func() {
 					st, _ := cuda.Memory(b)
 					base = st.Allocated
-					pr.ResetPeakMemoryStats()
 				},
+				train: pr.ResetPeakMemoryStats,
 				peak: func() int64 {
 					st, _ := cuda.Memory(b)
 					return st.PeakAllocated - base
 				},
-				how: "CUDA caching allocator: peak allocated minus allocated at the start (size classes, scratch included)",
+				how: "CUDA caching allocator: peak allocated during the steps minus allocated before the model (size classes, scratch included)",
 			}
 		}
 	}
 	var base int64
 	return memorySource{
-		start: func() { base = meter.Bytes(); meter.ResetPeak() },
+		start: func() { base = meter.Bytes() },
+		train: meter.ResetPeak,
 		peak:  func() int64 { return meter.Peak() - base },
-		how:   "bytes of the tensors allocated on the backend (Alloc minus Free), peak; ops' internal scratch not counted",
+		how:   "tensors allocated on the backend (Alloc minus Free): peak during the steps minus before the model; ops' internal scratch not counted",
 	}
 }
 
@@ -170,6 +172,7 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	if err != nil {
 		return nil, err
 	}
+	mem.train()
 	timer, how := timeOn(b)
 	res = newResult(b, &s, st.m)
 	res.Timing, res.Memory = how, mem.how
@@ -217,28 +220,55 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	return res, nil
 }
 
-// build makes the model of s on b (a Meter), adapts it when s.LoRA is set, carves its step arena and creates
-// the optimizer and the scaler.
-func build(b tensor.Backend, s *Spec) (*stepper, error) {
+// buildModel makes the model of s on b (a Meter) and adapts it when s.LoRA is set, under s.Policy. It returns
+// the BERT and the model to train (the same BERT, or its LoRA wrapper).
+func buildModel(b tensor.Backend, s *Spec) (*transformer.BertForSequenceClassification, trainee, error) {
 	base, err := transformer.NewBertForSequenceClassification(b, s.Config, s.Seed)
 	if err != nil {
-		return nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
+		return nil, nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
 	}
 	var m trainee = base
 	if s.LoRA != nil {
 		lm, err := lora.Apply(base, *s.LoRA, s.Seed)
 		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+			return nil, nil, fmt.Errorf("bench: %w", err)
 		}
 		m = lm
 	}
 	m.SetPolicy(s.Policy)
+	return base, m, nil
+}
+
+// reserve carves base's step arena for s's batch shape.
+func reserve(base *transformer.BertForSequenceClassification, s *Spec) error {
 	if err := base.Reserve(s.Batch, s.Seq); err != nil {
-		return nil, fmt.Errorf("bench: reserving activations for %d×%d: %w", s.Batch, s.Seq, err)
+		return fmt.Errorf("bench: reserving activations for %d×%d: %w", s.Batch, s.Seq, err)
 	}
+	return nil
+}
+
+// newAdamW returns the AdamW of a Run: betas (0.9, 0.999), eps 1e-8, s.WeightDecay.
+func newAdamW(m trainee, s *Spec) (*trainer.AdamW, error) {
 	opt, err := trainer.NewAdamW(m, 0.9, 0.999, 1e-8, s.WeightDecay)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
+	}
+	return opt, nil
+}
+
+// build makes the model of s on b (a Meter), carves its step arena and creates the optimizer, the scaler and
+// the batch.
+func build(b tensor.Backend, s *Spec) (*stepper, error) {
+	base, m, err := buildModel(b, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := reserve(base, s); err != nil {
+		return nil, err
+	}
+	opt, err := newAdamW(m, s)
+	if err != nil {
+		return nil, err
 	}
 	scaler, err := amp.NewGradScalerFor(b, s.Policy)
 	if err != nil {

@@ -25,9 +25,10 @@ For every configuration (batch x seq, precision, full or LoRA) it does what `tun
   timing     --warmup untimed steps, then --steps steps each between two torch.cuda.Event records; the host is
              not synchronized between steps unless --sync (tune's host waits at the end of each step, since it
              reads the loss). Median, p10 and p90 with numpy's linear interpolation.
-  memory     torch.cuda.max_memory_allocated() after reset_peak_memory_stats() at the start of the
-             configuration, minus torch.cuda.memory_allocated() then (models of earlier configurations are
-             deleted and the cache emptied first).
+  memory     torch.cuda.max_memory_allocated() over the warm-up and timed steps (reset_peak_memory_stats() once
+             the model is on the GPU), minus torch.cuda.memory_allocated() before the model was built (models of
+             earlier configurations are deleted and the cache emptied first). The model is built on the host
+             and moved, so its construction leaves no peak; tune bench likewise resets its peak after building.
   FLOPs      flops_per_step below: GEMMs only, the formula of tune's internal/bench package (6 per token per
              matmul weight + 12*L*T^2*C per sequence for full fine-tuning; no weight-gradient GEMM for frozen
              weights with LoRA), so TFLOP/s compare like for like.
@@ -177,10 +178,10 @@ def make_step(torch, model, trainable, opt, scaler, dtype, batch):
 def run_one(torch, args, b, t, mode, tuning, impl):
     cleanup(torch)
     base = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
     model, trainable, opt, scaler, dtype, (n_all, n_train) = build(
         torch, mode, tuning, args.attention, args.lora_r, impl == "pytorch-compile")
     batch = make_batch(torch, b, t)
+    torch.cuda.reset_peak_memory_stats()  # the peak of the steps, as tune bench measures it
     step = make_step(torch, model, trainable, opt, scaler, dtype, batch)
     t0 = time.perf_counter()
     for _ in range(args.warmup):
@@ -213,7 +214,7 @@ def run_one(torch, args, b, t, mode, tuning, impl):
                median_ms=med, p10_ms=percentile(ms, 10), p90_ms=percentile(ms, 90),
                tokens_per_s=b * t / (med / 1e3), flops_per_step=flops, tflops=flops / (med / 1e3) / 1e12,
                peak_bytes=int(peak),
-               memory="torch.cuda.max_memory_allocated minus memory_allocated at the start",
+               memory="torch.cuda.max_memory_allocated during the steps minus memory_allocated before the model",
                timing="CUDA events" + (", host synchronized after each step" if args.sync else ""),
                skipped_steps=skipped, loss_first=float(losses[0]), loss_last=float(losses[-1]),
                warmup_s=warmup_s)
