@@ -57,17 +57,16 @@ func Chart(rs []Result) ([]byte, error) {
 			impls = append(impls, l)
 		}
 	}
-	models := map[string]bool{}
+	models, devices := map[string]bool{}, map[string]bool{}
 	for _, row := range rows {
-		if row.Tune != nil {
-			addImpl(row.Tune)
-			models[row.Tune.Model] = true
-		}
-		for _, o := range row.Others {
-			addImpl(o)
-			models[o.Model] = true
+		for _, r := range append([]*Result{row.Tune}, row.Others...) {
+			if r != nil {
+				addImpl(r)
+				models[r.Model], devices[r.Device] = true, true
+			}
 		}
 	}
+	slices.SortStableFunc(impls, func(a, b string) int { return implRank(a) - implRank(b) })
 	names := make([]string, len(rows))
 	for i, row := range rows {
 		names[i] = row.Key
@@ -76,13 +75,24 @@ func Chart(rs []Result) ([]byte, error) {
 		}
 		names[i] = strings.Replace(names[i], " LoRA", "\nLoRA", 1)
 	}
-	title := "tune vs PyTorch, one training step incl. AdamW"
+	title := "one training step incl. AdamW"
+	if len(impls) > 1 {
+		title = strings.Join(impls, " vs ") + ", " + title
+	} else {
+		title = impls[0] + ", " + title
+	}
 	if len(models) == 1 {
 		for m := range models {
 			title = m + ": " + title
 		}
 	}
-	slices.SortStableFunc(impls, func(a, b string) int { return implRank(a) - implRank(b) })
+	if len(devices) == 1 {
+		for d := range devices {
+			if d != "" {
+				title += "\n" + d
+			}
+		}
+	}
 	panel := func(ylabel string, value func(*Result) float64) (*plot.Plot, error) {
 		p := plot.New()
 		p.Y.Label.Text = ylabel
