@@ -39,7 +39,7 @@ func gaWindow(t *testing.T, b tensor.Backend, p Policy, s *GradScaler, ga int) (
 		t.Fatalf("%v: the window's step was skipped", p)
 	}
 	must(t, s.Update())
-	return logged, gradNorm, download(t, b, m.grads)
+	return logged, gradNorm, tensortest.Download(t, b, m.grads)
 }
 
 // TestAccumulationLoggedLossB15 is CASES B15: micro-batch 1, gradient accumulation 8, one optimizer step, in FP32

@@ -29,8 +29,8 @@ func TestWeightCacheCastsOncePerStep(t *testing.T) {
 				cb := &castCounter{Backend: b}
 				c := NewWeightCache(cb, dt)
 				defer c.Free()
-				w1 := upload(t, b, tensor.F32, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
-				w2 := upload(t, b, tensor.F32, []float32{0.5, -0.25}, 2)
+				w1 := tensortest.Upload(t, b, tensor.F32, []float32{1, 2, 3, 4, 5, 6}, 2, 3)
+				w2 := tensortest.Upload(t, b, tensor.F32, []float32{0.5, -0.25}, 2)
 				for step := 1; step <= 3; step++ {
 					first, err := c.Get(w1)
 					must(t, err)
@@ -63,18 +63,18 @@ func TestWeightCacheInvalidateRecasts(t *testing.T) {
 	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
 		c := NewWeightCache(b, tensor.BF16)
 		defer c.Free()
-		w := upload(t, b, tensor.F32, []float32{1, 2, 3})
+		w := tensortest.Upload(t, b, tensor.F32, []float32{1, 2, 3})
 		h, err := c.Get(w)
 		must(t, err)
 		must(t, b.Upload(w, []float32{-1, -2, -3})) // the optimizer step
 		h, _ = c.Get(w)
-		if got := download(t, b, h); !slices.Equal(got, []float32{1, 2, 3}) {
+		if got := tensortest.Download(t, b, h); !slices.Equal(got, []float32{1, 2, 3}) {
 			t.Fatalf("before Invalidate the copy is %v, want the step's cast %v", got, []float32{1, 2, 3})
 		}
 		c.Invalidate()
 		h, err = c.Get(w)
 		must(t, err)
-		if got := download(t, b, h); !slices.Equal(got, []float32{-1, -2, -3}) {
+		if got := tensortest.Download(t, b, h); !slices.Equal(got, []float32{-1, -2, -3}) {
 			t.Fatalf("after Invalidate the copy is %v, want %v", got, []float32{-1, -2, -3})
 		}
 	})
@@ -118,7 +118,7 @@ func TestWeightCacheRNE(t *testing.T) {
 			t.Run(dt.String(), func(t *testing.T) {
 				c := NewWeightCache(b, dt)
 				defer c.Free()
-				h, err := c.Get(upload(t, b, tensor.F32, vals))
+				h, err := c.Get(tensortest.Upload(t, b, tensor.F32, vals))
 				must(t, err)
 				got := make([]uint16, len(vals))
 				must(t, b.Download(got, h))
@@ -140,7 +140,7 @@ func TestWeightCacheRejectsHalfMaster(t *testing.T) {
 	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
 		c := NewWeightCache(b, tensor.F16)
 		defer c.Free()
-		if _, err := c.Get(alloc(t, b, tensor.F16, 2)); err == nil {
+		if _, err := c.Get(tensortest.Alloc(t, b, tensor.F16, 2)); err == nil {
 			t.Fatal("Get of an F16 master weight succeeded; master weights are F32")
 		}
 	})

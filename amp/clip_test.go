@@ -19,9 +19,9 @@ func TestClipAfterUnscaleB09(t *testing.T) {
 		run := func(t *testing.T, clipFirst bool) (norm float64, params []float32) {
 			s, err := NewGradScalerFor(b, FP16)
 			must(t, err)
-			p := upload(t, b, tensor.F32, []float32{0, 0})
+			p := tensortest.Upload(t, b, tensor.F32, []float32{0, 0})
 			// backward of (loss·scale): the true gradient times the seed, in FP32
-			g := upload(t, b, tensor.F32, []float32{float32(1.2) * scale, float32(1.6) * scale})
+			g := tensortest.Upload(t, b, tensor.F32, []float32{float32(1.2) * scale, float32(1.6) * scale})
 			grads := []*tensor.Tensor{g}
 			if clipFirst {
 				norm, err = ClipGradNorm(b, grads, 1)
@@ -38,7 +38,7 @@ func TestClipAfterUnscaleB09(t *testing.T) {
 				t.Fatal("finite gradients skipped")
 			}
 			must(t, s.Update())
-			return norm, download(t, b, p)
+			return norm, tensortest.Download(t, b, p)
 		}
 		t.Run("clip after unscale", func(t *testing.T) {
 			norm, params := run(t, false)
@@ -95,7 +95,7 @@ func TestClipGradNorm(t *testing.T) {
 						ts = append(ts, nil)
 						continue
 					}
-					ts = append(ts, upload(t, b, tt.dt, g))
+					ts = append(ts, tensortest.Upload(t, b, tt.dt, g))
 				}
 				norm, err := ClipGradNorm(b, ts, tt.maxNorm)
 				must(t, err)
@@ -107,7 +107,7 @@ func TestClipGradNorm(t *testing.T) {
 					if g == nil {
 						continue
 					}
-					got := download(t, b, ts[i])
+					got := tensortest.Download(t, b, ts[i])
 					for j, v := range g {
 						want := tensor.RoundTo(tt.dt, v)
 						if tt.clipped {
@@ -125,7 +125,7 @@ func TestClipGradNorm(t *testing.T) {
 
 func TestClipGradNormErrors(t *testing.T) {
 	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
-		g := []*tensor.Tensor{upload(t, b, tensor.F32, []float32{1})}
+		g := []*tensor.Tensor{tensortest.Upload(t, b, tensor.F32, []float32{1})}
 		for _, m := range []float64{0, -1, math.NaN(), math.Inf(1)} {
 			if _, err := ClipGradNorm(b, g, m); err == nil || !strings.Contains(err.Error(), "max_grad_norm") {
 				t.Errorf("ClipGradNorm(max_norm=%v) error = %v, want one pointing at max_grad_norm", m, err)

@@ -115,7 +115,7 @@ func replayGolden(t *testing.T, b tensor.Backend, sc goldenScenario) {
 		for i, u := range trueGrad {
 			scaled[i] = math.Float32frombits(u) * s.Scale()
 		}
-		g := upload(t, b, tensor.F32, scaled)
+		g := tensortest.Upload(t, b, tensor.F32, scaled)
 		ran := false
 		skipped, err := s.Step(func() error { ran = true; return nil }, g)
 		must(t, err)
@@ -123,7 +123,7 @@ func replayGolden(t *testing.T, b tensor.Backend, sc goldenScenario) {
 			t.Errorf("step %d (%s): skipped=%v ran=%v, PyTorch skipped=%v", st.Step, st.Kind, skipped, ran, st.Skipped)
 		}
 		if !st.Skipped {
-			if got := bits(download(t, b, g)); !slices.Equal(got, st.UnscaledGradBits) {
+			if got := bits(tensortest.Download(t, b, g)); !slices.Equal(got, st.UnscaledGradBits) {
 				t.Errorf("step %d: unscaled gradient bits %x, PyTorch %x", st.Step, got, st.UnscaledGradBits)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // mlp is a 2-layer perceptron built directly from Backend ops, for the mixed-precision tests:
@@ -30,7 +31,8 @@ type mlp struct {
 func newMLP(t *testing.T, b tensor.Backend, in, hid, out int, seed uint64) *mlp {
 	t.Helper()
 	n := hid*in + hid + out*hid + out
-	m := &mlp{b: b, in: in, hid: hid, out: out, params: alloc(t, b, tensor.F32, n), grads: alloc(t, b, tensor.F32, n)}
+	m := &mlp{b: b, in: in, hid: hid, out: out,
+		params: tensortest.Alloc(t, b, tensor.F32, n), grads: tensortest.Alloc(t, b, tensor.F32, n)}
 	carve := func(flat *tensor.Tensor) []*tensor.Tensor {
 		off := 0
 		var vs []*tensor.Tensor
@@ -83,27 +85,27 @@ func (m *mlp) forwardBackward(t *testing.T, p Policy, cache *WeightCache, x, tar
 		must(t, err)
 		w2, err = cache.Get(m.w2)
 		must(t, err)
-		xin = alloc(t, b, gemm, n, m.in) // linear casts its activation input too
+		xin = tensortest.Alloc(t, b, gemm, n, m.in) // linear casts its activation input too
 		must(t, b.Cast(xin, x))
 	}
 	hdt := p.OutputDType(LowerPrecision, tensor.F32, tensor.F32)
 	var s mlpStep
-	s.hpre = alloc(t, b, hdt, n, m.hid)
+	s.hpre = tensortest.Alloc(t, b, hdt, n, m.hid)
 	must(t, b.Gemm(tensor.GemmArgs{TransB: true, M: n, N: m.hid, K: m.in, A: xin, B: w1, C: s.hpre, Alpha: 1, Bias: m.b1}))
 	gc, _ := ClassOf("GELU")
-	s.h = alloc(t, b, p.OutputDType(gc, hdt), n, m.hid)
+	s.h = tensortest.Alloc(t, b, p.OutputDType(gc, hdt), n, m.hid)
 	must(t, b.GELU(s.h, s.hpre))
-	s.y = alloc(t, b, hdt, n, m.out)
+	s.y = tensortest.Alloc(t, b, hdt, n, m.out)
 	must(t, b.Gemm(tensor.GemmArgs{TransB: true, M: n, N: m.out, K: m.hid, A: s.h, B: w2, C: s.y, Alpha: 1, Bias: m.b2}))
 
 	lc, _ := ClassOf("MSELoss")
-	losses := alloc(t, b, p.OutputDType(lc, s.y.DType, target.DType), n*m.out)
+	losses := tensortest.Alloc(t, b, p.OutputDType(lc, s.y.DType, target.DType), n*m.out)
 	yFlat, err := s.y.Reshape(n * m.out)
 	must(t, err)
 	tFlat, err := target.Reshape(n * m.out)
 	must(t, err)
 	must(t, b.MSELoss(losses, yFlat, tFlat))
-	s.lossesPerEntry = download(t, b, losses)
+	s.lossesPerEntry = tensortest.Download(t, b, losses)
 	var sum float64
 	for _, l := range s.lossesPerEntry {
 		sum += float64(l)
@@ -111,15 +113,15 @@ func (m *mlp) forwardBackward(t *testing.T, p Policy, cache *WeightCache, x, tar
 	s.loss = float64(lambda) * sum / float64(n*m.out)
 
 	// backward, the forward reversed; activation gradients have their activation's dtype
-	s.dy = alloc(t, b, s.y.DType, n, m.out)
+	s.dy = tensortest.Alloc(t, b, s.y.DType, n, m.out)
 	dyFlat, err := s.dy.Reshape(n * m.out)
 	must(t, err)
 	must(t, b.MSELossBackward(dyFlat, yFlat, tFlat, seed*lambda/float32(n*m.out)))
 	must(t, b.Gemm(tensor.GemmArgs{TransA: true, M: m.out, N: m.hid, K: n, A: s.dy, B: s.h, C: m.dw2, Alpha: 1, Beta: 1}))
 	must(t, b.BiasGrad(m.db2, s.dy))
-	s.dh = alloc(t, b, s.h.DType, n, m.hid)
+	s.dh = tensortest.Alloc(t, b, s.h.DType, n, m.hid)
 	must(t, b.Gemm(tensor.GemmArgs{M: n, N: m.hid, K: m.out, A: s.dy, B: w2, C: s.dh, Alpha: 1}))
-	s.dhpre = alloc(t, b, s.hpre.DType, n, m.hid)
+	s.dhpre = tensortest.Alloc(t, b, s.hpre.DType, n, m.hid)
 	must(t, b.GELUBackward(s.dhpre, s.dh, s.hpre))
 	must(t, b.Gemm(tensor.GemmArgs{TransA: true, M: m.hid, N: m.in, K: n, A: s.dhpre, B: xin, C: m.dw1, Alpha: 1, Beta: 1}))
 	must(t, b.BiasGrad(m.db1, s.dhpre))
@@ -140,7 +142,7 @@ func randData(t *testing.T, b tensor.Backend, n, in, out int, seed uint64) (x, t
 		}
 		return v
 	}
-	return upload(t, b, tensor.F32, u(n*in), n, in), upload(t, b, tensor.F32, u(n*out), n, out)
+	return tensortest.Upload(t, b, tensor.F32, u(n*in), n, in), tensortest.Upload(t, b, tensor.F32, u(n*out), n, out)
 }
 
 // zeroFraction returns the fraction of elements of got that are exactly zero where ref is not.

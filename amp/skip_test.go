@@ -41,8 +41,8 @@ func TestSchedulerNotAdvancedOnSkipB11(t *testing.T) {
 				s, err := NewGradScalerFor(b, FP16)
 				must(t, err)
 				sched := &lambdaLR{base: 1, lambda: warmup10}
-				p := upload(t, b, tensor.F32, []float32{0})
-				g := alloc(t, b, tensor.F32, 1)
+				p := tensortest.Upload(t, b, tensor.F32, []float32{0})
+				g := tensortest.Alloc(t, b, tensor.F32, 1)
 				var got []float64
 				skips := 0
 				for it := range 6 {
@@ -87,13 +87,14 @@ func newAdamState(t *testing.T, b tensor.Backend, p int) *adamState {
 	for i := range init {
 		init[i] = float32(math.Cos(float64(i))) * 0.1
 	}
-	return &adamState{params: upload(t, b, tensor.F32, init), grads: alloc(t, b, tensor.F32, p),
-		m: alloc(t, b, tensor.F32, p), v: alloc(t, b, tensor.F32, p)}
+	return &adamState{params: tensortest.Upload(t, b, tensor.F32, init), grads: tensortest.Alloc(t, b, tensor.F32, p),
+		m: tensortest.Alloc(t, b, tensor.F32, p), v: tensortest.Alloc(t, b, tensor.F32, p)}
 }
 
 // snapshot returns the bits of params, exp_avg and exp_avg_sq, concatenated.
 func (a *adamState) snapshot(t *testing.T, b tensor.Backend) []uint32 {
-	return slices.Concat(bits(download(t, b, a.params)), bits(download(t, b, a.m)), bits(download(t, b, a.v)))
+	return slices.Concat(bits(tensortest.Download(t, b, a.params)), bits(tensortest.Download(t, b, a.m)),
+		bits(tensortest.Download(t, b, a.v)))
 }
 
 // trueGrad is the deterministic gradient of step n (1-based) for element i.

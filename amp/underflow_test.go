@@ -56,7 +56,7 @@ func ufGradients(t *testing.T, b tensor.Backend, r ufRun) (grads, dhpre []float3
 			t.Fatalf("%s: inf/NaN in the gradients at scale %v", r.name, s.Scale())
 		}
 	}
-	return download(t, b, m.grads), download(t, b, st.dhpre)
+	return tensortest.Download(t, b, m.grads), tensortest.Download(t, b, st.dhpre)
 }
 
 // TestUnderflowDemonstration is issue 5's demonstration: a model whose true gradients are around 1e-8…1e-6 loses

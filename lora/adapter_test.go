@@ -11,6 +11,7 @@ import (
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -38,7 +39,7 @@ func TestSaveLoadB24(t *testing.T) {
 	batch := testBatch(3, 9, 30522, []int{9, 5, 7})
 	want := forward(t, m, batch)
 	baseLogits := forward(t, loadTinyBert(t), batch)
-	d, _ := maxAbsDiff(want, baseLogits)
+	d, _ := tensortest.MaxAbsDiff(want, baseLogits)
 	if d < 1e-2 {
 		t.Fatalf("the adapter changes the logits by only %g: the test would not see a lost head", d)
 	}
@@ -97,7 +98,7 @@ func TestSaveLoadB24(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := forward(t, re, batch); !slices.Equal(got, want) {
-		d, _ := maxAbsDiff(got, want)
+		d, _ := tensortest.MaxAbsDiff(got, want)
 		t.Errorf("reloaded logits differ from the pre-save logits by %g, want exactly equal", d)
 	}
 }

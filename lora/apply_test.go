@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // TestApplyTargetsB27 runs CASES B27 at the Apply level on the 2-layer tiny BERT: a list and the equivalent
@@ -112,7 +114,7 @@ func TestApplyNames(t *testing.T) {
 	for _, name := range []string{"base_layer.weight", "base_layer.bias", "lora_A.default.weight", "lora_B.default.weight"} {
 		param(t, m, p+name)
 	}
-	a := download(t, b, param(t, m, p+"lora_A.default.weight").Value)
+	a := tensortest.Download(t, b, param(t, m, p+"lora_A.default.weight").Value)
 	bound := float32(1 / 8.0) // 1/√64
 	var maxA float32
 	for _, v := range a {
@@ -121,7 +123,7 @@ func TestApplyNames(t *testing.T) {
 	if maxA > bound || maxA < 0.9*bound {
 		t.Errorf("lora_A max |value| %v, want just under 1/√in = %v", maxA, bound)
 	}
-	for _, v := range download(t, b, param(t, m, p+"lora_B.default.weight").Value) {
+	for _, v := range tensortest.Download(t, b, param(t, m, p+"lora_B.default.weight").Value) {
 		if v != 0 {
 			t.Fatalf("lora_B starts at %v, want 0", v)
 		}

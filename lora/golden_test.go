@@ -134,7 +134,7 @@ func peftGoldens(t *testing.T, b tensor.Backend) {
 			continue
 		}
 		mem, _ := memoryName(key)
-		check("gradient of "+key, download(t, m.Backend(), param(t, m, mem).Grad), goldenF32(t, ck, name), 1e-4)
+		check("gradient of "+key, tensortest.Download(t, m.Backend(), param(t, m, mem).Grad), goldenF32(t, ck, name), 1e-4)
 		grads++
 	}
 	if grads != 10 {

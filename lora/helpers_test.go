@@ -1,13 +1,13 @@
 package lora
 
 import (
-	"math"
 	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
@@ -112,16 +112,6 @@ func step(t testing.TB, m trainer.Model, batch *loaders.Batch, seed uint64) floa
 	return out.Loss
 }
 
-// download returns x's values.
-func download(t testing.TB, b tensor.Backend, x *tensor.Tensor) []float32 {
-	t.Helper()
-	v := make([]float32, x.Numel())
-	if err := b.Download(v, x); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // param returns the named parameter of m.
 func param(t testing.TB, m trainer.Model, name string) trainer.NamedParam {
 	t.Helper()
@@ -134,25 +124,10 @@ func param(t testing.TB, m trainer.Model, name string) trainer.NamedParam {
 	return trainer.NamedParam{}
 }
 
-// maxAbsDiff returns max|a−b| and max|b|.
-func maxAbsDiff(a, b []float32) (diff, ref float64) {
-	for i := range b {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if d > diff || math.IsNaN(d) {
-			diff = d
-		}
-		ref = math.Max(ref, math.Abs(float64(b[i])))
-	}
-	return diff, ref
-}
-
-// relErr is max|a−b| / max|b| (the absolute difference when b is all zero).
+// relErr is max|a−b| / max|b| (the absolute difference when b is all zero); see tensortest.RelErr.
 func relErr(a, b []float32) float64 {
-	d, r := maxAbsDiff(a, b)
-	if r == 0 {
-		return d
-	}
-	return d / r
+	e, _ := tensortest.RelErr(a, b)
+	return e
 }
 
 func cpuBackend() tensor.Backend { return cpu.New() }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
@@ -49,13 +50,14 @@ func TestLinearMatchesReference(t *testing.T) {
 			a, bm := host("lora_A.weight", r, in), host("lora_B.weight", out, r)
 			must(t, bk.Upload(l.A.Value, a))
 			must(t, bk.Upload(l.B.Value, bm))
-			l.A.Grad, l.B.Grad = alloc(t, bk, r, in), alloc(t, bk, out, r)
+			l.A.Grad, l.B.Grad = tensortest.Alloc(t, bk, tensor.F32, r, in), tensortest.Alloc(t, bk, tensor.F32, out, r)
 			arena := transformer.NewArena(bk)
 			must(t, arena.Carve(func(a *transformer.Arena) error { l.Layout(a, n, tensor.F32); return nil }))
 
 			x, dOut := host("x.weight", n, in), host("dout.weight", n, out)
 			dIn0 := host("din.weight", n, in)
-			xt, outT, dOutT, dInT := upload(t, bk, x, n, in), alloc(t, bk, n, out), upload(t, bk, dOut, n, out), upload(t, bk, dIn0, n, in)
+			xt, outT := tensortest.Upload(t, bk, tensor.F32, x, n, in), tensortest.Alloc(t, bk, tensor.F32, n, out)
+			dOutT, dInT := tensortest.Upload(t, bk, tensor.F32, dOut, n, out), tensortest.Upload(t, bk, tensor.F32, dIn0, n, in)
 			const seed, offset = 99, 12
 			p := &transformer.Pass{Backend: bk, Policy: amp.FP32, Train: true, Seed: seed, Offset: offset}
 			must(t, l.Forward(p, outT, xt))
@@ -99,7 +101,7 @@ func TestLinearMatchesReference(t *testing.T) {
 			}
 			check := func(name string, got *tensor.Tensor, want []float64) {
 				t.Helper()
-				if e := relErr64(download(t, bk, got), want); e > 1e-6 {
+				if e := relErr64(tensortest.Download(t, bk, got), want); e > 1e-6 {
 					t.Errorf("%s: relative error %.3g", name, e)
 				}
 			}
@@ -162,7 +164,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 				if !np.Trainable {
 					continue
 				}
-				g, w := download(t, m.Backend(), np.Grad), download(t, m.Backend(), np.Value)
+				g, w := tensortest.Download(t, m.Backend(), np.Grad), tensortest.Download(t, m.Backend(), np.Value)
 				idx := []int{argmaxAbs(g)}
 				x := detweights.FNV1a64(np.Name)
 				for range 2 {
@@ -206,7 +208,7 @@ func TestFrozenBaseUntouched(t *testing.T) {
 	}
 	before := map[string][]float32{}
 	for _, np := range m.NamedParameters() {
-		before[np.Name] = download(t, m.Backend(), np.Value)
+		before[np.Name] = tensortest.Download(t, m.Backend(), np.Value)
 	}
 	opt, err := trainer.NewAdamW(m, 0.9, 0.999, 1e-8, 0.01)
 	if err != nil {
@@ -219,7 +221,7 @@ func TestFrozenBaseUntouched(t *testing.T) {
 		m.WeightsUpdated()
 	}
 	for _, np := range m.NamedParameters() {
-		changed := relErr(download(t, m.Backend(), np.Value), before[np.Name]) != 0
+		changed := relErr(tensortest.Download(t, m.Backend(), np.Value), before[np.Name]) != 0
 		switch {
 		case np.Trainable != trained(np.Name):
 			t.Errorf("%s: trainable %v", np.Name, np.Trainable)
@@ -275,7 +277,9 @@ func TestAutocastCloseToFP32(t *testing.T) {
 				if np.Grad.DType != tensor.F32 {
 					t.Errorf("%s: gradient is %v, want F32", np.Name, np.Grad.DType)
 				}
-				e := relErr(download(t, m.Backend(), np.Grad), download(t, ref.Backend(), param(t, ref, np.Name).Grad))
+				got := tensortest.Download(t, m.Backend(), np.Grad)
+				want := tensortest.Download(t, ref.Backend(), param(t, ref, np.Name).Grad)
+				e := relErr(got, want)
 				if e > worst {
 					worst, worstName = e, np.Name
 				}
@@ -314,20 +318,6 @@ func must(t testing.TB, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func alloc(t testing.TB, bk tensor.Backend, shape ...int) *tensor.Tensor {
-	t.Helper()
-	x, err := bk.Alloc(tensor.F32, shape...)
-	must(t, err)
-	return x
-}
-
-func upload(t testing.TB, bk tensor.Backend, v []float32, shape ...int) *tensor.Tensor {
-	t.Helper()
-	x := alloc(t, bk, shape...)
-	must(t, bk.Upload(x, v))
-	return x
 }
 
 func f64(v []float32) []float64 {
@@ -427,7 +417,10 @@ func TestNewLinearInit(t *testing.T) {
 				name         string
 				v            []float32
 				bound, wantS float64
-			}{{"A", download(t, bk, l.A.Value), c.aBound, c.aStd}, {"B", download(t, bk, l.B.Value), c.bBound, c.bStd}} {
+			}{
+				{"A", tensortest.Download(t, bk, l.A.Value), c.aBound, c.aStd},
+				{"B", tensortest.Download(t, bk, l.B.Value), c.bBound, c.bStd},
+			} {
 				maxAbs, std := stats(w.v)
 				switch {
 				case w.wantS == 0 && maxAbs != 0:

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -40,24 +42,24 @@ func TestMergeUnmergeB28(t *testing.T) {
 	batch := testBatch(3, 10, cfg.VocabSize, []int{10, 6, 8})
 	base := forward(t, newBase(t, cpuBackend(), cfg, 28), batch)
 	unmerged := forward(t, m, batch)
-	if d, _ := maxAbsDiff(unmerged, base); d < 1e-2 {
+	if d, _ := tensortest.MaxAbsDiff(unmerged, base); d < 1e-2 {
 		t.Fatalf("the adapters change the logits by only %g", d)
 	}
 	weights := map[string][]float32{}
 	for _, np := range m.NamedParameters() {
 		if strings.HasSuffix(np.Name, "base_layer.weight") {
-			weights[np.Name] = download(t, m.Backend(), np.Value)
+			weights[np.Name] = tensortest.Download(t, m.Backend(), np.Value)
 		}
 	}
 	must(t, m.Merge())
 	merged := forward(t, m, batch)
-	dLogits, _ := maxAbsDiff(merged, unmerged)
+	dLogits, _ := tensortest.MaxAbsDiff(merged, unmerged)
 	if dLogits > 1e-6 {
 		t.Errorf("merged vs unmerged logits: max abs diff %g > 1e-6", dLogits)
 	}
 	moved := 0
 	for name, w := range weights {
-		if d, _ := maxAbsDiff(download(t, m.Backend(), param(t, m, name).Value), w); d > 1e-3 {
+		if d, _ := tensortest.MaxAbsDiff(tensortest.Download(t, m.Backend(), param(t, m, name).Value), w); d > 1e-3 {
 			moved++
 		}
 	}
@@ -67,13 +69,13 @@ func TestMergeUnmergeB28(t *testing.T) {
 	must(t, m.Unmerge())
 	dWeights := 0.0
 	for name, w := range weights {
-		d, _ := maxAbsDiff(download(t, m.Backend(), param(t, m, name).Value), w)
+		d, _ := tensortest.MaxAbsDiff(tensortest.Download(t, m.Backend(), param(t, m, name).Value), w)
 		dWeights = math.Max(dWeights, d)
 	}
 	if dWeights > 1e-6 {
 		t.Errorf("base weights after merge → unmerge: max abs diff %g > 1e-6", dWeights)
 	}
-	if d, _ := maxAbsDiff(forward(t, m, batch), unmerged); d > 1e-6 {
+	if d, _ := tensortest.MaxAbsDiff(forward(t, m, batch), unmerged); d > 1e-6 {
 		t.Errorf("logits after unmerge differ by %g", d)
 	}
 	t.Logf("merged vs unmerged logits %.3g, weights after merge → unmerge %.3g", dLogits, dWeights)
@@ -112,8 +114,8 @@ func TestAddDeltaFanInFanOut(t *testing.T) {
 				wShape = []int{c.in, c.out}
 			}
 			w0 := normal(c.in*c.out, 0.05)
-			w := upload(t, bk, w0, wShape...)
-			at, bt := upload(t, bk, a, c.r, c.in), upload(t, bk, bm, c.out, c.r)
+			w := tensortest.Upload(t, bk, tensor.F32, w0, wShape...)
+			at, bt := tensortest.Upload(t, bk, tensor.F32, a, c.r, c.in), tensortest.Upload(t, bk, tensor.F32, bm, c.out, c.r)
 			const s = 2
 			must(t, AddDelta(bk, w, at, bt, s, c.fanInFanOut))
 			ba := matmul(f64(bm), f64(a), c.out, c.r, c.in) // (out, in)
@@ -127,11 +129,11 @@ func TestAddDeltaFanInFanOut(t *testing.T) {
 					want[k] = float64(w0[k]) + s*ba[o*c.in+i]
 				}
 			}
-			if e := relErr64(download(t, bk, w), want); e > 1e-6 {
+			if e := relErr64(tensortest.Download(t, bk, w), want); e > 1e-6 {
 				t.Errorf("merged weight: relative error %.3g", e)
 			}
 			must(t, AddDelta(bk, w, at, bt, -s, c.fanInFanOut))
-			if d, _ := maxAbsDiff(download(t, bk, w), w0); d > 1e-6 {
+			if d, _ := tensortest.MaxAbsDiff(tensortest.Download(t, bk, w), w0); d > 1e-6 {
 				t.Errorf("after merge → unmerge: max abs diff %g", d)
 			}
 			err := AddDelta(bk, w, at, bt, s, !c.fanInFanOut)
@@ -199,7 +201,7 @@ func TestMergeAndUnload(t *testing.T) {
 	if len(report.Missing)+len(report.Unexpected)+len(report.Mismatched)+len(report.Initialized) != 0 {
 		t.Errorf("reloading the merged checkpoint: %v", report)
 	}
-	if d, _ := maxAbsDiff(forward(t, re, batch), lora); d > 1e-5 {
+	if d, _ := tensortest.MaxAbsDiff(forward(t, re, batch), lora); d > 1e-5 {
 		t.Errorf("merged checkpoint vs LoRA model logits: %g", d)
 	}
 	if _, err := m.Forward(batch, trainerOpts()); err == nil || errors.Is(err, ErrMerged) {

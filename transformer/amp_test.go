@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // TestAutocastCloseToFP32 runs the same model and batch in FP32 and under BF16 and FP16 autocast: logits, loss
@@ -28,16 +29,17 @@ func TestAutocastCloseToFP32(t *testing.T) {
 			m := newTestModel(t, b, cfg, 5)
 			m.SetPolicy(c.policy)
 			out := step(t, m, batch, 11)
-			if e, i := relErr(out.Logits, refOut.Logits); e > c.tolLogits {
+			if e, i := tensortest.RelErr(out.Logits, refOut.Logits); e > c.tolLogits {
 				t.Errorf("logits relative error %.3g at %d (%v vs %v)", e, i, out.Logits[i], refOut.Logits[i])
 			}
-			if e, _ := relErr([]float32{out.Loss}, []float32{refOut.Loss}); e > c.tolLogits {
+			if e, _ := tensortest.RelErr([]float32{out.Loss}, []float32{refOut.Loss}); e > c.tolLogits {
 				t.Errorf("loss %v vs FP32 %v", out.Loss, refOut.Loss)
 			}
 			names, grads := modelGrads(t, m)
 			_, refGrads := modelGrads(t, ref)
 			errs, w := gradErrors(names, grads, refGrads)
-			t.Logf("logits error %.3g, worst gradient error %.3g (%s)", must(relErr(out.Logits, refOut.Logits)), errs[w], names[w])
+			t.Logf("logits error %.3g, worst gradient error %.3g (%s)", must(tensortest.RelErr(out.Logits, refOut.Logits)),
+				errs[w], names[w])
 			if errs[w] > c.tolGrads {
 				t.Errorf("gradient of %s: error %.3g > %.3g", names[w], errs[w], c.tolGrads)
 			}

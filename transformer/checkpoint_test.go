@@ -10,6 +10,7 @@ import (
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // TestSaveLoadRoundTrip: Save writes every parameter under its HF name with {"format":"pt"} and a config.json
@@ -95,7 +96,7 @@ func writeCheckpoint(t *testing.T, m *BertForSequenceClassification, rename func
 		if name == "" {
 			continue
 		}
-		ht, err := loaders.NewHostTensor(name, tensor.F32, p.Value.Shape, download(t, m.b, p.Value))
+		ht, err := loaders.NewHostTensor(name, tensor.F32, p.Value.Shape, tensortest.Download(t, m.b, p.Value))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,13 +166,13 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 			// Every parameter that was loaded equals the source's.
 			srcParams := map[string][]float32{}
 			for _, p := range src.NamedParameters() {
-				srcParams[p.Name] = download(t, b, p.Value)
+				srcParams[p.Name] = tensortest.Download(t, b, p.Value)
 			}
 			for _, p := range m.NamedParameters() {
 				if slices.Contains(report.Initialized, p.Name) {
 					continue
 				}
-				if !slices.Equal(download(t, b, p.Value), srcParams[p.Name]) {
+				if !slices.Equal(tensortest.Download(t, b, p.Value), srcParams[p.Name]) {
 					t.Errorf("%s differs from the checkpoint", p.Name)
 				}
 			}

@@ -139,7 +139,7 @@ func checkWeights(t *testing.T, g *golden, m *BertForSequenceClassification) {
 	for _, p := range m.NamedParameters() {
 		want := g.f32("check/" + p.Name)
 		var sum, sq float64
-		for _, x := range download(t, m.b, p.Value) {
+		for _, x := range tensortest.Download(t, m.b, p.Value) {
 			sum += float64(x)
 			sq += float64(x) * float64(x)
 		}
@@ -187,7 +187,7 @@ func goldenTinyBert(t *testing.T, b tensor.Backend) {
 func compareGoldenOutputs(t *testing.T, g *golden, mode string, out Output) {
 	t.Helper()
 	tol := goldenTolerance(mode)
-	if e, i := relErr(out.Logits, g.f32(mode+"/logits")); e > tol {
+	if e, i := tensortest.RelErr(out.Logits, g.f32(mode+"/logits")); e > tol {
 		t.Errorf("logits: relative error %.3g > %.0e at %d", e, tol, i)
 	} else {
 		t.Logf("logits: relative error %.3g", e)

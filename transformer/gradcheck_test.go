@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -44,8 +45,8 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			const eps = 1e-2
 			checked, worst := 0, 0.0
 			for _, np := range m.namedParameters() {
-				g := download(t, b, np.Param.Grad)
-				w := download(t, b, np.Param.Value)
+				g := tensortest.Download(t, b, np.Param.Grad)
+				w := tensortest.Download(t, b, np.Param.Value)
 				idx := []int{argmaxAbs(g)}
 				x := detweights.FNV1a64(np.Name)
 				for range 2 {

@@ -9,6 +9,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -70,16 +71,6 @@ func testBatch(b, t, vocab, labels int, lens []int) *loaders.Batch {
 	return bt
 }
 
-// download returns t's values as float32.
-func download(t testing.TB, b tensor.Backend, x *tensor.Tensor) []float32 {
-	t.Helper()
-	v := make([]float32, x.Numel())
-	if err := b.Download(v, x); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // step runs Forward (train) and Backward(1) after zeroing the gradients, and returns the output.
 func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) Output {
 	t.Helper()
@@ -94,24 +85,6 @@ func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, 
 		t.Fatal(err)
 	}
 	return out
-}
-
-// relErr is the per-tensor relative error max|a−b| / max|b| (the absolute error when b is all zeros), and the
-// index of the worst element.
-func relErr(a, b []float32) (float64, int) {
-	var maxDiff, maxRef float64
-	worst := 0
-	for i := range b {
-		d := math.Abs(float64(a[i]) - float64(b[i]))
-		if d > maxDiff || math.IsNaN(d) {
-			maxDiff, worst = d, i
-		}
-		maxRef = math.Max(maxRef, math.Abs(float64(b[i])))
-	}
-	if maxRef == 0 {
-		return maxDiff, worst
-	}
-	return maxDiff / maxRef, worst
 }
 
 // cpuBackend opens the CPU reference backend.
@@ -158,7 +131,7 @@ func modelGrads(t testing.TB, m *BertForSequenceClassification) (names []string,
 		names = append(names, np.Name)
 		var g []float32
 		if np.Param.Grad != nil {
-			g = download(t, m.b, np.Param.Grad)
+			g = tensortest.Download(t, m.b, np.Param.Grad)
 		}
 		grads = append(grads, g)
 	}

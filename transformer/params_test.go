@@ -6,6 +6,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // TestNamedParametersMatchTransformers checks names, order, shapes and weight-decay flags against FACTS §4.2 and
@@ -120,8 +121,8 @@ func TestFrozenParametersGetNoGradient(t *testing.T) {
 					t.Errorf("%s: trainable=%v but has gradient=%v", np.Name, keep(np.Name), np.Param.Grad != nil)
 				case np.Param.Grad != nil:
 					n += np.Param.Value.Numel()
-					got, want := download(t, b, np.Param.Grad), download(t, b, fullParams[i].Param.Grad)
-					if e, j := relErr(got, want); e != 0 {
+					got, want := tensortest.Download(t, b, np.Param.Grad), tensortest.Download(t, b, fullParams[i].Param.Grad)
+					if e, j := tensortest.RelErr(got, want); e != 0 {
 						t.Errorf("%s: gradient differs from the unfrozen model's (error %g at %d)", np.Name, e, j)
 					}
 				}
@@ -250,7 +251,7 @@ func TestReplaceProjections(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := step(t, m, batch, 1)
-	if e, _ := relErr(after.Logits, before.Logits); e != 0 {
+	if e, _ := tensortest.RelErr(after.Logits, before.Logits); e != 0 {
 		t.Errorf("identity wrapper changed the logits (error %g)", e)
 	}
 	names := map[string]bool{}
@@ -269,7 +270,7 @@ func TestReplaceProjections(t *testing.T) {
 	}
 	wrapper.s = 2
 	scaled := step(t, m, batch, 1)
-	if e, _ := relErr(scaled.Logits, before.Logits); e == 0 {
+	if e, _ := tensortest.RelErr(scaled.Logits, before.Logits); e == 0 {
 		t.Errorf("a scale of 2 left the logits unchanged: the replacement is not called")
 	}
 	for _, c := range []struct {

@@ -133,15 +133,6 @@ func uploadInts(t *testing.T, b tensor.Backend, x *tensor.Tensor, v []int64) {
 	}
 }
 
-func download(t *testing.T, b tensor.Backend, x *tensor.Tensor) []float32 {
-	t.Helper()
-	v := make([]float32, x.Numel())
-	if err := b.Download(v, x); err != nil {
-		t.Fatalf("%s: Download: %v", b.Name(), err)
-	}
-	return v
-}
-
 // run executes c on the backend under test and on the reference and compares scalars, outputs, untouched
 // inputs and guards.
 func run(t *testing.T, b tensor.Backend, c opCase) {
@@ -177,7 +168,7 @@ func run(t *testing.T, b tensor.Backend, c opCase) {
 		if !a.dt.IsFloat() {
 			continue
 		}
-		g := download(t, b, got[k].view)
+		g := Download(t, b, got[k].view)
 		if a.role == roleIn {
 			for i := range g {
 				if !same(g[i], got[k].init[i]) {
@@ -187,7 +178,7 @@ func run(t *testing.T, b tensor.Backend, c opCase) {
 			}
 			continue
 		}
-		if msg := compare(g, download(t, ref, want[k].view), Tolerance(a.dt)); msg != "" {
+		if msg := compare(g, Download(t, ref, want[k].view), Tolerance(a.dt)); msg != "" {
 			t.Errorf("%s: output %s %v%v: %s", c.name, a.name, a.dt, tensor.Shape(a.shape), msg)
 		}
 	}
@@ -206,7 +197,7 @@ func checkGuards(t *testing.T, b tensor.Backend, a arg, p placed) {
 		t.Errorf("%s on %s wrote outside %s: element %d of the guard band", b.Name(), a.name, a.name, i)
 	}
 	if a.dt.IsFloat() {
-		v := download(t, b, p.parent)
+		v := Download(t, b, p.parent)
 		for _, i := range guardIdx(n) {
 			if v[i] != guardVal {
 				bad(i)

@@ -57,7 +57,7 @@ func checkMemory(t *testing.T, b tensor.Backend) {
 			if err := b.Download(bits, x); err != nil {
 				t.Fatal(err)
 			}
-			wide := download(t, b, x)
+			wide := Download(t, b, x)
 			for i, v := range special {
 				want := tensor.F32ToBF16(v)
 				widened := tensor.BF16ToF32(want)
@@ -80,7 +80,7 @@ func checkMemory(t *testing.T, b tensor.Backend) {
 			t.Fatal(err)
 		}
 		defer b.Free(x)
-		for i, v := range download(t, b, x) {
+		for i, v := range Download(t, b, x) {
 			if v != 0 {
 				t.Fatalf("element %d of a new tensor = %v", i, v)
 			}
@@ -93,7 +93,7 @@ func checkMemory(t *testing.T, b tensor.Backend) {
 		if err := b.Copy(lo, hi); err != nil {
 			t.Fatal(err)
 		}
-		got := download(t, b, x)
+		got := Download(t, b, x)
 		for i, want := range []float32{6, 7, 8, 9, 10, 6, 7, 8, 9, 10} {
 			if got[i] != want {
 				t.Fatalf("after Copy: %v", got)
