@@ -66,8 +66,9 @@ with the wall clock on the CPU — and the table shows per precision:
                      for the weight gradient of trained weights only (LoRA's frozen weights have none), the
                      adapters' A and B products, and 12·B·L·T²·C for attention. Fully fine-tuned BERT-base:
                      6 FLOPs per token per matmul weight + attention = 0.524 GFLOP/token at seq 128.
-  peak GiB           the most memory allocated during the precision's run: the CUDA caching allocator's peak
-                     (as torch.cuda.max_memory_allocated), or on the CPU the bytes of the tensors allocated
+  peak GiB           the most memory allocated during the warm-up and timed steps, minus what was allocated
+                     before the model: the CUDA caching allocator's peak (as torch.cuda.max_memory_allocated),
+                     or on the CPU the bytes of the tensors allocated
   skipped            FP16 steps the GradScaler skipped for inf/NaN gradients
   loss first→last    the loss of the first and last timed step
 

@@ -55,6 +55,24 @@ func TestBenchCPU(t *testing.T) {
 	}
 }
 
+func TestBenchPlan(t *testing.T) {
+	code, out, stderr := runTune(t, quick("--plan", "--modes", "fp32,bf16", "--lora")...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, w := range []string{"weights", "AdamW state", "activations", "weight cache", "fp32 LoRA r=8", "bf16 LoRA r=8"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("plan output lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "ms/step") {
+		t.Errorf("--plan timed steps:\n%s", out)
+	}
+	if code, _, stderr := runTune(t, quick("--plan", "--breakdown")...); code != exitUsage || !strings.Contains(stderr, "runs no step") {
+		t.Errorf("--plan --breakdown: exit %d, %q; want a usage error", code, stderr)
+	}
+}
+
 func TestBenchUsageErrors(t *testing.T) {
 	existing := filepath.Join(t.TempDir(), "old.json")
 	if err := os.WriteFile(existing, []byte("{}"), 0o644); err != nil {
