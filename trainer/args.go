@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -81,7 +82,7 @@ type TrainingArguments struct {
 
 	// FP16 trains with FP16 autocast and dynamic loss scaling (amp.GradScaler). Exclusive with BF16.
 	FP16 bool `yaml:"fp16" json:"fp16"`
-	// BF16 trains with BF16 autocast; no loss scaling (CASES B13). Exclusive with FP16.
+	// BF16 trains with BF16 autocast; no loss scaling. Exclusive with FP16.
 	BF16 bool `yaml:"bf16" json:"bf16"`
 	// FP16FullEval evaluates and predicts with the whole model cast to FP16 (no autocast). Exclusive with
 	// BF16FullEval.
@@ -144,30 +145,72 @@ type TrainingArguments struct {
 	// output_dir. Empty starts afresh.
 	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
 	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint) replace the training run already in
-	// output_dir (transformers v4's overwrite_output_dir). Without it such a run is refused before anything is
-	// written, so a finished run is never clobbered by accident. Default false.
+	// output_dir (transformers v4's overwrite_output_dir): the files a tune run writes there (OutputArtifacts)
+	// are removed first, nothing else. Without it a fresh run is refused when output_dir already holds a run or
+	// model files, so a finished run or a user's checkpoint is never clobbered by accident. Default false.
 	OverwriteOutputDir bool `yaml:"overwrite_output_dir" json:"overwrite_output_dir"`
 }
 
 // ErrOutputDirInUse is wrapped by CheckOutputDir's error.
-var ErrOutputDirInUse = errors.New("output_dir already holds a training run")
+var ErrOutputDirInUse = errors.New("output_dir already holds a training run or model files")
 
-// CheckOutputDir returns an error wrapping ErrOutputDirInUse when a fresh run would write into an output_dir that
-// already holds a training run (trainer_state.json or a checkpoint-N folder) and neither overwrite_output_dir nor
-// resume_from_checkpoint is set. A missing or empty output_dir is fine.
+// OutputArtifacts are the names a tune run writes into output_dir (besides checkpoint-N folders): what
+// overwrite_output_dir removes, and what marks a folder as holding a run or a model.
+var OutputArtifacts = []string{
+	"trainer_state.json", "metrics.jsonl", "training_curve.png",
+	"config.json", "model.safetensors", "model.safetensors.index.json",
+	"adapter_config.json", "adapter_model.safetensors",
+	"tokenizer.json", "tokenizer_config.json", "vocab.txt",
+}
+
+// CheckOutputDir returns an error when output_dir cannot take a run: it is an existing file (wrapping
+// ErrInvalidArguments), or a fresh run (no resume_from_checkpoint) would write into a folder that already holds
+// a training run or model files (trainer_state.json, a checkpoint-N folder, config.json, model or adapter
+// safetensors) while overwrite_output_dir is false (wrapping ErrOutputDirInUse). A missing or unrelated folder is
+// fine.
 func (a *TrainingArguments) CheckOutputDir() error {
-	if a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
-		return nil
-	}
-	entries, err := os.ReadDir(a.OutputDir)
+	info, err := os.Stat(a.OutputDir)
 	if err != nil {
 		return nil // absent (or unreadable: the MkdirAll that follows reports it)
 	}
+	if !info.IsDir() {
+		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is a file, not a folder; choose another training.output_dir", a.OutputDir)}
+	}
+	if a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
+		return nil
+	}
+	if found := outputArtifactsIn(a.OutputDir); len(found) > 0 {
+		return fmt.Errorf("trainer: %w: %s has %s; set training.overwrite_output_dir=true to replace what a tune run "+
+			"wrote there, training.resume_from_checkpoint=true to continue a run, or choose another training.output_dir",
+			ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "))
+	}
+	return nil
+}
+
+// outputArtifactsIn lists the OutputArtifacts and checkpoint-N folders present in dir, sorted.
+func outputArtifactsIn(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var found []string
 	for _, e := range entries {
-		if e.Name() == "trainer_state.json" || (e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-")) {
-			return fmt.Errorf("trainer: %w: %s has %s; set training.overwrite_output_dir=true to replace it, "+
-				"training.resume_from_checkpoint=true to continue it, or choose another training.output_dir",
-				ErrOutputDirInUse, a.OutputDir, e.Name())
+		if (e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-")) || (!e.IsDir() && slices.Contains(OutputArtifacts, e.Name())) {
+			found = append(found, e.Name())
+		}
+	}
+	return found
+}
+
+// ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N
+// folders), when overwrite_output_dir is set and the run does not resume; other files are left alone.
+func (a *TrainingArguments) ClearOutputDir() error {
+	if !a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
+		return nil
+	}
+	for _, name := range outputArtifactsIn(a.OutputDir) {
+		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
+			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
 		}
 	}
 	return nil
@@ -283,7 +326,7 @@ func (a *TrainingArguments) Validate() error {
 			a.WarmupSteps)
 	}
 	if a.FP16 && a.BF16 {
-		bad("bf16", "fp16 and bf16 are both true; choose one mixed-precision mode (CASES B13)")
+		bad("bf16", "fp16 and bf16 are both true; choose one mixed-precision mode")
 	}
 	if a.FP16FullEval && a.BF16FullEval {
 		bad("bf16_full_eval", "fp16_full_eval and bf16_full_eval are both true; choose one")

@@ -19,6 +19,8 @@ func TestCheckOutputDir(t *testing.T) {
 		{"unrelated files are fine", []string{"notes.txt", "data/"}, false, "", false},
 		{"a finished run is refused", []string{"trainer_state.json"}, false, "", true},
 		{"a checkpoint is refused", []string{"checkpoint-500/"}, false, "", true},
+		{"a user's model folder is refused", []string{"config.json", "model.safetensors"}, false, "", true},
+		{"an adapter folder is refused", []string{"adapter_model.safetensors"}, false, "", true},
 		{"overwrite_output_dir allows it", []string{"checkpoint-500/"}, true, "", false},
 		{"resuming allows it", []string{"checkpoint-500/"}, false, "true", false},
 	}
@@ -45,5 +47,57 @@ func TestCheckOutputDir(t *testing.T) {
 				t.Fatalf("CheckOutputDir() = %v, want in-use %v", err, c.wantInUse)
 			}
 		})
+	}
+}
+
+func TestCheckOutputDirFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "precious.txt")
+	if err := os.WriteFile(p, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := DefaultTrainingArguments()
+	a.OutputDir, a.OverwriteOutputDir = p, true
+	if err := a.CheckOutputDir(); !errors.Is(err, ErrInvalidArguments) {
+		t.Fatalf("CheckOutputDir on a file = %v, want an ErrInvalidArguments error", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "keep me" {
+		t.Fatalf("the file was changed: %q", b)
+	}
+}
+
+// TestClearOutputDir: overwrite_output_dir removes exactly what a tune run writes, and nothing else.
+func TestClearOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	keep := []string{"notes.txt", "data.tsv"}
+	gone := []string{"trainer_state.json", "metrics.jsonl", "adapter_model.safetensors", "config.json"}
+	for _, f := range append(append([]string{}, keep...), gone...) {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoint-30"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a := DefaultTrainingArguments()
+	a.OutputDir = dir
+	if err := a.ClearOutputDir(); err != nil { // overwrite_output_dir false: a no-op
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint-30")); err != nil {
+		t.Fatalf("ClearOutputDir without overwrite_output_dir removed files: %v", err)
+	}
+	a.OverwriteOutputDir = true
+	if err := a.ClearOutputDir(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range keep {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+	for _, f := range append(gone, "checkpoint-30") {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("%s is still there", f)
+		}
 	}
 }

@@ -68,6 +68,9 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	if err := a.CheckOutputDir(); err != nil {
 		return TrainOutput{}, err
 	}
+	if err := a.ClearOutputDir(); err != nil {
+		return TrainOutput{}, err
+	}
 	if err := os.MkdirAll(a.OutputDir, 0o755); err != nil {
 		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
 	}

@@ -55,6 +55,8 @@ func TestFinetuneUsageErrors(t *testing.T) {
 		{"no recipe", []string{"finetune"}, []string{"needs a RECIPE"}},
 		{"an unknown device", []string{"finetune", "--device", "tpu", tinyRecipe, "training.output_dir=" + out},
 			[]string{"device"}},
+		{"output_dir is the tokenizer's folder", []string{"finetune", tinyRecipe, "training.output_dir=" + filepath.Join(abs, "data", "tiny"), "training.overwrite_output_dir=true"},
+			[]string{"training.output_dir", "reads from"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
