@@ -329,6 +329,10 @@ func (o *benchReportOptions) run(stdout io.Writer) error {
 	var sources []string
 	for _, path := range o.Files {
 		f, err := bench.ReadFile(path)
+		if errors.Is(err, bench.ErrNoResults) {
+			sources = append(sources, path+": no results (skipped; its \"errors\" say why)")
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -341,6 +345,9 @@ func (o *benchReportOptions) run(stdout io.Writer) error {
 			src += ", " + f.Date
 		}
 		sources = append(sources, src)
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("bench: none of %s holds a result", strings.Join(o.Files, ", "))
 	}
 	devices := map[string]bool{}
 	for _, r := range all {

@@ -139,6 +139,13 @@ func TestBenchReport(t *testing.T) {
 	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
 		t.Errorf("chart: %v", err)
 	}
+	empty := filepath.Join(dir, "failed.json")
+	if err := os.WriteFile(empty, []byte(`{"tool":"bench_pytorch.py","results":[],"errors":[{"config":"x","error":"OOM"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, stderr := runTune(t, "bench", "report", tuneJSON, empty); code != exitOK || !strings.Contains(out, "no results (skipped") {
+		t.Errorf("a file without results next to one with: exit %d\n%s\n%s", code, out, stderr)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -148,6 +155,7 @@ func TestBenchReport(t *testing.T) {
 		{"no files", []string{"bench", "report"}, exitUsage, "needs one or more results files"},
 		{"a chart that exists", []string{"bench", "report", "--png", png, tuneJSON}, exitUsage, "already exists"},
 		{"a file that is not results", []string{"bench", "report", png}, exitError, "not a results file"},
+		{"only a file without results", []string{"bench", "report", empty}, exitError, "none of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runTune(t, tc.args...)

@@ -91,6 +91,10 @@ type File struct {
 	Results []Result          `json:"results"`
 }
 
+// ErrNoResults is returned by ReadFile for a results file that holds no result (every configuration of a
+// bench_pytorch.py run failed, for example; its "errors" list says why).
+var ErrNoResults = errors.New("bench: the file holds no results")
+
 // ReadFile reads a results file written by WriteFile or by tools/reference/bench_pytorch.py.
 func ReadFile(path string) (*File, error) {
 	data, err := os.ReadFile(path)
@@ -102,7 +106,7 @@ func ReadFile(path string) (*File, error) {
 		return nil, fmt.Errorf("bench: %s is not a results file: %w", path, err)
 	}
 	if len(f.Results) == 0 {
-		return nil, fmt.Errorf("bench: %s holds no results", path)
+		return nil, fmt.Errorf("%w: %s", ErrNoResults, path)
 	}
 	for i, r := range f.Results {
 		if r.Impl == "" || r.Batch <= 0 || r.Seq <= 0 || r.Mode == "" || !(r.MedianMS > 0) {
