@@ -51,7 +51,26 @@ Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, reci
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	markArgErrorsAsUsage(root)
 	return root
+}
+
+// markArgErrorsAsUsage wraps the argument check of cmd and of every command below it so that its error (cobra's
+// own, such as NoArgs' "unknown command", or the command's) is a usageError: exit status 2.
+func markArgErrorsAsUsage(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markArgErrorsAsUsage(sub)
+	}
 }
 
 // run executes the CLI with args and returns the process exit code.
@@ -61,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK
 	}
@@ -69,6 +88,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):
+		return exitUsage
+	case cmd == root:
+		// The root runs nothing itself: its only errors are cobra's unknown command ("tune bogus").
 		return exitUsage
 	case isNoDevice(err):
 		return exitNoDevice

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestUsageExitCodes: every way of calling tune wrongly exits 2, as the root help promises, and says what was
+// wrong.
+func TestUsageExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		args   []string
+		stderr string
+	}{
+		{"an unknown command", []string{"bogus"}, `unknown command "bogus"`},
+		{"a misspelt command suggests the right one", []string{"finetun"}, "finetune"},
+		{"an unknown flag", []string{"ls", "--bogus"}, "unknown flag"},
+		{"an argument to a command that takes none (cobra.NoArgs)", []string{"merge", "extra"}, `unknown command "extra"`},
+		{"a command's own argument check", []string{"cp", "tiny"}, "cp needs NAME and DEST"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, errOut := runTune(t, c.args...)
+			if code != exitUsage || !strings.Contains(errOut, c.stderr) {
+				t.Errorf("tune %v: exit %d (want %d), stderr %q (want ∋ %q)", c.args, code, exitUsage, errOut, c.stderr)
+			}
+		})
+	}
+	if code, out, _ := runTune(t); code != exitOK || !strings.Contains(out, "Exit codes") {
+		t.Errorf("tune without arguments: exit %d, want 0 and the help; stdout %q", code, out)
+	}
+}
