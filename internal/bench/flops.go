@@ -29,14 +29,14 @@ func (f FLOPs) Total() float64 { return f.Forward + f.BackwardData + f.BackwardW
 
 // Projection is one Linear layer as the FLOP count sees it: Rows input rows (B·T for the encoder's projections,
 // B for the pooler and the classifier) of In features mapped to Out features, whether the dense weight is
-// trained, and the LoRA rank R (0 without an adapter).
+// trained, the LoRA rank (0 without an adapter) and whether the adapter trains.
 type Projection struct {
 	Path         string
 	Rows         int
 	In, Out      int
 	TrainWeight  bool
 	LoRARank     int
-	adapterTrain bool
+	TrainAdapter bool // the adapter's A or B trains (they have weight-gradient GEMMs)
 }
 
 // projectionFLOPs adds one projection's work to f:
@@ -52,7 +52,7 @@ func (f *FLOPs) add(p Projection) {
 	if p.TrainWeight {
 		f.BackwardWeight += dense
 	}
-	if p.adapterTrain {
+	if p.TrainAdapter {
 		f.BackwardWeight += adapter
 	}
 }
@@ -83,7 +83,7 @@ func Projections(m lora.Base, b, t int) ([]Projection, error) {
 		}
 		if l, ok := mp.Projection.(*lora.Linear); ok && !l.Merged() {
 			p.LoRARank = l.R
-			p.adapterTrain = l.A.Grad != nil || l.B.Grad != nil
+			p.TrainAdapter = l.A.Grad != nil || l.B.Grad != nil
 		}
 		out = append(out, p)
 	}
