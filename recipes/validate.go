@@ -26,6 +26,15 @@ const (
 
 var deviceRe = regexp.MustCompile(`^(auto|cpu|cuda(:\d+)?)$`)
 
+// CheckDevice checks a device name as the recipe's device key and the commands' --device flag take it: auto,
+// cpu, cuda or cuda:N. Its error is the reason alone, for the caller to prefix with the key or the flag.
+func CheckDevice(device string) error {
+	if !deviceRe.MatchString(device) {
+		return fmt.Errorf("must be auto, cpu, cuda or cuda:N (got %q)", device)
+	}
+	return nil
+}
+
 // Validate checks the decoded recipe: the model, tokenizer, data and device sections, lora.Config.Validate and
 // trainer.TrainingArguments.Validate. It returns nil or the errors.Join of *Problems. Load calls it; call it
 // again after changing a Recipe in code.
@@ -53,8 +62,8 @@ func (r *Recipe) validate(d *decoder) error {
 		}
 	}
 	r.validateData(bad)
-	if !deviceRe.MatchString(r.Device) {
-		bad("device", "must be auto, cpu, cuda or cuda:N (got %q)", r.Device)
+	if err := CheckDevice(r.Device); err != nil {
+		bad("device", "%v", err)
 	}
 	if r.LoRA != nil {
 		addFieldErrors(r.LoRA.Validate(), "lora.", bad)

@@ -91,6 +91,9 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 		out = append(out, "training.bf16=true", "training.fp16=false")
 	}
 	if o.Device != "" {
+		if err := recipes.CheckDevice(o.Device); err != nil {
+			return nil, usagef("--device %s: %v", o.Device, err)
+		}
 		out = append(out, "device="+o.Device)
 	}
 	return out, nil

@@ -55,6 +55,8 @@ func TestFinetuneUsageErrors(t *testing.T) {
 		{"no recipe", []string{"finetune"}, []string{"needs a RECIPE"}},
 		{"an unknown device", []string{"finetune", "--device", "tpu", tinyRecipe, "training.output_dir=" + out},
 			[]string{"device"}},
+		{"a bad --device is reported as the flag, not as an override", []string{"finetune", "--device", "cuda:x", tinyRecipe, "training.output_dir=" + out},
+			[]string{"tune: --device cuda:x: must be auto, cpu, cuda or cuda:N"}},
 		{"output_dir is the tokenizer's folder", []string{"finetune", tinyRecipe, "training.output_dir=" + filepath.Join(abs, "data", "tiny"), "training.overwrite_output_dir=true"},
 			[]string{"training.output_dir", "reads from"}},
 	}
