@@ -2,8 +2,8 @@ package cpu
 
 import (
 	"fmt"
-	"strings"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -21,12 +21,18 @@ func newCheck(op string, args ...*tensor.Tensor) *check { return &check{op: op, 
 // Err returns the first failure, or nil.
 func (c *check) Err() error { return c.err }
 
-// fail records sentinel with a message unless a failure is already recorded.
-func (c *check) fail(sentinel error, format string, a ...any) *check {
-	if c.err == nil {
-		c.err = tensor.Errorf(c.op, fmt.Errorf("%w: "+format, append([]any{sentinel}, a...)...), c.args...)
+// record records err (a failure from opcheck, wrapped as a *tensor.OpError) unless it is nil or a failure is
+// already recorded.
+func (c *check) record(err error) *check {
+	if err != nil && c.err == nil {
+		c.err = tensor.Errorf(c.op, err, c.args...)
 	}
 	return c
+}
+
+// fail records sentinel with a message unless a failure is already recorded.
+func (c *check) fail(sentinel error, format string, a ...any) *check {
+	return c.record(opcheck.Errorf(sentinel, format, a...))
 }
 
 // that records a failure when ok is false.
@@ -37,52 +43,37 @@ func (c *check) that(ok bool, sentinel error, format string, a ...any) *check {
 	return c
 }
 
-var floatTypes = []tensor.DType{tensor.F32, tensor.F16, tensor.BF16}
+// cpuOwner tells opcheck.View which buffers are this backend's.
+var cpuOwner = opcheck.Owner{
+	Buffer: func(b tensor.Buffer) (opcheck.Buffer, bool) {
+		bf, ok := b.(*buffer)
+		if !ok {
+			return opcheck.Buffer{}, false
+		}
+		return opcheck.Buffer{DType: bf.dt, Len: bf.n, Freed: bf.freed}, true
+	},
+	Foreign: "a cpu buffer (upload it to the cpu backend)",
+}
 
-// tensor requires t to be a live view of a CPU buffer whose dtype is one of dts.
+// tensor requires t to be a live view of a CPU buffer whose dtype is one of dts (opcheck.View).
 func (c *check) tensor(name string, t *tensor.Tensor, dts ...tensor.DType) *check {
 	if c.err != nil {
 		return c
 	}
-	if t == nil {
-		return c.fail(tensor.ErrArgument, "%s is nil", name)
-	}
-	if t.Buf == nil {
-		return c.fail(tensor.ErrArgument, "%s %v has no buffer (allocate it with Alloc)", name, t)
-	}
-	bf, ok := t.Buf.(*buffer)
-	if !ok {
-		return c.fail(tensor.ErrBackend, "%s %v holds a %T, not a cpu buffer (upload it to the cpu backend)", name, t, t.Buf)
-	}
-	if bf.freed {
-		return c.fail(tensor.ErrArgument, "%s %v uses a buffer that was freed", name, t)
-	}
-	if t.DType != bf.dt {
-		return c.fail(tensor.ErrDType, "%s claims dtype %v but its buffer holds %v", name, t.DType, bf.dt)
-	}
-	for _, d := range t.Shape {
-		if d < 0 {
-			return c.fail(tensor.ErrShape, "%s has a negative extent in shape %v", name, t.Shape)
-		}
-	}
-	if t.Offset < 0 || t.Offset+t.Numel() > bf.n {
-		return c.fail(tensor.ErrShape, "%s views elements [%d, %d) of a %d-element buffer", name, t.Offset, t.Offset+t.Numel(), bf.n)
-	}
-	if len(dts) > 0 && !hasDType(dts, t.DType) {
-		return c.fail(tensor.ErrDType, "%s is %v, want %s", name, t.DType, dtypeList(dts))
-	}
-	return c
+	return c.record(opcheck.View(name, t, cpuOwner, dts...))
 }
 
 // float requires a float tensor (F32, F16 or BF16).
-func (c *check) float(name string, t *tensor.Tensor) *check { return c.tensor(name, t, floatTypes...) }
+func (c *check) float(name string, t *tensor.Tensor) *check {
+	return c.tensor(name, t, opcheck.Floats...)
+}
 
 // f32 requires an F32 tensor.
 func (c *check) f32(name string, t *tensor.Tensor) *check { return c.tensor(name, t, tensor.F32) }
 
 // index requires an integer tensor (I32 or I64).
 func (c *check) index(name string, t *tensor.Tensor) *check {
-	return c.tensor(name, t, tensor.I32, tensor.I64)
+	return c.tensor(name, t, opcheck.Indices...)
 }
 
 // numel requires t (already checked) to hold n elements.
@@ -90,7 +81,7 @@ func (c *check) numel(name string, t *tensor.Tensor, n int) *check {
 	if c.err != nil {
 		return c
 	}
-	return c.that(t.Numel() == n, tensor.ErrShape, "%s has %d elements, want %d", name, t.Numel(), n)
+	return c.record(opcheck.Numel(name, t, n))
 }
 
 // rows requires t (already checked) to have rank ≥ 1 and returns its row count and last-axis extent.
@@ -98,32 +89,9 @@ func (c *check) rows(name string, t *tensor.Tensor) (n, ch int) {
 	if c.err != nil {
 		return 0, 0
 	}
-	if len(t.Shape) == 0 {
-		c.fail(tensor.ErrShape, "%s is a scalar; want at least one axis (…, C)", name)
-		return 0, 0
-	}
-	ch = t.Shape[len(t.Shape)-1]
-	if ch == 0 {
-		return 0, 0
-	}
-	return t.Numel() / ch, ch
-}
-
-func hasDType(dts []tensor.DType, d tensor.DType) bool {
-	for _, x := range dts {
-		if x == d {
-			return true
-		}
-	}
-	return false
-}
-
-func dtypeList(dts []tensor.DType) string {
-	s := make([]string, len(dts))
-	for i, d := range dts {
-		s[i] = d.String()
-	}
-	return strings.Join(s, " or ")
+	n, ch, err := opcheck.Rows(name, t)
+	c.record(err)
+	return n, ch
 }
 
 // guard turns a panic inside an op into an error (a bug in this package; no panic crosses the package

@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -35,14 +36,8 @@ func indices(c *check, name string, t *tensor.Tensor, v int, ignore *int) []int 
 			ids[i] = int(id)
 		}
 	}
-	for i, id := range ids {
-		if ignore != nil && id == *ignore {
-			continue
-		}
-		if id < 0 || id >= v {
-			c.fail(tensor.ErrArgument, "%s[%d] = %d is outside [0, %d)", name, i, id, v)
-			return nil
-		}
+	if c.record(opcheck.IDs(name, ids, v, ignore)).Err() != nil {
+		return nil
 	}
 	return ids
 }

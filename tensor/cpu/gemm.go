@@ -4,48 +4,13 @@ import (
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
-// gemmGeom is a validated GEMM's geometry (tensor.GemmArgs with defaults filled in): op(A) is m×k, op(B) k×n,
-// C m×n, all row-major with row strides ld* and batch strides stride*.
-type gemmGeom struct {
-	transA, transB            bool
-	m, n, k, batch            int
-	lda, ldb, ldc             int
-	strideA, strideB, strideC int
-}
-
-// storedA returns the rows and columns of A as stored (op(A) is m×k).
-func (g gemmGeom) storedA() (rows, cols int) {
-	if g.transA {
-		return g.k, g.m
-	}
-	return g.m, g.k
-}
-
-// storedB returns the rows and columns of B as stored (op(B) is k×n).
-func (g gemmGeom) storedB() (rows, cols int) {
-	if g.transB {
-		return g.n, g.k
-	}
-	return g.k, g.n
-}
-
-// extent is the number of elements a batch of row-major matrices spans from its first element.
-func extent(batch, stride, rows, cols, ld int) int {
-	if batch == 0 || rows == 0 || cols == 0 {
-		return 0
-	}
-	return (batch-1)*stride + (rows-1)*ld + cols
-}
-
-func (g gemmGeom) extents() (a, b, c int) {
-	ar, ac := g.storedA()
-	br, bc := g.storedB()
-	return extent(g.batch, g.strideA, ar, ac, g.lda), extent(g.batch, g.strideB, br, bc, g.ldb),
-		extent(g.batch, g.strideC, g.m, g.n, g.ldc)
-}
+// gemmGeom is a validated GEMM's geometry, shared with the CUDA backend (opcheck.Gemm): op(A) is M×K, op(B) K×N,
+// C M×N, all row-major with row strides LD* and batch strides Stride*.
+type gemmGeom = opcheck.Gemm
 
 // blasGemm is one row-major c = alpha·op(a)·op(b) + beta·c through gonum's pure-Go BLAS (Sgemm for float32,
 // Dgemm for float64). Unless only B is transposed, gonum skips the terms whose alpha·a element is exactly 0,
@@ -71,32 +36,32 @@ func blasGemm[T scalar](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T
 // Members whose product is too small for gonum's block parallelism (fewer than four 64×64 blocks of C) are
 // spread over goroutines instead; members must not share C elements.
 func gemmKernel[T scalar](g gemmGeom, alpha T, a, b []T, beta T, c, bias []T) {
-	if g.m == 0 || g.n == 0 || g.batch == 0 {
+	if g.M == 0 || g.N == 0 || g.Batch == 0 {
 		return
 	}
 	one := func(i int) {
-		ci := c[i*g.strideC:]
-		if g.k == 0 {
-			scaleRows(ci, g.m, g.n, g.ldc, beta)
+		ci := c[i*g.StrideC:]
+		if g.K == 0 {
+			scaleRows(ci, g.M, g.N, g.LDC, beta)
 		} else {
-			blasGemm(g.transA, g.transB, g.m, g.n, g.k, alpha, a[i*g.strideA:], g.lda, b[i*g.strideB:], g.ldb, beta, ci, g.ldc)
+			blasGemm(g.TransA, g.TransB, g.M, g.N, g.K, alpha, a[i*g.StrideA:], g.LDA, b[i*g.StrideB:], g.LDB, beta, ci, g.LDC)
 		}
 		if bias != nil {
-			for r := 0; r < g.m; r++ {
-				axpyKernel(ci[r*g.ldc:r*g.ldc+g.n], bias, 1)
+			for r := 0; r < g.M; r++ {
+				axpyKernel(ci[r*g.LDC:r*g.LDC+g.N], bias, 1)
 			}
 		}
 	}
-	blocks := ((g.m + 63) / 64) * ((g.n + 63) / 64)
-	if g.batch > 1 && blocks < 4 {
-		parallelFor(g.batch, g.m*g.n*max(g.k, 1), func(lo, hi int) {
+	blocks := ((g.M + 63) / 64) * ((g.N + 63) / 64)
+	if g.Batch > 1 && blocks < 4 {
+		parallelFor(g.Batch, g.M*g.N*max(g.K, 1), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				one(i)
 			}
 		})
 		return
 	}
-	for i := 0; i < g.batch; i++ {
+	for i := 0; i < g.Batch; i++ {
 		one(i)
 	}
 }
@@ -134,20 +99,11 @@ func (bk *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	g, err := gemmGeometry(c, a)
-	if err != nil {
-		return err
-	}
-	extA, extB, extC := g.extents()
-	c.that(a.A.Numel() >= extA, tensor.ErrShape, "A has %d elements; the product reads %d", a.A.Numel(), extA)
-	c.that(a.B.Numel() >= extB, tensor.ErrShape, "B has %d elements; the product reads %d", a.B.Numel(), extB)
-	c.that(a.C.Numel() >= extC, tensor.ErrShape, "C has %d elements; the product writes %d", a.C.Numel(), extC)
-	if a.Bias != nil {
-		c.numel("Bias", a.Bias, g.n)
-	}
-	if c.Err() != nil {
+	g, err := opcheck.GemmGeometry(a)
+	if c.record(err).Err() != nil {
 		return c.Err()
 	}
+	extA, extB, extC := g.Extents()
 	av, bv := loadPrefix(a.A, extA), loadPrefix(a.B, extB)
 	var bias []float32
 	if a.Bias != nil {
@@ -163,10 +119,10 @@ func (bk *Backend) Gemm(a tensor.GemmArgs) (err error) {
 		widen(cv, bits, a.C.DType)
 	}
 	gemmKernel(g, a.Alpha, av, bv, a.Beta, cv, bias)
-	for i := 0; i < g.batch; i++ {
-		for r := 0; r < g.m; r++ {
-			o := i*g.strideC + r*g.ldc
-			narrow(bits[o:o+g.n], cv[o:o+g.n], a.C.DType)
+	for i := 0; i < g.Batch; i++ {
+		for r := 0; r < g.M; r++ {
+			o := i*g.StrideC + r*g.LDC
+			narrow(bits[o:o+g.N], cv[o:o+g.N], a.C.DType)
 		}
 	}
 	return nil
@@ -180,37 +136,4 @@ func loadPrefix(t *tensor.Tensor, n int) []float32 {
 	v := make([]float32, n)
 	widen(v, u16Of(t)[:n], t.DType)
 	return v
-}
-
-// gemmGeometry fills GemmArgs defaults and validates sizes, leading dimensions and strides.
-func gemmGeometry(c *check, a tensor.GemmArgs) (gemmGeom, error) {
-	g := gemmGeom{transA: a.TransA, transB: a.TransB, m: a.M, n: a.N, k: a.K, batch: a.Batch,
-		lda: a.LDA, ldb: a.LDB, ldc: a.LDC, strideA: a.StrideA, strideB: a.StrideB, strideC: a.StrideC}
-	c.that(a.A.DType == a.B.DType, tensor.ErrDType, "A is %v but B is %v; they must share a dtype", a.A.DType, a.B.DType)
-	c.that(a.M >= 0 && a.N >= 0 && a.K >= 0, tensor.ErrArgument, "M, N, K = %d, %d, %d; want ≥ 0", a.M, a.N, a.K)
-	c.that(a.Batch >= 0, tensor.ErrArgument, "Batch = %d, want ≥ 0 (0 means 1)", a.Batch)
-	c.that(a.StrideA >= 0 && a.StrideB >= 0 && a.StrideC >= 0, tensor.ErrArgument,
-		"strides %d, %d, %d; want ≥ 0", a.StrideA, a.StrideB, a.StrideC)
-	if c.Err() != nil {
-		return g, c.Err()
-	}
-	g.batch = max(g.batch, 1)
-	_, ac := g.storedA()
-	_, bc := g.storedB()
-	for _, ld := range []struct {
-		name  string
-		v     *int
-		cols  int
-		given int
-	}{{"LDA", &g.lda, ac, a.LDA}, {"LDB", &g.ldb, bc, a.LDB}, {"LDC", &g.ldc, g.n, a.LDC}} {
-		if *ld.v == 0 {
-			*ld.v = max(1, ld.cols)
-		}
-		c.that(*ld.v >= max(1, ld.cols), tensor.ErrArgument, "%s = %d is less than the %d stored columns", ld.name, ld.given, ld.cols)
-	}
-	if g.batch > 1 && g.m > 0 && g.n > 0 {
-		need := (g.m-1)*g.ldc + g.n
-		c.that(g.strideC >= need, tensor.ErrArgument, "StrideC = %d overlaps batch members' C (each spans %d elements)", g.strideC, need)
-	}
-	return g, c.Err()
 }

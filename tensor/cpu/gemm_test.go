@@ -13,25 +13,25 @@ import (
 // gemmKernel: C = alpha·op(A)·op(B) + beta·C + bias on the m×n entries of every batch member.
 func naiveGemm(g gemmGeom, alpha float64, a, b []float64, beta float64, c, bias []float64) {
 	opA := func(p, i, l int) float64 {
-		if g.transA {
-			return a[p*g.strideA+l*g.lda+i]
+		if g.TransA {
+			return a[p*g.StrideA+l*g.LDA+i]
 		}
-		return a[p*g.strideA+i*g.lda+l]
+		return a[p*g.StrideA+i*g.LDA+l]
 	}
 	opB := func(p, l, j int) float64 {
-		if g.transB {
-			return b[p*g.strideB+j*g.ldb+l]
+		if g.TransB {
+			return b[p*g.StrideB+j*g.LDB+l]
 		}
-		return b[p*g.strideB+l*g.ldb+j]
+		return b[p*g.StrideB+l*g.LDB+j]
 	}
-	for p := 0; p < g.batch; p++ {
-		for i := 0; i < g.m; i++ {
-			for j := 0; j < g.n; j++ {
+	for p := 0; p < g.Batch; p++ {
+		for i := 0; i < g.M; i++ {
+			for j := 0; j < g.N; j++ {
 				var s float64
-				for l := 0; l < g.k; l++ {
+				for l := 0; l < g.K; l++ {
 					s += opA(p, i, l) * opB(p, l, j)
 				}
-				idx := p*g.strideC + i*g.ldc + j
+				idx := p*g.StrideC + i*g.LDC + j
 				v := alpha * s
 				if beta != 0 {
 					v += beta * c[idx]
@@ -47,28 +47,23 @@ func naiveGemm(g gemmGeom, alpha float64, a, b []float64, beta float64, c, bias 
 
 // randomGeom draws a GEMM over odd sizes with optional padding of every leading dimension and batch stride.
 func randomGeom(rng *rand.Rand, transA, transB bool, batch int, pad bool, broadcastB bool) gemmGeom {
-	g := gemmGeom{transA: transA, transB: transB, m: pick(rng), n: pick(rng), k: pick(rng), batch: batch}
+	g := gemmGeom{TransA: transA, TransB: transB, M: pick(rng), N: pick(rng), K: pick(rng), Batch: batch}
 	p := func() int {
 		if pad {
 			return 1 + rng.IntN(3)
 		}
 		return 0
 	}
-	_, ac := g.storedA()
-	_, bc := g.storedB()
-	g.lda, g.ldb, g.ldc = ac+p(), bc+p(), g.n+p()
-	ar, _ := g.storedA()
-	br, _ := g.storedB()
-	g.strideA, g.strideB, g.strideC = ar*g.lda+p(), br*g.ldb+p(), g.m*g.ldc+p()
+	_, ac := g.StoredA()
+	_, bc := g.StoredB()
+	g.LDA, g.LDB, g.LDC = ac+p(), bc+p(), g.N+p()
+	ar, _ := g.StoredA()
+	br, _ := g.StoredB()
+	g.StrideA, g.StrideB, g.StrideC = ar*g.LDA+p(), br*g.LDB+p(), g.M*g.LDC+p()
 	if broadcastB {
-		g.strideB = 0
+		g.StrideB = 0
 	}
 	return g
-}
-
-func (g gemmGeom) String() string {
-	return fmt.Sprintf("transA=%v transB=%v m=%d n=%d k=%d batch=%d ld=(%d,%d,%d) stride=(%d,%d,%d)",
-		g.transA, g.transB, g.m, g.n, g.k, g.batch, g.lda, g.ldb, g.ldc, g.strideA, g.strideB, g.strideC)
 }
 
 // gemmBackward returns dA, dB in A's and B's stored layouts for L = Σ G ⊙ C, using gemmKernel one batch member
@@ -77,18 +72,18 @@ func (g gemmGeom) String() string {
 //	dop(A) = alpha·dC·op(B)ᵀ,  dop(B) = alpha·op(A)ᵀ·dC
 func gemmBackward(g gemmGeom, alpha float64, a, b, dc []float64, lenA, lenB int) (da, db []float64) {
 	da, db = make([]float64, lenA), make([]float64, lenB)
-	for p := 0; p < g.batch; p++ {
-		dcp, ap, bp := dc[p*g.strideC:], a[p*g.strideA:], b[p*g.strideB:]
-		dap, dbp := da[p*g.strideA:], db[p*g.strideB:]
-		if !g.transA { // dA (m×k) = alpha·dC·op(B)ᵀ
-			gemmKernel(gemmGeom{transB: !g.transB, m: g.m, n: g.k, k: g.n, batch: 1, lda: g.ldc, ldb: g.ldb, ldc: g.lda}, alpha, dcp, bp, 1, dap, nil)
+	for p := 0; p < g.Batch; p++ {
+		dcp, ap, bp := dc[p*g.StrideC:], a[p*g.StrideA:], b[p*g.StrideB:]
+		dap, dbp := da[p*g.StrideA:], db[p*g.StrideB:]
+		if !g.TransA { // dA (m×k) = alpha·dC·op(B)ᵀ
+			gemmKernel(gemmGeom{TransB: !g.TransB, M: g.M, N: g.K, K: g.N, Batch: 1, LDA: g.LDC, LDB: g.LDB, LDC: g.LDA}, alpha, dcp, bp, 1, dap, nil)
 		} else { // dA (k×m) = alpha·op(B)·dCᵀ
-			gemmKernel(gemmGeom{transA: g.transB, transB: true, m: g.k, n: g.m, k: g.n, batch: 1, lda: g.ldb, ldb: g.ldc, ldc: g.lda}, alpha, bp, dcp, 1, dap, nil)
+			gemmKernel(gemmGeom{TransA: g.TransB, TransB: true, M: g.K, N: g.M, K: g.N, Batch: 1, LDA: g.LDB, LDB: g.LDC, LDC: g.LDA}, alpha, bp, dcp, 1, dap, nil)
 		}
-		if !g.transB { // dB (k×n) = alpha·op(A)ᵀ·dC
-			gemmKernel(gemmGeom{transA: !g.transA, m: g.k, n: g.n, k: g.m, batch: 1, lda: g.lda, ldb: g.ldc, ldc: g.ldb}, alpha, ap, dcp, 1, dbp, nil)
+		if !g.TransB { // dB (k×n) = alpha·op(A)ᵀ·dC
+			gemmKernel(gemmGeom{TransA: !g.TransA, M: g.K, N: g.N, K: g.M, Batch: 1, LDA: g.LDA, LDB: g.LDC, LDC: g.LDB}, alpha, ap, dcp, 1, dbp, nil)
 		} else { // dB (n×k) = alpha·dCᵀ·op(A)
-			gemmKernel(gemmGeom{transA: true, transB: g.transA, m: g.n, n: g.k, k: g.m, batch: 1, lda: g.ldc, ldb: g.lda, ldc: g.ldb}, alpha, dcp, ap, 1, dbp, nil)
+			gemmKernel(gemmGeom{TransA: true, TransB: g.TransA, M: g.N, N: g.K, K: g.M, Batch: 1, LDA: g.LDC, LDB: g.LDA, LDC: g.LDB}, alpha, dcp, ap, 1, dbp, nil)
 		}
 	}
 	return da, db
@@ -97,10 +92,10 @@ func gemmBackward(g gemmGeom, alpha float64, a, b, dc []float64, lenA, lenB int)
 // inC marks the m×n entries of every batch member of C (the rest are gaps between rows or members).
 func inC(g gemmGeom, n int) []bool {
 	mark := make([]bool, n)
-	for p := 0; p < g.batch; p++ {
-		for i := 0; i < g.m; i++ {
-			for j := 0; j < g.n; j++ {
-				mark[p*g.strideC+i*g.ldc+j] = true
+	for p := 0; p < g.Batch; p++ {
+		for i := 0; i < g.M; i++ {
+			for j := 0; j < g.N; j++ {
+				mark[p*g.StrideC+i*g.LDC+j] = true
 			}
 		}
 	}
@@ -117,9 +112,9 @@ func TestGemmGradients(t *testing.T) {
 		}{{"dense", 1, false, false}, {"batched, padded ld and strides", 3, true, false}, {"batched, B broadcast (stride 0)", 2, true, true}} {
 			t.Run(fmt.Sprintf("transA=%v transB=%v %s", tr[0], tr[1], shape.name), func(t *testing.T) {
 				g := randomGeom(rng, tr[0], tr[1], shape.batch, shape.pad, shape.bcast)
-				eA, eB, eC := g.extents()
+				eA, eB, eC := g.Extents()
 				a, b, c0 := randn(rng, eA, 1), randn(rng, eB, 1), randn(rng, eC, 1)
-				bias := randn(rng, g.n, 1)
+				bias := randn(rng, g.N, 1)
 				gc := randn(rng, eC, 1)
 				mark := inC(g, eC)
 				for i := range gc {
@@ -137,11 +132,11 @@ func TestGemmGradients(t *testing.T) {
 				da, db := gemmBackward(g, alpha, a, b, gc, eA, eB)
 				dc0 := append([]float64(nil), gc...)
 				scaleKernel(dc0, beta)
-				dbias := make([]float64, g.n)
-				for p := 0; p < g.batch; p++ {
-					for i := 0; i < g.m; i++ {
-						o := p*g.strideC + i*g.ldc
-						axpyKernel(dbias, gc[o:o+g.n], 1)
+				dbias := make([]float64, g.N)
+				for p := 0; p < g.Batch; p++ {
+					for i := 0; i < g.M; i++ {
+						o := p*g.StrideC + i*g.LDC
+						axpyKernel(dbias, gc[o:o+g.N], 1)
 					}
 				}
 				checkGrad(t, rng, loss, gradInput{"A", a, da}, gradInput{"B", b, db}, gradInput{"C", c0, dc0}, gradInput{"bias", bias, dbias})
@@ -173,14 +168,14 @@ func TestGemmBackend(t *testing.T) {
 		}
 	}
 	t.Run("K=0 gives beta·C + bias", func(t *testing.T) {
-		runGemmCase(t, rng, b, gemmGeom{m: 3, n: 5, k: 0, batch: 1, lda: 1, ldb: 5, ldc: 5}, tensor.F32, tensor.BF16, 1, 2, true)
+		runGemmCase(t, rng, b, gemmGeom{M: 3, N: 5, K: 0, Batch: 1, LDA: 1, LDB: 5, LDC: 5}, tensor.F32, tensor.BF16, 1, 2, true)
 	})
 	t.Run("attention-shaped batch of small members runs in parallel", func(t *testing.T) {
-		g := gemmGeom{transB: true, m: 33, n: 33, k: 16, batch: 12, lda: 16, ldb: 16, ldc: 33, strideA: 33 * 16, strideB: 33 * 16, strideC: 33 * 33}
+		g := gemmGeom{TransB: true, M: 33, N: 33, K: 16, Batch: 12, LDA: 16, LDB: 16, LDC: 33, StrideA: 33 * 16, StrideB: 33 * 16, StrideC: 33 * 33}
 		runGemmCase(t, rng, b, g, tensor.BF16, tensor.F32, 0.25, 0, false)
 	})
 	t.Run("large enough for gonum's block parallelism", func(t *testing.T) {
-		g := gemmGeom{m: 130, n: 129, k: 67, batch: 1, lda: 67, ldb: 129, ldc: 129}
+		g := gemmGeom{M: 130, N: 129, K: 67, Batch: 1, LDA: 67, LDB: 129, LDC: 129}
 		runGemmCase(t, rng, b, g, tensor.F32, tensor.F32, 1, 1, true)
 	})
 }
@@ -190,7 +185,7 @@ func TestGemmBackend(t *testing.T) {
 // of a half C.
 func runGemmCase(t *testing.T, rng *rand.Rand, b *Backend, g gemmGeom, in, out tensor.DType, alpha, beta float32, withBias bool) {
 	t.Helper()
-	eA, eB, eC := g.extents()
+	eA, eB, eC := g.Extents()
 	round := func(dt tensor.DType, v []float64) []float32 {
 		r := f32s(v)
 		for i := range r {
@@ -212,13 +207,13 @@ func runGemmCase(t *testing.T, rng *rand.Rand, b *Backend, g gemmGeom, in, out t
 	var bias []float32
 	var Bias *tensor.Tensor
 	if withBias {
-		bias = round(tensor.BF16, randn(rng, g.n, 1))
-		Bias = put(t, b, tensor.BF16, bias, g.n)
+		bias = round(tensor.BF16, randn(rng, g.N, 1))
+		Bias = put(t, b, tensor.BF16, bias, g.N)
 	}
 	A, B, C := put(t, b, in, a, eA), put(t, b, in, bv, eB), put(t, b, out, c, eC)
-	args := tensor.GemmArgs{TransA: g.transA, TransB: g.transB, M: g.m, N: g.n, K: g.k, A: A, B: B, C: C,
-		LDA: g.lda, LDB: g.ldb, LDC: g.ldc, StrideA: g.strideA, StrideB: g.strideB, StrideC: g.strideC,
-		Batch: g.batch, Alpha: alpha, Beta: beta, Bias: Bias}
+	args := tensor.GemmArgs{TransA: g.TransA, TransB: g.TransB, M: g.M, N: g.N, K: g.K, A: A, B: B, C: C,
+		LDA: g.LDA, LDB: g.LDB, LDC: g.LDC, StrideA: g.StrideA, StrideB: g.StrideB, StrideC: g.StrideC,
+		Batch: g.Batch, Alpha: alpha, Beta: beta, Bias: Bias}
 	if err := b.Gemm(args); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +224,7 @@ func runGemmCase(t *testing.T, rng *rand.Rand, b *Backend, g gemmGeom, in, out t
 	}
 	naiveGemm(g, float64(alpha), f64(a), f64(bv), float64(beta), want, biasF)
 	got := get(t, b, C)
-	tol := 1e-5 * math.Sqrt(float64(max(g.k, 1)))
+	tol := 1e-5 * math.Sqrt(float64(max(g.K, 1)))
 	if out.IsHalf() {
 		tol = 1.0 / 256
 		if out == tensor.F16 {

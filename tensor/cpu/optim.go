@@ -2,8 +2,8 @@ package cpu
 
 import (
 	"math"
-	"slices"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -64,21 +64,8 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	n := a.Params.Numel()
-	c.numel("Grads", a.Grads, n).numel("ExpAvg", a.ExpAvg, n).numel("ExpAvgSq", a.ExpAvgSq, n)
-	ok := func(x float32) bool { return !math.IsNaN(float64(x)) }
-	c.that(ok(a.LR) && a.LR >= 0, tensor.ErrArgument, "LR = %v, want ≥ 0", a.LR)
-	c.that(ok(a.Eps) && a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
-	c.that(ok(a.Beta1) && a.Beta1 >= 0 && a.Beta1 < 1, tensor.ErrArgument, "Beta1 = %v, want 0 ≤ β1 < 1", a.Beta1)
-	c.that(ok(a.Beta2) && a.Beta2 >= 0 && a.Beta2 < 1, tensor.ErrArgument, "Beta2 = %v, want 0 ≤ β2 < 1", a.Beta2)
-	c.that(ok(a.WeightDecay) && a.WeightDecay >= 0, tensor.ErrArgument, "WeightDecay = %v, want ≥ 0", a.WeightDecay)
-	c.that(a.Step >= 1, tensor.ErrArgument, "Step = %d, want ≥ 1 (the step count after incrementing)", a.Step)
-	segs := a.Segments
-	if segs == nil {
-		segs = []tensor.Segment{{Offset: 0, Len: n, Decay: true}}
-	}
-	checkSegments(c, segs, n)
-	if c.Err() != nil {
+	segs, err := opcheck.AdamW(a)
+	if c.record(err).Err() != nil {
 		return c.Err()
 	}
 	h := newAdamWHyper(float64(a.LR), float64(a.Beta1), float64(a.Beta2), float64(a.Eps), float64(a.WeightDecay), a.Step)
@@ -90,18 +77,4 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 		})
 	}
 	return nil
-}
-
-// checkSegments requires segments inside [0, n) that do not overlap.
-func checkSegments(c *check, segs []tensor.Segment, n int) {
-	sorted := slices.Clone(segs)
-	slices.SortFunc(sorted, func(x, y tensor.Segment) int { return x.Offset - y.Offset })
-	end := 0
-	for _, s := range sorted {
-		c.that(s.Offset >= 0 && s.Len >= 0 && s.Offset+s.Len <= n, tensor.ErrShape,
-			"segment [%d, %d) is outside the %d-element buffer", s.Offset, s.Offset+s.Len, n)
-		c.that(s.Offset >= end, tensor.ErrShape, "segment [%d, %d) overlaps the previous one ending at %d",
-			s.Offset, s.Offset+s.Len, end)
-		end = max(end, s.Offset+s.Len)
-	}
 }
