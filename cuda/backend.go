@@ -11,6 +11,7 @@ import (
 
 	"gorgonia.org/cu"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -40,6 +41,7 @@ type Backend struct {
 
 	scratchClass map[cu.DevicePtr]int64 // size classes of live scratch buffers
 	stagedGemms  map[string]int         // GEMMs that took the staged fallback path, by reason
+	owner        opcheck.Owner          // which buffers are this backend's (op.tensor's opcheck.View)
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -90,6 +92,7 @@ func open(ordinal int) (*Backend, error) {
 	}
 	b := &Backend{ordinal: ordinal, info: info, sm: 10*info.Major + info.Minor, alloc: newAllocator(),
 		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}, stagedGemms: map[string]int{}}
+	b.owner = b.newOwner()
 	if b.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, driverErr("cuDeviceGet", err, "device %d", ordinal)
 	}

@@ -3,38 +3,12 @@
 package cuda
 
 import (
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
-// gemmGeom is a validated GEMM's geometry (tensor.GemmArgs with defaults filled in), as in tensor/cpu.
-type gemmGeom struct {
-	transA, transB            bool
-	m, n, k, batch            int
-	lda, ldb, ldc             int
-	strideA, strideB, strideC int
-}
-
-func (g gemmGeom) storedA() (rows, cols int) {
-	if g.transA {
-		return g.k, g.m
-	}
-	return g.m, g.k
-}
-
-func (g gemmGeom) storedB() (rows, cols int) {
-	if g.transB {
-		return g.n, g.k
-	}
-	return g.k, g.n
-}
-
-// extent is the number of elements a batch of row-major matrices spans from its first element.
-func extent(batch, stride, rows, cols, ld int) int {
-	if batch == 0 || rows == 0 || cols == 0 {
-		return 0
-	}
-	return (batch-1)*stride + (rows-1)*ld + cols
-}
+// gemmGeom is a validated GEMM's geometry (tensor.GemmArgs with defaults filled in), shared with tensor/cpu.
+type gemmGeom = opcheck.Gemm
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C (+ Bias), row-major, for Batch members (tensor.GemmArgs) on
 // cuBLASLt with CUBLAS_COMPUTE_32F (FP32 accumulation; CUBLAS_COMPUTE_32F_FAST_TF32 for F32 inputs only when
@@ -64,33 +38,21 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	if o.failed() {
 		return
 	}
-	g := o.gemmGeometry(a)
-	if o.failed() {
+	g, e := opcheck.GemmGeometry(a)
+	o.fail(e)
+	if o.failed() || g.M == 0 || g.N == 0 {
 		return
 	}
-	ar, ac := g.storedA()
-	br, bc := g.storedB()
-	extA, extB := extent(g.batch, g.strideA, ar, ac, g.lda), extent(g.batch, g.strideB, br, bc, g.ldb)
-	extC := extent(g.batch, g.strideC, g.m, g.n, g.ldc)
-	o.that(a.A.Numel() >= extA, tensor.ErrShape, "A has %d elements; the product reads %d", a.A.Numel(), extA)
-	o.that(a.B.Numel() >= extB, tensor.ErrShape, "B has %d elements; the product reads %d", a.B.Numel(), extB)
-	o.that(a.C.Numel() >= extC, tensor.ErrShape, "C has %d elements; the product writes %d", a.C.Numel(), extC)
-	if a.Bias != nil {
-		o.numel("Bias", a.Bias, g.n)
-	}
-	if o.failed() || g.m == 0 || g.n == 0 {
+	if g.K == 0 { // C = beta·C + bias
+		o.matBias(addr(a.C), a.C.DType, g.LDC, g.StrideC, g, a.Bias, a.Beta, true)
 		return
 	}
-	if g.k == 0 { // C = beta·C + bias
-		o.matBias(addr(a.C), a.C.DType, g.ldc, g.strideC, g, a.Bias, a.Beta, true)
-		return
-	}
-	mm := matmul{transA: g.transA, transB: g.transB, m: g.m, n: g.n, k: g.k, batch: g.batch,
-		a: addr(a.A), b: addr(a.B), c: addr(a.C), lda: g.lda, ldb: g.ldb, ldc: g.ldc,
-		sa: g.strideA, sb: g.strideB, sc: g.strideC, ab: a.A.DType, cdt: a.C.DType, alpha: a.Alpha, beta: a.Beta}
+	mm := matmul{transA: g.TransA, transB: g.TransB, m: g.M, n: g.N, k: g.K, batch: g.Batch,
+		a: addr(a.A), b: addr(a.B), c: addr(a.C), lda: g.LDA, ldb: g.LDB, ldc: g.LDC,
+		sa: g.StrideA, sb: g.StrideB, sc: g.StrideC, ab: a.A.DType, cdt: a.C.DType, alpha: a.Alpha, beta: a.Beta}
 	reason := "F32 inputs into a half C"
 	if directTypes(a.A.DType, a.C.DType) {
-		if a.Bias != nil && g.batch == 1 && addr(a.Bias)%16 == 0 {
+		if a.Bias != nil && g.Batch == 1 && addr(a.Bias)%16 == 0 {
 			fused := mm
 			fused.bias, fused.biasT = addr(a.Bias), a.Bias.DType
 			if e := o.ltMatmul(fused); e == nil || !errNoAlgorithm(e) {
@@ -102,7 +64,7 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 		if a.Bias == nil || a.C.DType == tensor.F32 {
 			e := o.ltMatmul(mm)
 			if e == nil {
-				o.matBias(addr(a.C), a.C.DType, g.ldc, g.strideC, g, a.Bias, 0, false)
+				o.matBias(addr(a.C), a.C.DType, g.LDC, g.StrideC, g, a.Bias, 0, false)
 				return
 			}
 			if !errNoAlgorithm(e) {
@@ -116,47 +78,15 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	return
 }
 
-// gemmGeometry fills GemmArgs defaults and validates sizes, leading dimensions and strides (tensor/cpu's rules).
-func (o *op) gemmGeometry(a tensor.GemmArgs) gemmGeom {
-	g := gemmGeom{transA: a.TransA, transB: a.TransB, m: a.M, n: a.N, k: a.K, batch: a.Batch,
-		lda: a.LDA, ldb: a.LDB, ldc: a.LDC, strideA: a.StrideA, strideB: a.StrideB, strideC: a.StrideC}
-	o.that(a.A.DType == a.B.DType, tensor.ErrDType, "A is %v but B is %v; they must share a dtype", a.A.DType, a.B.DType)
-	o.that(a.M >= 0 && a.N >= 0 && a.K >= 0, tensor.ErrArgument, "M, N, K = %d, %d, %d; want ≥ 0", a.M, a.N, a.K)
-	o.that(a.Batch >= 0, tensor.ErrArgument, "Batch = %d, want ≥ 0 (0 means 1)", a.Batch)
-	o.that(a.StrideA >= 0 && a.StrideB >= 0 && a.StrideC >= 0, tensor.ErrArgument, "strides %d, %d, %d; want ≥ 0", a.StrideA, a.StrideB, a.StrideC)
-	if o.failed() {
-		return g
-	}
-	g.batch = max(g.batch, 1)
-	_, ac := g.storedA()
-	_, bc := g.storedB()
-	for _, ld := range []struct {
-		name  string
-		v     *int
-		cols  int
-		given int
-	}{{"LDA", &g.lda, ac, a.LDA}, {"LDB", &g.ldb, bc, a.LDB}, {"LDC", &g.ldc, g.n, a.LDC}} {
-		if *ld.v == 0 {
-			*ld.v = max(1, ld.cols)
-		}
-		o.that(*ld.v >= max(1, ld.cols), tensor.ErrArgument, "%s = %d is less than the %d stored columns", ld.name, ld.given, ld.cols)
-	}
-	if g.batch > 1 && g.m > 0 && g.n > 0 {
-		need := (g.m-1)*g.ldc + g.n
-		o.that(g.strideC >= need, tensor.ErrArgument, "StrideC = %d overlaps batch members' C (each spans %d elements)", g.strideC, need)
-	}
-	return g
-}
-
 // matBias queues c = (scaleC ? beta·c : c) + bias over the batch of M×N matrices at device address c
 // (kernels/elementwise.cu mat_bias). Without a bias and without scaling it does nothing.
 func (o *op) matBias(c uint64, cdt tensor.DType, ldc, sc int, g gemmGeom, bias *tensor.Tensor, beta float32, scaleC bool) {
 	if bias == nil && !scaleC {
 		return
 	}
-	total := g.m * g.n * g.batch
+	total := g.M * g.N * g.Batch
 	o.launch("elementwise.cu", "mat_bias", o.gridFor(total), 1, 256, 1, c, uint64(cdt), i64(ldc), i64(sc),
-		i64(g.m), i64(g.n), i64(g.batch), addr(bias), dt(bias), f32(beta), flag(scaleC))
+		i64(g.M), i64(g.N), i64(g.Batch), addr(bias), dt(bias), f32(beta), flag(scaleC))
 }
 
 // matCast queues dst = src over a batch of rows×cols matrices (kernels/elementwise.cu mat_cast).
@@ -171,34 +101,34 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 // (broadcast operands expanded), the product in an FP32 scratch C, rounded into C once.
 func (o *op) stagedGemm(g gemmGeom, a tensor.GemmArgs, reason string) {
 	o.b.stagedGemms[reason]++
-	ar, ac := g.storedA()
-	br, bc := g.storedB()
-	lda, ldb, ldc := roundUp(ac, 8), roundUp(bc, 8), roundUp(g.n, 8)
-	sa, sb, sc := ar*lda, br*ldb, g.m*ldc
+	ar, ac := g.StoredA()
+	br, bc := g.StoredB()
+	lda, ldb, ldc := roundUp(ac, 8), roundUp(bc, 8), roundUp(g.N, 8)
+	sa, sb, sc := ar*lda, br*ldb, g.M*ldc
 	ab := a.A.DType
-	pa := o.scratch(g.batch * sa * ab.Size())
-	pb := o.scratch(g.batch * sb * ab.Size())
-	pc := o.scratch(g.batch * sc * 4)
+	pa := o.scratch(g.Batch * sa * ab.Size())
+	pb := o.scratch(g.Batch * sb * ab.Size())
+	pc := o.scratch(g.Batch * sc * 4)
 	defer o.release(pa)
 	defer o.release(pb)
 	defer o.release(pc)
 	if o.failed() {
 		return
 	}
-	o.matCast(uint64(pa), ab, lda, sa, addr(a.A), ab, g.lda, g.strideA, ar, ac, g.batch)
-	o.matCast(uint64(pb), ab, ldb, sb, addr(a.B), ab, g.ldb, g.strideB, br, bc, g.batch)
+	o.matCast(uint64(pa), ab, lda, sa, addr(a.A), ab, g.LDA, g.StrideA, ar, ac, g.Batch)
+	o.matCast(uint64(pb), ab, ldb, sb, addr(a.B), ab, g.LDB, g.StrideB, br, bc, g.Batch)
 	if a.Beta != 0 {
-		o.matCast(uint64(pc), tensor.F32, ldc, sc, addr(a.C), a.C.DType, g.ldc, g.strideC, g.m, g.n, g.batch)
+		o.matCast(uint64(pc), tensor.F32, ldc, sc, addr(a.C), a.C.DType, g.LDC, g.StrideC, g.M, g.N, g.Batch)
 	}
 	if o.failed() {
 		return
 	}
-	mm := matmul{transA: g.transA, transB: g.transB, m: g.m, n: g.n, k: g.k, batch: g.batch,
+	mm := matmul{transA: g.TransA, transB: g.TransB, m: g.M, n: g.N, k: g.K, batch: g.Batch,
 		a: uint64(pa), b: uint64(pb), c: uint64(pc), lda: lda, ldb: ldb, ldc: ldc, sa: sa, sb: sb, sc: sc,
 		ab: ab, cdt: tensor.F32, alpha: a.Alpha, beta: a.Beta}
 	if o.fail(o.ltMatmul(mm)) != nil {
 		return
 	}
 	o.matBias(uint64(pc), tensor.F32, ldc, sc, g, a.Bias, 0, false)
-	o.matCast(addr(a.C), a.C.DType, g.ldc, g.strideC, uint64(pc), tensor.F32, ldc, sc, g.m, g.n, g.batch)
+	o.matCast(addr(a.C), a.C.DType, g.LDC, g.StrideC, uint64(pc), tensor.F32, ldc, sc, g.M, g.N, g.Batch)
 }

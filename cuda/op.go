@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"strings"
 	"unsafe"
 
 	"gorgonia.org/cu"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -83,7 +83,7 @@ func (o *op) fail(err error) error {
 
 // failf records a sentinel-wrapping error.
 func (o *op) failf(sentinel error, format string, a ...any) *op {
-	o.fail(fmt.Errorf("%w: "+format, append([]any{sentinel}, a...)...))
+	o.fail(opcheck.Errorf(sentinel, format, a...))
 	return o
 }
 
@@ -97,55 +97,38 @@ func (o *op) that(ok bool, sentinel error, format string, a ...any) *op {
 	return o
 }
 
-var floatTypes = []tensor.DType{tensor.F32, tensor.F16, tensor.BF16}
+// newOwner tells opcheck.View which buffers are b's: buffers of this package allocated by b.
+func (b *Backend) newOwner() opcheck.Owner {
+	return opcheck.Owner{
+		Buffer: func(x tensor.Buffer) (opcheck.Buffer, bool) {
+			bf, ok := x.(*buffer)
+			if !ok || bf.b != b {
+				return opcheck.Buffer{}, false
+			}
+			return opcheck.Buffer{DType: bf.dt, Len: bf.n, Freed: bf.freed}, true
+		},
+		Foreign: "a buffer of " + b.Name() + " (upload it to this backend)",
+	}
+}
 
-// tensor requires t to be a live view of a buffer of this backend whose dtype is one of dts.
+// tensor requires t to be a live view of a buffer of this backend whose dtype is one of dts (opcheck.View).
 func (o *op) tensor(name string, t *tensor.Tensor, dts ...tensor.DType) *op {
-	if o.err != nil {
-		return o
-	}
-	if t == nil {
-		return o.failf(tensor.ErrArgument, "%s is nil", name)
-	}
-	if t.Buf == nil {
-		return o.failf(tensor.ErrArgument, "%s %v has no buffer (allocate it with Alloc)", name, t)
-	}
-	bf, ok := t.Buf.(*buffer)
-	if !ok || bf.b != o.b {
-		return o.failf(tensor.ErrBackend, "%s %v holds a %T, not a buffer of %s (upload it to this backend)", name, t, t.Buf, o.b.Name())
-	}
-	if bf.freed {
-		return o.failf(tensor.ErrArgument, "%s %v uses a buffer that was freed", name, t)
-	}
-	if t.DType != bf.dt {
-		return o.failf(tensor.ErrDType, "%s claims dtype %v but its buffer holds %v", name, t.DType, bf.dt)
-	}
-	for _, d := range t.Shape {
-		if d < 0 {
-			return o.failf(tensor.ErrShape, "%s has a negative extent in shape %v", name, t.Shape)
-		}
-	}
-	if t.Offset < 0 || t.Offset+t.Numel() > bf.n {
-		return o.failf(tensor.ErrShape, "%s views elements [%d, %d) of a %d-element buffer", name, t.Offset, t.Offset+t.Numel(), bf.n)
-	}
-	if len(dts) > 0 && !hasDType(dts, t.DType) {
-		return o.failf(tensor.ErrDType, "%s is %v, want %s", name, t.DType, dtypeList(dts))
+	if o.err == nil {
+		o.fail(opcheck.View(name, t, o.b.owner, dts...))
 	}
 	return o
 }
 
-func (o *op) float(name string, t *tensor.Tensor) *op { return o.tensor(name, t, floatTypes...) }
+func (o *op) float(name string, t *tensor.Tensor) *op { return o.tensor(name, t, opcheck.Floats...) }
 func (o *op) f32(name string, t *tensor.Tensor) *op   { return o.tensor(name, t, tensor.F32) }
-func (o *op) index(name string, t *tensor.Tensor) *op {
-	return o.tensor(name, t, tensor.I32, tensor.I64)
-}
+func (o *op) index(name string, t *tensor.Tensor) *op { return o.tensor(name, t, opcheck.Indices...) }
 
 // numel requires t (already checked) to hold n elements.
 func (o *op) numel(name string, t *tensor.Tensor, n int) *op {
-	if o.err != nil {
-		return o
+	if o.err == nil {
+		o.fail(opcheck.Numel(name, t, n))
 	}
-	return o.that(t.Numel() == n, tensor.ErrShape, "%s has %d elements, want %d", name, t.Numel(), n)
+	return o
 }
 
 // rows requires rank ≥ 1 and returns the row count and last-axis extent of t (already checked).
@@ -153,32 +136,9 @@ func (o *op) rows(name string, t *tensor.Tensor) (n, ch int) {
 	if o.err != nil {
 		return 0, 0
 	}
-	if len(t.Shape) == 0 {
-		o.failf(tensor.ErrShape, "%s is a scalar; want at least one axis (…, C)", name)
-		return 0, 0
-	}
-	ch = t.Shape[len(t.Shape)-1]
-	if ch == 0 {
-		return 0, 0
-	}
-	return t.Numel() / ch, ch
-}
-
-func hasDType(dts []tensor.DType, d tensor.DType) bool {
-	for _, x := range dts {
-		if x == d {
-			return true
-		}
-	}
-	return false
-}
-
-func dtypeList(dts []tensor.DType) string {
-	s := make([]string, len(dts))
-	for i, d := range dts {
-		s[i] = d.String()
-	}
-	return strings.Join(s, " or ")
+	n, ch, err := opcheck.Rows(name, t)
+	o.fail(err)
+	return n, ch
 }
 
 // addr is the device address of t's first element (0 for a nil tensor).

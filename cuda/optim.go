@@ -5,10 +5,10 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"gorgonia.org/cu"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -122,30 +122,8 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	if o.failed() {
 		return
 	}
-	n := a.Params.Numel()
-	o.numel("Grads", a.Grads, n).numel("ExpAvg", a.ExpAvg, n).numel("ExpAvgSq", a.ExpAvgSq, n)
-	ok := func(x float32) bool { return !math.IsNaN(float64(x)) }
-	o.that(ok(a.LR) && a.LR >= 0, tensor.ErrArgument, "LR = %v, want ≥ 0", a.LR)
-	o.that(ok(a.Eps) && a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
-	o.that(ok(a.Beta1) && a.Beta1 >= 0 && a.Beta1 < 1, tensor.ErrArgument, "Beta1 = %v, want 0 ≤ β1 < 1", a.Beta1)
-	o.that(ok(a.Beta2) && a.Beta2 >= 0 && a.Beta2 < 1, tensor.ErrArgument, "Beta2 = %v, want 0 ≤ β2 < 1", a.Beta2)
-	o.that(ok(a.WeightDecay) && a.WeightDecay >= 0, tensor.ErrArgument, "WeightDecay = %v, want ≥ 0", a.WeightDecay)
-	o.that(a.Step >= 1, tensor.ErrArgument, "Step = %d, want ≥ 1 (the step count after incrementing)", a.Step)
-	segs := a.Segments
-	if segs == nil {
-		segs = []tensor.Segment{{Offset: 0, Len: n, Decay: true}}
-	}
-	sorted := slices.Clone(segs)
-	slices.SortFunc(sorted, func(x, y tensor.Segment) int { return x.Offset - y.Offset })
-	end := 0
-	for _, s := range sorted {
-		o.that(s.Offset >= 0 && s.Len >= 0 && s.Offset+s.Len <= n, tensor.ErrShape,
-			"segment [%d, %d) is outside the %d-element buffer", s.Offset, s.Offset+s.Len, n)
-		o.that(s.Offset >= end, tensor.ErrShape, "segment [%d, %d) overlaps the previous one ending at %d",
-			s.Offset, s.Offset+s.Len, end)
-		end = max(end, s.Offset+s.Len)
-	}
-	if o.failed() {
+	segs, e := opcheck.AdamW(a)
+	if o.fail(e) != nil {
 		return
 	}
 	var cl chunkList

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -166,14 +167,8 @@ func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
 			ids[i] = int(x)
 		}
 	}
-	for i, id := range ids {
-		if ignore != nil && id == *ignore {
-			continue
-		}
-		if id < 0 || id >= v {
-			o.failf(tensor.ErrArgument, "%s[%d] = %d is outside [0, %d)", name, i, id, v)
-			return nil
-		}
+	if o.fail(opcheck.IDs(name, ids, v, ignore)) != nil {
+		return nil
 	}
 	return ids
 }
