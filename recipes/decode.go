@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -142,6 +143,18 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 		d.add(d.position(path), path, "%s takes a value, not a section of keys", path)
 		return
 	}
+	pos := d.position(path)
+	if _, over := d.fromArgs[path]; !over && n.Line > 0 {
+		pos = fmt.Sprintf("%s:%d", d.source, n.Line)
+	}
+	// yaml.v3 truncates a float into an integer field (32.5 → 32); a recipe must say what it means.
+	if f := fractionalInt(n, v.Type()); f != nil {
+		if _, over := d.fromArgs[path]; !over && f.Line > 0 {
+			pos = fmt.Sprintf("%s:%d", d.source, f.Line)
+		}
+		d.add(pos, path, "%s: %s is not a whole number; this key takes an integer", path, f.Value)
+		return
+	}
 	err := n.Decode(v.Addr().Interface())
 	if err == nil {
 		return
@@ -155,11 +168,49 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 			msg += fmt.Sprintf(" (the value is quoted, so it is a string: write %s without quotes)", n.Value)
 		}
 	}
-	pos := d.position(path)
-	if _, over := d.fromArgs[path]; !over && n.Line > 0 {
-		pos = fmt.Sprintf("%s:%d", d.source, n.Line)
-	}
 	d.add(pos, path, "%s: %s", path, msg)
+}
+
+// fractionalInt returns the first float scalar in n that is not a whole number and would be decoded into an
+// integer of t (directly, through pointers, or as an element of a slice, array or map), or nil.
+func fractionalInt(n *yaml.Node, t reflect.Type) *yaml.Node {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil // the type decodes itself
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
+			return nil
+		}
+		var f float64
+		if err := n.Decode(&f); err == nil && f != math.Trunc(f) {
+			return n
+		}
+	case reflect.Slice, reflect.Array:
+		if n.Kind == yaml.SequenceNode {
+			for _, c := range n.Content {
+				if bad := fractionalInt(c, t.Elem()); bad != nil {
+					return bad
+				}
+			}
+		}
+	case reflect.Map:
+		if n.Kind == yaml.MappingNode {
+			for i := 1; i < len(n.Content); i += 2 {
+				if bad := fractionalInt(n.Content[i], t.Elem()); bad != nil {
+					return bad
+				}
+			}
+		}
+	}
+	return nil
 }
 
 var lineRe = regexp.MustCompile(`(?m)^line \d+: `)

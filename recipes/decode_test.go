@@ -1,0 +1,51 @@
+package recipes
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestWholeNumbers: a fractional value for an integer key is an error naming the line or the override, not
+// truncated; a float that is a whole number (1e3, 32.0) is accepted, as YAML writes it.
+func TestWholeNumbers(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		text      string
+		overrides []string
+		want      string // error fragment; "" means valid
+		check     func(r *Recipe) bool
+	}{
+		{"a fractional batch size in the file", minimal("training:\n  per_device_train_batch_size: 32.5\n"), nil,
+			"r.yaml:6: training.per_device_train_batch_size: 32.5 is not a whole number", nil},
+		{"a fractional lora.r override", minimal(""), []string{"lora.r=8.9"},
+			"override lora.r=8.9: lora.r: 8.9 is not a whole number", nil},
+		{"a fractional max_steps override", minimal(""), []string{"training.max_steps=2.5"},
+			"override training.max_steps=2.5: training.max_steps: 2.5 is not a whole number", nil},
+		{"a fractional model.config size", "model:\n  config:\n    hidden_size: 63.9\ntokenizer:\n  path: v.txt\ndata:\n  train: a.tsv\n", nil,
+			"r.yaml:3: model.config.hidden_size: 63.9 is not a whole number", nil},
+		{"a fractional value for a pointer to an integer (data_seed)", minimal("training:\n  data_seed: 1.5\n"), nil,
+			"r.yaml:6: training.data_seed: 1.5 is not a whole number", nil},
+		{"32.0 is a whole number", minimal("training:\n  per_device_train_batch_size: 32.0\n"), nil, "",
+			func(r *Recipe) bool { return r.Training.PerDeviceTrainBatchSize == 32 }},
+		{"1e3 is a whole number", minimal(""), []string{"training.max_steps=1e3"}, "",
+			func(r *Recipe) bool { return r.Training.MaxSteps == 1000 }},
+		{"a float key still takes fractions", minimal("training:\n  warmup_steps: 0.5\n"), nil, "",
+			func(r *Recipe) bool { return r.Training.WarmupSteps == 0.5 }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := decode(c.text, c.overrides...)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !c.check(r) {
+					t.Errorf("decoded %+v", r.Training)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}
