@@ -49,3 +49,31 @@ func TestWholeNumbers(t *testing.T) {
 		})
 	}
 }
+
+// TestOneDocument: a recipe file is one YAML document; a second one (after ---) is an error naming its line
+// rather than silently ignored. A leading --- and a trailing empty document are fine.
+func TestOneDocument(t *testing.T) {
+	for _, c := range []struct {
+		name, text, want string
+	}{
+		{"a second document", minimal("training:\n  seed: 1\n---\ntraining:\n  seed: 2\n"),
+			"r.yaml:8: a second YAML document starts here"},
+		{"a broken second document", minimal("---\nmodel: [\n"), "r.yaml"},
+		{"a leading document marker", "---\n" + minimal(""), ""},
+		{"a trailing document marker", minimal("...\n"), ""},
+		{"a trailing empty document", minimal("---\n"), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decode(c.text)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -214,8 +215,18 @@ func Load(ref string, overrides []string) (*Recipe, error) {
 func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error) {
 	d := newDecoder(source)
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &Problem{Pos: source, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, &Problem{Pos: source, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	case len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null":
+		return nil, &Problem{Pos: fmt.Sprintf("%s:%d", source, next.Content[0].Line),
+			Msg: "a second YAML document starts here (after ---); a recipe is one document: merge it into the first or remove it"}
 	}
 	root := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 	if len(doc.Content) > 0 && doc.Content[0].ShortTag() != "!!null" {
