@@ -92,7 +92,7 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 			host, keep = unsafe.Pointer(&s[0]), s
 		} else {
 			h := make([]uint16, n)
-			narrow(h, s, dst.DType)
+			tensor.NarrowHalf(h, s, dst.DType)
 			host, keep = unsafe.Pointer(&h[0]), h
 		}
 	case []uint16:
@@ -182,7 +182,7 @@ func (b *Backend) Download(dst any, src *tensor.Tensor) (err error) {
 		return
 	}
 	if widenTo != nil {
-		widen(widenTo, bits, src.DType)
+		tensor.WidenHalf(widenTo, bits, src.DType)
 	}
 	runtime.KeepAlive(dst)
 	return
@@ -301,30 +301,4 @@ func (b *Backend) Cast(dst, src *tensor.Tensor) (err error) {
 	n := src.Numel()
 	o.ew("elementwise.cu", "cast", n, addr(dst), dt(dst), addr(src), dt(src), i64(n), vec(dst, src))
 	return
-}
-
-// narrow rounds FP32 values to F16 or BF16 bits (round-to-nearest-even, as tensor.F32ToF16 / F32ToBF16).
-func narrow(dst []uint16, src []float32, d tensor.DType) {
-	if d == tensor.F16 {
-		for i, v := range src {
-			dst[i] = tensor.F32ToF16(v)
-		}
-		return
-	}
-	for i, v := range src {
-		dst[i] = tensor.F32ToBF16(v)
-	}
-}
-
-// widen converts F16 or BF16 bits to FP32 exactly.
-func widen(dst []float32, src []uint16, d tensor.DType) {
-	if d == tensor.F16 {
-		for i, h := range src {
-			dst[i] = tensor.F16ToF32(h)
-		}
-		return
-	}
-	for i, h := range src {
-		dst[i] = tensor.BF16ToF32(h)
-	}
 }

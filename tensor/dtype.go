@@ -105,3 +105,33 @@ func RoundTo(d DType, f float32) float32 {
 	}
 	return f
 }
+
+// WidenHalf widens the F16 or BF16 bit patterns src (dtype d) to float32 exactly into dst[:len(src)], as
+// F16ToF32 or BF16ToF32 do element by element. d must be F16 or BF16 (any other value is read as BF16); dst must
+// be at least as long as src.
+func WidenHalf(dst []float32, src []uint16, d DType) {
+	if d == F16 {
+		for i, h := range src {
+			dst[i] = F16ToF32(h)
+		}
+		return
+	}
+	for i, h := range src {
+		dst[i] = BF16ToF32(h)
+	}
+}
+
+// NarrowHalf rounds the float32 values src to F16 or BF16 bits (dtype d) into dst[:len(src)], round-to-nearest-
+// even, as F32ToF16 or F32ToBF16 do element by element. d must be F16 or BF16 (any other value writes BF16);
+// dst must be at least as long as src.
+func NarrowHalf(dst []uint16, src []float32, d DType) {
+	if d == F16 {
+		for i, f := range src {
+			dst[i] = F32ToF16(f)
+		}
+		return
+	}
+	for i, f := range src {
+		dst[i] = F32ToBF16(f)
+	}
+}

@@ -218,3 +218,38 @@ func TestRoundTo(t *testing.T) {
 		}
 	}
 }
+
+// TestWidenNarrowHalf checks that the slice conversions agree bit for bit with the element conversions, over
+// values that round up, round to even, overflow, underflow and are NaN.
+func TestWidenNarrowHalf(t *testing.T) {
+	src := []float32{0, float32(math.Copysign(0, -1)), 1, -2.5, 1 + p2(-8) + p2(-12), 1 + p2(-11), 70000, -1e-30,
+		float32(math.Inf(1)), float32(math.NaN()), 3.14159}
+	for _, tt := range []struct {
+		name   string
+		d      DType
+		narrow func(float32) uint16
+		widen  func(uint16) float32
+	}{
+		{"F16", F16, F32ToF16, F16ToF32},
+		{"BF16", BF16, F32ToBF16, BF16ToF32},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			bits := make([]uint16, len(src)+1) // one spare element that must stay untouched
+			bits[len(src)] = 0xBEEF
+			NarrowHalf(bits, src, tt.d)
+			wide := make([]float32, len(src))
+			WidenHalf(wide, bits[:len(src)], tt.d)
+			for i, f := range src {
+				if want := tt.narrow(f); bits[i] != want {
+					t.Errorf("NarrowHalf(%g) = %#04x, want %#04x", f, bits[i], want)
+				}
+				if want := tt.widen(bits[i]); math.Float32bits(wide[i]) != math.Float32bits(want) {
+					t.Errorf("WidenHalf(%#04x) = %g, want %g", bits[i], wide[i], want)
+				}
+			}
+			if bits[len(src)] != 0xBEEF {
+				t.Errorf("NarrowHalf wrote past len(src)")
+			}
+		})
+	}
+}

@@ -65,34 +65,8 @@ func load(t *tensor.Tensor) []float32 {
 		return f32Of(t)
 	}
 	out := make([]float32, t.Numel())
-	widen(out, u16Of(t), t.DType)
+	tensor.WidenHalf(out, u16Of(t), t.DType)
 	return out
-}
-
-// widen converts half bits of dtype dt to FP32 exactly.
-func widen(dst []float32, src []uint16, dt tensor.DType) {
-	if dt == tensor.F16 {
-		for i, h := range src {
-			dst[i] = tensor.F16ToF32(h)
-		}
-		return
-	}
-	for i, h := range src {
-		dst[i] = tensor.BF16ToF32(h)
-	}
-}
-
-// narrow rounds FP32 values to half bits of dtype dt (round-to-nearest-even).
-func narrow(dst []uint16, src []float32, dt tensor.DType) {
-	if dt == tensor.F16 {
-		for i, f := range src {
-			dst[i] = tensor.F32ToF16(f)
-		}
-		return
-	}
-	for i, f := range src {
-		dst[i] = tensor.F32ToBF16(f)
-	}
 }
 
 // output is a float tensor written in FP32: V is its storage for F32, or a scratch slice that Store rounds
@@ -121,6 +95,6 @@ func accumulate(t *tensor.Tensor) output {
 // Store rounds V into t's storage once (nothing to do for F32, whose V is the storage).
 func (o output) Store() {
 	if o.t.DType != tensor.F32 {
-		narrow(u16Of(o.t), o.V, o.t.DType)
+		tensor.NarrowHalf(u16Of(o.t), o.V, o.t.DType)
 	}
 }

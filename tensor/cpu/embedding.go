@@ -65,12 +65,12 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 	case table.DType == tensor.F32:
 		rows := make([]float32, len(idx)*ch)
 		embeddingKernel(rows, f32Of(table), idx, ch)
-		narrow(u16Of(out), rows, out.DType)
+		tensor.NarrowHalf(u16Of(out), rows, out.DType)
 	default: // half table, other-dtype out: gather the bits, widen exactly, round once to out
 		bits := make([]uint16, len(idx)*ch)
 		embeddingKernel(bits, u16Of(table), idx, ch)
 		o := overwrite(out)
-		widen(o.V, bits, table.DType)
+		tensor.WidenHalf(o.V, bits, table.DType)
 		o.Store()
 	}
 	return nil
@@ -111,11 +111,11 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	bits := u16Of(dtable)
 	acc := make([]float32, len(touched)*ch)
 	for s, id := range touched {
-		widen(acc[s*ch:(s+1)*ch], bits[id*ch:(id+1)*ch], dtable.DType)
+		tensor.WidenHalf(acc[s*ch:(s+1)*ch], bits[id*ch:(id+1)*ch], dtable.DType)
 	}
 	embeddingBackwardKernel(acc, dv, local, ch)
 	for s, id := range touched {
-		narrow(bits[id*ch:(id+1)*ch], acc[s*ch:(s+1)*ch], dtable.DType)
+		tensor.NarrowHalf(bits[id*ch:(id+1)*ch], acc[s*ch:(s+1)*ch], dtable.DType)
 	}
 	return nil
 }

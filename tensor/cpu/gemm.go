@@ -116,13 +116,13 @@ func (bk *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	cv := make([]float32, extC)
 	bits := u16Of(a.C)[:extC]
 	if a.Beta != 0 {
-		widen(cv, bits, a.C.DType)
+		tensor.WidenHalf(cv, bits, a.C.DType)
 	}
 	gemmKernel(g, a.Alpha, av, bv, a.Beta, cv, bias)
 	for i := 0; i < g.Batch; i++ {
 		for r := 0; r < g.M; r++ {
 			o := i*g.StrideC + r*g.LDC
-			narrow(bits[o:o+g.N], cv[o:o+g.N], a.C.DType)
+			tensor.NarrowHalf(bits[o:o+g.N], cv[o:o+g.N], a.C.DType)
 		}
 	}
 	return nil
@@ -134,6 +134,6 @@ func loadPrefix(t *tensor.Tensor, n int) []float32 {
 		return f32Of(t)[:n]
 	}
 	v := make([]float32, n)
-	widen(v, u16Of(t)[:n], t.DType)
+	tensor.WidenHalf(v, u16Of(t)[:n], t.DType)
 	return v
 }

@@ -61,7 +61,7 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 		if dst.DType == tensor.F32 {
 			copy(f32Of(dst), s)
 		} else {
-			narrow(u16Of(dst), s, dst.DType)
+			tensor.NarrowHalf(u16Of(dst), s, dst.DType)
 		}
 	case []uint16:
 		c.that(dst.DType.IsHalf(), tensor.ErrDType, "[]uint16 bits upload into an F16 or BF16 tensor, not %v", dst.DType)
@@ -106,7 +106,7 @@ func (b *Backend) Download(dst any, src *tensor.Tensor) (err error) {
 		if src.DType == tensor.F32 {
 			copy(d, f32Of(src))
 		} else {
-			widen(d, u16Of(src), src.DType)
+			tensor.WidenHalf(d, u16Of(src), src.DType)
 		}
 	case []uint16:
 		c.that(src.DType.IsHalf(), tensor.ErrDType, "[]uint16 receives F16 or BF16 bits, not %v", src.DType)
@@ -208,11 +208,11 @@ func (b *Backend) Cast(dst, src *tensor.Tensor) (err error) {
 	case dst.DType == src.DType:
 		return b.Copy(dst, src)
 	case src.DType == tensor.F32:
-		narrow(u16Of(dst), f32Of(src), dst.DType)
+		tensor.NarrowHalf(u16Of(dst), f32Of(src), dst.DType)
 	case dst.DType == tensor.F32:
-		widen(f32Of(dst), u16Of(src), src.DType)
+		tensor.WidenHalf(f32Of(dst), u16Of(src), src.DType)
 	default:
-		narrow(u16Of(dst), load(src), dst.DType)
+		tensor.NarrowHalf(u16Of(dst), load(src), dst.DType)
 	}
 	return nil
 }
