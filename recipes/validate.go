@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
@@ -69,6 +70,7 @@ func (r *Recipe) validate(d *decoder) error {
 		addFieldErrors(r.LoRA.Validate(), "lora.", bad)
 	}
 	addFieldErrors(r.Training.Validate(), "training.", bad)
+	r.validateBestMetric(bad)
 	if len(d.problems) > 0 {
 		return errors.Join(d.problems...)
 	}
@@ -110,6 +112,35 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 	if dt.PadToMultipleOf < 0 {
 		bad("data.pad_to_multiple_of", "must be ≥ 0 (got %d)", dt.PadToMultipleOf)
 	}
+}
+
+// validateBestMetric checks training.metric_for_best_model against the metrics the evaluation reports
+// (trainer.BestModelMetricNames), so a typo is caught now rather than after the first evaluation. A model
+// built from model.config with num_labels 1 or problem_type regression reports only the loss; for a
+// checkpoint, whose head is read later, every name is allowed that some model reports.
+func (r *Recipe) validateBestMetric(bad func(key, format string, a ...any)) {
+	m := r.Training.MetricForBestModel
+	if m == "" {
+		return
+	}
+	classification, what := true, "the evaluation"
+	if c := r.Model.Config; c != nil && (c.NumLabels == 1 || c.ProblemType == "regression") {
+		classification, what = false, "the evaluation of a regression model (num_labels 1)"
+	}
+	names := trainer.BestModelMetricNames(classification)
+	name, prefixed := strings.CutPrefix(m, "eval_")
+	if slices.Contains(names, name) {
+		return
+	}
+	msg := fmt.Sprintf("%q is not a metric %s reports (%s, with or without the eval_ prefix)", m, what,
+		strings.Join(names, ", "))
+	if c := closest(name, names); c != "" {
+		if prefixed {
+			c = "eval_" + c
+		}
+		msg += fmt.Sprintf("; did you mean %q?", c)
+	}
+	bad("training.metric_for_best_model", "%s", msg)
 }
 
 // dataFiles lists the data paths with their keys, in a fixed order.
