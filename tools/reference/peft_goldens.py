@@ -62,10 +62,11 @@ import torch
 import transformers
 from peft import LoraConfig, PeftModel, TaskType, get_peft_model
 from safetensors.numpy import load_file, save_file
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertForSequenceClassification
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import detweights  # noqa: E402
+from bert_goldens import make_config, make_inputs  # noqa: E402
 
 SEED = 20261129  # detweights seed of the base model (Go: lora/golden_test.go goldenSeed)
 ADAPTER_SEED = 6  # detweights seed of the adapter values (Go: adapterSeed)
@@ -75,10 +76,8 @@ TOL = 1e-5
 
 
 def base_config():
-    return BertConfig(
-        vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, max_position_embeddings=64, num_labels=2,
-    )
+    """bert_goldens.py's tiny shape with a 128-token vocabulary and 2 labels, dropout off."""
+    return make_config(vocab=128, labels=2)
 
 
 def build_base(device):
@@ -109,19 +108,6 @@ def memory_candidates(key):
     head, _, leaf = key.rpartition(".")
     out.append(f"{head}.modules_to_save.default.{leaf}")
     return out
-
-
-def make_inputs(rng, vocab=128, lengths=(12, 7, 9), t=12):
-    """ids uniform in [1, vocab) for real tokens, pad id 0 after; token type 1 on the second half of each row."""
-    b = len(lengths)
-    ids = np.zeros((b, t), np.int64)
-    types = np.zeros((b, t), np.int64)
-    mask = np.zeros((b, t), np.int64)
-    for i, n in enumerate(lengths):
-        ids[i, :n] = rng.integers(1, vocab, size=n)
-        mask[i, :n] = 1
-        types[i, n // 2:n] = 1
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": mask}
 
 
 def feed(inputs, device):
@@ -169,7 +155,7 @@ def write(out_dir, device):
         print("   ", k)
 
     rng = np.random.default_rng(2026)
-    inputs = make_inputs(rng)
+    inputs = make_inputs(128, (12, 7, 9), 12, rng)
     labels = np.array([1, 0, 1], np.int64)
     out = {f"inputs/{k}": v for k, v in inputs.items()}
     out["inputs/labels"] = labels
