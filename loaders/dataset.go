@@ -390,7 +390,9 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 	return d, nil
 }
 
-// labelMapping returns the label-to-id function and the id-to-name table.
+// labelMapping returns the label-to-id function and the id-to-name table. With label2id (a model's mapping), a
+// label maps through it, an integer in [0, len(label2id)) is taken as a class id, and anything else is an error
+// that lists the known labels.
 func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(string) (int64, error), []string, error) {
 	if len(label2id) > 0 {
 		names := make([]string, len(label2id))
@@ -407,7 +409,8 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 			if id, err := strconv.Atoi(s); err == nil && id >= 0 && id < len(label2id) {
 				return int64(id), nil
 			}
-			return 0, fmt.Errorf("unknown label %q: not in label2id %v and not an id in [0, %d)", s, label2id, len(label2id))
+			return 0, fmt.Errorf("unknown label %q: the known labels are %s (label2id; an integer class id in [0, %d) is accepted too)",
+				s, quoteAll(names), len(names))
 		}, names, nil
 	}
 	numeric := true
@@ -445,4 +448,13 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 		ids[s] = int64(i)
 	}
 	return func(s string) (int64, error) { return ids[s], nil }, names, nil
+}
+
+// quoteAll returns names quoted and comma-separated: "neg", "pos".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
 }

@@ -115,7 +115,7 @@ func TestLoadDatasetErrors(t *testing.T) {
 		want    string // the error must contain path + this
 	}{
 		{"wrong column count", "a.tsv", "sentence\tlabel\nx\t1\ny\n", DatasetOptions{}, ":3: 1 columns, expected 2"},
-		{"unknown label with label2id", "a.tsv", "sentence\tlabel\nx\tmaybe\n", DatasetOptions{Label2ID: map[string]int{"no": 0, "yes": 1}}, `:2: unknown label "maybe"`},
+		{"unknown label with label2id", "a.tsv", "sentence\tlabel\nx\tmaybe\n", DatasetOptions{Label2ID: map[string]int{"no": 0, "yes": 1}}, `:2: unknown label "maybe": the known labels are "no", "yes"`},
 		{"bad regression number", "a.tsv", "sentence\tlabel\nx\t1.5\ny\tabc\n", DatasetOptions{Regression: true}, `:3: regression target "abc"`},
 		{"missing column in header", "a.tsv", "sentence\tscore\nx\t1\n", DatasetOptions{}, `:1: no label column "label"`},
 		{"named column without a header", "a.tsv", "x\t1\n", DatasetOptions{TextColumn: "sentence", Header: HeaderAbsent}, `needs a header row`},

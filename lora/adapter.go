@@ -11,6 +11,7 @@ import (
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // AdapterWeightsName is the file PEFT's save_pretrained writes the adapter's tensors to.
@@ -54,8 +55,11 @@ func memoryName(key string) (string, bool) {
 //	the trained biases: with bias "all" every bias, with "lora_only" <module>.base_layer.bias per adapted module
 //
 // (PEFT 0.21 looks for lora_only biases under <module>.bias, which a wrapped layer does not have, and so saves
-// none; tune saves them under the name PEFT's loader puts them back from.) dir is created if needed; each file
-// is written to a temporary file and renamed into place. The trainer calls Save for its checkpoints.
+// none; tune saves them under the name PEFT's loader puts them back from.) When the base model can write its
+// config alone (SaveConfig, as *transformer.BertForSequenceClassification does), dir also gets config.json: the
+// base config with the run's label names (id2label/label2id) and num_labels, which SavedLabels reads back and
+// transformers' AutoConfig.from_pretrained(dir) reads; PEFT's loaders ignore it. dir is created if needed; each
+// file is written to a temporary file and renamed into place. The trainer calls Save for its checkpoints.
 func (m *Model) Save(dir string) error {
 	if err := m.usable(); err != nil {
 		return err
@@ -81,8 +85,20 @@ func (m *Model) Save(dir string) error {
 	if err := loaders.WriteSafetensors(filepath.Join(dir, AdapterWeightsName), hosts, nil); err != nil {
 		return fmt.Errorf("lora: save: %w", err)
 	}
+	if cs, ok := m.Base.(configSaver); ok {
+		if err := cs.SaveConfig(dir); err != nil {
+			return fmt.Errorf("lora: save: the base config: %w", err)
+		}
+	}
 	return WriteAdapterConfig(dir, m.config, m.BaseModelNameOrPath)
 }
+
+// configSaver is implemented by a Base that can write its config.json alone.
+type configSaver interface {
+	SaveConfig(dir string) error
+}
+
+var _ configSaver = (*transformer.BertForSequenceClassification)(nil)
 
 // Load reads back into the adapter the weights Save (or PEFT) wrote in dir (trainer.Loader, used to resume
 // and for load_best_model_at_end). dir's adapter_config.json must describe the same adapter: r, lora_alpha,
@@ -250,6 +266,25 @@ func (m *Model) loadWeights(dir string) (err error) {
 	}
 	m.WeightsUpdated()
 	return nil
+}
+
+// SavedLabels returns the label names (id2label, in id order) of the config.json that Save writes beside the
+// adapter, or nil when dir has no config.json (an adapter PEFT wrote). Load the base model with these labels
+// before LoadAdapter (transformer.LoadOptions.Labels), so that predictions and evaluation use the names the run
+// trained with.
+func SavedLabels(dir string) ([]string, error) {
+	if _, err := os.Stat(filepath.Join(dir, loaders.ConfigName)); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	c, err := loaders.ReadBertConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("lora: the config saved with the adapter: %w", err)
+	}
+	names := make([]string, c.NumLabels())
+	for i := range names {
+		names[i] = c.ID2Label[i]
+	}
+	return names, nil
 }
 
 // SavedNumLabels returns num_labels of the classification head the adapter in dir saved (the row count of

@@ -24,5 +24,7 @@
 // Merging adds scaling·B·A to W (and unmerging subtracts it), which gives a plain checkpoint.
 //
 // An adapter is saved as PEFT saves it: adapter_config.json (WriteAdapterConfig, ReadAdapterConfig) beside
-// adapter_model.safetensors with PEFT's tensor names (FACTS §6.3).
+// adapter_model.safetensors with PEFT's tensor names (FACTS §6.3). Save also writes the base model's
+// config.json with the run's label names (id2label/label2id): PEFT ignores it, AutoConfig.from_pretrained reads
+// it, and SavedLabels gives the names to load the base with before LoadAdapter.
 package lora

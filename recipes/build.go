@@ -31,6 +31,8 @@ type Run struct {
 	// Notices are messages for the user about the model (freshly initialised head weights, unexpected tensors).
 	Notices []string
 	Trainer *trainer.Trainer
+
+	fixedLabels bool // the model is trained: data labels map through its id2label (OpenModel)
 }
 
 // TextDataset adapts a loaders.Dataset and its Collator to trainer.Dataset: Batch collates (tokenize,
@@ -118,6 +120,9 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	var labels map[string]int // eval and test reuse the training set's label ids
 	if run.Train != nil && run.Train.LabelNames != nil {
 		labels = labelIDs(run.Train.LabelNames)
+		if err := run.nameLabels(run.Train.LabelNames); err != nil {
+			return nil, fmt.Errorf("recipes: data.train: %w", err)
+		}
 	}
 	if run.Eval, err = run.LoadDataset("data.eval", r.Data.Eval, r.Data, labels); err != nil {
 		return nil, err
@@ -138,12 +143,46 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	return run, nil
 }
 
+// nameLabels gives the model the training file's label names when they are strings (neg, pos) and the model
+// has transformers' placeholders (LABEL_0, ...), as run_glue sets config.id2label/label2id from the data: the
+// saved config.json then carries them, and evaluation and prediction map labels through them. Integer labels
+// (0..n-1) and a model whose labels are already named are left as they are.
+func (run *Run) nameLabels(names []string) error {
+	cfg := &run.Base.Config
+	if !isDefaultLabels(cfg.ID2Label) || isIDLabels(names) || len(names) > cfg.NumLabels() {
+		return nil
+	}
+	id2label := transformer.DefaultLabels(cfg.NumLabels())
+	copy(id2label, names)
+	seen := make(map[string]int, len(id2label))
+	for i, n := range id2label {
+		if j, ok := seen[n]; ok {
+			return fmt.Errorf("the label %q would name classes %d and %d (num_labels %d, labels in the data %q); rename the label",
+				n, j, i, cfg.NumLabels(), names)
+		}
+		seen[n] = i
+	}
+	cfg.ID2Label = id2label
+	return nil
+}
+
+// isIDLabels reports whether names are the class ids themselves: "0", "1", ...
+func isIDLabels(names []string) bool {
+	for i, n := range names {
+		if n != strconv.Itoa(i) {
+			return false
+		}
+	}
+	return true
+}
+
 // OpenModel loads a saved model for evaluation or prediction: dir holds config.json and model.safetensors (what
 // tune finetune writes into output_dir after full fine-tuning, or any Hugging Face
 // BertForSequenceClassification checkpoint); adapterDir, when set, is a PEFT LoRA adapter (adapter_config.json
-// and adapter_model.safetensors, what a LoRA run writes into output_dir) loaded on top of it. The tokenizer is
-// read from the first of tokenizerPath, adapterDir and dir that holds one. The Run has no recipe, datasets or
-// Trainer.
+// and adapter_model.safetensors, what a LoRA run writes into output_dir) loaded on top of it, with the label
+// names and num_labels saved beside it (lora.SavedLabels, lora.SavedNumLabels). The tokenizer is read from the
+// first of tokenizerPath, adapterDir and dir that holds one. The model's labels are final: LoadDataset maps a
+// file's labels through its id2label/label2id. The Run has no recipe, datasets or Trainer.
 func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, error) {
 	if tokenizerPath == "" {
 		tokenizerPath = dir
@@ -155,11 +194,22 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	if err != nil {
 		return nil, fmt.Errorf("recipes: the model's tokenizer: %w", err)
 	}
-	m, report, err := transformer.LoadPretrained(dir, b, transformer.LoadOptions{})
+	var opts transformer.LoadOptions
+	if adapterDir != "" {
+		if opts.Labels, err = lora.SavedLabels(adapterDir); err != nil {
+			return nil, fmt.Errorf("recipes: %w", err)
+		}
+		if opts.Labels == nil {
+			if opts.NumLabels, err = lora.SavedNumLabels(adapterDir); err != nil {
+				return nil, fmt.Errorf("recipes: %w", err)
+			}
+		}
+	}
+	m, report, err := transformer.LoadPretrained(dir, b, opts)
 	if err != nil {
 		return nil, fmt.Errorf("recipes: %w", err)
 	}
-	run := &Run{Backend: b, Tokenizer: tok, Base: m, Model: m}
+	run := &Run{Backend: b, Tokenizer: tok, Base: m, Model: m, fixedLabels: true}
 	run.addNotices(report, dir)
 	if adapterDir != "" {
 		lm, err := lora.LoadAdapter(m, adapterDir)
@@ -189,10 +239,12 @@ func hasTokenizer(dir string) bool {
 }
 
 // LoadDataset reads the data file path (key names it in errors; "" gives nil) with the run's tokenizer, the
-// columns, format and max_length of d, and the model's labels: a model with named labels maps the file's labels
-// through its label2id; with transformers' placeholder names (LABEL_0, ...) the ids come from labels when
-// non-nil, else from the file (integers as they are, strings sorted), as HF's run_glue does. A file with more
-// classes than the model's num_labels is an error. A regression model (num_labels 1) reads float targets.
+// columns, format and max_length of d, and the model's labels: a model with named labels, and any model OpenModel
+// loaded (a trained one), maps the file's labels through its label2id, an integer being taken as a class id
+// and any other label an error naming file:line and the known labels; a model being built for training with
+// transformers' placeholder names (LABEL_0, ...) takes the ids from labels when non-nil, else from the file
+// (integers as they are, strings sorted), as HF's run_glue does. A file with more classes than the model's
+// num_labels is an error. A regression model (num_labels 1) reads float targets.
 func (run *Run) LoadDataset(key, path string, d Data, labels map[string]int) (*TextDataset, error) {
 	return run.loadDataset(key, path, d, labels, false)
 }
@@ -212,7 +264,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		LabelColumn: d.LabelColumn, Regression: regression && !unlabelled, Unlabelled: unlabelled}
 	if !regression && !unlabelled {
 		opts.Label2ID = labels
-		if !isDefaultLabels(cfg.ID2Label) {
+		if run.fixedLabels || !isDefaultLabels(cfg.ID2Label) {
 			opts.Label2ID = labelIDs(cfg.ID2Label)
 		}
 	}

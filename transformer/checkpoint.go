@@ -37,6 +37,14 @@ func (m *BertForSequenceClassification) Save(dir string) (err error) {
 	if err := loaders.WriteSafetensors(filepath.Join(dir, loaders.SafetensorsWeightsName), hosts, nil); err != nil {
 		return fmt.Errorf("transformer: save: %w", err)
 	}
+	return m.SaveConfig(dir)
+}
+
+// SaveConfig writes dir/config.json alone, as transformers' PretrainedConfig.save_pretrained does: the config
+// the model was loaded from (its unknown keys kept) updated with Config, id2label/label2id and num_labels
+// included. Save calls it; a LoRA adapter directory holds it too (lora.Model.Save), so that the label names a
+// run trained with travel with the adapter. dir must exist.
+func (m *BertForSequenceClassification) SaveConfig(dir string) error {
 	hf, err := m.Config.ToHF(m.hfBase)
 	if err != nil {
 		return err

@@ -44,7 +44,9 @@ The model is --model DIR (a directory with config.json, model.safetensors and th
 writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
 --adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
 the full model, or the LoRA adapter there on top of the recipe's model.path). The data is --data FILE, or else the recipe's data.test, or
-else its data.eval; the recipe also gives the columns, the format and max_length.
+else its data.eval; the recipe also gives the columns, the format and max_length. The file's labels are mapped
+through the model's id2label/label2id (what training saved in config.json; an integer label is a class id), so
+any file is scored against the classes the model was trained on; a label the model does not know is an error.
 
 --fp16 / --bf16 evaluate with the whole model in half precision, as transformers' fp16_full_eval and
 bf16_full_eval do; without them the recipe's training precision (autocast) is used.`,

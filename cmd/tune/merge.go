@@ -40,7 +40,8 @@ model.safetensors with transformers' tensor names, and the tokenizer files (from
 has them, else from the model directory), which transformers' from_pretrained and tune load with no missing or
 unexpected tensor.
 
-The number of labels comes from the adapter's classifier when it saved one. The merge runs on the CPU in FP32
+The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their number from
+the adapter's classifier when it saved one. The merge runs on the CPU in FP32
 (one small matrix product per adapted module). merge never overwrites: --output must not exist or be an empty
 directory; the checkpoint is written into a temporary directory beside it and renamed into place, so a failed
 merge leaves nothing behind.`,
@@ -91,12 +92,16 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if !isFile(filepath.Join(o.Adapter, lora.AdapterConfigName)) {
 		return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", o.Adapter, lora.AdapterConfigName)
 	}
-	labels, err := lora.SavedNumLabels(o.Adapter)
+	var opts transformer.LoadOptions // the adapter's labels: its config.json's names, else its head's size
+	var err error
+	if opts.Labels, err = lora.SavedLabels(o.Adapter); err == nil && opts.Labels == nil {
+		opts.NumLabels, err = lora.SavedNumLabels(o.Adapter)
+	}
 	if err != nil {
 		return fmt.Errorf("merge: --adapter: %w", err)
 	}
 	bk := cpu.New()
-	base, report, err := transformer.LoadPretrained(o.Model, bk, transformer.LoadOptions{NumLabels: labels})
+	base, report, err := transformer.LoadPretrained(o.Model, bk, opts)
 	if err != nil {
 		return fmt.Errorf("merge: --model: %w", err)
 	}

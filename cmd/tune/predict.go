@@ -53,7 +53,8 @@ are ignored) and writes one JSON object per input, in input order:
 
   {"line": 2, "text": "a gripping film", "label": "LABEL_1", "label_id": 1, "logits": [-1.92, 2.05]}
 
-label is the model's id2label name of the argmax; for a regression model (num_labels 1) it is the predicted
+label is the model's id2label name of the argmax (the training file's label names when they were strings, as
+transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model (num_labels 1) it is the predicted
 value. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes
 into training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA
 adapter (what a LoRA run writes into training.output_dir) on top of it.
