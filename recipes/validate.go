@@ -191,8 +191,9 @@ func addFieldErrors(err error, prefix string, bad func(key, format string, a ...
 }
 
 // CheckFiles checks that the recipe's inputs exist: the model directory and its config.json, the tokenizer
-// (a directory holding tokenizer.json or vocab.txt, or such a file) and the data files; and, for a model built
-// from model.config, that vocab_size covers the tokenizer's vocabulary. It returns every problem at once.
+// (a directory holding tokenizer.json or vocab.txt, or such a file) and the data files; for a model built
+// from model.config, that vocab_size covers the tokenizer's vocabulary; and that training.output_dir can be
+// a directory (it is not a file, nor below one). It returns every problem at once.
 func (r *Recipe) CheckFiles() error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
@@ -220,6 +221,9 @@ func (r *Recipe) CheckFiles() error {
 			bad(f.key, "%s is a directory; name a data file", f.path)
 		}
 	}
+	if f := fileInPath(r.Training.OutputDir); f != "" {
+		bad("training.output_dir", "%s is a file, not a directory; set training.output_dir to a directory (tune does not replace files)", f)
+	}
 	if c := r.Model.Config; c != nil && tok != "" {
 		if n, err := vocabSize(tok); err != nil {
 			bad("tokenizer.path", "%v", err)
@@ -228,6 +232,28 @@ func (r *Recipe) CheckFiles() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// fileInPath returns p or the nearest existing directory above it when that is not a directory (so p cannot be
+// created as one), else "".
+func fileInPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	for p = filepath.Clean(p); ; {
+		st, err := os.Stat(p)
+		if err == nil {
+			if st.IsDir() {
+				return ""
+			}
+			return p
+		}
+		up := filepath.Dir(p)
+		if up == p {
+			return ""
+		}
+		p = up
+	}
 }
 
 // tokenizerFile returns the tokenizer file at p: p itself, or p/tokenizer.json, else p/vocab.txt.

@@ -1,6 +1,9 @@
 package recipes
 
 import (
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -45,5 +48,42 @@ func TestMetricForBestModel(t *testing.T) {
 				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
 			}
 		})
+	}
+}
+
+// TestCheckFilesOutputDir: an output_dir that is an existing file, or lies below one, is reported by CheckFiles
+// (so tune validate and tune finetune refuse it before loading anything) and the file is left alone.
+func TestCheckFilesOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "precious.txt")
+	if err := os.WriteFile(file, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, outputDir, want string
+	}{
+		{"a file", file, "training.output_dir: " + file + " is a file, not a directory"},
+		{"a directory below a file", filepath.Join(file, "run"), "training.output_dir: " + file + " is a file, not a directory"},
+		{"a new directory", filepath.Join(dir, "new", "run"), ""},
+		{"an existing directory", dir, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := Default()
+			r.Source = "r.yaml"
+			r.Training.OutputDir = c.outputDir
+			err := r.CheckFiles()
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep me\n" {
+		t.Errorf("the file was changed: %q", b)
 	}
 }

@@ -59,6 +59,8 @@ func TestValidate(t *testing.T) {
 			exitUsage, "", "override training.learning_rate=.inf: training.learning_rate: must be a finite number", true},
 		{"a missing data file is exit 2", []string{"validate", "FILE", "data.train=/nonexistent/x.tsv"}, "",
 			exitUsage, "", "data.train: stat /nonexistent/x.tsv", true},
+		{"an output_dir that is a file is exit 2, before anything is loaded", []string{"validate", "FILE", "training.output_dir=FILE"}, "",
+			exitUsage, "", "r.yaml is a file, not a directory", true},
 		{"--no-files skips the file check", []string{"validate", "--no-files", "FILE", "data.train=/nonexistent/x.tsv"}, "",
 			exitOK, "train: /nonexistent/x.tsv", "", true},
 		{"an unknown embedded name suggests the closest", []string{"validate", "tinyy"}, "",
