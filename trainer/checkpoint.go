@@ -110,11 +110,11 @@ func removeStaleTemps(dir string) {
 	}
 }
 
-// writeJSON writes v as indented JSON to path atomically.
+// writeJSON writes v as indented JSON (two spaces, a final newline) to path atomically; an error names path.
 func writeJSON(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("trainer: %s: %w", path, err)
 	}
 	return writeFileAtomic(path, append(data, '\n'))
 }

@@ -97,13 +97,7 @@ type TrainerState struct {
 }
 
 // Save writes s as indented JSON to path (through a temporary file and a rename).
-func (s *TrainerState) Save(path string) error {
-	data, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return fmt.Errorf("trainer: %s: %w", path, err)
-	}
-	return writeFileAtomic(path, append(data, '\n'))
-}
+func (s *TrainerState) Save(path string) error { return writeJSON(path, s) }
 
 // LoadTrainerState reads a trainer_state.json.
 func LoadTrainerState(path string) (*TrainerState, error) {
