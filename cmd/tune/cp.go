@@ -19,7 +19,7 @@ func init() { register(newCpCmd) }
 // cpOptions holds `tune cp`'s flags and arguments.
 type cpOptions struct {
 	Name  string // an embedded recipe's name
-	Dest  string // a file, or an existing directory to copy into as NAME.yaml
+	Dest  string // a file, or a directory (existing, or ending in "/") to copy into as NAME.yaml
 	Force bool   // --force: overwrite existing files
 }
 
@@ -28,10 +28,10 @@ func newCpCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cp NAME DEST",
 		Short: "Copy an embedded recipe to a file to edit",
-		Long: `cp writes the embedded recipe NAME (see tune ls) to DEST, a file name or an existing directory (the copy
-is then DEST/NAME.yaml), so you can edit it and run it with tune finetune DEST. When the recipe reads data
-embedded in tune (the tiny recipe does), that data is copied beside it too, keeping the relative paths
-working.
+		Long: `cp writes the embedded recipe NAME (see tune ls) to DEST, a file name or a directory: an existing one, or
+one ending in "/", which is created (the copy is then DEST/NAME.yaml), so you can edit it and run it with
+tune finetune. When the recipe reads data embedded in tune (the tiny recipe does), that data is copied
+beside it too, keeping the relative paths working.
 
 cp never overwrites a file that differs from what it would write, unless --force is given; it checks every
 destination before writing any. Each file is written to a temporary name and renamed into place.`,
@@ -66,7 +66,7 @@ func (o *cpOptions) run(w io.Writer) error {
 		return usageError{err}
 	}
 	dest := o.Dest
-	if st, err := os.Stat(dest); err == nil && st.IsDir() {
+	if intoDir(dest) {
 		dest = filepath.Join(dest, name+".yaml")
 	}
 	files := []cpFile{{dest, text}}
@@ -105,6 +105,16 @@ func (o *cpOptions) run(w io.Writer) error {
 		fmt.Fprintf(w, "%s is already a copy of %s\n", dest, name)
 	}
 	return nil
+}
+
+// intoDir reports whether cp's DEST names a directory to copy into: one ending in a path separator (created
+// when missing) or an existing directory.
+func intoDir(dest string) bool {
+	if strings.HasSuffix(dest, "/") || strings.HasSuffix(dest, string(filepath.Separator)) {
+		return true
+	}
+	st, err := os.Stat(dest)
+	return err == nil && st.IsDir()
 }
 
 // writeAtomic writes data to path (mode 0644) through a temporary file in the same directory and a rename

@@ -65,3 +65,46 @@ func TestCp(t *testing.T) {
 		}
 	}
 }
+
+// TestCpIntoDirectory: a DEST ending in a slash, or naming an existing directory, means "into that directory":
+// it is created when missing and the copy is DEST/NAME.yaml, with the embedded data beside it.
+func TestCpIntoDirectory(t *testing.T) {
+	testutil.IsolateCache(t)
+	for _, c := range []struct {
+		name, recipe, dest string
+		mkdir              bool
+		want               []string // files under the directory
+	}{
+		{"a new directory named with a trailing slash", "bert", "experiments/", false, []string{"bert.yaml"}},
+		{"a new nested directory with its data", "tiny", "a/b/", false, []string{"tiny.yaml", "data/tiny/train.tsv", "data/tiny/vocab.txt"}},
+		{"an existing directory without a slash", "tiny", "exp", true, []string{"tiny.yaml", "data/tiny/dev.tsv"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			dest := filepath.Join(root, filepath.FromSlash(c.dest))
+			if strings.HasSuffix(c.dest, "/") {
+				dest += string(filepath.Separator)
+			}
+			if c.mkdir {
+				if err := os.Mkdir(dest, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, out, errOut := runTune(t, "cp", c.recipe, dest)
+			if code != exitOK {
+				t.Fatalf("tune cp %s %s: exit %d\n%s%s", c.recipe, dest, code, out, errOut)
+			}
+			for _, f := range c.want {
+				if _, err := os.Stat(filepath.Join(dest, filepath.FromSlash(f))); err != nil {
+					t.Errorf("%s: %v (output %s)", f, err, out)
+				}
+			}
+			if ents, _ := filepath.Glob(filepath.Join(dest, ".*")); len(ents) > 0 {
+				t.Errorf("temporary files left: %v", ents)
+			}
+			if code, _, errOut := runTune(t, "validate", "--no-files", filepath.Join(dest, c.recipe+".yaml")); code != exitOK {
+				t.Errorf("the copy does not validate: %s", errOut)
+			}
+		})
+	}
+}
