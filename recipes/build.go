@@ -104,6 +104,9 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if err := run.buildModel(); err != nil {
 		return nil, err
 	}
+	if err := checkVocab(run.Tokenizer, r.Tokenizer.Path, run.Base, modelSource(r)); err != nil {
+		return nil, fmt.Errorf("recipes: tokenizer.path: %w", err)
+	}
 	run.Model = run.Base
 	if r.LoRA != nil {
 		lm, err := lora.Apply(run.Base, *r.LoRA, seed(r))
@@ -209,6 +212,13 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	if err != nil {
 		return nil, fmt.Errorf("recipes: %w", err)
 	}
+	if err := checkVocab(tok, tokenizerPath, m, "the model in "+dir); err != nil {
+		hint := "pass --tokenizer with the model's own tokenizer"
+		if adapterDir != "" {
+			hint += ", or --model the base model the adapter was trained on"
+		}
+		return nil, fmt.Errorf("recipes: %w; %s", err, hint)
+	}
 	run := &Run{Backend: b, Tokenizer: tok, Base: m, Model: m, fixedLabels: true}
 	run.addNotices(report, dir)
 	if adapterDir != "" {
@@ -220,6 +230,24 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 		run.Model = lm
 	}
 	return run, nil
+}
+
+// checkVocab reports a tokenizer whose ids do not all fit the model's embedding table (vocab_size rows): the
+// tokenizer belongs to another model, and the first batch would fail deep in the embedding lookup.
+func checkVocab(tok *loaders.Tokenizer, tokPath string, m *transformer.BertForSequenceClassification, model string) error {
+	if n, v := tok.VocabSize(), m.Config.VocabSize; n > v {
+		return fmt.Errorf("the tokenizer %s has %d tokens but %s has vocab_size %d: they do not belong together (token ids ≥ %d have no embedding)",
+			tokPath, n, model, v, v)
+	}
+	return nil
+}
+
+// modelSource names where a recipe's model comes from, for messages.
+func modelSource(r *Recipe) string {
+	if r.Model.Path != "" {
+		return "the model in " + r.Model.Path + " (model.path)"
+	}
+	return "model.config"
 }
 
 // HasAdapter reports whether dir holds a PEFT adapter (adapter_config.json).

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -205,6 +206,50 @@ func TestIntegerLabels(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("label ids %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestTokenizerMustFitTheModel checks that OpenModel (eval, predict) and Build refuse a tokenizer with more
+// tokens than the model's vocab_size, naming both, instead of failing in the embedding lookup.
+func TestTokenizerMustFitTheModel(t *testing.T) {
+	dir := t.TempDir()
+	writeTSV(t, dir, "train.tsv", "1", "0")
+	r := labelRecipe(t, dir, "")
+	model := trainLabelRecipe(t, r)
+	big := filepath.Join(dir, "big")
+	if err := os.MkdirAll(big, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	vocab := "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"
+	for i := range 300 {
+		vocab += "w" + strconv.Itoa(i) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(big, "vocab.txt"), []byte(vocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		open func() error
+		want []string
+	}{
+		{"OpenModel", func() error { _, err := OpenModel(model, "", big, cpu.New()); return err },
+			[]string{big, "305 tokens", "the model in " + model, "vocab_size 256", "--tokenizer"}},
+		{"Build", func() error {
+			r := labelRecipe(t, dir, "")
+			r.Tokenizer.Path = big
+			_, err := Build(r, cpu.New(), trainer.WithOutput(nil))
+			return err
+		}, []string{"tokenizer.path", "305 tokens", "model.config has vocab_size 256"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.open()
+			for _, w := range tt.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v; want it to contain %q", err, w)
+				}
 			}
 		})
 	}
