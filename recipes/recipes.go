@@ -64,6 +64,10 @@ type Recipe struct {
 	Source string `yaml:"-"`
 	// Warnings are the adjustments made while loading (lora.Config.Normalize), for the command to print.
 	Warnings []string `yaml:"-"`
+
+	// outside maps the input keys of an embedded recipe whose paths, as the recipe writes them, lie outside
+	// what tune embeds (../checkpoints/bert-base-uncased) to those paths; overrides are not in it.
+	outside map[string]string
 }
 
 // Model says which model to train: exactly one of Path and Config is set.
@@ -106,6 +110,10 @@ type Data struct {
 type Info struct {
 	Name        string // "bert" for bert.yaml
 	Description string // the first comment line, without the "# name: " prefix
+	// Needs lists the input keys (model.path, tokenizer.path, data.train, data.eval, data.test, in that order)
+	// whose files the recipe names outside what tune embeds, so a run must supply them as overrides; empty
+	// means the recipe runs from any directory.
+	Needs []string
 }
 
 // sectionDefaults gives the value an optional section starts from when the recipe has it: PEFT's LoraConfig
@@ -138,7 +146,11 @@ func List() []Info {
 	for _, n := range names {
 		data, _ := embedded.ReadFile(n)
 		name := strings.TrimSuffix(n, ".yaml")
-		out = append(out, Info{Name: name, Description: describe(data, name)})
+		info := Info{Name: name, Description: describe(data, name)}
+		if r, err := Decode(data, "embedded:"+name, ".", nil); err == nil {
+			info.Needs = r.outsideKeys()
+		}
+		out = append(out, info)
 	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -258,18 +270,52 @@ func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error
 // resolvePaths joins dir to the relative input paths the recipe file wrote; paths from overrides stay relative
 // to the working directory. Output paths (training.output_dir, resume_from_checkpoint) always are relative to
 // the working directory, as in transformers.
+// An embedded recipe's paths that leave the embedded tree are recorded in r.outside.
 func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
-	for key, p := range map[string]*string{
-		"model.path": &r.Model.Path, "tokenizer.path": &r.Tokenizer.Path,
-		"data.train": &r.Data.Train, "data.eval": &r.Data.Eval, "data.test": &r.Data.Test,
-	} {
-		if *p != "" && !filepath.IsAbs(*p) && !fromArgs[key] {
+	embedded := strings.HasPrefix(r.Source, "embedded:")
+	for _, in := range r.inputs() {
+		p := in.path
+		if *p == "" || fromArgs[in.key] {
+			continue
+		}
+		if clean := path.Clean(filepath.ToSlash(*p)); embedded && (filepath.IsAbs(*p) || clean == ".." || strings.HasPrefix(clean, "../")) {
+			if r.outside == nil {
+				r.outside = map[string]string{}
+			}
+			r.outside[in.key] = *p
+		}
+		if !filepath.IsAbs(*p) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
 	if r.Tokenizer.Path == "" {
 		r.Tokenizer.Path = r.Model.Path
 	}
+}
+
+// inputs lists the recipe's input path fields with their keys, in a fixed order.
+func (r *Recipe) inputs() []struct {
+	key  string
+	path *string
+} {
+	return []struct {
+		key  string
+		path *string
+	}{
+		{"model.path", &r.Model.Path}, {"tokenizer.path", &r.Tokenizer.Path},
+		{"data.train", &r.Data.Train}, {"data.eval", &r.Data.Eval}, {"data.test", &r.Data.Test},
+	}
+}
+
+// outsideKeys returns the keys of r.outside in the order of inputs.
+func (r *Recipe) outsideKeys() []string {
+	var keys []string
+	for _, in := range r.inputs() {
+		if _, ok := r.outside[in.key]; ok {
+			keys = append(keys, in.key)
+		}
+	}
+	return keys
 }
 
 // Marshal returns the resolved recipe as YAML (what `tune validate` prints).

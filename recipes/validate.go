@@ -193,22 +193,37 @@ func addFieldErrors(err error, prefix string, bad func(key, format string, a ...
 // CheckFiles checks that the recipe's inputs exist: the model directory and its config.json, the tokenizer
 // (a directory holding tokenizer.json or vocab.txt, or such a file) and the data files; for a model built
 // from model.config, that vocab_size covers the tokenizer's vocabulary; and that training.output_dir can be
-// a directory (it is not a file, nor below one). It returns every problem at once.
+// a directory (it is not a file, nor below one). It returns every problem at once. An input of an embedded
+// recipe that lies outside what tune embeds (bert's checkpoint and SST-2 files) is reported as the recipe
+// writes it, with the key=value overrides that supply it.
 func (r *Recipe) CheckFiles() error {
 	var errs []error
 	bad := func(key, format string, a ...any) {
 		errs = append(errs, &Problem{Pos: r.Source, Key: key, Msg: key + ": " + fmt.Sprintf(format, a...)})
 	}
+	name := strings.TrimPrefix(r.Source, "embedded:")
+	var missing []string // keys of r.outside whose files are not there
+	fail := func(key, format string, a ...any) {
+		if written, ok := r.outside[key]; ok {
+			missing = append(missing, key)
+			bad(key, "the embedded recipe %s names %s, a path relative to the recipes/ directory of tune's source "+
+				"tree, not found from here; give it as an override: %s=%s", name, written, key, overridePlaceholder(key))
+			return
+		}
+		bad(key, format, a...)
+	}
+	modelBad := false
 	if r.Model.Path != "" {
 		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
-			bad("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
+			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
+			modelBad = true
 		}
 	}
 	tok := ""
-	if r.Tokenizer.Path != "" {
+	if r.Tokenizer.Path != "" && !(modelBad && r.Tokenizer.Path == r.Model.Path) {
 		var err error
 		if tok, err = tokenizerFile(r.Tokenizer.Path); err != nil {
-			bad("tokenizer.path", "%v", err)
+			fail("tokenizer.path", "%v", err)
 		}
 	}
 	for _, f := range r.dataFiles() {
@@ -216,10 +231,23 @@ func (r *Recipe) CheckFiles() error {
 			continue
 		}
 		if st, err := os.Stat(f.path); err != nil {
-			bad(f.key, "%v", err)
+			fail(f.key, "%v", err)
 		} else if st.IsDir() {
 			bad(f.key, "%s is a directory; name a data file", f.path)
 		}
+	}
+	if len(missing) > 0 {
+		kv := make([]string, len(missing))
+		for i, k := range missing {
+			kv[i] = k + "=" + overridePlaceholder(k)
+		}
+		hint := ""
+		if slices.Contains(missing, "model.path") && r.Tokenizer.Path == r.Model.Path {
+			hint = " (and tokenizer.path=DIR if the checkpoint directory holds no tokenizer.json or vocab.txt)"
+		}
+		errs = append(errs, &Problem{Pos: r.Source, Msg: fmt.Sprintf("the embedded recipe %s needs files that tune "+
+			"does not embed: run it with %s%s, or copy it (tune cp %s my-%s.yaml) and edit its paths",
+			name, strings.Join(kv, " "), hint, name, name)})
 	}
 	if f := fileInPath(r.Training.OutputDir); f != "" {
 		bad("training.output_dir", "%s is a file, not a directory; set training.output_dir to a directory (tune does not replace files)", f)
@@ -232,6 +260,14 @@ func (r *Recipe) CheckFiles() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// overridePlaceholder is what a message shows as the value of an input key's override: DIR or FILE.
+func overridePlaceholder(key string) string {
+	if strings.HasPrefix(key, "data.") {
+		return "FILE"
+	}
+	return "DIR"
 }
 
 // fileInPath returns p or the nearest existing directory above it when that is not a directory (so p cannot be
