@@ -51,7 +51,7 @@ func LoadTokenizer(path string) (tok *Tokenizer, err error) {
 			}
 		}
 		if file == "" {
-			return nil, fmt.Errorf("loaders: %s holds neither tokenizer.json nor vocab.txt; point --tokenizer at a Hugging Face model or tokenizer directory", path)
+			return nil, fmt.Errorf("loaders: %s holds neither tokenizer.json nor vocab.txt; name a Hugging Face model or tokenizer directory, or the file itself", path)
 		}
 	}
 	cfg, err := readTokenizerConfig(filepath.Join(dir, "tokenizer_config.json"))

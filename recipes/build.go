@@ -187,17 +187,11 @@ func isIDLabels(names []string) bool {
 // first of tokenizerPath, adapterDir and dir that holds one. The model's labels are final: LoadDataset maps a
 // file's labels through its id2label/label2id. The Run has no recipe, datasets or Trainer.
 func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, error) {
-	if tokenizerPath == "" {
-		tokenizerPath = dir
-		if adapterDir != "" && hasTokenizer(adapterDir) {
-			tokenizerPath = adapterDir
-		}
-	}
-	tok, err := loaders.LoadTokenizer(tokenizerPath)
-	if err != nil {
-		return nil, fmt.Errorf("recipes: the model's tokenizer: %w", err)
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("recipes: the model directory: %w", err)
 	}
 	var opts transformer.LoadOptions
+	var err error
 	if adapterDir != "" {
 		if opts.Labels, err = lora.SavedLabels(adapterDir); err != nil {
 			return nil, fmt.Errorf("recipes: %w", err)
@@ -211,6 +205,18 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	m, report, err := transformer.LoadPretrained(dir, b, opts)
 	if err != nil {
 		return nil, fmt.Errorf("recipes: %w", err)
+	}
+	what := "--tokenizer"
+	if tokenizerPath == "" {
+		what = "the model's tokenizer (pass --tokenizer to name another)"
+		tokenizerPath = dir
+		if adapterDir != "" && hasTokenizer(adapterDir) {
+			tokenizerPath = adapterDir
+		}
+	}
+	tok, err := loaders.LoadTokenizer(tokenizerPath)
+	if err != nil {
+		return nil, fmt.Errorf("recipes: %s: %w", what, err)
 	}
 	if err := checkVocab(tok, tokenizerPath, m, "the model in "+dir); err != nil {
 		hint := "pass --tokenizer with the model's own tokenizer"

@@ -24,6 +24,7 @@ type evalOptions struct {
 	Overrides []string // dotted key=value pairs for the recipe
 	Model     string   // --model: a saved model directory
 	Adapter   string   // --adapter: a PEFT LoRA adapter directory on top of the model
+	Tokenizer string   // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Data      string   // --data: the file to evaluate
 	FP16      bool     // --fp16: evaluate with the whole model in FP16 (fp16_full_eval)
 	BF16      bool     // --bf16: evaluate with the whole model in BF16 (bf16_full_eval)
@@ -35,7 +36,7 @@ type evalOptions struct {
 func newEvalCmd() *cobra.Command {
 	o := &evalOptions{}
 	cmd := &cobra.Command{
-		Use:   "eval [RECIPE [key=value ...]] [--model DIR [--adapter DIR]] [--data FILE] [--fp16|--bf16]",
+		Use:   "eval [RECIPE [key=value ...]] [--model DIR [--adapter DIR]] [--tokenizer PATH] [--data FILE] [--fp16|--bf16]",
 		Short: "Evaluate a trained model on a labelled file: loss, accuracy, F1, Matthews correlation",
 		Long: `eval runs a trained model over a labelled TSV, CSV or JSONL file and prints eval_loss, eval_accuracy,
 eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as the Trainer's evaluation does.
@@ -43,7 +44,8 @@ eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as
 The model is --model DIR (a directory with config.json, model.safetensors and the tokenizer, as tune finetune
 writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
 --adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
-the full model, or the LoRA adapter there on top of the recipe's model.path). The data is --data FILE, or else the recipe's data.test, or
+the full model, or the LoRA adapter there on top of the recipe's model.path). The tokenizer is --tokenizer, else
+the one in the adapter directory, else the model's. The data is --data FILE, or else the recipe's data.test, or
 else its data.eval; the recipe also gives the columns, the format and max_length. The file's labels are mapped
 through the model's id2label/label2id (what training saved in config.json; an integer label is a class id), so
 any file is scored against the classes the model was trained on; a label the model does not know is an error.
@@ -65,6 +67,7 @@ bf16_full_eval do; without them the recipe's training precision (autocast) is us
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "a saved model directory (default: the recipe's training.output_dir)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of the model")
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
 	f.BoolVar(&o.FP16, "fp16", false, "evaluate with the whole model cast to FP16 (fp16_full_eval)")
 	f.BoolVar(&o.BF16, "bf16", false, "evaluate with the whole model cast to BF16 (bf16_full_eval)")
@@ -112,6 +115,12 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 	if data == "" {
 		return nil, "", "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
 	}
+	if err := checkModelPaths(model, adapter, o.Tokenizer); err != nil {
+		return nil, "", "", "", err
+	}
+	if err := checkInputFile("--data", data); err != nil {
+		return nil, "", "", "", err
+	}
 	return r, model, adapter, data, nil
 }
 
@@ -134,7 +143,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(modelDir, adapter, "", b)
+	run, err := recipes.OpenModel(modelDir, adapter, o.Tokenizer, b)
 	if err != nil {
 		return err
 	}

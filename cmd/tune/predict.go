@@ -22,6 +22,7 @@ func init() { register(newPredictCmd) }
 type predictOptions struct {
 	Model          string // --model: a saved model directory
 	Adapter        string // --adapter: a PEFT LoRA adapter directory on top of --model
+	Tokenizer      string // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Input          string // --input: TSV, CSV or JSONL of texts
 	Output         string // --output: JSONL file; "" or "-" is stdout
 	FP16, BF16     bool   // half-precision inference (fp16_full_eval / bf16_full_eval)
@@ -46,7 +47,7 @@ type prediction struct {
 func newPredictCmd() *cobra.Command {
 	o := &predictOptions{}
 	cmd := &cobra.Command{
-		Use:   "predict --model DIR [--adapter DIR] --input FILE [--output FILE] [--fp16|--bf16]",
+		Use:   "predict --model DIR [--adapter DIR] [--tokenizer PATH] --input FILE [--output FILE] [--fp16|--bf16]",
 		Short: "Run a trained model over a file of texts and write the predictions as JSONL",
 		Long: `predict runs a trained sequence classifier over the texts of a TSV, CSV or JSONL file (labels, if present,
 are ignored) and writes one JSON object per input, in input order:
@@ -57,7 +58,8 @@ label is the model's id2label name of the argmax (the training file's label name
 transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model (num_labels 1) it is the predicted
 value. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes
 into training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA
-adapter (what a LoRA run writes into training.output_dir) on top of it.
+adapter (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the
+one in the adapter directory, else the model's.
 
 --fp16 / --bf16 run inference with the whole model cast to half precision, as transformers' fp16_full_eval /
 bf16_full_eval do (model.to(dtype), no autocast).`,
@@ -77,6 +79,7 @@ bf16_full_eval do (model.to(dtype), no autocast).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "the model directory (config.json, model.safetensors, tokenizer) (required)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
 	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output")
 	f.BoolVar(&o.FP16, "fp16", false, "run with the whole model cast to FP16 (fp16_full_eval)")
@@ -102,7 +105,10 @@ func (o *predictOptions) check() error {
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
 	}
-	return nil
+	if err := checkModelPaths(o.Model, o.Adapter, o.Tokenizer); err != nil {
+		return err
+	}
+	return checkInputFile("--input", o.Input)
 }
 
 func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
@@ -113,7 +119,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(o.Model, o.Adapter, "", b)
+	run, err := recipes.OpenModel(o.Model, o.Adapter, o.Tokenizer, b)
 	if err != nil {
 		return err
 	}

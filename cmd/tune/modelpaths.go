@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
+)
+
+// checkModelPaths checks the model, adapter and tokenizer paths of eval and predict before anything is loaded,
+// model first, so that a wrong path is reported as itself (a usage error, exit 2) rather than as a missing
+// tokenizer inside it: the model must be a directory with config.json and weights, not a LoRA adapter
+// directory; the adapter (when set) a directory with adapter_config.json; the tokenizer (when set) must exist.
+func checkModelPaths(model, adapter, tokenizer string) error {
+	if err := checkDir("--model", model); err != nil {
+		return err
+	}
+	hasWeights := isFile(filepath.Join(model, loaders.SafetensorsWeightsName)) ||
+		isFile(filepath.Join(model, loaders.SafetensorsWeightsName+".index.json"))
+	switch {
+	case recipes.HasAdapter(model) && !hasWeights:
+		_, base, _ := lora.ReadAdapterConfig(model)
+		hint := ""
+		if base != "" {
+			hint = fmt.Sprintf(" (its base_model_name_or_path is %s)", base)
+		}
+		return usagef("--model %s is a LoRA adapter directory: pass the base model it was trained on as --model%s and this directory as --adapter", model, hint)
+	case !isFile(filepath.Join(model, loaders.ConfigName)):
+		return usagef("--model %s has no %s: it is not a Hugging Face model directory (config.json and model.safetensors, as tune finetune writes)", model, loaders.ConfigName)
+	}
+	if adapter != "" {
+		if err := checkDir("--adapter", adapter); err != nil {
+			return err
+		}
+		if !recipes.HasAdapter(adapter) {
+			return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
+		}
+	}
+	if tokenizer != "" {
+		if _, err := os.Stat(tokenizer); err != nil {
+			return usagef("--tokenizer %s: %v", tokenizer, pathProblem(err))
+		}
+	}
+	return nil
+}
+
+// checkDir reports, as a usage error naming flag, a path that does not exist or is not a directory.
+func checkDir(flag, p string) error {
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return usagef("%s %s: %v", flag, p, pathProblem(err))
+	case !st.IsDir():
+		return usagef("%s %s is a file; it names a directory", flag, p)
+	}
+	return nil
+}
+
+// checkInputFile reports, as a usage error naming flag, a data file that does not exist or is a directory.
+func checkInputFile(flag, p string) error {
+	st, err := os.Stat(p)
+	switch {
+	case err != nil:
+		return usagef("%s %s: %v", flag, p, pathProblem(err))
+	case st.IsDir():
+		return usagef("%s %s is a directory; name a TSV, CSV or JSONL file", flag, p)
+	}
+	return nil
+}
+
+// pathProblem says briefly why a path could not be used.
+func pathProblem(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "no such file or directory"
+	case errors.Is(err, fs.ErrPermission):
+		return "permission denied"
+	}
+	return err.Error()
+}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// tinyModelDir saves an untrained 1-layer BERT with the tiny tokenizer's 256-token vocabulary into a new
+// directory, without tokenizer files, and returns it with a LoRA adapter directory saved on top of it.
+func tinyModelDir(t *testing.T) (model, adapter string) {
+	t.Helper()
+	dir := t.TempDir()
+	model, adapter = filepath.Join(dir, "model"), filepath.Join(dir, "adapter")
+	cfg := transformer.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
+	cfg.MaxPositionEmbeddings = 64
+	m, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	lc := lora.DefaultConfig()
+	lc.R, lc.TaskType, lc.TargetModules = 2, lora.TaskSeqCls, lora.TargetModules{Names: []string{"query"}}
+	lm, err := lora.Apply(m, lc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lm.BaseModelNameOrPath = model
+	if err := lm.Save(adapter); err != nil {
+		t.Fatal(err)
+	}
+	return model, adapter
+}
+
+// TestEvalPredictModelPaths checks how eval and predict report their model, adapter, tokenizer and data paths:
+// a path that does not exist is a usage error naming the flag (exit 2), checked before the tokenizer inside
+// the model directory; a model directory without a tokenizer says to pass --tokenizer, which works.
+func TestEvalPredictModelPaths(t *testing.T) {
+	model, adapter := tinyModelDir(t)
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	dev := filepath.Join(tiny, "dev.tsv")
+	empty := t.TempDir()
+	big := t.TempDir()
+	vocab := strings.Repeat("w\n", 300)
+	if err := os.WriteFile(filepath.Join(big, "vocab.txt"), []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n"+vocab), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(empty, "nonexist")
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want []string // fragments of stderr
+		not  string   // a fragment stderr must not hold
+	}{
+		{"eval: a missing model directory", []string{"eval", "--model", missing, "--data", dev}, exitUsage,
+			[]string{"--model " + missing + ": no such file or directory"}, "tokenizer"},
+		{"predict: a missing model directory", []string{"predict", "--model", missing, "--input", dev}, exitUsage,
+			[]string{"--model " + missing + ": no such file or directory"}, "tokenizer"},
+		{"eval: a directory that is not a model", []string{"eval", "--model", empty, "--data", dev}, exitUsage,
+			[]string{"has no config.json"}, ""},
+		{"eval: an adapter directory given as the model", []string{"eval", "--model", adapter, "--data", dev}, exitUsage,
+			[]string{"is a LoRA adapter directory", "--adapter", "base_model_name_or_path is " + model}, ""},
+		{"eval: a missing adapter", []string{"eval", "--model", model, "--adapter", missing, "--data", dev}, exitUsage,
+			[]string{"--adapter " + missing + ": no such file"}, ""},
+		{"predict: a model directory given as the adapter", []string{"predict", "--model", model, "--adapter", model, "--input", dev}, exitUsage,
+			[]string{"has no adapter_config.json"}, ""},
+		{"eval: a missing data file", []string{"eval", "--model", model, "--data", missing}, exitUsage,
+			[]string{"--data " + missing + ": no such file"}, ""},
+		{"predict: a missing input file", []string{"predict", "--model", model, "--input", missing}, exitUsage,
+			[]string{"--input " + missing + ": no such file"}, ""},
+		{"eval: a missing tokenizer", []string{"eval", "--model", model, "--tokenizer", missing, "--data", dev}, exitUsage,
+			[]string{"--tokenizer " + missing + ": no such file"}, ""},
+		{"eval: no tokenizer in the model directory", []string{"eval", "--device", "cpu", "--model", model, "--data", dev}, exitError,
+			[]string{"holds neither tokenizer.json nor vocab.txt", "pass --tokenizer"}, ""},
+		{"eval: --tokenizer supplies it", []string{"eval", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--data", dev}, exitOK,
+			nil, "error"},
+		{"predict: --tokenizer supplies it", []string{"predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", dev}, exitOK,
+			nil, "error"},
+		{"eval: a tokenizer larger than the model's vocabulary", []string{"eval", "--device", "cpu", "--model", model, "--tokenizer", big, "--data", dev}, exitError,
+			[]string{"304 tokens", "vocab_size 256", "do not belong together"}, "Embedding"},
+		{"predict: an adapter's tokenizer larger than the model's vocabulary", []string{"predict", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", big, "--input", dev}, exitError,
+			[]string{"304 tokens", "vocab_size 256", "the base model the adapter was trained on"}, "Embedding"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args...)
+			if code != tt.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if tt.not != "" && strings.Contains(stderr, tt.not) {
+				t.Errorf("stderr holds %q:\n%s", tt.not, stderr)
+			}
+		})
+	}
+}
