@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // IgnoreLabel is the label of an unlabelled example (PyTorch's cross-entropy ignore_index).
@@ -87,6 +88,9 @@ func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 		return nil, fmt.Errorf("loaders: dataset: %w", err)
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	if err := checkUTF8(path, data); err != nil {
+		return nil, err
+	}
 	format := strings.ToLower(opts.Format)
 	if format == "" {
 		switch strings.ToLower(filepath.Ext(path)) {
@@ -113,6 +117,26 @@ func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 		return nil, err
 	}
 	return buildDataset(path, rows, opts)
+}
+
+// checkUTF8 returns an error naming file:line, the byte and its column (1-based, in bytes) at the first byte
+// of data that is not valid UTF-8, so that text in another encoding (Latin-1, Windows-1252) is reported
+// instead of being replaced by U+FFFD when tokenized.
+func checkUTF8(path string, data []byte) error {
+	if utf8.Valid(data) {
+		return nil
+	}
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size <= 1 {
+			line := 1 + bytes.Count(data[:i], []byte("\n"))
+			col := i - bytes.LastIndexByte(data[:i], '\n')
+			return fmt.Errorf("loaders: %s:%d: invalid UTF-8 (byte 0x%02x at column %d); data files must be UTF-8 "+
+				"(convert with iconv -f WINDOWS-1252 -t UTF-8, or the file's encoding)", path, line, data[i], col)
+		}
+		i += size
+	}
+	return nil
 }
 
 // columnSpec is a column resolved against the header: its index, or -1 when absent.
