@@ -84,10 +84,11 @@ type TrainingArguments struct {
 	FP16 bool `yaml:"fp16" json:"fp16"`
 	// BF16 trains with BF16 autocast; no loss scaling. Exclusive with FP16.
 	BF16 bool `yaml:"bf16" json:"bf16"`
-	// FP16FullEval evaluates and predicts with the whole model cast to FP16 (no autocast). Exclusive with
-	// BF16FullEval.
+	// FP16FullEval evaluates and predicts in FP16 even when training is FP32: with the whole model in FP16 when
+	// it implements HalfInference, else (tune's models) under FP16 autocast (GEMMs in FP16 with FP32
+	// accumulation, LayerNorm and softmax in FP32). Exclusive with BF16FullEval.
 	FP16FullEval bool `yaml:"fp16_full_eval" json:"fp16_full_eval"`
-	// BF16FullEval evaluates and predicts with the whole model cast to BF16.
+	// BF16FullEval is FP16FullEval in BF16.
 	BF16FullEval bool `yaml:"bf16_full_eval" json:"bf16_full_eval"`
 	// TF32 allows TF32 Tensor Core math for FP32 GEMMs on the GPU; nil (the default) leaves the backend's
 	// default, which in tune is off (FP32 GEMMs stay exact FP32).

@@ -51,5 +51,6 @@
 // through TrainerControl; EarlyStopping is one. WithComputeMetrics replaces the metrics, WithGradScalerOptions
 // the scaler's settings, WithOutput and WithLogger where progress and warnings go. A Model that implements
 // Loader can be resumed and reloaded at the end (load_best_model_at_end); one that implements HalfInference
-// evaluates fully in half precision under fp16_full_eval / bf16_full_eval.
+// holds its weights in half precision under fp16_full_eval / bf16_full_eval, which otherwise evaluate under
+// autocast in that dtype.
 package trainer

@@ -21,8 +21,8 @@ type PredictionOutput struct {
 // Evaluate runs the eval dataset through the model (no dropout, no gradients) and returns eval_loss, the
 // MetricsFunc's metrics with an "eval_" prefix, eval_runtime (s), eval_samples_per_second and
 // eval_steps_per_second. It logs them (log_history, metrics.jsonl) and calls the callbacks' OnEvaluate.
-// Precision: the training autocast (fp16/bf16) unless fp16_full_eval / bf16_full_eval ask for the whole model
-// in half precision (see HalfInference).
+// Precision: the training autocast (fp16/bf16), or with fp16_full_eval / bf16_full_eval autocast in that dtype
+// (see HalfInference for what that means and for models that hold their weights in half).
 func (t *Trainer) Evaluate(ctx context.Context) (map[string]float64, error) {
 	if t.eval == nil {
 		return nil, fmt.Errorf("trainer: Evaluate needs an eval dataset")
@@ -55,8 +55,12 @@ func (t *Trainer) Predict(ctx context.Context, ds Dataset) (PredictionOutput, er
 // HalfInference is implemented by a Model that can run its non-training Forward with every weight and
 // activation stored in a half dtype and no autocast, as transformers' fp16_full_eval / bf16_full_eval get from
 // model.to(dtype) (LayerNorm and softmax outputs are then half too). SetInferenceDType(tensor.F16 or BF16)
-// switches it on, SetInferenceDType(tensor.F32) back off. A model without it is evaluated under autocast in
-// that dtype instead, with a warning.
+// switches it on, SetInferenceDType(tensor.F32) back off.
+//
+// A model without it (tune's BERT and LoRA models today) is evaluated under fp16_full_eval / bf16_full_eval with
+// autocast in that dtype, as when training in it: every GEMM takes half inputs (weights cast once, activations)
+// and accumulates in FP32, LayerNorm, softmax and the loss compute in FP32, and the logits are rounded to the
+// half dtype. That is at least as accurate as model.to(dtype), but keeps the FP32 master weights in memory.
 type HalfInference interface {
 	SetInferenceDType(dt tensor.DType) error
 }
@@ -81,7 +85,6 @@ func (t *Trainer) evalPrecision() (restore func(), err error) {
 		}
 		return func() { _ = h.SetInferenceDType(tensor.F32); t.model.SetPolicy(t.policy) }, nil
 	}
-	t.logger.Warn("the model cannot hold all its weights in half precision; evaluating under autocast instead", "model", fmt.Sprintf("%T", t.model), "dtype", dt)
 	t.model.SetPolicy(amp.Policy{Enabled: true, DType: dt})
 	return func() { t.model.SetPolicy(t.policy) }, nil
 }

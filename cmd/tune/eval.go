@@ -26,8 +26,8 @@ type evalOptions struct {
 	Adapter   string   // --adapter: a PEFT LoRA adapter directory on top of the model
 	Tokenizer string   // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Data      string   // --data: the file to evaluate
-	FP16      bool     // --fp16: evaluate with the whole model in FP16 (fp16_full_eval)
-	BF16      bool     // --bf16: evaluate with the whole model in BF16 (bf16_full_eval)
+	FP16      bool     // --fp16: evaluate under FP16 autocast (fp16_full_eval)
+	BF16      bool     // --bf16: evaluate under BF16 autocast (bf16_full_eval)
 	Device    string   // --device
 	BatchSize int      // --batch-size: per_device_eval_batch_size
 	JSON      bool     // --json: print the metrics as one JSON object
@@ -50,8 +50,11 @@ else its data.eval; the recipe also gives the columns, the format and max_length
 through the model's id2label/label2id (what training saved in config.json; an integer label is a class id), so
 any file is scored against the classes the model was trained on; a label the model does not know is an error.
 
---fp16 / --bf16 evaluate with the whole model in half precision, as transformers' fp16_full_eval and
-bf16_full_eval do; without them the recipe's training precision (autocast) is used.`,
+--fp16 / --bf16 evaluate in half precision (the recipe's fp16_full_eval / bf16_full_eval): under autocast in
+that dtype, as training in it does: every matrix product takes FP16/BF16 inputs and accumulates in FP32,
+LayerNorm and softmax compute in FP32, and the weights stay FP32 in memory (transformers instead casts the
+whole model with model.to(dtype); tune's results are at least as accurate). Without them the recipe's
+training precision is used (FP32 when there is no recipe).`,
 		Example: `  tune eval recipes/tiny.yaml
   tune eval --model runs/tiny --data recipes/data/tiny/dev.tsv
   tune eval --model ../bert-base-uncased --adapter runs/bert --data dev.tsv
@@ -69,8 +72,8 @@ bf16_full_eval do; without them the recipe's training precision (autocast) is us
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of the model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
-	f.BoolVar(&o.FP16, "fp16", false, "evaluate with the whole model cast to FP16 (fp16_full_eval)")
-	f.BoolVar(&o.BF16, "bf16", false, "evaluate with the whole model cast to BF16 (bf16_full_eval)")
+	f.BoolVar(&o.FP16, "fp16", false, "evaluate under FP16 autocast (fp16_full_eval; weights stay FP32)")
+	f.BoolVar(&o.BF16, "bf16", false, "evaluate under BF16 autocast (bf16_full_eval; weights stay FP32)")
 	f.StringVar(&o.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's device, else auto)")
 	f.IntVar(&o.BatchSize, "batch-size", 0, "examples per batch (default: the recipe's per_device_eval_batch_size)")
 	f.BoolVar(&o.JSON, "json", false, "print the metrics as one JSON object")

@@ -25,7 +25,7 @@ type predictOptions struct {
 	Tokenizer      string // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Input          string // --input: TSV, CSV or JSONL of texts
 	Output         string // --output: JSONL file; "" or "-" is stdout
-	FP16, BF16     bool   // half-precision inference (fp16_full_eval / bf16_full_eval)
+	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
 	MaxLength      int
@@ -61,8 +61,10 @@ into training.output_dir after full fine-tuning, or a Hugging Face checkpoint); 
 adapter (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the
 one in the adapter directory, else the model's.
 
---fp16 / --bf16 run inference with the whole model cast to half precision, as transformers' fp16_full_eval /
-bf16_full_eval do (model.to(dtype), no autocast).`,
+--fp16 / --bf16 run inference in half precision under autocast in that dtype (fp16_full_eval / bf16_full_eval):
+every matrix product takes FP16/BF16 inputs and accumulates in FP32, LayerNorm and softmax compute in FP32, the
+logits are rounded to the half dtype, and the weights stay FP32 in memory (transformers instead casts the whole
+model with model.to(dtype); tune's results are at least as accurate).`,
 		Example: `  tune predict --model runs/tiny --input recipes/data/tiny/dev.tsv
   tune predict --model ../bert-base-uncased --adapter runs/bert --input dev.tsv
   tune predict --model runs/bert-full --input reviews.jsonl --text-column review --output preds.jsonl --bf16`,
@@ -82,8 +84,8 @@ bf16_full_eval do (model.to(dtype), no autocast).`,
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
 	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output")
-	f.BoolVar(&o.FP16, "fp16", false, "run with the whole model cast to FP16 (fp16_full_eval)")
-	f.BoolVar(&o.BF16, "bf16", false, "run with the whole model cast to BF16 (bf16_full_eval)")
+	f.BoolVar(&o.FP16, "fp16", false, "run under FP16 autocast (fp16_full_eval; weights stay FP32)")
+	f.BoolVar(&o.BF16, "bf16", false, "run under BF16 autocast (bf16_full_eval; weights stay FP32)")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto")
 	f.IntVar(&o.BatchSize, "batch-size", 64, "examples per batch")
 	f.IntVar(&o.MaxLength, "max-length", 512, "truncate inputs to this many tokens, [CLS] and [SEP] included")
