@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -213,4 +214,40 @@ func (r *LoadReport) String() string {
 		fmt.Fprintf(&b, "\nrenamed: %d, e.g. %s -> %s", len(r.Renamed), r.Renamed[0].Key, r.Renamed[0].Name)
 	}
 	return b.String()
+}
+
+// SummarizeNames lists tensor names compactly for a message: the names under one numbered module are folded
+// into "prefix.* (n tensors)" ("bert.encoder.layer.1.* (16 tensors)"; a module with one tensor keeps its name),
+// other names are kept, in first-seen order; after limit entries (limit ≤ 0: no limit) the rest are counted
+// ("and 12 more").
+func SummarizeNames(names []string, limit int) string {
+	var order []string
+	count, first := map[string]int{}, map[string]string{}
+	for _, n := range names {
+		key := n
+		parts := strings.Split(n, ".")
+		for i, p := range parts[:len(parts)-1] {
+			if _, err := strconv.Atoi(p); err == nil {
+				key = strings.Join(parts[:i+1], ".") + ".*"
+				break
+			}
+		}
+		if count[key] == 0 {
+			order, first[key] = append(order, key), n
+		}
+		count[key]++
+	}
+	var out []string
+	for i, key := range order {
+		if limit > 0 && i == limit {
+			out = append(out, fmt.Sprintf("and %d more", len(order)-limit))
+			break
+		}
+		if count[key] > 1 {
+			out = append(out, fmt.Sprintf("%s (%d tensors)", key, count[key]))
+		} else {
+			out = append(out, first[key])
+		}
+	}
+	return strings.Join(out, ", ")
 }

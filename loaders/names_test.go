@@ -263,3 +263,34 @@ func TestMapSharedTinyBert(t *testing.T) {
 		t.Errorf("%d parameters, want 2,057,666", total)
 	}
 }
+
+func TestSummarizeNames(t *testing.T) {
+	cfg := DefaultBertConfig()
+	cfg.NumHiddenLayers = 2
+	var layer1 []string
+	for _, s := range BertSequenceClassificationTensors(cfg) {
+		if strings.HasPrefix(s.Name, "bert.encoder.layer.1.") {
+			layer1 = append(layer1, s.Name)
+		}
+	}
+	tests := []struct {
+		name  string
+		names []string
+		limit int
+		want  string
+	}{
+		{"a layer's 16 tensors fold into one entry", layer1, 8, "bert.encoder.layer.1.* (16 tensors)"},
+		{"names outside numbered modules are kept, in order", []string{"cls.seq_relationship.weight", "bert.encoder.layer.3.output.dense.bias", "cls.seq_relationship.bias"}, 0,
+			"cls.seq_relationship.weight, bert.encoder.layer.3.output.dense.bias, cls.seq_relationship.bias"},
+		{"two layers give two entries", append(append([]string{}, layer1...), strings.ReplaceAll(layer1[0], ".1.", ".2."), strings.ReplaceAll(layer1[1], ".1.", ".2.")), 0,
+			"bert.encoder.layer.1.* (16 tensors), bert.encoder.layer.2.* (2 tensors)"},
+		{"past the limit the rest are counted", []string{"a", "b", "c", "d"}, 2, "a, b, and 2 more"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := SummarizeNames(tt.names, tt.limit); got != tt.want {
+				t.Errorf("SummarizeNames = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

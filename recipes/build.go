@@ -376,7 +376,7 @@ func (run *Run) addNotices(report *transformer.LoadReport, dir string) {
 	if n := report.Notice(); n != "" {
 		run.Notices = append(run.Notices, n)
 	}
-	if len(report.Unexpected) > 0 {
-		run.Notices = append(run.Notices, fmt.Sprintf("unused tensors in %s: %s", dir, strings.Join(report.Unexpected, ", ")))
+	if n := report.UnusedNotice(dir); n != "" {
+		run.Notices = append(run.Notices, n)
 	}
 }

@@ -137,6 +137,18 @@ func (r *LoadReport) Notice() string {
 		"before using it for predictions."
 }
 
+// UnusedNotice returns transformers' warning for checkpoint tensors the model did not use (the report's
+// Unexpected, summarised by loaders.SummarizeNames), or "" when every tensor was used. dir names the checkpoint.
+func (r *LoadReport) UnusedNotice(dir string) string {
+	if len(r.Unexpected) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d tensors of the checkpoint in %s were not used by BertForSequenceClassification: %s. "+
+		"If the checkpoint is meant to be exactly this model, its config.json does not describe it (num_hidden_layers, "+
+		"hidden_size, ...) and the model is not the one that was trained.",
+		len(r.Unexpected), dir, loaders.SummarizeNames(r.Unexpected, 8))
+}
+
 // isHead reports whether a parameter belongs to the pooler or classifier, which a checkpoint of another head
 // (BertModel, BertForMaskedLM, a different num_labels) may lack.
 func isHead(name string) bool {

@@ -150,6 +150,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	printNotices(stderr, run)
 	ds, err := run.LoadDataset("--data", data, r.Data, nil)
 	if err != nil {
 		return err

@@ -109,6 +109,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("merge: --adapter: %w", err)
 	}
+	if n := report.UnusedNotice(o.Model); n != "" {
+		fmt.Fprintln(stderr, "warning:", n)
+	}
 	for _, w := range lm.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -82,4 +83,12 @@ func pathProblem(err error) string {
 		return "permission denied"
 	}
 	return err.Error()
+}
+
+// printNotices prints what loading the model noticed (unused checkpoint tensors, freshly initialised heads,
+// adapter adjustments) as warnings on w.
+func printNotices(w io.Writer, run *recipes.Run) {
+	for _, n := range run.Notices {
+		fmt.Fprintf(w, "tune: warning: %s\n", n)
+	}
 }

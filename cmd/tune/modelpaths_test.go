@@ -111,3 +111,45 @@ func TestEvalPredictModelPaths(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalWarnsAboutUnusedTensors evaluates a 2-layer checkpoint whose config.json says num_hidden_layers 1:
+// the second layer's tensors are unused, which eval and predict report in one compact warning (transformers
+// warns likewise) instead of passing silently.
+func TestEvalWarnsAboutUnusedTensors(t *testing.T) {
+	model, _ := tinyModelDir(t)
+	two := filepath.Join(t.TempDir(), "two")
+	cfg := transformer.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 2, 2, 32
+	cfg.MaxPositionEmbeddings = 64
+	m, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(two); err != nil {
+		t.Fatal(err)
+	}
+	oneLayer, err := os.ReadFile(filepath.Join(model, "config.json")) // the same config with 1 layer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(two, "config.json"), oneLayer, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	dev := filepath.Join(tiny, "dev.tsv")
+	for _, args := range [][]string{
+		{"eval", "--device", "cpu", "--model", two, "--tokenizer", tiny, "--data", dev},
+		{"predict", "--device", "cpu", "--model", two, "--tokenizer", tiny, "--input", dev},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			code, _, stderr := runCLI(args...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			want := "tune: warning: 16 tensors of the checkpoint in " + two + " were not used by BertForSequenceClassification: bert.encoder.layer.1.* (16 tensors)"
+			if !strings.Contains(stderr, want) || strings.Count(stderr, "\n") != 1 {
+				t.Errorf("stderr %q; want one line with %q", stderr, want)
+			}
+		})
+	}
+}

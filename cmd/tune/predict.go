@@ -125,6 +125,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	printNotices(stderr, run)
 	ds, err := run.LoadUnlabelled("--input", o.Input, recipes.Data{Format: o.Format, TextColumn: o.TextColumn,
 		TextPairColumn: o.TextPairColumn, MaxLength: o.MaxLength})
 	if err != nil {
