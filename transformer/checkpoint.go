@@ -161,7 +161,7 @@ func isHead(name string) bool {
 // BertForMaskedLM/BertForPreTraining and legacy LayerNorm.gamma/beta checkpoints load; F16 and BF16 tensors are
 // widened to the FP32 masters. A pooler or classifier the checkpoint lacks (or holds with another num_labels)
 // is freshly initialised and listed in the report's Initialized (print Notice); any other missing or mis-shaped
-// tensor is an error naming it. Unexpected tensors are reported, not errors (transformers only warns).
+// tensor is an error naming it, found from the safetensors headers before the model is allocated. Unexpected tensors are reported, not errors (transformers only warns).
 func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForSequenceClassification, report *LoadReport, err error) {
 	defer recoverError(&err)
 	hf, err := loaders.ReadBertConfig(dir)
@@ -189,16 +189,10 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
 	}
 	defer ck.Close()
-	if m, err = newBert(b, cfg); err != nil {
-		return nil, nil, err
-	}
-	m.hfBase = hf
-	list := m.namedParameters()
-	specs := make([]loaders.TensorSpec, len(list))
-	for i, np := range list {
-		specs[i] = loaders.TensorSpec{Name: np.Name, Shape: []int(np.Param.Value.Shape)}
-	}
-	source, lr := loaders.MapBertCheckpoint(specs, ck.Infos(), hf)
+	// Match the checkpoint's tensors (names and shapes from the safetensors headers) against the shapes the
+	// config implies before allocating anything, so a config.json that disagrees with its weights is an error
+	// naming the tensors, not a model built (or an allocation attempted) at the wrong size.
+	source, lr := loaders.MapBertCheckpoint(loaders.BertSequenceClassificationTensors(hf), ck.Infos(), hf)
 	report = &LoadReport{LoadReport: lr}
 	var fatal []string
 	for _, name := range lr.Missing {
@@ -214,6 +208,11 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 	if len(fatal) > 0 {
 		return nil, report, fmt.Errorf("transformer: load %s: %w\n%s", ck.Path, lr.Err(), lr)
 	}
+	if m, err = newBert(b, cfg); err != nil {
+		return nil, report, err
+	}
+	m.hfBase = hf
+	list := m.namedParameters()
 	for i, np := range list {
 		src, ok := source[np.Name]
 		if !ok {

@@ -147,7 +147,8 @@ func (c *BertConfig) ClassifierDropoutProb() float64 {
 	return c.HiddenDropoutProb
 }
 
-// Validate reports the first field that this package cannot build a model from, naming the config.json key.
+// Validate reports the first field that this package cannot build a model from, naming the config.json key:
+// sizes must be positive and within CheckSize's limits (a *SizeError).
 func (c *BertConfig) Validate() error {
 	pos := func(name string, v int) error {
 		if v <= 0 {
@@ -167,6 +168,9 @@ func (c *BertConfig) Validate() error {
 		if err := pos(f.name, f.v); err != nil {
 			return err
 		}
+	}
+	if err := c.CheckSize(); err != nil {
+		return err
 	}
 	if c.HiddenSize%c.NumAttentionHeads != 0 {
 		return fmt.Errorf("transformer: config hidden_size %d is not a multiple of num_attention_heads %d",

@@ -74,6 +74,9 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkHostMemory(b, cfg); err != nil {
+		return nil, err
+	}
 	m := &BertForSequenceClassification{Config: cfg, b: b, arena: NewArena(b), groups: paramGroups{b: b}}
 	c, inter := cfg.HiddenSize, cfg.IntermediateSize
 	table := func(rows int) (*Param, error) {
