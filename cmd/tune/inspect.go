@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
 )
 
 func init() { register(newInspectCmd) }
@@ -28,7 +30,7 @@ func newInspectCmd() *cobra.Command {
 	o := &inspectOptions{}
 	return &cobra.Command{
 		Use:   "inspect PATH",
-		Short: "Show the tensors and config of a safetensors checkpoint",
+		Short: "Show the tensors and config of a safetensors checkpoint or a LoRA adapter",
 		Long: `inspect lists what a Hugging Face checkpoint holds without loading it: every tensor with its dtype,
 shape and size in bytes, the totals (tensors, parameters, bytes), the safetensors __metadata__, and, when
 a config.json is beside the weights, a summary of the model (type, hidden size, layers, heads, vocabulary,
@@ -37,10 +39,14 @@ with the renames tune applies: the bert. prefix, LayerNorm gamma/beta).
 
 PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
 single .safetensors file, a model.safetensors.index.json, or a config.json. A directory with a config but
-no weights (a tokenizer-and-config download) shows the config alone. Every file is validated as it is
+no weights (a tokenizer-and-config download) shows the config alone. A PEFT LoRA adapter directory (what a
+LoRA run writes into its output_dir and checkpoint-N/: adapter_config.json and adapter_model.safetensors)
+shows the adapter's tensors, a summary of adapter_config.json (r, lora_alpha, scaling, targets, saved
+modules, base model) with the modules it adapts, and the base config saved beside it, if any. Every file is validated as it is
 opened: a truncated or corrupt file is reported with its name and what is wrong. Only the headers are read.`,
 		Example: `  tune inspect ../bert-base-uncased
   tune inspect out/checkpoint-500/model.safetensors
+  tune inspect runs/bert-lora/checkpoint-500
   tune inspect ~/models/bert-large/model.safetensors.index.json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -67,6 +73,10 @@ func (o *inspectOptions) run(w io.Writer) error {
 	if !st.IsDir() && filepath.Base(o.Path) == loaders.ConfigName {
 		weights = dir
 	}
+	if recipes.HasAdapter(dir) && (st.IsDir() || filepath.Base(o.Path) == lora.AdapterConfigName ||
+		filepath.Base(o.Path) == lora.AdapterWeightsName) {
+		return inspectAdapter(w, dir)
+	}
 	configPath := filepath.Join(dir, loaders.ConfigName)
 	var cfg *loaders.BertConfig
 	var cfgErr error // reported after the tensors, which are worth seeing even with a broken config
@@ -90,6 +100,71 @@ func (o *inspectOptions) run(w io.Writer) error {
 		printConfig(w, configPath, cfg, ck)
 	}
 	return cfgErr
+}
+
+// inspectAdapter shows a PEFT LoRA adapter directory: its tensors, adapter_config.json and the modules it
+// adapts, then the base config tune saves beside it (lora.Model.Save), without the name check against a full
+// model, which the adapter's PEFT keys would fail. An adapter_config.json tune cannot use (another PEFT
+// variant) is reported after the tensors, as a broken config.json is.
+func inspectAdapter(w io.Writer, dir string) error {
+	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, lora.AdapterWeightsName))
+	if err != nil {
+		return fmt.Errorf("inspect: the adapter's weights: %w", err)
+	}
+	defer ck.Close()
+	printTensors(w, ck)
+	fmt.Fprintln(w)
+	cfg, base, err := lora.ReadAdapterConfig(dir)
+	if err != nil {
+		return err
+	}
+	cfg.Normalize()
+	adapted, kinds := 0, map[string]int{} // adapted modules, counted by their last name (query, value, ...)
+	for _, name := range ck.Names() {
+		if m, ok := strings.CutSuffix(name, ".lora_A.weight"); ok {
+			adapted++
+			kinds[m[strings.LastIndex(m, ".")+1:]]++
+		}
+	}
+	if base == "" {
+		base = "(not set)"
+	}
+	saved := "-"
+	if len(cfg.ModulesToSave) > 0 {
+		saved = strings.Join(cfg.ModulesToSave, ", ")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "adapter:\t%s (LoRA, %s)\n", filepath.Join(dir, lora.AdapterConfigName), orDash(cfg.TaskType))
+	fmt.Fprintf(tw, "base model:\t%s\n", base)
+	rs := ""
+	if cfg.UseRSLoRA {
+		rs = " (use_rslora: lora_alpha/√r)"
+	}
+	fmt.Fprintf(tw, "r:\t%d, lora_alpha %g, scaling %g%s, lora_dropout %g\n", cfg.R, cfg.LoraAlpha, cfg.Scaling(), rs, cfg.LoraDropout)
+	fmt.Fprintf(tw, "target_modules:\t%s\n", cfg.Targets())
+	fmt.Fprintf(tw, "adapted:\t%d modules (%s)\n", adapted, formatCounts(kinds))
+	fmt.Fprintf(tw, "modules_to_save:\t%s\n", saved)
+	fmt.Fprintf(tw, "bias:\t%s\n", cfg.Bias)
+	tw.Flush()
+	configPath := filepath.Join(dir, loaders.ConfigName)
+	if _, err := os.Stat(configPath); err != nil {
+		return nil
+	}
+	c, err := loaders.ReadBertConfig(configPath)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nbase config saved with the adapter (its labels are the ones the adapter was trained with):")
+	printConfig(w, configPath, c, nil)
+	return nil
+}
+
+// orDash returns s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 // printTensors writes the checkpoint's files, metadata, tensor table and totals.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +111,55 @@ func TestInspectHelp(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Examples:") || !strings.Contains(out, "tune inspect ../bert-base-uncased") ||
 		!strings.Contains(out, "model.safetensors.index.json") {
 		t.Errorf("exit %d, help:\n%s", code, out)
+	}
+}
+
+// TestInspectAdapter runs `tune inspect` on LoRA adapter directories (what a LoRA run writes into output_dir and
+// its checkpoint-N/): the adapter's tensors, the adapter_config.json summary and the base config saved beside it.
+func TestInspectAdapter(t *testing.T) {
+	_, adapter, _, _ := mergeFixture(t)
+	peft := t.TempDir() // as PEFT writes it: no config.json
+	for _, f := range []string{"adapter_config.json", "adapter_model.safetensors"} {
+		data, err := os.ReadFile(filepath.Join(adapter, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(peft, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	summary := []string{
+		"adapter_model.safetensors", "base_model.model.bert.encoder.layer.1.intermediate.dense.lora_B.weight    F32    [48, 4]",
+		"base_model.model.classifier.weight", "total: 14 tensors",
+		"(LoRA, SEQ_CLS)", "r:                4, lora_alpha 8, scaling 2, lora_dropout 0",
+		"target_modules:   [query, value, intermediate.dense]", "adapted:          6 modules (dense 2, query 2, value 2)",
+		"modules_to_save:  classifier", "bias:             none",
+	}
+	tests := []struct {
+		name string
+		path string
+		want []string
+		not  string
+	}{
+		{"a tune adapter directory, with its base config", adapter,
+			append(slices.Clone(summary), "base config saved with the adapter", "labels:        3: LABEL_0, LABEL_1, LABEL_2"), ""},
+		{"the adapter's weights file", filepath.Join(adapter, "adapter_model.safetensors"), summary, ""},
+		{"a PEFT adapter directory without config.json", peft, summary, "base config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := runTune(t, "inspect", tt.path)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			if tt.not != "" && strings.Contains(out, tt.not) {
+				t.Errorf("output holds %q:\n%s", tt.not, out)
+			}
+		})
 	}
 }
