@@ -314,7 +314,8 @@ func TestMarshalRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the printed recipe does not decode: %v\n%s", name, err, out)
 		}
-		back.Source, back.Warnings = r.Source, r.Warnings
+		// Where the recipe and its paths came from is not printed.
+		back.Source, back.Warnings, back.outside = r.Source, r.Warnings, r.outside
 		if !reflect.DeepEqual(back, r) {
 			t.Errorf("%s: round trip differs:\n%+v\n%+v", name, back, r)
 		}
