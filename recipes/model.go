@@ -2,7 +2,10 @@ package recipes
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"github.com/tune-ml/tune/transformer"
 )
 
 // ModelConfig is a recipe's model.config: block, a new BERT for sequence classification built from scratch.
@@ -80,6 +83,7 @@ func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
 			bad(f.key, "must be ≥ 1 (got %d)", f.v)
 		}
 	}
+	c.validateSize(bad)
 	if c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
 		bad("num_attention_heads", "hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize,
 			c.NumAttentionHeads)
@@ -119,5 +123,36 @@ func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
 		}
 	default:
 		bad("problem_type", "must be single_label_classification or regression (got %q)", c.ProblemType)
+	}
+}
+
+// maxNumLabels bounds num_labels: config.json lists every label in id2label and label2id, and the largest
+// classification label sets in use (extreme multi-label benchmarks aside) have some 10^4 classes.
+const maxNumLabels = 1_000_000
+
+// validateSize reports sizes the model cannot be built with (transformer.BertConfig.CheckSize: a size beyond
+// 32 bits, or a model beyond transformer.MaxParameters), under the key to fix, so that a typo such as
+// vocab_size: 3000000000 is an error here rather than the Go runtime's fatal "out of memory" when the model is
+// allocated. Sizes below 1 are reported by validate itself.
+func (c *ModelConfig) validateSize(bad func(key, format string, a ...any)) {
+	if min(c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize,
+		c.MaxPositionEmbeddings, c.TypeVocabSize, c.NumLabels) < 1 {
+		return
+	}
+	if c.NumLabels > maxNumLabels {
+		bad("num_labels", "%d is more than tune's limit of %d classes", c.NumLabels, maxNumLabels)
+		return
+	}
+	sizes := transformer.BertConfig{
+		VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, NumHiddenLayers: c.NumHiddenLayers,
+		NumAttentionHeads: c.NumAttentionHeads, IntermediateSize: c.IntermediateSize,
+		MaxPositionEmbeddings: c.MaxPositionEmbeddings, TypeVocabSize: c.TypeVocabSize,
+		ID2Label: make([]string, c.NumLabels),
+	}
+	var se *transformer.SizeError
+	if err := sizes.CheckSize(); errors.As(err, &se) {
+		bad(se.Key, "%s", se.Reason)
+	} else if err != nil {
+		bad("", "%v", err)
 	}
 }

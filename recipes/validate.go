@@ -14,8 +14,10 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // Data formats, chosen by data.format or by each file's extension.
@@ -217,6 +219,8 @@ func (r *Recipe) CheckFiles() error {
 		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
 			modelBad = true
+		} else if err := checkModelConfig(r.Model.Path); err != nil {
+			bad("model.path", "%v", err)
 		}
 	}
 	tok := ""
@@ -260,6 +264,20 @@ func (r *Recipe) CheckFiles() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkModelConfig reads the checkpoint's config.json as the model will be built from it, so that a config the
+// model cannot be built from (an unsupported hidden_act, a vocab_size of 3000000000, ...) is reported before
+// anything is loaded. It reads only config.json.
+func checkModelConfig(dir string) error {
+	hf, err := loaders.ReadBertConfig(dir)
+	if err != nil {
+		return err
+	}
+	if _, err := transformer.BertConfigFromHF(hf); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, loaders.ConfigName), err)
+	}
+	return nil
 }
 
 // overridePlaceholder is what a message shows as the value of an input key's override: DIR or FILE.

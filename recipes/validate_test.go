@@ -87,3 +87,54 @@ func TestCheckFilesOutputDir(t *testing.T) {
 		t.Errorf("the file was changed: %q", b)
 	}
 }
+
+// TestModelSizes: sizes that would make the Go runtime abort with "out of memory" when the model is built are
+// refused while the recipe is validated, naming the key and its line or override: in model.config, and in a
+// checkpoint's config.json (CheckFiles).
+func TestModelSizes(t *testing.T) {
+	scratch := func(extra string) string {
+		return "model:\n  config:\n    hidden_size: 64\n    num_attention_heads: 4\n" + extra +
+			"tokenizer:\n  path: v.txt\ndata:\n  train: a.tsv\n"
+	}
+	for _, c := range []struct {
+		name      string
+		text      string
+		overrides []string
+		want      string // error fragment; "" means valid
+	}{
+		{"vocab_size beyond 32 bits in an override", scratch(""), []string{"model.config.vocab_size=3000000000"},
+			"override model.config.vocab_size=3000000000: model.config.vocab_size: 3000000000 is more than 2147483647"},
+		{"100000 layers in the file", scratch("    num_hidden_layers: 100000\n"), nil,
+			"r.yaml:5: model.config.num_hidden_layers: 100000 makes a model of 4.13e+10 parameters"},
+		{"a vocabulary that fits 32 bits but makes 6.4e10 parameters", scratch(""), []string{"model.config.vocab_size=1000000000"},
+			"model.config.vocab_size: 1000000000 makes a model of 6.4e+10 parameters"},
+		{"a large but real model", scratch(""), []string{"model.config.hidden_size=1024", "model.config.num_hidden_layers=24", "model.config.num_attention_heads=16", "model.config.intermediate_size=4096"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := decode(c.text, c.overrides...)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+	t.Run("a checkpoint's config.json", func(t *testing.T) {
+		dir := t.TempDir()
+		cfg := `{"model_type": "bert", "vocab_size": 3000000000}`
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := Default()
+		r.Source, r.Model.Path = "r.yaml", dir
+		err := r.CheckFiles()
+		want := "model.path: " + filepath.Join(dir, "config.json") + ": transformer: config vocab_size: 3000000000 is more than 2147483647"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error\n%v\nwant\n%s", err, want)
+		}
+	})
+}
