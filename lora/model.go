@@ -52,7 +52,9 @@ var _ Base = (*transformer.BertForSequenceClassification)(nil)
 type Model struct {
 	// Base is the adapted model; its targeted projections are *Linear now.
 	Base
-	// BaseModelNameOrPath is written to adapter_config.json as base_model_name_or_path ("" writes null).
+	// BaseModelNameOrPath is written to adapter_config.json as base_model_name_or_path ("" writes null). PEFT
+	// writes whatever name or path the base was loaded from; tune's recipes set the absolute path of
+	// model.path, so that the adapter names its base wherever it is used from.
 	BaseModelNameOrPath string
 	// Warnings are the adjustments Apply made (Config.Normalize) and what loading noticed, for the caller to
 	// print.

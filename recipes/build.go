@@ -92,9 +92,10 @@ func OpenDevice(device string) (tensor.Backend, error) {
 
 // Build turns a validated recipe into a Run on backend b: it loads the tokenizer, builds the model
 // (LoadPretrained for model.path, a freshly initialised BertForSequenceClassification from training.seed for
-// model.config), loads the data files (labels mapped consistently across train, eval and test), applies LoRA
-// when the recipe has a lora: section, and creates the Trainer with opts. Errors name the recipe key whose
-// input failed.
+// model.config), loads the data files (labels mapped consistently across train, eval and test; string labels
+// name the model's classes), applies LoRA when the recipe has a lora: section (the adapter's
+// base_model_name_or_path is model.path made absolute, null for model.config), and creates the Trainer with
+// opts. Errors name the recipe key whose input failed.
 func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	run := &Run{Recipe: r, Backend: b}
 	var err error
@@ -113,7 +114,9 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 		if err != nil {
 			return nil, fmt.Errorf("recipes: lora: %w", err)
 		}
-		lm.BaseModelNameOrPath = r.Model.Path
+		if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
+			return nil, fmt.Errorf("recipes: model.path: %w", err)
+		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm
 	}
@@ -236,6 +239,16 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 		run.Model = lm
 	}
 	return run, nil
+}
+
+// absPath returns p as an absolute path ("" stays ""): the adapter's base_model_name_or_path, which a relative
+// path would make depend on the directory training ran in. PEFT writes the path the user passed; tune resolves
+// it, so that tune merge and eval, run from anywhere, can find and check the base.
+func absPath(p string) (string, error) {
+	if p == "" {
+		return "", nil
+	}
+	return filepath.Abs(p)
 }
 
 // checkVocab reports a tokenizer whose ids do not all fit the model's embedding table (vocab_size rows): the

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -252,5 +253,32 @@ func TestTokenizerMustFitTheModel(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAdapterNamesItsBaseAbsolutely trains LoRA on a model.path given relative to the working directory: the
+// adapter's base_model_name_or_path is that directory's absolute path, valid from any directory.
+func TestAdapterNamesItsBaseAbsolutely(t *testing.T) {
+	dir := t.TempDir()
+	writeTSV(t, dir, "train.tsv", "1", "0")
+	run, err := Build(labelRecipe(t, dir, ""), cpu.New(), trainer.WithOutput(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := filepath.Join(dir, "base")
+	if err := run.Base.Save(base); err != nil {
+		t.Fatal(err)
+	}
+	run.Trainer.Close()
+	r := labelRecipe(t, dir, "lora:\n  r: 2\n  task_type: SEQ_CLS\n")
+	t.Chdir(dir)
+	r.Model.Config, r.Model.Path = nil, "base" // relative to the working directory, as an override gives it
+	out := trainLabelRecipe(t, r)
+	_, got, err := lora.ReadAdapterConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != base {
+		t.Errorf("base_model_name_or_path %q, want the absolute %q", got, base)
 	}
 }

@@ -40,10 +40,12 @@ model.safetensors with transformers' tensor names, and the tokenizer files (from
 has them, else from the model directory), which transformers' from_pretrained and tune load with no missing or
 unexpected tensor.
 
-The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their number from
-the adapter's classifier when it saved one. The merge runs on the CPU in FP32
-(one small matrix product per adapted module). merge never overwrites: --output must not exist or be an empty
-directory; the checkpoint is written into a temporary directory beside it and renamed into place, so a failed
+--model should be the base the adapter was trained on: merge warns when the adapter's
+base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
+there). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
+number from the adapter's classifier when it saved one. The merge runs on the CPU in FP32 (one small matrix
+product per adapted module). --model and --adapter are only read. merge never overwrites: --output must not
+exist or be an empty directory; the checkpoint is written into a temporary directory beside it and renamed into place, so a failed
 merge leaves nothing behind.`,
 		Example: `  tune merge --model ../bert-base-uncased --adapter runs/bert --output runs/bert-merged
   tune eval --model runs/bert-merged --data dev.tsv`,
@@ -112,6 +114,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if n := report.UnusedNotice(o.Model); n != "" {
 		fmt.Fprintln(stderr, "warning:", n)
 	}
+	if w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter); w != "" {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	for _, w := range lm.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
@@ -134,10 +139,47 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "merged %d LoRA modules (r %d, lora_alpha %g, scaling %g) and saved modules %v from %s into %s\n",
-		len(targets), cfg.R, cfg.LoraAlpha, cfg.Scaling(), lm.SavedModules(), o.Adapter, o.Model)
-	fmt.Fprintf(stdout, "wrote %s: %s\n", o.Output, strings.Join(written, ", "))
+	fmt.Fprintf(stdout, "merged the adapter %s (%d LoRA modules, r %d, lora_alpha %g, scaling %g; saved modules %v) with the base model %s\n",
+		o.Adapter, len(targets), cfg.R, cfg.LoraAlpha, cfg.Scaling(), lm.SavedModules(), o.Model)
+	fmt.Fprintf(stdout, "wrote the merged checkpoint to %s: %s (%s and %s are unchanged)\n", o.Output, strings.Join(written, ", "), o.Model, o.Adapter)
 	return nil
+}
+
+// baseMismatch returns a warning when the adapter's base_model_name_or_path (base) names another model than
+// --model (model): a merge onto the wrong base succeeds whenever the shapes fit and silently gives a wrong model.
+// A relative base is tried against the working directory and the adapter directory (and its parent, for a
+// checkpoint-N inside a run); when it names no existing directory (a Hub id, or a path from another machine)
+// the last path elements are compared. An empty base (null) is not checked.
+func baseMismatch(base, model, adapter string) string {
+	if base == "" {
+		return ""
+	}
+	mst, err := os.Stat(model)
+	if err != nil {
+		return ""
+	}
+	candidates := []string{base}
+	if !filepath.IsAbs(base) {
+		candidates = append(candidates, filepath.Join(adapter, base), filepath.Join(adapter, "..", base))
+	}
+	found := false
+	for _, c := range candidates {
+		st, err := os.Stat(c)
+		if err != nil || !st.IsDir() {
+			continue
+		}
+		if os.SameFile(st, mst) {
+			return ""
+		}
+		found = true
+	}
+	abs, _ := filepath.Abs(model)
+	if !found && filepath.Base(filepath.Clean(base)) == filepath.Base(abs) {
+		return ""
+	}
+	return fmt.Sprintf("the adapter was trained on base_model_name_or_path %q (in %s), but --model is %s: merging onto "+
+		"another base model succeeds whenever the shapes fit and gives a wrong model; pass the base the adapter was trained on",
+		base, filepath.Join(adapter, lora.AdapterConfigName), model)
 }
 
 // write saves the merged model and the tokenizer files into a temporary directory beside --output and renames it

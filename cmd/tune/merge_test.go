@@ -83,7 +83,7 @@ func TestMerge(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	t.Log(strings.TrimSpace(stdout))
-	if !strings.Contains(stdout, "merged 6 LoRA modules") || stderr != "" {
+	if !strings.Contains(stdout, "(6 LoRA modules") || stderr != "" {
 		t.Errorf("stdout %q, stderr %q", stdout, stderr)
 	}
 	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "vocab.txt"} {
@@ -221,5 +221,67 @@ func TestMergeFixture(t *testing.T) {
 		if got := readFile(t, filepath.Join(out, name)); got != string(want) {
 			t.Errorf("%s differs from testdata/lora/merged_by_tune (rerun with -update-merged if intended)", name)
 		}
+	}
+}
+
+// TestMergeChecksTheBase sets the adapter's base_model_name_or_path in several ways and checks when merge warns
+// that --model is another model, and that its report says where the output went and that the inputs were only
+// read.
+func TestMergeChecksTheBase(t *testing.T) {
+	model, adapter, _, _ := mergeFixture(t)
+	other, _, _, _ := mergeFixture(t) // same shapes, different weights
+	absModel, err := filepath.Abs(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relToWD, err := filepath.Rel(wd, absModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relToAdapter, err := filepath.Rel(adapter, absModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		base string // base_model_name_or_path; "" writes null
+		warn bool
+	}{
+		{"the absolute path of --model", absModel, false},
+		{"a path relative to the working directory", relToWD, false},
+		{"a path relative to the adapter directory", relToAdapter, false},
+		{"null: nothing to check", "", false},
+		{"a Hub id ending in the model's directory name", "someone/" + filepath.Base(model), false},
+		{"another existing model directory", other, true},
+		{"a Hub id of another model", "google-bert/bert-base-uncased", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := lora.ReadAdapterConfig(adapter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := lora.WriteAdapterConfig(adapter, cfg, tt.base); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "merged")
+			code, stdout, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if warned := strings.Contains(stderr, "merging onto another base model"); warned != tt.warn {
+				t.Errorf("warned %v, want %v; stderr %q", warned, tt.warn, stderr)
+			}
+			for _, w := range []string{"merged the adapter " + adapter, "with the base model " + model,
+				"wrote the merged checkpoint to " + out + ": config.json, model.safetensors", "are unchanged"} {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, stdout)
+				}
+			}
+		})
 	}
 }
