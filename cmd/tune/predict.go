@@ -150,6 +150,17 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	return o.write(stdout, run, ds, out)
 }
 
+// nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.
+func (o *predictOptions) nonFiniteHint() string {
+	switch {
+	case o.FP16:
+		return "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither"
+	case o.BF16:
+		return "BF16 has FP32's range, so the model's weights are likely non-finite: check them with tune inspect, or try without --bf16"
+	}
+	return "the model's weights are likely non-finite (a diverged training run?): check them with tune inspect"
+}
+
 // write prints one prediction per input as JSONL, to --output (atomically, mode 0644) or stdout.
 func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
 	emit := func(w io.Writer) error {
@@ -167,7 +178,7 @@ func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.T
 			}
 			for _, v := range p.Logits {
 				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-					return fmt.Errorf("input at line %d gave non-finite logits %v (half-precision overflow? try without --fp16)", ex.Line, p.Logits)
+					return fmt.Errorf("input at line %d gave non-finite logits %v (%s)", ex.Line, p.Logits, o.nonFiniteHint())
 				}
 			}
 			if err := enc.Encode(p); err != nil {

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// TestPredictNonFiniteHint runs predict on a model whose classifier bias is NaN: the error names the input line
+// and blames the weights, and mentions --fp16 only when it was used.
+func TestPredictNonFiniteHint(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "nan")
+	cfg := transformer.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
+	cfg.MaxPositionEmbeddings = 64
+	b := cpu.New()
+	m, err := transformer.NewBertForSequenceClassification(b, cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range m.NamedParameters() {
+		if np.Name == "classifier.bias" {
+			if err := b.Upload(np.Value, []float32{float32(math.NaN()), 0}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	base := []string{"predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", filepath.Join(tiny, "dev.tsv")}
+	tests := []struct {
+		name string
+		flag string
+		want string
+		not  string
+	}{
+		{"FP32: the weights, not --fp16", "", "the model's weights are likely non-finite", "--fp16"},
+		{"--fp16: FP16's range", "--fp16", "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither", ""},
+		{"--bf16: the weights", "--bf16", "BF16 has FP32's range", "--fp16"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := base
+			if tt.flag != "" {
+				args = append(append([]string(nil), base...), tt.flag)
+			}
+			code, _, stderr := runCLI(args...)
+			if code != exitError || !strings.Contains(stderr, "input at line 2 gave non-finite logits") || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr, exitError, tt.want)
+			}
+			if tt.not != "" && strings.Contains(stderr, tt.not) {
+				t.Errorf("stderr mentions %q: %s", tt.not, stderr)
+			}
+		})
+	}
+}
