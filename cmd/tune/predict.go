@@ -25,6 +25,7 @@ type predictOptions struct {
 	Tokenizer      string // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Input          string // --input: TSV, CSV or JSONL of texts
 	Output         string // --output: JSONL file; "" or "-" is stdout
+	Force          bool   // --force: replace an existing --output
 	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
@@ -47,7 +48,7 @@ type prediction struct {
 func newPredictCmd() *cobra.Command {
 	o := &predictOptions{}
 	cmd := &cobra.Command{
-		Use:   "predict --model DIR [--adapter DIR] [--tokenizer PATH] --input FILE [--output FILE] [--fp16|--bf16]",
+		Use:   "predict --model DIR [--adapter DIR] [--tokenizer PATH] --input FILE [--output FILE [--force]] [--fp16|--bf16]",
 		Short: "Run a trained model over a file of texts and write the predictions as JSONL",
 		Long: `predict runs a trained sequence classifier over the texts of a TSV, CSV or JSONL file (labels, if present,
 are ignored) and writes one JSON object per input, in input order:
@@ -55,11 +56,14 @@ are ignored) and writes one JSON object per input, in input order:
   {"line": 2, "text": "a gripping film", "label": "LABEL_1", "label_id": 1, "logits": [-1.92, 2.05]}
 
 label is the model's id2label name of the argmax (the training file's label names when they were strings, as
-transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model (num_labels 1) it is the predicted
-value. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes
-into training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA
-adapter (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the
-one in the adapter directory, else the model's.
+transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model
+(num_labels 1) it is the predicted value. The predictions go to standard output, or to --output FILE, which
+must not exist unless --force is given (it is then replaced only once every prediction is written).
+
+The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
+training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA adapter
+(what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the one in
+the adapter directory, else the model's.
 
 --fp16 / --bf16 run inference in half precision under autocast in that dtype (fp16_full_eval / bf16_full_eval):
 every matrix product takes FP16/BF16 inputs and accumulates in FP32, LayerNorm and softmax compute in FP32, the
@@ -83,7 +87,8 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
-	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output")
+	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output (a new file, unless --force)")
+	f.BoolVar(&o.Force, "force", false, "replace an existing --output file")
 	f.BoolVar(&o.FP16, "fp16", false, "run under FP16 autocast (fp16_full_eval; weights stay FP32)")
 	f.BoolVar(&o.BF16, "bf16", false, "run under BF16 autocast (bf16_full_eval; weights stay FP32)")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto")
@@ -106,6 +111,11 @@ func (o *predictOptions) check() error {
 		return usagef("--fp16 and --bf16 are exclusive")
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
+	}
+	if o.Output != "" && o.Output != "-" && !o.Force {
+		if _, err := os.Lstat(o.Output); err == nil {
+			return usagef("--output %s already exists; pass --force to replace it, or choose another name", o.Output)
+		}
 	}
 	if err := checkModelPaths(o.Model, o.Adapter, o.Tokenizer); err != nil {
 		return err
@@ -161,7 +171,8 @@ func (o *predictOptions) nonFiniteHint() string {
 	return "the model's weights are likely non-finite (a diverged training run?): check them with tune inspect"
 }
 
-// write prints one prediction per input as JSONL, to --output (atomically, mode 0644) or stdout.
+// write prints one prediction per input as JSONL, to --output (a temporary file renamed into place, mode 0644,
+// so a failed run leaves no partial file and, with --force, the old file intact) or stdout.
 func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
 	emit := func(w io.Writer) error {
 		names := run.Base.Config.ID2Label

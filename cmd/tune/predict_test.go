@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,6 +57,46 @@ func TestPredictNonFiniteHint(t *testing.T) {
 			}
 			if tt.not != "" && strings.Contains(stderr, tt.not) {
 				t.Errorf("stderr mentions %q: %s", tt.not, stderr)
+			}
+		})
+	}
+}
+
+// TestPredictOutputNeverReplacesSilently checks --output: a new file is written; an existing one is refused
+// untouched (exit 2) unless --force, which replaces it.
+func TestPredictOutputNeverReplacesSilently(t *testing.T) {
+	model, _ := tinyModelDir(t)
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	out := filepath.Join(t.TempDir(), "preds.jsonl")
+	args := []string{"predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", filepath.Join(tiny, "dev.tsv"), "--output", out}
+	steps := []struct {
+		name     string
+		extra    []string
+		code     int
+		stderr   string
+		replaced bool // out holds predictions afterwards, not the user's text
+	}{
+		{"a new file is written", nil, exitOK, "", true},
+		{"an existing file is refused", nil, exitUsage, "--output " + out + " already exists; pass --force", false},
+		{"--force replaces it", []string{"--force"}, exitOK, "", true},
+	}
+	for i, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			if i > 0 {
+				if err := os.WriteFile(out, []byte("the user's file\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			code, _, stderr := runCLI(append(append([]string(nil), args...), st.extra...)...)
+			if code != st.code || !strings.Contains(stderr, st.stderr) {
+				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr, st.code, st.stderr)
+			}
+			data, err := os.ReadFile(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.HasPrefix(string(data), `{"line":2,`); got != st.replaced {
+				t.Errorf("after the run the file starts %.40q; want predictions: %v", data, st.replaced)
 			}
 		})
 	}
