@@ -149,19 +149,28 @@ func MapBertCheckpoint(expected []TensorSpec, ckpt []TensorInfo, cfg *BertConfig
 // OK reports whether every expected tensor was found (or is tied) with the right shape.
 func (r *LoadReport) OK() bool { return len(r.Missing) == 0 && len(r.Mismatched) == 0 }
 
-// Err returns nil when OK, else an error wrapping ErrMissingTensors and/or ErrShapeMismatch that lists them by
-// name. Unexpected and ignored tensors are not errors (transformers only warns about them).
+// errShown is how many mis-shaped tensors Err lists before counting the rest.
+const errShown = 5
+
+// Err returns nil when OK, else an error wrapping ErrMissingTensors and/or ErrShapeMismatch that names them
+// compactly: the missing tensors summarised by module (SummarizeNames), the first few mis-shaped ones one per
+// line with both shapes, then how many more (String lists them all). Unexpected and ignored tensors are not
+// errors (transformers only warns about them).
 func (r *LoadReport) Err() error {
 	var errs []error
-	if len(r.Missing) > 0 {
-		errs = append(errs, fmt.Errorf("loaders: %w: %s", ErrMissingTensors, strings.Join(r.Missing, ", ")))
+	if n := len(r.Missing); n > 0 {
+		errs = append(errs, fmt.Errorf("loaders: %w (%d): %s", ErrMissingTensors, n, SummarizeNames(r.Missing, 8)))
 	}
-	if len(r.Mismatched) > 0 {
-		var parts []string
-		for _, m := range r.Mismatched {
-			parts = append(parts, m.String())
+	if n := len(r.Mismatched); n > 0 {
+		var b strings.Builder
+		for _, m := range r.Mismatched[:min(n, errShown)] {
+			b.WriteString("\n  " + m.String())
 		}
-		errs = append(errs, fmt.Errorf("loaders: %w: %s (start from a checkpoint with the same config, or re-initialise these tensors)", ErrShapeMismatch, strings.Join(parts, "; ")))
+		if n > errShown {
+			fmt.Fprintf(&b, "\n  and %d more", n-errShown)
+		}
+		errs = append(errs, fmt.Errorf("loaders: %w (%d of %d; start from a checkpoint with the same config, or re-initialise these tensors):%s",
+			ErrShapeMismatch, n, n+r.Matched, b.String()))
 	}
 	return errors.Join(errs...)
 }

@@ -206,7 +206,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 		}
 	}
 	if len(fatal) > 0 {
-		return nil, report, fmt.Errorf("transformer: load %s: %w\n%s", ck.Path, lr.Err(), lr)
+		summary, _, _ := strings.Cut(lr.String(), "\n")
+		return nil, report, fmt.Errorf("transformer: load %s: %w\n(%s; the model's shapes come from %s)",
+			ck.Path, lr.Err(), summary, filepath.Join(dir, loaders.ConfigName))
 	}
 	if m, err = newBert(b, cfg); err != nil {
 		return nil, report, err
