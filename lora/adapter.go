@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -65,7 +66,7 @@ func (m *Model) Save(dir string) error {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("lora: save: %w", err)
+		return errctx.Wrap("lora: save", err)
 	}
 	var hosts []loaders.HostTensor
 	for _, np := range m.NamedParameters() {
@@ -74,20 +75,20 @@ func (m *Model) Save(dir string) error {
 		}
 		vals := make([]float32, np.Value.Numel())
 		if err := m.Backend().Download(vals, np.Value); err != nil {
-			return fmt.Errorf("lora: save: reading %s: %w", np.Name, err)
+			return errctx.Wrapf(err, "lora: save: reading %s", np.Name)
 		}
 		ht, err := loaders.NewHostTensor(savedKey(np.Name), tensor.F32, np.Value.Shape, vals)
 		if err != nil {
-			return fmt.Errorf("lora: save: %w", err)
+			return errctx.Wrap("lora: save", err)
 		}
 		hosts = append(hosts, ht)
 	}
 	if err := loaders.WriteSafetensors(filepath.Join(dir, AdapterWeightsName), hosts, nil); err != nil {
-		return fmt.Errorf("lora: save: %w", err)
+		return errctx.Wrap("lora: save", err)
 	}
 	if cs, ok := m.Base.(configSaver); ok {
 		if err := cs.SaveConfig(dir); err != nil {
-			return fmt.Errorf("lora: save: the base config: %w", err)
+			return errctx.Wrap("lora: save: the base config", err)
 		}
 	}
 	return WriteAdapterConfig(dir, m.config, m.BaseModelNameOrPath)
@@ -117,7 +118,7 @@ func (m *Model) Load(dir string) error {
 	}
 	cfg.Normalize()
 	if err := m.sameAdapter(cfg); err != nil {
-		return fmt.Errorf("lora: load %s: %w", dir, err)
+		return errctx.Wrapf(err, "lora: load %s", dir)
 	}
 	return m.loadWeights(dir)
 }
@@ -168,7 +169,7 @@ func LoadAdapter(base Base, dir string) (*Model, error) {
 	}
 	m, err := Apply(base, cfg, 0)
 	if err != nil {
-		return nil, fmt.Errorf("lora: applying the adapter in %s: %w", dir, err)
+		return nil, errctx.Wrapf(err, "lora: applying the adapter in %s", dir)
 	}
 	m.BaseModelNameOrPath = baseName
 	if err := m.loadWeights(dir); err != nil {
@@ -185,11 +186,11 @@ func (m *Model) loadWeights(dir string) (err error) {
 			return fmt.Errorf("lora: %s holds adapter_model.bin (a pickle); tune reads safetensors only: re-save the "+
 				"adapter with PEFT's save_pretrained(dir, safe_serialization=True)", dir)
 		}
-		return fmt.Errorf("lora: reading the adapter: %w", serr)
+		return errctx.Wrap("lora: reading the adapter", serr)
 	}
 	ck, err := loaders.OpenCheckpoint(path)
 	if err != nil {
-		return fmt.Errorf("lora: reading the adapter: %w", err)
+		return errctx.Wrap("lora: reading the adapter", err)
 	}
 	defer ck.Close()
 	params := map[string]int{}
@@ -250,14 +251,14 @@ func (m *Model) loadWeights(dir string) (err error) {
 	for _, l := range loads {
 		ht, err := ck.Get(l.key)
 		if err != nil {
-			return fmt.Errorf("lora: reading %s from %s: %w", l.key, path, err)
+			return errctx.Wrapf(err, "lora: reading %s from %s", l.key, path)
 		}
 		vals, err := ht.Float32()
 		if err != nil {
-			return fmt.Errorf("lora: %s in %s: %w", l.key, path, err)
+			return errctx.Wrapf(err, "lora: %s in %s", l.key, path)
 		}
 		if err := m.Backend().Upload(list[l.idx].Value, vals); err != nil {
-			return fmt.Errorf("lora: loading %s: %w", l.key, err)
+			return errctx.Wrapf(err, "lora: loading %s", l.key)
 		}
 	}
 	if len(keptBiases) > 0 {
@@ -278,7 +279,7 @@ func SavedLabels(dir string) ([]string, error) {
 	}
 	c, err := loaders.ReadBertConfig(dir)
 	if err != nil {
-		return nil, fmt.Errorf("lora: the config saved with the adapter: %w", err)
+		return nil, errctx.Wrap("lora: the config saved with the adapter", err)
 	}
 	names := make([]string, c.NumLabels())
 	for i := range names {
@@ -293,7 +294,7 @@ func SavedLabels(dir string) ([]string, error) {
 func SavedNumLabels(dir string) (int, error) {
 	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, AdapterWeightsName))
 	if err != nil {
-		return 0, fmt.Errorf("lora: reading the adapter: %w", err)
+		return 0, errctx.Wrap("lora: reading the adapter", err)
 	}
 	defer ck.Close()
 	if info, ok := ck.Info(keyPrefix + "classifier.weight"); ok && len(info.Shape) == 2 {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/errctx"
 )
 
 // AdapterConfigName is the file PEFT's save_pretrained writes the LoraConfig to.
@@ -83,7 +84,7 @@ func WriteAdapterConfig(dir string, c Config, baseModel string) error {
 	}
 	// 0644: a saved adapter is as readable as any output.
 	if err := atomicfile.WriteFile(filepath.Join(dir, AdapterConfigName), b, 0o644); err != nil {
-		return fmt.Errorf("lora: %w", err)
+		return errctx.Wrap("lora", err)
 	}
 	return nil
 }
@@ -146,7 +147,7 @@ func ParseAdapterConfig(data []byte) (Config, string, error) {
 		}
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, "", fmt.Errorf("lora: %s: %w", AdapterConfigName, err)
+		return Config{}, "", errctx.Wrapf(err, "lora: %s", AdapterConfigName)
 	}
 	base := ""
 	if f.BaseModel != nil {

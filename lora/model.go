@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -130,7 +131,7 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 	}
 	restore := func() { m.SetTrainable(func(name string) bool { return wasTrainable[name] }) } //nolint:errcheck
 	if err := m.SetTrainable(func(name string) bool { return lm.trains(lm.wrappedName(name)) }); err != nil {
-		return nil, fmt.Errorf("lora: %w", err)
+		return nil, errctx.Wrap("lora", err)
 	}
 	repl := make(map[string]transformer.Projection, len(targets))
 	free := func() {
@@ -145,7 +146,7 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 		if err != nil {
 			free()
 			restore()
-			return nil, fmt.Errorf("lora: %s: %w", path, err)
+			return nil, errctx.Wrapf(err, "lora: %s", path)
 		}
 		repl[path] = l
 		lm.layers[path] = l
@@ -153,7 +154,7 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 	if err := m.ReplaceProjections(repl); err != nil {
 		free()
 		restore()
-		return nil, fmt.Errorf("lora: %w", err)
+		return nil, errctx.Wrap("lora", err)
 	}
 	return lm, nil
 }
@@ -288,7 +289,7 @@ func (m *Model) Merge() error {
 				m.layers[done].Unmerge(bk) //nolint:errcheck // best effort: restoring after a failed merge
 			}
 			m.WeightsUpdated()
-			return fmt.Errorf("lora: merging %s: %w", path, err)
+			return errctx.Wrapf(err, "lora: merging %s", path)
 		}
 	}
 	m.merged = true
@@ -309,7 +310,7 @@ func (m *Model) Unmerge() error {
 	for _, path := range m.targets {
 		if err := m.layers[path].Unmerge(bk); err != nil {
 			m.WeightsUpdated()
-			return fmt.Errorf("lora: unmerging %s: %w", path, err)
+			return errctx.Wrapf(err, "lora: unmerging %s", path)
 		}
 	}
 	m.merged = false
@@ -336,7 +337,7 @@ func (m *Model) MergeAndUnload() (Base, error) {
 		repl[path] = m.layers[path].Base()
 	}
 	if err := m.ReplaceProjections(repl); err != nil {
-		return nil, fmt.Errorf("lora: unloading the adapters: %w", err)
+		return nil, errctx.Wrap("lora: unloading the adapters", err)
 	}
 	m.unloaded = true
 	return m.Base, nil

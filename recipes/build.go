@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor"
@@ -100,22 +101,22 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	run := &Run{Recipe: r, Backend: b}
 	var err error
 	if run.Tokenizer, err = loaders.LoadTokenizer(r.Tokenizer.Path); err != nil {
-		return nil, fmt.Errorf("recipes: tokenizer.path: %w", err)
+		return nil, errctx.Wrap("recipes: tokenizer.path", err)
 	}
 	if err := run.buildModel(); err != nil {
 		return nil, err
 	}
 	if err := checkVocab(run.Tokenizer, r.Tokenizer.Path, run.Base, modelSource(r)); err != nil {
-		return nil, fmt.Errorf("recipes: tokenizer.path: %w", err)
+		return nil, errctx.Wrap("recipes: tokenizer.path", err)
 	}
 	run.Model = run.Base
 	if r.LoRA != nil {
 		lm, err := lora.Apply(run.Base, *r.LoRA, seed(r))
 		if err != nil {
-			return nil, fmt.Errorf("recipes: lora: %w", err)
+			return nil, errctx.Wrap("recipes: lora", err)
 		}
 		if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
-			return nil, fmt.Errorf("recipes: model.path: %w", err)
+			return nil, errctx.Wrap("recipes: model.path", err)
 		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm
@@ -127,7 +128,7 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if run.Train != nil && run.Train.LabelNames != nil {
 		labels = labelIDs(run.Train.LabelNames)
 		if err := run.nameLabels(run.Train.LabelNames); err != nil {
-			return nil, fmt.Errorf("recipes: data.train: %w", err)
+			return nil, errctx.Wrap("recipes: data.train", err)
 		}
 	}
 	if run.Eval, err = run.LoadDataset("data.eval", r.Data.Eval, r.Data, labels); err != nil {
@@ -191,23 +192,23 @@ func isIDLabels(names []string) bool {
 // file's labels through its id2label/label2id. The Run has no recipe, datasets or Trainer.
 func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, error) {
 	if _, err := os.Stat(dir); err != nil {
-		return nil, fmt.Errorf("recipes: the model directory: %w", err)
+		return nil, errctx.Wrap("recipes: the model directory", err)
 	}
 	var opts transformer.LoadOptions
 	var err error
 	if adapterDir != "" {
 		if opts.Labels, err = lora.SavedLabels(adapterDir); err != nil {
-			return nil, fmt.Errorf("recipes: %w", err)
+			return nil, errctx.Wrap("recipes", err)
 		}
 		if opts.Labels == nil {
 			if opts.NumLabels, err = lora.SavedNumLabels(adapterDir); err != nil {
-				return nil, fmt.Errorf("recipes: %w", err)
+				return nil, errctx.Wrap("recipes", err)
 			}
 		}
 	}
 	m, report, err := transformer.LoadPretrained(dir, b, opts)
 	if err != nil {
-		return nil, fmt.Errorf("recipes: %w", err)
+		return nil, errctx.Wrap("recipes", err)
 	}
 	what := "--tokenizer"
 	if tokenizerPath == "" {
@@ -219,7 +220,7 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	}
 	tok, err := loaders.LoadTokenizer(tokenizerPath)
 	if err != nil {
-		return nil, fmt.Errorf("recipes: %s: %w", what, err)
+		return nil, errctx.Wrapf(err, "recipes: %s", what)
 	}
 	if err := checkVocab(tok, tokenizerPath, m, "the model in "+dir); err != nil {
 		hint := "pass --tokenizer with the model's own tokenizer"
@@ -233,7 +234,7 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	if adapterDir != "" {
 		lm, err := lora.LoadAdapter(m, adapterDir)
 		if err != nil {
-			return nil, fmt.Errorf("recipes: %w", err)
+			return nil, errctx.Wrap("recipes", err)
 		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm
@@ -317,7 +318,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	}
 	ds, err := loaders.LoadDataset(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("recipes: %s: %w", key, err)
+		return nil, errctx.Wrapf(err, "recipes: %s", key)
 	}
 	if !regression && len(ds.LabelNames) > cfg.NumLabels() {
 		return nil, fmt.Errorf("recipes: %s: %s has %d labels %v but the model has num_labels %d; set model.config.num_labels (or use a checkpoint with that many labels)",
@@ -326,7 +327,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	c, err := loaders.NewCollator(run.Tokenizer, ds, loaders.CollatorOptions{MaxLength: d.MaxLength,
 		PadToMultipleOf: d.PadToMultipleOf, Cache: true})
 	if err != nil {
-		return nil, fmt.Errorf("recipes: %s: %w", key, err)
+		return nil, errctx.Wrapf(err, "recipes: %s", key)
 	}
 	return &TextDataset{Dataset: ds, Collator: c, GroupByLength: d.GroupByLength}, nil
 }
@@ -364,20 +365,20 @@ func (run *Run) buildModel() error {
 		}
 		hf, err := loaders.ParseBertConfig("model.config", data)
 		if err != nil {
-			return fmt.Errorf("recipes: model.config: %w", err)
+			return errctx.Wrap("recipes: model.config", err)
 		}
 		cfg, err := transformer.BertConfigFromHF(hf)
 		if err != nil {
-			return fmt.Errorf("recipes: model.config: %w", err)
+			return errctx.Wrap("recipes: model.config", err)
 		}
 		if run.Base, err = transformer.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
-			return fmt.Errorf("recipes: model.config: %w", err)
+			return errctx.Wrap("recipes: model.config", err)
 		}
 		return nil
 	}
 	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, transformer.LoadOptions{Seed: initSeed})
 	if err != nil {
-		return fmt.Errorf("recipes: model.path: %w", err)
+		return errctx.Wrap("recipes: model.path", err)
 	}
 	run.Base = m
 	run.addNotices(report, r.Model.Path)

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -18,7 +19,7 @@ import (
 func (m *BertForSequenceClassification) Save(dir string) (err error) {
 	defer recoverError(&err)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("transformer: save: %w", err)
+		return errctx.Wrap("transformer: save", err)
 	}
 	list := m.namedParameters()
 	hosts := make([]loaders.HostTensor, 0, len(list))
@@ -26,16 +27,16 @@ func (m *BertForSequenceClassification) Save(dir string) (err error) {
 		v := np.Param.Value
 		vals := make([]float32, v.Numel())
 		if err := m.b.Download(vals, v); err != nil {
-			return fmt.Errorf("transformer: save: reading %s: %w", np.Name, err)
+			return errctx.Wrapf(err, "transformer: save: reading %s", np.Name)
 		}
 		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, v.Shape, vals)
 		if err != nil {
-			return fmt.Errorf("transformer: save: %w", err)
+			return errctx.Wrap("transformer: save", err)
 		}
 		hosts = append(hosts, ht)
 	}
 	if err := loaders.WriteSafetensors(filepath.Join(dir, loaders.SafetensorsWeightsName), hosts, nil); err != nil {
-		return fmt.Errorf("transformer: save: %w", err)
+		return errctx.Wrap("transformer: save", err)
 	}
 	return m.SaveConfig(dir)
 }
@@ -50,7 +51,7 @@ func (m *BertForSequenceClassification) SaveConfig(dir string) error {
 		return err
 	}
 	if err := hf.WriteFile(filepath.Join(dir, loaders.ConfigName)); err != nil {
-		return fmt.Errorf("transformer: save: %w", err)
+		return errctx.Wrap("transformer: save", err)
 	}
 	return nil
 }
@@ -62,7 +63,7 @@ func (m *BertForSequenceClassification) Load(dir string) (err error) {
 	defer recoverError(&err)
 	ck, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
-		return fmt.Errorf("transformer: load: %w", err)
+		return errctx.Wrap("transformer: load", err)
 	}
 	defer ck.Close()
 	list := m.namedParameters()
@@ -81,7 +82,7 @@ func (m *BertForSequenceClassification) Load(dir string) (err error) {
 	}
 	for _, np := range list {
 		if err := m.loadParam(ck, np.Name, np); err != nil {
-			return fmt.Errorf("transformer: load %s: %w", ck.Path, err)
+			return errctx.Wrapf(err, "transformer: load %s", ck.Path)
 		}
 	}
 	m.WeightsUpdated()
@@ -92,7 +93,7 @@ func (m *BertForSequenceClassification) Load(dir string) (err error) {
 func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src string, np NamedParameter) error {
 	ht, err := ck.Get(src)
 	if err != nil {
-		return fmt.Errorf("missing tensor %s: %w", src, err)
+		return errctx.Wrapf(err, "missing tensor %s", src)
 	}
 	v := np.Param.Value
 	if !slices.Equal(ht.Shape, []int(v.Shape)) {
@@ -100,7 +101,7 @@ func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src st
 	}
 	vals, err := ht.Float32()
 	if err != nil {
-		return fmt.Errorf("tensor %s: %w", src, err)
+		return errctx.Wrapf(err, "tensor %s", src)
 	}
 	return m.b.Upload(v, vals)
 }
@@ -166,7 +167,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 	defer recoverError(&err)
 	hf, err := loaders.ReadBertConfig(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
 	}
 	switch {
 	case opts.Labels != nil:
@@ -175,18 +176,18 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 		err = hf.SetLabels(DefaultLabels(opts.NumLabels))
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
 	}
 	if opts.ProblemType != "" {
 		hf.ProblemType = opts.ProblemType
 	}
 	cfg, err := BertConfigFromHF(hf)
 	if err != nil {
-		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
 	}
 	ck, err := loaders.OpenCheckpoint(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
 	}
 	defer ck.Close()
 	// Match the checkpoint's tensors (names and shapes from the safetensors headers) against the shapes the
@@ -207,8 +208,8 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 	}
 	if len(fatal) > 0 {
 		summary, _, _ := strings.Cut(lr.String(), "\n")
-		return nil, report, fmt.Errorf("transformer: load %s: %w\n(%s; the model's shapes come from %s)",
-			ck.Path, lr.Err(), summary, filepath.Join(dir, loaders.ConfigName))
+		return nil, report, fmt.Errorf("%w\n(%s; the model's shapes come from %s)",
+			errctx.Wrapf(lr.Err(), "transformer: load %s", ck.Path), summary, filepath.Join(dir, loaders.ConfigName))
 	}
 	if m, err = newBert(b, cfg); err != nil {
 		return nil, report, err
@@ -225,7 +226,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 			continue
 		}
 		if err := m.loadParam(ck, src, np); err != nil {
-			return nil, report, fmt.Errorf("transformer: load %s: %w", ck.Path, err)
+			return nil, report, errctx.Wrapf(err, "transformer: load %s", ck.Path)
 		}
 	}
 	m.WeightsUpdated()

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/transformer"
@@ -73,13 +74,13 @@ func (o *mergeOptions) validate() error {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
-		return fmt.Errorf("merge: %w", err)
+		return errctx.Wrap("merge", err)
 	case !st.IsDir():
 		return usagef("--output %s is a file; merge writes a new directory", o.Output)
 	}
 	ents, err := os.ReadDir(o.Output)
 	if err != nil {
-		return fmt.Errorf("merge: %w", err)
+		return errctx.Wrap("merge", err)
 	}
 	if len(ents) > 0 {
 		return usagef("--output %s is not empty; merge never overwrites: choose a new directory or remove it", o.Output)
@@ -100,16 +101,16 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		opts.NumLabels, err = lora.SavedNumLabels(o.Adapter)
 	}
 	if err != nil {
-		return fmt.Errorf("merge: --adapter: %w", err)
+		return errctx.Wrap("merge: --adapter", err)
 	}
 	bk := cpu.New()
 	base, report, err := transformer.LoadPretrained(o.Model, bk, opts)
 	if err != nil {
-		return fmt.Errorf("merge: --model: %w", err)
+		return errctx.Wrap("merge: --model", err)
 	}
 	lm, err := lora.LoadAdapter(base, o.Adapter)
 	if err != nil {
-		return fmt.Errorf("merge: --adapter: %w", err)
+		return errctx.Wrap("merge: --adapter", err)
 	}
 	if n := report.UnusedNotice(o.Model); n != "" {
 		fmt.Fprintln(stderr, "warning:", n)
@@ -133,7 +134,7 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	cfg, targets := lm.Config(), lm.Targets()
 	merged, err := lm.MergeAndUnload()
 	if err != nil {
-		return fmt.Errorf("merge: %w", err)
+		return errctx.Wrap("merge", err)
 	}
 	written, err := o.write(merged)
 	if err != nil {
@@ -188,11 +189,11 @@ func baseMismatch(base, model, adapter string) string {
 func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 	out := filepath.Clean(o.Output)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, errctx.Wrap("merge", err)
 	}
 	err = atomicfile.Dir(out, 0o755, func(tmp string) error {
 		if err := m.Save(tmp); err != nil {
-			return fmt.Errorf("saving the merged model: %w", err)
+			return errctx.Wrap("saving the merged model", err)
 		}
 		tokDir := o.Model
 		if hasTokenizerFiles(o.Adapter) {
@@ -201,11 +202,11 @@ func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 		return copyTokenizer(tokDir, tmp) // finetune.go: the same files a saved model carries
 	})
 	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, errctx.Wrap("merge", err)
 	}
 	ents, err := os.ReadDir(out)
 	if err != nil {
-		return nil, fmt.Errorf("merge: %w", err)
+		return nil, errctx.Wrap("merge", err)
 	}
 	for _, e := range ents {
 		written = append(written, e.Name())

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -200,13 +201,13 @@ func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.T
 	}
 	if o.Output != "" && o.Output != "-" {
 		if err := atomicfile.Write(o.Output, 0o644, emit); err != nil {
-			return fmt.Errorf("predict: %w", err)
+			return errctx.Wrap("predict", err)
 		}
 		return nil
 	}
 	w := bufio.NewWriter(stdout)
 	if err := emit(w); err != nil {
-		return fmt.Errorf("predict: %w", err)
+		return errctx.Wrap("predict", err)
 	}
 	return w.Flush()
 }
