@@ -61,7 +61,7 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 				return err
 			}
 			bottom.Legend.Top = false // keep the legend off a rising metric curve
-			switch metric { // bounded metrics get their whole range, so one eval point does not float mid-air
+			switch metric {           // bounded metrics get their whole range, so one eval point does not float mid-air
 			case "accuracy", "f1":
 				bottom.Y.Min, bottom.Y.Max = 0, 1
 			case "matthews_correlation":
