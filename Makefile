@@ -27,13 +27,14 @@ run: build ## the main job on the embedded default recipe (recipes/tiny.yaml)
 build: ## build bin/tune (pure Go, CPU backend)
 	$(GO) build -o $(BIN)/tune ./cmd/tune
 
-test: lint ## go vet, gofmt check, then every test (no GPU needed)
+test: lint ## go vet, gofmt and doc checks, then every test (no GPU needed)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
-lint: ## go vet and a gofmt check that fails on unformatted files
+lint: ## go vet, a gofmt check, and doccheck (every exported identifier and package documented)
 	$(GO) vet ./...
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
+	$(GO) run ./tools/doccheck -skip tools/reference ./...
 
 cuda: ## build bin/tune-cuda and every package's test binary with -tags cuda (cgo, CUDA headers)
 	CGO_ENABLED=1 $(GO) build -tags cuda -o $(BIN)/tune-cuda ./cmd/tune
