@@ -54,7 +54,8 @@ type BertConfig struct {
 }
 
 // BertConfigFromHF converts a parsed config.json (loaders.ReadBertConfig) to a BertConfig and validates it for
-// this package (which supports only the exact "gelu" and absolute positions).
+// this package (Validate: every key a model cannot be built from). The converted config is returned even when
+// the error is not nil, so that a caller can list its Problems.
 func BertConfigFromHF(h *loaders.BertConfig) (BertConfig, error) {
 	c := BertConfig{
 		VocabSize: h.VocabSize, HiddenSize: h.HiddenSize, NumHiddenLayers: h.NumHiddenLayers,
@@ -145,67 +146,4 @@ func (c *BertConfig) ClassifierDropoutProb() float64 {
 		return *c.ClassifierDropout
 	}
 	return c.HiddenDropoutProb
-}
-
-// Validate reports the first field that this package cannot build a model from, naming the config.json key:
-// sizes must be positive and within CheckSize's limits (a *SizeError).
-func (c *BertConfig) Validate() error {
-	pos := func(name string, v int) error {
-		if v <= 0 {
-			return fmt.Errorf("transformer: config %s = %d, want > 0", name, v)
-		}
-		return nil
-	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{
-		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
-		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
-		{"num_labels (len(id2label))", c.NumLabels()},
-	} {
-		if err := pos(f.name, f.v); err != nil {
-			return err
-		}
-	}
-	if err := c.CheckSize(); err != nil {
-		return err
-	}
-	if c.HiddenSize%c.NumAttentionHeads != 0 {
-		return fmt.Errorf("transformer: config hidden_size %d is not a multiple of num_attention_heads %d",
-			c.HiddenSize, c.NumAttentionHeads)
-	}
-	if c.HiddenAct != "gelu" {
-		return fmt.Errorf("transformer: config hidden_act %q is not supported (only \"gelu\", the exact erf GELU)", c.HiddenAct)
-	}
-	if c.PositionEmbeddingType != "" && c.PositionEmbeddingType != "absolute" {
-		return fmt.Errorf("transformer: config position_embedding_type %q is not supported (only \"absolute\")", c.PositionEmbeddingType)
-	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{
-		{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb},
-		{"classifier_dropout", c.ClassifierDropoutProb()},
-	} {
-		if !(f.v >= 0 && f.v < 1) {
-			return fmt.Errorf("transformer: config %s = %v, want a probability in [0, 1)", f.name, f.v)
-		}
-	}
-	if !(c.LayerNormEps > 0) {
-		return fmt.Errorf("transformer: config layer_norm_eps = %v, want > 0", c.LayerNormEps)
-	}
-	if !(c.InitializerRange >= 0) {
-		return fmt.Errorf("transformer: config initializer_range = %v, want ≥ 0", c.InitializerRange)
-	}
-	if c.PadTokenID < -1 || c.PadTokenID >= c.VocabSize {
-		return fmt.Errorf("transformer: config pad_token_id %d is outside the vocabulary of %d", c.PadTokenID, c.VocabSize)
-	}
-	switch c.ProblemType {
-	case "", Regression, SingleLabel, MultiLabel:
-	default:
-		return fmt.Errorf("transformer: config problem_type %q, want %q, %q or %q", c.ProblemType, Regression, SingleLabel, MultiLabel)
-	}
-	return nil
 }

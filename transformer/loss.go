@@ -32,8 +32,8 @@ func (m *BertForSequenceClassification) problemType(batch *loaders.Batch) (strin
 		if batch.Targets == nil {
 			return "", fmt.Errorf("transformer: problem_type %q needs float targets in Batch.Targets (got integer Labels)", pt)
 		}
-		if m.Config.NumLabels() != 1 {
-			return "", fmt.Errorf("transformer: problem_type %q with num_labels %d is not supported (MSE on unsqueezed logits); use num_labels 1", pt, m.Config.NumLabels())
+		if p := regressionProblem(m.Config.NumLabels()); p != nil {
+			return "", p
 		}
 	case SingleLabel:
 		if batch.Labels == nil {
