@@ -90,7 +90,9 @@ func invertLabels(id2label map[int]string) map[string]int {
 }
 
 // ReadBertConfig reads path (a config.json, or a directory holding one), applies transformers' defaults to absent
-// fields and validates the result. Errors name the file and the key.
+// fields and checks that the file is a consistent config.json: each known key has its JSON type, and the labels
+// agree (Validate). It does not judge the values as a model: transformer.BertConfigFromHF does. Errors name the
+// file and the key.
 func ReadBertConfig(path string) (*BertConfig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, ConfigName)
@@ -171,8 +173,12 @@ func (c *BertConfig) SetLabels(names []string) error {
 	return nil
 }
 
-// Validate checks the sizes and probabilities the model relies on; errors name the file and the key, as
-// "loaders: config.json: hidden_size 100 is not a multiple of num_attention_heads 12".
+// Validate checks what makes the config a consistent config.json, whatever model reads it: id2label names the
+// ids 0..n-1 with no gap, and label2id maps names to those ids. Errors name the file and the key, as
+// "loaders: config.json: id2label has 2 entries but no id 1: ids must be 0..1". Whether a model can be built
+// from the values (sizes, dropout probabilities, hidden_act, pad_token_id, problem_type, at least one label)
+// is the model package's decision, not the file's: transformer.BertConfig.Problems checks those, for a
+// checkpoint's config.json and a recipe's model.config alike.
 func (c *BertConfig) Validate() error {
 	src := c.source
 	if src == "" {
@@ -180,56 +186,6 @@ func (c *BertConfig) Validate() error {
 	}
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("loaders: %s: %s", src, fmt.Sprintf(format, a...))
-	}
-	for _, f := range []struct {
-		key string
-		v   int
-	}{
-		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
-		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
-	} {
-		if f.v <= 0 {
-			return fail("%s %d must be positive", f.key, f.v)
-		}
-	}
-	if c.HiddenSize%c.NumAttentionHeads != 0 {
-		return fail("hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
-	}
-	probs := []struct {
-		key string
-		v   float64
-	}{{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb}}
-	if c.ClassifierDropout != nil {
-		probs = append(probs, struct {
-			key string
-			v   float64
-		}{"classifier_dropout", *c.ClassifierDropout})
-	}
-	for _, p := range probs {
-		if !(p.v >= 0 && p.v <= 1) {
-			return fail("%s %v must be in [0, 1]", p.key, p.v)
-		}
-	}
-	if !(c.LayerNormEps > 0) {
-		return fail("layer_norm_eps %v must be positive", c.LayerNormEps)
-	}
-	if !(c.InitializerRange >= 0) {
-		return fail("initializer_range %v must be non-negative", c.InitializerRange)
-	}
-	if c.HiddenAct == "" {
-		return fail("hidden_act is empty")
-	}
-	if c.PadTokenID < -1 || c.PadTokenID >= c.VocabSize {
-		return fail("pad_token_id %d is outside the vocabulary [0, %d)", c.PadTokenID, c.VocabSize)
-	}
-	switch c.ProblemType {
-	case "", ProblemRegression, ProblemSingleLabelClassification, ProblemMultiLabelClassification:
-	default:
-		return fail("problem_type %q is not one of %q, %q, %q", c.ProblemType, ProblemRegression, ProblemSingleLabelClassification, ProblemMultiLabelClassification)
-	}
-	if len(c.ID2Label) == 0 {
-		return fail("id2label is empty: a model needs at least one label")
 	}
 	for i := range len(c.ID2Label) {
 		if _, ok := c.ID2Label[i]; !ok {

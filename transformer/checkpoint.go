@@ -182,8 +182,8 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 		hf.ProblemType = opts.ProblemType
 	}
 	cfg, err := BertConfigFromHF(hf)
-	if err != nil {
-		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
+	if err != nil { // name the file: loaders parsed it, the values are what this package cannot build
+		return nil, nil, errctx.Wrapf(err, "transformer: load %s", filepath.Join(dir, loaders.ConfigName))
 	}
 	ck, err := loaders.OpenCheckpoint(dir)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/transformer"
 )
 
 func init() { register(newInspectCmd) }
@@ -81,7 +82,7 @@ func (o *inspectOptions) run(w io.Writer) error {
 	var cfg *loaders.BertConfig
 	var cfgErr error // reported after the tensors, which are worth seeing even with a broken config
 	if _, err := os.Stat(configPath); err == nil {
-		cfg, cfgErr = loaders.ReadBertConfig(configPath)
+		cfg, cfgErr = readModelConfig(configPath)
 	}
 	ck, err := loaders.OpenCheckpoint(weights)
 	switch {
@@ -150,13 +151,27 @@ func inspectAdapter(w io.Writer, dir string) error {
 	if _, err := os.Stat(configPath); err != nil {
 		return nil
 	}
-	c, err := loaders.ReadBertConfig(configPath)
+	c, err := readModelConfig(configPath)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "\nbase config saved with the adapter (its labels are the ones the adapter was trained with):")
 	printConfig(w, configPath, c, nil)
 	return nil
+}
+
+// readModelConfig reads the config.json at path as tune builds a model from it: parsed by loaders, then checked
+// by transformer (BertConfigFromHF), whose error names the key and its value after the file. printConfig
+// relies on the check (it divides by num_attention_heads and lists num_hidden_layers layers of tensors).
+func readModelConfig(path string) (*loaders.BertConfig, error) {
+	c, err := loaders.ReadBertConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := transformer.BertConfigFromHF(c); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
 }
 
 // orDash returns s, or "-" when it is empty.

@@ -90,7 +90,7 @@ func TestInspectErrors(t *testing.T) {
 		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
 		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
 		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitError,
-			"config.json: hidden_size 100 is not a multiple of num_attention_heads 12"},
+			"config.json: transformer: config num_attention_heads: hidden_size 100 is not a multiple of num_attention_heads 12"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
