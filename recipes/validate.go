@@ -255,6 +255,10 @@ func (r *Recipe) CheckFiles() error {
 	}
 	if f := fileInPath(r.Training.OutputDir); f != "" {
 		bad("training.output_dir", "%s is a file, not a directory; set training.output_dir to a directory (tune does not replace files)", f)
+	} else if key, in := r.inputInOutputDir(); key != "" {
+		bad("training.output_dir", "%s would overwrite what %s reads (%s): a run writes config.json, model and "+
+			"tokenizer files and checkpoint-N folders there (and overwrite_output_dir removes old ones); choose another "+
+			"training.output_dir", r.Training.OutputDir, key, in)
 	}
 	if c := r.Model.Config; c != nil && tok != "" {
 		if n, err := vocabSize(tok); err != nil {
@@ -406,4 +410,49 @@ func unpackEmbedded() (string, error) {
 		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
 	}
 	return dir, nil
+}
+
+// inputInOutputDir returns the first input (model.path, then tokenizer.path) that a run writing into
+// training.output_dir could overwrite or delete: the output folder itself, or a checkpoint-N folder inside it.
+// Paths are compared after resolving symbolic links, so a link to the model folder is caught too.
+func (r *Recipe) inputInOutputDir() (key, path string) {
+	out, err := realPath(r.Training.OutputDir)
+	if err != nil {
+		return "", "" // absent: nothing in it can be an input
+	}
+	for _, in := range []struct{ key, path string }{{"model.path", r.Model.Path}, {"tokenizer.path", r.Tokenizer.Path}} {
+		if in.path == "" {
+			continue
+		}
+		dir, err := realPath(in.path)
+		if err != nil {
+			continue
+		}
+		if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+			dir = filepath.Dir(dir)
+		}
+		if dir == out || isCheckpointInside(out, dir) {
+			return in.key, in.path
+		}
+	}
+	return "", ""
+}
+
+// isCheckpointInside reports whether dir is out/checkpoint-N or lies below such a folder.
+func isCheckpointInside(out, dir string) bool {
+	rel, err := filepath.Rel(out, dir)
+	if err != nil || rel == "." || strings.HasPrefix(rel, "..") {
+		return false
+	}
+	first := strings.SplitN(filepath.ToSlash(rel), "/", 2)[0]
+	return trainer.IsCheckpointDir(first)
+}
+
+// realPath returns p absolute with every symbolic link resolved.
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
 }

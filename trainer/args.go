@@ -177,15 +177,39 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	if !info.IsDir() {
 		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is a file, not a folder; choose another training.output_dir", a.OutputDir)}
 	}
-	if a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
+	if a.ResumeFromCheckpoint != "" {
 		return nil
 	}
-	if found := outputArtifactsIn(a.OutputDir); len(found) > 0 {
+	found := outputArtifactsIn(a.OutputDir)
+	if a.OverwriteOutputDir {
+		if len(found) > 0 && !slices.Contains(found, TrainerStateName) {
+			return fmt.Errorf("trainer: %w: %s has %s but no %s, so it is not the output of a training run; "+
+				"overwrite_output_dir only replaces a previous run and never deletes other files: choose another "+
+				"training.output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
+		}
+		return nil
+	}
+	if len(found) > 0 {
 		return fmt.Errorf("trainer: %w: %s has %s; set training.overwrite_output_dir=true to replace what a tune run "+
 			"wrote there, training.resume_from_checkpoint=true to continue a run, or choose another training.output_dir",
 			ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "))
 	}
 	return nil
+}
+
+// IsCheckpointDir reports whether name is a checkpoint folder's name as the Trainer writes it:
+// "checkpoint-" followed by the global step in decimal digits ("checkpoint-500", not "checkpoint-backup").
+func IsCheckpointDir(name string) bool {
+	step, ok := strings.CutPrefix(name, CheckpointPrefix)
+	if !ok || step == "" {
+		return false
+	}
+	for _, c := range step {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // outputArtifactsIn lists the OutputArtifacts and checkpoint-N folders present in dir, sorted.
@@ -196,7 +220,7 @@ func outputArtifactsIn(dir string) []string {
 	}
 	var found []string
 	for _, e := range entries {
-		if (e.IsDir() && strings.HasPrefix(e.Name(), "checkpoint-")) || (!e.IsDir() && slices.Contains(OutputArtifacts, e.Name())) {
+		if (e.IsDir() && IsCheckpointDir(e.Name())) || (!e.IsDir() && slices.Contains(OutputArtifacts, e.Name())) {
 			found = append(found, e.Name())
 		}
 	}
@@ -204,12 +228,18 @@ func outputArtifactsIn(dir string) []string {
 }
 
 // ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N
-// folders), when overwrite_output_dir is set and the run does not resume; other files are left alone.
+// folders), when overwrite_output_dir is set and the run does not resume; other files are left alone. It does
+// nothing unless output_dir holds a trainer_state.json (the mark of a run's output): CheckOutputDir refuses such
+// a folder before a run starts.
 func (a *TrainingArguments) ClearOutputDir() error {
 	if !a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
 		return nil
 	}
-	for _, name := range outputArtifactsIn(a.OutputDir) {
+	found := outputArtifactsIn(a.OutputDir)
+	if !slices.Contains(found, TrainerStateName) {
+		return nil
+	}
+	for _, name := range found {
 		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
 			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
 		}
@@ -249,8 +279,8 @@ var ErrInvalidArguments = errors.New("invalid training arguments")
 // ArgumentError reports one TrainingArguments field whose value is not allowed. Key is the HF name
 // ("learning_rate"), so a recipe can point at the line that set it.
 type ArgumentError struct {
-	Key    string
-	Reason string
+	Key    string // the HF argument name: "learning_rate", "eval_steps"
+	Reason string // what is wrong, with the value given: "must be finite and > 0 (got +Inf)"
 }
 
 // Error formats as "trainer: learning_rate: must be finite and > 0 (got +Inf)".

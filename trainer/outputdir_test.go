@@ -21,7 +21,8 @@ func TestCheckOutputDir(t *testing.T) {
 		{"a checkpoint is refused", []string{"checkpoint-500/"}, false, "", true},
 		{"a user's model folder is refused", []string{"config.json", "model.safetensors"}, false, "", true},
 		{"an adapter folder is refused", []string{"adapter_model.safetensors"}, false, "", true},
-		{"overwrite_output_dir allows it", []string{"checkpoint-500/"}, true, "", false},
+		{"overwrite_output_dir allows a previous run", []string{"trainer_state.json", "checkpoint-500/"}, true, "", false},
+		{"overwrite_output_dir never replaces a folder that is not a run's output", []string{"config.json", "vocab.txt"}, true, "", true},
 		{"resuming allows it", []string{"checkpoint-500/"}, false, "true", false},
 	}
 	for _, c := range cases {
@@ -69,13 +70,17 @@ func TestCheckOutputDirFile(t *testing.T) {
 func TestClearOutputDir(t *testing.T) {
 	dir := t.TempDir()
 	keep := []string{"notes.txt", "data.tsv"}
-	gone := []string{"trainer_state.json", "metrics.jsonl", "adapter_model.safetensors", "config.json"}
+	gone := []string{"trainer_state.json", "metrics.jsonl", "adapter_model.safetensors", "config.json", "vocab.txt"}
 	for _, f := range append(append([]string{}, keep...), gone...) {
 		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "checkpoint-30"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	keep = append(keep, "checkpoint-backup") // a user's folder that only looks like a checkpoint
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoint-backup"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	a := DefaultTrainingArguments()
@@ -98,6 +103,26 @@ func TestClearOutputDir(t *testing.T) {
 	for _, f := range append(gone, "checkpoint-30") {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s is still there", f)
+		}
+	}
+}
+
+// TestClearOutputDirNeedsARun: overwrite_output_dir deletes nothing in a folder that holds no trainer_state.json.
+func TestClearOutputDirNeedsARun(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"vocab.txt", "config.json"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := DefaultTrainingArguments()
+	a.OutputDir, a.OverwriteOutputDir = dir, true
+	if err := a.ClearOutputDir(); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"vocab.txt", "config.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed from a folder that is not a run's output: %v", f, err)
 		}
 	}
 }

@@ -111,9 +111,6 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := r.CheckFiles(); err != nil {
 		return usageError{err}
 	}
-	if err := checkOutputNotInput(r); err != nil {
-		return usageError{err}
-	}
 	if err := r.Training.CheckOutputDir(); err != nil {
 		return usageError{err}
 	}
@@ -299,30 +296,3 @@ func (h *cliHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h *cliHandler) WithGroup(string) slog.Handler { return h }
-
-// checkOutputNotInput refuses a training.output_dir that is the folder of the model checkpoint or of the
-// tokenizer being read: a run writes config.json, model.safetensors and tokenizer files there (and
-// overwrite_output_dir would remove the old ones), which would destroy the user's inputs.
-func checkOutputNotInput(r *recipes.Recipe) error {
-	out, err := filepath.Abs(r.Training.OutputDir)
-	if err != nil {
-		return nil
-	}
-	inputs := map[string]string{"model.path": r.Model.Path, "tokenizer": r.Tokenizer.Path}
-	for key, p := range inputs {
-		if p == "" {
-			continue
-		}
-		dir, err := filepath.Abs(p)
-		if err != nil {
-			continue
-		}
-		if info, err := os.Stat(dir); err == nil && !info.IsDir() {
-			dir = filepath.Dir(dir)
-		}
-		if dir == out {
-			return fmt.Errorf("training.output_dir %s is the folder %s reads from; a run would overwrite its files: choose another training.output_dir", r.Training.OutputDir, key)
-		}
-	}
-	return nil
-}

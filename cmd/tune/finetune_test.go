@@ -37,6 +37,20 @@ func TestFinetuneUsageErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
+	// A copy of the tiny tokenizer, so that a regression in the output_dir checks cannot touch the repository.
+	tokCopy := filepath.Join(dir, "tok")
+	if err := os.MkdirAll(tokCopy, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"vocab.txt", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(abs, "data", "tiny", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tokCopy, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name   string
 		args   []string
@@ -57,8 +71,8 @@ func TestFinetuneUsageErrors(t *testing.T) {
 			[]string{"device"}},
 		{"a bad --device is reported as the flag, not as an override", []string{"finetune", "--device", "cuda:x", tinyRecipe, "training.output_dir=" + out},
 			[]string{"tune: --device cuda:x: must be auto, cpu, cuda or cuda:N"}},
-		{"output_dir is the tokenizer's folder", []string{"finetune", tinyRecipe, "training.output_dir=" + filepath.Join(abs, "data", "tiny"), "training.overwrite_output_dir=true"},
-			[]string{"training.output_dir", "reads from"}},
+		{"output_dir is the tokenizer's folder", []string{"finetune", tinyRecipe, "tokenizer.path=" + tokCopy, "training.output_dir=" + tokCopy, "training.overwrite_output_dir=true"},
+			[]string{"training.output_dir", "would overwrite what tokenizer.path reads"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
