@@ -78,7 +78,8 @@ func (d *configDecoder) strings(key string, dst *[]string) {
 func (d *configDecoder) bool(key string, dst *bool) { d.take(key, "true or false", false, dst) }
 
 // labels decodes id2label (string keys holding ids 0..n-1) and label2id; without id2label it makes num_labels
-// (or the old _num_labels, else 2) default labels, as transformers' PretrainedConfig does.
+// (or the old _num_labels, else 2) default labels, as transformers' PretrainedConfig does. The names must be
+// distinct and label2id, when present, id2label's inverse (checkLabels); without it, label2id is derived.
 func (d *configDecoder) labels(c *BertConfig) {
 	numLabels := -1
 	for _, key := range []string{"num_labels", "_num_labels"} {
@@ -107,7 +108,16 @@ func (d *configDecoder) labels(c *BertConfig) {
 	}
 	c.Label2ID = invertLabels(c.ID2Label)
 	var label2id map[string]int
-	if d.take("label2id", "an object of names to integer ids", true, &label2id) {
+	has := d.take("label2id", "an object of names to integer ids", true, &label2id)
+	if d.err != nil {
+		return
+	}
+	rebuild, err := checkLabels(c.ID2Label, label2id, has)
+	if err != nil {
+		d.err = err
+		return
+	}
+	if has && !rebuild {
 		c.Label2ID = label2id
 	}
 }

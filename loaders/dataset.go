@@ -21,7 +21,7 @@ const IgnoreLabel = -100
 
 // Example is one row of a dataset.
 type Example struct {
-	Text   string
+	Text   string  // the text column, as read (valid UTF-8; the tokenizer normalizes it)
 	Pair   *string // the text_pair column; nil when the dataset has none
 	Label  int64   // class id; IgnoreLabel when the row has no label (or the task is regression)
 	Target float32 // regression target (DatasetOptions.Regression); 0 otherwise
@@ -30,12 +30,12 @@ type Example struct {
 
 // Dataset is a labelled text dataset held in memory.
 type Dataset struct {
-	Path     string
-	Examples []Example
+	Path     string    // the file it was read from, as given to LoadDataset
+	Examples []Example // in file order
 	// LabelNames maps class id to label name: from DatasetOptions.Label2ID when given, else the sorted
 	// distinct string labels of the file, or "0".."max" for integer labels. Nil for regression.
 	LabelNames []string
-	Regression bool
+	Regression bool // examples carry Target rather than Label (DatasetOptions.Regression)
 }
 
 // Len returns the number of examples.
@@ -59,16 +59,17 @@ const (
 // "sentence" (else "text", else "sentence1" with "sentence2" as the pair), label column "label".
 type DatasetOptions struct {
 	Format         string // "tsv", "csv" or "jsonl"; "" picks by extension (.tsv, .csv, .jsonl/.json)
-	TextColumn     string
+	TextColumn     string // "" picks sentence, then text, then sentence1 (see DatasetOptions)
 	TextPairColumn string // "" for single-sentence tasks (set automatically to sentence2 next to sentence1)
 	LabelColumn    string // default "label"
-	Header         Header
+	Header         Header // whether a TSV/CSV file has a header row; HeaderAuto guesses from its fields
 	// Unlabelled reads files without a label column (every Label is IgnoreLabel).
 	Unlabelled bool
 	// Regression parses labels as float32 targets (num_labels == 1, problem_type "regression").
 	Regression bool
-	// Label2ID maps label names to ids (a model config's label2id). Labels not in it must be integer ids
-	// in [0, len(Label2ID)). Without it, ids come from the data: integers as they are, strings sorted.
+	// Label2ID maps label names to ids (a model's classes: the inverse of its id2label), naming each id
+	// 0..len(Label2ID)-1 once. Labels not in it must be integer ids in [0, len(Label2ID)). Without it, ids
+	// come from the data: integers as they are, strings sorted.
 	Label2ID map[string]int
 }
 
@@ -419,12 +420,9 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 // that lists the known labels.
 func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(string) (int64, error), []string, error) {
 	if len(label2id) > 0 {
-		names := make([]string, len(label2id))
-		for name, id := range label2id {
-			if id < 0 || id >= len(label2id) || names[id] != "" {
-				return nil, nil, fmt.Errorf("loaders: label2id %v must map to the ids 0..%d, each once", label2id, len(label2id)-1)
-			}
-			names[id] = name
+		names, err := labelNames(label2id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loaders: %s: %w", path, err)
 		}
 		return func(s string) (int64, error) {
 			if id, ok := label2id[s]; ok {
@@ -433,8 +431,8 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 			if id, err := strconv.Atoi(s); err == nil && id >= 0 && id < len(label2id) {
 				return int64(id), nil
 			}
-			return 0, fmt.Errorf("unknown label %q: the known labels are %s (label2id; an integer class id in [0, %d) is accepted too)",
-				s, quoteAll(names), len(names))
+			return 0, fmt.Errorf("unknown label %q: the known labels are %s (an integer class id 0..%d is accepted too)",
+				s, quoteAll(names), len(names)-1)
 		}, names, nil
 	}
 	numeric := true
@@ -472,6 +470,33 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 		ids[s] = int64(i)
 	}
 	return func(s string) (int64, error) { return ids[s], nil }, names, nil
+}
+
+// labelNames inverts label2id into the id-to-name table; it must give the ids 0..len(label2id)-1 one name each.
+// The error lists the mapping sorted by name.
+func labelNames(label2id map[string]int) ([]string, error) {
+	names := make([]string, len(label2id))
+	ok := true
+	for name, id := range label2id {
+		if id < 0 || id >= len(label2id) || names[id] != "" {
+			ok = false
+			break
+		}
+		names[id] = name
+	}
+	if ok {
+		return names, nil
+	}
+	sorted := make([]string, 0, len(label2id))
+	for name := range label2id {
+		sorted = append(sorted, name)
+	}
+	sort.Strings(sorted)
+	for i, name := range sorted {
+		sorted[i] = strconv.Quote(name) + ": " + strconv.Itoa(label2id[name])
+	}
+	return nil, fmt.Errorf("the label mapping {%s} must give each class id 0..%d one name",
+		strings.Join(sorted, ", "), len(label2id)-1)
 }
 
 // quoteAll returns names quoted and comma-separated: "neg", "pos".
