@@ -18,7 +18,7 @@ import (
 // Inside a disabled region nothing is cast: ops run in their inputs' dtype (an F16 activation reaching an F32
 // weight must be cast to F32 by the caller, as PyTorch requires `.float()` there).
 type Policy struct {
-	Enabled bool
+	Enabled bool         // autocast on (PyTorch's autocast(enabled=True)); false runs every op in its inputs' dtype
 	DType   tensor.DType // F16 or BF16 when Enabled
 }
 

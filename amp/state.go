@@ -13,11 +13,11 @@ import (
 // The zero value is the empty state dict of a disabled scaler and marshals to {}; a state read from {}
 // is empty too (IsEmpty). Unmarshalling a non-empty object that lacks one of the five keys is an error naming it.
 type GradScalerState struct {
-	Scale          float64 `json:"scale"`
-	GrowthFactor   float64 `json:"growth_factor"`
-	BackoffFactor  float64 `json:"backoff_factor"`
-	GrowthInterval int     `json:"growth_interval"`
-	GrowthTracker  int     `json:"_growth_tracker"`
+	Scale          float64 `json:"scale"`           // the current loss scale (initially 2^16 = 65536)
+	GrowthFactor   float64 `json:"growth_factor"`   // scale multiplier after GrowthInterval clean steps (2.0)
+	BackoffFactor  float64 `json:"backoff_factor"`  // scale multiplier after a step with inf/NaN gradients (0.5)
+	GrowthInterval int     `json:"growth_interval"` // consecutive clean steps before the scale grows (2000)
+	GrowthTracker  int     `json:"_growth_tracker"` // clean steps since the last growth or backoff
 }
 
 // IsEmpty reports whether st is the empty state dict ({}) of a disabled scaler.

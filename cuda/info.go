@@ -2,8 +2,8 @@ package cuda
 
 // DeviceInfo describes one CUDA device as `tune env` reports it.
 type DeviceInfo struct {
-	Ordinal      int
-	Name         string
+	Ordinal      int    // the device's index, as CUDA_VISIBLE_DEVICES renumbers it (cuda.Open's argument)
+	Name         string // the driver's product name: "NVIDIA H200"
 	Major, Minor int    // compute capability
 	MemoryBytes  uint64 // total device memory
 	Driver       int    // CUDA driver API version (e.g. 13000)

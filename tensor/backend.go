@@ -119,20 +119,20 @@ type Backend interface {
 // Linear bias) and is added after alpha·AB + beta·C. An F32 GEMM stays true FP32 (no TF32) unless the backend
 // was opened with TF32 allowed.
 type GemmArgs struct {
-	TransA, TransB            bool
-	M, N, K                   int
-	A, B, C                   *Tensor
-	LDA, LDB, LDC             int
-	StrideA, StrideB, StrideC int
-	Batch                     int
-	Alpha, Beta               float32
-	Bias                      *Tensor
+	TransA, TransB            bool    // A is stored K×M (op(A) = Aᵀ); B is stored N×K (op(B) = Bᵀ)
+	M, N, K                   int     // C is M×N, the inner dimension is K; each ≥ 0
+	A, B, C                   *Tensor // operands; each must hold (Numel) every element the product touches
+	LDA, LDB, LDC             int     // row strides of the stored A, B, C in elements; 0 for dense rows
+	StrideA, StrideB, StrideC int     // elements between batch members; StrideA or StrideB 0 broadcasts
+	Batch                     int     // number of independent products; 0 is taken as 1
+	Alpha, Beta               float32 // C = Alpha·op(A)·op(B) + Beta·C; Beta 0 ignores C's old contents
+	Bias                      *Tensor // optional, N elements added to every row of C; nil for none
 }
 
 // Segment is a contiguous range [Offset, Offset+Len) of a flat parameter buffer with its own weight-decay flag.
 type Segment struct {
-	Offset, Len int
-	Decay       bool
+	Offset, Len int  // the range's first element and length, in elements of the flat buffer
+	Decay       bool // apply AdamWArgs.WeightDecay to these elements (false for biases and LayerNorm)
 }
 
 // AdamWArgs drives one AdamW step over flat F32 buffers of equal length (PyTorch torch.optim.AdamW with
@@ -146,9 +146,9 @@ type Segment struct {
 // Segments lists the decaying and non-decaying ranges; nil means the whole buffer decays. Elements outside
 // every segment are left untouched (frozen parameters).
 type AdamWArgs struct {
-	Params, Grads, ExpAvg, ExpAvgSq *Tensor
-	Segments                        []Segment
-	LR, Beta1, Beta2, Eps           float32
-	WeightDecay                     float32
-	Step                            int
+	Params, Grads, ExpAvg, ExpAvgSq *Tensor   // p, g, m, v: F32 and of one length; all but Grads are updated
+	Segments                        []Segment // the ranges updated, each with its decay flag; nil: all, decaying
+	LR, Beta1, Beta2, Eps           float32   // lr, β1, β2, eps of the update above (HF: 5e-5, 0.9, 0.999, 1e-8)
+	WeightDecay                     float32   // wd, decoupled: p·(1 − lr·wd) on decaying segments
+	Step                            int       // t, the 1-based step count after this step's increment
 }

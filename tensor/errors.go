@@ -22,9 +22,9 @@ var (
 // OpError is the error every Backend op returns: the op's name, the shapes of its arguments in signature order,
 // and the cause (wrapping one of the sentinels above).
 type OpError struct {
-	Op     string
-	Shapes []Shape
-	Err    error
+	Op     string  // the Backend method's name: "Gemm", "LayerNormBackward"
+	Shapes []Shape // the shapes of its tensor arguments, in signature order (nil entries for nil tensors)
+	Err    error   // the cause, wrapping ErrShape, ErrDType, ErrBackend, ErrArgument or a backend's own error
 }
 
 // Error formats as "tensor: Gemm [2 3] [4 5]: shape mismatch: ...".

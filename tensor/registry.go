@@ -5,8 +5,8 @@ import "sync"
 // BackendFactory opens a compiled-in backend. Open returns an error wrapping ErrNoDevice when the backend is
 // compiled in but has no device (a CUDA build on a machine without a GPU).
 type BackendFactory struct {
-	Name string
-	Open func() (Backend, error)
+	Name string                  // the name it registered under: "cpu", "cuda"
+	Open func() (Backend, error) // opens a new instance of the backend (device 0 for cuda)
 }
 
 var (

@@ -50,10 +50,10 @@ type Buffer interface {
 // into Buf. Several tensors may view one buffer (a flat parameter buffer, a step arena); ops never check for
 // overlap between their arguments.
 type Tensor struct {
-	Shape  Shape
-	DType  DType
-	Buf    Buffer
-	Offset int // in elements of DType
+	Shape  Shape  // extents, outermost first; the view holds Shape.Numel() elements
+	DType  DType  // element type of Buf, shared by every tensor viewing it
+	Buf    Buffer // the backend allocation the view reads; nil for an unallocated tensor
+	Offset int    // index of the view's first element in Buf, in elements of DType
 }
 
 // Numel returns the number of elements the tensor views.

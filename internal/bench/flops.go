@@ -31,12 +31,12 @@ func (f FLOPs) Total() float64 { return f.Forward + f.BackwardData + f.BackwardW
 // B for the pooler and the classifier) of In features mapped to Out features, whether the dense weight is
 // trained, the LoRA rank (0 without an adapter) and whether the adapter trains.
 type Projection struct {
-	Path         string
-	Rows         int
-	In, Out      int
-	TrainWeight  bool
-	LoRARank     int
-	TrainAdapter bool // the adapter's A or B trains (they have weight-gradient GEMMs)
+	Path         string // the module path: "bert.encoder.layer.0.attention.self.query"
+	Rows         int    // input rows per step: B·T, or B for the pooler and classifier
+	In, Out      int    // in_features and out_features
+	TrainWeight  bool   // the dense weight trains, so backward has its weight-gradient GEMM
+	LoRARank     int    // r of the LoRA adapter on it; 0 without one
+	TrainAdapter bool   // the adapter's A or B trains (they have weight-gradient GEMMs)
 }
 
 // projectionFLOPs adds one projection's work to f:

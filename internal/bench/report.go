@@ -99,8 +99,8 @@ func WriteBreakdown(w io.Writer, r *Result) error {
 
 // Row is one configuration of a comparison: tune's result and the other implementations' results for it.
 type Row struct {
-	Key    string
-	Tune   *Result
+	Key    string    // the configuration (Result.Key)
+	Tune   *Result   // tune's result; nil when only other implementations measured it
 	Others []*Result // sorted by Impl
 }
 
@@ -200,8 +200,8 @@ type Target struct {
 	Memory   bool    // a memory goal (tune/PyTorch ≤ Want) rather than throughput (PyTorch/tune time ≥ Want)
 	Want     float64 // the bound
 	Got      float64 // the measured ratio; NaN when a result is missing
-	Met      bool
-	Measured bool // both results were present
+	Met      bool    // the bound holds: Got ≤ Want for memory, Got ≥ Want for throughput
+	Measured bool    // both results were present
 }
 
 // Targets evaluates the first-pass goals on rs against PyTorch eager with sdpa attention:

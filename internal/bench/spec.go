@@ -80,7 +80,7 @@ type Spec struct {
 	// LoRA, when set, adapts the model with lora.Apply before training (PEFT's get_peft_model); nil trains
 	// every parameter.
 	LoRA          *lora.Config
-	Warmup, Steps int
+	Warmup, Steps int // untimed steps first (kernel compiles, allocator warm-up), then timed steps
 	// LearningRate, WeightDecay and MaxGradNorm are AdamW's lr and weight_decay (betas 0.9, 0.999, eps 1e-8)
 	// and the clipping norm (HF's learning_rate, weight_decay, max_grad_norm).
 	LearningRate, WeightDecay, MaxGradNorm float64

@@ -26,7 +26,7 @@ func Percentile(xs []float64, q float64) float64 {
 
 // Summary is the distribution of the timed steps' durations in milliseconds.
 type Summary struct {
-	Median, P10, P90 float64
+	Median, P10, P90 float64 // the 50th, 10th and 90th percentiles, in the input's unit (ms)
 }
 
 // Summarize returns the median, 10th and 90th percentiles of ms (Percentile).

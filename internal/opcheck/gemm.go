@@ -10,10 +10,10 @@ import (
 // and C M×N, all row-major with row strides LD* and batch strides Stride* (in elements), over Batch ≥ 1
 // members.
 type Gemm struct {
-	TransA, TransB            bool
-	M, N, K, Batch            int
-	LDA, LDB, LDC             int
-	StrideA, StrideB, StrideC int
+	TransA, TransB            bool // A stored K×M, B stored N×K
+	M, N, K, Batch            int  // C is M×N over inner dimension K, for Batch ≥ 1 members
+	LDA, LDB, LDC             int  // row strides of the stored matrices in elements, never 0 here
+	StrideA, StrideB, StrideC int  // elements between consecutive batch members (0 broadcasts A or B)
 }
 
 // GemmGeometry fills the defaults of a (LDA/LDB/LDC 0: dense, the stored column count; Batch 0: 1) and checks

@@ -36,17 +36,17 @@ func Errorf(sentinel error, format string, a ...any) error {
 // Buffer is what View needs to know of a backend's buffer: its element dtype, its capacity in elements of that
 // dtype, and whether it was freed.
 type Buffer struct {
-	DType tensor.DType
-	Len   int
-	Freed bool
+	DType tensor.DType // the dtype the buffer was allocated with
+	Len   int          // capacity in elements of DType
+	Freed bool         // Free was called on it; any further use is ErrArgument
 }
 
 // Owner describes a backend to View. Buffer returns the state of b and true when b belongs to the backend
 // (false for any other buffer); Foreign completes the message "x holds a *T, not ..." for a buffer that does
 // not, saying what to do ("a cpu buffer (upload it to the cpu backend)").
 type Owner struct {
-	Buffer  func(b tensor.Buffer) (Buffer, bool)
-	Foreign string
+	Buffer  func(b tensor.Buffer) (Buffer, bool) // b's state, and whether b is this backend's
+	Foreign string                               // ends "x holds a *T, not ..." for another backend's buffer
 }
 
 // View requires t to be a live view of a buffer of the backend own describes whose dtype is one of dts (any
