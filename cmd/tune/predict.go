@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 
@@ -27,6 +29,7 @@ type predictOptions struct {
 	Input          string // --input: TSV, CSV or JSONL of texts
 	Output         string // --output: JSONL file; "" or "-" is stdout
 	Force          bool   // --force: replace an existing --output
+	outputPath     string // the file to write, set by check: Output, or under --force the file a link to it names
 	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
@@ -58,8 +61,10 @@ are ignored) and writes one JSON object per input, in input order:
 
 label is the model's id2label name of the argmax (the training file's label names when they were strings, as
 transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model
-(num_labels 1) it is the predicted value. The predictions go to standard output, or to --output FILE, which
-must not exist unless --force is given (it is then replaced only once every prediction is written).
+(num_labels 1) it is the predicted value. The predictions go to standard output (no --output, or --output -), or to --output FILE,
+which must not exist unless --force is given (it is then replaced only once every prediction is written; a
+symbolic link to a file is kept and the file it points to replaced). --output must not be a directory, a device
+or other special file, or the --input file, and its directory must exist: all checked before the model loads.
 
 The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
 training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA adapter
@@ -88,7 +93,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
-	f.StringVar(&o.Output, "output", "", "write the JSONL here instead of standard output (a new file, unless --force)")
+	f.StringVar(&o.Output, "output", "", "write the JSONL to this file instead of standard output (a new file, unless --force; - is standard output)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing --output file")
 	f.BoolVar(&o.FP16, "fp16", false, "run under FP16 autocast (fp16_full_eval; weights stay FP32)")
 	f.BoolVar(&o.BF16, "bf16", false, "run under BF16 autocast (bf16_full_eval; weights stay FP32)")
@@ -113,15 +118,20 @@ func (o *predictOptions) check() error {
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
 	}
-	if o.Output != "" && o.Output != "-" && !o.Force {
-		if _, err := os.Lstat(o.Output); err == nil {
-			return usagef("--output %s already exists; pass --force to replace it, or choose another name", o.Output)
-		}
-	}
 	if err := checkModelPaths(o.Model, o.Adapter, o.Tokenizer); err != nil {
 		return err
 	}
-	return checkInputFile("--input", o.Input)
+	if err := checkInputFile("--input", o.Input); err != nil {
+		return err
+	}
+	if o.Output != "" && o.Output != "-" {
+		p, err := checkOutputFile("--output", o.Output, o.Input, o.Force)
+		if err != nil {
+			return err
+		}
+		o.outputPath = p
+	}
+	return nil
 }
 
 func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
@@ -172,8 +182,10 @@ func (o *predictOptions) nonFiniteHint() string {
 	return "the model's weights are likely non-finite (a diverged training run?): check them with tune inspect"
 }
 
-// write prints one prediction per input as JSONL, to --output (a temporary file renamed into place, mode 0644,
-// so a failed run leaves no partial file and, with --force, the old file intact) or stdout.
+// write prints one prediction per input as JSONL, to --output or stdout. --output is written to a temporary file
+// (mode 0644) moved into place once complete, so a failed run leaves no partial file: without --force it is
+// hard-linked, which fails rather than replace a file created at that name while predict ran; with --force it is
+// renamed over the file (the file a symbolic link points to, the link kept).
 func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
 	emit := func(w io.Writer) error {
 		names := run.Base.Config.ID2Label
@@ -199,8 +211,16 @@ func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.T
 		}
 		return nil
 	}
-	if o.Output != "" && o.Output != "-" {
-		if err := atomicfile.Write(o.Output, 0o644, emit); err != nil {
+	if o.outputPath != "" {
+		save := atomicfile.WriteNew
+		if o.Force {
+			save = atomicfile.Write
+		}
+		err := save(o.outputPath, 0o644, emit)
+		if !o.Force && errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("predict: --output %s was created by something else while predicting; it was left as it was and the predictions were not written: choose another name, or pass --force", o.Output)
+		}
+		if err != nil {
 			return errctx.Wrap("predict", err)
 		}
 		return nil

@@ -11,6 +11,10 @@
 //
 //	err := atomicfile.Write(path, 0o644, func(w io.Writer) error { return enc.Encode(v) })
 //
+// WriteNew is Write for a file that must not replace anything: the complete temporary is hard-linked to the
+// destination, which fails with fs.ErrExist if a file appeared there in the meantime (a check before writing
+// followed by a rename would silently replace it).
+//
 // Dir and ReplaceDir build a whole directory (a checkpoint, a merged model) the same way: the build function
 // fills a temporary directory, which is renamed to the destination when build returns nil.
 //
@@ -54,20 +58,81 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // buffer is flushed after write returns). If write returns an error, or panics, path is untouched and the
 // temporary file removed; the error is returned wrapped with the path.
 func Write(path string, perm os.FileMode, write func(w io.Writer) error) error {
-	return writeTemp(path, perm, func(f *os.File) error {
+	return writeTemp(path, perm, bufferedFill(write))
+}
+
+// WriteNew is Write for a path that must not exist, and never replaces one: the complete, synced temporary
+// file is hard-linked to path (link(2) fails if path exists, even if it was created while write ran), then
+// removed. If path exists, whatever it is (a file, a directory, a symbolic link, dangling or not), it is left
+// untouched and WriteNew returns an error wrapping fs.ErrExist; the caller's write has then run for nothing, so
+// a caller that can check earlier should, and rely on WriteNew for the race. On a file system without hard links
+// (FAT, some network mounts) path is instead created empty with O_EXCL and the temporary renamed over it, which
+// is as safe for what was there before but lets a reader see an empty file for a moment.
+func WriteNew(path string, perm os.FileMode, write func(w io.Writer) error) error {
+	return writeTempCommit(path, perm, bufferedFill(write), linkNew)
+}
+
+// linkNew moves the temporary file tmp to path unless path exists (see WriteNew).
+func linkNew(tmp, path string) error {
+	err := os.Link(tmp, path)
+	if err == nil {
+		os.Remove(tmp) // path is complete; a temporary left behind is only litter
+		return nil
+	}
+	if errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrPermission) {
+		// No hard links here (vfat reports EPERM): reserve path with O_EXCL, then rename over the reservation.
+		var f *os.File
+		if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+			f.Close()
+			if err = os.Rename(tmp, path); err != nil {
+				os.Remove(path)
+			}
+			return err
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("it already exists (%w)", fs.ErrExist)
+	}
+	return withoutPath(err)
+}
+
+// withoutPath drops the *fs.PathError or *os.LinkError around err: it names a temporary file, which means
+// nothing to a user, and wrap names the destination instead. errors.Is still finds the cause (the errno).
+func withoutPath(err error) error {
+	var le *os.LinkError
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &le):
+		return le.Err
+	case errors.As(err, &pe):
+		return pe.Err
+	}
+	return err
+}
+
+// bufferedFill adapts a caller's write function to writeTemp's fill: it is given a buffered writer on the
+// temporary file, flushed after write returns.
+func bufferedFill(write func(w io.Writer) error) func(f *os.File) error {
+	return func(f *os.File) error {
 		w := bufio.NewWriterSize(f, bufferSize)
 		if err := write(w); err != nil {
 			return err
 		}
 		return w.Flush()
-	})
+	}
 }
 
 // writeTemp creates the temporary file, runs fill on it, then syncs, chmods, closes and renames it over path.
-func writeTemp(path string, perm os.FileMode, fill func(f *os.File) error) (err error) {
+func writeTemp(path string, perm os.FileMode, fill func(f *os.File) error) error {
+	return writeTempCommit(path, perm, fill, os.Rename)
+}
+
+// writeTempCommit is writeTemp with commit, given the temporary's name and path, in place of the rename. commit
+// must leave the temporary removed when it succeeds; when it fails, the temporary is removed here.
+func writeTempCommit(path string, perm os.FileMode, fill func(f *os.File) error, commit func(tmp, path string) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), tempPattern(path))
 	if err != nil {
-		return wrap(path, err)
+		return wrap(path, withoutPath(err))
 	}
 	committed := false
 	defer func() { // also runs when fill panics
@@ -88,7 +153,7 @@ func writeTemp(path string, perm os.FileMode, fill func(f *os.File) error) (err 
 	if err := f.Close(); err != nil {
 		return wrap(path, err)
 	}
-	if err := os.Rename(f.Name(), path); err != nil {
+	if err := commit(f.Name(), path); err != nil {
 		return wrap(path, err)
 	}
 	committed = true
@@ -146,7 +211,7 @@ func buildDir(path string, perm os.FileMode, build func(dir string) error, commi
 	parent := filepath.Dir(path)
 	tmp, err := os.MkdirTemp(parent, tempPattern(path))
 	if err != nil {
-		return wrap(path, err)
+		return wrap(path, withoutPath(err))
 	}
 	committed := false
 	defer func() { // also runs when build panics

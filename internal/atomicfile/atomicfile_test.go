@@ -188,7 +188,7 @@ func TestWritePanic(t *testing.T) {
 }
 
 // TestWriteFileMissingDir checks that WriteFile into a directory that does not exist fails with an error naming
-// the path and creates nothing.
+// the path (not the temporary file's name) and creates nothing.
 func TestWriteFileMissingDir(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "absent", "config.json")
@@ -196,6 +196,9 @@ func TestWriteFileMissingDir(t *testing.T) {
 	checkNamesPath(t, err, path)
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("err = %v, want it to wrap fs.ErrNotExist", err)
+	}
+	if strings.Contains(err.Error(), TempPrefix) {
+		t.Errorf("err = %v names the temporary file", err)
 	}
 	if got := names(t, dir); len(got) != 0 {
 		t.Errorf("directory holds %v, want nothing", got)
@@ -361,4 +364,100 @@ func TestSyncDir(t *testing.T) {
 func isFile(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// TestWriteNew checks that WriteNew creates a new file with exactly the content and permissions given, and never
+// replaces what is at the path: a file, a directory, a symbolic link (dangling or not), or a file created while
+// the write function ran (the race a check-then-rename loses). Whatever was there is left as it was, the error
+// wraps fs.ErrExist and names the path, and no temporary file remains.
+func TestWriteNew(t *testing.T) {
+	tests := []struct {
+		name   string
+		before func(t *testing.T, path string) // what is at path before WriteNew; nil: nothing
+		during func(path string)               // run inside the write function; nil: nothing
+		exists bool                            // WriteNew must refuse with fs.ErrExist
+	}{
+		{"a new file is created", nil, nil, false},
+		{"an existing file is refused", func(t *testing.T, p string) { mustWrite(t, p, "the user's") }, nil, true},
+		{"an existing directory is refused", func(t *testing.T, p string) {
+			if err := os.Mkdir(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, true},
+		{"a dangling symbolic link is refused, not followed", func(t *testing.T, p string) {
+			if err := os.Symlink(p+".target", p); err != nil {
+				t.Skip("no symbolic links here:", err)
+			}
+		}, nil, true},
+		{"a file created while writing is not replaced", nil, func(p string) { os.WriteFile(p, []byte("the user's"), 0o644) }, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "preds.jsonl")
+			if tt.before != nil {
+				tt.before(t, path)
+			}
+			err := WriteNew(path, 0o640, func(w io.Writer) error {
+				if tt.during != nil {
+					tt.during(path)
+				}
+				_, err := io.WriteString(w, "new content\n")
+				return err
+			})
+			if !tt.exists {
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkFile(t, path, "new content\n", 0o640)
+			} else {
+				checkNamesPath(t, err, path)
+				if !errors.Is(err, fs.ErrExist) {
+					t.Errorf("err = %v, want it to wrap fs.ErrExist", err)
+				}
+				if strings.Contains(err.Error(), TempPrefix) {
+					t.Errorf("err = %v names the temporary file", err)
+				}
+				if st, lerr := os.Lstat(path); lerr != nil {
+					t.Errorf("the path is gone: %v", lerr)
+				} else if st.Mode().IsRegular() {
+					if data, _ := os.ReadFile(path); string(data) != "the user's" {
+						t.Errorf("the existing file now holds %q", data)
+					}
+				}
+			}
+			for _, n := range names(t, dir) {
+				if strings.HasPrefix(n, TempPrefix) {
+					t.Errorf("temporary %s left behind", n)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteNewFailure checks that a failing write function leaves nothing at the path and no temporary file,
+// and that its error is wrapped with the path.
+func TestWriteNewFailure(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "results.json")
+	boom := errors.New("disk on fire")
+	err := WriteNew(path, 0o644, func(w io.Writer) error {
+		io.WriteString(w, "partial")
+		return boom
+	})
+	checkNamesPath(t, err, path)
+	if !errors.Is(err, boom) {
+		t.Errorf("err = %v, want it to wrap the write function's error", err)
+	}
+	if got := names(t, dir); len(got) != 0 {
+		t.Errorf("directory holds %v, want nothing", got)
+	}
+}
+
+// mustWrite writes content to path or fails the test.
+func mustWrite(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -174,3 +174,43 @@ func TestResultFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteNewErrors checks the errors of WriteFile and WriteChart, which write through atomicfile.WriteNew: a
+// missing directory is reported against the destination (not a temporary file's name), an existing file is
+// refused and left as it was, and no temporary file is left behind either way.
+func TestWriteNewErrors(t *testing.T) {
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing.json")
+	if err := os.WriteFile(existing, []byte("the user's"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "absent", "r.json")
+	f := &File{Tool: "tune bench", Date: "2026-01-01T00:00:00Z", Results: sampleResults()}
+	tests := []struct {
+		name, path string
+		write      func(string) error
+		want       string // a fragment of the error
+	}{
+		{"WriteFile into a missing directory names the destination", missing,
+			func(p string) error { return WriteFile(p, f) }, "bench: writing " + missing + ": "},
+		{"WriteChart into a missing directory names the destination", missing,
+			func(p string) error { return WriteChart(p, sampleResults()) }, "bench: writing " + missing + ": "},
+		{"WriteFile refuses an existing file", existing,
+			func(p string) error { return WriteFile(p, f) }, "bench: " + existing + " already exists"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.write(tt.path)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), ".tmp") {
+				t.Errorf("err = %v, want one holding %q and no temporary name", err, tt.want)
+			}
+			if data, _ := os.ReadFile(existing); string(data) != "the user's" {
+				t.Errorf("%s now holds %.40q", existing, data)
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("directory holds %d entries, want only existing.json", len(ents))
+			}
+		})
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // Implementation names in Result.Impl.
@@ -126,32 +128,17 @@ func WriteFile(path string, f *File) error {
 	return writeNew(path, append(data, '\n'))
 }
 
-// writeNew writes data to path atomically (a temporary file in the same directory, then a hard link, which
-// fails rather than replace an existing file).
+// writeNew writes data to a new file at path through atomicfile.WriteNew (a synced temporary file hard-linked
+// into place), which refuses to replace an existing file, even one created while data was being written.
 func writeNew(path string, data []byte) error {
-	if _, err := os.Lstat(path); err == nil {
+	err := atomicfile.WriteNew(path, 0o644, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+	switch {
+	case errors.Is(err, fs.ErrExist):
 		return fmt.Errorf("bench: %s already exists; remove it or choose another name", path)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("bench: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("bench: writing %s: %w", path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return fmt.Errorf("bench: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("bench: writing %s: %w", path, err)
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("bench: %s already exists; remove it or choose another name", path)
-		}
+	case err != nil:
 		return fmt.Errorf("bench: %w", err)
 	}
 	return nil
