@@ -3,7 +3,7 @@ package loaders
 // Batch is one padded batch of examples on the host, as the collator builds it and the models consume it.
 // Token arrays are row-major (B, T); padding positions have InputIDs = the pad id, AttentionMask = 0.
 type Batch struct {
-	B, T          int
+	B, T          int     // sequences in the batch, and tokens per sequence after padding
 	InputIDs      []int32 // (B, T)
 	TokenTypeIDs  []int32 // (B, T); all 0 for single sentences
 	AttentionMask []int32 // (B, T); 1 = attend, 0 = padding

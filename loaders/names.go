@@ -21,38 +21,38 @@ var (
 type ShapeMismatch struct {
 	Name       string // canonical name
 	Key        string // name in the checkpoint
-	Checkpoint []int
-	Model      []int
+	Checkpoint []int  // the shape stored in the checkpoint
+	Model      []int  // the shape the model's config implies
 }
 
 // IgnoredTensor is a checkpoint tensor the model does not use, known to be harmless.
 type IgnoredTensor struct {
-	Key    string
+	Key    string // name in the checkpoint
 	Reason string // "buffer", "pretraining head cls.predictions", ...
 }
 
 // TiedTensor is a tensor the model expects that the checkpoint does not store because it is tied to Source.
 type TiedTensor struct {
-	Name, Source string
+	Name, Source string // canonical names: the tied tensor ("cls.predictions.decoder.weight") and the one it shares
 }
 
 // RenamedTensor is a checkpoint key that matched the canonical name Name after renaming (legacy LayerNorm
 // gamma/beta, the "bert." prefix added or removed, or a tied alias standing in for its source).
 type RenamedTensor struct {
-	Key, Name string
+	Key, Name string // the checkpoint's key ("bert.embeddings.LayerNorm.gamma") and the canonical name it filled
 }
 
 // LoadReport says how a checkpoint's tensors matched a model's, by name: what is missing, unexpected, mis-shaped,
 // ignored as harmless, tied, or matched under another name. String prints it for people; Err turns the missing
 // and mis-shaped tensors into an error for callers that need a complete load.
 type LoadReport struct {
-	Matched    int // expected tensors found with the right shape
-	Missing    []string
-	Unexpected []string
-	Mismatched []ShapeMismatch
-	Ignored    []IgnoredTensor
-	Tied       []TiedTensor
-	Renamed    []RenamedTensor
+	Matched    int             // expected tensors found with the right shape
+	Missing    []string        // canonical names the model expects that the checkpoint lacks (and are not tied)
+	Unexpected []string        // checkpoint keys the model does not use and that are not known to be harmless
+	Mismatched []ShapeMismatch // tensors found under a matching name with another shape; not loaded
+	Ignored    []IgnoredTensor // checkpoint keys known to be unused: buffers, pretraining heads
+	Tied       []TiedTensor    // expected tensors the checkpoint does not store because they share another's data
+	Renamed    []RenamedTensor // checkpoint keys matched under another name
 }
 
 // MapBertCheckpoint matches the tensors a model expects (canonical transformers names, e.g. from

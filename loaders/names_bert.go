@@ -7,8 +7,8 @@ import (
 
 // TensorSpec names a tensor a model expects and its shape.
 type TensorSpec struct {
-	Name  string
-	Shape []int
+	Name  string // canonical transformers name: "bert.encoder.layer.0.attention.self.query.weight"
+	Shape []int  // as PyTorch stores it: Linear weights (out_features, in_features)
 }
 
 // bertTensor is one row of the BERT name table: the canonical (transformers) name, with {L} standing for a layer

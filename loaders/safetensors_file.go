@@ -11,9 +11,9 @@ import (
 
 // TensorInfo describes one tensor of a checkpoint without reading its data.
 type TensorInfo struct {
-	Name  string
+	Name  string // the key in the safetensors header
 	DType string // safetensors spelling ("F32", "BF16", "F8_E4M3", ...), including dtypes tune cannot read
-	Shape []int
+	Shape []int  // as stored, outermost first (C order); empty for a 0-dim tensor
 	Bytes int64  // size of the tensor's data in the file
 	File  string // path of the file that holds it
 }

@@ -13,10 +13,10 @@ import (
 // A HostTensor returned by Checkpoint.Get is a zero-copy view of the (memory-mapped) file: Data is read-only and
 // valid until the Checkpoint is closed. Convert it with Float32 or Float32Into, which copy.
 type HostTensor struct {
-	Name  string
-	DType tensor.DType
-	Shape []int
-	Data  []byte // len = NumElements()·DType.Size()
+	Name  string       // the key in the checkpoint
+	DType tensor.DType // the stored element type: F32, F16, BF16, or I32/I64 (read those with Int64)
+	Shape []int        // as stored, outermost first (C order)
+	Data  []byte       // len = NumElements()·DType.Size()
 }
 
 // NumElements returns the product of Shape (1 for a 0-dim tensor, 0 when any dimension is 0).

@@ -123,7 +123,7 @@ func (e *Encoding) appendToken(id, typeID, special int32, off [2]int, tok string
 
 // Input is one element of a batch: a text and, for sentence-pair tasks, its second text.
 type Input struct {
-	Text string
+	Text string  // the first (or only) sequence, raw: the tokenizer normalizes it
 	Pair *string // nil for a single sequence; a pointer to "" is an empty second sequence
 }
 

@@ -9,13 +9,13 @@ import (
 // the model sees it (tokenizers/src/tokenizer/added_vocabulary.rs). [CLS], [SEP], [PAD], [UNK] and [MASK] are
 // added tokens of every BERT tokenizer, so "[MASK]" written in the text becomes id 103 and not "[", "mask", "]".
 type AddedToken struct {
-	ID         int32
-	Content    string
-	SingleWord bool // match only when not preceded or followed by a word character (regex \w)
-	LStrip     bool // the match swallows the whitespace on its left
-	RStrip     bool // the match swallows the whitespace on its right
-	Normalized bool // match in the normalized text (true) or in the raw input (false, the default for special tokens)
-	Special    bool // special token (skipped when decoding)
+	ID         int32  // the token's id in the vocabulary ([CLS] is 101 in bert-base-uncased)
+	Content    string // the literal text matched: "[CLS]"
+	SingleWord bool   // match only when not preceded or followed by a word character (regex \w)
+	LStrip     bool   // the match swallows the whitespace on its left
+	RStrip     bool   // the match swallows the whitespace on its right
+	Normalized bool   // match in the normalized text (true) or in the raw input (false, the default for special tokens)
+	Special    bool   // special token (skipped when decoding)
 }
 
 // addedVocab matches added tokens as HF does: tokens with Normalized false are found in the raw text first,

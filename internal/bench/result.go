@@ -39,9 +39,9 @@ type Result struct {
 	Steps           int      `json:"steps"`            // timed steps
 	// StepMS is each timed step's duration in milliseconds, in order.
 	StepMS   []float64 `json:"step_ms"`
-	MedianMS float64   `json:"median_ms"`
-	P10MS    float64   `json:"p10_ms"`
-	P90MS    float64   `json:"p90_ms"`
+	MedianMS float64   `json:"median_ms"` // median of StepMS: the step time
+	P10MS    float64   `json:"p10_ms"`    // 10th percentile of StepMS (Percentile)
+	P90MS    float64   `json:"p90_ms"`    // 90th percentile of StepMS
 	// TokensPerS is B·T / median step time.
 	TokensPerS float64 `json:"tokens_per_s"`
 	// FLOPsPerStep is CountFLOPs' total (GEMMs only; see the package documentation).
@@ -73,14 +73,14 @@ func (r *Result) Key() string {
 // Breakdown is where the time of a profiled step goes, per op class (Meter).
 type Breakdown struct {
 	Steps int      `json:"steps"` // profiled steps the sums cover
-	Ops   []OpStat `json:"ops"`
+	Ops   []OpStat `json:"ops"`   // per op class, the most time first; their MS sum to Steps profiled steps
 	Gemms []OpStat `json:"gemms"` // per GEMM shape, the 20 slowest
 	// StepMS is the median unprofiled step of the same run, for comparison with the per-step sum of Ops.
 	StepMS float64 `json:"step_ms"`
 	// LaunchMS is the median time of a 1-element Fill measured the same way: roughly what each op's time
 	// includes besides its own work.
 	LaunchMS float64 `json:"launch_ms"`
-	Timing   string  `json:"timing"`
+	Timing   string  `json:"timing"` // how ops were timed: "CUDA events", "wall clock"
 }
 
 // File is a results file: what produced it and its results.
@@ -89,8 +89,8 @@ type File struct {
 	Version map[string]string `json:"version,omitempty"` // module or library versions ("go", "torch", ...)
 	Commit  string            `json:"commit,omitempty"`  // tune's VCS revision, "+dirty" when modified
 	Date    string            `json:"date"`              // RFC 3339, UTC
-	Host    string            `json:"host,omitempty"`
-	Results []Result          `json:"results"`
+	Host    string            `json:"host,omitempty"`    // the machine's host name (os.Hostname)
+	Results []Result          `json:"results"`           // one per configuration measured
 }
 
 // ErrNoResults is returned by ReadFile for a results file that holds no result (every configuration of a
