@@ -160,8 +160,8 @@ var ErrInvalidConfig = errors.New("invalid LoRA config")
 
 // ConfigError reports one Config field whose value is not allowed; Key is the PEFT name ("lora_alpha").
 type ConfigError struct {
-	Key    string
-	Reason string
+	Key    string // the PEFT field name: "r", "lora_alpha", "target_modules"
+	Reason string // what is wrong, with the value given: "must be > 0 (got 0)"
 }
 
 // Error formats as "lora: r: must be > 0 (got 0)".
@@ -257,8 +257,8 @@ const AllLinear = "all-linear"
 // At most one is set; neither means "unset" (Config.Targets then uses DefaultTargetModules). A YAML scalar stays
 // one string: "all-linear" is never split into characters.
 type TargetModules struct {
-	Names []string
-	Regex string
+	Names []string // module names matched exactly or as a "."+name suffix of the path; nil when unset
+	Regex string   // a regex matched against the whole path, or "all-linear"; "" when unset
 }
 
 // IsSet reports whether target_modules was given (an empty list counts as given, and targets nothing).

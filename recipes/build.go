@@ -20,9 +20,9 @@ import (
 // Run is everything a recipe turns into: the backend, the tokenizer, the datasets, the model and the Trainer.
 // Build makes one; it is the only place where a recipe reaches into layers (STYLE: configs never do).
 type Run struct {
-	Recipe    *Recipe
-	Backend   tensor.Backend
-	Tokenizer *loaders.Tokenizer
+	Recipe    *Recipe            // the validated recipe the run was built from
+	Backend   tensor.Backend     // the device every tensor lives on (recipe device: cpu or cuda)
+	Tokenizer *loaders.Tokenizer // the recipe's tokenizer (tokenizer.path, else the model's directory)
 	// Train, Eval and Test are nil when the recipe has no such file.
 	Train, Eval, Test *TextDataset
 	// Base is the BERT model; Model is what is trained and saved: Base itself, or Base with LoRA adapters
@@ -31,7 +31,7 @@ type Run struct {
 	Model trainer.Model
 	// Notices are messages for the user about the model (freshly initialised head weights, unexpected tensors).
 	Notices []string
-	Trainer *trainer.Trainer
+	Trainer *trainer.Trainer // trains Model on Train, evaluating on Eval, with the recipe's training arguments
 
 	fixedLabels bool // the model is trained: data labels map through its id2label (OpenModel)
 }
@@ -41,8 +41,8 @@ type Run struct {
 // length (loaders.EpochOrder, HF's group_by_length).
 type TextDataset struct {
 	*loaders.Dataset
-	Collator      *loaders.Collator
-	GroupByLength bool
+	Collator      *loaders.Collator // tokenizes, truncates to data.max_length and pads each batch
+	GroupByLength bool              // data.group_by_length: epochs visit similar lengths together
 }
 
 var (

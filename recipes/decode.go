@@ -19,9 +19,9 @@ var ErrInvalid = errors.New("invalid recipe")
 // Problem is one thing wrong with a recipe, located where the user wrote it: Pos is "file:line" (or "file" for
 // a key left at its default, or "override key=value"), Key the dotted key ("training.learning_rate").
 type Problem struct {
-	Pos string
-	Key string
-	Msg string
+	Pos string // "file:line", "file", or "override key=value"; "" when unknown
+	Key string // the dotted key: "training.learning_rate"; "" for the recipe as a whole
+	Msg string // the complete message, key included: "training.learning_rate: must be > 0 (got 0)"
 }
 
 // Error formats as "recipes/x.yaml:12: unknown key 'learnig_rate' in training; did you mean 'learning_rate'?"

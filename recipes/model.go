@@ -12,20 +12,35 @@ import (
 // Its keys are transformers' BertConfig names, and ConfigJSON writes it as the config.json transformers reads,
 // so the model package decodes it exactly as it decodes a checkpoint's config.
 type ModelConfig struct {
-	VocabSize                 int      `yaml:"vocab_size" json:"vocab_size"`
-	HiddenSize                int      `yaml:"hidden_size" json:"hidden_size"`
-	NumHiddenLayers           int      `yaml:"num_hidden_layers" json:"num_hidden_layers"`
-	NumAttentionHeads         int      `yaml:"num_attention_heads" json:"num_attention_heads"`
-	IntermediateSize          int      `yaml:"intermediate_size" json:"intermediate_size"`
-	HiddenAct                 string   `yaml:"hidden_act" json:"hidden_act"`
-	HiddenDropoutProb         float64  `yaml:"hidden_dropout_prob" json:"hidden_dropout_prob"`
-	AttentionProbsDropoutProb float64  `yaml:"attention_probs_dropout_prob" json:"attention_probs_dropout_prob"`
-	MaxPositionEmbeddings     int      `yaml:"max_position_embeddings" json:"max_position_embeddings"`
-	TypeVocabSize             int      `yaml:"type_vocab_size" json:"type_vocab_size"`
-	InitializerRange          float64  `yaml:"initializer_range" json:"initializer_range"`
-	LayerNormEps              float64  `yaml:"layer_norm_eps" json:"layer_norm_eps"`
-	PadTokenID                int      `yaml:"pad_token_id" json:"pad_token_id"`
-	ClassifierDropout         *float64 `yaml:"classifier_dropout" json:"classifier_dropout"` // nil: hidden_dropout_prob
+	// VocabSize is V, the word embedding's rows (30522 in bert-base); every tokenizer id must be below it.
+	VocabSize int `yaml:"vocab_size" json:"vocab_size"`
+	// HiddenSize is C, the width of every hidden state (768); a multiple of num_attention_heads.
+	HiddenSize int `yaml:"hidden_size" json:"hidden_size"`
+	// NumHiddenLayers is L, the encoder layers (12).
+	NumHiddenLayers int `yaml:"num_hidden_layers" json:"num_hidden_layers"`
+	// NumAttentionHeads is H (12); each head has D = C/H dimensions.
+	NumAttentionHeads int `yaml:"num_attention_heads" json:"num_attention_heads"`
+	// IntermediateSize is I, the feed-forward width (3072, 4·C).
+	IntermediateSize int `yaml:"intermediate_size" json:"intermediate_size"`
+	// HiddenAct is the feed-forward activation; only "gelu" (the exact erf form) is implemented.
+	HiddenAct string `yaml:"hidden_act" json:"hidden_act"`
+	// HiddenDropoutProb is the dropout after the embeddings and each sublayer's output projection, in [0, 1)
+	// (0.1).
+	HiddenDropoutProb float64 `yaml:"hidden_dropout_prob" json:"hidden_dropout_prob"`
+	// AttentionProbsDropoutProb is the dropout on the attention probabilities softmax(QKᵀ/√D), in [0, 1) (0.1).
+	AttentionProbsDropoutProb float64 `yaml:"attention_probs_dropout_prob" json:"attention_probs_dropout_prob"`
+	// MaxPositionEmbeddings is the longest sequence T the position embeddings cover (512).
+	MaxPositionEmbeddings int `yaml:"max_position_embeddings" json:"max_position_embeddings"`
+	// TypeVocabSize is the number of token_type_ids values (2: first and second segment).
+	TypeVocabSize int `yaml:"type_vocab_size" json:"type_vocab_size"`
+	// InitializerRange is the standard deviation of the normal init of Linear and Embedding weights (0.02).
+	InitializerRange float64 `yaml:"initializer_range" json:"initializer_range"`
+	// LayerNormEps is the ε LayerNorm adds to the variance (1e-12).
+	LayerNormEps float64 `yaml:"layer_norm_eps" json:"layer_norm_eps"`
+	// PadTokenID is the word embeddings' padding_idx, a token id in [0, vocab_size) (0).
+	PadTokenID int `yaml:"pad_token_id" json:"pad_token_id"`
+	// ClassifierDropout is the dropout before the classifier; nil means hidden_dropout_prob.
+	ClassifierDropout *float64 `yaml:"classifier_dropout" json:"classifier_dropout"`
 	// NumLabels is the number of classes; 1 means regression (MSE loss), as in transformers.
 	NumLabels int `yaml:"num_labels" json:"-"`
 	// ProblemType is transformers' problem_type: "" (from num_labels), single_label_classification or

@@ -8,20 +8,20 @@ import (
 // TrainerControl holds the decisions the training loop acts on after each step and epoch (transformers'
 // TrainerControl). Callbacks set its flags; the loop clears each one when it has acted on it.
 type TrainerControl struct {
-	ShouldTrainingStop bool `json:"should_training_stop"`
-	ShouldEpochStop    bool `json:"should_epoch_stop"`
-	ShouldSave         bool `json:"should_save"`
-	ShouldEvaluate     bool `json:"should_evaluate"`
-	ShouldLog          bool `json:"should_log"`
+	ShouldTrainingStop bool `json:"should_training_stop"` // end training after the current step (not cleared)
+	ShouldEpochStop    bool `json:"should_epoch_stop"`    // end the current epoch after this step
+	ShouldSave         bool `json:"should_save"`          // write checkpoint-<global_step> after this step
+	ShouldEvaluate     bool `json:"should_evaluate"`      // evaluate on the eval dataset after this step
+	ShouldLog          bool `json:"should_log"`           // log the window's loss, grad_norm and learning_rate
 }
 
 // Event is what every Callback method receives: the run's arguments, its state and the control flags a callback
 // may set, and the model being trained. Callbacks must not modify Args.
 type Event struct {
-	Args    *TrainingArguments
-	State   *TrainerState
-	Control *TrainerControl
-	Model   Model
+	Args    *TrainingArguments // the run's arguments, read-only
+	State   *TrainerState      // global_step, epoch, log_history, best_metric, ... as of this event
+	Control *TrainerControl    // the flags the loop acts on next; set them to steer it
+	Model   Model              // the model being trained (its weights are current at this event)
 }
 
 // Callback observes and steers the training loop at the points transformers' TrainerCallback does. Embed
@@ -31,12 +31,12 @@ type Event struct {
 // Order within one optimizer step: OnStepBegin, the micro-batches, the optimizer step, OnStepEnd (the default
 // flow sets ShouldLog/ShouldEvaluate/ShouldSave here), then OnLog, OnEvaluate, OnSave as the flags ask.
 type Callback interface {
-	OnTrainBegin(e *Event) error
-	OnTrainEnd(e *Event) error
-	OnEpochBegin(e *Event) error
-	OnEpochEnd(e *Event) error
-	OnStepBegin(e *Event) error
-	OnStepEnd(e *Event) error
+	OnTrainBegin(e *Event) error // once, before the first step (after a resume's state is restored)
+	OnTrainEnd(e *Event) error   // once, after load_best_model_at_end and the final trainer_state.json
+	OnEpochBegin(e *Event) error // before an epoch's first step (also when resuming mid-epoch)
+	OnEpochEnd(e *Event) error   // after an epoch's last step; the default flow sets the epoch strategies' flags
+	OnStepBegin(e *Event) error  // before an optimizer step's micro-batches
+	OnStepEnd(e *Event) error    // after the optimizer step; State.GlobalStep counts it
 	// OnEvaluate receives the eval metrics with their "eval_" prefix.
 	OnEvaluate(e *Event, metrics map[string]float64) error
 	// OnLog receives one log_history entry (loss, grad_norm, learning_rate, ... with epoch and step).
@@ -78,17 +78,17 @@ func (CallbackBase) OnSave(*Event, string) error { return nil }
 // CallbackState is a stateful callback's entry in trainer_state.json's stateful_callbacks, as transformers
 // stores it: the constructor arguments and the attributes that change during training.
 type CallbackState struct {
-	Args       map[string]any `json:"args"`
-	Attributes map[string]any `json:"attributes"`
+	Args       map[string]any `json:"args"`       // constructor arguments: {"early_stopping_patience": 3, ...}
+	Attributes map[string]any `json:"attributes"` // mutable state: {"early_stopping_patience_counter": 1}
 }
 
 // StatefulCallback is a Callback whose state is saved in checkpoints and restored on resume (transformers'
 // ExportableState), under its Name.
 type StatefulCallback interface {
 	Callback
-	Name() string
-	State() CallbackState
-	LoadState(st CallbackState) error
+	Name() string                     // the key in stateful_callbacks: "EarlyStoppingCallback"
+	State() CallbackState             // the state to save in the next checkpoint
+	LoadState(st CallbackState) error // restores a saved state on resume; an error names what does not fit
 }
 
 // defaultFlow sets the control flags from the logging, eval and save strategies (transformers'
@@ -138,8 +138,8 @@ func (f *defaultFlow) OnEpochEnd(e *Event) error {
 // early_stopping_patience > 0; its counter is saved in checkpoints.
 type EarlyStopping struct {
 	CallbackBase
-	Patience  int
-	Threshold float64
+	Patience  int     // early_stopping_patience: evaluations without improvement before stopping, ≥ 1
+	Threshold float64 // early_stopping_threshold: the least |metric − best| that counts as improvement
 	// Counter is the number of evaluations in a row without improvement.
 	Counter int
 }

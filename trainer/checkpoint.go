@@ -39,9 +39,9 @@ const (
 // function of (data seed, epoch) and dropout draws Philox numbers at an offset, so a resumed run continues
 // with exactly the batches and masks the uninterrupted run would have used.
 type DataState struct {
-	Seed          int64  `json:"seed"`
-	DataSeed      int64  `json:"data_seed"`
-	Shuffle       bool   `json:"shuffle"`
+	Seed          int64  `json:"seed"`                   // the run's seed (weights init, dropout)
+	DataSeed      int64  `json:"data_seed"`              // the seed of the epoch orders: data_seed, else seed
+	Shuffle       bool   `json:"shuffle"`                // whether epochs are shuffled (false: file order)
 	Epoch         int    `json:"epoch"`                  // epoch of the next micro-batch, from 0
 	MicroBatches  int    `json:"micro_batches_in_epoch"` // micro-batches of that epoch already trained on
 	DropoutOffset uint64 `json:"dropout_offset"`         // Philox offset of the next micro-batch

@@ -21,6 +21,8 @@ type Dataset interface {
 // grouping examples of similar length (group_by_length). The order must be a pure function of the arguments:
 // resuming relies on drawing the same order again.
 type Orderer interface {
+	// EpochOrder returns the indices of every example in the order epoch (from 0) visits them, given the
+	// run's shuffle flag, data seed and per_device_train_batch_size (loaders.EpochOrder is the default).
 	EpochOrder(epoch int, shuffle bool, seed uint64, batchSize int) ([]int, error)
 }
 

@@ -15,7 +15,7 @@ import (
 // "test_" prefix.
 type PredictionOutput struct {
 	EvalPrediction
-	Metrics map[string]float64
+	Metrics map[string]float64 // test_loss and test_<metric>; nil for an unlabelled dataset
 }
 
 // Evaluate runs the eval dataset through the model (no dropout, no gradients) and returns eval_loss, the
@@ -62,6 +62,8 @@ func (t *Trainer) Predict(ctx context.Context, ds Dataset) (PredictionOutput, er
 // and accumulates in FP32, LayerNorm, softmax and the loss compute in FP32, and the logits are rounded to the
 // half dtype. That is at least as accurate as model.to(dtype), but keeps the FP32 master weights in memory.
 type HalfInference interface {
+	// SetInferenceDType holds the weights in dt (F16 or BF16) for inference, or back in F32; an error for any
+	// other dtype.
 	SetInferenceDType(dt tensor.DType) error
 }
 

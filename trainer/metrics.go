@@ -9,8 +9,8 @@ import (
 // of every example in dataset order and their labels.
 type EvalPrediction struct {
 	Logits    []float32 // (N, NumLabels), FP32
-	NumLabels int
-	Labels    []int64 // (N) class ids, -100 for an unlabelled example; nil when the dataset has no labels
+	NumLabels int       // L, logits per example (1 for regression)
+	Labels    []int64   // (N) class ids, -100 for an unlabelled example; nil when the dataset has no labels
 }
 
 // Predictions returns the argmax class of each example (the first maximum on ties, as torch.argmax).

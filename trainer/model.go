@@ -47,5 +47,6 @@ type Model interface {
 // load_best_model_at_end, and fails with a clear error when a model lacks it. The Trainer calls WeightsUpdated
 // after a successful Load.
 type Loader interface {
+	// Load reads dir (a directory Save wrote) into the model's parameters; shapes and names must match.
 	Load(dir string) error
 }

@@ -66,9 +66,9 @@ func (o *AdamW) Step(lr float64) error {
 // AdamWState is the optimizer's checkpoint: PyTorch's state ("step", "exp_avg", "exp_avg_sq") for the flat
 // buffer and the hyper-parameters of its param group.
 type AdamWState struct {
-	Step                           int
-	ExpAvg, ExpAvgSq               []float32 // (P)
-	Beta1, Beta2, Eps, WeightDecay float64
+	Step                           int       // optimizer steps taken (PyTorch's "step"; GradScaler-skipped ones not)
+	ExpAvg, ExpAvgSq               []float32 // (P) first and second moments m and v, P the trainable parameters
+	Beta1, Beta2, Eps, WeightDecay float64   // the param group's betas, eps and weight_decay
 }
 
 // State downloads the optimizer state to the host.

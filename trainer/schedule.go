@@ -41,10 +41,10 @@ const (
 // So with W > 0 the first update uses LR 0, as in transformers. The Trainer reads LR() before an optimizer step
 // (that value is the logged learning_rate) and calls Step() after it, unless the GradScaler skipped the step.
 type LRScheduler struct {
-	Type   string
-	BaseLR float64
-	Warmup int // W, optimizer steps
-	Total  int // T, optimizer steps
+	Type   string  // lr_scheduler_type: linear, cosine, constant_with_warmup, polynomial or constant
+	BaseLR float64 // lr0, the optimizer's learning_rate
+	Warmup int     // W, optimizer steps
+	Total  int     // T, optimizer steps
 	// LastEpoch is LambdaLR's last_epoch after the initial step: the number of Step() calls so far, i.e. the
 	// index s of the next optimizer step.
 	LastEpoch int
@@ -109,13 +109,13 @@ func (s *LRScheduler) Step() { s.LastEpoch++ }
 // state_dict that carry information (FACTS §3.6): base_lrs, last_epoch, _step_count and _last_lr. tune adds
 // the schedule's own parameters so a resume can check that they match.
 type SchedulerState struct {
-	BaseLRs   []float64 `json:"base_lrs"`
-	LastEpoch int       `json:"last_epoch"`
-	StepCount int       `json:"_step_count"` // LambdaLR counts the step() in its constructor: last_epoch + 1
-	LastLR    []float64 `json:"_last_lr"`
-	Type      string    `json:"lr_scheduler_type"`
-	Warmup    int       `json:"num_warmup_steps"`
-	Total     int       `json:"num_training_steps"`
+	BaseLRs   []float64 `json:"base_lrs"`           // [BaseLR], one per param group (tune has one)
+	LastEpoch int       `json:"last_epoch"`         // LRScheduler.LastEpoch: Step() calls so far
+	StepCount int       `json:"_step_count"`        // LambdaLR counts the step() in its constructor: last_epoch + 1
+	LastLR    []float64 `json:"_last_lr"`           // [LR()], the rate the next optimizer step uses
+	Type      string    `json:"lr_scheduler_type"`  // tune's addition: LRScheduler.Type
+	Warmup    int       `json:"num_warmup_steps"`   // tune's addition: W
+	Total     int       `json:"num_training_steps"` // tune's addition: T
 }
 
 // StateDict returns the scheduler's state for a checkpoint.

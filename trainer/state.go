@@ -74,26 +74,45 @@ func keys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys
 // TrainerState is trainer_state.json, with transformers' keys (FACTS §3.6) so that tools reading HF's file read
 // tune's. Fields are declared in the sorted key order transformers writes.
 type TrainerState struct {
-	BestGlobalStep      *int                     `json:"best_global_step"`
-	BestMetric          *float64                 `json:"best_metric"`
-	BestModelCheckpoint *string                  `json:"best_model_checkpoint"`
-	Epoch               float64                  `json:"epoch"` // fractional: epochs done + the share of the current one
-	EvalSteps           int                      `json:"eval_steps"`
-	GlobalStep          int                      `json:"global_step"` // optimizer steps, FP16-skipped ones included
-	IsHyperParamSearch  bool                     `json:"is_hyper_param_search"`
-	IsLocalProcessZero  bool                     `json:"is_local_process_zero"`
-	IsWorldProcessZero  bool                     `json:"is_world_process_zero"`
-	LogHistory          []LogEntry               `json:"log_history"`
-	LoggingSteps        int                      `json:"logging_steps"`
-	MaxSteps            int                      `json:"max_steps"`
-	NumInputTokensSeen  int64                    `json:"num_input_tokens_seen"`
-	NumTrainEpochs      int                      `json:"num_train_epochs"`
-	SaveSteps           int                      `json:"save_steps"`
-	StatefulCallbacks   map[string]CallbackState `json:"stateful_callbacks"`
-	TotalFlos           float64                  `json:"total_flos"`
-	TrainBatchSize      int                      `json:"train_batch_size"`
-	TrialName           *string                  `json:"trial_name"`
-	TrialParams         map[string]any           `json:"trial_params"`
+	// BestGlobalStep is the step of the best evaluation of metric_for_best_model; nil (null) before one.
+	BestGlobalStep *int `json:"best_global_step"`
+	// BestMetric is metric_for_best_model's best value so far; nil before the first evaluation.
+	BestMetric *float64 `json:"best_metric"`
+	// BestModelCheckpoint is the checkpoint directory saved at BestGlobalStep; nil until it is saved.
+	BestModelCheckpoint *string `json:"best_model_checkpoint"`
+	// Epoch is fractional: epochs done plus the share of the current one.
+	Epoch float64 `json:"epoch"`
+	// EvalSteps is the evaluation interval in optimizer steps, resolved from eval_steps (or logging_steps).
+	EvalSteps int `json:"eval_steps"`
+	// GlobalStep counts optimizer steps, FP16-skipped ones included.
+	GlobalStep int `json:"global_step"`
+	// IsHyperParamSearch is always false: tune runs no hyperparameter search.
+	IsHyperParamSearch bool `json:"is_hyper_param_search"`
+	// IsLocalProcessZero and IsWorldProcessZero are always true: tune trains in one process.
+	IsLocalProcessZero bool `json:"is_local_process_zero"`
+	IsWorldProcessZero bool `json:"is_world_process_zero"`
+	// LogHistory holds every log and evaluation entry, in order.
+	LogHistory []LogEntry `json:"log_history"`
+	// LoggingSteps is the logging interval in optimizer steps, resolved from logging_steps.
+	LoggingSteps int `json:"logging_steps"`
+	// MaxSteps is the number of optimizer steps the run takes in all (max_steps, else
+	// ceil(num_train_epochs × optimizer steps per epoch); TrainingArguments.TotalSteps).
+	MaxSteps int `json:"max_steps"`
+	// NumInputTokensSeen counts the non-padding training tokens seen so far.
+	NumInputTokensSeen int64 `json:"num_input_tokens_seen"`
+	// NumTrainEpochs is the number of epochs the run spans (rounded up: a partial last epoch counts).
+	NumTrainEpochs int `json:"num_train_epochs"`
+	// SaveSteps is the checkpoint interval in optimizer steps, resolved from save_steps.
+	SaveSteps int `json:"save_steps"`
+	// StatefulCallbacks holds each StatefulCallback's state under its Name, and the TrainerControl flags.
+	StatefulCallbacks map[string]CallbackState `json:"stateful_callbacks"`
+	// TotalFlos is 0: tune does not count FLOPs (a resumed run keeps the value its checkpoint holds).
+	TotalFlos float64 `json:"total_flos"`
+	// TrainBatchSize is per_device_train_batch_size.
+	TrainBatchSize int `json:"train_batch_size"`
+	// TrialName and TrialParams are always null: tune runs no hyperparameter search.
+	TrialName   *string        `json:"trial_name"`
+	TrialParams map[string]any `json:"trial_params"`
 }
 
 // Save writes s as indented JSON to path (through a temporary file and a rename).

@@ -39,7 +39,7 @@ type runState struct {
 
 // TrainOutput is what Train returns (transformers' TrainOutput).
 type TrainOutput struct {
-	GlobalStep   int
+	GlobalStep   int     // optimizer steps taken in all, those before a resume included
 	TrainingLoss float64 // mean of the logged window losses over this call's steps
 	// Metrics holds train_runtime (s), train_samples_per_second, train_steps_per_second, train_loss and epoch.
 	Metrics map[string]float64

@@ -23,8 +23,8 @@ const MaskedScore = -math.MaxFloat32
 // difference is within half precision of the scores.
 type SelfAttention struct {
 	Query, Key, Value Projection // (C → C) each
-	Heads, HeadDim    int
-	Dropout           float32 // attention_probs_dropout_prob
+	Heads, HeadDim    int        // H and D = C/H
+	Dropout           float32    // attention_probs_dropout_prob
 
 	c attentionCache
 }

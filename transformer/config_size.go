@@ -24,8 +24,8 @@ const maxDim = math.MaxInt32
 // SizeError reports a config whose sizes this package refuses to build a model from. Key is the config.json
 // key to fix: the one out of range, or, when only the total is too large, the size furthest above bert-base's.
 type SizeError struct {
-	Key    string
-	Reason string
+	Key    string // the config.json key: "vocab_size", "num_hidden_layers"
+	Reason string // the value and the bound it exceeds
 }
 
 // Error formats as "transformer: config vocab_size: 3000000000 is more than 2147483647 ...".

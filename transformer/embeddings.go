@@ -10,11 +10,11 @@ import (
 // order, then LayerNorm and dropout. Every buffer is F32 under every policy: the tables are FP32 masters and an
 // embedding lookup keeps its table's dtype under autocast (FACTS §1.2).
 type Embeddings struct {
-	Word      *Param // (V, C) word_embeddings.weight
-	Position  *Param // (P, C) position_embeddings.weight, P = max_position_embeddings
-	TokenType *Param // (2, C) token_type_embeddings.weight
-	Norm      *LayerNorm
-	Dropout   float32
+	Word      *Param     // (V, C) word_embeddings.weight
+	Position  *Param     // (P, C) position_embeddings.weight, P = max_position_embeddings
+	TokenType *Param     // (2, C) token_type_embeddings.weight
+	Norm      *LayerNorm // embeddings.LayerNorm (C), eps layer_norm_eps
+	Dropout   float32    // hidden_dropout_prob, applied after Norm
 	// PadID is the word embedding's padding_idx: like torch.nn.Embedding(padding_idx=...), its row gets no
 	// gradient (it is zeroed after every backward, which equals never accumulating into it).
 	PadID int

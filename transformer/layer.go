@@ -13,13 +13,13 @@ import (
 // as GEMM inputs; projections, GELU and dropout give h; the residual adds of h and F32 give F32; LayerNorm is F32.
 // Under FP32 every h is F32 and the casts disappear (the buffers alias).
 type Layer struct {
-	Attention     SelfAttention
-	AttnOut       Projection // attention.output.dense (C → C)
-	AttnNorm      *LayerNorm // attention.output.LayerNorm
-	Intermediate  Projection // intermediate.dense (C → I)
-	Output        Projection // output.dense (I → C)
-	OutNorm       *LayerNorm // output.LayerNorm
-	HiddenDropout float32    // hidden_dropout_prob
+	Attention     SelfAttention // attention.self: Q, K, V and the scaled dot-product attention
+	AttnOut       Projection    // attention.output.dense (C → C)
+	AttnNorm      *LayerNorm    // attention.output.LayerNorm
+	Intermediate  Projection    // intermediate.dense (C → I)
+	Output        Projection    // output.dense (I → C)
+	OutNorm       *LayerNorm    // output.LayerNorm
+	HiddenDropout float32       // hidden_dropout_prob
 
 	c layerCache
 }

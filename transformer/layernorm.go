@@ -9,9 +9,9 @@ import (
 // LayerNorm is torch.nn.LayerNorm over the last axis with FP32 weight (gamma) and bias (beta). It is an
 // FP32-class op under autocast: it reads any float input and writes F32 (FACTS §1.1).
 type LayerNorm struct {
-	C            int
-	Weight, Bias *Param // (C), (C)
-	Eps          float32
+	C            int     // the normalized width (hidden_size)
+	Weight, Bias *Param  // (C), (C)
+	Eps          float32 // ε added to the variance before the square root (layer_norm_eps, 1e-12 in BERT)
 }
 
 // NewLayerNorm allocates a trainable LayerNorm of width c with weight 1 and bias 0 (torch's init).

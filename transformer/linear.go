@@ -34,7 +34,7 @@ type Projection interface {
 
 // Linear is torch.nn.Linear: y = x·Wᵀ + b with W (Out, In) and b (Out) FP32 master parameters.
 type Linear struct {
-	In, Out int
+	In, Out int    // in_features and out_features
 	Weight  *Param // (Out, In)
 	Bias    *Param // (Out), nil for a Linear without bias
 }

@@ -18,11 +18,11 @@ import (
 // reversed. All FP32 master parameters live in two flat allocations (trainable with their gradients, and
 // frozen); all activations live in a step arena carved per batch shape.
 type BertForSequenceClassification struct {
-	Config     BertConfig
-	Embeddings *Embeddings
-	Layers     []*Layer
-	Pooler     *Pooler
-	Head       *ClassificationHead
+	Config     BertConfig          // the configuration the model was built from (ID2Label and ProblemType included)
+	Embeddings *Embeddings         // bert.embeddings
+	Layers     []*Layer            // bert.encoder.layer.0 … L−1
+	Pooler     *Pooler             // bert.pooler: tanh(dense(h[:, 0]))
+	Head       *ClassificationHead // dropout, then classifier (C → L)
 
 	b      tensor.Backend
 	policy amp.Policy

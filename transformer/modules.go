@@ -10,8 +10,8 @@ import (
 // ModuleProjection is a projection with its module path as transformers names the module
 // ("bert.encoder.layer.0.attention.self.query", "bert.pooler.dense", "classifier").
 type ModuleProjection struct {
-	Path       string
-	Projection Projection
+	Path       string     // the module path, without ".weight"
+	Projection Projection // the module now in that slot: a *Linear, or what ReplaceProjections put there
 }
 
 // projectionSlots returns every projection field of the model with its module path, in Hugging Face order.

@@ -27,8 +27,8 @@ func (p *Param) Frozen() bool { return p.Grad == nil }
 // NamedParameter is a parameter with its name relative to the module that lists it ("weight", "bias", or for a
 // LoRA wrapper "base_layer.weight", "lora_A.default.weight").
 type NamedParameter struct {
-	Name  string
-	Param *Param
+	Name  string // relative to the listing module; prefix it with the module's path for the full name
+	Param *Param // the parameter itself (not a copy)
 }
 
 // noDecayPatterns are the lowercased-name patterns Hugging Face's Trainer excludes from weight decay
