@@ -82,7 +82,7 @@ func checkPackage(fset *token.FileSet, files []*ast.File, opt Options) []Finding
 			case *ast.FuncDecl:
 				checkFunc(d, add)
 			case *ast.GenDecl:
-				checkGen(d, opt, add)
+				checkGen(fset, d, opt, add)
 			}
 		}
 	}
@@ -173,7 +173,7 @@ func receiverType(recv *ast.FieldList) string {
 // A constant or variable is documented by its own comment, the group's comment or, inside a group, a line
 // comment after it; only a comment of its own outside a group must start with its name (as golint: a
 // group's comment describes the group).
-func checkGen(d *ast.GenDecl, opt Options, add func(token.Pos, string)) {
+func checkGen(fset *token.FileSet, d *ast.GenDecl, opt Options, add func(token.Pos, string)) {
 	switch d.Tok {
 	case token.TYPE:
 		for _, s := range d.Specs {
@@ -187,7 +187,7 @@ func checkGen(d *ast.GenDecl, opt Options, add func(token.Pos, string)) {
 			}
 			checkDoc(doc, ts.Name, "type", add)
 			if opt.Members {
-				checkMembers(ts, add)
+				checkMembers(fset, ts, add)
 			}
 		}
 	case token.CONST, token.VAR:
@@ -216,7 +216,18 @@ func checkGen(d *ast.GenDecl, opt Options, add func(token.Pos, string)) {
 
 // checkMembers requires a comment on each exported field of an exported struct and each method of an
 // exported interface. Embedded fields and interfaces are documented by their own type and are skipped.
-func checkMembers(ts *ast.TypeSpec, add func(token.Pos, string)) {
+//
+// A member is documented by a comment above it, by a comment at the end of its line, or by the doc comment of
+// the run of members it belongs to when that comment names it: in
+//
+//	// Train, Eval and Test are data files.
+//	Train string
+//	Eval  string
+//	Test  string
+//
+// Eval and Test are documented. A run is a sequence of members on consecutive lines; a blank line or another
+// doc comment ends it.
+func checkMembers(fset *token.FileSet, ts *ast.TypeSpec, add func(token.Pos, string)) {
 	var fields *ast.FieldList
 	var what string
 	switch t := ts.Type.(type) {
@@ -227,7 +238,18 @@ func checkMembers(ts *ast.TypeSpec, add func(token.Pos, string)) {
 	default:
 		return
 	}
+	runDoc, prevEnd := "", -1 // the doc comment of the current run, and the last line of its latest member
 	for _, f := range fields.List {
+		start := fset.Position(f.Pos()).Line
+		if f.Doc != nil {
+			runDoc = docText(f.Doc)
+		} else if start != prevEnd+1 {
+			runDoc = ""
+		}
+		prevEnd = fset.Position(f.End()).Line
+		if f.Comment != nil {
+			prevEnd = max(prevEnd, fset.Position(f.Comment.End()).Line)
+		}
 		names := exportedNames(f.Names)
 		if len(names) == 0 || docText(f.Doc) != "" || docText(f.Comment) != "" {
 			continue
@@ -235,9 +257,33 @@ func checkMembers(ts *ast.TypeSpec, add func(token.Pos, string)) {
 		if _, isFunc := f.Type.(*ast.FuncType); what == "method" && !isFunc {
 			continue // a type-set term, not a method
 		}
-		add(names[0].Pos(), what+" "+ts.Name.Name+"."+names[0].Name+" has no comment")
+		for _, n := range names {
+			if !mentions(runDoc, n.Name) {
+				add(n.Pos(), what+" "+ts.Name.Name+"."+n.Name+" has no comment")
+				break
+			}
+		}
 	}
 }
+
+// mentions reports whether text contains name as a whole word.
+func mentions(text, name string) bool {
+	for i := 0; ; {
+		j := strings.Index(text[i:], name)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before, _ := utf8.DecodeLastRuneInString(text[:j])
+		if (j == 0 || !isIdent(before)) && startsWith(text[j:], name) {
+			return true
+		}
+		i = j + len(name)
+	}
+}
+
+// isIdent reports whether r can be part of an identifier.
+func isIdent(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) }
 
 // exportedNames returns the exported identifiers among names.
 func exportedNames(names []*ast.Ident) []*ast.Ident {
@@ -298,5 +344,5 @@ func startsWith(text, w string) bool {
 		return true
 	}
 	r, _ := utf8.DecodeRuneInString(rest)
-	return !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r))
+	return !isIdent(r)
 }

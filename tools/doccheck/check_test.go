@@ -244,6 +244,41 @@ type args struct {
 			},
 		},
 		{
+			name: "members on: a run's doc comment documents the members it names, up to a blank line",
+			opt:  Options{Members: true},
+			srcs: map[string]string{"a.go": pkg + `
+// Data names the files.
+type Data struct {
+	// Train, Eval and Test are data files.
+	Train string
+	Eval  string
+	Test  string // a line comment does not end the run
+	Dev   string
+
+	Extra string
+	// Evaluations counts evaluations.
+	Evaluations int
+	Eval2       int
+	// Callbacks, one comment for the names declared together.
+	OnBegin, OnEnd, OnLog func()
+}
+
+// Hooks are called around training.
+type Hooks interface {
+	// OnBegin and OnEnd bracket training.
+	OnBegin() error
+	OnEnd() error
+	OnLog() error
+}
+`},
+			want: []string{
+				"a.go:10: field Data.Dev has no comment",
+				"a.go:12: field Data.Extra has no comment",
+				"a.go:15: field Data.Eval2 has no comment",
+				"a.go:25: method Hooks.OnLog has no comment",
+			},
+		},
+		{
 			name: "package without a comment",
 			srcs: map[string]string{"a.go": "package p\n\n// Open opens.\nfunc Open() {}\n"},
 			want: []string{"a.go:1: package p has no package comment"},

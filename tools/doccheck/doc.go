@@ -20,7 +20,9 @@
 //
 // With -members (on by default), every exported field of an exported struct type and every method of an
 // exported interface type needs a comment above it or at the end of its line; its wording is free ("// in
-// bytes"). Embedded fields and embedded interfaces are documented by their own types and skipped. This is
+// bytes"). A comment above a run of members on consecutive lines also documents the later members of the run
+// that it names as words ("// Train, Eval and Test are data files." over three fields); a blank line ends the
+// run. Embedded fields and embedded interfaces are documented by their own types and skipped. This is
 // stricter than golint on purpose: tune's option structs and wire formats (TrainingArguments,
 // trainer_state.json, GemmArgs) are read field by field, and a field is where units and shapes are stated.
 //
