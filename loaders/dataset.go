@@ -416,8 +416,8 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 }
 
 // labelMapping returns the label-to-id function and the id-to-name table. With label2id (a model's mapping), a
-// label maps through it, an integer in [0, len(label2id)) is taken as a class id, and anything else is an error
-// that lists the known labels.
+// label maps through it, an integer in [0, len(label2id)) is taken as a class id (another integer is an error
+// giving that range), and anything else is an error that lists the known labels.
 func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(string) (int64, error), []string, error) {
 	if len(label2id) > 0 {
 		names, err := labelNames(label2id)
@@ -428,8 +428,12 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 			if id, ok := label2id[s]; ok {
 				return int64(id), nil
 			}
-			if id, err := strconv.Atoi(s); err == nil && id >= 0 && id < len(label2id) {
-				return int64(id), nil
+			if id, err := strconv.Atoi(s); err == nil {
+				if id >= 0 && id < len(label2id) {
+					return int64(id), nil
+				}
+				return 0, fmt.Errorf("label %d is outside the class ids 0..%d (num_labels %d): an integer label is a class id; "+
+					"the classes are named %s", id, len(names)-1, len(names), quoteAll(names))
 			}
 			return 0, fmt.Errorf("unknown label %q: the known labels are %s (an integer class id 0..%d is accepted too)",
 				s, quoteAll(names), len(names)-1)

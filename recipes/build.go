@@ -124,9 +124,8 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if run.Train, err = run.LoadDataset("data.train", r.Data.Train, r.Data, nil); err != nil {
 		return nil, err
 	}
-	var labels map[string]int // eval and test reuse the training set's label ids
+	var labels map[string]int // eval and test map labels as training did: through the model's classes
 	if run.Train != nil && run.Train.LabelNames != nil {
-		labels = labelIDs(run.Train.LabelNames)
 		if err := run.nameLabels(run.Train.LabelNames); err != nil {
 			return nil, errctx.Wrap("recipes: data.train", err)
 		}
@@ -321,8 +320,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		return nil, errctx.Wrapf(err, "recipes: %s", key)
 	}
 	if !regression && len(ds.LabelNames) > cfg.NumLabels() {
-		return nil, fmt.Errorf("recipes: %s: %s has %d labels %v but the model has num_labels %d; set model.config.num_labels (or use a checkpoint with that many labels)",
-			key, path, len(ds.LabelNames), ds.LabelNames, cfg.NumLabels())
+		return nil, tooManyLabels(key, ds, cfg.NumLabels())
 	}
 	c, err := loaders.NewCollator(run.Tokenizer, ds, loaders.CollatorOptions{MaxLength: d.MaxLength,
 		PadToMultipleOf: d.PadToMultipleOf, Cache: true})

@@ -187,7 +187,7 @@ func TestIntegerLabels(t *testing.T) {
 		{"integer labels are class ids", []string{"0", "1", "1"}, []int64{0, 1, 1}, ""},
 		{"placeholder names map through label2id", []string{"LABEL_1", "LABEL_0"}, []int64{1, 0}, ""},
 		{"string labels are refused", []string{"1", "pos"}, nil, `:3: unknown label "pos": the known labels are "LABEL_0", "LABEL_1"`},
-		{"an id beyond num_labels is refused", []string{"2"}, nil, `:2: unknown label "2"`},
+		{"an id beyond num_labels is refused", []string{"2"}, nil, `:2: label 2 is outside the class ids 0..1 (num_labels 2): an integer label is a class id; the classes are named "LABEL_0", "LABEL_1"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
