@@ -129,6 +129,7 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 		if err := run.nameLabels(run.Train.LabelNames); err != nil {
 			return nil, errctx.Wrap("recipes: data.train", err)
 		}
+		labels = labelIDs(run.Base.Config.ID2Label)
 	}
 	if run.Eval, err = run.LoadDataset("data.eval", r.Data.Eval, r.Data, labels); err != nil {
 		return nil, err
