@@ -219,14 +219,14 @@ func (r *Recipe) CheckFiles() error {
 		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
 			modelBad = true
-		} else if err := checkModelConfig(r.Model.Path); err != nil {
+		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
 		}
 	}
 	tok := ""
 	if r.Tokenizer.Path != "" && !(modelBad && r.Tokenizer.Path == r.Model.Path) {
 		var err error
-		if tok, err = tokenizerFile(r.Tokenizer.Path); err != nil {
+		if tok, err = TokenizerFile(r.Tokenizer.Path); err != nil {
 			fail("tokenizer.path", "%v", err)
 		}
 	}
@@ -270,10 +270,11 @@ func (r *Recipe) CheckFiles() error {
 	return errors.Join(errs...)
 }
 
-// checkModelConfig reads the checkpoint's config.json as the model will be built from it, so that a config the
+// CheckModelConfig reads the checkpoint's config.json as the model will be built from it, so that a config the
 // model cannot be built from (an unsupported hidden_act, a vocab_size of 3000000000, ...) is reported before
-// anything is loaded. It reads only config.json.
-func checkModelConfig(dir string) error {
+// anything is loaded. It reads only config.json. CheckFiles checks model.path with it, tune eval and predict
+// their --model; the error names the file.
+func CheckModelConfig(dir string) error {
 	hf, err := loaders.ReadBertConfig(dir)
 	if err != nil {
 		return err
@@ -314,8 +315,11 @@ func fileInPath(p string) string {
 	}
 }
 
-// tokenizerFile returns the tokenizer file at p: p itself, or p/tokenizer.json, else p/vocab.txt.
-func tokenizerFile(p string) (string, error) {
+// TokenizerFile returns the tokenizer file that p names, as loaders.LoadTokenizer will read it: p itself when it
+// is a file, else p/tokenizer.json, else p/vocab.txt. A p that does not exist gives the *fs.PathError; a
+// directory holding neither file an error saying so. CheckFiles checks tokenizer.path with it, tune eval and
+// predict their --tokenizer.
+func TokenizerFile(p string) (string, error) {
 	st, err := os.Stat(p)
 	if err != nil {
 		return "", err

@@ -31,6 +31,7 @@ type evalOptions struct {
 	Device    string   // --device
 	BatchSize int      // --batch-size: per_device_eval_batch_size
 	JSON      bool     // --json: print the metrics as one JSON object
+	tokenizer string   // the tokenizer for recipes.OpenModel, set by setup (checkModelPaths)
 }
 
 func newEvalCmd() *cobra.Command {
@@ -118,7 +119,7 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 	if data == "" {
 		return nil, "", "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
 	}
-	if err := checkModelPaths(model, adapter, o.Tokenizer); err != nil {
+	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, o.Tokenizer); err != nil {
 		return nil, "", "", "", err
 	}
 	if err := checkInputFile("--data", data); err != nil {
@@ -146,7 +147,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(modelDir, adapter, o.Tokenizer, b)
+	run, err := recipes.OpenModel(modelDir, adapter, o.tokenizer, b)
 	if err != nil {
 		return err
 	}

@@ -8,21 +8,28 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 )
 
 // checkModelPaths checks the model, adapter and tokenizer paths of eval and predict before anything is loaded,
-// model first, so that a wrong path is reported as itself (a usage error, exit 2) rather than as a missing
-// tokenizer inside it: the model must be a directory with config.json and weights, not a LoRA adapter
-// directory; the adapter (when set) a directory with adapter_config.json; the tokenizer (when set) must exist.
-func checkModelPaths(model, adapter, tokenizer string) error {
+// model first, so that a wrong path is reported as itself, a usage error (exit 2) naming its flag, rather than
+// as a missing tokenizer inside it or after the weights are read: the model must be a directory with a
+// config.json the model can be built from (recipes.CheckModelConfig, as tune finetune checks model.path) and
+// safetensors weights, not a LoRA adapter directory; the adapter (when set) a directory with
+// adapter_config.json; the tokenizer what recipes.TokenizerFile accepts (as tune finetune checks tokenizer.path).
+//
+// It returns the tokenizer to pass to recipes.OpenModel: tokenizer itself when set; else "" when the adapter
+// or model directory holds one (OpenModel's default). Without either it is a usage error asking for
+// --tokenizer.
+func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string, error) {
 	if err := checkDir("--model", model); err != nil {
-		return err
+		return "", err
 	}
 	hasWeights := isFile(filepath.Join(model, loaders.SafetensorsWeightsName)) ||
-		isFile(filepath.Join(model, loaders.SafetensorsWeightsName+".index.json"))
+		isFile(filepath.Join(model, loaders.SafetensorsIndexName))
 	switch {
 	case recipes.HasAdapter(model) && !hasWeights:
 		_, base, _ := lora.ReadAdapterConfig(model)
@@ -30,24 +37,46 @@ func checkModelPaths(model, adapter, tokenizer string) error {
 		if base != "" {
 			hint = fmt.Sprintf(" (its base_model_name_or_path is %s)", base)
 		}
-		return usagef("--model %s is a LoRA adapter directory: pass the base model it was trained on as --model%s and this directory as --adapter", model, hint)
+		return "", usagef("--model %s is a LoRA adapter directory: pass the base model it was trained on as --model%s and this directory as --adapter", model, hint)
 	case !isFile(filepath.Join(model, loaders.ConfigName)):
-		return usagef("--model %s has no %s: it is not a Hugging Face model directory (config.json and model.safetensors, as tune finetune writes)", model, loaders.ConfigName)
+		return "", usagef("--model %s has no %s: it is not a Hugging Face model directory (config.json and model.safetensors, as tune finetune writes)", model, loaders.ConfigName)
+	case !hasWeights:
+		return "", usagef("--model %s has no %s (nor %s): tune reads safetensors weights only", model, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
+	}
+	if err := recipes.CheckModelConfig(model); err != nil {
+		return "", usagef("--model %s: %s", model, errctx.Trim(err.Error()))
 	}
 	if adapter != "" {
 		if err := checkDir("--adapter", adapter); err != nil {
-			return err
+			return "", err
 		}
 		if !recipes.HasAdapter(adapter) {
-			return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
+			return "", usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
 		}
 	}
 	if tokenizer != "" {
-		if _, err := os.Stat(tokenizer); err != nil {
-			return usagef("--tokenizer %s: %v", tokenizer, pathProblem(err))
+		if _, err := recipes.TokenizerFile(tokenizer); err != nil {
+			return "", usagef("--tokenizer %s: %v", tokenizer, pathProblem(err))
+		}
+		return tokenizer, nil
+	}
+	dirs := []struct{ flag, dir string }{{"--adapter", adapter}, {"--model", model}}
+	for _, d := range dirs {
+		if d.dir != "" && hasTokenizerFile(d.dir) {
+			return "", nil
 		}
 	}
-	return nil
+	where := "--model " + model
+	if adapter != "" {
+		where = "neither --adapter " + adapter + " nor " + where
+	}
+	return "", usagef("%s holds no tokenizer (neither tokenizer.json nor vocab.txt): pass --tokenizer with the model's tokenizer directory or file", where)
+}
+
+// hasTokenizerFile reports whether recipes.TokenizerFile finds a tokenizer in dir.
+func hasTokenizerFile(dir string) bool {
+	_, err := recipes.TokenizerFile(dir)
+	return err == nil
 }
 
 // checkDir reports, as a usage error naming flag, a path that does not exist or is not a directory.

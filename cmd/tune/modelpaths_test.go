@@ -41,8 +41,10 @@ func tinyModelDir(t *testing.T) (model, adapter string) {
 }
 
 // TestEvalPredictModelPaths checks how eval and predict report their model, adapter, tokenizer and data paths:
-// a path that does not exist is a usage error naming the flag (exit 2), checked before the tokenizer inside
-// the model directory; a model directory without a tokenizer says to pass --tokenizer, which works.
+// a path that does not exist, or does not hold what the flag needs (a tokenizer directory without a tokenizer,
+// a model directory without weights or with a config.json the model cannot be built from), is a usage error
+// naming the flag (exit 2), checked before the tokenizer inside the model directory and before anything
+// loads; a model directory without a tokenizer says to pass --tokenizer (exit 2), which works.
 func TestEvalPredictModelPaths(t *testing.T) {
 	model, adapter := tinyModelDir(t)
 	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
@@ -54,6 +56,21 @@ func TestEvalPredictModelPaths(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := filepath.Join(empty, "nonexist")
+	noWeights, badConfig := filepath.Join(t.TempDir(), "noweights"), filepath.Join(t.TempDir(), "badconfig")
+	for _, d := range []string{noWeights, badConfig} {
+		copyDir(t, model, d)
+	}
+	if err := os.Remove(filepath.Join(noWeights, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(filepath.Join(model, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), `"num_attention_heads": 2`, `"num_attention_heads": 3`, 1))
+	if err := os.WriteFile(filepath.Join(badConfig, "config.json"), cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -73,14 +90,24 @@ func TestEvalPredictModelPaths(t *testing.T) {
 			[]string{"--adapter " + missing + ": no such file"}, ""},
 		{"predict: a model directory given as the adapter", []string{"predict", "--model", model, "--adapter", model, "--input", dev}, exitUsage,
 			[]string{"has no adapter_config.json"}, ""},
-		{"eval: a missing data file", []string{"eval", "--model", model, "--data", missing}, exitUsage,
+		{"eval: a missing data file", []string{"eval", "--model", model, "--tokenizer", tiny, "--data", missing}, exitUsage,
 			[]string{"--data " + missing + ": no such file"}, ""},
-		{"predict: a missing input file", []string{"predict", "--model", model, "--input", missing}, exitUsage,
+		{"predict: a missing input file", []string{"predict", "--model", model, "--tokenizer", tiny, "--input", missing}, exitUsage,
 			[]string{"--input " + missing + ": no such file"}, ""},
 		{"eval: a missing tokenizer", []string{"eval", "--model", model, "--tokenizer", missing, "--data", dev}, exitUsage,
 			[]string{"--tokenizer " + missing + ": no such file"}, ""},
-		{"eval: no tokenizer in the model directory", []string{"eval", "--device", "cpu", "--model", model, "--data", dev}, exitError,
-			[]string{"holds neither tokenizer.json nor vocab.txt", "pass --tokenizer"}, ""},
+		{"eval: a tokenizer directory without a tokenizer", []string{"eval", "--model", model, "--tokenizer", empty, "--data", dev}, exitUsage,
+			[]string{"--tokenizer " + empty + ": " + empty + " holds neither tokenizer.json nor vocab.txt"}, ""},
+		{"predict: a tokenizer directory without a tokenizer", []string{"predict", "--model", model, "--tokenizer", empty, "--input", dev}, exitUsage,
+			[]string{"--tokenizer " + empty + ": " + empty + " holds neither tokenizer.json nor vocab.txt"}, ""},
+		{"eval: no tokenizer in the model directory", []string{"eval", "--model", model, "--data", dev}, exitUsage,
+			[]string{"--model " + model + " holds no tokenizer (neither tokenizer.json nor vocab.txt): pass --tokenizer"}, ""},
+		{"predict: no tokenizer in the adapter or model directory", []string{"predict", "--model", model, "--adapter", adapter, "--input", dev}, exitUsage,
+			[]string{"neither --adapter " + adapter + " nor --model " + model + " holds no tokenizer"}, ""},
+		{"eval: a model directory without weights", []string{"eval", "--model", noWeights, "--tokenizer", tiny, "--data", dev}, exitUsage,
+			[]string{"--model " + noWeights + " has no model.safetensors"}, ""},
+		{"predict: a config.json the model cannot be built from", []string{"predict", "--model", badConfig, "--tokenizer", tiny, "--input", dev}, exitUsage,
+			[]string{"--model " + badConfig + ": ", "config.json", "num_attention_heads"}, ""},
 		{"eval: --tokenizer supplies it", []string{"eval", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--data", dev}, exitOK,
 			nil, "error"},
 		{"predict: --tokenizer supplies it", []string{"predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", dev}, exitOK,
@@ -151,5 +178,29 @@ func TestEvalWarnsAboutUnusedTensors(t *testing.T) {
 				t.Errorf("stderr %q; want one line with %q", stderr, want)
 			}
 		})
+	}
+}
+
+// copyDir copies the files of directory src (not its subdirectories) into a new directory dst.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

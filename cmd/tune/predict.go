@@ -30,6 +30,7 @@ type predictOptions struct {
 	Output         string // --output: JSONL file; "" or "-" is stdout
 	Force          bool   // --force: replace an existing --output
 	outputPath     string // the file to write, set by check: Output, or under --force the file a link to it names
+	tokenizer      string // the tokenizer for recipes.OpenModel, set by check (checkModelPaths)
 	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
@@ -106,8 +107,8 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	return cmd
 }
 
-// check reports flag misuse as a usage error.
-func (o *predictOptions) check() error {
+// check reports flag misuse as a usage error, and sets outputPath and tokenizer; notices go to stderr.
+func (o *predictOptions) check(stderr io.Writer) error {
 	switch {
 	case o.Model == "":
 		return usagef("predict needs --model DIR")
@@ -118,9 +119,11 @@ func (o *predictOptions) check() error {
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
 	}
-	if err := checkModelPaths(o.Model, o.Adapter, o.Tokenizer); err != nil {
+	tok, err := checkModelPaths(stderr, o.Model, o.Adapter, o.Tokenizer)
+	if err != nil {
 		return err
 	}
+	o.tokenizer = tok
 	if err := checkInputFile("--input", o.Input); err != nil {
 		return err
 	}
@@ -135,14 +138,14 @@ func (o *predictOptions) check() error {
 }
 
 func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
-	if err := o.check(); err != nil {
+	if err := o.check(stderr); err != nil {
 		return err
 	}
 	b, err := recipes.OpenDevice(o.Device)
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(o.Model, o.Adapter, o.Tokenizer, b)
+	run, err := recipes.OpenModel(o.Model, o.Adapter, o.tokenizer, b)
 	if err != nil {
 		return err
 	}
