@@ -358,17 +358,9 @@ func (run *Run) buildModel() error {
 	r := run.Recipe
 	initSeed := seed(r)
 	if r.Model.Config != nil {
-		data, err := r.Model.Config.ConfigJSON()
+		cfg, err := r.Model.Config.bertConfig()
 		if err != nil {
 			return err
-		}
-		hf, err := loaders.ParseBertConfig("model.config", data)
-		if err != nil {
-			return errctx.Wrap("recipes: model.config", err)
-		}
-		cfg, err := transformer.BertConfigFromHF(hf)
-		if err != nil {
-			return errctx.Wrap("recipes: model.config", err)
 		}
 		if run.Base, err = transformer.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
 			return errctx.Wrap("recipes: model.config", err)

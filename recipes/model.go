@@ -2,9 +2,11 @@ package recipes
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"math"
 
+	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -83,91 +85,70 @@ func (c *ModelConfig) ConfigJSON() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// validate reports each bad field through bad(key, format, args...), keys relative to model.config.
-func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
-	for _, f := range []struct {
-		key string
-		v   int
-	}{
-		{"vocab_size", c.VocabSize}, {"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
-		{"num_attention_heads", c.NumAttentionHeads}, {"intermediate_size", c.IntermediateSize},
-		{"max_position_embeddings", c.MaxPositionEmbeddings}, {"type_vocab_size", c.TypeVocabSize},
-		{"num_labels", c.NumLabels},
-	} {
-		if f.v < 1 {
-			bad(f.key, "must be ≥ 1 (got %d)", f.v)
-		}
+// bertConfig translates model.config into the transformer.BertConfig the model is built from, the way a
+// checkpoint's config.json is read: ConfigJSON, parsed by loaders.ParseBertConfig, converted by
+// transformer.BertConfigFromHF. It does not judge the values: validate reports their Problems, and
+// transformer.NewBertForSequenceClassification refuses them.
+func (c *ModelConfig) bertConfig() (transformer.BertConfig, error) {
+	data, err := c.ConfigJSON()
+	if err != nil {
+		return transformer.BertConfig{}, err
 	}
-	c.validateSize(bad)
-	if c.NumAttentionHeads > 0 && c.HiddenSize%c.NumAttentionHeads != 0 {
-		bad("num_attention_heads", "hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize,
-			c.NumAttentionHeads)
+	hf, err := loaders.ParseBertConfig("model.config", data)
+	if err != nil {
+		return transformer.BertConfig{}, errctx.Wrap("recipes: model.config", err)
 	}
-	if c.HiddenAct != "gelu" {
-		bad("hidden_act", "tune's BERT implements gelu (the exact erf form); got %q", c.HiddenAct)
-	}
-	probs := []struct {
-		key string
-		v   float64
-	}{{"hidden_dropout_prob", c.HiddenDropoutProb}, {"attention_probs_dropout_prob", c.AttentionProbsDropoutProb}}
-	if c.ClassifierDropout != nil {
-		probs = append(probs, struct {
-			key string
-			v   float64
-		}{"classifier_dropout", *c.ClassifierDropout})
-	}
-	for _, p := range probs {
-		if !(p.v >= 0 && p.v < 1) {
-			bad(p.key, "must be in [0, 1) (got %v)", p.v)
-		}
-	}
-	if !(c.InitializerRange > 0) {
-		bad("initializer_range", "must be > 0 (got %v)", c.InitializerRange)
-	}
-	if !(c.LayerNormEps > 0) {
-		bad("layer_norm_eps", "must be > 0 (got %v)", c.LayerNormEps)
-	}
-	if c.PadTokenID < 0 || c.PadTokenID >= c.VocabSize {
-		bad("pad_token_id", "must be a token id in [0, vocab_size) (got %d)", c.PadTokenID)
-	}
-	switch c.ProblemType {
-	case "", "single_label_classification":
-	case "regression":
-		if c.NumLabels != 1 {
-			bad("problem_type", "regression needs num_labels 1 (got %d)", c.NumLabels)
-		}
-	default:
-		bad("problem_type", "must be single_label_classification or regression (got %q)", c.ProblemType)
-	}
+	cfg, _ := transformer.BertConfigFromHF(hf) // its Validate error is the callers' to report, key by key
+	return cfg, nil
 }
 
 // maxNumLabels bounds num_labels: config.json lists every label in id2label and label2id, and the largest
 // classification label sets in use (extreme multi-label benchmarks aside) have some 10^4 classes.
 const maxNumLabels = 1_000_000
 
-// validateSize reports sizes the model cannot be built with (transformer.BertConfig.CheckSize: a size beyond
-// 32 bits, or a model beyond transformer.MaxParameters), under the key to fix, so that a typo such as
-// vocab_size: 3000000000 is an error here rather than the Go runtime's fatal "out of memory" when the model is
-// allocated. Sizes below 1 are reported by validate itself.
-func (c *ModelConfig) validateSize(bad func(key, format string, a ...any)) {
-	if min(c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize,
-		c.MaxPositionEmbeddings, c.TypeVocabSize, c.NumLabels) < 1 {
-		return
-	}
-	if c.NumLabels > maxNumLabels {
+// validate reports each problem of model.config through bad(key, format, args...), keys relative to
+// model.config. The rules are the model's, not the recipe's (STYLE: configs never reach into layers): the
+// config bertConfig builds is checked by transformer.BertConfig.Problems, as a checkpoint's config.json is, and
+// by TrainingProblems, since a recipe trains. Recipes adds only what writing this block as a config.json needs:
+// num_labels is a count of at most maxNumLabels (ConfigJSON names every label), and the floats are finite
+// (JSON has no NaN or Inf). A field refused for that is replaced by its default before the model's checks, so
+// that those still report every other key, and none twice.
+func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
+	enc, def := *c, DefaultModelConfig()
+	switch {
+	case c.NumLabels < 0:
+		bad("num_labels", "%d is negative: num_labels is the number of classes", c.NumLabels)
+		enc.NumLabels = def.NumLabels
+	case c.NumLabels > maxNumLabels:
 		bad("num_labels", "%d is more than tune's limit of %d classes", c.NumLabels, maxNumLabels)
+		enc.NumLabels = def.NumLabels
+	}
+	var classifierDropout float64
+	if c.ClassifierDropout != nil {
+		classifierDropout = *c.ClassifierDropout
+		enc.ClassifierDropout = &classifierDropout
+	}
+	for _, f := range []struct {
+		key    string
+		v, def *float64
+	}{
+		{"hidden_dropout_prob", &enc.HiddenDropoutProb, &def.HiddenDropoutProb},
+		{"attention_probs_dropout_prob", &enc.AttentionProbsDropoutProb, &def.AttentionProbsDropoutProb},
+		{"initializer_range", &enc.InitializerRange, &def.InitializerRange},
+		{"layer_norm_eps", &enc.LayerNormEps, &def.LayerNormEps},
+		{"classifier_dropout", &classifierDropout, &def.HiddenDropoutProb},
+	} {
+		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
+			bad(f.key, "must be a finite number (got %v)", *f.v)
+			*f.v = *f.def
+		}
+	}
+	cfg, err := enc.bertConfig()
+	if err != nil {
+		bad("", "%v", err)
 		return
 	}
-	sizes := transformer.BertConfig{
-		VocabSize: c.VocabSize, HiddenSize: c.HiddenSize, NumHiddenLayers: c.NumHiddenLayers,
-		NumAttentionHeads: c.NumAttentionHeads, IntermediateSize: c.IntermediateSize,
-		MaxPositionEmbeddings: c.MaxPositionEmbeddings, TypeVocabSize: c.TypeVocabSize,
-		ID2Label: make([]string, c.NumLabels),
-	}
-	var se *transformer.SizeError
-	if err := sizes.CheckSize(); errors.As(err, &se) {
-		bad(se.Key, "%s", se.Reason)
-	} else if err != nil {
-		bad("", "%v", err)
+	for _, p := range append(cfg.Problems(), cfg.TrainingProblems()...) {
+		bad(p.Key, "%s", p.Msg)
 	}
 }
