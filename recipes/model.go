@@ -39,7 +39,7 @@ type ModelConfig struct {
 	InitializerRange float64 `yaml:"initializer_range" json:"initializer_range"`
 	// LayerNormEps is the ε LayerNorm adds to the variance (1e-12).
 	LayerNormEps float64 `yaml:"layer_norm_eps" json:"layer_norm_eps"`
-	// PadTokenID is the word embeddings' padding_idx, a token id in [0, vocab_size) (0).
+	// PadTokenID is the word embeddings' padding_idx, a token id in [0, vocab_size) (0), or -1 for none.
 	PadTokenID int `yaml:"pad_token_id" json:"pad_token_id"`
 	// ClassifierDropout is the dropout before the classifier; nil means hidden_dropout_prob.
 	ClassifierDropout *float64 `yaml:"classifier_dropout" json:"classifier_dropout"`
