@@ -46,7 +46,8 @@ The model is --model DIR (a directory with config.json, model.safetensors and th
 writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
 --adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
 the full model, or the LoRA adapter there on top of the recipe's model.path). The tokenizer is --tokenizer, else
-the one in the adapter directory, else the model's. The data is --data FILE, or else the recipe's data.test, or
+the one in the adapter directory, else the model's; a checkpoint-N folder holds none, and takes its training
+run's (the output_dir above it). The data is --data FILE, or else the recipe's data.test, or
 else its data.eval; the recipe also gives the columns, the format and max_length. The file's labels are mapped
 through the model's id2label/label2id (what training saved in config.json; an integer label is a class id), so
 any file is scored against the classes the model was trained on; a label the model does not know is an error.

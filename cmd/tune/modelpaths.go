@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/trainer"
 )
 
 // checkModelPaths checks the model, adapter and tokenizer paths of eval and predict before anything is loaded,
@@ -22,8 +24,12 @@ import (
 // adapter_config.json; the tokenizer what recipes.TokenizerFile accepts (as tune finetune checks tokenizer.path).
 //
 // It returns the tokenizer to pass to recipes.OpenModel: tokenizer itself when set; else "" when the adapter
-// or model directory holds one (OpenModel's default). Without either it is a usage error asking for
-// --tokenizer.
+// or model directory holds one (OpenModel's default). A checkpoint-N folder of a training run holds no tokenizer
+// (the Trainer saves only the model and the training state there): for an adapter or model directory that is
+// one, the run's output_dir above it is used, which tune finetune gives the tokenizer at the end of the run,
+// and stderr says so. (Saving the tokenizer into every checkpoint, as transformers' Trainer does when given
+// one, would also serve a checkpoint copied elsewhere or read while the run is still going; pass --tokenizer
+// there.) Without any tokenizer it is a usage error asking for --tokenizer.
 func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string, error) {
 	if err := checkDir("--model", model); err != nil {
 		return "", err
@@ -60,10 +66,15 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 		}
 		return tokenizer, nil
 	}
-	dirs := []struct{ flag, dir string }{{"--adapter", adapter}, {"--model", model}}
-	for _, d := range dirs {
-		if d.dir != "" && hasTokenizerFile(d.dir) {
+	// The adapter's tokenizer wins over the model's, as in OpenModel; a checkpoint's run stands in for it.
+	for _, d := range []struct{ flag, dir string }{{"--adapter", adapter}, {"--model", model}} {
+		switch run := checkpointRunDir(d.dir); {
+		case d.dir == "":
+		case hasTokenizerFile(d.dir):
 			return "", nil
+		case run != "" && hasTokenizerFile(run):
+			fmt.Fprintf(stderr, "tune: using the tokenizer in %s: %s %s is a checkpoint of that training run, and checkpoints hold none\n", run, d.flag, d.dir)
+			return run, nil
 		}
 	}
 	where := "--model " + model
@@ -77,6 +88,23 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 func hasTokenizerFile(dir string) bool {
 	_, err := recipes.TokenizerFile(dir)
 	return err == nil
+}
+
+// checkpointRunDir returns the training run's output_dir when dir is one of its checkpoint folders
+// (output_dir/checkpoint-<step>, as trainer.CheckpointPrefix names them), else "".
+func checkpointRunDir(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	abs, err := filepath.Abs(dir) // "." inside a checkpoint folder is one too
+	if err != nil {
+		return ""
+	}
+	step, ok := strings.CutPrefix(filepath.Base(abs), trainer.CheckpointPrefix)
+	if !ok || step == "" || strings.Trim(step, "0123456789") != "" {
+		return ""
+	}
+	return filepath.Join(dir, "..")
 }
 
 // checkDir reports, as a usage error naming flag, a path that does not exist or is not a directory.

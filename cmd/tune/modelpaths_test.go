@@ -204,3 +204,48 @@ func copyDir(t *testing.T, src, dst string) {
 		}
 	}
 }
+
+// TestCheckpointUsesTheRunsTokenizer checks that eval and predict given a checkpoint-N folder of a training run
+// (which holds no tokenizer) as --model or --adapter use the tokenizer tune finetune left in the run's
+// output_dir above it and say so on stderr; a checkpoint whose run has no tokenizer, or a folder that only
+// looks like a checkpoint, still asks for --tokenizer (exit 2).
+func TestCheckpointUsesTheRunsTokenizer(t *testing.T) {
+	model, adapter := tinyModelDir(t)
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	dev := filepath.Join(tiny, "dev.tsv")
+	root := t.TempDir()
+	run, bare := filepath.Join(root, "run"), filepath.Join(root, "bare") // bare: a run without a tokenizer
+	ckpt, loraCkpt := filepath.Join(run, "checkpoint-10"), filepath.Join(run, "checkpoint-20")
+	lookalike := filepath.Join(run, "checkpoint-best")
+	copyDir(t, model, ckpt)
+	copyDir(t, model, lookalike)
+	copyDir(t, adapter, loraCkpt)
+	copyDir(t, model, filepath.Join(bare, "checkpoint-10"))
+	copyDir(t, tiny, run) // vocab.txt and the data files, as a tokenizer directory
+	note := "tune: using the tokenizer in " + run + ": "
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // a fragment of stderr
+	}{
+		{"predict --model a checkpoint", []string{"predict", "--device", "cpu", "--model", ckpt, "--input", dev}, exitOK,
+			note + "--model " + ckpt + " is a checkpoint of that training run"},
+		{"eval --model a checkpoint, with a trailing slash", []string{"eval", "--device", "cpu", "--model", ckpt + "/", "--data", dev}, exitOK,
+			"tune: using the tokenizer in " + filepath.Join(ckpt+"/", "..")},
+		{"eval --adapter a LoRA checkpoint", []string{"eval", "--device", "cpu", "--model", model, "--adapter", loraCkpt, "--data", dev}, exitOK,
+			note + "--adapter " + loraCkpt + " is a checkpoint"},
+		{"a checkpoint of a run without a tokenizer", []string{"predict", "--model", filepath.Join(bare, "checkpoint-10"), "--input", dev}, exitUsage,
+			"holds no tokenizer"},
+		{"a folder named like a checkpoint without a step", []string{"predict", "--model", lookalike, "--input", dev}, exitUsage,
+			"holds no tokenizer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runCLI(tt.args...)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d with %q", code, stderr, tt.code, tt.want)
+			}
+		})
+	}
+}

@@ -70,7 +70,8 @@ or other special file, or the --input file, and its directory must exist: all ch
 The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
 training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA adapter
 (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the one in
-the adapter directory, else the model's.
+the adapter directory, else the model's; a checkpoint-N folder (--model or --adapter) holds none, and takes its
+training run's (the output_dir above it).
 
 --fp16 / --bf16 run inference in half precision under autocast in that dtype (fp16_full_eval / bf16_full_eval):
 every matrix product takes FP16/BF16 inputs and accumulates in FP32, LayerNorm and softmax compute in FP32, the
