@@ -117,7 +117,9 @@ func TestModelConfigValidConfigs(t *testing.T) {
 			c.ID2Label, c.ClassifierDropout, c.HiddenDropoutProb = transformer.DefaultLabels(3), &half, 0
 		}},
 		{"regression", func(c *ModelConfig) { c.NumLabels, c.ProblemType = 1, "regression" },
-			func(c *transformer.BertConfig) { c.ID2Label, c.ProblemType = transformer.DefaultLabels(1), transformer.Regression }},
+			func(c *transformer.BertConfig) {
+				c.ID2Label, c.ProblemType = transformer.DefaultLabels(1), transformer.Regression
+			}},
 		{"initializer_range 0 (zero init; torch and transformers allow it)", func(c *ModelConfig) { c.InitializerRange = 0 },
 			func(c *transformer.BertConfig) { c.InitializerRange = 0 }},
 	}
