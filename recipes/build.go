@@ -93,8 +93,9 @@ func OpenDevice(device string) (tensor.Backend, error) {
 
 // Build turns a validated recipe into a Run on backend b: it loads the tokenizer, builds the model
 // (LoadPretrained for model.path, a freshly initialised BertForSequenceClassification from training.seed for
-// model.config), loads the data files (labels mapped consistently across train, eval and test; string labels
-// name the model's classes), applies LoRA when the recipe has a lora: section (the adapter's
+// model.config; a checkpoint whose named labels do not fit the training file takes the file's, as run_glue
+// does: see trainingLabels), loads the data files (labels mapped consistently across train, eval and test;
+// string labels name the model's classes), applies LoRA when the recipe has a lora: section (the adapter's
 // base_model_name_or_path is model.path made absolute, null for model.config), and creates the Trainer with
 // opts. Errors name the recipe key whose input failed.
 func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
@@ -189,7 +190,8 @@ func isIDLabels(names []string) bool {
 // and adapter_model.safetensors, what a LoRA run writes into output_dir) loaded on top of it, with the label
 // names and num_labels saved beside it (lora.SavedLabels, lora.SavedNumLabels). The tokenizer is read from the
 // first of tokenizerPath, adapterDir and dir that holds one. The model's labels are final: LoadDataset maps a
-// file's labels through its id2label/label2id. The Run has no recipe, datasets or Trainer.
+// file's labels through its id2label (which config.json's label2id must invert). The Run has no recipe,
+// datasets or Trainer.
 func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, errctx.Wrap("recipes: the model directory", err)
@@ -288,7 +290,7 @@ func hasTokenizer(dir string) bool {
 
 // LoadDataset reads the data file path (key names it in errors; "" gives nil) with the run's tokenizer, the
 // columns, format and max_length of d, and the model's labels: a model with named labels, and any model OpenModel
-// loaded (a trained one), maps the file's labels through its label2id, an integer being taken as a class id
+// loaded (a trained one), maps the file's labels through its id2label, an integer being taken as a class id
 // and any other label an error naming file:line and the known labels; a model being built for training with
 // transformers' placeholder names (LABEL_0, ...) takes the ids from labels when non-nil, else from the file
 // (integers as they are, strings sorted), as HF's run_glue does. A file with more classes than the model's
@@ -308,8 +310,8 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	}
 	cfg := run.Base.Config
 	regression := cfg.NumLabels() == 1 || cfg.ProblemType == transformer.Regression
-	opts := loaders.DatasetOptions{Format: d.Format, TextColumn: d.TextColumn, TextPairColumn: d.TextPairColumn,
-		LabelColumn: d.LabelColumn, Regression: regression && !unlabelled, Unlabelled: unlabelled}
+	opts := dataOptions(d)
+	opts.Regression, opts.Unlabelled = regression && !unlabelled, unlabelled
 	if !regression && !unlabelled {
 		opts.Label2ID = labels
 		if run.fixedLabels || !isDefaultLabels(cfg.ID2Label) {
@@ -367,7 +369,8 @@ func (run *Run) buildModel() error {
 		}
 		return nil
 	}
-	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, transformer.LoadOptions{Seed: initSeed})
+	opts := transformer.LoadOptions{Seed: initSeed, Labels: run.trainingLabels()}
+	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, opts)
 	if err != nil {
 		return errctx.Wrap("recipes: model.path", err)
 	}

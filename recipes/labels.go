@@ -54,3 +54,97 @@ func quoteNames(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
+
+// dataOptions returns the loaders options for reading a data file with d's format and columns; loadDataset adds
+// the label handling.
+func dataOptions(d Data) loaders.DatasetOptions {
+	return loaders.DatasetOptions{Format: d.Format, TextColumn: d.TextColumn, TextPairColumn: d.TextPairColumn,
+		LabelColumn: d.LabelColumn}
+}
+
+// trainingLabels returns the class names a checkpoint (model.path) is to be fine-tuned with when its own do not
+// fit the training file, else nil (LoadOptions.Labels: keep the checkpoint's), adding a notice that says
+// why. It follows transformers' run_glue: a model whose id2label holds real names (not the placeholders
+// LABEL_0, ...) keeps its mapping when the data's labels are among those names (or are class ids), so that the
+// classifier's rows keep their meaning; when the data holds a label the model does not name, the model's
+// labels are dropped for the data's, sorted as for a new model, and LoadPretrained re-initialises the
+// classifier if their number differs from num_labels. Names that differ from the model's only in case keep the
+// model's order under the data's spelling (run_glue compares lower-cased names). Regression models, integer
+// labels (class ids), files of a single label (no classifier) and files that cannot be read keep the
+// checkpoint's labels: loading the file then reports what is wrong, naming file:line.
+func (run *Run) trainingLabels() []string {
+	r := run.Recipe
+	if r.Model.Path == "" || r.Data.Train == "" {
+		return nil
+	}
+	hf, err := loaders.ReadBertConfig(r.Model.Path)
+	if err != nil {
+		return nil // LoadPretrained reports it, naming model.path
+	}
+	model := make([]string, hf.NumLabels())
+	for i := range model {
+		model[i] = hf.ID2Label[i]
+	}
+	if len(model) < 2 || isDefaultLabels(model) || hf.ProblemType == loaders.ProblemRegression {
+		return nil
+	}
+	ds, err := loaders.LoadDataset(r.Data.Train, dataOptions(r.Data))
+	if err != nil || len(ds.LabelNames) < 2 || isIDLabels(ds.LabelNames) {
+		return nil
+	}
+	data := ds.LabelNames // sorted
+	if fitsLabels(model, data) {
+		return nil
+	}
+	if names := matchCase(model, data); names != nil {
+		run.Notices = append(run.Notices, fmt.Sprintf("the model's labels %q (model.path %s) match the data's %q "+
+			"(data.train %s) but for case; training keeps the model's classes in their order, named as in the data: %q",
+			model, r.Model.Path, data, r.Data.Train, names))
+		return names
+	}
+	head := "the classifier keeps its weights, its row i now standing for the data's label i"
+	if len(data) != len(model) {
+		head = fmt.Sprintf("num_labels becomes %d and the classifier is initialised afresh", len(data))
+	}
+	run.Notices = append(run.Notices, fmt.Sprintf("the model's labels %q (model.path %s) differ from the data's %q "+
+		"(data.train %s); training uses the data's labels, sorted as for a new model, and the saved config.json names "+
+		"them; %s", model, r.Model.Path, data, r.Data.Train, head))
+	return data
+}
+
+// fitsLabels reports whether every data label names one of the model's classes or is a class id
+// 0..len(model)-1, so that the data maps through the model's id2label.
+func fitsLabels(model, data []string) bool {
+	for _, n := range data {
+		if slices.Contains(model, n) {
+			continue
+		}
+		if id, err := strconv.Atoi(n); err == nil && id >= 0 && id < len(model) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// matchCase returns the model's labels spelled as in data when the two sets are the same but for case (and
+// each is distinct under lower-casing), else nil.
+func matchCase(model, data []string) []string {
+	if len(model) != len(data) {
+		return nil
+	}
+	spelling := make(map[string]string, len(data))
+	for _, n := range data {
+		spelling[strings.ToLower(n)] = n
+	}
+	names := make([]string, len(model))
+	used := make(map[string]bool, len(model))
+	for i, n := range model {
+		s, ok := spelling[strings.ToLower(n)]
+		if !ok || used[s] || len(spelling) != len(data) {
+			return nil
+		}
+		names[i], used[s] = s, true
+	}
+	return names
+}
