@@ -97,7 +97,7 @@ func (o *cpOptions) run(w io.Writer) error {
 	}
 	for _, f := range write {
 		if err := writeAtomic(f.path, f.data); err != nil {
-			return err
+			return fmt.Errorf("cp: %w", err)
 		}
 		fmt.Fprintf(w, "wrote %s\n", f.path)
 	}
@@ -118,13 +118,11 @@ func intoDir(dest string) bool {
 }
 
 // writeAtomic writes data to path (mode 0644) through a temporary file in the same directory and a rename
-// (atomicfile.WriteFile), creating the directory if needed, so path never holds a partial file.
+// (atomicfile.WriteFile), creating the directory if needed, so path never holds a partial file. Its errors name
+// the path and carry no prefix: cp and copyTokenizer each add their own.
 func writeAtomic(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("cp: %w", err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("cp: %w", err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o644)
 }

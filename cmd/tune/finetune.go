@@ -152,7 +152,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		return err
 	}
 	if err := copyTokenizer(r.Tokenizer.Path, a.OutputDir); err != nil {
-		return err
+		return fmt.Errorf("saving the tokenizer into %s: %w", a.OutputDir, err)
 	}
 	fmt.Fprintf(stdout, "\ntrained %d steps in %.1fs, train_loss %.4f\n", out.GlobalStep, out.Metrics["train_runtime"], out.TrainingLoss)
 	if metrics != nil {
@@ -227,32 +227,6 @@ func printOutputs(w io.Writer, dir string) {
 	if len(cps) > 0 {
 		fmt.Fprintf(w, "  checkpoints: %s\n", strings.Join(cps, ", "))
 	}
-}
-
-// tokenizerFiles are the files that make up a Hugging Face tokenizer directory.
-var tokenizerFiles = []string{"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
-
-// copyTokenizer copies the tokenizer files (byte for byte) from src (a directory or a tokenizer.json /
-// vocab.txt) into dir, so the saved model directory is complete. A file dir already holds is replaced only when
-// it differs.
-func copyTokenizer(src, dir string) error {
-	if st, err := os.Stat(src); err == nil && !st.IsDir() {
-		src = filepath.Dir(src)
-	}
-	for _, name := range tokenizerFiles {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			continue
-		}
-		dst := filepath.Join(dir, name)
-		if old, err := os.ReadFile(dst); err == nil && string(old) == string(data) {
-			continue
-		}
-		if err := writeAtomic(dst, data); err != nil {
-			return fmt.Errorf("saving the tokenizer: %w", err)
-		}
-	}
-	return nil
 }
 
 // cliLogger returns a logger that prints the Trainer's warnings (and worse) as "tune: warning: message

@@ -38,8 +38,8 @@ writes for a LoRA recipe or PEFT's save_pretrained writes) into the base checkpo
 PEFT's merge_and_unload does: every adapted weight becomes W + scaling·B·A, and the modules the adapter saved
 whole (the classifier) replace the base's. The result is a full checkpoint in --output: config.json,
 model.safetensors with transformers' tensor names, and the tokenizer files (from the adapter directory when it
-has them, else from the model directory), which transformers' from_pretrained and tune load with no missing or
-unexpected tensor.
+has them, else from the model directory; merge warns when neither has one), which transformers' from_pretrained
+and tune load with no missing or unexpected tensor.
 
 --model should be the base the adapter was trained on: merge warns when the adapter's
 base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
@@ -131,6 +131,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "warning: %s lacks %s and the adapter does not provide them: the merged model has freshly initialised values there\n",
 			o.Model, strings.Join(fresh, ", "))
 	}
+	if o.tokenizerDir() == "" {
+		fmt.Fprintf(stderr, "warning: neither %s nor %s holds a tokenizer (tokenizer.json or vocab.txt): the merged checkpoint will have none, and eval and predict will need --tokenizer\n", o.Adapter, o.Model)
+	}
 	cfg, targets := lm.Config(), lm.Targets()
 	merged, err := lm.MergeAndUnload()
 	if err != nil {
@@ -195,11 +198,11 @@ func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 		if err := m.Save(tmp); err != nil {
 			return errctx.Wrap("saving the merged model", err)
 		}
-		tokDir := o.Model
-		if hasTokenizerFiles(o.Adapter) {
-			tokDir = o.Adapter
+		tokDir := o.tokenizerDir()
+		if tokDir == "" {
+			return nil // run warned
 		}
-		return copyTokenizer(tokDir, tmp) // finetune.go: the same files a saved model carries
+		return errctx.Wrap("saving the tokenizer", copyTokenizer(tokDir, tmp)) // the same files a saved model carries
 	})
 	if err != nil {
 		return nil, errctx.Wrap("merge", err)
@@ -214,9 +217,15 @@ func (o *mergeOptions) write(m lora.Base) (written []string, err error) {
 	return written, nil
 }
 
-// hasTokenizerFiles reports whether dir holds tokenizer.json or vocab.txt.
-func hasTokenizerFiles(dir string) bool {
-	return isFile(filepath.Join(dir, "tokenizer.json")) || isFile(filepath.Join(dir, "vocab.txt"))
+// tokenizerDir returns the directory whose tokenizer the merged checkpoint gets: the adapter's when it holds
+// one, else the model's, else "" (the merged checkpoint then has none).
+func (o *mergeOptions) tokenizerDir() string {
+	for _, d := range []string{o.Adapter, o.Model} {
+		if hasTokenizerFile(d) {
+			return d
+		}
+	}
+	return ""
 }
 
 func isFile(p string) bool {

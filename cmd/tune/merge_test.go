@@ -285,3 +285,20 @@ func TestMergeChecksTheBase(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeWithoutTokenizer checks that merging an adapter onto a base that, like the adapter, holds no
+// tokenizer still writes the merged checkpoint, and warns that it has no tokenizer instead of staying silent.
+func TestMergeWithoutTokenizer(t *testing.T) {
+	model, adapter := tinyModelDir(t)
+	out := filepath.Join(t.TempDir(), "merged")
+	code, _, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if want := "warning: neither " + adapter + " nor " + model + " holds a tokenizer"; !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
+	}
+	if got := dirNames(t, out); !slices.Equal(got, []string{"config.json", "model.safetensors"}) {
+		t.Errorf("merged checkpoint holds %v, want config.json and model.safetensors", got)
+	}
+}
