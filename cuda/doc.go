@@ -10,6 +10,16 @@
 //	_ = b.GELU(x, x)         // queued on the backend's stream
 //	_ = b.Download(out, x)   // waits, then copies back
 //
+// Available reports whether a device can be used (recipes' device "auto" asks it), and Probe lists the
+// devices with the libraries loaded to reach them, as `tune env` prints them.
+//
+// Full control needs the concrete type, which exists only in a binary built with -tags cuda:
+//
+//	cb := b.(*cuda.Backend)
+//	cb.SetAllowTF32(true)                              // FP32 GEMMs on TF32 Tensor Cores (off by default)
+//	ms, err := cb.Time(func() error { return step() }) // ms of device time between two CUDA events
+//	st := cb.MemoryStats()                             // Allocated, PeakAllocated, Reserved, in bytes
+//
 // What a CUDA build links and loads:
 //   - libcuda.so.1 only, through gorgonia.org/cu (context, stream, events, memory, module loading,
 //     launches). cuBLASLt and NVRTC are opened with dlopen by soname, newest first (libcublasLt.so.13, .12,

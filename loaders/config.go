@@ -26,9 +26,9 @@ const (
 // written back unchanged, so a config read and written again round-trips.
 type BertConfig struct {
 	VocabSize                 int     // vocab_size: rows of the word embeddings
-	HiddenSize                int     // hidden_size: H, the model width
+	HiddenSize                int     // hidden_size: C, the model width
 	NumHiddenLayers           int     // num_hidden_layers: encoder layers
-	NumAttentionHeads         int     // num_attention_heads: heads per layer; H must be a multiple of it
+	NumAttentionHeads         int     // num_attention_heads: heads per layer; C must be a multiple of it
 	IntermediateSize          int     // intermediate_size: I, the feed-forward width
 	HiddenAct                 string  // hidden_act: "gelu" is the exact erf GELU
 	HiddenDropoutProb         float64 // hidden_dropout_prob

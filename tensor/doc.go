@@ -3,14 +3,78 @@
 // backward, the Philox 4x32-10 generator that makes dropout masks identical on every backend, and typed errors
 // (*OpError wrapping ErrShape, ErrDType, ...).
 //
-// Simplest use, with the CPU reference backend:
+// # Simplest use
+//
+// Open a backend, allocate, upload, run an op, download (the CPU reference backend here; package cuda is the
+// GPU one):
 //
 //	b := cpu.New()
-//	x, _ := b.Alloc(tensor.F32, 2, 3)
+//	x, _ := b.Alloc(tensor.F32, 2, 3)                // zero-filled, shape (2, 3)
 //	_ = b.Upload(x, []float32{1, 2, 3, 4, 5, 6})
 //	y, _ := b.Alloc(tensor.BF16, 2, 3)
-//	_ = b.GELU(y, x) // computed in FP32, rounded to BF16 on store
+//	_ = b.GELU(y, x)                                 // computed in FP32, rounded to BF16 on store
+//	out := make([]float32, y.Numel())
+//	_ = b.Download(out, y)                           // widened exactly to float32
 //
-// Backends register themselves (RegisterBackend) so that tests written once run on each compiled backend
-// through tensortest.ForEachBackend.
+// # Element types
+//
+// A DType is F32, F16 (IEEE binary16), BF16 (bfloat16), I32 or I64, spelled as safetensors spells them
+// (ParseDType also reads "fp16", "bfloat16", ...). F32ToF16 and F32ToBF16 round to nearest even as the GPU and
+// PyTorch do (values past the largest finite half become ±Inf); F16ToF32 and BF16ToF32 are exact. RoundTo(d, f)
+// is what storing f in a tensor of dtype d and reading it back gives; WidenHalf and NarrowHalf convert slices.
+//
+// # Tensors are views
+//
+// A *Tensor is Shape, DType and Offset into a backend-owned Buffer; it owns nothing. View and Reshape make new
+// views of the same buffer without copying, which is how a model carves its parameters out of one flat buffer
+// (so zero-grad is one Fill and the optimizer one AdamW call) and its activations out of one step arena:
+//
+//	flat, _ := b.Alloc(tensor.F32, out*in+out)
+//	w, _ := flat.View(0, out, in)                    // (out, in) weight
+//	bias, _ := flat.View(out*in, out)                // (out) bias right after it
+//
+// Ops never check whether their arguments overlap: an output that is exactly one of the inputs (GELU(x, x)) is
+// supported by the elementwise and row-wise ops, partial overlap by none.
+//
+// # The Backend
+//
+// Backend's methods follow llm.c's conventions: outputs first, then inputs, then weights, then sizes. Float
+// arguments may be F32, F16 or BF16 unless a method says otherwise; each op loads to FP32, computes in FP32 and
+// rounds each output to its own dtype once. Outputs documented "=" are overwritten, "+=" accumulated (weight
+// gradients accumulate, so micro-batches need no extra pass). Ops may be asynchronous (CUDA): values reach the
+// host through Download, the scalar reductions (GlobalNorm, NonFiniteCheckAndUnscale) or Synchronize.
+//
+// The GEMM takes every layout cuBLASLt does through GemmArgs: a Linear layer's forward y = x·Wᵀ + b, with
+// x (N, in), W (out, in) and y (N, out), is
+//
+//	err := b.Gemm(tensor.GemmArgs{M: n, N: out, K: in, A: x, B: w, TransB: true, C: y, Alpha: 1, Bias: bias})
+//
+// and its weight gradient dW (out, in) += dyᵀ·x is {M: out, N: in, K: n, A: dy, TransA: true, B: x, C: dw,
+// Alpha: 1, Beta: 1}. Batch and the Stride fields run many products at once (the attention heads). AdamW updates
+// flat parameter, gradient and moment buffers in one call (AdamWArgs, PyTorch's formula), Segments saying
+// which ranges decay.
+//
+// # Randomness
+//
+// Dropout draws from Philox 4x32-10 (Salmon et al., SC'11) at a (seed, offset) the caller chooses: element i is
+// kept when PhiloxUniform(seed, offset, i) ≥ p (PhiloxKeep). Every backend computes the same draw, so the CPU
+// and the GPU produce the same masks, and a caller that draws several masks advances its offset by
+// PhiloxCounters(n) after each so that no two share draws. A resumed run needs only the seed and the offset.
+//
+// # Errors
+//
+// Every op returns nil or an *OpError naming the op and its arguments' shapes, wrapping one of the sentinels
+// ErrShape, ErrDType, ErrBackend, ErrArgument or ErrNoDevice:
+//
+//	if errors.Is(err, tensor.ErrShape) { ... }
+//	var oe *tensor.OpError
+//	if errors.As(err, &oe) { fmt.Println(oe.Op, oe.Shapes) }
+//
+// # Full control: backends
+//
+// Backend packages register themselves from init (RegisterBackend, as database/sql drivers do): importing
+// tensor/cpu registers "cpu", a binary built with the cuda tag registers "cuda". Backends lists them, and
+// tensortest.ForEachBackend runs a test once on each, so a test written once checks every compiled backend
+// against the same expectations. A new backend implements Backend and must pass tensortest.RunOpSuite, which
+// checks every op against the CPU reference on odd shapes in every float dtype.
 package tensor

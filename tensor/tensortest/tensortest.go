@@ -1,6 +1,3 @@
-// Package tensortest runs tests on every compiled backend. Tests are written once against tensor.Backend and
-// ForEachBackend runs them on the CPU reference backend and, in a binary built with -tags cuda on a machine with
-// a GPU, on the CUDA backend too.
 package tensortest
 
 import (
