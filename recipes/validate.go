@@ -195,7 +195,8 @@ func addFieldErrors(err error, prefix string, bad func(key, format string, a ...
 // CheckFiles checks that the recipe's inputs exist: the model directory and its config.json, the tokenizer
 // (a directory holding tokenizer.json or vocab.txt, or such a file) and the data files; for a model built
 // from model.config, that vocab_size covers the tokenizer's vocabulary; and that training.output_dir can be
-// a directory (it is not a file, nor below one). It returns every problem at once. An input of an embedded
+// a directory (it is not a file, nor below one); that training.resume_from_checkpoint names a checkpoint
+// (checkResume). It returns every problem at once. An input of an embedded
 // recipe that lies outside what tune embeds (bert's checkpoint and SST-2 files) is reported as the recipe
 // writes it, with the key=value overrides that supply it.
 func (r *Recipe) CheckFiles() error {
@@ -260,6 +261,7 @@ func (r *Recipe) CheckFiles() error {
 			"tokenizer files and checkpoint-N folders there (and overwrite_output_dir removes old ones); choose another "+
 			"training.output_dir", r.Training.OutputDir, key, in)
 	}
+	r.checkResume(bad)
 	if c := r.Model.Config; c != nil && tok != "" {
 		if n, err := vocabSize(tok); err != nil {
 			bad("tokenizer.path", "%v", err)

@@ -42,7 +42,8 @@ func resumeArgs(t *testing.T, dir string) TrainingArguments {
 func weights(m *bagModel) []float32 { return m.host(m.params) }
 
 // TestResumeIsBitIdentical: a run stopped after its checkpoint at step 4 and resumed in a fresh Trainer and
-// model ends with exactly the weights (and logs) of an uninterrupted run. 20 examples in micro-batches of 3
+// model ends with exactly the weights (and logs) of an uninterrupted run, and logs which checkpoint it resumed
+// from. 20 examples in micro-batches of 3
 // give 7 micro-batches, 4 optimizer steps per epoch, so the resumed part crosses an epoch boundary.
 func TestResumeIsBitIdentical(t *testing.T) {
 	data := toyTask(20, 16, 11)
@@ -60,8 +61,11 @@ func TestResumeIsBitIdentical(t *testing.T) {
 	a := resumeArgs(t, dir)
 	a.ResumeFromCheckpoint = "true"
 	resumed := newBagModel(16, 6, 2, 0.2)
-	trRes, _, _ := newTestTrainer(t, resumed, a, data, nil)
+	trRes, _, logs := newTestTrainer(t, resumed, a, data, nil)
 	mustTrain(t, trRes)
+	if want := "resuming from " + filepath.Join(dir, "checkpoint-4") + " (global step 4)"; !strings.Contains(logs.String(), want) {
+		t.Errorf("the resumed run's log does not say %q:\n%s", want, logs.String())
+	}
 
 	if w, r := weights(full), weights(resumed); !slices.Equal(w, r) {
 		i := 0

@@ -151,7 +151,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 			}
 		}
 	}
-	t.logger.Info("resumed from checkpoint", "dir", dir, "global_step", s.GlobalStep, "epoch", t.run.epoch, "micro_batches_in_epoch", t.run.microDone)
+	t.logger.Info(fmt.Sprintf("resuming from %s (global step %d)", dir, s.GlobalStep))
 	return nil
 }
 

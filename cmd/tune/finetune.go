@@ -229,8 +229,9 @@ func printOutputs(w io.Writer, dir string) {
 	}
 }
 
-// cliLogger returns a logger that prints the Trainer's warnings (and worse) as "tune: warning: message
-// (key=value ...)" lines on w.
+// cliLogger returns a logger that prints the Trainer's messages on w: what it did ("tune: resuming from
+// runs/x/checkpoint-500 (global step 500)", at slog.LevelInfo) and its warnings and errors ("tune: warning:
+// message (key=value, ...)"); debug messages are dropped.
 func cliLogger(w io.Writer) *slog.Logger { return slog.New(&cliHandler{w: w}) }
 
 // cliHandler is a slog.Handler for cliLogger.
@@ -239,15 +240,18 @@ type cliHandler struct {
 	attrs []slog.Attr
 }
 
-func (h *cliHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (h *cliHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 
 func (h *cliHandler) Handle(_ context.Context, r slog.Record) error {
 	var b strings.Builder
-	level := "warning"
-	if r.Level >= slog.LevelError {
-		level = "error"
+	b.WriteString("tune: ")
+	switch {
+	case r.Level >= slog.LevelError:
+		b.WriteString("error: ")
+	case r.Level >= slog.LevelWarn:
+		b.WriteString("warning: ")
 	}
-	fmt.Fprintf(&b, "tune: %s: %s", level, r.Message)
+	b.WriteString(r.Message)
 	var kv []string
 	add := func(a slog.Attr) bool {
 		kv = append(kv, a.Key+"="+a.Value.String())

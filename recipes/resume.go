@@ -1,0 +1,43 @@
+package recipes
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tune-ml/tune/trainer"
+)
+
+// checkResume reports, under training.resume_from_checkpoint, a value that names no checkpoint, decided as
+// trainer.ResolveCheckpoint decides when training starts (after the model and data have loaded): true or
+// latest needs a checkpoint-N folder with a trainer_state.json in training.output_dir; a path must be such a
+// folder. CheckFiles calls it.
+func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
+	spec, out := r.Training.ResumeFromCheckpoint, r.Training.OutputDir
+	if spec == "" {
+		return
+	}
+	if _, err := trainer.ResolveCheckpoint(out, spec); err == nil {
+		return
+	}
+	const key = "training.resume_from_checkpoint"
+	if s := strings.ToLower(spec); s == "true" || s == "latest" {
+		bad(key, "%s, but training.output_dir %s holds no checkpoint (a %s<step> folder with %s) to resume from; "+
+			"name one, or train without resume_from_checkpoint", spec, out, trainer.CheckpointPrefix, trainer.TrainerStateName)
+		return
+	}
+	st, err := os.Stat(spec)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		bad(key, "%s does not exist; name a checkpoint folder (%s), or true for the newest in training.output_dir",
+			spec, filepath.Join(out, trainer.CheckpointPrefix+"N"))
+	case err != nil:
+		bad(key, "%v", err)
+	case !st.IsDir():
+		bad(key, "%s is a file; name a checkpoint folder (%s)", spec, filepath.Join(out, trainer.CheckpointPrefix+"N"))
+	default:
+		bad(key, "%s is not a checkpoint: it has no %s (a checkpoint folder written in full has one)", spec, trainer.TrainerStateName)
+	}
+}
