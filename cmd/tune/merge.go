@@ -113,13 +113,13 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		return errctx.Wrap("merge: --adapter", err)
 	}
 	if n := report.UnusedNotice(o.Model); n != "" {
-		fmt.Fprintln(stderr, "warning:", n)
+		fmt.Fprintln(stderr, "tune: warning:", n)
 	}
 	if w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter); w != "" {
-		fmt.Fprintln(stderr, "warning:", w)
+		fmt.Fprintln(stderr, "tune: warning:", w)
 	}
 	for _, w := range lm.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+		fmt.Fprintln(stderr, "tune: warning:", w)
 	}
 	var fresh []string // initialised by LoadPretrained and not replaced by the adapter
 	for _, name := range report.Initialized {
@@ -128,11 +128,11 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		}
 	}
 	if len(fresh) > 0 {
-		fmt.Fprintf(stderr, "warning: %s lacks %s and the adapter does not provide them: the merged model has freshly initialised values there\n",
+		fmt.Fprintf(stderr, "tune: warning: %s lacks %s and the adapter does not provide them: the merged model has freshly initialised values there\n",
 			o.Model, strings.Join(fresh, ", "))
 	}
 	if o.tokenizerDir() == "" {
-		fmt.Fprintf(stderr, "warning: neither %s nor %s holds a tokenizer (tokenizer.json or vocab.txt): the merged checkpoint will have none, and eval and predict will need --tokenizer\n", o.Adapter, o.Model)
+		fmt.Fprintf(stderr, "tune: warning: neither %s nor %s holds a tokenizer (tokenizer.json or vocab.txt): the merged checkpoint will have none, and eval and predict will need --tokenizer\n", o.Adapter, o.Model)
 	}
 	cfg, targets := lm.Config(), lm.Targets()
 	merged, err := lm.MergeAndUnload()

@@ -225,8 +225,8 @@ func TestMergeFixture(t *testing.T) {
 }
 
 // TestMergeChecksTheBase sets the adapter's base_model_name_or_path in several ways and checks when merge warns
-// that --model is another model, and that its report says where the output went and that the inputs were only
-// read.
+// that --model is another model (a "tune: warning:" line, as eval and predict print theirs), and that its
+// report says where the output went and that the inputs were only read.
 func TestMergeChecksTheBase(t *testing.T) {
 	model, adapter, _, _ := mergeFixture(t)
 	other, _, _, _ := mergeFixture(t) // same shapes, different weights
@@ -276,6 +276,9 @@ func TestMergeChecksTheBase(t *testing.T) {
 			if warned := strings.Contains(stderr, "merging onto another base model"); warned != tt.warn {
 				t.Errorf("warned %v, want %v; stderr %q", warned, tt.warn, stderr)
 			}
+			if tt.warn && !strings.HasPrefix(stderr, "tune: warning: the adapter was trained on") {
+				t.Errorf("the warning does not start as eval's and predict's do (tune: warning: ...): %q", stderr)
+			}
 			for _, w := range []string{"merged the adapter " + adapter, "with the base model " + model,
 				"wrote the merged checkpoint to " + out + ": config.json, model.safetensors", "are unchanged"} {
 				if !strings.Contains(stdout, w) {
@@ -295,7 +298,7 @@ func TestMergeWithoutTokenizer(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	if want := "warning: neither " + adapter + " nor " + model + " holds a tokenizer"; !strings.Contains(stderr, want) {
+	if want := "tune: warning: neither " + adapter + " nor " + model + " holds a tokenizer"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr %q lacks %q", stderr, want)
 	}
 	if got := dirNames(t, out); !slices.Equal(got, []string{"config.json", "model.safetensors"}) {
