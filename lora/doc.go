@@ -23,8 +23,42 @@
 // Under FP16/BF16 autocast A and B are cast to half for the GEMMs like every weight; their gradients are FP32.
 // Merging adds scaling·B·A to W (and unmerging subtracts it), which gives a plain checkpoint.
 //
+// # Adapting and training a model
+//
+// Apply is PEFT's get_peft_model: it normalizes and validates the config, puts a *Linear in place of every
+// targeted projection (A and B drawn from seed), and freezes everything else but modules_to_save and the
+// biases cfg.Bias names. The result, a *Model, is a trainer.Model, so the trainer trains the adapters alone:
+//
+//	base, _, err := transformer.LoadPretrained(dir, b, transformer.LoadOptions{NumLabels: 2})
+//	m, err := lora.Apply(base, cfg, seed)          // errors wrap ErrInvalidConfig or ErrNoTargets
+//	for _, w := range m.Warnings { log.Print(w) } // what Normalize adjusted
+//	fmt.Println(lora.TrainableReport(m)) // "trainable params: 296,450 || all params: ... || trainable%: 0.2700"
+//	t, err := trainer.New(m, args, train, eval)    // Save and checkpoints write the adapter, not the base
+//
+// Model.Targets lists the adapted module paths, Model.Adapter(path) gives one adapter, and
+// Model.TrainableParameters the counts TrainableReport prints (PEFT's print_trainable_parameters).
+//
+// # Saving, loading and merging
+//
 // An adapter is saved as PEFT saves it: adapter_config.json (WriteAdapterConfig, ReadAdapterConfig) beside
 // adapter_model.safetensors with PEFT's tensor names (FACTS §6.3). Save also writes the base model's
 // config.json with the run's label names (id2label/label2id): PEFT ignores it, AutoConfig.from_pretrained reads
-// it, and SavedLabels gives the names to load the base with before LoadAdapter.
+// it, and SavedLabels gives the names to load the base with before LoadAdapter, PEFT's
+// PeftModel.from_pretrained:
+//
+//	labels, err := lora.SavedLabels(adapterDir)
+//	base, _, err := transformer.LoadPretrained(baseDir, b, transformer.LoadOptions{Labels: labels})
+//	m, err := lora.LoadAdapter(base, adapterDir)   // strict: a missing or mis-shaped adapter tensor is an error
+//
+// Merge folds scaling·B·A into each base weight (merge_adapter) so inference costs the base alone, Unmerge takes
+// it out again, and MergeAndUnload (merge_and_unload) returns the plain base model with transformers' names,
+// whose Save writes a checkpoint that loads without PEFT:
+//
+//	plain, err := m.MergeAndUnload()               // m must not be used afterwards
+//	err = plain.Save(outDir)                       // config.json + model.safetensors
+//
+// # Full control
+//
+// Base is the interface Apply adapts (*transformer.BertForSequenceClassification implements it); NewLinear
+// wraps one transformer.Linear by hand, and AddDelta applies W += alpha·B·A on a backend, the merge's kernel.
 package lora

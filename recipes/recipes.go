@@ -1,20 +1,3 @@
-// Package recipes reads tune's YAML recipes: what to train (a Hugging Face checkpoint or a new model), on
-// which data, with or without LoRA, with which TrainingArguments, on which device.
-//
-// A recipe is a file or the name of one embedded in the binary (List, Lookup):
-//
-//	r, err := recipes.Load("recipes/bert.yaml", []string{"training.learning_rate=2e-5", "lora.r=16"})
-//
-// Load decodes strictly: an unknown key is an error naming the file, the line, the key and the closest valid
-// key ("recipes/x.yaml:12: unknown key 'learnig_rate' in training; did you mean 'learning_rate'?"), a value of
-// the wrong type names its line, and the whole recipe is validated (trainer.TrainingArguments.Validate,
-// lora.Config.Validate, the model, data and device sections) before anything is created. Overrides are dotted
-// key=value pairs whose values are parsed as YAML. Relative paths written in a recipe resolve against the
-// recipe's directory; paths given in overrides resolve against the working directory. CheckFiles then checks
-// that the inputs exist.
-//
-// Numbers follow YAML 1.2 (go.yaml.in/yaml/v3): 1e-5, 2e-5, 5E-4, 3.e-4 and .5e-3 are floats (PyYAML reads
-// some of them as strings, CASES B34); a quoted "1e-5" is a string and is an error in a number field.
 package recipes
 
 import (

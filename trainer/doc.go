@@ -12,6 +12,12 @@
 //	out, err := t.Train(ctx)                        // out.TrainingLoss, out.Metrics
 //	metrics, err := t.Evaluate(ctx)                 // eval_loss, eval_accuracy, eval_f1, eval_matthews_correlation
 //	err = t.SaveModel(args.OutputDir)
+//	pred, err := t.Predict(ctx, test)               // pred.Logits (N, L), pred.Predictions(), test_ metrics
+//	t.Close()                                       // frees the optimizer state; the model stays the caller's
+//
+// The model is anything that implements Model (a BERT, or a LoRA-adapted one: lora.Model); the datasets are
+// anything that implements Dataset (recipes.TextDataset adapts a loaders.Dataset and its Collator). Arguments
+// are checked by New: every bad value is an *ArgumentError naming its HF key, all wrapping ErrInvalidArguments.
 //
 // package recipes builds all of this from a YAML recipe (recipes.Build), and `tune finetune` runs it.
 //

@@ -1,5 +1,3 @@
-// Command tune fine-tunes Transformer models (fully or with LoRA adapters) in FP32, FP16 or BF16 mixed
-// precision. Run `tune --help` for the commands.
 package main
 
 import "os"

@@ -5,7 +5,8 @@
 // Simplest use, one configuration on a backend:
 //
 //	s := bench.DefaultSpec()                    // BERT-base, 32×128, BF16, 5 warm-up + 30 timed steps
-//	s.LoRA = ptr(bench.LoRAConfig(8, []string{"query", "value"}))
+//	lc := bench.LoRAConfig(8, []string{"query", "value"}) // r 8, lora_alpha 16 (omit for full fine-tuning)
+//	s.LoRA = &lc
 //	res, err := bench.Run(ctx, backend, s)      // *Result: median/p10/p90 ms, tokens/s, TFLOP/s, peak bytes
 //	bench.WriteTable(os.Stdout, []bench.Result{*res})
 //

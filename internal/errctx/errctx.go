@@ -1,9 +1,3 @@
-// Package errctx adds context to an error once. Each tune package prefixes its messages with its name
-// ("loaders: dev.tsv:3: unknown label ..."), and a caller that wraps such an error adds its own prefix and
-// context; with fmt.Errorf the message then stutters ("recipes: data.train: loaders: dev.tsv:3: ...",
-// "recipes: lora: lora: r must be ..."). Wrap drops the inner package prefixes, so the message carries the
-// outermost package and every layer's context once ("recipes: data.train: dev.tsv:3: unknown label ..."),
-// while errors.Is and errors.As still reach the wrapped error.
 package errctx
 
 import (

@@ -1,4 +1,3 @@
-// Package testutil holds helpers for tune's tests: locating the repository and the shared data beside it.
 package testutil
 
 import (

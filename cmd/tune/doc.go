@@ -1,0 +1,19 @@
+// Command tune fine-tunes Transformer models (fully or with LoRA adapters) in FP32, FP16 or BF16 mixed
+// precision. Run `tune --help` for the commands.
+//
+// The main job trains a recipe and writes a Hugging Face model or a PEFT adapter into its output_dir:
+//
+//	tune finetune tiny                                      # the embedded tiny recipe, on the CPU
+//	tune finetune recipes/bert.yaml model.path=checkpoints/bert-base-uncased lora.r=16
+//	tune eval --model runs/bert-full --data dev.tsv         # loss, accuracy, F1, Matthews correlation
+//	tune predict --model checkpoints/bert-base-uncased --adapter runs/bert-lora --input test.tsv --output preds.jsonl
+//
+// Other commands: ls and cp list and copy the embedded recipes, validate checks a recipe and prints it
+// resolved, inspect shows a checkpoint's or an adapter's tensors and config, tokenize prints token ids as
+// Hugging Face tokenizers would, merge folds a LoRA adapter into its base model, bench times training steps
+// per precision (bench report lines results up with PyTorch's), and env shows the machine and CUDA devices.
+//
+// Each command lives in its own file with an options struct, so its flags are parsed and checked without
+// running it; main only calls run. Exit status: 0 success, 1 the command failed, 2 bad usage (flags,
+// arguments, recipe keys or values), 3 the requested device is not available, 130 interrupted.
+package main
