@@ -147,12 +147,13 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	if _, over := d.fromArgs[path]; !over && n.Line > 0 {
 		pos = fmt.Sprintf("%s:%d", d.source, n.Line)
 	}
-	// yaml.v3 truncates a float into an integer field (32.5 → 32); a recipe must say what it means.
-	if f := fractionalInt(n, v.Type()); f != nil {
+	// yaml.v3 truncates a float into an integer field (32.5 → 32), clamps some numbers beyond its range
+	// (-1e20 → math.MinInt64) and reports others as "cannot unmarshal !!float"; a recipe must say what it means.
+	if f, why := intProblem(n, v.Type()); f != nil {
 		if _, over := d.fromArgs[path]; !over && f.Line > 0 {
 			pos = fmt.Sprintf("%s:%d", d.source, f.Line)
 		}
-		d.add(pos, path, "%s: %s is not a whole number; this key takes an integer", path, f.Value)
+		d.add(pos, path, "%s: %s %s", path, f.Value, why)
 		return
 	}
 	err := n.Decode(v.Addr().Interface())
@@ -171,9 +172,10 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	d.add(pos, path, "%s: %s", path, msg)
 }
 
-// fractionalInt returns the first float scalar in n that is not a whole number and would be decoded into an
-// integer of t (directly, through pointers, or as an element of a slice, array or map), or nil.
-func fractionalInt(n *yaml.Node, t reflect.Type) *yaml.Node {
+// intProblem returns the first number scalar in n that would be decoded into an integer of t (directly, through
+// pointers, or as an element of a slice, array or map) but that the integer cannot hold exactly, with the
+// reason ("is not a whole number; ...", "does not fit an integer (at most ...)"); else nil.
+func intProblem(n *yaml.Node, t reflect.Type) (*yaml.Node, string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -181,36 +183,88 @@ func fractionalInt(n *yaml.Node, t reflect.Type) *yaml.Node {
 		t = t.Elem()
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
-		return nil // the type decodes itself
+		return nil, "" // the type decodes itself
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!float" {
-			return nil
-		}
-		var f float64
-		if err := n.Decode(&f); err == nil && f != math.Trunc(f) {
-			return n
+		if n.Kind == yaml.ScalarNode {
+			if why := intRange(n, t); why != "" {
+				return n, why
+			}
 		}
 	case reflect.Slice, reflect.Array:
 		if n.Kind == yaml.SequenceNode {
 			for _, c := range n.Content {
-				if bad := fractionalInt(c, t.Elem()); bad != nil {
-					return bad
+				if bad, why := intProblem(c, t.Elem()); bad != nil {
+					return bad, why
 				}
 			}
 		}
 	case reflect.Map:
 		if n.Kind == yaml.MappingNode {
 			for i := 1; i < len(n.Content); i += 2 {
-				if bad := fractionalInt(n.Content[i], t.Elem()); bad != nil {
-					return bad
+				if bad, why := intProblem(n.Content[i], t.Elem()); bad != nil {
+					return bad, why
 				}
 			}
 		}
 	}
-	return nil
+	return nil, ""
+}
+
+// intRange says why the number scalar n does not fit the integer type t, or "" when it does or is not a
+// number (yaml.v3's own error covers that). An !!int is compared exactly; a !!float must be a whole number
+// within t's range.
+func intRange(n *yaml.Node, t reflect.Type) string {
+	bits := t.Bits()
+	signed := t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64
+	var lo int64
+	var hi uint64 = 1<<bits - 1
+	if signed {
+		lo, hi = -1<<(bits-1), 1<<(bits-1)-1
+	}
+	tooBig := fmt.Sprintf("does not fit an integer (at most %d)", hi)
+	tooSmall := fmt.Sprintf("does not fit an integer (at least %d)", lo)
+	switch n.ShortTag() {
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return ""
+		}
+		limit := math.Ldexp(1, bits) // hi+1: a power of two, so exact, unlike float64(hi)
+		if signed {
+			limit = math.Ldexp(1, bits-1)
+		}
+		switch {
+		case f != math.Trunc(f): // NaN too
+			return "is not a whole number; this key takes an integer"
+		case f < float64(lo):
+			return tooSmall
+		case f >= limit:
+			return tooBig
+		}
+	case "!!int":
+		var i int64
+		if n.Decode(&i) == nil {
+			switch {
+			case i < lo:
+				return tooSmall
+			case i > 0 && uint64(i) > hi:
+				return tooBig
+			}
+			return ""
+		}
+		var u uint64
+		if n.Decode(&u) == nil && !signed && u <= hi {
+			return ""
+		}
+		if strings.HasPrefix(strings.TrimSpace(n.Value), "-") {
+			return tooSmall
+		}
+		return tooBig
+	}
+	return ""
 }
 
 var lineRe = regexp.MustCompile(`(?m)^line \d+: `)

@@ -1,12 +1,14 @@
 package recipes
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
 
 // TestWholeNumbers: a fractional value for an integer key is an error naming the line or the override, not
-// truncated; a float that is a whole number (1e3, 32.0) is accepted, as YAML writes it.
+// truncated, and so is a number beyond the integer's range (1e30, which yaml.v3 reports as "cannot unmarshal
+// !!float", or -1e20, which it clamps); a float that is a whole number (1e3, 32.0) is accepted, as YAML writes it.
 func TestWholeNumbers(t *testing.T) {
 	for _, c := range []struct {
 		name      string
@@ -29,6 +31,17 @@ func TestWholeNumbers(t *testing.T) {
 			func(r *Recipe) bool { return r.Training.PerDeviceTrainBatchSize == 32 }},
 		{"1e3 is a whole number", minimal(""), []string{"training.max_steps=1e3"}, "",
 			func(r *Recipe) bool { return r.Training.MaxSteps == 1000 }},
+		{"a number beyond int's range (override)", minimal(""), []string{"training.max_steps=1e30"},
+			"override training.max_steps=1e30: training.max_steps: 1e30 does not fit an integer (at most 9223372036854775807)", nil},
+		{"a negative number beyond int's range, which yaml.v3 clamps silently", minimal("training:\n  max_steps: -1e20\n"), nil,
+			"r.yaml:6: training.max_steps: -1e20 does not fit an integer (at least -9223372036854775808)", nil},
+		{"infinity", minimal(""), []string{"training.max_steps=.inf"}, "training.max_steps: .inf does not fit an integer", nil},
+		{"an integer one beyond int's range", minimal(""), []string{"training.max_steps=9223372036854775808"},
+			"training.max_steps: 9223372036854775808 does not fit an integer (at most 9223372036854775807)", nil},
+		{"int's largest value is accepted", minimal(""), []string{"training.max_steps=9223372036854775807"}, "",
+			func(r *Recipe) bool { return r.Training.MaxSteps == math.MaxInt64 }},
+		{"a whole float at int64's edge is accepted", minimal(""), []string{"training.seed=-9.223372036854775808e18"}, "",
+			func(r *Recipe) bool { return r.Training.Seed == math.MinInt64 }},
 		{"a float key still takes fractions", minimal("training:\n  warmup_steps: 0.5\n"), nil, "",
 			func(r *Recipe) bool { return r.Training.WarmupSteps == 0.5 }},
 	} {
