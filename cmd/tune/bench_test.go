@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tune-ml/tune/internal/bench"
+	"github.com/tune-ml/tune/cmd/tune/internal/bench"
 )
 
 // quick returns the arguments of a short CPU benchmark of the tiny model followed by extra (a later flag
