@@ -61,12 +61,12 @@ func Example() {
 
 	batch := &loaders.Batch{B: 1, T: 4, InputIDs: []int32{2, 7, 9, 3}, TokenTypeIDs: make([]int32, 4),
 		AttentionMask: []int32{1, 1, 1, 1}}
-	before, _ := loaded.Forward(batch, transformer.ForwardOptions{})
+	before, _ := loaded.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 	if err := loaded.Merge(); err != nil {
 		fmt.Println(err)
 		return
 	}
-	after, _ := loaded.Forward(batch, transformer.ForwardOptions{})
+	after, _ := loaded.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 	diff := 0.0
 	for i := range before.Logits {
 		diff = math.Max(diff, math.Abs(float64(before.Logits[i]-after.Logits[i])))

@@ -89,7 +89,7 @@ func testBatch(b, t, vocab int, lens []int) *loaders.Batch {
 // forward runs an evaluation forward and returns the logits.
 func forward(t testing.TB, m trainer.Model, batch *loaders.Batch) []float32 {
 	t.Helper()
-	out, err := m.Forward(batch, trainer.ForwardOptions{})
+	out, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func step(t testing.TB, m trainer.Model, batch *loaders.Batch, seed uint64) floa
 	if err := m.ZeroGrad(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+	out, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

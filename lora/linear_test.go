@@ -152,7 +152,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			const seed = 21
 			step(t, m, batch, seed)
 			loss := func() float64 {
-				out, err := m.Forward(batch, trainer.ForwardOptions{Train: true, Seed: seed})
+				out, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -303,7 +303,7 @@ func TestMergedModelRefusesTraining(t *testing.T) {
 	batch := testBatch(2, 4, cfg.VocabSize, []int{4, 2})
 	must(t, m.Merge())
 	forward(t, m, batch)
-	if _, err := m.Forward(batch, trainer.ForwardOptions{Train: true}); !errors.Is(err, ErrMerged) {
+	if _, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true, Train: true}); !errors.Is(err, ErrMerged) {
 		t.Errorf("training forward on a merged model: %v", err)
 	}
 	if err := m.Merge(); !errors.Is(err, ErrMerged) {

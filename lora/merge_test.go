@@ -209,4 +209,4 @@ func TestMergeAndUnload(t *testing.T) {
 	}
 }
 
-func trainerOpts() trainer.ForwardOptions { return trainer.ForwardOptions{} }
+func trainerOpts() trainer.ForwardOptions { return trainer.ForwardOptions{HostLogits: true} }

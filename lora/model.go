@@ -6,43 +6,15 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
 
-// Base is what Apply adapts: a model that trains as trainer.Model describes (the same method set, spelled
-// here so that lora stays below trainer in the package order), whose projections can be listed and replaced by
-// module path, and whose parameters can be frozen by name, each change re-packing the flat parameter buffers.
-// *transformer.BertForSequenceClassification implements it.
-type Base interface {
-	// Backend returns the backend the model's tensors live on.
-	Backend() tensor.Backend
-	// SetPolicy sets the autocast policy for the following Forward and Backward calls.
-	SetPolicy(p amp.Policy)
-	// Forward runs the model on b; with opts.Train it keeps activations for Backward.
-	Forward(b *loaders.Batch, opts transformer.ForwardOptions) (transformer.Output, error)
-	// Backward back-propagates the last training Forward, accumulating into every trainable gradient.
-	Backward(seed float32) error
-	// Trainable returns the flat FP32 trainable parameter and gradient buffers and their segments.
-	Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment)
-	// ZeroGrad sets every trainable gradient to 0.
-	ZeroGrad() error
-	// WeightsUpdated invalidates the weight-cast cache after the master weights changed.
-	WeightsUpdated()
-	// NamedParameters lists all parameters in Hugging Face order and naming.
-	NamedParameters() []transformer.NamedParam
-	// Save writes the full model (config.json and model.safetensors).
-	Save(dir string) error
-	// Projections lists every projection with its full module path, in model order.
-	Projections() []transformer.ModuleProjection
-	// ReplaceProjections puts each projection of repl in place of the module at its path and re-packs.
-	ReplaceProjections(repl map[string]transformer.Projection) error
-	// SetTrainable sets each parameter's trainability from its full name and re-packs.
-	SetTrainable(keep func(name string) bool) error
-}
+// Base is what Apply adapts: transformer.Adaptable, a model that trains as transformer.Model describes, whose
+// projections can be listed and replaced by module path, and whose parameters can be frozen by name.
+// *transformer.BertForSequenceClassification and the causal LMs implement it.
+type Base = transformer.Adaptable
 
 var _ Base = (*transformer.BertForSequenceClassification)(nil)
 

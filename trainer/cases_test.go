@@ -175,7 +175,7 @@ func TestB15LoggedLossIsUnscaled(t *testing.T) {
 	}
 	fp32, fp16 := run(false), run(true)
 	// The window mean equals the loss of one forward over all 8 examples.
-	whole, err := newBagModel(16, 8, 2, 0).Forward(mustBatch(t, data, 0, 8), ForwardOptions{})
+	whole, err := newBagModel(16, 8, 2, 0).Forward(mustBatch(t, data, 0, 8), ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 		if err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s batch at example %d: %w", prefix, i, err)
 		}
-		o, err := t.model.Forward(b, ForwardOptions{})
+		o, err := t.model.Forward(b, ForwardOptions{HostLogits: t.metrics != nil || prefix == "test"})
 		if err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s forward at example %d: %w", prefix, i, err)
 		}
@@ -127,7 +127,7 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 		if b.Labels != nil {
 			out.Labels = append(out.Labels, b.Labels...)
 		}
-		if k := b.NumLabelled(); k > 0 && (b.Labels != nil || b.Targets != nil) {
+		if k := t.model.Supervised(b); k > 0 && (b.Labels != nil || b.Targets != nil) {
 			lossSum += float64(o.Loss) * float64(k)
 			labelled += k
 		}

@@ -142,6 +142,8 @@ func (m *bagModel) Forward(b *loaders.Batch, opts ForwardOptions) (Output, error
 	return out, nil
 }
 
+func (m *bagModel) Supervised(b *loaders.Batch) int { return b.NumLabelled() }
+
 func (m *bagModel) Backward(seed float32) error {
 	if m.last == nil {
 		return fmt.Errorf("bagModel: Backward before a training Forward")
@@ -298,6 +300,8 @@ func (m *scriptModel) Forward(b *loaders.Batch, opts ForwardOptions) (Output, er
 	}
 	return Output{Logits: make([]float32, 2*b.B), NumLabels: 2, Loss: float32(sum / float64(n))}, nil
 }
+
+func (m *scriptModel) Supervised(b *loaders.Batch) int { return b.NumLabelled() }
 
 func (m *scriptModel) Backward(seed float32) error {
 	m.seeds = append(m.seeds, seed)

@@ -190,7 +190,7 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 }
 
 // trainWindow runs forward and backward over the micro-batches of one accumulation window and returns the
-// window's mean loss over its labelled examples and its number of tokens. Each micro-batch's Backward is seeded
+// window's mean loss over its supervised labels (Model.Supervised: examples, or tokens of a causal LM) and its number of tokens. Each micro-batch's Backward is seeded
 // with scale·n_i/Σn (CASES B29), so the accumulated gradient is that of the window's mean loss, scaled.
 func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err error) {
 	r := &t.run
@@ -203,14 +203,14 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		if batches[i].Labels == nil && batches[i].Targets == nil {
 			return 0, 0, fmt.Errorf("trainer: training batch at step %d has no labels; the training set needs a label column", t.state.GlobalStep+1)
 		}
-		total += batches[i].NumLabelled()
+		total += t.model.Supervised(batches[i])
 	}
 	r.scale = t.scaler.Scale()
 	for _, b := range batches {
 		opts := ForwardOptions{Train: true, Seed: uint64(t.args.Seed), Offset: r.dropoutOffset}
 		r.dropoutOffset += dropoutStride
 		r.samples += b.B
-		n := b.NumLabelled()
+		n := t.model.Supervised(b)
 		if n == 0 {
 			continue // contributes nothing to the window's loss or gradient
 		}

@@ -1,13 +1,72 @@
 package transformer
 
-import "github.com/tune-ml/tune/tensor"
+import (
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
 
-// Output is what a model's Forward returns to the host.
+// Model is the one contract every model family implements (BERT's sequence classifier, the causal language
+// models) and that the trainer trains and package lora adapts. A batch's labels are (B) class ids for a
+// classifier or (B, T) token ids for a causal LM (shifted inside the model, as transformers does); −100 is
+// ignored. The model reports how many labels a batch supervises (Supervised), so the trainer normalises an
+// accumulation window's loss by its supervised examples or tokens.
+type Model interface {
+	// Backend returns the backend the model's tensors live on.
+	Backend() tensor.Backend
+	// SetPolicy sets the autocast policy for the following Forward and Backward calls.
+	SetPolicy(p amp.Policy)
+	// Forward runs the model on b. With opts.Train it keeps activations for Backward; with opts.HostLogits it
+	// copies the logits to the host (Output.Logits), else they stay on the device.
+	Forward(b *loaders.Batch, opts ForwardOptions) (Output, error)
+	// Supervised returns the number of labels of b that enter the loss: labelled rows (label ≠ −100) for a
+	// classifier, every row for regression, next-token targets (labels[:, 1:] ≠ −100) for a causal LM. Output.Loss
+	// is the batch's summed loss divided by it.
+	Supervised(b *loaders.Batch) int
+	// Backward back-propagates the last training Forward with d(objective)/d(mean loss) = seed (the loss scale
+	// times this micro-batch's share of the accumulation window's supervised labels), accumulating (+=) into the
+	// FP32 gradient of every trainable parameter. Frozen parameters get no gradient.
+	Backward(seed float32) error
+	// Trainable returns the flat FP32 buffers holding every trainable parameter and its gradient (equal length)
+	// and the segments with their weight-decay flags, for one fused AdamW step.
+	Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment)
+	// ZeroGrad sets every trainable gradient to 0.
+	ZeroGrad() error
+	// WeightsUpdated invalidates the per-step weight-cast cache after the optimizer changed the master weights.
+	WeightsUpdated()
+	// NamedParameters lists all parameters in Hugging Face order and naming.
+	NamedParameters() []NamedParam
+	// Save writes what a checkpoint of this model holds into dir (config.json + model.safetensors for a full
+	// model, adapter_config.json + adapter_model.safetensors for LoRA).
+	Save(dir string) error
+}
+
+// Adaptable is a Model whose projections can be listed and replaced by module path and whose parameters can be
+// frozen by name, each change re-packing the flat parameter buffers: what package lora adapts.
+type Adaptable interface {
+	Model
+	// Projections lists every projection with its full module path, in model order.
+	Projections() []ModuleProjection
+	// ReplaceProjections puts each projection of repl in place of the module at its path and re-packs.
+	ReplaceProjections(repl map[string]Projection) error
+	// SetTrainable sets each parameter's trainability from its full name and re-packs.
+	SetTrainable(keep func(name string) bool) error
+}
+
+// Output is what a model's Forward returns.
 type Output struct {
-	Logits    []float32 // (B, NumLabels), FP32 whatever the autocast dtype
-	NumLabels int       // L, logits per row: the config's num_labels (1 for regression)
-	// Loss is the mean loss over the batch's labelled rows (cross-entropy or MSE), FP32 and unscaled; NaN when
-	// the batch has no labels.
+	// Logits is the host copy of the logits in FP32 whatever the autocast dtype, filled only when
+	// ForwardOptions.HostLogits is set: (B, L) for a classifier, (B, T, V) for a causal LM.
+	Logits []float32
+	// Device holds the logits on the device in the pass's GEMM dtype when the model keeps them all ((B, L) for a
+	// classifier); nil for a causal LM in training, whose head runs chunk by chunk. It is a view of the step
+	// arena, valid until the next Forward.
+	Device *tensor.Tensor
+	// NumLabels is the number of logits per row (a classifier's num_labels, 1 for regression) or per token (a
+	// causal LM's vocabulary size).
+	NumLabels int
+	// Loss is the batch's loss summed over its supervised labels and divided by their count (Model.Supervised),
+	// FP32 and unscaled; NaN when the batch has no labels or none is supervised.
 	Loss float32
 }
 
@@ -15,6 +74,8 @@ type Output struct {
 type ForwardOptions struct {
 	// Train keeps the activations Backward needs and applies dropout.
 	Train bool
+	// HostLogits copies the logits to the host into Output.Logits (evaluation metrics, predictions, tests).
+	HostLogits bool
 	// Seed and Offset place this call in the Philox stream for dropout (tensor.PhiloxKeep); the model advances
 	// its own offset from Offset for each dropout site. The trainer gives each micro-batch a disjoint range, so a
 	// resumed run draws the same masks.
@@ -29,3 +90,5 @@ type NamedParam struct {
 	Trainable bool           // it has a gradient and AdamW state (SetTrainable)
 	Decay     bool           // weight decay applies (false for biases and LayerNorm weights, as HF's Trainer decides)
 }
+
+var _ Adaptable = (*BertForSequenceClassification)(nil)

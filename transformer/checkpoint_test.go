@@ -21,7 +21,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	cfg.ID2Label = []string{"negative", "neutral", "positive"}
 	m := newTestModel(t, b, cfg, 8)
 	batch := testBatch(2, 5, cfg.VocabSize, 3, []int{5, 3})
-	want, err := m.Forward(batch, ForwardOptions{})
+	want, err := m.Forward(batch, ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if !report.OK() || len(report.Initialized) > 0 || len(report.Unexpected) > 0 {
 		t.Errorf("report: %v; initialized %v", report, report.Initialized)
 	}
-	got, err := loaded.Forward(batch, ForwardOptions{})
+	got, err := loaded.Forward(batch, ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err := other.Load(dir); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = other.Forward(batch, ForwardOptions{}); err != nil || !slices.Equal(got.Logits, want.Logits) {
+	if got, err = other.Forward(batch, ForwardOptions{HostLogits: true}); err != nil || !slices.Equal(got.Logits, want.Logits) {
 		t.Errorf("logits after Load %v (err %v), want %v", got.Logits, err, want.Logits)
 	}
 	if err := newTestModel(t, b, tinyConfig(), 1).Load(t.TempDir()); err == nil {
@@ -176,7 +176,7 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 					t.Errorf("%s differs from the checkpoint", p.Name)
 				}
 			}
-			out, err := m.Forward(batch, ForwardOptions{})
+			out, err := m.Forward(batch, ForwardOptions{HostLogits: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,12 +10,12 @@
 //
 //	m, report, err := transformer.LoadPretrained("bert-base-uncased", cpu.New(), transformer.LoadOptions{NumLabels: 2})
 //	fmt.Print(report.Notice())                              // heads initialised fresh, unused tensors
-//	out, err := m.Forward(batch, transformer.ForwardOptions{}) // batch: a *loaders.Batch; out.Logits (B, L)
+//	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true}) // batch: a *loaders.Batch; out.Logits (B, L)
 //
 // Training is the trainer's job (BertForSequenceClassification is a trainer.Model); by hand one step is
 //
 //	m.SetPolicy(amp.BF16)
-//	out, err := m.Forward(batch, transformer.ForwardOptions{Train: true, Seed: seed})
+//	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 //	err = m.Backward(1)                       // gradients += d(mean loss)/dθ
 //	params, grads, segs := m.Trainable()      // one fused AdamW over flat buffers
 //	m.WeightsUpdated()                        // the half weight copies are stale now

@@ -45,13 +45,13 @@ func Example() {
 
 	batch := &loaders.Batch{B: 2, T: 4, InputIDs: []int32{2, 7, 9, 3, 2, 11, 3, 0},
 		TokenTypeIDs: make([]int32, 8), AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 0}, Labels: []int64{1, 0}}
-	a, _ := m.Forward(batch, transformer.ForwardOptions{})
-	c, _ := loaded.Forward(batch, transformer.ForwardOptions{})
+	a, _ := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
+	c, _ := loaded.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 	fmt.Println("logits (B, L):", len(c.Logits), "=", batch.B, "×", c.NumLabels,
 		"same as saved:", slices.Equal(a.Logits, c.Logits))
 
 	loaded.SetPolicy(amp.BF16)
-	out, err := loaded.Forward(batch, transformer.ForwardOptions{Train: true, Seed: 7})
+	out, err := loaded.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: 7})
 	if err != nil {
 		fmt.Println(err)
 		return

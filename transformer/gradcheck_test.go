@@ -36,7 +36,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			const seed = 77
 			step(t, m, batch, seed)
 			loss := func() float64 {
-				out, err := m.Forward(batch, ForwardOptions{Train: true, Seed: seed})
+				out, err := m.Forward(batch, ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 				if err != nil {
 					t.Fatal(err)
 				}

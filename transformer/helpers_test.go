@@ -77,7 +77,7 @@ func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, 
 	if err := m.ZeroGrad(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.Forward(batch, ForwardOptions{Train: true, Seed: seed})
+	out, err := m.Forward(batch, ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,14 @@ func (m *BertForSequenceClassification) checkBatch(batch *loaders.Batch) error {
 		}
 	}
 	if batch.Labels != nil && len(batch.Labels) != b {
-		return fmt.Errorf("transformer: batch Labels has %d entries, want B = %d", len(batch.Labels), b)
+		return fmt.Errorf("transformer: batch Labels has %d entries, want one class id per row, B = %d "+
+			"(a sequence classifier takes (B) labels, not (B, T) token labels)", len(batch.Labels), b)
+	}
+	if batch.PositionIDs != nil && len(batch.PositionIDs) != n {
+		return fmt.Errorf("transformer: batch PositionIDs has %d entries, want B·T = %d", len(batch.PositionIDs), n)
+	}
+	if batch.SegmentIDs != nil {
+		return fmt.Errorf("transformer: BERT does not take packed sequences (batch SegmentIDs); pad each example to its own row")
 	}
 	if batch.Targets != nil && len(batch.Targets) != b {
 		return fmt.Errorf("transformer: batch Targets has %d entries, want B = %d", len(batch.Targets), b)
@@ -60,6 +67,9 @@ func (m *BertForSequenceClassification) upload(batch *loaders.Batch) error {
 	h.pos, h.rows, h.mask = grow(h.pos, n), grow(h.rows, b), grow(h.mask, n)
 	for i := range h.pos {
 		h.pos[i] = int32(i % t)
+		if batch.PositionIDs != nil {
+			h.pos[i] = batch.PositionIDs[i]
+		}
 	}
 	for i := range h.rows {
 		h.rows[i] = int32(i * t)

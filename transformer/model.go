@@ -202,9 +202,9 @@ func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
 
 // Forward runs the model on batch: embeddings, encoder layers, pooler, classifier, and the loss when the batch
 // has labels (Labels for classification, Targets for regression). With opts.Train it applies dropout from
-// (opts.Seed, opts.Offset) and keeps the activations for Backward. Output.Logits (B, L) are FP32 (rounded to the
-// autocast dtype first under autocast, as transformers' logits are); Output.Loss is the mean loss, NaN without
-// labels.
+// (opts.Seed, opts.Offset) and keeps the activations for Backward. Output.Device holds the logits (B, L) in the
+// GEMM dtype; with opts.HostLogits, Output.Logits holds them in FP32 (rounded to the autocast dtype first under
+// autocast, as transformers' logits are). Output.Loss is the mean loss, NaN without labels.
 func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts ForwardOptions) (out Output, err error) {
 	defer recoverError(&err)
 	m.last.ready = false
@@ -237,10 +237,12 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts Forwa
 	if err != nil {
 		return out, fmt.Errorf("transformer: classifier: %w", err)
 	}
-	out.NumLabels = m.Config.NumLabels()
-	out.Logits = make([]float32, b*out.NumLabels)
-	if err := m.b.Download(out.Logits, logits); err != nil {
-		return out, fmt.Errorf("transformer: reading logits: %w", err)
+	out.NumLabels, out.Device = m.Config.NumLabels(), logits
+	if opts.HostLogits {
+		out.Logits = make([]float32, b*out.NumLabels)
+		if err := m.b.Download(out.Logits, logits); err != nil {
+			return out, fmt.Errorf("transformer: reading logits: %w", err)
+		}
 	}
 	out.Loss = float32(math.NaN())
 	if batch.Labels == nil && batch.Targets == nil {
@@ -254,6 +256,10 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts Forwa
 	}
 	return out, nil
 }
+
+// Supervised returns the batch's labelled rows (label ≠ −100; every row of a regression batch): the denominator
+// of its mean loss.
+func (m *BertForSequenceClassification) Supervised(b *loaders.Batch) int { return b.NumLabelled() }
 
 // Backward back-propagates the last training Forward with d(objective)/d(mean loss) = seed, accumulating (+=)
 // into the gradient of every trainable parameter. It consumes that Forward: a second call is an error.

@@ -35,7 +35,7 @@ func TestSavedCheckpointIsStable(t *testing.T) {
 		}
 		unlabelled := *batch
 		unlabelled.Labels = nil // a labelled Forward would resolve problem_type into the config
-		out, err := m.Forward(&unlabelled, ForwardOptions{})
+		out, err := m.Forward(&unlabelled, ForwardOptions{HostLogits: true})
 		if err != nil {
 			t.Fatal(err)
 		}

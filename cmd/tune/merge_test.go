@@ -60,7 +60,7 @@ func mergeFixture(t *testing.T) (model, adapter string, batch *loaders.Batch, wa
 	}
 	batch = &loaders.Batch{B: 2, T: 5, InputIDs: []int32{2, 7, 9, 30, 3, 2, 44, 3, 0, 0},
 		TokenTypeIDs: make([]int32, 10), AttentionMask: []int32{1, 1, 1, 1, 1, 1, 1, 1, 0, 0}}
-	out, err := m.Forward(batch, trainer.ForwardOptions{})
+	out, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func TestMerge(t *testing.T) {
 	if len(report.Missing)+len(report.Unexpected)+len(report.Mismatched)+len(report.Initialized) != 0 {
 		t.Errorf("loading the merged checkpoint: %v", report)
 	}
-	got, err := m.Forward(batch, trainer.ForwardOptions{})
+	got, err := m.Forward(batch, trainer.ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,134 @@
+package transformer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Family is one model family in the registry: the config.json model_type values and architectures it builds,
+// and its loader. A recipe names a checkpoint and nothing else; Open picks the family from its config.json.
+type Family struct {
+	// Name is the family's name in messages ("bert", "llama").
+	Name string
+	// ModelTypes are the config.json model_type values the family reads ("llama", "qwen2", ...).
+	ModelTypes []string
+	// Architectures are the transformers classes the family builds ("LlamaForCausalLM"); a checkpoint whose
+	// architectures name another class of the same model_type (BertModel, LlamaModel) still loads, its head
+	// handled by the family's loader.
+	Architectures []string
+	// Load builds the model on b from the checkpoint directory dir (config.json and safetensors weights).
+	Load func(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error)
+}
+
+var registry = struct {
+	sync.Mutex
+	byType map[string]*Family
+}{byType: map[string]*Family{}}
+
+// Register adds a family to the registry (from the family package's init). A model_type registered twice
+// panics: that is a programming error.
+func Register(f Family) {
+	registry.Lock()
+	defer registry.Unlock()
+	for _, t := range f.ModelTypes {
+		if _, dup := registry.byType[t]; dup {
+			panic("transformer: model_type " + t + " registered twice")
+		}
+		registry.byType[t] = &f
+	}
+}
+
+// ModelTypes returns every registered model_type, sorted.
+func ModelTypes() []string {
+	registry.Lock()
+	defer registry.Unlock()
+	return modelTypesLocked()
+}
+
+// modelKind is the part of config.json that picks the family.
+type modelKind struct {
+	ModelType     string   `json:"model_type"`
+	Architectures []string `json:"architectures"`
+}
+
+// Lookup returns the family that builds the checkpoint in dir, read from its config.json's model_type (and,
+// when model_type is absent, its architectures). An unknown model_type is an error naming the file, the value
+// and the supported ones.
+func Lookup(dir string) (*Family, error) {
+	path := filepath.Join(dir, loaders.ConfigName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("transformer: %w", err)
+	}
+	var k modelKind
+	if err := json.Unmarshal(data, &k); err != nil {
+		return nil, fmt.Errorf("transformer: %s: %w", path, err)
+	}
+	registry.Lock()
+	defer registry.Unlock()
+	if k.ModelType == "" {
+		for _, f := range registry.byType {
+			for _, a := range k.Architectures {
+				if slices.Contains(f.Architectures, a) {
+					return f, nil
+				}
+			}
+		}
+		if len(k.Architectures) == 0 { // configs written before model_type existed are BERT's
+			if f, ok := registry.byType["bert"]; ok {
+				return f, nil
+			}
+		}
+		return nil, fmt.Errorf("transformer: %s has no model_type and its architectures %v name no class tune builds; tune builds model_type %s",
+			path, k.Architectures, strings.Join(modelTypesLocked(), ", "))
+	}
+	f, ok := registry.byType[k.ModelType]
+	if !ok {
+		return nil, fmt.Errorf("transformer: %s: model_type %q is not supported; tune builds model_type %s",
+			path, k.ModelType, strings.Join(modelTypesLocked(), ", "))
+	}
+	return f, nil
+}
+
+func modelTypesLocked() []string {
+	var ts []string
+	for t := range registry.byType {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+// Open loads the checkpoint in dir with the family its config.json names (Lookup), as transformers'
+// AutoModel.from_pretrained does. The families register themselves when their package is imported (BERT's is
+// this package; the causal LMs are in transformer/llama).
+func Open(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error) {
+	f, err := Lookup(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.Load(dir, b, opts)
+}
+
+func init() {
+	Register(Family{
+		Name: "bert", ModelTypes: []string{"bert"},
+		Architectures: []string{"BertForSequenceClassification", "BertModel", "BertForMaskedLM", "BertForPreTraining"},
+		Load: func(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error) {
+			m, r, err := LoadPretrained(dir, b, opts)
+			if err != nil {
+				return nil, r, err
+			}
+			return m, r, nil
+		},
+	})
+}
