@@ -18,6 +18,15 @@ var (
 	ErrScalerOrder = errors.New("GradScaler calls out of order")
 )
 
+// MinScale is the smallest loss scale a GradScaler holds: 2^-126, the smallest normal FP32 number (FLT_MIN).
+// PyTorch's _amp_update_scale_ multiplies by backoff_factor without a floor, so after about 165 consecutive
+// overflowing steps from the default 2^16 its scale is an FP32 subnormal, whose reciprocal (the inv_scale of
+// unscale_) is inf in FP32, and then 0, after which every gradient unscales to inf or NaN and a saved state dict
+// holds scale 0. tune's Update stops the backoff at MinScale instead, whose reciprocal 2^126 is finite; above
+// the floor tune and PyTorch give the same scale bit for bit. The trainer stops a run long before the floor is
+// reached (max_consecutive_skipped_steps), so MinScale only guards custom options and long skip runs.
+const MinScale = 0x1p-126
+
 // GradScalerOptions are GradScaler's constructor arguments, with PyTorch's names and meaning
 // (torch.amp.GradScaler). Start from DefaultGradScalerOptions.
 type GradScalerOptions struct {
@@ -100,6 +109,8 @@ func checkOptions(scaleKey string, initScale, growth, backoff float64, interval 
 	switch {
 	case !(initScale > 0) || math.IsInf(float64(float32(initScale)), 0) || float32(initScale) == 0:
 		return fmt.Errorf("%s %v must be a positive number representable in FP32 (PyTorch's default is 65536)", scaleKey, initScale)
+	case float32(initScale) < MinScale:
+		return fmt.Errorf("%s %v is below %v, the smallest normal FP32 (amp.MinScale): its reciprocal overflows FP32, so every gradient would unscale to inf (PyTorch's default is 65536)", scaleKey, initScale, float32(MinScale))
 	case !(growth > 1) || math.IsInf(growth, 0):
 		return fmt.Errorf("growth_factor %v must be > 1 (PyTorch's default is 2)", growth)
 	case !(backoff > 0 && backoff < 1):
@@ -216,8 +227,8 @@ func (s *GradScaler) Step(optimizerStep func() error, grads ...*tensor.Tensor) (
 }
 
 // Update adjusts the scale for the next step exactly as torch._amp_update_scale_ does, then resets the per-step
-// state: after an inf/NaN the scale is multiplied by backoff_factor (in float64, rounded to FP32) and the tracker
-// reset to 0; after a clean step the tracker counts it, and when it reaches growth_interval the scale is
+// state: after an inf/NaN the scale is multiplied by backoff_factor (in float64, rounded to FP32; never below
+// MinScale, where PyTorch has no floor) and the tracker reset to 0; after a clean step the tracker counts it, and when it reaches growth_interval the scale is
 // multiplied by growth_factor, but only if the FP32 result is finite (the scale stops at 2^127 for factor 2,
 // CASES B08), and the tracker is reset to 0. Update before any Unscale or Step of this step is an
 // ErrScalerOrder error. A disabled scaler does nothing.
@@ -229,7 +240,7 @@ func (s *GradScaler) Update() error {
 		return fmt.Errorf("amp: GradScaler.Update: no inf checks were recorded for this step: call Unscale or Step before Update: %w", ErrScalerOrder)
 	}
 	if s.found {
-		s.scale = roundF32(float64(s.scale) * s.opts.BackoffFactor)
+		s.scale = max(roundF32(float64(s.scale)*s.opts.BackoffFactor), MinScale)
 		s.tracker = 0
 	} else if s.tracker+1 == int32(s.opts.GrowthInterval) {
 		if grown := roundF32(float64(s.scale) * s.opts.GrowthFactor); !math.IsInf(float64(grown), 0) {
@@ -244,13 +255,14 @@ func (s *GradScaler) Update() error {
 }
 
 // UpdateTo sets the scale to newScale (PyTorch's update(new_scale)) and resets the per-step state; the growth
-// tracker is kept. newScale must be positive and finite in FP32. A disabled scaler ignores it.
+// tracker is kept. newScale must be finite and at least MinScale (a normal FP32 number). A disabled scaler
+// ignores it.
 func (s *GradScaler) UpdateTo(newScale float32) error {
 	if !s.opts.Enabled {
 		return nil
 	}
-	if !(newScale > 0) || math.IsInf(float64(newScale), 0) {
-		return fmt.Errorf("amp: GradScaler.UpdateTo: new scale %v must be positive and finite", newScale)
+	if !(newScale >= MinScale) || math.IsInf(float64(newScale), 0) {
+		return fmt.Errorf("amp: GradScaler.UpdateTo: new scale %v must be finite and at least %v (amp.MinScale, the smallest normal FP32)", newScale, float32(MinScale))
 	}
 	s.scale = newScale
 	s.reset()
