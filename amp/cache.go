@@ -6,10 +6,14 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// WeightCache casts FP32 master weights to the autocast dtype once per optimizer step and hands out the same
-// half-precision copy to every use in forward and backward (PyTorch's autocast weight-cast cache, FACTS §1.3,
-// kept for the whole step instead of one forward). The copies are allocated on first use and reused for the
-// rest of training, so a steady-state step allocates nothing.
+// WeightCache casts FP32 master weights to the autocast dtype once and hands out the same half-precision copy
+// to every use until Invalidate (PyTorch's autocast weight-cast cache, torch/amp/autocast_mode.py, which is
+// cleared when the outermost autocast context exits). The cache cannot see writes to a master weight: its owner
+// must Invalidate whenever a weight may have changed. tune's models invalidate at the start of every Forward
+// unless the caller promises nothing changed (transformer.ForwardOptions.ReuseWeightCasts: the micro-batches
+// of one accumulation window, the batches of one evaluation), so each weight is cast once per optimizer step in
+// training and no public path sees a stale copy. The copies are allocated on first use and reused for the rest
+// of training, so a steady-state step allocates nothing.
 type WeightCache struct {
 	b      tensor.Backend
 	dt     tensor.DType

@@ -23,7 +23,10 @@
 //
 //	wh, err := cache.Get(layer.W)          // (out, in) in p.DType, cast at most once per step
 //	...
-//	cache.Invalidate()                     // after the optimizer updated the master weights
+//	cache.Invalidate()                     // whenever a master weight may have changed
+//
+// tune's models invalidate at every Forward unless told that nothing changed (the trainer's accumulation
+// windows), so a weight edited, loaded or merged from outside a step is never read through a stale copy.
 //
 // # One optimizer step under FP16
 //

@@ -117,7 +117,8 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 		if err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s batch at example %d: %w", prefix, i, err)
 		}
-		o, err := t.model.Forward(b, ForwardOptions{HostLogits: t.metrics != nil || prefix == "test"})
+		// No user code runs between the batches of one pass, so the weights are cast once per pass.
+		o, err := t.model.Forward(b, ForwardOptions{HostLogits: t.metrics != nil || prefix == "test", ReuseWeightCasts: steps > 0})
 		if err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s forward at example %d: %w", prefix, i, err)
 		}

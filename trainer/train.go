@@ -206,8 +206,9 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		total += t.model.Supervised(batches[i])
 	}
 	r.scale = t.scaler.Scale()
+	cast := false // the window's first Forward casts the weights; nothing can change them before its last
 	for _, b := range batches {
-		opts := ForwardOptions{Train: true, Seed: uint64(t.args.Seed), Offset: r.dropoutOffset}
+		opts := ForwardOptions{Train: true, Seed: uint64(t.args.Seed), Offset: r.dropoutOffset, ReuseWeightCasts: cast}
 		r.dropoutOffset += dropoutStride
 		r.samples += b.B
 		n := t.model.Supervised(b)
@@ -218,6 +219,7 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		if err != nil {
 			return 0, 0, fmt.Errorf("trainer: forward at step %d: %w", t.state.GlobalStep+1, err)
 		}
+		cast = true
 		seed := float32(float64(r.scale) * float64(n) / float64(total))
 		if err := t.model.Backward(seed); err != nil {
 			return 0, 0, fmt.Errorf("trainer: backward at step %d: %w", t.state.GlobalStep+1, err)

@@ -80,7 +80,27 @@ type ForwardOptions struct {
 	// its own offset from Offset for each dropout site. The trainer gives each micro-batch a disjoint range, so a
 	// resumed run draws the same masks.
 	Seed, Offset uint64
+	// ReuseWeightCasts lets an autocast Forward use the half-precision weight copies an earlier Forward cast,
+	// instead of casting every FP32 master weight again. Without it (the default) every Forward under an
+	// enabled policy re-casts, so a weight changed by any means since (editing a Param's Value, Load, LoRA
+	// Merge, an optimizer step) is what the pass computes with, as PyTorch's per-forward autocast cache
+	// guarantees. Set it only when no master weight can have changed since the last Forward: the trainer sets
+	// it for micro-batches 2..N of one accumulation window and for evaluation batches after the first, where no
+	// user code runs in between. The pass's Backward always uses the copies its Forward used.
+	ReuseWeightCasts bool
+	// Observe, when set, is called with every module's output in Forward and with the gradient of the
+	// objective with respect to that output in Backward (in execution order: Backward visits the modules in
+	// reverse). Debugging tools use it (tune debug nan and compare); training leaves it nil.
+	Observe Observer
 }
+
+// Observer receives one tensor of a pass: module is the Hugging Face module path ("bert.embeddings",
+// "bert.encoder.layer.3", "bert.pooler", "classifier"); grad is false for the module's output in Forward and
+// true for the gradient with respect to that output in Backward. t is a view of the model's pass buffers,
+// valid only during the call: read it (Backend.Download), never keep or modify it. Its dtype is the one the
+// module's last op produced under the pass's policy (F32 after LayerNorm, the GEMM dtype after a projection).
+// A non-nil error stops the pass and is returned by Forward or Backward.
+type Observer func(module string, grad bool, t *tensor.Tensor) error
 
 // NamedParam is one parameter as Hugging Face names it ("bert.encoder.layer.0.attention.self.query.weight").
 type NamedParam struct {

@@ -20,6 +20,16 @@
 //	params, grads, segs := m.Trainable()      // one fused AdamW over flat buffers
 //	m.WeightsUpdated()                        // the half weight copies are stale now
 //
+// Weights changed from outside a step are always seen: every autocast Forward casts the FP32 master weights
+// afresh (PyTorch's autocast cache lives for one forward too) unless ForwardOptions.ReuseWeightCasts promises
+// that nothing changed since the previous Forward, which only the trainer's accumulation windows and
+// evaluation loops do. So a Param's Value edited through the Go API, Load, LoRA Merge/Unmerge or an optimizer
+// step never leaves a stale half-precision copy behind; WeightsUpdated remains for callers that reuse casts.
+//
+// Debugging: ForwardOptions.Observe receives each module's output (bert.embeddings, bert.encoder.layer.i,
+// bert.pooler, classifier) in Forward and the gradient with respect to it in Backward; tune debug nan and tune
+// debug compare are built on it.
+//
 // Fresh models for training from scratch: NewBertForSequenceClassification(b, cfg, seed) initialises as
 // transformers does (normal(0, initializer_range), zero biases, LayerNorm ones). A BertConfig comes from
 // DefaultBertConfig (bert-base) or from a config.json through BertConfigFromHF; Problems lists every key a model

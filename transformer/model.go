@@ -3,6 +3,7 @@ package transformer
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
@@ -218,24 +219,40 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts Forwa
 	if err := m.upload(batch); err != nil {
 		return out, err
 	}
-	p := Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset}
+	if m.cache != nil && !opts.ReuseWeightCasts {
+		m.cache.Invalidate() // every master weight is cast afresh: edits since the last Forward are seen
+	}
+	p := Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
+		Observe: opts.Observe}
 
 	h, err := m.Embeddings.Forward(&p, m.act.ids, m.act.types, m.act.pos) // (N, C) F32
 	if err != nil {
 		return out, fmt.Errorf("transformer: embeddings: %w", err)
 	}
+	if err := p.observe("bert.embeddings", false, h); err != nil {
+		return out, err
+	}
 	for i, l := range m.Layers {
 		if h, err = l.Forward(&p, &m.sc, h, m.act.mask, b, t); err != nil {
 			return out, fmt.Errorf("transformer: encoder layer %d: %w", i, err)
+		}
+		if err := p.observe(layerPath(i), false, h); err != nil {
+			return out, err
 		}
 	}
 	pooled, err := m.Pooler.Forward(&p, h) // (B, C) h
 	if err != nil {
 		return out, fmt.Errorf("transformer: pooler: %w", err)
 	}
+	if err := p.observe("bert.pooler", false, pooled); err != nil {
+		return out, err
+	}
 	logits, err := m.Head.Forward(&p, pooled) // (B, L) h
 	if err != nil {
 		return out, fmt.Errorf("transformer: classifier: %w", err)
+	}
+	if err := p.observe("classifier", false, logits); err != nil {
+		return out, err
 	}
 	out.NumLabels, out.Device = m.Config.NumLabels(), logits
 	if opts.HostLogits {
@@ -275,24 +292,39 @@ func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
 	if err := m.lossBackward(&p, seed); err != nil {
 		return err
 	}
+	if err := p.observe("classifier", true, m.Head.c.dlogits); err != nil {
+		return err
+	}
 	dpooled, err := m.Head.Backward(&p)
 	if err != nil {
 		return fmt.Errorf("transformer: classifier backward: %w", err)
+	}
+	if err := p.observe("bert.pooler", true, dpooled); err != nil {
+		return err
 	}
 	grad := m.act.g0 // (N, C) F32
 	if err := m.Pooler.Backward(&p, grad, dpooled); err != nil {
 		return fmt.Errorf("transformer: pooler backward: %w", err)
 	}
 	for i := len(m.Layers) - 1; i >= 0; i-- {
+		if err := p.observe(layerPath(i), true, grad); err != nil {
+			return err
+		}
 		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t); err != nil {
 			return fmt.Errorf("transformer: encoder layer %d backward: %w", i, err)
 		}
+	}
+	if err := p.observe("bert.embeddings", true, grad); err != nil {
+		return err
 	}
 	if err := m.Embeddings.Backward(&p, grad, m.act.ids, m.act.types, m.act.pos); err != nil {
 		return fmt.Errorf("transformer: embeddings backward: %w", err)
 	}
 	return nil
 }
+
+// layerPath is encoder layer i's module path, "bert.encoder.layer.i".
+func layerPath(i int) string { return "bert.encoder.layer." + strconv.Itoa(i) }
 
 // recoverError turns a panic inside the package (or a backend) into an error at the API boundary.
 func recoverError(err *error) {

@@ -1,6 +1,8 @@
 package transformer
 
 import (
+	"fmt"
+
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -21,6 +23,20 @@ type Pass struct {
 	Seed uint64
 	// Offset is the next unused Philox counter; DropoutOffset hands out ranges of it in call order.
 	Offset uint64
+	// Observe is ForwardOptions.Observe (nil: nothing is observed).
+	Observe Observer
+}
+
+// observe hands t, the output of module (or, with grad, the gradient with respect to it), to the pass's
+// Observer, if any.
+func (p *Pass) observe(module string, grad bool, t *tensor.Tensor) error {
+	if p.Observe == nil {
+		return nil
+	}
+	if err := p.Observe(module, grad, t); err != nil {
+		return fmt.Errorf("transformer: observing %s: %w", module, err)
+	}
+	return nil
 }
 
 // GemmDType returns the dtype GEMM-class ops take and return in this pass: F32, or F16/BF16 under autocast.
