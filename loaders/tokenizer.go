@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"unicode/utf8"
 
 	sugartok "github.com/sugarme/tokenizer"
 )
@@ -35,6 +36,9 @@ type Tokenizer struct {
 	source       string
 	tokenToID    map[string]int32
 	addedByToken map[string]AddedToken
+	// chunkable: a long text may be tokenized in pieces cut at whitespace (encodeBounded), because the
+	// pre-tokenizer splits there and no added token holds or strips whitespace.
+	chunkable bool
 }
 
 // wordPiece is the part of sugarme's wordpiece.WordPiece that Tokenizer uses.
@@ -204,39 +208,117 @@ func (t *Tokenizer) checkOptions(opts EncodeOptions) error {
 }
 
 // encodeOne runs the pipeline for one input: added tokens, normalizer, pre-tokenizer and model on each
-// sequence, then truncation, then the post-processor (HF tokenizer/mod.rs encode + post_process).
+// sequence, then truncation, then the post-processor (HF tokenizer/mod.rs encode + post_process). With
+// MaxLength, a long sequence is tokenized in pieces and only the tokens truncation can keep are held
+// (encodeBounded), so memory follows max_length, not the length of the text; the ids are the same.
 func (t *Tokenizer) encodeOne(in Input, opts EncodeOptions) (*Encoding, error) {
-	a, err := t.encodeSequence(in.Text)
+	addSpecial := !opts.NoSpecialTokens && t.post != nil
+	keep := -1 // tokens of each sequence to hold; -1: all
+	if opts.MaxLength > 0 {
+		keep = opts.MaxLength
+		if addSpecial {
+			n := t.post.numSpecial(in.Pair != nil)
+			if keep < n {
+				return nil, fmt.Errorf("%w: max_length %d is smaller than the %d special tokens", ErrTruncation, opts.MaxLength, n)
+			}
+			keep -= n
+		}
+	}
+	a, na, err := t.encodeBounded(in.Text, keep, opts.TruncationSide, in.Pair == nil)
 	if err != nil {
 		return nil, err
 	}
 	var b *Encoding
+	nb := 0
 	if in.Pair != nil {
-		if b, err = t.encodeSequence(*in.Pair); err != nil {
+		if b, nb, err = t.encodeBounded(*in.Pair, keep, opts.TruncationSide, false); err != nil {
 			return nil, err
 		}
 	}
-	addSpecial := !opts.NoSpecialTokens && t.post != nil
-	if opts.MaxLength > 0 {
-		budget := opts.MaxLength
-		if addSpecial {
-			n := t.post.numSpecial(b != nil)
-			if budget < n {
-				return nil, fmt.Errorf("%w: max_length %d is smaller than the %d special tokens", ErrTruncation, opts.MaxLength, n)
-			}
-			budget -= n
-		}
-		if err := truncatePair(a, b, budget, opts.Truncation, opts.TruncationSide); err != nil {
+	if keep >= 0 {
+		if err := truncatePair(a, b, na, nb, keep, opts.Truncation, opts.TruncationSide); err != nil {
 			return nil, err
 		}
 	}
 	return t.postProcess(a, b, addSpecial), nil
 }
 
-// encodeSequence tokenizes one text without special tokens; every type id is 0.
-func (t *Tokenizer) encodeSequence(text string) (*Encoding, error) {
+// chunkBytes is the size of the pieces encodeBounded tokenizes a long text in.
+const chunkBytes = 8 << 10
+
+// encodeBounded tokenizes text like encodeSequence but holds at most keep tokens (keep < 0: all): the first
+// ones for side Right, the last ones for Left. It returns them with the number of tokens of the whole text,
+// except that with single (a sequence without a pair, cut from the Right) it stops once keep+1 tokens are seen:
+// truncation then only needs to know that there are more than keep. Only a tokenizer whose pipeline is
+// local between whitespace (t.chunkable) is cut into pieces; a piece ends before a run of ASCII whitespace, where
+// the BERT normalizer and pre-tokenizer split words anyway, so the tokens and offsets are those of the whole
+// text.
+func (t *Tokenizer) encodeBounded(text string, keep int, side Side, single bool) (*Encoding, int, error) {
+	if keep < 0 || !t.chunkable || len(text) <= chunkBytes {
+		e, err := t.encodeSequence(text, 0)
+		if err != nil {
+			return nil, 0, err
+		}
+		return e, e.Len(), nil
+	}
 	e := &Encoding{}
-	for _, piece := range splitAdded(newNormalized(text, 0), t.added.raw) {
+	count, base := 0, 0
+	for len(text) > 0 {
+		cut := chunkEnd(text, chunkBytes)
+		piece := text[:cut]
+		text = text[cut:]
+		if side == Right && e.Len() >= keep && !single {
+			c, err := t.encodeSequence(piece, base) // counted only
+			if err != nil {
+				return nil, 0, err
+			}
+			count += c.Len()
+			base += utf8.RuneCountInString(piece)
+			continue
+		}
+		c, err := t.encodeSequence(piece, base)
+		if err != nil {
+			return nil, 0, err
+		}
+		base += utf8.RuneCountInString(piece)
+		count += c.Len()
+		*e = concatEncodings(e, c)
+		if e.Len() > keep {
+			if side == Right && single {
+				e.truncate(keep+1, Right)
+				return e, keep + 1, nil
+			}
+			e.truncate(keep, side)
+		}
+	}
+	return e, count, nil
+}
+
+// chunkEnd returns where the first piece of text of about n bytes ends: at the start of the last run of ASCII
+// whitespace that begins inside text[:n], else at the first run after it, else at the end of text.
+func chunkEnd(text string, n int) int {
+	if len(text) <= n {
+		return len(text)
+	}
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for i := n; i > 0; i-- {
+		if isSpace(text[i]) && !isSpace(text[i-1]) {
+			return i
+		}
+	}
+	for i := n + 1; i < len(text); i++ {
+		if isSpace(text[i]) && !isSpace(text[i-1]) {
+			return i
+		}
+	}
+	return len(text)
+}
+
+// encodeSequence tokenizes one text, whose first code point is at position base of the input, without special
+// tokens; every type id is 0.
+func (t *Tokenizer) encodeSequence(text string, base int) (*Encoding, error) {
+	e := &Encoding{}
+	for _, piece := range splitAdded(newNormalized(text, base), t.added.raw) {
 		if piece.tok != nil {
 			t.appendAdded(e, piece)
 			continue
@@ -292,11 +374,13 @@ func (t *Tokenizer) appendWords(e *Encoding, n normalized) error {
 }
 
 // truncatePair applies HF's truncate_encodings (tokenizers/src/utils/truncation.rs) with max tokens for the
-// text sequences (special tokens already subtracted). b is nil for a single sequence.
-func truncatePair(a, b *Encoding, max int, strategy TruncationStrategy, side Side) error {
-	total := a.Len()
+// text sequences (special tokens already subtracted). b is nil for a single sequence. na and nb are the
+// sequences' token counts, which may exceed what a and b hold (encodeBounded keeps only the tokens that can
+// survive).
+func truncatePair(a, b *Encoding, na, nb, max int, strategy TruncationStrategy, side Side) error {
+	total := na
 	if b != nil {
-		total += b.Len()
+		total += nb
 	}
 	if total <= max {
 		return nil
@@ -311,7 +395,7 @@ func truncatePair(a, b *Encoding, max int, strategy TruncationStrategy, side Sid
 	toRemove := total - max
 	switch {
 	case strategy == LongestFirst && b != nil:
-		n1, n2 := a.Len(), b.Len()
+		n1, n2 := na, nb
 		swap := n1 > n2
 		if swap {
 			n1, n2 = n2, n1
@@ -333,18 +417,18 @@ func truncatePair(a, b *Encoding, max int, strategy TruncationStrategy, side Sid
 	case strategy == LongestFirst:
 		a.truncate(max, side)
 	case strategy == OnlyFirst:
-		if a.Len() <= toRemove {
-			return fmt.Errorf("%w: the first sequence has %d tokens and %d must go (only_first)", ErrTruncation, a.Len(), toRemove)
+		if na <= toRemove {
+			return fmt.Errorf("%w: the first sequence has %d tokens and %d must go (only_first)", ErrTruncation, na, toRemove)
 		}
-		a.truncate(a.Len()-toRemove, side)
+		a.truncate(na-toRemove, side)
 	default: // OnlySecond
 		if b == nil {
 			return fmt.Errorf("%w: only_second needs a sentence pair", ErrTruncation)
 		}
-		if b.Len() <= toRemove {
-			return fmt.Errorf("%w: the second sequence has %d tokens and %d must go (only_second)", ErrTruncation, b.Len(), toRemove)
+		if nb <= toRemove {
+			return fmt.Errorf("%w: the second sequence has %d tokens and %d must go (only_second)", ErrTruncation, nb, toRemove)
 		}
-		b.truncate(b.Len()-toRemove, side)
+		b.truncate(nb-toRemove, side)
 	}
 	return nil
 }

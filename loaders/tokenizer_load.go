@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
 
 	sugartok "github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/model"
@@ -338,6 +339,12 @@ func (t *Tokenizer) setVocab(vocab model.Vocab, added []AddedToken) {
 	}
 	t.vocabSize = maxID + 1
 	t.added = newAddedVocab(added, t.normalizer)
+	t.chunkable = t.preTokenize
+	for _, a := range added {
+		if a.LStrip || a.RStrip || strings.ContainsFunc(a.Content, unicode.IsSpace) {
+			t.chunkable = false
+		}
+	}
 }
 
 func (t *Tokenizer) setPad(padToken string) {
