@@ -2,18 +2,20 @@ package loaders
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // IgnoreLabel is the label of an unlabelled example (PyTorch's cross-entropy ignore_index).
@@ -67,6 +69,12 @@ type DatasetOptions struct {
 	Unlabelled bool
 	// Regression parses labels as float32 targets (num_labels == 1, problem_type "regression").
 	Regression bool
+	// MaxRowBytes bounds each line (row) of the file; a longer one is an error naming file:line, read no further.
+	// 0 means DefaultMaxRowBytes (1 MiB).
+	MaxRowBytes int
+	// NumLabels, when > 0, is the model's number of classes: an integer label must be a class id below it, checked
+	// (file:line, *LabelRangeError) before any table is sized. 0 means at most MaxLabels classes.
+	NumLabels int
 	// Label2ID maps label names to ids (a model's classes: the inverse of its id2label), naming each id
 	// 0..len(Label2ID)-1 once. Labels not in it must be integer ids in [0, len(Label2ID)). Without it, ids
 	// come from the data: integers as they are, strings sorted.
@@ -84,14 +92,6 @@ type rawRow struct {
 // invalid JSON, a missing key, an unknown label, a bad number) is an error naming file:line.
 // TSV fields are split on tabs with no quoting (as GLUE's files); CSV follows RFC 4180 quoting.
 func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("loaders: dataset: %w", err)
-	}
-	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
-	if err := checkUTF8(path, data); err != nil {
-		return nil, err
-	}
 	format := strings.ToLower(opts.Format)
 	if format == "" {
 		switch strings.ToLower(filepath.Ext(path)) {
@@ -105,39 +105,26 @@ func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 			return nil, fmt.Errorf("loaders: dataset %s: cannot tell the format from the extension; set format to tsv, csv or jsonl", path)
 		}
 	}
+	if format != "tsv" && format != "csv" && format != "jsonl" {
+		return nil, fmt.Errorf("loaders: dataset %s: unknown format %q (tsv, csv or jsonl)", path, opts.Format)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: dataset: %w", err)
+	}
+	defer f.Close()
+	lr := NewLineReader(f, path, opts.MaxRowBytes)
 	var rows []rawRow
 	switch format {
 	case "tsv", "csv":
-		rows, err = readDelimited(path, data, format, opts)
-	case "jsonl":
-		rows, err = readJSONL(path, data, opts)
+		rows, err = readDelimited(path, lr, format, opts)
 	default:
-		return nil, fmt.Errorf("loaders: dataset %s: unknown format %q (tsv, csv or jsonl)", path, opts.Format)
+		rows, err = readJSONL(path, lr, opts)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return buildDataset(path, rows, opts)
-}
-
-// checkUTF8 returns an error naming file:line, the byte and its column (1-based, in bytes) at the first byte
-// of data that is not valid UTF-8, so that text in another encoding (Latin-1, Windows-1252) is reported
-// instead of being replaced by U+FFFD when tokenized.
-func checkUTF8(path string, data []byte) error {
-	if utf8.Valid(data) {
-		return nil
-	}
-	for i := 0; i < len(data); {
-		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && size <= 1 {
-			line := 1 + bytes.Count(data[:i], []byte("\n"))
-			col := i - bytes.LastIndexByte(data[:i], '\n')
-			return fmt.Errorf("loaders: %s:%d: invalid UTF-8 (byte 0x%02x at column %d); data files must be UTF-8 "+
-				"(convert with iconv -f WINDOWS-1252 -t UTF-8, or the file's encoding)", path, line, data[i], col)
-		}
-		i += size
-	}
-	return nil
 }
 
 // columnSpec is a column resolved against the header: its index, or -1 when absent.
@@ -192,8 +179,8 @@ func resolve(path, what, col string, header []string, width int) (int, error) {
 	return 0, fmt.Errorf("loaders: %s:1: no %s column %q in the header %q", path, what, col, header)
 }
 
-func readDelimited(path string, data []byte, format string, opts DatasetOptions) ([]rawRow, error) {
-	records, lines, err := splitRecords(path, data, format)
+func readDelimited(path string, lr *LineReader, format string, opts DatasetOptions) ([]rawRow, error) {
+	records, lines, err := splitRecords(path, lr, format)
 	if err != nil {
 		return nil, err
 	}
@@ -265,24 +252,33 @@ func readDelimited(path string, data []byte, format string, opts DatasetOptions)
 
 // splitRecords returns the rows of a TSV (tabs, no quoting) or CSV (RFC 4180) file and the line each starts
 // on; blank lines are skipped.
-func splitRecords(path string, data []byte, format string) ([][]string, []int, error) {
+func splitRecords(path string, lr *LineReader, format string) ([][]string, []int, error) {
 	var records [][]string
 	var lines []int
 	if format == "tsv" {
-		for i, l := range strings.Split(string(data), "\n") {
-			l = strings.TrimSuffix(l, "\r")
-			if l == "" {
+		for {
+			l, n, err := lr.Next()
+			if errors.Is(err, io.EOF) {
+				return records, lines, nil
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(l) == 0 {
 				continue
 			}
-			records = append(records, strings.Split(l, "\t"))
-			lines = append(lines, i+1)
+			records = append(records, strings.Split(string(l), "\t"))
+			lines = append(lines, n)
 		}
-		return records, lines, nil
 	}
-	r := csv.NewReader(bytes.NewReader(data))
+	src := &linesAsReader{lr: lr}
+	r := csv.NewReader(src)
 	r.FieldsPerRecord = -1
 	for {
 		rec, err := r.Read()
+		if src.err != nil && !errors.Is(src.err, io.EOF) {
+			return nil, nil, src.err // the line reader's own error (too long, not UTF-8) names file:line
+		}
 		if errors.Is(err, io.EOF) {
 			return records, lines, nil
 		}
@@ -293,22 +289,29 @@ func splitRecords(path string, data []byte, format string) ([][]string, []int, e
 			}
 			return nil, nil, fmt.Errorf("loaders: %s: %w", path, err)
 		}
+		src.mark = r.InputOffset()
 		line, _ := r.FieldPos(0)
 		records = append(records, rec)
 		lines = append(lines, line)
 	}
 }
 
-func readJSONL(path string, data []byte, opts DatasetOptions) ([]rawRow, error) {
+func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, error) {
 	text, pair, label := defaultColumns(opts, nil)
 	var rows []rawRow
-	for i, l := range strings.Split(string(data), "\n") {
-		line := i + 1
-		if strings.TrimSpace(l) == "" {
+	for {
+		l, line, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(l)) == 0 {
 			continue
 		}
 		var obj map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(l), &obj); err != nil {
+		if err := json.Unmarshal(l, &obj); err != nil {
 			return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: %v", path, line, err)
 		}
 		if opts.TextColumn == "" && len(rows) == 0 {
@@ -319,7 +322,6 @@ func readJSONL(path string, data []byte, opts DatasetOptions) ([]rawRow, error) 
 			text, pair, label = defaultColumns(opts, keys)
 		}
 		r := rawRow{line: line}
-		var err error
 		if r.text, _, err = jsonField(obj, text, true); err != nil {
 			return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
 		}
@@ -397,7 +399,7 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 		}
 		return d, nil
 	}
-	toID, names, err := labelMapping(path, rows, opts.Label2ID)
+	toID, names, err := labelMapping(path, rows, opts.Label2ID, opts.NumLabels)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +420,7 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 // labelMapping returns the label-to-id function and the id-to-name table. With label2id (a model's mapping), a
 // label maps through it, an integer in [0, len(label2id)) is taken as a class id (another integer is an error
 // giving that range), and anything else is an error that lists the known labels.
-func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(string) (int64, error), []string, error) {
+func labelMapping(path string, rows []rawRow, label2id map[string]int, numLabels int) (func(string) (int64, error), []string, error) {
 	if len(label2id) > 0 {
 		names, err := labelNames(label2id)
 		if err != nil {
@@ -457,6 +459,9 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 	if len(seen) == 0 {
 		return nil, nil, fmt.Errorf("loaders: %s: no row has a label; set unlabelled for a test file", path)
 	}
+	if limit := cmp.Or(numLabels, MaxLabels); numeric && maxID >= int64(limit) {
+		return nil, nil, newLabelRangeError(path, rows, numLabels, limit)
+	}
 	if numeric {
 		names := make([]string, maxID+1)
 		for i := range names {
@@ -474,6 +479,62 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int) (func(str
 		ids[s] = int64(i)
 	}
 	return func(s string) (int64, error) { return ids[s], nil }, names, nil
+}
+
+// MaxLabels is the most classes a data file's integer labels may imply when the model's num_labels is not given
+// (DatasetOptions.NumLabels): ids are class ids, and the id-to-name table has max id + 1 entries.
+const MaxLabels = 1 << 20
+
+// LabelRangeError is LoadDataset's error for an integer label at or beyond the number of classes (the model's
+// num_labels, or MaxLabels); it is returned before any table is sized by the label.
+type LabelRangeError struct {
+	Path      string  // the data file
+	Line      int     // the line of the first label out of range
+	Label     int64   // that label
+	NumLabels int     // the model's num_labels; 0 when the limit was MaxLabels
+	Labels    []int64 // the file's distinct integer labels, sorted (at most 20: the smallest ones)
+	More      int     // how many distinct labels Labels leaves out
+}
+
+// Error says which label is out of range, where, and the labels the file holds.
+func (e *LabelRangeError) Error() string {
+	ids := make([]string, len(e.Labels))
+	for i, id := range e.Labels {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	list := strings.Join(ids, ", ")
+	if e.More > 0 {
+		list += fmt.Sprintf(" and %d more", e.More)
+	}
+	if e.NumLabels == 0 {
+		return fmt.Sprintf("loaders: %s:%d: label %d is beyond the %d classes a data file may have: integer labels are "+
+			"class ids 0..num_labels-1, and the file's labels are %s; renumber the classes from 0", e.Path, e.Line,
+			e.Label, MaxLabels, list)
+	}
+	return fmt.Sprintf("loaders: %s:%d: label %d is outside 0..%d for a model with num_labels %d: integer labels are "+
+		"class ids 0..num_labels-1, and the file's labels are %s", e.Path, e.Line, e.Label, e.NumLabels-1,
+		e.NumLabels, list)
+}
+
+// newLabelRangeError describes the first integer label of rows at or beyond limit.
+func newLabelRangeError(path string, rows []rawRow, numLabels, limit int) *LabelRangeError {
+	e := &LabelRangeError{Path: path, NumLabels: numLabels}
+	seen := map[int64]bool{}
+	for _, r := range rows {
+		if !r.hasLabel {
+			continue
+		}
+		id, _ := strconv.ParseInt(strings.TrimSpace(r.label), 10, 64)
+		if id >= int64(limit) && e.Line == 0 {
+			e.Line, e.Label = r.line, id
+		}
+		seen[id] = true
+	}
+	e.Labels = slices.Sorted(maps.Keys(seen))
+	if len(e.Labels) > 20 {
+		e.More, e.Labels = len(e.Labels)-20, e.Labels[:20]
+	}
+	return e
 }
 
 // labelNames inverts label2id into the id-to-name table; it must give the ids 0..len(label2id)-1 one name each.

@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -318,7 +319,14 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 			opts.Label2ID = labelIDs(cfg.ID2Label)
 		}
 	}
+	if !regression && !unlabelled {
+		opts.NumLabels = cfg.NumLabels() // integer labels are checked against it before any table is sized
+	}
 	ds, err := loaders.LoadDataset(path, opts)
+	var lre *loaders.LabelRangeError
+	if errors.As(err, &lre) && lre.NumLabels > 0 {
+		return nil, labelOutOfRange(key, lre)
+	}
 	if err != nil {
 		return nil, errctx.Wrapf(err, "recipes: %s", key)
 	}

@@ -46,6 +46,22 @@ func tooManyLabels(key string, ds *loaders.Dataset, numLabels int) error {
 		key, first.Label, ds.Path, first.Line, numLabels-1, numLabels, strings.Join(ids, ", "), fix)
 }
 
+// labelOutOfRange is tooManyLabels' message for an integer label that LoadDataset found beyond num_labels.
+func labelOutOfRange(key string, e *loaders.LabelRangeError) error {
+	ids := make([]string, len(e.Labels))
+	for i, id := range e.Labels {
+		ids[i] = strconv.FormatInt(id, 10)
+	}
+	list := strings.Join(ids, ", ")
+	if e.More > 0 {
+		list += fmt.Sprintf(" and %d more", e.More)
+	}
+	return fmt.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
+		"are class ids 0..num_labels-1, and the file's labels are %s; renumber the classes from 0, or set "+
+		"model.config.num_labels (or use a checkpoint with that many labels)",
+		key, e.Label, e.Path, e.Line, e.NumLabels-1, e.NumLabels, list)
+}
+
 // quoteNames returns names quoted and comma-separated: "neg", "pos".
 func quoteNames(names []string) string {
 	q := make([]string, len(names))

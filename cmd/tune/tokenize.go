@@ -110,18 +110,19 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 		defer f.Close()
 		in, name = f, o.File
 	}
-	r := bufio.NewReaderSize(in, 1<<16)
+	lr := loaders.NewLineReader(in, name, 0) // each line at most loaders.DefaultMaxRowBytes
 	w := bufio.NewWriter(stdout)
 	enc := json.NewEncoder(w)
-	for lineNo := 1; ; lineNo++ {
-		line, readErr := r.ReadString('\n')
-		if readErr != nil && !errors.Is(readErr, io.EOF) {
-			return fmt.Errorf("%s: %w", name, readErr)
-		}
-		if line == "" && readErr != nil {
+	for {
+		b, lineNo, readErr := lr.Next()
+		if errors.Is(readErr, io.EOF) {
 			break
 		}
-		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if readErr != nil {
+			w.Flush()
+			return readErr
+		}
+		line := string(b)
 		var e *loaders.Encoding
 		if o.Pair {
 			fields := strings.Split(line, "\t")
@@ -138,9 +139,6 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 		out := tokenizeLine{nonNil(e.IDs), nonNil(e.TypeIDs), nonNil(e.AttentionMask)}
 		if err := enc.Encode(out); err != nil {
 			return err
-		}
-		if readErr != nil {
-			break
 		}
 	}
 	return w.Flush()

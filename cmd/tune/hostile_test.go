@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// hostileData writes a copy of the tiny training file with line 3 replaced by row (a huge text, a huge label)
+// and returns its path.
+func hostileData(t *testing.T, row string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "recipes", "data", "tiny", "train.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")[:200]
+	lines[2] = row
+	p := filepath.Join(t.TempDir(), "train.tsv")
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestFinetuneHostileRows: a 2 MB row (beyond the 1 MiB a row may hold) and a label of 2147483647 are refused
+// with an error naming the file and line, before the run allocates anything by them (the label used to size
+// a table of 2^31 names and end in "fatal error: out of memory"; scripts/hostile-rss.sh measures the memory).
+func TestFinetuneHostileRows(t *testing.T) {
+	testutil.IsolateCache(t)
+	for _, c := range []struct {
+		name, row, want string
+	}{
+		{"a 2 MB row", strings.Repeat("very good ", 200_000) + "\t1", "train.tsv:3: row too long: the line is longer than 1048576 bytes"},
+		{"a huge label", "A fine film.\t2147483647", "label 2147483647 at "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := hostileData(t, c.row)
+			out := filepath.Join(t.TempDir(), "out")
+			code, _, stderr := runCLI("finetune", tinyRecipe, "data.train="+data, "training.output_dir="+out)
+			if code == 0 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, data) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant %q", code, stderr, c.want)
+			}
+		})
+	}
+}
+
+// TestTokenizeLongLine: tune tokenize refuses a line longer than 1 MiB naming file:line, and truncates a long
+// line within the limit to --max-length while reading it in pieces.
+func TestTokenizeLongLine(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(in, []byte("short line\n"+strings.Repeat("good ", 300_000)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tok := filepath.Join("..", "..", "recipes", "data", "tiny")
+	code, _, stderr := runCLI("tokenize", "--tokenizer", tok, "--max-length", "8", in)
+	if code == 0 || !strings.Contains(stderr, in+":2: row too long") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if err := os.WriteFile(in, []byte(strings.Repeat("good ", 200_000)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("tokenize", "--tokenizer", tok, "--max-length", "8", in)
+	if code != 0 || strings.Count(stdout, ",") != 3*7+2 {
+		t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout, stderr)
+	}
+}
