@@ -82,6 +82,14 @@ type Backend interface {
 	// attention heads. The backward is the same op with out and x exchanged.
 	Transpose12(out, x *Tensor, a, b, c, d int) error
 
+	// Attention is fused scaled-dot-product attention, O = dropout(softmax(Q·Kᵀ·Scale + mask))·V, without
+	// materialising the (Tq, Tk) scores; it also writes the FP32 log-sum-exp of each score row for the
+	// backward. See AttentionArgs for the operands, masking, grouped-query heads, dropout and the numerics.
+	Attention(a AttentionArgs) error
+	// AttentionBackward computes dQ, dK and dV of Attention from dO, the forward's Q, K, V, O and LSE,
+	// recomputing the probabilities from LSE (the same dropout mask is redrawn from Seed and Offset).
+	AttentionBackward(a AttentionBackwardArgs) error
+
 	// Embedding: out (N, C) = table (V, C) [ids (N)] with ids I32 or I64; an id outside [0, V) is an error.
 	Embedding(out, ids, table *Tensor) error
 	// EmbeddingBackward: dtable (V, C) += scatter-add of dout (N, C) rows at ids (N).
@@ -151,4 +159,62 @@ type AdamWArgs struct {
 	LR, Beta1, Beta2, Eps           float32   // lr, β1, β2, eps of the update above (HF: 5e-5, 0.9, 0.999, 1e-8)
 	WeightDecay                     float32   // wd, decoupled: p·(1 − lr·wd) on decaying segments
 	Step                            int       // t, the 1-based step count after this step's increment
+}
+
+// AttnOperand is one (B, H, T, D) operand of fused attention, read (or written) through strides so that the
+// projections' (B, T, H·D) outputs are used in place: element (b, h, t, d) lives at
+// Tensor.Offset + b·StrideB + h·StrideH + t·StrideT + d (d contiguous). All strides 0 means dense (B, H, T, D).
+// Only the operand's own elements are read or written; other elements of T (the rest of a packed (B, T, 3C)
+// projection buffer) are left untouched.
+type AttnOperand struct {
+	T                         *Tensor // the storage; its Numel must cover every element the operand addresses
+	StrideB, StrideH, StrideT int     // element distances between batch members, heads and positions
+}
+
+// AttentionArgs describes fused attention over B batch members, Hq query heads and Hkv key/value heads of size
+// D, Tq queries and Tk keys:
+//
+//	S  = Q·Kᵀ·Scale + Mask[b, j]      (and −Inf where Causal or Segments forbid the pair)
+//	P  = softmax_j(S)                  (held in FP32), LSE = log Σ_j exp(S_ij) (natural log, FP32)
+//	P' = dropout(P)                    (P·keep/(1 − DropoutP))
+//	O  = P'·V
+//
+// Query head h reads key/value head h / (Hq/Hkv) (grouped-query attention; Hkv == Hq is multi-head
+// attention). A row whose every key is forbidden gives O = 0 and LSE = −Inf (and zero gradients in the
+// backward). Q, K, V and O (and the backward's dO, dQ, dK, dV) share one dtype, F32, F16 or BF16.
+//
+// Dropout draws element (b, h, i, j) exactly as the Dropout op draws element n = ((b·Hq + h)·Tq + i)·Tk + j of
+// a dense (B, Hq, Tq, Tk) tensor with the same (Seed, Offset) (PhiloxKeep), so the fused op and the two-pass
+// path (Gemm → Softmax → Dropout → Gemm) keep the same elements on every backend, forward and backward; a
+// caller drawing further masks from Seed advances Offset by PhiloxCounters(B·Hq·Tq·Tk).
+//
+// Numerics (docs/ATTENTION.md): S and the softmax are FP32; for half operands P' is rounded to the half dtype
+// only as the input of the P'·V product (and of dV = P'ᵀ·dO in the backward), dS only as the input of the
+// dQ and dK products; accumulation is FP32 and each output is rounded once on store. Results are
+// bit-identical from run to run.
+//
+// A backend whose fast kernel does not cover a shape (a head size, a dtype) returns an error wrapping
+// ErrUnsupported that names the shape and what is supported; the caller can then take the two-pass path.
+type AttentionArgs struct {
+	B, Hq, Hkv, Tq, Tk, D int         // Hq = G·Hkv (grouped-query attention; Hkv == Hq for MHA); D head size
+	Q                     AttnOperand // (B, Hq, Tq, D)   F16, BF16 or F32 (all operands one dtype)
+	K, V                  AttnOperand // (B, Hkv, Tk, D)
+	O                     AttnOperand // (B, Hq, Tq, D)   written (=)
+	LSE                   *Tensor     // (B, Hq, Tq) F32, dense; written (=): natural-log log-sum-exp of the row of S
+	Scale                 float32     // softmax scale, usually 1/sqrt(D)
+	Mask                  *Tensor     // optional additive key mask (B, Tk) F32 (0, -1e4, finfo.min or -Inf); nil none
+	Causal                bool        // query i sees key j only when j <= i + (Tk - Tq)  (bottom-right aligned)
+	Segments              *Tensor     // optional (B, T) I32 segment ids (needs Tq == Tk): i sees j only when equal
+	DropoutP              float32     // dropout on the probabilities P, in [0, 1); 0 for none
+	Seed, Offset          uint64      // Philox key and counter base for the dropout draw (see PhiloxKeep)
+}
+
+// AttentionBackwardArgs describes the backward of Attention: with dP' = dO·Vᵀ, dP = dP'·keep/(1 − DropoutP),
+// Δ_i = Σ_d dO_id·O_id and dS = P∘(dP − Δ), it writes dQ = Scale·dS·K, dK = Scale·dSᵀ·Q and dV = P'ᵀ·dO. dK
+// and dV of a key/value head are summed over its Hq/Hkv query heads in a fixed order.
+type AttentionBackwardArgs struct {
+	AttentionArgs             // the forward's arguments; Q, K, V, O and LSE are read (O and LSE as written)
+	DO            AttnOperand // (B, Hq, Tq, D)
+	DQ            AttnOperand // (B, Hq, Tq, D)  written (=)
+	DK, DV        AttnOperand // (B, Hkv, Tk, D) written (=), summed over the G query heads of each KV head
 }

@@ -54,6 +54,18 @@
 // flat parameter, gradient and moment buffers in one call (AdamWArgs, PyTorch's formula), Segments saying
 // which ranges decay.
 //
+// Attention and AttentionBackward are fused scaled-dot-product attention (FlashAttention-2's algorithm on the
+// GPU): they never hold the (Tq, Tk) scores, only the FP32 log-sum-exp of each row. Their operands are
+// AttnOperands, (B, H, T, D) views given by strides, so the heads are read in place from a projection's
+// (B, T, H·D) output — Q, K and V of a (B, T, 3C) buffer of the fused QKV projection are
+//
+//	q := tensor.AttnOperand{T: qkv, StrideB: T * 3 * C, StrideH: D, StrideT: 3 * C}
+//	k, v := q, q
+//	k.T, _ = qkv.View(C, qkv.Numel()-C)     // K starts at channel C of row 0
+//	v.T, _ = qkv.View(2*C, qkv.Numel()-2*C) // V at channel 2C
+//
+// (see AttentionArgs; docs/ATTENTION.md gives the numerics contract every backend keeps).
+//
 // # Randomness
 //
 // Dropout draws from Philox 4x32-10 (Salmon et al., SC'11) at a (seed, offset) the caller chooses: element i is
@@ -64,7 +76,8 @@
 // # Errors
 //
 // Every op returns nil or an *OpError naming the op and its arguments' shapes, wrapping one of the sentinels
-// ErrShape, ErrDType, ErrBackend, ErrArgument or ErrNoDevice:
+// ErrShape, ErrDType, ErrBackend, ErrArgument, ErrUnsupported (a valid shape a backend's kernel does not
+// cover; the message says what is supported) or ErrNoDevice:
 //
 //	if errors.Is(err, tensor.ErrShape) { ... }
 //	var oe *tensor.OpError

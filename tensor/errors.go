@@ -15,6 +15,9 @@ var (
 	ErrBackend = errors.New("tensor from another backend")
 	// ErrArgument: a scalar argument is out of range (negative size, p outside [0,1), ...).
 	ErrArgument = errors.New("invalid argument")
+	// ErrUnsupported: a backend's kernel does not cover these (valid) arguments, e.g. a head size outside the
+	// fused attention kernel's; the message names what is supported, and callers may take another path.
+	ErrUnsupported = errors.New("not supported by this backend")
 	// ErrNoDevice: the backend is not available (e.g. a binary built without CUDA support, or no GPU).
 	ErrNoDevice = errors.New("device not available")
 )
@@ -24,7 +27,7 @@ var (
 type OpError struct {
 	Op     string  // the Backend method's name: "Gemm", "LayerNormBackward"
 	Shapes []Shape // the shapes of its tensor arguments, in signature order (nil entries for nil tensors)
-	Err    error   // the cause, wrapping ErrShape, ErrDType, ErrBackend, ErrArgument or a backend's own error
+	Err    error   // the cause, wrapping ErrShape, ErrDType, ErrBackend, ErrArgument, ErrUnsupported or a backend's own error
 }
 
 // Error formats as "tensor: Gemm [2 3] [4 5]: shape mismatch: ...".

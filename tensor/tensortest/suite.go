@@ -22,7 +22,7 @@ func RunOpSuite(t *testing.T, b tensor.Backend) {
 		t.Run(dt.String(), func(t *testing.T) {
 			var cases []opCase
 			for _, build := range []func(tensor.DType) []opCase{elementwiseCases, activationCases, normCases,
-				softmaxCases, dropoutCases, layoutCases, lossCases, gemmCases} {
+				softmaxCases, dropoutCases, layoutCases, lossCases, gemmCases, attentionCases} {
 				cases = append(cases, build(dt)...)
 			}
 			for _, c := range cases {
@@ -142,6 +142,15 @@ func checkErrors(t *testing.T, b tensor.Backend) {
 		{"Dropout with p = 1", "Dropout", b.Dropout(mk(tensor.F32, 4), mk(tensor.F32, 4), 1, 0, 0), tensor.ErrArgument},
 		{"Gemm with A and B of different dtypes", "Gemm", b.Gemm(tensor.GemmArgs{M: 1, N: 1, K: 1, A: mk(tensor.F32, 1), B: mk(tensor.BF16, 1), C: mk(tensor.F32, 1), Alpha: 1}), tensor.ErrDType},
 		{"Softmax with an F16 mask", "Softmax", b.Softmax(mk(tensor.F32, 2, 3), mk(tensor.F32, 2, 3), mk(tensor.F16, 1, 3)), tensor.ErrDType},
+		{"Attention with Hq not a multiple of Hkv", "Attention", b.Attention(tensor.AttentionArgs{B: 1, Hq: 3, Hkv: 2, Tq: 1, Tk: 1, D: 4,
+			Q: tensor.AttnOperand{T: mk(tensor.BF16, 12)}, K: tensor.AttnOperand{T: mk(tensor.BF16, 8)}, V: tensor.AttnOperand{T: mk(tensor.BF16, 8)},
+			O: tensor.AttnOperand{T: mk(tensor.BF16, 12)}, LSE: mk(tensor.F32, 3), Scale: 0.5}), tensor.ErrArgument},
+		{"AttentionBackward with an F16 dO for BF16 operands", "AttentionBackward", b.AttentionBackward(tensor.AttentionBackwardArgs{
+			AttentionArgs: tensor.AttentionArgs{B: 1, Hq: 1, Hkv: 1, Tq: 1, Tk: 1, D: 64, Q: tensor.AttnOperand{T: mk(tensor.BF16, 64)},
+				K: tensor.AttnOperand{T: mk(tensor.BF16, 64)}, V: tensor.AttnOperand{T: mk(tensor.BF16, 64)}, O: tensor.AttnOperand{T: mk(tensor.BF16, 64)},
+				LSE: mk(tensor.F32, 1), Scale: 0.125},
+			DO: tensor.AttnOperand{T: mk(tensor.F16, 64)}, DQ: tensor.AttnOperand{T: mk(tensor.BF16, 64)},
+			DK: tensor.AttnOperand{T: mk(tensor.BF16, 64)}, DV: tensor.AttnOperand{T: mk(tensor.BF16, 64)}}), tensor.ErrDType},
 		{"NonFiniteCheckAndUnscale of a BF16 tensor", "NonFiniteCheckAndUnscale", nfErr, tensor.ErrDType},
 		{"a tensor of no backend", "Scale", b.Scale(foreign, 2), tensor.ErrBackend},
 		{"a nil tensor", "GELU", b.GELU(nil, mk(tensor.F32, 3)), tensor.ErrArgument},

@@ -1,0 +1,283 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tune-ml/tune/internal/opcheck"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// This file is the reference of fused attention (tensor.AttentionArgs), written plainly: one score row at a
+// time, never the whole (Tq, Tk) matrix. It keeps the numerics contract of docs/ATTENTION.md, which the CUDA
+// kernel (FlashAttention-2: Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+// Partitioning", 2023, algorithms 1 and 2) keeps too, so the two agree to the rounding of the outputs:
+//
+//   - S, the softmax, LSE and every accumulation are in T (FP32 in the backend, FP64 in the gradient checks);
+//   - for half operands, P' is rounded to the half dtype as the input of P'·V and of dV = P'ᵀ·dO, and dS as the
+//     input of dQ = dS·K and dK = dSᵀ·Q (round; nil for F32 and FP64), with Scale applied to the FP32 sums;
+//   - outputs are rounded once on store; the backward recomputes P = exp(S − LSE) from the saved LSE.
+
+// attnProblem is one validated attention call in the kernels' terms: dense (B, H, T, D) operands.
+type attnProblem[T scalar] struct {
+	B, Hq, Hkv, Tq, Tk, D int
+	scale                 T
+	mask                  []float32 // (B, Tk) additive key mask, or nil
+	seg                   []int32   // (B, T) segment ids, or nil
+	causal                bool
+	p                     float32 // dropout probability
+	seed, offset          uint64
+	round                 func(T) T // rounding of P' and dS to the operands' half dtype; nil: none
+}
+
+// allowed reports whether query i of batch member b may see key j (causal bottom-right alignment, segments).
+func (a *attnProblem[T]) allowed(b, i, j int) bool {
+	if a.causal && j > i+a.Tk-a.Tq {
+		return false
+	}
+	return a.seg == nil || a.seg[b*a.Tq+i] == a.seg[b*a.Tk+j]
+}
+
+// scores fills s (Tk) with row i of S = q·Kᵀ·scale + mask for batch member b: q the query row (D), k the head's
+// keys (Tk, D); a forbidden pair gets −Inf.
+func (a *attnProblem[T]) scores(s, q, k []T, b, i int) {
+	negInf := T(math.Inf(-1))
+	for j := range s {
+		if !a.allowed(b, i, j) {
+			s[j] = negInf
+			continue
+		}
+		var acc T
+		for d, x := range q {
+			acc += x * k[j*a.D+d]
+		}
+		acc *= a.scale
+		if a.mask != nil {
+			acc += T(a.mask[b*a.Tk+j])
+		}
+		s[j] = acc
+	}
+}
+
+// dropRow fills f (Tk) with the dropout factor of row i of head h of batch member b: 1/(1−p) where
+// tensor.PhiloxKeep keeps element ((b·Hq + h)·Tq + i)·Tk + j of a dense (B, Hq, Tq, Tk) tensor, else 0 (as
+// dropoutKernel computes it, so the fused and the two-pass path keep the same elements); all 1 when p is 0.
+func (a *attnProblem[T]) dropRow(f []T, b, h, i int) {
+	if a.p == 0 {
+		for j := range f {
+			f[j] = 1
+		}
+		return
+	}
+	ones := make([]T, len(f))
+	for j := range ones {
+		ones[j] = 1
+	}
+	dropoutKernel(f, ones, a.p, a.seed, a.offset, ((b*a.Hq+h)*a.Tq+i)*a.Tk)
+}
+
+// rnd applies the half rounding of the product inputs (nothing for F32/FP64).
+func (a *attnProblem[T]) rnd(x T) T {
+	if a.round == nil {
+		return x
+	}
+	return a.round(x)
+}
+
+// heads returns the offsets of query head h's rows and of its key/value head's rows in dense operands.
+func (a *attnProblem[T]) heads(b, h int) (qo, ko int) {
+	return (b*a.Hq + h) * a.Tq * a.D, (b*a.Hkv + h/(a.Hq/a.Hkv)) * a.Tk * a.D
+}
+
+// attnForwardKernel computes O (B, Hq, Tq, D) and LSE (B, Hq, Tq) from dense Q, K, V, one (b, h) pair per
+// task: P = exp(S − max S)/Σ exp(S − max S) as softmaxKernel computes it, LSE = max S + log Σ, and
+// O_i = Σ_j rnd(P_ij·f_ij)·V_j with f the dropout factor. A row with no allowed key gives O = 0, LSE = −Inf.
+func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
+	parallelFor(a.B*a.Hq, a.Tq*a.Tk*a.D*2, func(lo, hi int) {
+		s, f := make([]T, a.Tk), make([]T, a.Tk)
+		for bh := lo; bh < hi; bh++ {
+			b, h := bh/a.Hq, bh%a.Hq
+			qo, ko := a.heads(b, h)
+			for i := 0; i < a.Tq; i++ {
+				row := o[qo+i*a.D : qo+(i+1)*a.D]
+				clear(row)
+				a.scores(s, q[qo+i*a.D:qo+(i+1)*a.D], k[ko:], b, i)
+				mx := T(math.Inf(-1))
+				for _, x := range s {
+					mx = max(mx, x)
+				}
+				if math.IsInf(float64(mx), -1) {
+					lse[bh*a.Tq+i] = mx
+					continue
+				}
+				var sum T
+				for j, x := range s {
+					s[j] = T(math.Exp(float64(x - mx)))
+					sum += s[j]
+				}
+				lse[bh*a.Tq+i] = mx + T(math.Log(float64(sum)))
+				inv := 1 / sum
+				a.dropRow(f, b, h, i)
+				for j, e := range s {
+					pd := a.rnd(e * inv * f[j])
+					if pd == 0 {
+						continue
+					}
+					for d, x := range v[ko+j*a.D : ko+(j+1)*a.D] {
+						row[d] += pd * x
+					}
+				}
+			}
+		}
+	})
+}
+
+// attnBackwardKernel computes dQ (B, Hq, Tq, D), dK and dV (B, Hkv, Tk, D) from dense dO and the forward's
+// Q, K, V, O and LSE, one (b, key/value head) pair per task so that dK and dV sum their query heads in a fixed
+// order: with P = exp(S − LSE), f the dropout factor, Δ_i = dO_i·O_i and dS_ij = P_ij·(f_ij·dO_i·V_j − Δ_i),
+//
+//	dV_j += rnd(P_ij·f_ij)·dO_i,   dQ_i = scale·Σ_j rnd(dS_ij)·K_j,   dK_j = scale·Σ_i rnd(dS_ij)·Q_i.
+func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse, dout []T) {
+	g := a.Hq / a.Hkv
+	parallelFor(a.B*a.Hkv, g*a.Tq*a.Tk*a.D*4, func(lo, hi int) {
+		s, f := make([]T, a.Tk), make([]T, a.Tk)
+		for bk := lo; bk < hi; bk++ {
+			b, kh := bk/a.Hkv, bk%a.Hkv
+			ko := bk * a.Tk * a.D
+			dkh, dvh := dk[ko:ko+a.Tk*a.D], dv[ko:ko+a.Tk*a.D]
+			clear(dkh)
+			clear(dvh)
+			for h := kh * g; h < (kh+1)*g; h++ {
+				qo, _ := a.heads(b, h)
+				for i := 0; i < a.Tq; i++ {
+					qi, oi, doi := q[qo+i*a.D:qo+(i+1)*a.D], o[qo+i*a.D:qo+(i+1)*a.D], dout[qo+i*a.D:qo+(i+1)*a.D]
+					dqi := dq[qo+i*a.D : qo+(i+1)*a.D]
+					clear(dqi)
+					l := lse[(b*a.Hq+h)*a.Tq+i]
+					if math.IsInf(float64(l), -1) {
+						continue
+					}
+					a.scores(s, qi, k[ko:], b, i)
+					a.dropRow(f, b, h, i)
+					var delta T
+					for d, x := range doi {
+						delta += x * oi[d]
+					}
+					for j, x := range s {
+						if math.IsInf(float64(x), -1) {
+							continue
+						}
+						p := T(math.Exp(float64(x - l)))
+						kj, vj := k[ko+j*a.D:ko+(j+1)*a.D], v[ko+j*a.D:ko+(j+1)*a.D]
+						if pd := a.rnd(p * f[j]); pd != 0 {
+							for d, y := range doi {
+								dvh[j*a.D+d] += pd * y
+							}
+						}
+						var dp T
+						for d, y := range doi {
+							dp += y * vj[d]
+						}
+						ds := a.rnd(p * (dp*f[j] - delta))
+						if ds == 0 {
+							continue
+						}
+						for d := range dqi {
+							dqi[d] += ds * kj[d]
+							dkh[j*a.D+d] += ds * qi[d]
+						}
+					}
+					for d := range dqi {
+						dqi[d] *= a.scale
+					}
+				}
+			}
+			for d := range dkh {
+				dkh[d] *= a.scale
+			}
+		}
+	})
+}
+
+// Attention computes fused attention (tensor.AttentionArgs) with the reference kernel above: operands are
+// gathered from their strided layout into dense FP32 (B, H, T, D) scratch, and O is rounded into its own
+// elements only. Argument errors are those of opcheck.AttentionGeometry; the CPU supports every valid shape.
+func (bk *Backend) Attention(a tensor.AttentionArgs) (err error) {
+	ts := opcheck.AttentionTensors(a)
+	defer guard(&err, "Attention", ts...)
+	g, gerr := opcheck.AttentionGeometry(a, cpuOwner)
+	if gerr != nil {
+		return tensor.Errorf("Attention", gerr, ts...)
+	}
+	pr := newAttnProblem(g)
+	q, k, v := gather(g.Q, g.B, g.Hq, g.Tq, g.D), gather(g.K, g.B, g.Hkv, g.Tk, g.D), gather(g.V, g.B, g.Hkv, g.Tk, g.D)
+	o := make([]float32, g.B*g.Hq*g.Tq*g.D)
+	attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
+	scatter(g.O, o, g.B, g.Hq, g.Tq, g.D)
+	return nil
+}
+
+// AttentionBackward computes dQ, dK and dV of Attention (tensor.AttentionBackwardArgs) with the reference
+// kernel above, recomputing P from the saved LSE and the dropout mask from (Seed, Offset).
+func (bk *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) {
+	ts := opcheck.AttentionBackwardTensors(a)
+	defer guard(&err, "AttentionBackward", ts...)
+	g, gerr := opcheck.AttentionBackwardGeometry(a, cpuOwner)
+	if gerr != nil {
+		return tensor.Errorf("AttentionBackward", gerr, ts...)
+	}
+	pr := newAttnProblem(g)
+	nq, nk := g.B*g.Hq*g.Tq*g.D, g.B*g.Hkv*g.Tk*g.D
+	q, k, v := gather(g.Q, g.B, g.Hq, g.Tq, g.D), gather(g.K, g.B, g.Hkv, g.Tk, g.D), gather(g.V, g.B, g.Hkv, g.Tk, g.D)
+	o, dout := gather(g.O, g.B, g.Hq, g.Tq, g.D), gather(g.DO, g.B, g.Hq, g.Tq, g.D)
+	dq, dk, dv := make([]float32, nq), make([]float32, nk), make([]float32, nk)
+	attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
+	scatter(g.DQ, dq, g.B, g.Hq, g.Tq, g.D)
+	scatter(g.DK, dk, g.B, g.Hkv, g.Tk, g.D)
+	scatter(g.DV, dv, g.B, g.Hkv, g.Tk, g.D)
+	return nil
+}
+
+// newAttnProblem turns a validated call into the FP32 kernels' problem, rounding P' and dS to the operands'
+// dtype when it is half.
+func newAttnProblem(g opcheck.Attention) *attnProblem[float32] {
+	pr := &attnProblem[float32]{B: g.B, Hq: g.Hq, Hkv: g.Hkv, Tq: g.Tq, Tk: g.Tk, D: g.D, scale: g.Scale,
+		causal: g.Causal, p: g.DropoutP, seed: g.Seed, offset: g.Offset}
+	if g.Mask != nil {
+		pr.mask = f32Of(g.Mask)
+	}
+	if g.Segments != nil {
+		pr.seg = i32Of(g.Segments)
+	}
+	if dt := g.Q.T.DType; dt != tensor.F32 {
+		pr.round = func(x float32) float32 { return tensor.RoundTo(dt, x) }
+	}
+	return pr
+}
+
+// gather copies operand x, (b, h, t, d) through its strides, into a dense FP32 slice (half widened exactly).
+func gather(x opcheck.AttnOperand, b, h, t, d int) []float32 {
+	out := make([]float32, b*h*t*d)
+	for r := 0; r < b*h*t; r++ {
+		src := x.T.Offset + x.Index(r/(h*t), r/t%h, r%t)
+		row := out[r*d : (r+1)*d]
+		if x.T.DType == tensor.F32 {
+			copy(row, bufOf(x.T).f32[src:src+d])
+		} else {
+			tensor.WidenHalf(row, bufOf(x.T).u16[src:src+d], x.T.DType)
+		}
+	}
+	return out
+}
+
+// scatter rounds the dense (b, h, t, d) values v into operand x's own elements once.
+func scatter(x opcheck.AttnOperand, v []float32, b, h, t, d int) {
+	for r := 0; r < b*h*t; r++ {
+		dst := x.T.Offset + x.Index(r/(h*t), r/t%h, r%t)
+		row := v[r*d : (r+1)*d]
+		if x.T.DType == tensor.F32 {
+			copy(bufOf(x.T).f32[dst:dst+d], row)
+		} else {
+			tensor.NarrowHalf(bufOf(x.T).u16[dst:dst+d], row, x.T.DType)
+		}
+	}
+}
