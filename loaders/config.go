@@ -91,7 +91,7 @@ func invertLabels(id2label map[int]string) map[string]int {
 
 // ReadBertConfig reads path (a config.json, or a directory holding one), applies transformers' defaults to absent
 // fields and checks that the file is a consistent config.json: each known key has its JSON type, and the labels
-// agree (Validate). It does not judge the values as a model: transformer.BertConfigFromHF does. Errors name the
+// agree (Validate). It does not judge the values as a model: bert.BertConfigFromHF does. Errors name the
 // file and the key.
 func ReadBertConfig(path string) (*BertConfig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -177,7 +177,7 @@ func (c *BertConfig) SetLabels(names []string) error {
 // ids 0..n-1 with no gap, and label2id maps names to those ids. Errors name the file and the key, as
 // "loaders: config.json: id2label has 2 entries but no id 1: ids must be 0..1". Whether a model can be built
 // from the values (sizes, dropout probabilities, hidden_act, pad_token_id, problem_type, at least one label)
-// is the model package's decision, not the file's: transformer.BertConfig.Problems checks those, for a
+// is the model package's decision, not the file's: bert.BertConfig.Problems checks those, for a
 // checkpoint's config.json and a recipe's model.config alike.
 func (c *BertConfig) Validate() error {
 	src := c.source

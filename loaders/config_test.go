@@ -192,7 +192,7 @@ func TestConfigErrors(t *testing.T) {
 }
 
 // TestConfigLeavesModelRulesToTheModel: values that are well-formed JSON of the right type but describe a model
-// tune cannot build are read as written, so that transformer.BertConfig.Problems can name them (loaders does not
+// tune cannot build are read as written, so that bert.BertConfig.Problems can name them (loaders does not
 // import transformer; DESIGN's package order).
 func TestConfigLeavesModelRulesToTheModel(t *testing.T) {
 	tests := []struct {

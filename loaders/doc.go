@@ -1,7 +1,7 @@
 // Package loaders reads what users bring: safetensors checkpoints (single and sharded), Hugging Face config.json,
 // tokenizers (tokenizer.json or vocab.txt, with Hugging Face parity), and labelled text datasets (TSV, CSV,
 // JSONL), and turns examples into padded Batches. Everything here is host-side: no backend, no tensors on a
-// device. transformer.LoadPretrained and the recipes package put the pieces together; this is the tour of the
+// device. bert.LoadPretrained and the recipes package put the pieces together; this is the tour of the
 // pieces.
 //
 // # Checkpoints
@@ -36,7 +36,7 @@
 //
 // BertConfig is config.json with transformers' field meanings and defaults (DefaultBertConfig is
 // bert-base-uncased's). ReadBertConfig and ParseBertConfig check JSON types and label consistency, naming the
-// file and key; judging the sizes as a model is transformer.BertConfigFromHF's job. SetLabels names the classes
+// file and key; judging the sizes as a model is bert.BertConfigFromHF's job. SetLabels names the classes
 // (id2label and label2id), and WriteFile writes the file back as transformers does (sorted keys, indent 2),
 // keeping the keys tune does not interpret (Extra) unchanged.
 //

@@ -3,6 +3,7 @@ package lora
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +13,6 @@ import (
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // AdapterWeightsName is the file PEFT's save_pretrained writes the adapter's tensors to.
@@ -57,7 +57,7 @@ func memoryName(key string) (string, bool) {
 //
 // (PEFT 0.21 looks for lora_only biases under <module>.bias, which a wrapped layer does not have, and so saves
 // none; tune saves them under the name PEFT's loader puts them back from.) When the base model can write its
-// config alone (SaveConfig, as *transformer.BertForSequenceClassification does), dir also gets config.json: the
+// config alone (SaveConfig, as *bert.BertForSequenceClassification does), dir also gets config.json: the
 // base config with the run's label names (id2label/label2id) and num_labels, which SavedLabels reads back and
 // transformers' AutoConfig.from_pretrained(dir) reads; PEFT's loaders ignore it. dir is created if needed; each
 // file is written to a temporary file and renamed into place. The trainer calls Save for its checkpoints.
@@ -99,7 +99,7 @@ type configSaver interface {
 	SaveConfig(dir string) error
 }
 
-var _ configSaver = (*transformer.BertForSequenceClassification)(nil)
+var _ configSaver = (*bert.BertForSequenceClassification)(nil)
 
 // Load reads back into the adapter the weights Save (or PEFT) wrote in dir (trainer.Loader, used to resume
 // and for load_best_model_at_end). dir's adapter_config.json must describe the same adapter: r, lora_alpha,

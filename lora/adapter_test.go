@@ -2,6 +2,7 @@ package lora
 
 import (
 	"encoding/json"
+	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,10 +17,10 @@ import (
 )
 
 // loadTinyBert loads shared/data/tiny-bert-random (hidden 64, 2 layers, 2 labels) on the CPU.
-func loadTinyBert(t testing.TB) *transformer.BertForSequenceClassification {
+func loadTinyBert(t testing.TB) *bert.BertForSequenceClassification {
 	t.Helper()
 	dir := testutil.SharedData(t, "tiny-bert-random")
-	m, _, err := transformer.LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
+	m, _, err := bert.LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +293,7 @@ func TestSavedNumLabels(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := tinyConfig()
-			cfg.ID2Label = transformer.DefaultLabels(3)
+			cfg.ID2Label = bert.DefaultLabels(3)
 			lc := seqCls()
 			lc.TaskType = c.task
 			m, err := Apply(newBase(t, cpuBackend(), cfg, 1), lc, 1)

@@ -1,11 +1,11 @@
 package lora
 
 import (
+	"github.com/tune-ml/tune/transformer/bert"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/trainer"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // memBackend tracks the bytes of the live buffers allocated through it.
@@ -38,8 +38,8 @@ func (m *memBackend) Free(t *tensor.Tensor) {
 
 // benchConfig is tiny-bert-random's shape (../shared/data/tiny-bert-random): V 30522, C 64, 2 layers, 4 heads,
 // I 128, 2 labels, with BERT's default dropout 0.1 on.
-func benchConfig() transformer.BertConfig {
-	c := transformer.DefaultBertConfig()
+func benchConfig() bert.BertConfig {
+	c := bert.DefaultBertConfig()
 	c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 64, 2, 4, 128
 	return c
 }
@@ -50,7 +50,7 @@ func benchConfig() transformer.BertConfig {
 func benchStep(b *testing.B, adapt bool) {
 	mem := newMemBackend(cpuBackend())
 	cfg := benchConfig()
-	base, err := transformer.NewBertForSequenceClassification(mem, cfg, 1)
+	base, err := bert.NewBertForSequenceClassification(mem, cfg, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@
 // targeted projection (A and B drawn from seed), and freezes everything else but modules_to_save and the
 // biases cfg.Bias names. The result, a *Model, is a trainer.Model, so the trainer trains the adapters alone:
 //
-//	base, _, err := transformer.LoadPretrained(dir, b, transformer.LoadOptions{NumLabels: 2})
+//	base, _, err := bert.LoadPretrained(dir, b, transformer.LoadOptions{NumLabels: 2})
 //	m, err := lora.Apply(base, cfg, seed)          // errors wrap ErrInvalidConfig or ErrNoTargets
 //	for _, w := range m.Warnings { log.Print(w) } // what Normalize adjusted
 //	fmt.Println(lora.TrainableReport(m)) // "trainable params: 296,450 || all params: ... || trainable%: 0.2700"
@@ -47,7 +47,7 @@
 // PeftModel.from_pretrained:
 //
 //	labels, err := lora.SavedLabels(adapterDir)
-//	base, _, err := transformer.LoadPretrained(baseDir, b, transformer.LoadOptions{Labels: labels})
+//	base, _, err := bert.LoadPretrained(baseDir, b, transformer.LoadOptions{Labels: labels})
 //	m, err := lora.LoadAdapter(base, adapterDir)   // strict: a missing or mis-shaped adapter tensor is an error
 //
 // Merge folds scaling·B·A into each base weight (merge_adapter) so inference costs the base alone, Unmerge takes
@@ -59,6 +59,6 @@
 //
 // # Full control
 //
-// Base is the interface Apply adapts (*transformer.BertForSequenceClassification implements it); NewLinear
+// Base is the interface Apply adapts (*bert.BertForSequenceClassification implements it); NewLinear
 // wraps one transformer.Linear by hand, and AddDelta applies W += alpha·B·A on a backend, the merge's kernel.
 package lora

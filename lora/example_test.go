@@ -2,6 +2,7 @@ package lora_test
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
 
@@ -15,11 +16,11 @@ import (
 // PEFT's format, load it onto a fresh base, and merge it.
 func Example() {
 	b := cpu.New()
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 16, 2, 2, 32
 	cfg.MaxPositionEmbeddings = 16
 	cfg.ID2Label = []string{"negative", "positive"}
-	base, err := transformer.NewBertForSequenceClassification(b, cfg, 1)
+	base, err := bert.NewBertForSequenceClassification(b, cfg, 1)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -51,7 +52,7 @@ func Example() {
 		return
 	}
 	labels, _ := lora.SavedLabels(dir)
-	fresh, _ := transformer.NewBertForSequenceClassification(b, cfg, 1) // the same base weights
+	fresh, _ := bert.NewBertForSequenceClassification(b, cfg, 1) // the same base weights
 	loaded, err := lora.LoadAdapter(fresh, dir)
 	if err != nil {
 		fmt.Println(err)

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
 	"path/filepath"
@@ -16,7 +17,6 @@ import (
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -33,8 +33,8 @@ var updateTuneAdapters = flag.Bool("update-tune-adapters", false,
 
 // goldenConfig is the base model of the goldens: bert_goldens.py's make_config(128, 2): C 64, 2 layers, 4 heads,
 // I 128, V 128, 64 positions, 2 labels, dropout 0.
-func goldenConfig() transformer.BertConfig {
-	c := transformer.DefaultBertConfig()
+func goldenConfig() bert.BertConfig {
+	c := bert.DefaultBertConfig()
 	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 128, 64, 2, 4, 128
 	c.MaxPositionEmbeddings = 64
 	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = 0, 0

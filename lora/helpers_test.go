@@ -1,6 +1,7 @@
 package lora
 
 import (
+	"github.com/tune-ml/tune/transformer/bert"
 	"strings"
 	"testing"
 
@@ -9,14 +10,13 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/trainer"
-	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
 // tinyConfig is the CASES' tiny BERT shape with a small vocabulary: C 64, 2 layers, 4 heads, I 128 (so
 // intermediate.dense is the non-square 64→128 of B28), V 96, 2 labels, dropout off.
-func tinyConfig() transformer.BertConfig {
-	c := transformer.DefaultBertConfig()
+func tinyConfig() bert.BertConfig {
+	c := bert.DefaultBertConfig()
 	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 96, 64, 2, 4, 128
 	c.MaxPositionEmbeddings = 32
 	c.HiddenDropoutProb, c.AttentionProbsDropoutProb = 0, 0
@@ -24,9 +24,9 @@ func tinyConfig() transformer.BertConfig {
 }
 
 // newBase builds a tiny BERT on b with detweights values from seed in every parameter.
-func newBase(t testing.TB, b tensor.Backend, cfg transformer.BertConfig, seed uint64) *transformer.BertForSequenceClassification {
+func newBase(t testing.TB, b tensor.Backend, cfg bert.BertConfig, seed uint64) *bert.BertForSequenceClassification {
 	t.Helper()
-	m, err := transformer.NewBertForSequenceClassification(b, cfg, seed)
+	m, err := bert.NewBertForSequenceClassification(b, cfg, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

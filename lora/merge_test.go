@@ -2,6 +2,7 @@ package lora
 
 import (
 	"errors"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -194,7 +195,7 @@ func TestMergeAndUnload(t *testing.T) {
 	}
 	dir := t.TempDir()
 	must(t, base.Save(dir))
-	re, report, err := transformer.LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
+	re, report, err := bert.LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

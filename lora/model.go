@@ -3,6 +3,7 @@ package lora
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"slices"
 	"strings"
 
@@ -13,10 +14,10 @@ import (
 
 // Base is what Apply adapts: transformer.Adaptable, a model that trains as transformer.Model describes, whose
 // projections can be listed and replaced by module path, and whose parameters can be frozen by name.
-// *transformer.BertForSequenceClassification and the causal LMs implement it.
+// *bert.BertForSequenceClassification and the causal LMs implement it.
 type Base = transformer.Adaptable
 
-var _ Base = (*transformer.BertForSequenceClassification)(nil)
+var _ Base = (*bert.BertForSequenceClassification)(nil)
 
 // Model is a Base with LoRA adapters in place of its targeted projections: PEFT's PeftModel. It trains like its
 // base (it implements trainer.Model and trainer.Loader, delegating Forward, Backward and the parameter buffers to

@@ -3,6 +3,7 @@ package recipes
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,7 +29,7 @@ type Run struct {
 	Train, Eval, Test *TextDataset
 	// Base is the BERT model; Model is what is trained and saved: Base itself, or Base with LoRA adapters
 	// (*lora.Model, which saves the adapter in PEFT's format).
-	Base  *transformer.BertForSequenceClassification
+	Base  *bert.BertForSequenceClassification
 	Model trainer.Model
 	// Notices are messages for the user about the model (freshly initialised head weights, unexpected tensors).
 	Notices []string
@@ -161,7 +162,7 @@ func (run *Run) nameLabels(names []string) error {
 	if !isDefaultLabels(cfg.ID2Label) || isIDLabels(names) || len(names) > cfg.NumLabels() {
 		return nil
 	}
-	id2label := transformer.DefaultLabels(cfg.NumLabels())
+	id2label := bert.DefaultLabels(cfg.NumLabels())
 	copy(id2label, names)
 	seen := make(map[string]int, len(id2label))
 	for i, n := range id2label {
@@ -209,7 +210,7 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 			}
 		}
 	}
-	m, report, err := transformer.LoadPretrained(dir, b, opts)
+	m, report, err := bert.LoadPretrained(dir, b, opts)
 	if err != nil {
 		return nil, errctx.Wrap("recipes", err)
 	}
@@ -257,7 +258,7 @@ func absPath(p string) (string, error) {
 
 // checkVocab reports a tokenizer whose ids do not all fit the model's embedding table (vocab_size rows): the
 // tokenizer belongs to another model, and the first batch would fail deep in the embedding lookup.
-func checkVocab(tok *loaders.Tokenizer, tokPath string, m *transformer.BertForSequenceClassification, model string) error {
+func checkVocab(tok *loaders.Tokenizer, tokPath string, m *bert.BertForSequenceClassification, model string) error {
 	if n, v := tok.VocabSize(), m.Config.VocabSize; n > v {
 		return fmt.Errorf("the tokenizer %s has %d tokens but %s has vocab_size %d: they do not belong together (token ids ≥ %d have no embedding)",
 			tokPath, n, model, v, v)
@@ -310,7 +311,7 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		return nil, nil
 	}
 	cfg := run.Base.Config
-	regression := cfg.NumLabels() == 1 || cfg.ProblemType == transformer.Regression
+	regression := cfg.NumLabels() == 1 || cfg.ProblemType == bert.Regression
 	opts := dataOptions(d)
 	opts.Regression, opts.Unlabelled = regression && !unlabelled, unlabelled
 	if !regression && !unlabelled {
@@ -372,13 +373,13 @@ func (run *Run) buildModel() error {
 		if err != nil {
 			return err
 		}
-		if run.Base, err = transformer.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
+		if run.Base, err = bert.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
 			return errctx.Wrap("recipes: model.config", err)
 		}
 		return nil
 	}
 	opts := transformer.LoadOptions{Seed: initSeed, Labels: run.trainingLabels()}
-	m, report, err := transformer.LoadPretrained(r.Model.Path, run.Backend, opts)
+	m, report, err := bert.LoadPretrained(r.Model.Path, run.Backend, opts)
 	if err != nil {
 		return errctx.Wrap("recipes: model.path", err)
 	}

@@ -37,7 +37,7 @@
 //
 // # The sections
 //
-// model: a checkpoint directory (model.path, loaded with transformer.LoadPretrained) or a new model
+// model: a checkpoint directory (model.path, loaded with bert.LoadPretrained) or a new model
 // (model.config, a ModelConfig with transformers' BertConfig keys, initialised from training.seed).
 // tokenizer: a directory or file for loaders.LoadTokenizer, by default the model's directory. data: the
 // train, eval and test files and how to read and batch them (Data: columns, format, max_length,

@@ -3,11 +3,11 @@ package recipes
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // ModelConfig is a recipe's model.config: block, a new BERT for sequence classification built from scratch.
@@ -85,20 +85,20 @@ func (c *ModelConfig) ConfigJSON() ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// bertConfig translates model.config into the transformer.BertConfig the model is built from, the way a
+// bertConfig translates model.config into the bert.BertConfig the model is built from, the way a
 // checkpoint's config.json is read: ConfigJSON, parsed by loaders.ParseBertConfig, converted by
-// transformer.BertConfigFromHF. It does not judge the values: validate reports their Problems, and
-// transformer.NewBertForSequenceClassification refuses them.
-func (c *ModelConfig) bertConfig() (transformer.BertConfig, error) {
+// bert.BertConfigFromHF. It does not judge the values: validate reports their Problems, and
+// bert.NewBertForSequenceClassification refuses them.
+func (c *ModelConfig) bertConfig() (bert.BertConfig, error) {
 	data, err := c.ConfigJSON()
 	if err != nil {
-		return transformer.BertConfig{}, err
+		return bert.BertConfig{}, err
 	}
 	hf, err := loaders.ParseBertConfig("model.config", data)
 	if err != nil {
-		return transformer.BertConfig{}, errctx.Wrap("recipes: model.config", err)
+		return bert.BertConfig{}, errctx.Wrap("recipes: model.config", err)
 	}
-	cfg, _ := transformer.BertConfigFromHF(hf) // its Validate error is the callers' to report, key by key
+	cfg, _ := bert.BertConfigFromHF(hf) // its Validate error is the callers' to report, key by key
 	return cfg, nil
 }
 
@@ -108,7 +108,7 @@ const maxNumLabels = 1_000_000
 
 // validate reports each problem of model.config through bad(key, format, args...), keys relative to
 // model.config. The rules are the model's, not the recipe's (STYLE: configs never reach into layers): the
-// config bertConfig builds is checked by transformer.BertConfig.Problems, as a checkpoint's config.json is, and
+// config bertConfig builds is checked by bert.BertConfig.Problems, as a checkpoint's config.json is, and
 // by TrainingProblems, since a recipe trains. Recipes adds only what writing this block as a config.json needs:
 // num_labels is a count of at most maxNumLabels (ConfigJSON names every label), and the floats are finite
 // (JSON has no NaN or Inf). A field refused for that is replaced by its default before the model's checks, so

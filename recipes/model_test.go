@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,48 +21,48 @@ func scratchRecipe(lines ...string) string {
 }
 
 // TestConfigRulesAgree: the same bad BERT config is refused under the same key, with the same message, by the
-// three ways a config reaches tune: a transformer.BertConfig in Go (Validate), a checkpoint's config.json
-// (transformer.LoadPretrained, and a recipe's model.path through CheckFiles), and a recipe's model.config.
-// The rules live in transformer.BertConfig.Problems alone; the other two translate and report.
+// three ways a config reaches tune: a bert.BertConfig in Go (Validate), a checkpoint's config.json
+// (bert.LoadPretrained, and a recipe's model.path through CheckFiles), and a recipe's model.config.
+// The rules live in bert.BertConfig.Problems alone; the other two translate and report.
 func TestConfigRulesAgree(t *testing.T) {
 	tests := []struct {
 		name string
 		key  string
 		yaml []string // lines under model.config, the key's first
 		json string   // config.json
-		edit func(c *transformer.BertConfig)
+		edit func(c *bert.BertConfig)
 	}{
 		{"dropout 1 (tune's Dropout takes [0, 1))", "hidden_dropout_prob", []string{"hidden_dropout_prob: 1"},
-			`{"hidden_dropout_prob": 1.0}`, func(c *transformer.BertConfig) { c.HiddenDropoutProb = 1 }},
+			`{"hidden_dropout_prob": 1.0}`, func(c *bert.BertConfig) { c.HiddenDropoutProb = 1 }},
 		{"attention dropout negative", "attention_probs_dropout_prob", []string{"attention_probs_dropout_prob: -0.1"},
-			`{"attention_probs_dropout_prob": -0.1}`, func(c *transformer.BertConfig) { c.AttentionProbsDropoutProb = -0.1 }},
+			`{"attention_probs_dropout_prob": -0.1}`, func(c *bert.BertConfig) { c.AttentionProbsDropoutProb = -0.1 }},
 		{"classifier_dropout above 1", "classifier_dropout", []string{"classifier_dropout: 1.5"},
-			`{"classifier_dropout": 1.5}`, func(c *transformer.BertConfig) { v := 1.5; c.ClassifierDropout = &v }},
+			`{"classifier_dropout": 1.5}`, func(c *bert.BertConfig) { v := 1.5; c.ClassifierDropout = &v }},
 		{"no layers", "num_hidden_layers", []string{"num_hidden_layers: 0"},
-			`{"num_hidden_layers": 0}`, func(c *transformer.BertConfig) { c.NumHiddenLayers = 0 }},
+			`{"num_hidden_layers": 0}`, func(c *bert.BertConfig) { c.NumHiddenLayers = 0 }},
 		{"heads do not divide hidden", "num_attention_heads", []string{"num_attention_heads: 5", "hidden_size: 64"},
-			`{"num_attention_heads": 5, "hidden_size": 64}`, func(c *transformer.BertConfig) { c.NumAttentionHeads, c.HiddenSize = 5, 64 }},
+			`{"num_attention_heads": 5, "hidden_size": 64}`, func(c *bert.BertConfig) { c.NumAttentionHeads, c.HiddenSize = 5, 64 }},
 		{"relu", "hidden_act", []string{"hidden_act: relu"},
-			`{"hidden_act": "relu"}`, func(c *transformer.BertConfig) { c.HiddenAct = "relu" }},
+			`{"hidden_act": "relu"}`, func(c *bert.BertConfig) { c.HiddenAct = "relu" }},
 		{"layer_norm_eps 0", "layer_norm_eps", []string{"layer_norm_eps: 0"},
-			`{"layer_norm_eps": 0.0}`, func(c *transformer.BertConfig) { c.LayerNormEps = 0 }},
+			`{"layer_norm_eps": 0.0}`, func(c *bert.BertConfig) { c.LayerNormEps = 0 }},
 		{"initializer_range negative", "initializer_range", []string{"initializer_range: -0.02"},
-			`{"initializer_range": -0.02}`, func(c *transformer.BertConfig) { c.InitializerRange = -0.02 }},
+			`{"initializer_range": -0.02}`, func(c *bert.BertConfig) { c.InitializerRange = -0.02 }},
 		{"pad_token_id outside the vocabulary", "pad_token_id", []string{"pad_token_id: 30522"},
-			`{"pad_token_id": 30522}`, func(c *transformer.BertConfig) { c.PadTokenID = 30522 }},
+			`{"pad_token_id": 30522}`, func(c *bert.BertConfig) { c.PadTokenID = 30522 }},
 		{"no labels", "num_labels", []string{"num_labels: 0"},
-			`{"num_labels": 0}`, func(c *transformer.BertConfig) { c.ID2Label = nil }},
+			`{"num_labels": 0}`, func(c *bert.BertConfig) { c.ID2Label = nil }},
 		{"unknown problem_type", "problem_type", []string{"problem_type: ranking"},
-			`{"problem_type": "ranking"}`, func(c *transformer.BertConfig) { c.ProblemType = "ranking" }},
+			`{"problem_type": "ranking"}`, func(c *bert.BertConfig) { c.ProblemType = "ranking" }},
 		{"a vocab_size beyond 32 bits", "vocab_size", []string{"vocab_size: 3000000000"},
-			`{"vocab_size": 3000000000}`, func(c *transformer.BertConfig) { c.VocabSize = 3_000_000_000 }},
+			`{"vocab_size": 3000000000}`, func(c *bert.BertConfig) { c.VocabSize = 3_000_000_000 }},
 		{"100000 layers (too many parameters)", "num_hidden_layers", []string{"num_hidden_layers: 100000"},
-			`{"num_hidden_layers": 100000}`, func(c *transformer.BertConfig) { c.NumHiddenLayers = 100_000 }},
+			`{"num_hidden_layers": 100000}`, func(c *bert.BertConfig) { c.NumHiddenLayers = 100_000 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The rule, from transformer: exactly one problem, under tt.key.
-			cfg := transformer.DefaultBertConfig()
+			cfg := bert.DefaultBertConfig()
 			tt.edit(&cfg)
 			ps := cfg.Problems()
 			if len(ps) != 1 || ps[0].Key != tt.key {
@@ -77,7 +78,7 @@ func TestConfigRulesAgree(t *testing.T) {
 			if err := os.WriteFile(config, []byte(tt.json), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := transformer.LoadPretrained(dir, cpu.New(), transformer.LoadOptions{}); err == nil ||
+			if _, _, err := bert.LoadPretrained(dir, cpu.New(), transformer.LoadOptions{}); err == nil ||
 				!strings.Contains(err.Error(), "load "+config+": config "+want) {
 				t.Errorf("config.json: LoadPretrained: %v\nwant %q", err, "load "+config+": config "+want)
 			}
@@ -99,29 +100,29 @@ func TestConfigRulesAgree(t *testing.T) {
 	}
 }
 
-// TestModelConfigValidConfigs: valid model.config blocks build the transformer.BertConfig the fields say, the
+// TestModelConfigValidConfigs: valid model.config blocks build the bert.BertConfig the fields say, the
 // same one a checkpoint's config.json with those values gives, and no problem.
 func TestModelConfigValidConfigs(t *testing.T) {
 	half := 0.5
 	tests := []struct {
 		name string
 		edit func(c *ModelConfig)
-		want func(c *transformer.BertConfig)
+		want func(c *bert.BertConfig)
 	}{
-		{"the defaults are bert-base's", func(*ModelConfig) {}, func(*transformer.BertConfig) {}},
+		{"the defaults are bert-base's", func(*ModelConfig) {}, func(*bert.BertConfig) {}},
 		{"a small model with three labels and a classifier dropout", func(c *ModelConfig) {
 			c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 100, 64, 2, 4, 128
 			c.NumLabels, c.ClassifierDropout, c.HiddenDropoutProb = 3, &half, 0
-		}, func(c *transformer.BertConfig) {
+		}, func(c *bert.BertConfig) {
 			c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 100, 64, 2, 4, 128
-			c.ID2Label, c.ClassifierDropout, c.HiddenDropoutProb = transformer.DefaultLabels(3), &half, 0
+			c.ID2Label, c.ClassifierDropout, c.HiddenDropoutProb = bert.DefaultLabels(3), &half, 0
 		}},
 		{"regression", func(c *ModelConfig) { c.NumLabels, c.ProblemType = 1, "regression" },
-			func(c *transformer.BertConfig) {
-				c.ID2Label, c.ProblemType = transformer.DefaultLabels(1), transformer.Regression
+			func(c *bert.BertConfig) {
+				c.ID2Label, c.ProblemType = bert.DefaultLabels(1), bert.Regression
 			}},
 		{"initializer_range 0 (zero init; torch and transformers allow it)", func(c *ModelConfig) { c.InitializerRange = 0 },
-			func(c *transformer.BertConfig) { c.InitializerRange = 0 }},
+			func(c *bert.BertConfig) { c.InitializerRange = 0 }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +137,7 @@ func TestModelConfigValidConfigs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := transformer.DefaultBertConfig()
+			want := bert.DefaultBertConfig()
 			tt.want(&want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("bertConfig =\n%+v\nwant\n%+v", got, want)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // Data formats, chosen by data.format or by each file's extension.
@@ -281,7 +281,7 @@ func CheckModelConfig(dir string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := transformer.BertConfigFromHF(hf); err != nil {
+	if _, err := bert.BertConfigFromHF(hf); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, loaders.ConfigName), err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package trainer_test
 import (
 	"context"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"io"
 	"log/slog"
 	"os"
@@ -11,7 +12,6 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // parity is a toy labelled dataset held in memory: label 1 when the sequence's middle token is odd. Any type
@@ -35,10 +35,10 @@ func (d parity) Batch(idx []int) (*loaders.Batch, error) {
 
 // The package tour's simplest use on a tiny BERT: train, evaluate, save.
 func Example() {
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 16, 1, 2, 32
 	cfg.MaxPositionEmbeddings = 8
-	model, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 42)
+	model, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 42)
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -14,7 +14,7 @@ type ForwardOptions = transformer.ForwardOptions
 type NamedParam = transformer.NamedParam
 
 // Model is transformer.Model, the one model contract (the model API lives with the models; the Trainer only
-// consumes it): transformer.BertForSequenceClassification, a causal LM, or either with LoRA adapters.
+// consumes it): bert.BertForSequenceClassification, a causal LM, or either with LoRA adapters.
 type Model = transformer.Model
 
 // Loader is implemented by a Model that can read back what its Save wrote in dir into its existing parameters

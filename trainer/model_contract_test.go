@@ -2,11 +2,11 @@ package trainer_test
 
 import (
 	"github.com/tune-ml/tune/trainer"
-	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/bert"
 )
 
 // The BERT model is what the Trainer trains; this fails to compile if it stops satisfying the contract.
 var (
-	_ trainer.Model  = (*transformer.BertForSequenceClassification)(nil)
-	_ trainer.Loader = (*transformer.BertForSequenceClassification)(nil)
+	_ trainer.Model  = (*bert.BertForSequenceClassification)(nil)
+	_ trainer.Loader = (*bert.BertForSequenceClassification)(nil)
 )

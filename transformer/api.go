@@ -110,5 +110,3 @@ type NamedParam struct {
 	Trainable bool           // it has a gradient and AdamW state (SetTrainable)
 	Decay     bool           // weight decay applies (false for biases and LayerNorm weights, as HF's Trainer decides)
 }
-
-var _ Adaptable = (*BertForSequenceClassification)(nil)

@@ -1,24 +1,18 @@
-// Package transformer holds tune's Transformer models: BERT's configuration, its layers with explicit Forward and
-// Backward side by side (llm.c style: outputs, inputs, weights, then sizes; a shape comment on every buffer),
-// the sequence-classification head, checkpoint loading and saving in Hugging Face's format, and the hooks LoRA
-// uses to replace projections from outside.
+// Package transformer holds what every model family of tune shares: the one model contract (Model, the
+// trainer's and LoRA's view of a model; Adaptable, what LoRA adapts), the family registry keyed by config.json's
+// model_type (Register, Lookup, Open), and the layers with explicit Forward and Backward side by side (llm.c
+// style: outputs, inputs, weights, then sizes; a shape comment on every buffer): Linear and the Projection hook
+// LoRA replaces from outside, LayerNorm, self-attention, the encoder Layer, the parameter packing (ParamGroups)
+// and the step arena (Arena). The families live in their own packages: transformer/bert (BERT's sequence
+// classifier) and the causal language models.
 //
 // Shape legend: B batch, T sequence, N = B·T tokens, C hidden size, H heads, D = C/H head size, I intermediate
 // size, V vocabulary, L labels. h is the pass's GEMM dtype: F32, or F16/BF16 under autocast.
 //
-// The simplest use loads a checkpoint and runs it:
+// A checkpoint of any registered family opens through the registry (the family's package must be imported):
 //
-//	m, report, err := transformer.LoadPretrained("bert-base-uncased", cpu.New(), transformer.LoadOptions{NumLabels: 2})
-//	fmt.Print(report.Notice())                              // heads initialised fresh, unused tensors
-//	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true}) // batch: a *loaders.Batch; out.Logits (B, L)
-//
-// Training is the trainer's job (BertForSequenceClassification is a trainer.Model); by hand one step is
-//
-//	m.SetPolicy(amp.BF16)
-//	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
-//	err = m.Backward(1)                       // gradients += d(mean loss)/dθ
-//	params, grads, segs := m.Trainable()      // one fused AdamW over flat buffers
-//	m.WeightsUpdated()                        // the half weight copies are stale now
+//	m, report, err := transformer.Open(dir, cpu.New(), transformer.LoadOptions{})
+//	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 //
 // Weights changed from outside a step are always seen: every autocast Forward casts the FP32 master weights
 // afresh (PyTorch's autocast cache lives for one forward too) unless ForwardOptions.ReuseWeightCasts promises
@@ -29,19 +23,6 @@
 // Debugging: ForwardOptions.Observe receives each module's output (bert.embeddings, bert.encoder.layer.i,
 // bert.pooler, classifier) in Forward and the gradient with respect to it in Backward; tune debug nan and tune
 // debug compare are built on it.
-//
-// Fresh models for training from scratch: NewBertForSequenceClassification(b, cfg, seed) initialises as
-// transformers does (normal(0, initializer_range), zero biases, LayerNorm ones). A BertConfig comes from
-// DefaultBertConfig (bert-base) or from a config.json through BertConfigFromHF; Problems lists every key a model
-// cannot be built from (sizes, heads dividing hidden_size, dropout in [0, 1), hidden_act gelu), and sizes that
-// would not fit in memory are a *SizeError before anything is allocated.
-//
-// Save writes config.json and model.safetensors with transformers' names, so from_pretrained loads the result;
-// Load reads such a directory back into an existing model.
-//
-// Full control: Projections lists every Linear by its module path and ReplaceProjections swaps in another
-// Projection (package lora's adapters); SetTrainable freezes parameters by name. A frozen weight gets no
-// gradient, and its GEMM is skipped in backward. NamedParameters gives Hugging Face's names and order.
 //
 // Numerics (../shared/DESIGN.md, FACTS §1.2): master weights and their gradients are FP32; under autocast the
 // GEMMs take half inputs with FP32 accumulation, LayerNorm, softmax and the losses are FP32, attention logits

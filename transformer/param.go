@@ -40,20 +40,25 @@ var noDecayPatterns = regexp.MustCompile(`bias|layernorm|rmsnorm|(^|\.)norm($|\.
 // false for every bias and every LayerNorm/RMSNorm/norm parameter, true otherwise (the embeddings included).
 func DecayApplies(name string) bool { return !noDecayPatterns.MatchString(strings.ToLower(name)) }
 
-// paramGroups owns the flat buffers the parameters are views of: trainable values and their gradients (equal
-// layout) and frozen values.
-type paramGroups struct {
-	b                    tensor.Backend
-	train, grads, frozen *tensor.Tensor // 1-D F32; nil when the group is empty
-	segs                 []tensor.Segment
+// ParamGroups owns the flat buffers a model's parameters are views of: trainable values and their gradients
+// (equal layout) and frozen values. Every model family keeps one and calls Pack whenever its modules or their
+// trainability change.
+type ParamGroups struct {
+	// B allocates the buffers.
+	B tensor.Backend
+	// Train, Grads and Frozen are 1-D F32 buffers (nil when the group is empty): trainable values, their
+	// gradients, and frozen values.
+	Train, Grads, Frozen *tensor.Tensor
+	// Segs are Train's contiguous ranges with their weight-decay flags (DecayApplies).
+	Segs []tensor.Segment
 }
 
-// pack lays the parameters of list out anew: trainable ones (p.Trainable) contiguous in list order in one
+// Pack lays the parameters of list out anew: trainable ones (p.Trainable) contiguous in list order in one
 // buffer with a gradient buffer beside it, frozen ones in another. Values are copied into the new views and each
 // Param's Value tensor is updated in place (so every holder of the *tensor.Tensor sees the move); gradients
 // start at zero. Tensors that were not views of the previous flat buffers (a replacement module's freshly
 // allocated weights) are freed after the copy. Segments group contiguous ranges by DecayApplies.
-func (g *paramGroups) pack(list []NamedParameter) error {
+func (g *ParamGroups) Pack(list []NamedParameter) error {
 	seen := map[*Param]bool{}
 	var nTrain, nFrozen int
 	for _, np := range list {
@@ -75,7 +80,7 @@ func (g *paramGroups) pack(list []NamedParameter) error {
 		if n == 0 {
 			return nil, nil
 		}
-		t, err := g.b.Alloc(tensor.F32, n)
+		t, err := g.B.Alloc(tensor.F32, n)
 		if err != nil {
 			return nil, fmt.Errorf("transformer: allocating %d parameters: %w", n, err)
 		}
@@ -89,8 +94,8 @@ func (g *paramGroups) pack(list []NamedParameter) error {
 		}
 	}
 	if err != nil {
-		g.b.Free(train)
-		g.b.Free(grads)
+		g.B.Free(train)
+		g.B.Free(grads)
 		return err
 	}
 	var segs []tensor.Segment
@@ -114,25 +119,25 @@ func (g *paramGroups) pack(list []NamedParameter) error {
 			vals[i], _ = frozen.View(offF, shape...)
 			offF += p.Value.Numel()
 		}
-		if err := g.b.Copy(vals[i], p.Value); err != nil {
-			g.b.Free(train)
-			g.b.Free(grads)
-			g.b.Free(frozen)
+		if err := g.B.Copy(vals[i], p.Value); err != nil {
+			g.B.Free(train)
+			g.B.Free(grads)
+			g.B.Free(frozen)
 			return fmt.Errorf("transformer: packing parameter %s: %w", np.Name, err)
 		}
 	}
 	// Every value is copied: release the old storage. Free is a no-op for views, so this releases exactly the
 	// tensors a module allocated itself (the Alloc result owns its buffer) and the old flat buffers.
 	for _, np := range list {
-		g.b.Free(np.Param.Value)
+		g.B.Free(np.Param.Value)
 	}
-	g.b.Free(g.train)
-	g.b.Free(g.grads)
-	g.b.Free(g.frozen)
+	g.B.Free(g.Train)
+	g.B.Free(g.Grads)
+	g.B.Free(g.Frozen)
 	for i, np := range list {
 		*np.Param.Value = *vals[i]
 		np.Param.Grad = gradViews[i]
 	}
-	g.train, g.grads, g.frozen, g.segs = train, grads, frozen, segs
+	g.Train, g.Grads, g.Frozen, g.Segs = train, grads, frozen, segs
 	return nil
 }

@@ -118,17 +118,3 @@ func Open(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadRepor
 	}
 	return f.Load(dir, b, opts)
 }
-
-func init() {
-	Register(Family{
-		Name: "bert", ModelTypes: []string{"bert"},
-		Architectures: []string{"BertForSequenceClassification", "BertModel", "BertForMaskedLM", "BertForPreTraining"},
-		Load: func(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error) {
-			m, r, err := LoadPretrained(dir, b, opts)
-			if err != nil {
-				return nil, r, err
-			}
-			return m, r, nil
-		},
-	})
-}

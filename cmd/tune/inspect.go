@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,7 +18,6 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
-	"github.com/tune-ml/tune/transformer"
 )
 
 func init() { register(newInspectCmd) }
@@ -168,7 +168,7 @@ func readModelConfig(path string) (*loaders.BertConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := transformer.BertConfigFromHF(c); err != nil {
+	if _, err := bert.BertConfigFromHF(c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil

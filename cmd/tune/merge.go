@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"io"
 	"io/fs"
 	"os"
@@ -104,7 +105,7 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		return errctx.Wrap("merge: --adapter", err)
 	}
 	bk := cpu.New()
-	base, report, err := transformer.LoadPretrained(o.Model, bk, opts)
+	base, report, err := bert.LoadPretrained(o.Model, bk, opts)
 	if err != nil {
 		return errctx.Wrap("merge: --model", err)
 	}

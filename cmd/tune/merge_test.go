@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
 	"path/filepath"
@@ -25,10 +26,10 @@ func mergeFixture(t *testing.T) (model, adapter string, batch *loaders.Batch, wa
 	t.Helper()
 	dir := t.TempDir()
 	model, adapter = filepath.Join(dir, "base"), filepath.Join(dir, "adapter")
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 60, 32, 2, 2, 48
-	cfg.MaxPositionEmbeddings, cfg.ID2Label = 16, transformer.DefaultLabels(3)
-	base, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 5)
+	cfg.MaxPositionEmbeddings, cfg.ID2Label = 16, bert.DefaultLabels(3)
+	base, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestMerge(t *testing.T) {
 		t.Errorf("merged tensor names %v, want the base's %v", names, refNames)
 	}
 	ref.Close()
-	m, report, err := transformer.LoadPretrained(out, cpu.New(), transformer.LoadOptions{})
+	m, report, err := bert.LoadPretrained(out, cpu.New(), transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +188,10 @@ var updateMerged = flag.Bool("update-merged", false,
 func TestMergeFixture(t *testing.T) {
 	adapter := testutil.Testdata(t, "lora", "saved_by_tune", "basic")
 	fixture := testutil.Testdata(t, "lora", "merged_by_tune")
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 128, 64, 2, 4, 128
 	cfg.MaxPositionEmbeddings, cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 64, 0, 0
-	base, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	base, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,7 +9,6 @@ import (
 
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // tinyModelDir saves an untrained 1-layer BERT with the tiny tokenizer's 256-token vocabulary into a new
@@ -17,10 +17,10 @@ func tinyModelDir(t *testing.T) (model, adapter string) {
 	t.Helper()
 	dir := t.TempDir()
 	model, adapter = filepath.Join(dir, "model"), filepath.Join(dir, "adapter")
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
 	cfg.MaxPositionEmbeddings = 64
-	m, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,10 +145,10 @@ func TestEvalPredictModelPaths(t *testing.T) {
 func TestEvalWarnsAboutUnusedTensors(t *testing.T) {
 	model, _ := tinyModelDir(t)
 	two := filepath.Join(t.TempDir(), "two")
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 2, 2, 32
 	cfg.MaxPositionEmbeddings = 64
-	m, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

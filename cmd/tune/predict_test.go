@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,18 +9,17 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // TestPredictNonFiniteHint runs predict on a model whose classifier bias is NaN: the error names the input line
 // and blames the weights, and mentions --fp16 only when it was used.
 func TestPredictNonFiniteHint(t *testing.T) {
 	model := filepath.Join(t.TempDir(), "nan")
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
 	cfg.MaxPositionEmbeddings = 64
 	b := cpu.New()
-	m, err := transformer.NewBertForSequenceClassification(b, cfg, 1)
+	m, err := bert.NewBertForSequenceClassification(b, cfg, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ inputs/targets (F32, (B)); {mode}/logits (F32, (B, L)), {mode}/loss (F32, (1)), 
 {mode}/gradnorm/<param> (F32, (1)); check/<param> (F32, (2)): sum and sum of squares of the weights as loaded,
 so the Go test can confirm it generated the same weights. mode is fp32, bf16 or fp16.
 
-The Go tests (transformer/golden_test.go) skip with a message naming this script until the files exist.
+The Go tests (transformer/bert/golden_test.go) skip with a message naming this script until the files exist.
 """
 
 import argparse

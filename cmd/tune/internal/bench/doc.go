@@ -15,7 +15,7 @@
 //
 // # What one step is
 //
-// Run builds a freshly initialised transformer.BertForSequenceClassification (random weights, no checkpoint),
+// Run builds a freshly initialised bert.BertForSequenceClassification (random weights, no checkpoint),
 // optionally adapted by lora.Apply, on a synthetic batch of B sequences of T real tokens (no padding) with
 // random labels, and runs the trainer's optimizer step: Forward in training mode (dropout on), Backward seeded
 // with the GradScaler's scale, GradScaler.Unscale (FP16), amp.ClipGradNorm(1.0), trainer.AdamW, GradScaler.Update,

@@ -2,10 +2,10 @@ package bench
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"strings"
 
 	"github.com/tune-ml/tune/lora"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // FLOPs is the floating-point work of one training step, GEMMs only (a multiply-add counts 2), split by pass.
@@ -61,7 +61,7 @@ func (f *FLOPs) add(p Projection) {
 // (T, D)·(D, T) and P·V is H products of (T, T)·(T, D), each 2·T²·D·H = 2·T²·C FLOPs, so the forward is
 // 4·B·L·T²·C; the backward computes two gradients of each product (dQ, dK; dP, dV), 8·B·L·T²·C. None of them
 // has a weight.
-func (f *FLOPs) attention(cfg transformer.BertConfig, b, t int) {
+func (f *FLOPs) attention(cfg bert.BertConfig, b, t int) {
 	fwd := 4 * float64(b) * float64(cfg.NumHiddenLayers) * float64(t) * float64(t) * float64(cfg.HiddenSize)
 	f.Forward += fwd
 	f.BackwardData += 2 * fwd
@@ -106,7 +106,7 @@ func Projections(m lora.Base, b, t int) ([]Projection, error) {
 // passes).
 // The input gradients of the first layer's projections are counted even when the embeddings are frozen, as
 // tune computes them (PyTorch's autograd skips them: about 1% of a LoRA step of BERT-base).
-func CountFLOPs(m lora.Base, cfg transformer.BertConfig, b, t int) (FLOPs, error) {
+func CountFLOPs(m lora.Base, cfg bert.BertConfig, b, t int) (FLOPs, error) {
 	projs, err := Projections(m, b, t)
 	if err != nil {
 		return FLOPs{}, err

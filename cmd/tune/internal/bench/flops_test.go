@@ -1,17 +1,17 @@
 package bench
 
 import (
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"testing"
 
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // closedForm is the package documentation's formula for BERT: full fine-tuning, or LoRA rank r on query and
 // value with the classifier trained.
-func closedForm(cfg transformer.BertConfig, b, t, r int) float64 {
+func closedForm(cfg bert.BertConfig, b, t, r int) float64 {
 	B, T, L := float64(b), float64(t), float64(cfg.NumHiddenLayers)
 	C, I, K := float64(cfg.HiddenSize), float64(cfg.IntermediateSize), float64(cfg.NumLabels())
 	dense := B * T * L * (4*C*C + 2*C*I)
@@ -32,7 +32,7 @@ func TestCountFLOPsMatchesClosedForm(t *testing.T) {
 		{"LoRA r=4 on query and value: no dW for frozen weights", 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := transformer.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+			m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -222,8 +223,8 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 
 // buildModel makes the model of s on b (a Meter) and adapts it when s.LoRA is set, under s.Policy. It returns
 // the BERT and the model to train (the same BERT, or its LoRA wrapper).
-func buildModel(b tensor.Backend, s *Spec) (*transformer.BertForSequenceClassification, trainee, error) {
-	base, err := transformer.NewBertForSequenceClassification(b, s.Config, s.Seed)
+func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification, trainee, error) {
+	base, err := bert.NewBertForSequenceClassification(b, s.Config, s.Seed)
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
 	}
@@ -240,7 +241,7 @@ func buildModel(b tensor.Backend, s *Spec) (*transformer.BertForSequenceClassifi
 }
 
 // reserve carves base's step arena for s's batch shape.
-func reserve(base *transformer.BertForSequenceClassification, s *Spec) error {
+func reserve(base *bert.BertForSequenceClassification, s *Spec) error {
 	if err := base.Reserve(s.Batch, s.Seq); err != nil {
 		return fmt.Errorf("bench: reserving activations for %d×%d: %w", s.Batch, s.Seq, err)
 	}

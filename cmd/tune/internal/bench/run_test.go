@@ -2,19 +2,19 @@ package bench
 
 import (
 	"context"
+	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // smallConfig is a BERT small enough for a unit test: V 100, C 32, 2 layers of 2 heads, I 64, 2 labels,
 // dropout 0.1.
-func smallConfig() transformer.BertConfig {
-	c := transformer.DefaultBertConfig()
+func smallConfig() bert.BertConfig {
+	c := bert.DefaultBertConfig()
 	c.VocabSize, c.HiddenSize, c.NumHiddenLayers, c.NumAttentionHeads, c.IntermediateSize = 100, 32, 2, 2, 64
 	c.MaxPositionEmbeddings = 16
 	return c

@@ -3,13 +3,13 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"slices"
 	"strings"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // preset is a named model shape: L layers, hidden size C, H heads, intermediate size I.
@@ -41,26 +41,26 @@ func ModelNames() []string {
 // ModelConfig returns the BertConfig of a preset name (ModelNames) or of a config.json file (a path ending in
 // .json, read with loaders.ReadBertConfig); the weights are always freshly initialised, so no checkpoint is
 // needed. A preset has BertConfig's defaults (dropout 0.1, 2 labels) with its own L, C, H and I.
-func ModelConfig(name string) (transformer.BertConfig, error) {
+func ModelConfig(name string) (bert.BertConfig, error) {
 	if strings.HasSuffix(name, ".json") {
 		h, err := loaders.ReadBertConfig(name)
 		if err != nil {
-			return transformer.BertConfig{}, fmt.Errorf("bench: --model %s: %w", name, err)
+			return bert.BertConfig{}, fmt.Errorf("bench: --model %s: %w", name, err)
 		}
-		cfg, err := transformer.BertConfigFromHF(h)
+		cfg, err := bert.BertConfigFromHF(h)
 		if err != nil {
-			return transformer.BertConfig{}, fmt.Errorf("bench: --model %s: %w", name, err)
+			return bert.BertConfig{}, fmt.Errorf("bench: --model %s: %w", name, err)
 		}
 		return cfg, nil
 	}
 	for _, p := range presets {
 		if p.name == name {
-			cfg := transformer.DefaultBertConfig()
+			cfg := bert.DefaultBertConfig()
 			cfg.NumHiddenLayers, cfg.HiddenSize, cfg.NumAttentionHeads, cfg.IntermediateSize = p.l, p.c, p.h, p.i
 			return cfg, nil
 		}
 	}
-	return transformer.BertConfig{}, fmt.Errorf("bench: unknown model %q: want one of %s, or a config.json path",
+	return bert.BertConfig{}, fmt.Errorf("bench: unknown model %q: want one of %s, or a config.json path",
 		name, strings.Join(ModelNames(), ", "))
 }
 
@@ -72,11 +72,11 @@ func ModelConfig(name string) (transformer.BertConfig, error) {
 // to MaxGradNorm, AdamW (trainer.AdamW: one fused update of the flat trainable buffer) unless the scaler skips,
 // GradScaler.Update, WeightsUpdated and ZeroGrad.
 type Spec struct {
-	Model  string                 // the name reported ("bert-base", "tiny", a config path)
-	Config transformer.BertConfig // the model's shape
-	Batch  int                    // B, sequences per step
-	Seq    int                    // T, tokens per sequence; every token is real (no padding)
-	Policy amp.Policy             // FP32, FP16 (with a GradScaler) or BF16 autocast
+	Model  string          // the name reported ("bert-base", "tiny", a config path)
+	Config bert.BertConfig // the model's shape
+	Batch  int             // B, sequences per step
+	Seq    int             // T, tokens per sequence; every token is real (no padding)
+	Policy amp.Policy      // FP32, FP16 (with a GradScaler) or BF16 autocast
 	// LoRA, when set, adapts the model with lora.Apply before training (PEFT's get_peft_model); nil trains
 	// every parameter.
 	LoRA          *lora.Config

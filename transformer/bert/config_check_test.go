@@ -1,4 +1,4 @@
-package transformer
+package bert
 
 import (
 	"errors"

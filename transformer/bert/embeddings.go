@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 
 	"github.com/tune-ml/tune/tensor"
 )
@@ -10,11 +11,11 @@ import (
 // order, then LayerNorm and dropout. Every buffer is F32 under every policy: the tables are FP32 masters and an
 // embedding lookup keeps its table's dtype under autocast (FACTS §1.2).
 type Embeddings struct {
-	Word      *Param     // (V, C) word_embeddings.weight
-	Position  *Param     // (P, C) position_embeddings.weight, P = max_position_embeddings
-	TokenType *Param     // (2, C) token_type_embeddings.weight
-	Norm      *LayerNorm // embeddings.LayerNorm (C), eps layer_norm_eps
-	Dropout   float32    // hidden_dropout_prob, applied after Norm
+	Word      *transformer.Param     // (V, C) word_embeddings.weight
+	Position  *transformer.Param     // (P, C) position_embeddings.weight, P = max_position_embeddings
+	TokenType *transformer.Param     // (2, C) token_type_embeddings.weight
+	Norm      *transformer.LayerNorm // embeddings.LayerNorm (C), eps layer_norm_eps
+	Dropout   float32                // hidden_dropout_prob, applied after Norm
 	// PadID is the word embedding's padding_idx: like torch.nn.Embedding(padding_idx=...), its row gets no
 	// gradient (it is zeroed after every backward, which equals never accumulating into it).
 	PadID int
@@ -24,9 +25,9 @@ type Embeddings struct {
 
 // embeddingsCache holds the activations of one pass (views of the step arena).
 type embeddingsCache struct {
-	sum      *tensor.Tensor // (N, C) F32 word + type + position, the LayerNorm input
+	sum      *tensor.Tensor // (N, C) F32 word + type + position, the transformer.LayerNorm input
 	tmp      *tensor.Tensor // (N, C) F32 one looked-up table at a time
-	normed   *tensor.Tensor // (N, C) F32 LayerNorm output
+	normed   *tensor.Tensor // (N, C) F32 transformer.LayerNorm output
 	mean     *tensor.Tensor // (N) F32
 	rstd     *tensor.Tensor // (N) F32
 	dropped  *tensor.Tensor // (N, C) F32 dropout output; the forward returns normed when dropout is off
@@ -35,8 +36,8 @@ type embeddingsCache struct {
 }
 
 // Parameters lists the embeddings' parameters as BertEmbeddings names them.
-func (e *Embeddings) Parameters() []NamedParameter {
-	return []NamedParameter{
+func (e *Embeddings) Parameters() []transformer.NamedParameter {
+	return []transformer.NamedParameter{
 		{Name: "word_embeddings.weight", Param: e.Word},
 		{Name: "position_embeddings.weight", Param: e.Position},
 		{Name: "token_type_embeddings.weight", Param: e.TokenType},
@@ -46,7 +47,7 @@ func (e *Embeddings) Parameters() []NamedParameter {
 }
 
 // layout takes the pass buffers for n = B·T tokens of width c.
-func (e *Embeddings) layout(a *Arena, n, c int) {
+func (e *Embeddings) layout(a *transformer.Arena, n, c int) {
 	e.c = embeddingsCache{
 		sum: a.Take(tensor.F32, n, c), tmp: a.Take(tensor.F32, n, c), normed: a.Take(tensor.F32, n, c),
 		mean: a.Take(tensor.F32, n), rstd: a.Take(tensor.F32, n),
@@ -58,7 +59,7 @@ func (e *Embeddings) layout(a *Arena, n, c int) {
 
 // Forward embeds ids, typeIDs and posIDs (N) I32 and returns the (N, C) F32 hidden states (a view owned by the
 // cache, valid until the next Forward).
-func (e *Embeddings) Forward(p *Pass, ids, typeIDs, posIDs *tensor.Tensor) (*tensor.Tensor, error) {
+func (e *Embeddings) Forward(p *transformer.Pass, ids, typeIDs, posIDs *tensor.Tensor) (*tensor.Tensor, error) {
 	b, c := p.Backend, &e.c
 	if err := b.Embedding(c.sum, ids, e.Word.Value); err != nil {
 		return nil, fmt.Errorf("word embeddings: %w", err)
@@ -89,7 +90,7 @@ func (e *Embeddings) Forward(p *Pass, ids, typeIDs, posIDs *tensor.Tensor) (*ten
 
 // Backward consumes dout (N, C) F32, the gradient of Forward's output (overwritten: it is used as scratch), and
 // accumulates (+=) the gradients of the trainable tables and LayerNorm parameters.
-func (e *Embeddings) Backward(p *Pass, dout, ids, typeIDs, posIDs *tensor.Tensor) error {
+func (e *Embeddings) Backward(p *transformer.Pass, dout, ids, typeIDs, posIDs *tensor.Tensor) error {
 	b, c := p.Backend, &e.c
 	if c.dropUsed {
 		if err := b.DropoutBackward(dout, dout, e.Dropout, p.Seed, c.dropOff); err != nil {

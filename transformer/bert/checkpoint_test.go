@@ -1,6 +1,7 @@
-package transformer
+package bert
 
 import (
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	cfg.ID2Label = []string{"negative", "neutral", "positive"}
 	m := newTestModel(t, b, cfg, 8)
 	batch := testBatch(2, 5, cfg.VocabSize, 3, []int{5, 3})
-	want, err := m.Forward(batch, ForwardOptions{HostLogits: true})
+	want, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,14 +57,14 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 		t.Errorf("config.json read back as %+v", hf)
 	}
 
-	loaded, report, err := LoadPretrained(dir, b, LoadOptions{})
+	loaded, report, err := LoadPretrained(dir, b, transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !report.OK() || len(report.Initialized) > 0 || len(report.Unexpected) > 0 {
 		t.Errorf("report: %v; initialized %v", report, report.Initialized)
 	}
-	got, err := loaded.Forward(batch, ForwardOptions{HostLogits: true})
+	got, err := loaded.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if err := other.Load(dir); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = other.Forward(batch, ForwardOptions{HostLogits: true}); err != nil || !slices.Equal(got.Logits, want.Logits) {
+	if got, err = other.Forward(batch, transformer.ForwardOptions{HostLogits: true}); err != nil || !slices.Equal(got.Logits, want.Logits) {
 		t.Errorf("logits after Load %v (err %v), want %v", got.Logits, err, want.Logits)
 	}
 	if err := newTestModel(t, b, tinyConfig(), 1).Load(t.TempDir()); err == nil {
@@ -116,7 +117,7 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 	for _, c := range []struct {
 		why         string
 		rename      func(string) string
-		opts        LoadOptions
+		opts        transformer.LoadOptions
 		initialized []string
 		wantErr     string
 	}{
@@ -125,25 +126,25 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 				return ""
 			}
 			return strings.TrimPrefix(n, "bert.")
-		}, LoadOptions{}, []string{"classifier.weight", "classifier.bias"}, ""},
-		{"legacy LayerNorm gamma/beta names", func(n string) string {
+		}, transformer.LoadOptions{}, []string{"classifier.weight", "classifier.bias"}, ""},
+		{"legacy transformer.LayerNorm gamma/beta names", func(n string) string {
 			n = strings.Replace(n, "LayerNorm.weight", "LayerNorm.gamma", 1)
 			return strings.Replace(n, "LayerNorm.bias", "LayerNorm.beta", 1)
-		}, LoadOptions{}, nil, ""},
+		}, transformer.LoadOptions{}, nil, ""},
 		{"BertForMaskedLM-like: no pooler, no classifier", func(n string) string {
 			if strings.HasPrefix(n, "classifier.") || strings.HasPrefix(n, "bert.pooler.") {
 				return ""
 			}
 			return n
-		}, LoadOptions{}, []string{"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight", "classifier.bias"}, ""},
+		}, transformer.LoadOptions{}, []string{"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight", "classifier.bias"}, ""},
 		{"num_labels override re-initialises the classifier", func(n string) string { return n },
-			LoadOptions{NumLabels: 5}, []string{"classifier.weight", "classifier.bias"}, ""},
+			transformer.LoadOptions{NumLabels: 5}, []string{"classifier.weight", "classifier.bias"}, ""},
 		{"missing encoder tensor is an error", func(n string) string {
 			if n == "bert.encoder.layer.1.output.dense.weight" {
 				return ""
 			}
 			return n
-		}, LoadOptions{}, nil, "bert.encoder.layer.1.output.dense.weight"},
+		}, transformer.LoadOptions{}, nil, "bert.encoder.layer.1.output.dense.weight"},
 	} {
 		t.Run(c.why, func(t *testing.T) {
 			dir := writeCheckpoint(t, src, c.rename)
@@ -176,7 +177,7 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 					t.Errorf("%s differs from the checkpoint", p.Name)
 				}
 			}
-			out, err := m.Forward(batch, ForwardOptions{HostLogits: true})
+			out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -191,7 +192,7 @@ func TestLoadPretrainedOtherHeads(t *testing.T) {
 // training step on it.
 func TestTinyBertRandomLoadsAndRuns(t *testing.T) {
 	dir := testutil.SharedData(t, "tiny-bert-random")
-	m, report, err := LoadPretrained(dir, cpuBackend(), LoadOptions{})
+	m, report, err := LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,7 +91,7 @@ func (m *BertForSequenceClassification) Load(dir string) (err error) {
 }
 
 // loadParam copies checkpoint tensor src into the parameter np, checking its shape.
-func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src string, np NamedParameter) error {
+func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src string, np transformer.NamedParameter) error {
 	ht, err := ck.Get(src)
 	if err != nil {
 		return errctx.Wrapf(err, "missing tensor %s", src)
@@ -106,50 +107,6 @@ func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src st
 	return m.b.Upload(v, vals)
 }
 
-// LoadOptions adjust LoadPretrained, as from_pretrained's keyword arguments do.
-type LoadOptions struct {
-	// Labels, when non-nil, names the classes and so sets num_labels (from_pretrained(id2label=...)).
-	Labels []string
-	// NumLabels, when > 0 and Labels is nil, sets num_labels with transformers' default names LABEL_i
-	// (from_pretrained(num_labels=...)).
-	NumLabels int
-	// ProblemType, when set, overrides config.problem_type (Regression, SingleLabel).
-	ProblemType string
-	// Seed draws the parameters the checkpoint lacks (InitWeights' normal(0, initializer_range)).
-	Seed uint64
-}
-
-// LoadReport is what LoadPretrained found: the checkpoint's tensors matched by name (missing, unexpected,
-// mis-shaped, ignored, renamed; see loaders.LoadReport) and the parameters it initialised afresh.
-type LoadReport struct {
-	*loaders.LoadReport
-	// Initialized lists the head parameters (pooler, classifier) the checkpoint lacked or held with another
-	// num_labels, which were freshly initialised: they must be trained before the model is useful.
-	Initialized []string
-}
-
-// Notice returns transformers' warning for freshly initialised weights, or "" when every weight was loaded.
-func (r *LoadReport) Notice() string {
-	if len(r.Initialized) == 0 {
-		return ""
-	}
-	return "Some weights of BertForSequenceClassification were not initialized from the checkpoint and are newly " +
-		"initialized: " + strings.Join(r.Initialized, ", ") + ". You should train this model on a down-stream task " +
-		"before using it for predictions."
-}
-
-// UnusedNotice returns transformers' warning for checkpoint tensors the model did not use (the report's
-// Unexpected, summarised by loaders.SummarizeNames), or "" when every tensor was used. dir names the checkpoint.
-func (r *LoadReport) UnusedNotice(dir string) string {
-	if len(r.Unexpected) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d tensors of the checkpoint in %s were not used by BertForSequenceClassification: %s. "+
-		"If the checkpoint is meant to be exactly this model, its config.json does not describe it (num_hidden_layers, "+
-		"hidden_size, ...) and the model is not the one that was trained.",
-		len(r.Unexpected), dir, loaders.SummarizeNames(r.Unexpected, 8))
-}
-
 // isHead reports whether a parameter belongs to the pooler or classifier, which a checkpoint of another head
 // (BertModel, BertForMaskedLM, a different num_labels) may lack.
 func isHead(name string) bool {
@@ -163,7 +120,7 @@ func isHead(name string) bool {
 // widened to the FP32 masters. A pooler or classifier the checkpoint lacks (or holds with another num_labels)
 // is freshly initialised and listed in the report's Initialized (print Notice); any other missing or mis-shaped
 // tensor is an error naming it, found from the safetensors headers before the model is allocated. Unexpected tensors are reported, not errors (transformers only warns).
-func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForSequenceClassification, report *LoadReport, err error) {
+func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) (m *BertForSequenceClassification, report *transformer.LoadReport, err error) {
 	defer recoverError(&err)
 	hf, err := loaders.ReadBertConfig(dir)
 	if err != nil {
@@ -194,7 +151,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts LoadOptions) (m *BertForS
 	// config implies before allocating anything, so a config.json that disagrees with its weights is an error
 	// naming the tensors, not a model built (or an allocation attempted) at the wrong size.
 	source, lr := loaders.MapBertCheckpoint(loaders.BertSequenceClassificationTensors(hf), ck.Infos(), hf)
-	report = &LoadReport{LoadReport: lr}
+	report = &transformer.LoadReport{LoadReport: lr, Architecture: "BertForSequenceClassification"}
 	var fatal []string
 	for _, name := range lr.Missing {
 		if !isHead(name) {

@@ -1,4 +1,4 @@
-package transformer
+package bert
 
 import (
 	"errors"
@@ -38,7 +38,7 @@ type BertConfig struct {
 	AttentionProbsDropoutProb float64 // attention_probs_dropout_prob
 	MaxPositionEmbeddings     int     // max_position_embeddings: the longest sequence T
 	TypeVocabSize             int     // type_vocab_size
-	InitializerRange          float64 // initializer_range: std of the normal init of Linear and Embedding weights
+	InitializerRange          float64 // initializer_range: std of the normal init of transformer.Linear and Embedding weights
 	LayerNormEps              float64 // layer_norm_eps
 	PadTokenID                int     // pad_token_id: padding_idx of the word embeddings; -1 for none (null)
 	// PositionEmbeddingType must be "absolute" (or empty, meaning absolute).

@@ -1,6 +1,7 @@
-package transformer
+package bert
 
 import (
+	"github.com/tune-ml/tune/transformer"
 	"strings"
 	"testing"
 
@@ -183,20 +184,20 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 // parameter of its own (never used numerically) to check re-packing and naming, and a per-pass scratch buffer
 // from the arena for its scaled output gradient (dOut is read-only).
 type scaledProjection struct {
-	base    *Linear
+	base    *transformer.Linear
 	s       float32
-	extra   *Param
+	extra   *transformer.Param
 	scratch *tensor.Tensor // (N, Out) h
 }
 
-func (p *scaledProjection) Forward(ps *Pass, out, in *tensor.Tensor) error {
+func (p *scaledProjection) Forward(ps *transformer.Pass, out, in *tensor.Tensor) error {
 	if err := p.base.Forward(ps, out, in); err != nil {
 		return err
 	}
 	return ps.Backend.Scale(out, p.s)
 }
 
-func (p *scaledProjection) Backward(ps *Pass, dIn, dOut, in *tensor.Tensor, acc bool) error {
+func (p *scaledProjection) Backward(ps *transformer.Pass, dIn, dOut, in *tensor.Tensor, acc bool) error {
 	d, err := p.scratch.Reshape(dOut.Shape...)
 	if err != nil {
 		return err
@@ -210,16 +211,16 @@ func (p *scaledProjection) Backward(ps *Pass, dIn, dOut, in *tensor.Tensor, acc 
 	return p.base.Backward(ps, dIn, d, in, acc)
 }
 
-func (p *scaledProjection) Layout(a *Arena, rows int, dt tensor.DType) {
+func (p *scaledProjection) Layout(a *transformer.Arena, rows int, dt tensor.DType) {
 	p.scratch = a.Take(dt, rows, p.base.Out)
 }
-func (p *scaledProjection) Base() *Linear { return p.base }
-func (p *scaledProjection) Parameters() []NamedParameter {
-	ps := []NamedParameter{}
+func (p *scaledProjection) Base() *transformer.Linear { return p.base }
+func (p *scaledProjection) Parameters() []transformer.NamedParameter {
+	ps := []transformer.NamedParameter{}
 	for _, np := range p.base.Parameters() {
-		ps = append(ps, NamedParameter{Name: "base_layer." + np.Name, Param: np.Param})
+		ps = append(ps, transformer.NamedParameter{Name: "base_layer." + np.Name, Param: np.Param})
 	}
-	return append(ps, NamedParameter{Name: "extra.weight", Param: p.extra})
+	return append(ps, transformer.NamedParameter{Name: "extra.weight", Param: p.extra})
 }
 
 // TestReplaceProjections replaces a value projection by a wrapper from outside the package (as LoRA does):
@@ -232,7 +233,7 @@ func TestReplaceProjections(t *testing.T) {
 	m := newTestModel(t, b, cfg, 6)
 	before := step(t, m, batch, 1)
 	const path = "bert.encoder.layer.1.attention.self.value"
-	var base *Linear
+	var base *transformer.Linear
 	for _, mp := range m.Projections() {
 		if mp.Path == path {
 			base = mp.Projection.Base()
@@ -246,8 +247,8 @@ func TestReplaceProjections(t *testing.T) {
 		t.Fatal(err)
 	}
 	base.Weight.Trainable, base.Bias.Trainable = false, false
-	wrapper := &scaledProjection{base: base, s: 1, extra: &Param{Value: extra, Trainable: true}}
-	if err := m.ReplaceProjections(map[string]Projection{path: wrapper}); err != nil {
+	wrapper := &scaledProjection{base: base, s: 1, extra: &transformer.Param{Value: extra, Trainable: true}}
+	if err := m.ReplaceProjections(map[string]transformer.Projection{path: wrapper}); err != nil {
 		t.Fatal(err)
 	}
 	after := step(t, m, batch, 1)
@@ -275,10 +276,10 @@ func TestReplaceProjections(t *testing.T) {
 	}
 	for _, c := range []struct {
 		why  string
-		repl map[string]Projection
+		repl map[string]transformer.Projection
 	}{
-		{"unknown path", map[string]Projection{"bert.encoder.layer.9.attention.self.value": wrapper}},
-		{"wrong shape", map[string]Projection{"bert.encoder.layer.0.intermediate.dense": wrapper}},
+		{"unknown path", map[string]transformer.Projection{"bert.encoder.layer.9.attention.self.value": wrapper}},
+		{"wrong shape", map[string]transformer.Projection{"bert.encoder.layer.0.intermediate.dense": wrapper}},
 	} {
 		if err := m.ReplaceProjections(c.repl); err == nil {
 			t.Errorf("%s: no error", c.why)

@@ -1,6 +1,7 @@
-package transformer
+package bert
 
 import (
+	"github.com/tune-ml/tune/transformer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,7 @@ func TestLoadPretrainedErrorIsCompact(t *testing.T) {
 			if err := c.WriteFile(filepath.Join(edited, "config.json")); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = LoadPretrained(edited, b, LoadOptions{})
+			_, _, err = LoadPretrained(edited, b, transformer.LoadOptions{})
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"errors"
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestForwardErrors(t *testing.T) {
 	} {
 		t.Run(c.why, func(t *testing.T) {
 			m.Config.ProblemType = ""
-			_, err := m.Forward(c.batch(), ForwardOptions{HostLogits: true, Train: true})
+			_, err := m.Forward(c.batch(), transformer.ForwardOptions{HostLogits: true, Train: true})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -45,7 +46,7 @@ func TestForwardErrors(t *testing.T) {
 	}
 	m.Config.ProblemType = ""
 	if _, err := m.Forward(&loaders.Batch{B: 2, T: 4, InputIDs: good.InputIDs, Targets: []float32{1, 0}},
-		ForwardOptions{HostLogits: true}); !errors.Is(err, ErrMultiLabel) {
+		transformer.ForwardOptions{HostLogits: true}); !errors.Is(err, ErrMultiLabel) {
 		t.Errorf("multi-label targets: got %v, want ErrMultiLabel", err)
 	}
 }
@@ -62,16 +63,16 @@ func TestBackwardNeedsTrainingForward(t *testing.T) {
 		prepare func() error
 	}{
 		{"no Forward", func() error { return nil }},
-		{"eval Forward", func() error { _, err := m.Forward(batch, ForwardOptions{HostLogits: true}); return err }},
+		{"eval Forward", func() error { _, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true}); return err }},
 		{"Forward without labels", func() error {
-			out, err := m.Forward(&unlabelled, ForwardOptions{HostLogits: true, Train: true})
+			out, err := m.Forward(&unlabelled, transformer.ForwardOptions{HostLogits: true, Train: true})
 			if err == nil && !math.IsNaN(float64(out.Loss)) {
 				t.Errorf("loss without labels = %v, want NaN", out.Loss)
 			}
 			return err
 		}},
 		{"second Backward", func() error {
-			if _, err := m.Forward(batch, ForwardOptions{HostLogits: true, Train: true}); err != nil {
+			if _, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true}); err != nil {
 				return err
 			}
 			return m.Backward(1)
@@ -106,7 +107,7 @@ func TestProblemTypeResolution(t *testing.T) {
 		if c.targets {
 			batch.Labels, batch.Targets = nil, []float32{0.5, 1.5}
 		}
-		out, err := m.Forward(batch, ForwardOptions{HostLogits: true})
+		out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 		if err != nil {
 			t.Fatal(err)
 		}

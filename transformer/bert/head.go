@@ -1,13 +1,14 @@
-package transformer
+package bert
 
 import (
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // Pooler is BertPooler: pooled = tanh(dense(h[:, 0])), the first token's hidden state of each sequence.
 // The dense layer is GEMM-class and tanh keeps its dtype, so under autocast pooled is half (FACTS §1.2).
 type Pooler struct {
-	Dense Projection // pooler.dense (C → C)
+	Dense transformer.Projection // pooler.dense (C → C)
 
 	c poolerCache
 }
@@ -19,7 +20,7 @@ type poolerCache struct {
 	dfirst *tensor.Tensor // (B, C) F32 gradient of the gathered rows
 }
 
-func (pl *Pooler) layout(a *Arena, b, c int, dt tensor.DType) {
+func (pl *Pooler) layout(a *transformer.Arena, b, c int, dt tensor.DType) {
 	pl.c = poolerCache{
 		first: a.Take(dt, b, c), pooled: a.Take(dt, b, c), rows: a.Take(tensor.I32, b),
 		dfirst: a.Take(tensor.F32, b, c),
@@ -29,7 +30,7 @@ func (pl *Pooler) layout(a *Arena, b, c int, dt tensor.DType) {
 
 // Forward gathers h[:, 0] from hidden (B·T, C) F32 with the row index uploaded into c.rows (an Embedding
 // lookup into the hidden states, which also casts to the GEMM dtype) and returns pooled (B, C) h.
-func (pl *Pooler) Forward(p *Pass, hidden *tensor.Tensor) (*tensor.Tensor, error) {
+func (pl *Pooler) Forward(p *transformer.Pass, hidden *tensor.Tensor) (*tensor.Tensor, error) {
 	c := &pl.c
 	if err := p.Backend.Embedding(c.first, c.rows, hidden); err != nil {
 		return nil, err
@@ -42,7 +43,7 @@ func (pl *Pooler) Forward(p *Pass, hidden *tensor.Tensor) (*tensor.Tensor, error
 
 // Backward takes dpooled (B, C) h (clobbered) and writes the gradient of the encoder output into dhidden
 // (B·T, C) F32 (overwritten: zero except the first token of each sequence).
-func (pl *Pooler) Backward(p *Pass, dhidden, dpooled *tensor.Tensor) error {
+func (pl *Pooler) Backward(p *transformer.Pass, dhidden, dpooled *tensor.Tensor) error {
 	bk, c := p.Backend, &pl.c
 	if err := bk.TanhBackward(dpooled, dpooled, c.pooled); err != nil {
 		return err
@@ -59,8 +60,8 @@ func (pl *Pooler) Backward(p *Pass, dhidden, dpooled *tensor.Tensor) error {
 // ClassificationHead is BertForSequenceClassification's head on the pooled output: logits =
 // classifier(dropout(pooled)), with the classifier GEMM-class (half logits under autocast).
 type ClassificationHead struct {
-	Classifier Projection // classifier (C → L)
-	Dropout    float32    // classifier_dropout, else hidden_dropout_prob
+	Classifier transformer.Projection // classifier (C → L)
+	Dropout    float32                // classifier_dropout, else hidden_dropout_prob
 
 	c headCache
 }
@@ -75,7 +76,7 @@ type headCache struct {
 	dropUsed bool
 }
 
-func (hd *ClassificationHead) layout(a *Arena, b, c, labels int, dt tensor.DType) {
+func (hd *ClassificationHead) layout(a *transformer.Arena, b, c, labels int, dt tensor.DType) {
 	hd.c = headCache{
 		logits: a.Take(dt, b, labels), dlogits: a.Take(dt, b, labels), dpooled: a.Take(dt, b, c),
 	}
@@ -86,7 +87,7 @@ func (hd *ClassificationHead) layout(a *Arena, b, c, labels int, dt tensor.DType
 }
 
 // Forward returns logits (B, L) h from pooled (B, C) h.
-func (hd *ClassificationHead) Forward(p *Pass, pooled *tensor.Tensor) (*tensor.Tensor, error) {
+func (hd *ClassificationHead) Forward(p *transformer.Pass, pooled *tensor.Tensor) (*tensor.Tensor, error) {
 	c := &hd.c
 	c.in = pooled
 	if c.dropUsed = p.DropoutActive(hd.Dropout); c.dropUsed {
@@ -100,7 +101,7 @@ func (hd *ClassificationHead) Forward(p *Pass, pooled *tensor.Tensor) (*tensor.T
 }
 
 // Backward takes the gradient of the logits in c.dlogits and returns the gradient of pooled (B, C) h.
-func (hd *ClassificationHead) Backward(p *Pass) (*tensor.Tensor, error) {
+func (hd *ClassificationHead) Backward(p *transformer.Pass) (*tensor.Tensor, error) {
 	c := &hd.c
 	if err := hd.Classifier.Backward(p, c.dpooled, c.dlogits, c.in, false); err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -77,7 +78,7 @@ func (m *BertForSequenceClassification) upload(batch *loaders.Batch) error {
 	for i := range h.mask {
 		h.mask[i] = 0
 		if batch.AttentionMask != nil && batch.AttentionMask[i] == 0 {
-			h.mask[i] = MaskedScore
+			h.mask[i] = transformer.MaskedScore
 		}
 	}
 	types := batch.TokenTypeIDs

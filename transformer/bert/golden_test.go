@@ -1,4 +1,4 @@
-package transformer
+package bert
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"os"
 	"strconv"
@@ -128,7 +129,7 @@ func goldenTolerance(mode string) float64 {
 }
 
 // runGolden runs a training Forward and Backward(1) of m on batch under mode's policy.
-func runGolden(t *testing.T, m *BertForSequenceClassification, batch *loaders.Batch, mode string) Output {
+func runGolden(t *testing.T, m *BertForSequenceClassification, batch *loaders.Batch, mode string) transformer.Output {
 	t.Helper()
 	m.SetPolicy(goldenPolicies[mode])
 	return step(t, m, batch, 0)
@@ -184,7 +185,7 @@ func goldenTinyBert(t *testing.T, b tensor.Backend) {
 }
 
 // compareGoldenOutputs checks logits and loss against the golden's for mode.
-func compareGoldenOutputs(t *testing.T, g *golden, mode string, out Output) {
+func compareGoldenOutputs(t *testing.T, g *golden, mode string, out transformer.Output) {
 	t.Helper()
 	tol := goldenTolerance(mode)
 	if e, i := tensortest.RelErr(out.Logits, g.f32(mode+"/logits")); e > tol {
@@ -317,7 +318,7 @@ func TestGoldenTinyBertRandom(t *testing.T) {
 
 func goldenTinyBertRandom(t *testing.T, b tensor.Backend) {
 	g := openGolden(t, "tiny_bert_random.safetensors")
-	m, _, err := LoadPretrained(testutil.SharedData(t, "tiny-bert-random"), b, LoadOptions{})
+	m, _, err := LoadPretrained(testutil.SharedData(t, "tiny-bert-random"), b, transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

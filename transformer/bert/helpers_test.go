@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"strings"
 	"testing"
@@ -72,12 +73,12 @@ func testBatch(b, t, vocab, labels int, lens []int) *loaders.Batch {
 }
 
 // step runs Forward (train) and Backward(1) after zeroing the gradients, and returns the output.
-func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) Output {
+func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) transformer.Output {
 	t.Helper()
 	if err := m.ZeroGrad(); err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.Forward(batch, ForwardOptions{HostLogits: true, Train: true, Seed: seed})
+	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

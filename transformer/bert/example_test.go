@@ -1,7 +1,8 @@
-package transformer_test
+package bert_test
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"slices"
 
@@ -15,11 +16,11 @@ import (
 // for one step by hand (the trainer's job otherwise).
 func Example() {
 	b := cpu.New()
-	cfg := transformer.DefaultBertConfig()
+	cfg := bert.DefaultBertConfig()
 	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 32, 16, 2, 2, 32
 	cfg.MaxPositionEmbeddings = 8
 	cfg.ID2Label = []string{"negative", "positive"}
-	m, err := transformer.NewBertForSequenceClassification(b, cfg, 1)
+	m, err := bert.NewBertForSequenceClassification(b, cfg, 1)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -35,7 +36,7 @@ func Example() {
 		return
 	}
 
-	loaded, report, err := transformer.LoadPretrained(dir, b, transformer.LoadOptions{})
+	loaded, report, err := bert.LoadPretrained(dir, b, transformer.LoadOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"strconv"
 
@@ -19,20 +20,20 @@ import (
 // reversed. All FP32 master parameters live in two flat allocations (trainable with their gradients, and
 // frozen); all activations live in a step arena carved per batch shape.
 type BertForSequenceClassification struct {
-	Config     BertConfig          // the configuration the model was built from (ID2Label and ProblemType included)
-	Embeddings *Embeddings         // bert.embeddings
-	Layers     []*Layer            // bert.encoder.layer.0 … L−1
-	Pooler     *Pooler             // bert.pooler: tanh(dense(h[:, 0]))
-	Head       *ClassificationHead // dropout, then classifier (C → L)
+	Config     BertConfig           // the configuration the model was built from (ID2Label and ProblemType included)
+	Embeddings *Embeddings          // bert.embeddings
+	Layers     []*transformer.Layer // bert.encoder.layer.0 … L−1
+	Pooler     *Pooler              // bert.pooler: tanh(dense(h[:, 0]))
+	Head       *ClassificationHead  // dropout, then classifier (C → L)
 
 	b      tensor.Backend
 	policy amp.Policy
 	cache  *amp.WeightCache
-	groups paramGroups
-	arena  *Arena
+	groups transformer.ParamGroups
+	arena  *transformer.Arena
 	shape  carveKey // the shape the arena views are carved for
 	act    activations
-	sc     layerScratch
+	sc     transformer.LayerScratch
 	host   hostBuffers
 	last   lastForward
 	hfBase *loaders.BertConfig // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
@@ -47,7 +48,7 @@ type carveKey struct {
 // activations are the model-level buffers of one pass (views of the step arena); N = B·T.
 type activations struct {
 	ids, types, pos *tensor.Tensor // (N) I32 token, token type and position ids
-	mask            *tensor.Tensor // (B, T) F32 additive attention mask: 0 or MaskedScore
+	mask            *tensor.Tensor // (B, T) F32 additive attention mask: 0 or transformer.MaskedScore
 	labels          *tensor.Tensor // (B) I64 class labels (−100: ignored)
 	targets         *tensor.Tensor // (B) F32 regression targets
 	losses          *tensor.Tensor // (B) F32 per-row losses
@@ -62,7 +63,7 @@ type hostBuffers struct {
 
 // lastForward records what Backward needs from the last training Forward.
 type lastForward struct {
-	pass    Pass
+	pass    transformer.Pass
 	key     carveKey
 	ready   bool   // a training Forward with labels ran and Backward has not consumed it
 	problem string // SingleLabel or Regression
@@ -78,14 +79,14 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if err := checkHostMemory(b, cfg); err != nil {
 		return nil, err
 	}
-	m := &BertForSequenceClassification{Config: cfg, b: b, arena: NewArena(b), groups: paramGroups{b: b}}
+	m := &BertForSequenceClassification{Config: cfg, b: b, arena: transformer.NewArena(b), groups: transformer.ParamGroups{B: b}}
 	c, inter := cfg.HiddenSize, cfg.IntermediateSize
-	table := func(rows int) (*Param, error) {
+	table := func(rows int) (*transformer.Param, error) {
 		t, err := b.Alloc(tensor.F32, rows, c)
 		if err != nil {
 			return nil, fmt.Errorf("transformer: embedding table (%d, %d): %w", rows, c, err)
 		}
-		return &Param{Value: t, Trainable: true}, nil
+		return &transformer.Param{Value: t, Trainable: true}, nil
 	}
 	var err error
 	e := &Embeddings{Dropout: float32(cfg.HiddenDropoutProb), PadID: cfg.PadTokenID}
@@ -98,29 +99,29 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if e.TokenType, err = table(cfg.TypeVocabSize); err != nil {
 		return nil, err
 	}
-	if e.Norm, err = NewLayerNorm(b, c, float32(cfg.LayerNormEps)); err != nil {
+	if e.Norm, err = transformer.NewLayerNorm(b, c, float32(cfg.LayerNormEps)); err != nil {
 		return nil, err
 	}
 	m.Embeddings = e
-	lin := func(in, out int) Projection {
+	lin := func(in, out int) transformer.Projection {
 		if err != nil {
 			return nil
 		}
-		var l *Linear
-		l, err = NewLinear(b, in, out, true)
+		var l *transformer.Linear
+		l, err = transformer.NewLinear(b, in, out, true)
 		return l
 	}
-	norm := func() *LayerNorm {
+	norm := func() *transformer.LayerNorm {
 		if err != nil {
 			return nil
 		}
-		var n *LayerNorm
-		n, err = NewLayerNorm(b, c, float32(cfg.LayerNormEps))
+		var n *transformer.LayerNorm
+		n, err = transformer.NewLayerNorm(b, c, float32(cfg.LayerNormEps))
 		return n
 	}
 	for range cfg.NumHiddenLayers {
-		l := &Layer{
-			Attention: SelfAttention{
+		l := &transformer.Layer{
+			Attention: transformer.SelfAttention{
 				Query: lin(c, c), Key: lin(c, c), Value: lin(c, c),
 				Heads: cfg.NumAttentionHeads, HeadDim: cfg.HeadDim(), Dropout: float32(cfg.AttentionProbsDropoutProb),
 			},
@@ -134,7 +135,7 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if err != nil {
 		return nil, err
 	}
-	if err := m.groups.pack(m.namedParameters()); err != nil {
+	if err := m.groups.Pack(m.namedParameters()); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -175,7 +176,7 @@ func (m *BertForSequenceClassification) carve(b, t int) error {
 		return nil
 	}
 	m.shape = carveKey{}
-	if err := m.arena.Carve(func(a *Arena) error { return m.layout(a, key) }); err != nil {
+	if err := m.arena.Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
 		return err
 	}
 	m.shape = key
@@ -183,7 +184,7 @@ func (m *BertForSequenceClassification) carve(b, t int) error {
 }
 
 // layout takes every pass buffer of the model for key's batch shape and dtype.
-func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
+func (m *BertForSequenceClassification) layout(a *transformer.Arena, key carveKey) error {
 	b, t, dt := key.b, key.t, key.dt
 	n, c := b*t, m.Config.HiddenSize
 	m.act = activations{
@@ -192,9 +193,9 @@ func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
 		losses: a.Take(tensor.F32, b), g0: a.Take(tensor.F32, n, c), g1: a.Take(tensor.F32, n, c),
 	}
 	m.Embeddings.layout(a, n, c)
-	m.sc = layoutLayerScratch(a, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
+	m.sc = transformer.LayoutLayerScratch(a, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
 	for _, l := range m.Layers {
-		l.layout(a, &m.sc, b, t, dt)
+		l.Layout(a, &m.sc, b, t, dt)
 	}
 	m.Pooler.layout(a, b, c, dt)
 	m.Head.layout(a, b, c, m.Config.NumLabels(), dt)
@@ -206,7 +207,7 @@ func (m *BertForSequenceClassification) layout(a *Arena, key carveKey) error {
 // (opts.Seed, opts.Offset) and keeps the activations for Backward. Output.Device holds the logits (B, L) in the
 // GEMM dtype; with opts.HostLogits, Output.Logits holds them in FP32 (rounded to the autocast dtype first under
 // autocast, as transformers' logits are). Output.Loss is the mean loss, NaN without labels.
-func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts ForwardOptions) (out Output, err error) {
+func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts transformer.ForwardOptions) (out transformer.Output, err error) {
 	defer recoverError(&err)
 	m.last.ready = false
 	if err := m.checkBatch(batch); err != nil {
@@ -222,21 +223,21 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts Forwa
 	if m.cache != nil && !opts.ReuseWeightCasts {
 		m.cache.Invalidate() // every master weight is cast afresh: edits since the last Forward are seen
 	}
-	p := Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
+	p := transformer.Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
 		Observe: opts.Observe}
 
 	h, err := m.Embeddings.Forward(&p, m.act.ids, m.act.types, m.act.pos) // (N, C) F32
 	if err != nil {
 		return out, fmt.Errorf("transformer: embeddings: %w", err)
 	}
-	if err := p.observe("bert.embeddings", false, h); err != nil {
+	if err := p.Notify("bert.embeddings", false, h); err != nil {
 		return out, err
 	}
 	for i, l := range m.Layers {
 		if h, err = l.Forward(&p, &m.sc, h, m.act.mask, b, t); err != nil {
 			return out, fmt.Errorf("transformer: encoder layer %d: %w", i, err)
 		}
-		if err := p.observe(layerPath(i), false, h); err != nil {
+		if err := p.Notify(layerPath(i), false, h); err != nil {
 			return out, err
 		}
 	}
@@ -244,14 +245,14 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts Forwa
 	if err != nil {
 		return out, fmt.Errorf("transformer: pooler: %w", err)
 	}
-	if err := p.observe("bert.pooler", false, pooled); err != nil {
+	if err := p.Notify("bert.pooler", false, pooled); err != nil {
 		return out, err
 	}
 	logits, err := m.Head.Forward(&p, pooled) // (B, L) h
 	if err != nil {
 		return out, fmt.Errorf("transformer: classifier: %w", err)
 	}
-	if err := p.observe("classifier", false, logits); err != nil {
+	if err := p.Notify("classifier", false, logits); err != nil {
 		return out, err
 	}
 	out.NumLabels, out.Device = m.Config.NumLabels(), logits
@@ -292,14 +293,14 @@ func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
 	if err := m.lossBackward(&p, seed); err != nil {
 		return err
 	}
-	if err := p.observe("classifier", true, m.Head.c.dlogits); err != nil {
+	if err := p.Notify("classifier", true, m.Head.c.dlogits); err != nil {
 		return err
 	}
 	dpooled, err := m.Head.Backward(&p)
 	if err != nil {
 		return fmt.Errorf("transformer: classifier backward: %w", err)
 	}
-	if err := p.observe("bert.pooler", true, dpooled); err != nil {
+	if err := p.Notify("bert.pooler", true, dpooled); err != nil {
 		return err
 	}
 	grad := m.act.g0 // (N, C) F32
@@ -307,14 +308,14 @@ func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
 		return fmt.Errorf("transformer: pooler backward: %w", err)
 	}
 	for i := len(m.Layers) - 1; i >= 0; i-- {
-		if err := p.observe(layerPath(i), true, grad); err != nil {
+		if err := p.Notify(layerPath(i), true, grad); err != nil {
 			return err
 		}
 		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t); err != nil {
 			return fmt.Errorf("transformer: encoder layer %d backward: %w", i, err)
 		}
 	}
-	if err := p.observe("bert.embeddings", true, grad); err != nil {
+	if err := p.Notify("bert.embeddings", true, grad); err != nil {
 		return err
 	}
 	if err := m.Embeddings.Backward(&p, grad, m.act.ids, m.act.types, m.act.pos); err != nil {

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"errors"
+	"github.com/tune-ml/tune/transformer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,7 +35,7 @@ func TestCheckpointConfigProblems(t *testing.T) {
 			if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(tt.json), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := LoadPretrained(dir, cpuBackend(), LoadOptions{})
+			_, _, err := LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{})
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "load "+dir) {
 				t.Fatalf("LoadPretrained: %v\nwant it to name %s and contain %q", err, dir, tt.want)
 			}

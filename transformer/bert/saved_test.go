@@ -1,10 +1,11 @@
-package transformer
+package bert
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
+	"github.com/tune-ml/tune/transformer"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,7 +36,7 @@ func TestSavedCheckpointIsStable(t *testing.T) {
 		}
 		unlabelled := *batch
 		unlabelled.Labels = nil // a labelled Forward would resolve problem_type into the config
-		out, err := m.Forward(&unlabelled, ForwardOptions{HostLogits: true})
+		out, err := m.Forward(&unlabelled, transformer.ForwardOptions{HostLogits: true})
 		if err != nil {
 			t.Fatal(err)
 		}

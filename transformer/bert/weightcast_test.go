@@ -1,4 +1,4 @@
-package transformer
+package bert
 
 import (
 	"slices"
@@ -7,6 +7,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
@@ -39,7 +40,7 @@ func TestAutocastSeesEditedWeights(t *testing.T) {
 			t.Run(p.String(), func(t *testing.T) {
 				forward := func(m *BertForSequenceClassification, reuse bool) []float32 {
 					t.Helper()
-					out, err := m.Forward(batch, ForwardOptions{ReuseWeightCasts: reuse, HostLogits: true})
+					out, err := m.Forward(batch, transformer.ForwardOptions{ReuseWeightCasts: reuse, HostLogits: true})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -1,6 +1,7 @@
-package transformer
+package bert
 
 import (
+	"github.com/tune-ml/tune/transformer"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,7 +28,7 @@ func TestLookup(t *testing.T) {
 		{`{"architectures": ["BertForMaskedLM"]}`, "bert"},
 		{`{"hidden_size": 8}`, "bert"},
 	} {
-		f, err := Lookup(writeConfig(t, c.body))
+		f, err := transformer.Lookup(writeConfig(t, c.body))
 		if err != nil || f.Name != c.want {
 			t.Errorf("%s: got %v, %v; want family %s", c.body, f, err, c.want)
 		}
@@ -37,12 +38,12 @@ func TestLookup(t *testing.T) {
 		{`{"architectures": ["GemmaForCausalLM"]}`, `has no model_type and its architectures [GemmaForCausalLM] name no class`},
 		{`{"model_type": `, `config.json: unexpected end of JSON input`},
 	} {
-		_, err := Lookup(writeConfig(t, c.body))
+		_, err := transformer.Lookup(writeConfig(t, c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "config.json") {
 			t.Errorf("%s: got %v, want an error containing %q", c.body, err, c.want)
 		}
 	}
-	if _, _, err := Open(writeConfig(t, `{"model_type": "t5"}`), cpu.New(), LoadOptions{}); err == nil {
+	if _, _, err := transformer.Open(writeConfig(t, `{"model_type": "t5"}`), cpu.New(), transformer.LoadOptions{}); err == nil {
 		t.Error("Open of a t5 config succeeded")
 	}
 }

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 	"math/rand/v2"
 	"strings"
 
@@ -51,7 +52,7 @@ func (m *BertForSequenceClassification) InitClassifier(seed uint64) error {
 
 // initParam fills one parameter by its role, read from its name: LayerNorm weight 1 / bias 0, other biases 0,
 // 2-D weights N(0, initializer_range²) with the padding row of the word embeddings zeroed.
-func (m *BertForSequenceClassification) initParam(np NamedParameter, seed, index uint64) error {
+func (m *BertForSequenceClassification) initParam(np transformer.NamedParameter, seed, index uint64) error {
 	v := np.Param.Value
 	name := np.Name
 	switch {

@@ -1,6 +1,7 @@
-package transformer
+package bert
 
 import (
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"testing"
 
@@ -36,7 +37,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			const seed = 77
 			step(t, m, batch, seed)
 			loss := func() float64 {
-				out, err := m.Forward(batch, ForwardOptions{HostLogits: true, Train: true, Seed: seed})
+				out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -89,7 +90,7 @@ func argmaxAbs(v []float32) int {
 }
 
 // upload writes host values into a parameter and invalidates the weight cache.
-func upload(t testing.TB, m *BertForSequenceClassification, np NamedParameter, w []float32) {
+func upload(t testing.TB, m *BertForSequenceClassification, np transformer.NamedParameter, w []float32) {
 	t.Helper()
 	if err := m.b.Upload(np.Param.Value, w); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 
 	"github.com/tune-ml/tune/loaders"
 )
@@ -81,7 +82,7 @@ func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, err
 
 // lossBackward seeds the gradient of the logits: d(seed·mean loss)/d(logits), rounded to the logits' dtype
 // (the gradient of a half tensor is half, FACTS §1.4). A batch with no labelled row contributes zero.
-func (m *BertForSequenceClassification) lossBackward(p *Pass, seed float32) error {
+func (m *BertForSequenceClassification) lossBackward(p *transformer.Pass, seed float32) error {
 	a, h := &m.act, &m.Head.c
 	scale := float32(0)
 	if m.last.count > 0 {

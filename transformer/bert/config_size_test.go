@@ -1,7 +1,8 @@
-package transformer
+package bert
 
 import (
 	"errors"
+	"github.com/tune-ml/tune/transformer"
 	"math"
 	"path/filepath"
 	"slices"
@@ -202,7 +203,7 @@ func TestLoadPretrainedChecksShapesFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := &countingBackend{Backend: cpuBackend()}
-			_, _, err = LoadPretrained(dir, b, LoadOptions{})
+			_, _, err = LoadPretrained(dir, b, transformer.LoadOptions{})
 			if err == nil || !strings.Contains(err.Error(), c.want) || b.allocs != 0 {
 				t.Fatalf("LoadPretrained: %v after %d allocations, want an error containing %q and none", err, b.allocs, c.want)
 			}

@@ -1,0 +1,22 @@
+package bert
+
+import (
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
+)
+
+var _ transformer.Adaptable = (*BertForSequenceClassification)(nil)
+
+func init() {
+	transformer.Register(transformer.Family{
+		Name: "bert", ModelTypes: []string{"bert"},
+		Architectures: []string{"BertForSequenceClassification", "BertModel", "BertForMaskedLM", "BertForPreTraining"},
+		Load: func(dir string, b tensor.Backend, opts transformer.LoadOptions) (transformer.Adaptable, *transformer.LoadReport, error) {
+			m, r, err := LoadPretrained(dir, b, opts)
+			if err != nil {
+				return nil, r, err
+			}
+			return m, r, nil
+		},
+	})
+}
