@@ -66,6 +66,40 @@ type Backend interface {
 	// mean, rstd. dgamma/dbeta may be nil for a frozen LayerNorm.
 	LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *Tensor) error
 
+	// RMSNorm over the last axis: x (N, C) → out (N, C) = weight·round_x(x·rstd), rstd (N) F32 =
+	// 1/sqrt(mean(x²) + eps), the statistics in FP32. As transformers' LlamaRMSNorm, the normalised value is
+	// rounded to x's dtype (round_x) before the weight multiply, and the product is rounded to out's dtype;
+	// weight (C) is F32 or half, out any float dtype (x's dtype, or F32 as PyTorch's promotion of an F32
+	// weight gives under autocast). rstd is saved for the backward (=). Qwen3's q/k norm is the same op over
+	// rows of D (N = B·T·H).
+	RMSNorm(out, rstd, x, weight *Tensor, eps float32) error
+	// RMSNormBackward: dx (N, C) =, dweight (C) += (nil for a frozen weight), from dout (N, C) and the
+	// forward's x, weight and rstd (N, F32): with n̂ = x·rstd and g = round_x(dout·weight),
+	// dx = rstd·(g − n̂·mean(g·n̂)) and dweight += Σ_rows dout·round_x(n̂).
+	RMSNormBackward(dx, dweight, dout, x, weight, rstd *Tensor) error
+
+	// RoPE rotates x in place, a strided (B, H, T, D) operand (AttnOperand: it works inside a fused QKV
+	// buffer), by the rotate-half convention of transformers' apply_rotary_pos_emb: with x1 = x[..., :D/2],
+	// x2 = x[..., D/2:], c = cos[p, i], s = sin[p, i] and p = positions[b, t] (I32, (B, T)),
+	// x1' = x1·c − x2·s and x2' = x2·c + x1·s. cos and sin are (P, D/2) F32 tables built on the host (rope
+	// scaling is the model's business); D must be even and every position in [0, P). Math in FP32, rounded
+	// once to x's dtype. inverse applies the transposed rotation (the backward: dx = Rᵀ·dy).
+	RoPE(x AttnOperand, b, h, t, d int, positions, cos, sin *Tensor, inverse bool) error
+
+	// SwiGLU: out (N, I) = round_gate(silu(gate))·up, silu(g) = g·σ(g), gate and up (N, I) of one dtype, in
+	// FP32; the activation is rounded to gate's dtype before the multiply, as transformers' LlamaMLP
+	// (act_fn(gate_proj(x)) * up_proj(x)) does.
+	SwiGLU(out, gate, up *Tensor) error
+	// SwiGLUBackward: dgate = round(dout·up)·silu'(gate) and dup = dout·round(silu(gate)), both =, from dout
+	// and the forward's gate and up (the intermediate roundings are to gate's dtype, as PyTorch's autograd).
+	SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) error
+
+	// GELUTanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (PyTorch gelu with
+	// approximate='tanh'; transformers' gelu_pytorch_tanh and gelu_new, GPT-2's activation), FP32, rounded once.
+	GELUTanh(out, x *Tensor) error
+	// GELUTanhBackward: dx = dout·d/dx GELUTanh(x).
+	GELUTanhBackward(dx, dout, x *Tensor) error
+
 	// Softmax over the last axis with an additive mask: x viewed as (B, R, C) rows, mask (B, C) F32 or nil,
 	// out (B, R, C) = softmax(x + mask[b]) per row. A row whose every entry is -Inf gives zeros.
 	Softmax(out, x, mask *Tensor) error

@@ -28,6 +28,34 @@ func geluBackwardKernel[T scalar](dx, dout, x []T) {
 	}
 }
 
+// geluTanhC is √(2/π) and geluTanhK the cubic coefficient of the tanh approximation of GELU.
+const (
+	geluTanhC = 0.7978845608028654
+	geluTanhK = 0.044715
+)
+
+// geluTanhKernel: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (Hendrycks &
+// Gimpel 2016; PyTorch gelu with approximate='tanh', transformers' gelu_pytorch_tanh; gelu_new, GPT-2's
+// activation, is the same formula written out in tensor ops). Evaluated in float64 and rounded to T.
+func geluTanhKernel[T scalar](out, x []T) {
+	for i, v := range x {
+		f := float64(v)
+		out[i] = T(0.5 * f * (1 + math.Tanh(geluTanhC*(f+geluTanhK*f*f*f))))
+	}
+}
+
+// geluTanhBackwardKernel: dx = dout·(0.5·(1 + th) + 0.5·x·(1 − th²)·√(2/π)·(1 + 3·0.044715·x²)),
+// th = tanh(√(2/π)·(x + 0.044715·x³)), the derivative PyTorch's GeluBackward computes for approximate='tanh'
+// (aten/src/ATen/native/cpu/Activation.cpp).
+func geluTanhBackwardKernel[T scalar](dx, dout, x []T) {
+	for i, v := range x {
+		f := float64(v)
+		th := math.Tanh(geluTanhC * (f + geluTanhK*f*f*f))
+		d := 0.5*(1+th) + 0.5*f*(1-th*th)*geluTanhC*(1+3*geluTanhK*f*f)
+		dx[i] = dout[i] * T(d)
+	}
+}
+
 // tanhKernel: out = tanh(x).
 func tanhKernel[T scalar](out, x []T) {
 	for i, v := range x {
@@ -50,6 +78,16 @@ func (b *Backend) GELU(out, x *tensor.Tensor) error {
 // GELUBackward sets dx = dout·(Φ(x) + x·φ(x)) from the forward input x.
 func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 	return binaryOp("GELUBackward", dx, dout, x, "x", 60, geluBackwardKernel[float32])
+}
+
+// GELUTanh sets out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's tanh-approximate GELU.
+func (b *Backend) GELUTanh(out, x *tensor.Tensor) error {
+	return unaryOp("GELUTanh", out, x, 40, geluTanhKernel[float32])
+}
+
+// GELUTanhBackward sets dx = dout·GELUTanh'(x) from the forward input x.
+func (b *Backend) GELUTanhBackward(dx, dout, x *tensor.Tensor) error {
+	return binaryOp("GELUTanhBackward", dx, dout, x, "x", 60, geluTanhBackwardKernel[float32])
 }
 
 // Tanh sets out = tanh(x) (the BERT pooler activation).

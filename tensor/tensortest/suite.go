@@ -22,7 +22,8 @@ func RunOpSuite(t *testing.T, b tensor.Backend) {
 		t.Run(dt.String(), func(t *testing.T) {
 			var cases []opCase
 			for _, build := range []func(tensor.DType) []opCase{elementwiseCases, activationCases, normCases,
-				softmaxCases, dropoutCases, layoutCases, lossCases, gemmCases, attentionCases} {
+				softmaxCases, dropoutCases, layoutCases, lossCases, gemmCases, attentionCases, rmsNormCases,
+				ropeCases, gluCases} {
 				cases = append(cases, build(dt)...)
 			}
 			for _, c := range cases {
@@ -152,6 +153,10 @@ func checkErrors(t *testing.T, b tensor.Backend) {
 			DO: tensor.AttnOperand{T: mk(tensor.F16, 64)}, DQ: tensor.AttnOperand{T: mk(tensor.BF16, 64)},
 			DK: tensor.AttnOperand{T: mk(tensor.BF16, 64)}, DV: tensor.AttnOperand{T: mk(tensor.BF16, 64)}}), tensor.ErrDType},
 		{"NonFiniteCheckAndUnscale of a BF16 tensor", "NonFiniteCheckAndUnscale", nfErr, tensor.ErrDType},
+		{"RMSNorm with a BF16 rstd", "RMSNorm", b.RMSNorm(mk(tensor.F32, 2, 3), mk(tensor.BF16, 2), mk(tensor.F32, 2, 3), mk(tensor.F32, 3), 1e-6), tensor.ErrDType},
+		{"RoPE with an odd head size", "RoPE", b.RoPE(tensor.AttnOperand{T: mk(tensor.F32, 6)}, 1, 1, 2, 3, mk(tensor.I32, 1, 2), mk(tensor.F32, 4, 1), mk(tensor.F32, 4, 1), false), tensor.ErrArgument},
+		{"RoPE on an operand that overlaps itself", "RoPE", b.RoPE(tensor.AttnOperand{T: mk(tensor.F32, 16), StrideB: 8, StrideH: 2, StrideT: 4}, 1, 2, 2, 4, mk(tensor.I32, 1, 2), mk(tensor.F32, 4, 2), mk(tensor.F32, 4, 2), false), tensor.ErrArgument},
+		{"SwiGLU with gate and up of different dtypes", "SwiGLU", b.SwiGLU(mk(tensor.F32, 4), mk(tensor.F32, 4), mk(tensor.BF16, 4)), tensor.ErrDType},
 		{"a tensor of no backend", "Scale", b.Scale(foreign, 2), tensor.ErrBackend},
 		{"a nil tensor", "GELU", b.GELU(nil, mk(tensor.F32, 3)), tensor.ErrArgument},
 	}

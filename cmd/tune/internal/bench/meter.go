@@ -335,6 +335,53 @@ func (m *Meter) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd 
 	})
 }
 
+// RMSNorm is timed as "RMSNorm".
+func (m *Meter) RMSNorm(out, rstd, x, weight *tensor.Tensor, eps float32) error {
+	return m.run("RMSNorm", "", 0, size(out, rstd, x, weight), func() error {
+		return m.Backend.RMSNorm(out, rstd, x, weight, eps)
+	})
+}
+
+// RMSNormBackward is timed as "RMSNormBackward".
+func (m *Meter) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tensor) error {
+	return m.run("RMSNormBackward", "", 0, size(dx, dout, x, weight, rstd)+2*size(dweight), func() error {
+		return m.Backend.RMSNormBackward(dx, dweight, dout, x, weight, rstd)
+	})
+}
+
+// RoPE is timed as "RoPE"; it reads and writes the b·h·t·d elements of the operand.
+func (m *Meter) RoPE(x tensor.AttnOperand, b, h, t, d int, positions, cos, sin *tensor.Tensor, inverse bool) error {
+	bytes := 0.0
+	if x.T != nil {
+		bytes = float64(2 * b * h * t * d * x.T.DType.Size())
+	}
+	return m.run("RoPE", "", 0, bytes+size(positions), func() error {
+		return m.Backend.RoPE(x, b, h, t, d, positions, cos, sin, inverse)
+	})
+}
+
+// SwiGLU is timed as "SwiGLU".
+func (m *Meter) SwiGLU(out, gate, up *tensor.Tensor) error {
+	return m.run("SwiGLU", "", 0, size(out, gate, up), func() error { return m.Backend.SwiGLU(out, gate, up) })
+}
+
+// SwiGLUBackward is timed as "SwiGLUBackward".
+func (m *Meter) SwiGLUBackward(dgate, dup, dout, gate, up *tensor.Tensor) error {
+	return m.run("SwiGLUBackward", "", 0, size(dgate, dup, dout, gate, up), func() error {
+		return m.Backend.SwiGLUBackward(dgate, dup, dout, gate, up)
+	})
+}
+
+// GELUTanh is timed as "GELUTanh".
+func (m *Meter) GELUTanh(out, x *tensor.Tensor) error {
+	return m.run("GELUTanh", "", 0, size(out, x), func() error { return m.Backend.GELUTanh(out, x) })
+}
+
+// GELUTanhBackward is timed as "GELUTanhBackward".
+func (m *Meter) GELUTanhBackward(dx, dout, x *tensor.Tensor) error {
+	return m.run("GELUTanhBackward", "", 0, size(dx, dout, x), func() error { return m.Backend.GELUTanhBackward(dx, dout, x) })
+}
+
 // Softmax is timed as "Softmax".
 func (m *Meter) Softmax(out, x, mask *tensor.Tensor) error {
 	return m.run("Softmax", "", 0, size(out, x, mask), func() error { return m.Backend.Softmax(out, x, mask) })
