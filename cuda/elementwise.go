@@ -85,15 +85,21 @@ func (b *Backend) BiasGrad(dbias, dy *tensor.Tensor) (err error) {
 // colsum queues the deterministic column reduction of kernels/norm.cu: with x == nil, outA += Σ_rows dy; else
 // outA += Σ dy·(x − mean)·rstd and outB += Σ dy (either output may be nil).
 func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
+	mode := 0
+	if x != nil {
+		mode = 1
+	}
+	o.colsumMode(mode, outA, outB, dy, x, mean, rstd, n, ch)
+}
+
+// colsumMode queues colsum_partial's mode (0: Σ dy; 1: LayerNorm's Σ dy·n̂ and Σ dy; 2: RMSNorm's
+// Σ dy·round_x(x·rstd) into outA) and the in-order finish into outA (and outB for mode 1).
+func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	if o.err != nil || n == 0 || (outA == nil && outB == nil) {
 		return
 	}
 	rowsPerChunk := max(256, (n+65534)/65535) // chunks are the grid's y extent (≤ 65535)
 	chunks := (n + rowsPerChunk - 1) / rowsPerChunk
-	mode := 0
-	if x != nil {
-		mode = 1
-	}
 	pa := o.scratch(4 * chunks * ch)
 	var pb uint64
 	if mode == 1 {

@@ -55,6 +55,11 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
 __device__ __forceinline__ float half_to_f32(u16 h, int dt) { return dt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 __device__ __forceinline__ u16 f32_to_half(float f, int dt) { return dt == DT_F16 ? f32_to_f16(f) : f32_to_bf16(f); }
 
+// round_to rounds an FP32 value to dt and widens it back (the identity for F32): a value "held in dt".
+__device__ __forceinline__ float round_to(float v, int dt) {
+	return dt == DT_F32 ? v : half_to_f32(f32_to_half(v, dt), dt);
+}
+
 // ld reads element i of a float tensor of type dt as FP32.
 __device__ __forceinline__ float ld(const void *p, int dt, i64 i) {
 	if (dt == DT_F32) return ((const float *)p)[i];

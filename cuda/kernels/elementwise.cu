@@ -78,6 +78,26 @@ extern "C" __global__ void gelu_bwd(void *dx, int dtdx, const void *dout, int dt
 	});
 }
 
+// gelu_tanh_fwd: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (PyTorch gelu with
+// approximate='tanh', aten/src/ATen/native/cuda/ActivationGeluKernel.cu; transformers' gelu_new).
+extern "C" __global__ void gelu_tanh_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
+	map1(out, dto, x, dtx, n, vec, [](float v) {
+		float inner = 0.7978845608028654f * (v + 0.044715f * (v * v * v));
+		return 0.5f * v * (1.0f + tanhf(inner));
+	});
+}
+
+// gelu_tanh_bwd: dx = dout·(0.5·(1 + th) + 0.5·x·(1 − th²)·√(2/π)·(1 + 3·0.044715·x²)), th the forward's tanh.
+extern "C" __global__ void gelu_tanh_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
+                                         i64 n, int vec) {
+	map2(dx, dtdx, dout, dtd, x, dtx, n, vec, [](float d, float v) {
+		float th = tanhf(0.7978845608028654f * (v + 0.044715f * (v * v * v)));
+		float left = 0.5f * (1.0f + th);
+		float right = 0.5f * v * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * v * v);
+		return d * (left + right);
+	});
+}
+
 // tanh_fwd: out = tanh(x).
 extern "C" __global__ void tanh_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
 	map1(out, dto, x, dtx, n, vec, [](float v) { return tanhf(v); });

@@ -10,7 +10,8 @@
 //   128 columns (four per thread, vector loads when aligned) of one chunk of rows; its eight row-strided
 //   partial sums are combined in a fixed order and written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
 //   and rounds once. No atomics, so the result is the same on every run. mode 0 sums dy (BiasGrad); mode 1 sums
-//   dout·n̂ into the first output and dout into the second (LayerNorm's dgamma and dbeta).
+//   dout·n̂ into the first output and dout into the second (LayerNorm's dgamma and dbeta); mode 2 sums
+//   dout·round_x(x·rstd) into the first (RMSNorm's dweight, decoder.cu).
 #include "common.cuh"
 
 extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float *rstd, const void *x, int dtx,
@@ -116,7 +117,8 @@ extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, const void *dout, i
 // block's 128 columns, four per thread, so a warp reads 128 consecutive elements of a row (one vector access
 // per thread when vec=1: C % 4 == 0 and dy, x aligned). Row-strided per-thread sums are combined over the
 // eight thread rows in a fixed order.
-// mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x − mean)·rstd, pb[k][c] = Σ dy.
+// mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x − mean)·rstd, pb[k][c] = Σ dy. mode 2: pa[k][c] =
+// Σ dy·round_to(x·rstd, dtx) (mean unused).
 extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, int dtdy, const void *x, int dtx,
                                           const float *mean, const float *rstd, i64 N, int C, i64 rows, int mode,
                                           int vec) {
@@ -132,17 +134,21 @@ extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, 
 			F4 d, xv;
 			if (vec) {
 				d = ld4(dy, dtdy, base);
-				if (mode == 1) xv = ld4(x, dtx, base);
+				if (mode != 0) xv = ld4(x, dtx, base);
 			} else {
 #pragma unroll
 				for (int j = 0; j < 4; j++) {
 					d.v[j] = c0 + j < C ? ld(dy, dtdy, base + j) : 0.0f;
-					if (mode == 1) xv.v[j] = c0 + j < C ? ld(x, dtx, base + j) : 0.0f;
+					if (mode != 0) xv.v[j] = c0 + j < C ? ld(x, dtx, base + j) : 0.0f;
 				}
 			}
 			if (mode == 0) {
 #pragma unroll
 				for (int j = 0; j < 4; j++) a[j] += d.v[j];
+			} else if (mode == 2) {
+				float rs = rstd[r];
+#pragma unroll
+				for (int j = 0; j < 4; j++) a[j] += d.v[j] * round_to(xv.v[j] * rs, dtx);
 			} else {
 				float m = mean[r], rs = rstd[r];
 #pragma unroll

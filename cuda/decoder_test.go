@@ -1,0 +1,159 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// TestDecoderOpsMatchCPUOnAlignedLayouts runs the decoder ops on aligned Llama-like tensors (hidden 2048 and
+// head size 64: the vectorized paths) in each float dtype and compares with the CPU reference holding the same
+// dtypes: bit for bit where both do the same FP32 operations (RoPE), within a unit or two in the last place
+// where expf/tanhf or a reduction order differs.
+func TestDecoderOpsMatchCPUOnAlignedLayouts(t *testing.T) {
+	const N, C, I = 300, 2048, 1024
+	for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			cases := []struct {
+				name string
+				f    func(r *rig)
+			}{
+				{"RMSNorm (F32 weight, dt and F32 outputs) and its backward", func(r *rig) {
+					x, w := r.in(dt, 2, N, C), r.in(tensor.F32, 1, C)
+					o, o32, rs := r.out(dt, N, C), r.out(tensor.F32, N, C), r.out(tensor.F32, N)
+					d, dx, dw := r.in(dt, 1, N, C), r.out(dt, N, C), r.acc(tensor.F32, C)
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						if err := b.RMSNorm(p(o32), p(rs), p(x), p(w), 1e-5); err != nil {
+							return err
+						}
+						if err := b.RMSNorm(p(o), p(rs), p(x), p(w), 1e-5); err != nil {
+							return err
+						}
+						return b.RMSNormBackward(p(dx), p(dw), p(d), p(x), p(w), p(rs))
+					})
+					r.check("out", o, false)
+					r.check("out F32", o32, false)
+					r.check("rstd", rs, false)
+					r.check("dx", dx, false)
+					r.check("dweight", dw, false)
+				}},
+				{"RMSNorm over heads (Qwen3 q/k norm, D=128, dt weight)", func(r *rig) {
+					x, w := r.in(dt, 1, N*16, 128), r.in(dt, 1, 128)
+					o, rs := r.out(dt, N*16, 128), r.out(tensor.F32, N*16)
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						return b.RMSNorm(p(o), p(rs), p(x), p(w), 1e-6)
+					})
+					r.check("out", o, false)
+				}},
+				{"SwiGLU and its backward", func(r *rig) {
+					g, u, d := r.in(dt, 3, N, I), r.in(dt, 1, N, I), r.in(dt, 1, N, I)
+					o, dg, du := r.out(dt, N, I), r.out(dt, N, I), r.out(dt, N, I)
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						if err := b.SwiGLU(p(o), p(g), p(u)); err != nil {
+							return err
+						}
+						return b.SwiGLUBackward(p(dg), p(du), p(d), p(g), p(u))
+					})
+					r.check("out", o, false)
+					r.check("dgate", dg, false)
+					r.check("dup", du, false)
+				}},
+				{"GELUTanh and its backward", func(r *rig) {
+					x, d, o, dx := r.in(dt, 3, N, I), r.in(dt, 1, N, I), r.out(dt, N, I), r.out(dt, N, I)
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						if err := b.GELUTanh(p(o), p(x)); err != nil {
+							return err
+						}
+						return b.GELUTanhBackward(p(dx), p(d), p(x))
+					})
+					r.check("out", o, false)
+					r.check("dx", dx, false)
+				}},
+				{"RoPE and its inverse on q and k of a fused (B, T, 3, H, D) buffer", func(r *rig) {
+					const B, T, H, D, P = 2, 37, 8, 64, 64
+					qkv := r.in(dt, 1, B, T, 3, H, D)
+					pos := make([]int64, B*T)
+					for i := range pos {
+						pos[i] = int64((i*7 + 3) % P)
+					}
+					ps := r.ids(tensor.I32, pos)
+					cv, sv := make([]float32, P*D/2), make([]float32, P*D/2)
+					for p := 0; p < P; p++ {
+						for i := 0; i < D/2; i++ {
+							a := float64(p) * math.Pow(500000, -float64(2*i)/D)
+							cv[p*D/2+i], sv[p*D/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
+						}
+					}
+					c, s := r.with(tensor.F32, cv, false, P, D/2), r.with(tensor.F32, sv, false, P, D/2)
+					for _, inverse := range []bool{false, true} {
+						r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+							for part := 0; part < 2; part++ {
+								v, err := p(qkv).View(part*H*D, B*T*3*H*D-part*H*D)
+								if err != nil {
+									return err
+								}
+								op := tensor.AttnOperand{T: v, StrideB: T * 3 * H * D, StrideH: D, StrideT: 3 * H * D}
+								if err := b.RoPE(op, B, H, T, D, p(ps), p(c), p(s), inverse); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+						r.check("qkv", qkv, true)
+					}
+				}},
+			}
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) {
+					r := newRig(t)
+					defer r.close()
+					c.f(r)
+				})
+			}
+		})
+	}
+}
+
+// TestRoPEPositionOutsideTablesIsNaN: the CUDA backend does not read positions on the host, so a position
+// outside the tables must poison its rows (NaN) rather than read out of bounds or leave them unrotated.
+func TestRoPEPositionOutsideTablesIsNaN(t *testing.T) {
+	gpu := openOrSkip(t)
+	x, _ := gpu.Alloc(tensor.F32, 1, 1, 2, 4)
+	pos, _ := gpu.Alloc(tensor.I32, 1, 2)
+	tab, _ := gpu.Alloc(tensor.F32, 3, 2)
+	defer func() {
+		for _, v := range []*tensor.Tensor{x, pos, tab} {
+			gpu.Free(v)
+		}
+	}()
+	if err := gpu.Upload(x, []float32{1, 2, 3, 4, 5, 6, 7, 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.Upload(pos, []int32{0, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := gpu.Upload(tab, []float32{1, 1, 1, 1, 1, 1}); err != nil { // cos = sin = 1 for every row
+		t.Fatal(err)
+	}
+	if err := gpu.RoPE(tensor.AttnOperand{T: x}, 1, 1, 2, 4, pos, tab, tab, false); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 8)
+	if err := gpu.Download(got, x); err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{1 - 3, 2 - 4, 3 + 1, 4 + 2} // row 0: x1·1 − x2·1, x2·1 + x1·1
+	for i, w := range want {
+		if got[i] != w {
+			t.Fatalf("row 0 = %v, want %v", got[:4], want)
+		}
+	}
+	for i := 4; i < 8; i++ {
+		if !math.IsNaN(float64(got[i])) {
+			t.Fatalf("row 1 (position 3 of a 3-row table) = %v, want NaN", got[4:])
+		}
+	}
+}

@@ -1,0 +1,166 @@
+// decoder.cu: the ops decoder LLMs add to the BERT set — RMSNorm, RoPE and SwiGLU (GELUTanh lives in
+// elementwise.cu beside GELU).
+//
+// Variants:
+// - rmsnorm_fwd / rmsnorm_bwd: one warp per row (8 rows per 256-thread block), as layernorm_* in norm.cu;
+//   with vec=1 (C % 4 == 0 and every row pointer aligned) a lane moves four elements per access, so a row is
+//   read in 128-element sweeps. Statistics in FP32 (Σx² per lane, then a warp sum); rstd = 1/sqrt(mean + eps)
+//   evaluated in double and rounded once, as tensor/cpu. transformers' LlamaRMSNorm rounds x·rstd to x's
+//   dtype before the weight multiply (round_to), and the backward rounds dout·w to it. The weight gradient is
+//   colsum_partial's mode 2 in norm.cu (deterministic, no atomics).
+// - rope: one thread per rotated pair (x[i], x[i + D/2]) of a strided (B, H, T, D) operand, grid-stride; the
+//   threads of a warp take consecutive pairs of a row, so accesses are contiguous within a head. A position
+//   outside the tables writes NaN into the pair (the host does not read positions, which would synchronize).
+// - swiglu_fwd / swiglu_bwd: elementwise over groups of four (vec=1: one vector access per tensor), silu in
+//   FP32 with expf, the activation rounded to gate's dtype before the multiply as transformers' LlamaMLP.
+// Arithmetic follows tensor/cpu's operation order (--fmad=false), so results differ only where expf or the
+// summation order does.
+#include "common.cuh"
+
+extern "C" __global__ void rmsnorm_fwd(void *out, int dto, float *rstd, const void *x, int dtx, const void *w,
+                                       int dtw, i64 N, int C, float eps, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float s = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) s += a.v[k] * a.v[k];
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float v = ld(x, dtx, base + c);
+			s += v * v;
+		}
+	}
+	float ms = warp_sum(s) / (float)C;
+	float r = (float)(1.0 / sqrt((double)(ms + eps)));
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), g = ld4(w, dtw, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(a.v[k] * r, dtx);
+			st4(out, dto, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) st(out, dto, base + c, ld(w, dtw, c) * round_to(ld(x, dtx, base + c) * r, dtx));
+	}
+	if (lane == 0) rstd[row] = r;
+}
+
+// rmsnorm_bwd: dx = rstd·(g − n̂·mean(g·n̂)), g = round_x(dout·w), n̂ = x·rstd. dx may alias dout or x: each lane
+// reads its elements before it writes them.
+extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
+                                       const void *w, int dtw, const float *rstd, i64 N, int C, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float r = rstd[row];
+	float s = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) s += round_to(d.v[k] * g.v[k], dtx) * (a.v[k] * r);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32)
+			s += round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) * (ld(x, dtx, base + c) * r);
+	}
+	float m = warp_sum(s) / (float)C;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = r * (round_to(d.v[k] * g.v[k], dtx) - (a.v[k] * r) * m);
+			st4(dx, dtdx, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float n = ld(x, dtx, base + c) * r;
+			st(dx, dtdx, base + c, r * (round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) - n * m));
+		}
+	}
+}
+
+// rope: pair i of row (b, h, t) at x + b·sb + h·sh + t·stt: x1' = x1·c − x2·s, x2' = x2·c + x1·s with
+// c, s = cos, sin[positions[b, t]][i]; inverse negates s (Rᵀ). transformers' apply_rotary_pos_emb with
+// rotate_half.
+extern "C" __global__ void rope(void *x, int dtx, const int *pos, const float *cosv, const float *sinv, i64 B,
+                                i64 H, i64 T, int half, i64 sb, i64 sh, i64 stt, i64 P, int inverse) {
+	i64 total = B * H * T * half;
+	for (i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x; id < total; id += (i64)gridDim.x * blockDim.x) {
+		int i = (int)(id % half);
+		i64 row = id / half;
+		i64 t = row % T, h = row / T % H, b = row / (T * H);
+		i64 at = b * sb + h * sh + t * stt + i;
+		int p = pos[b * T + t];
+		float o1, o2;
+		if (p < 0 || p >= P) {
+			o1 = o2 = __int_as_float(0x7fc00000);
+		} else {
+			float c = cosv[(i64)p * half + i], s = sinv[(i64)p * half + i];
+			if (inverse) s = -s;
+			float a = ld(x, dtx, at), e = ld(x, dtx, at + half);
+			o1 = a * c - e * s;
+			o2 = e * c + a * s;
+		}
+		st(x, dtx, at, o1);
+		st(x, dtx, at + half, o2);
+	}
+}
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+
+// swiglu_fwd: out = round_to(silu(gate), dtg)·up.
+extern "C" __global__ void swiglu_fwd(void *out, int dto, const void *gate, int dtg, const void *up, int dtu, i64 n,
+                                      int vec) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(gi, groups) {
+		i64 i = gi * 4;
+		if (vec && i + 4 <= n) {
+			F4 g = ld4(gate, dtg, i), u = ld4(up, dtu, i), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = round_to(silu(g.v[k]), dtg) * u.v[k];
+			st4(out, dto, i, o);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) st(out, dto, j, round_to(silu(ld(gate, dtg, j)), dtg) * ld(up, dtu, j));
+		}
+	}
+}
+
+// swiglu_grad computes one element of swiglu_bwd: dgate = round(dout·up)·σ(g)·(1 + g·(1 − σ(g))) (aten's
+// silu_backward) and dup = dout·round(silu(g)), the roundings to gate's dtype as PyTorch's autograd.
+__device__ __forceinline__ void swiglu_grad(float d, float g, float u, int dtg, float *dg, float *du) {
+	float sig = 1.0f / (1.0f + expf(-g));
+	*dg = round_to(d * u, dtg) * (sig * (1.0f + g * (1.0f - sig)));
+	*du = d * round_to(silu(g), dtg);
+}
+
+// swiglu_bwd: dgate and dup from dout and the forward's gate and up (each element read before it is written,
+// so dgate may alias gate or dout and dup up or dout).
+extern "C" __global__ void swiglu_bwd(void *dgate, int dtdg, void *dup, int dtdu, const void *dout, int dtd,
+                                      const void *gate, int dtg, const void *up, int dtu, i64 n, int vec) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(gi, groups) {
+		i64 i = gi * 4;
+		if (vec && i + 4 <= n) {
+			F4 d = ld4(dout, dtd, i), g = ld4(gate, dtg, i), u = ld4(up, dtu, i), og, ou;
+#pragma unroll
+			for (int k = 0; k < 4; k++) swiglu_grad(d.v[k], g.v[k], u.v[k], dtg, &og.v[k], &ou.v[k]);
+			st4(dgate, dtdg, i, og);
+			st4(dup, dtdu, i, ou);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) {
+				float og, ou;
+				swiglu_grad(ld(dout, dtd, j), ld(gate, dtg, j), ld(up, dtu, j), dtg, &og, &ou);
+				st(dgate, dtdg, j, og);
+				st(dup, dtdu, j, ou);
+			}
+		}
+	}
+}
