@@ -30,8 +30,9 @@ build: ## build bin/tune (pure Go, CPU backend)
 test: lint ## go vet, gofmt and doc checks, then every test (no GPU needed)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
-lint: ## go vet, a gofmt check, and doccheck (every exported identifier and package documented)
+lint: ## go vet, a gofmt check, go mod tidy check, and doccheck (every exported identifier and package documented)
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run ./tools/doccheck -skip tools/reference ./...
