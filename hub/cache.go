@@ -1,0 +1,159 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// DefaultRevision is the revision used when none is given, as in huggingface_hub.
+const DefaultRevision = "main"
+
+// CacheDir returns the Hugging Face hub cache directory huggingface_hub uses (its constants.py): $HF_HUB_CACHE,
+// else the legacy $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+// ~/.cache/huggingface/hub. A leading ~ is expanded, as Python's os.path.expanduser does.
+func CacheDir() string {
+	for _, v := range []string{"HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"} {
+		if d := os.Getenv(v); d != "" {
+			return expandHome(d)
+		}
+	}
+	return filepath.Join(Home(), "hub")
+}
+
+// Home returns huggingface_hub's HF_HOME: $HF_HOME, else $XDG_CACHE_HOME/huggingface, else
+// ~/.cache/huggingface. The token `huggingface-cli login` saves is its file "token".
+func Home() string {
+	if h := os.Getenv("HF_HOME"); h != "" {
+		return expandHome(h)
+	}
+	if x := os.Getenv("XDG_CACHE_HOME"); x != "" {
+		return filepath.Join(expandHome(x), "huggingface")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = "."
+	}
+	return filepath.Join(home, ".cache", "huggingface")
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[1:])
+		}
+	}
+	return p
+}
+
+// repoIDPattern is huggingface_hub's REPO_ID_REGEX (utils/_validators.py): an optional namespace and a name of
+// word characters, '-' and '.', at most 96 characters each.
+var repoIDPattern = regexp.MustCompile(`^(\b[\w\-.]+\b/)?\b[\w\-.]{1,96}\b$`)
+
+// commitPattern is a full git commit hash, as huggingface_hub's REGEX_COMMIT_HASH.
+var commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// ValidRepoID reports whether id is a Hub repository id ("name" or "namespace/name") by huggingface_hub's rules:
+// the pattern above, no "--" or "..", and no ".git" suffix.
+func ValidRepoID(id string) bool {
+	return repoIDPattern.MatchString(id) && !strings.Contains(id, "--") && !strings.Contains(id, "..") &&
+		!strings.HasSuffix(id, ".git")
+}
+
+// RepoFolderName returns the cache folder of a model repository: "models--" and the id with "/" replaced by
+// "--" (huggingface_hub's repo_folder_name).
+func RepoFolderName(repoID string) string {
+	return "models--" + strings.ReplaceAll(repoID, "/", "--")
+}
+
+// NotCachedError says that a repository, revision or file is not in the cache, and what fills it.
+type NotCachedError struct {
+	// RepoID and Revision are what was looked up.
+	RepoID, Revision string
+	// Cache is the cache directory searched.
+	Cache string
+	// Missing is the cache path that does not exist (the repository folder, a ref, a snapshot or a file).
+	Missing string
+	// Reason, when set, says why the cache was the only place looked in (offline, the Hub unreachable).
+	Reason string
+}
+
+// Error says what is missing from which cache and how to fetch it.
+func (e *NotCachedError) Error() string {
+	rev := ""
+	if e.Revision != "" && e.Revision != DefaultRevision {
+		rev = " --revision " + e.Revision
+	}
+	why := ""
+	if e.Reason != "" {
+		why = " (" + e.Reason + ")"
+	}
+	return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s%s: %s does not exist; fetch it with "+
+		"`tune download %s%s` (or any Hugging Face tool), or set HF_HUB_CACHE or HF_HOME to the cache that holds it",
+		e.RepoID, revOrMain(e.Revision), e.Cache, why, e.Missing, e.RepoID, rev)
+}
+
+func revOrMain(rev string) string {
+	if rev == "" {
+		return DefaultRevision
+	}
+	return rev
+}
+
+// Snapshot returns the snapshot directory of repoID at revision (a branch, a tag or a commit hash; "" is
+// "main") in cache: snapshots/<commit>, the commit read from refs/<revision> unless revision is a commit
+// hash. A repository, ref or snapshot that is not there is a *NotCachedError.
+func Snapshot(cache, repoID, revision string) (string, error) {
+	revision = revOrMain(revision)
+	repo := filepath.Join(cache, RepoFolderName(repoID))
+	missing := func(p string) error {
+		return &NotCachedError{RepoID: repoID, Revision: revision, Cache: cache, Missing: p}
+	}
+	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
+		return "", missing(repo)
+	}
+	commit := revision
+	if !commitPattern.MatchString(revision) {
+		ref := filepath.Join(repo, "refs", filepath.FromSlash(revision))
+		b, err := os.ReadFile(ref)
+		if err != nil {
+			return "", missing(ref)
+		}
+		commit = strings.TrimSpace(string(b))
+		if !commitPattern.MatchString(commit) {
+			return "", fmt.Errorf("hub: %s holds %q, not a commit hash: the cache is damaged; delete the file and fetch %s again", ref, commit, repoID)
+		}
+	}
+	snap := filepath.Join(repo, "snapshots", commit)
+	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
+		return "", missing(snap)
+	}
+	return snap, nil
+}
+
+// Resolve returns the directory or file that value names: value itself when it exists on disk or cannot be a
+// repository id (an absolute path, one starting with . or ~, or with more than one /); otherwise the snapshot
+// of the repository value in CacheDir at revision (see Snapshot). A value that is neither is reported as a
+// missing local path (an *fs.PathError) when it looks like a path, else as a *NotCachedError.
+func Resolve(value, revision string) (string, error) {
+	if _, err := os.Stat(value); err == nil || !LooksLikeRepoID(value) {
+		return value, err
+	}
+	return Snapshot(CacheDir(), value, revision)
+}
+
+// LooksLikeRepoID reports whether value, which does not exist on disk, is to be read as a Hub repository id
+// rather than a local path: a valid id that does not start with "." or "~" (transformers reads "./bert" as a
+// directory).
+func LooksLikeRepoID(value string) bool {
+	return ValidRepoID(value) && !strings.HasPrefix(value, ".") && !strings.HasPrefix(value, "~")
+}
+
+// IsNotCached reports whether err says something is missing from the cache.
+func IsNotCached(err error) bool {
+	var nc *NotCachedError
+	return errors.As(err, &nc)
+}

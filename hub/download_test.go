@@ -1,0 +1,298 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const testSHA = "0123456789abcdef0123456789abcdef01234567"
+
+// bertRepo is a repository shaped like bert-base-uncased on the Hub: small git files, LFS weights in three
+// formats, and a nested file.
+func bertRepo() *fakeRepo {
+	weights := bytes.Repeat([]byte("safetensors-weights."), 5000) // 100 kB
+	return &fakeRepo{
+		sha: testSHA,
+		files: map[string][]byte{
+			"config.json":              []byte(`{"model_type": "bert", "hidden_size": 8}`),
+			"tokenizer.json":           []byte(`{"version": "1.0"}`),
+			"model.safetensors":        weights,
+			"pytorch_model.bin":        []byte("pickled weights"),
+			"tf_model.h5":              []byte("hdf5 weights"),
+			"coreml/model.mlmodel":     []byte("coreml"),
+			"onnx/tokenizer_config.js": []byte("{}"),
+		},
+		lfs:   map[string]bool{"model.safetensors": true, "pytorch_model.bin": true, "tf_model.h5": true},
+		order: []string{"config.json", "model.safetensors", "pytorch_model.bin", "tf_model.h5", "tokenizer.json"},
+	}
+}
+
+func testClient(h *fakeHub, cache string) *Client {
+	return &Client{Endpoint: h.srv.URL, Cache: cache, HTTP: h.srv.Client(), Retries: 3}
+}
+
+func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
+	h := newFakeHub(t)
+	repo := bertRepo()
+	h.add("bert-base-uncased", repo)
+	cache := t.TempDir()
+	var progress bytes.Buffer
+	c := testClient(h, cache)
+	c.Progress = &progress
+	res, err := c.Download(context.Background(), "bert-base-uncased", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	folder := filepath.Join(cache, "models--bert-base-uncased")
+	if want := filepath.Join(folder, "snapshots", testSHA); res.Dir != want {
+		t.Fatalf("Dir = %s, want %s", res.Dir, want)
+	}
+	// The layout huggingface_hub writes: relative links from the snapshot into blobs named by etag.
+	for name, etag := range map[string]string{
+		"config.json":       gitBlobSHA1(repo.files["config.json"]),
+		"tokenizer.json":    gitBlobSHA1(repo.files["tokenizer.json"]),
+		"model.safetensors": sha256Hex(repo.files["model.safetensors"]),
+	} {
+		link := filepath.Join(res.Dir, name)
+		target, err := os.Readlink(link)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if want := "../../blobs/" + etag; target != want {
+			t.Errorf("%s -> %s, want %s", name, target, want)
+		}
+		got, err := os.ReadFile(link)
+		if err != nil || !bytes.Equal(got, repo.files[name]) {
+			t.Errorf("%s content differs (%v)", name, err)
+		}
+	}
+	if ref, _ := os.ReadFile(filepath.Join(folder, "refs", "main")); string(ref) != testSHA {
+		t.Errorf("refs/main = %q, want the bare commit %s", ref, testSHA)
+	}
+	for _, name := range []string{"pytorch_model.bin", "tf_model.h5"} {
+		if _, err := os.Lstat(filepath.Join(res.Dir, name)); err == nil {
+			t.Errorf("%s was fetched; safetensors are preferred and it was not asked for", name)
+		}
+	}
+	var why []string
+	for _, s := range res.Skipped {
+		why = append(why, s.Name+": "+s.Why)
+	}
+	if j := strings.Join(why, "\n"); !strings.Contains(j, "pytorch_model.bin: a pickle file") || !strings.Contains(j, "tf_model.h5: weights of another framework") {
+		t.Errorf("Skipped = %v", why)
+	}
+	if !strings.Contains(progress.String(), "model.safetensors") {
+		t.Errorf("no progress bar for model.safetensors in %q", progress.String())
+	}
+	// Again: everything is in the cache, nothing is transferred.
+	h.gets = nil
+	res, err = c.Download(context.Background(), "bert-base-uncased", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.gets) != 0 || len(res.Fetched) != 0 || len(res.Cached) != 4 {
+		t.Errorf("second download transferred %v (fetched %v, cached %v)", h.gets, res.Fetched, res.Cached)
+	}
+	// What tune wrote, tune (and so an HF tool reading the same layout) resolves.
+	t.Setenv("HF_HUB_CACHE", cache)
+	if dir, err := Resolve("bert-base-uncased", ""); err != nil || dir != res.Dir {
+		t.Errorf("Resolve = %s, %v; want %s", dir, err, res.Dir)
+	}
+}
+
+func TestDownloadIncludeAndPickle(t *testing.T) {
+	h := newFakeHub(t)
+	h.add("org/model", bertRepo())
+	c := testClient(h, t.TempDir())
+	res, err := c.Download(context.Background(), "org/model", Options{Include: []string{"*.json"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"config.json", "tokenizer.json"}; !slices.Equal(res.Fetched, want) {
+		t.Errorf("--include '*.json' fetched %v, want %v", res.Fetched, want)
+	}
+	// Pickle files come only with AllowPickle, even when --include names them.
+	_, err = c.Download(context.Background(), "org/model", Options{Include: []string{"*.bin"}})
+	if err == nil || !strings.Contains(err.Error(), "pytorch_model.bin (a pickle file") || !strings.Contains(err.Error(), "--allow-pickle") {
+		t.Errorf("--include '*.bin' without AllowPickle: %v", err)
+	}
+	res, err = c.Download(context.Background(), "org/model", Options{Include: []string{"*.bin", "*.h5"}, AllowPickle: true})
+	if err != nil || !slices.Equal(res.Fetched, []string{"pytorch_model.bin", "tf_model.h5"}) {
+		t.Errorf("AllowPickle with --include '*.bin' '*.h5': fetched %v, %v", res.Fetched, err)
+	}
+}
+
+func TestDownloadResumesAnInterruptedTransfer(t *testing.T) {
+	h := newFakeHub(t)
+	repo := bertRepo()
+	h.add("org/model", repo)
+	cache := t.TempDir()
+	c := testClient(h, cache)
+	c.Retries = 0
+	h.breakAfter, h.breaks = 30000, 1
+	_, err := c.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}})
+	if err == nil || !strings.Contains(err.Error(), "broke off") && !strings.Contains(err.Error(), "ended after") {
+		t.Fatalf("a dropped connection: err = %v", err)
+	}
+	blob := filepath.Join(cache, "models--org--model", "blobs", sha256Hex(repo.files["model.safetensors"]))
+	st, err := os.Stat(blob + ".incomplete")
+	if err != nil || st.Size() != 30000 {
+		t.Fatalf("the partial file: %v, %d bytes (want 30000 kept)", err, st.Size())
+	}
+	// A later run resumes from byte 30000 with a Range request and verifies the whole.
+	h.ranges = nil
+	if _, err := c.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(h.ranges, []string{"bytes=30000-"}) {
+		t.Errorf("the second run's requests: Range %q, want [bytes=30000-]", h.ranges)
+	}
+	if got, _ := os.ReadFile(blob); !bytes.Equal(got, repo.files["model.safetensors"]) {
+		t.Error("the resumed blob differs from the file")
+	}
+	if _, err := os.Stat(blob + ".incomplete"); err == nil {
+		t.Error(".incomplete left behind")
+	}
+
+	// Within one run, a dropped connection is resumed (Retries).
+	cache2 := t.TempDir()
+	c2 := testClient(h, cache2)
+	h.breakAfter, h.breaks, h.ranges = 10000, 2, nil
+	if _, err := c2.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"", "bytes=10000-", "bytes=20000-"}; !slices.Equal(h.ranges, want) {
+		t.Errorf("one run with two drops: Range headers %q, want %q", h.ranges, want)
+	}
+}
+
+func TestDownloadRejectsACorruptFile(t *testing.T) {
+	h := newFakeHub(t)
+	h.add("org/model", bertRepo())
+	h.corrupt = true
+	cache := t.TempDir()
+	_, err := testClient(h, cache).Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}})
+	if err == nil || !strings.Contains(err.Error(), "checksum mismatch: SHA-256") {
+		t.Fatalf("err = %v, want a SHA-256 mismatch", err)
+	}
+	blobs, _ := filepath.Glob(filepath.Join(cache, "models--org--model", "blobs", "*"))
+	if len(blobs) != 0 {
+		t.Errorf("a corrupt download left %v", blobs)
+	}
+	// A small (git) file is checked against its blob SHA-1.
+	_, err = testClient(h, cache).Download(context.Background(), "org/model", Options{Include: []string{"config.json"}})
+	if err == nil || !strings.Contains(err.Error(), "checksum mismatch: git blob SHA-1") {
+		t.Errorf("err = %v, want a git blob SHA-1 mismatch", err)
+	}
+}
+
+func TestDownloadRefusals(t *testing.T) {
+	h := newFakeHub(t)
+	private := bertRepo()
+	private.token = "hf_right"
+	h.add("org/private", private)
+	gated := bertRepo()
+	gated.token, gated.gated = "hf_right", true
+	h.add("org/gated", gated)
+	h.add("org/model", bertRepo())
+	for _, tc := range []struct {
+		name, repo, token, rev string
+		opts                   Options
+		status                 int
+		want                   []string
+	}{
+		{"unknown repo", "org/nope", "", "", Options{}, 401, []string{"repository org/nope not found", "set HF_TOKEN"}},
+		{"private, no token", "org/private", "", "", Options{}, 401, []string{"not found", "if it is private or gated, set HF_TOKEN"}},
+		{"private, wrong token", "org/private", "hf_wrong", "", Options{}, 401, []string{"the HF_TOKEN sent was not accepted"}},
+		{"gated", "org/gated", "", "", Options{}, 401, []string{"org/gated is gated: accept its conditions at", "/org/gated"}},
+		{"unknown revision", "org/model", "", "v9", Options{}, 404, []string{"org/model has no revision v9"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testClient(h, t.TempDir())
+			c.Token = tc.token
+			tc.opts.Revision = tc.rev
+			_, err := c.Download(context.Background(), tc.repo, tc.opts)
+			var he *HTTPError
+			if !errors.As(err, &he) || he.Status != tc.status {
+				t.Fatalf("err = %v, want an HTTPError %d", err, tc.status)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+	// The right token is sent and accepted.
+	c := testClient(h, t.TempDir())
+	c.Token = "hf_right"
+	if _, err := c.Download(context.Background(), "org/private", Options{Include: []string{"config.json"}}); err != nil {
+		t.Errorf("with the token: %v", err)
+	}
+	// A file the listing names but the server does not have: 404 EntryNotFound names the file.
+	broken := bertRepo()
+	broken.order = append(broken.order, "missing.json")
+	h.add("org/broken", broken)
+	_, err := testClient(h, t.TempDir()).Download(context.Background(), "org/broken", Options{Include: []string{"missing.json"}})
+	if err == nil || !strings.Contains(err.Error(), "missing.json in org/broken at "+testSHA+" not found (HTTP 404)") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
+func TestDownloadOfflineAndUnreachable(t *testing.T) {
+	h := newFakeHub(t)
+	h.add("org/model", bertRepo())
+	cache := t.TempDir()
+	c := testClient(h, cache)
+	c.Offline = true
+	_, err := c.Download(context.Background(), "org/model", Options{})
+	var nc *NotCachedError
+	if !errors.As(err, &nc) || !strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") ||
+		!strings.Contains(err.Error(), filepath.Join(cache, "models--org--model")+" does not exist") ||
+		!strings.Contains(err.Error(), "tune download org/model") {
+		t.Fatalf("offline, empty cache: %v", err)
+	}
+	if len(h.gets) != 0 {
+		t.Errorf("offline sent requests: %v", h.gets)
+	}
+	c.Offline = false
+	want, err := c.Download(context.Background(), "org/model", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Offline = true
+	res, err := c.Download(context.Background(), "org/model", Options{})
+	if err != nil || res.Dir != want.Dir || res.FromCache == "" {
+		t.Errorf("offline with the snapshot cached: %+v, %v", res, err)
+	}
+	_, err = c.Download(context.Background(), "org/model", Options{Revision: "v2"})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join("refs", "v2")+" does not exist") {
+		t.Errorf("offline, a revision not cached: %v", err)
+	}
+	// No network: the Hub's address refuses connections; the cache answers, or the error says what is missing.
+	url := h.srv.URL
+	h.srv.Close()
+	down := &Client{Endpoint: url, Cache: cache, HTTP: &http.Client{}}
+	res, err = down.Download(context.Background(), "org/model", Options{})
+	if err != nil || res.Dir != want.Dir || !strings.Contains(res.FromCache, "cannot be reached") {
+		t.Errorf("unreachable, cached: %+v, %v", res, err)
+	}
+	_, err = down.Download(context.Background(), "org/other", Options{})
+	if !errors.As(err, &nc) || !strings.Contains(err.Error(), "cannot be reached") || !strings.Contains(err.Error(), "models--org--other does not exist") {
+		t.Errorf("unreachable, not cached: %v", err)
+	}
+}
+
+func TestDownloadRefusesABadID(t *testing.T) {
+	_, err := (&Client{}).Download(context.Background(), "../etc", Options{})
+	if err == nil || !strings.Contains(err.Error(), "not a Hub repository id") {
+		t.Errorf("err = %v", err)
+	}
+}
