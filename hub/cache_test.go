@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/hub/hubtest"
 )
 
 // writeHFCache lays out a cache as huggingface_hub's hf_hub_download writes it (file_download.py:
@@ -26,7 +28,7 @@ func writeHFCache(t *testing.T, cache string) (mainDir, tagDir string) {
 		}
 	}
 	for name, body := range files {
-		etag := gitBlobSHA1([]byte(body))
+		etag := hubtest.GitBlobSHA1([]byte(body))
 		if err := os.WriteFile(filepath.Join(repo, "blobs", etag), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -35,7 +37,7 @@ func writeHFCache(t *testing.T, cache string) (mainDir, tagDir string) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink("../../blobs/"+gitBlobSHA1([]byte(files["config.json"])), filepath.Join(repo, "snapshots", c2, "config.json")); err != nil {
+	if err := os.Symlink("../../blobs/"+hubtest.GitBlobSHA1([]byte(files["config.json"])), filepath.Join(repo, "snapshots", c2, "config.json")); err != nil {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(c1), 0o644)

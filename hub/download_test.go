@@ -10,17 +10,19 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/hub/hubtest"
 )
 
 const testSHA = "0123456789abcdef0123456789abcdef01234567"
 
 // bertRepo is a repository shaped like bert-base-uncased on the Hub: small git files, LFS weights in three
 // formats, and a nested file.
-func bertRepo() *fakeRepo {
+func bertRepo() *hubtest.Repo {
 	weights := bytes.Repeat([]byte("safetensors-weights."), 5000) // 100 kB
-	return &fakeRepo{
-		sha: testSHA,
-		files: map[string][]byte{
+	return &hubtest.Repo{
+		SHA: testSHA,
+		Files: map[string][]byte{
 			"config.json":              []byte(`{"model_type": "bert", "hidden_size": 8}`),
 			"tokenizer.json":           []byte(`{"version": "1.0"}`),
 			"model.safetensors":        weights,
@@ -29,19 +31,19 @@ func bertRepo() *fakeRepo {
 			"coreml/model.mlmodel":     []byte("coreml"),
 			"onnx/tokenizer_config.js": []byte("{}"),
 		},
-		lfs:   map[string]bool{"model.safetensors": true, "pytorch_model.bin": true, "tf_model.h5": true},
-		order: []string{"config.json", "model.safetensors", "pytorch_model.bin", "tf_model.h5", "tokenizer.json"},
+		LFS:   map[string]bool{"model.safetensors": true, "pytorch_model.bin": true, "tf_model.h5": true},
+		Order: []string{"config.json", "model.safetensors", "pytorch_model.bin", "tf_model.h5", "tokenizer.json"},
 	}
 }
 
-func testClient(h *fakeHub, cache string) *Client {
-	return &Client{Endpoint: h.srv.URL, Cache: cache, HTTP: h.srv.Client(), Retries: 3}
+func testClient(h *hubtest.Server, cache string) *Client {
+	return &Client{Endpoint: h.URL, Cache: cache, HTTP: h.Client(), Retries: 3}
 }
 
 func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
-	h := newFakeHub(t)
+	h := hubtest.NewServer(t)
 	repo := bertRepo()
-	h.add("bert-base-uncased", repo)
+	h.Add("bert-base-uncased", repo)
 	cache := t.TempDir()
 	var progress bytes.Buffer
 	c := testClient(h, cache)
@@ -56,9 +58,9 @@ func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
 	}
 	// The layout huggingface_hub writes: relative links from the snapshot into blobs named by etag.
 	for name, etag := range map[string]string{
-		"config.json":       gitBlobSHA1(repo.files["config.json"]),
-		"tokenizer.json":    gitBlobSHA1(repo.files["tokenizer.json"]),
-		"model.safetensors": sha256Hex(repo.files["model.safetensors"]),
+		"config.json":       hubtest.GitBlobSHA1(repo.Files["config.json"]),
+		"tokenizer.json":    hubtest.GitBlobSHA1(repo.Files["tokenizer.json"]),
+		"model.safetensors": hubtest.SHA256Hex(repo.Files["model.safetensors"]),
 	} {
 		link := filepath.Join(res.Dir, name)
 		target, err := os.Readlink(link)
@@ -69,7 +71,7 @@ func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
 			t.Errorf("%s -> %s, want %s", name, target, want)
 		}
 		got, err := os.ReadFile(link)
-		if err != nil || !bytes.Equal(got, repo.files[name]) {
+		if err != nil || !bytes.Equal(got, repo.Files[name]) {
 			t.Errorf("%s content differs (%v)", name, err)
 		}
 	}
@@ -92,13 +94,13 @@ func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
 		t.Errorf("no progress bar for model.safetensors in %q", progress.String())
 	}
 	// Again: everything is in the cache, nothing is transferred.
-	h.gets = nil
+	h.Requests()
 	res, err = c.Download(context.Background(), "bert-base-uncased", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.gets) != 0 || len(res.Fetched) != 0 || len(res.Cached) != 4 {
-		t.Errorf("second download transferred %v (fetched %v, cached %v)", h.gets, res.Fetched, res.Cached)
+	if gets, _ := h.Requests(); len(gets) != 0 || len(res.Fetched) != 0 || len(res.Cached) != 4 {
+		t.Errorf("second download transferred files (fetched %v, cached %v)", res.Fetched, res.Cached)
 	}
 	// What tune wrote, tune (and so an HF tool reading the same layout) resolves.
 	t.Setenv("HF_HUB_CACHE", cache)
@@ -108,8 +110,8 @@ func TestDownloadWritesHuggingFaceLayout(t *testing.T) {
 }
 
 func TestDownloadIncludeAndPickle(t *testing.T) {
-	h := newFakeHub(t)
-	h.add("org/model", bertRepo())
+	h := hubtest.NewServer(t)
+	h.Add("org/model", bertRepo())
 	c := testClient(h, t.TempDir())
 	res, err := c.Download(context.Background(), "org/model", Options{Include: []string{"*.json"}})
 	if err != nil {
@@ -130,31 +132,31 @@ func TestDownloadIncludeAndPickle(t *testing.T) {
 }
 
 func TestDownloadResumesAnInterruptedTransfer(t *testing.T) {
-	h := newFakeHub(t)
+	h := hubtest.NewServer(t)
 	repo := bertRepo()
-	h.add("org/model", repo)
+	h.Add("org/model", repo)
 	cache := t.TempDir()
 	c := testClient(h, cache)
 	c.Retries = 0
-	h.breakAfter, h.breaks = 30000, 1
+	h.Interrupt(30000, 1)
 	_, err := c.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}})
 	if err == nil || !strings.Contains(err.Error(), "broke off") && !strings.Contains(err.Error(), "ended after") {
 		t.Fatalf("a dropped connection: err = %v", err)
 	}
-	blob := filepath.Join(cache, "models--org--model", "blobs", sha256Hex(repo.files["model.safetensors"]))
+	blob := filepath.Join(cache, "models--org--model", "blobs", hubtest.SHA256Hex(repo.Files["model.safetensors"]))
 	st, err := os.Stat(blob + ".incomplete")
 	if err != nil || st.Size() != 30000 {
 		t.Fatalf("the partial file: %v, %d bytes (want 30000 kept)", err, st.Size())
 	}
 	// A later run resumes from byte 30000 with a Range request and verifies the whole.
-	h.ranges = nil
+	h.Requests()
 	if _, err := c.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}}); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(h.ranges, []string{"bytes=30000-"}) {
-		t.Errorf("the second run's requests: Range %q, want [bytes=30000-]", h.ranges)
+	if _, ranges := h.Requests(); !slices.Equal(ranges, []string{"bytes=30000-"}) {
+		t.Errorf("the second run's requests: Range headers differ, want [bytes=30000-]")
 	}
-	if got, _ := os.ReadFile(blob); !bytes.Equal(got, repo.files["model.safetensors"]) {
+	if got, _ := os.ReadFile(blob); !bytes.Equal(got, repo.Files["model.safetensors"]) {
 		t.Error("the resumed blob differs from the file")
 	}
 	if _, err := os.Stat(blob + ".incomplete"); err == nil {
@@ -164,19 +166,20 @@ func TestDownloadResumesAnInterruptedTransfer(t *testing.T) {
 	// Within one run, a dropped connection is resumed (Retries).
 	cache2 := t.TempDir()
 	c2 := testClient(h, cache2)
-	h.breakAfter, h.breaks, h.ranges = 10000, 2, nil
+	h.Interrupt(10000, 2)
+	h.Requests()
 	if _, err := c2.Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}}); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"", "bytes=10000-", "bytes=20000-"}; !slices.Equal(h.ranges, want) {
-		t.Errorf("one run with two drops: Range headers %q, want %q", h.ranges, want)
+	if _, ranges := h.Requests(); !slices.Equal(ranges, []string{"", "bytes=10000-", "bytes=20000-"}) {
+		t.Errorf("one run with two drops: Range headers %q, want [\"\" bytes=10000- bytes=20000-]", ranges)
 	}
 }
 
 func TestDownloadRejectsACorruptFile(t *testing.T) {
-	h := newFakeHub(t)
-	h.add("org/model", bertRepo())
-	h.corrupt = true
+	h := hubtest.NewServer(t)
+	h.Add("org/model", bertRepo())
+	h.Corrupt(true)
 	cache := t.TempDir()
 	_, err := testClient(h, cache).Download(context.Background(), "org/model", Options{Include: []string{"model.safetensors"}})
 	if err == nil || !strings.Contains(err.Error(), "checksum mismatch: SHA-256") {
@@ -194,14 +197,14 @@ func TestDownloadRejectsACorruptFile(t *testing.T) {
 }
 
 func TestDownloadRefusals(t *testing.T) {
-	h := newFakeHub(t)
+	h := hubtest.NewServer(t)
 	private := bertRepo()
-	private.token = "hf_right"
-	h.add("org/private", private)
+	private.Token = "hf_right"
+	h.Add("org/private", private)
 	gated := bertRepo()
-	gated.token, gated.gated = "hf_right", true
-	h.add("org/gated", gated)
-	h.add("org/model", bertRepo())
+	gated.Token, gated.Gated = "hf_right", true
+	h.Add("org/gated", gated)
+	h.Add("org/model", bertRepo())
 	for _, tc := range []struct {
 		name, repo, token, rev string
 		opts                   Options
@@ -238,8 +241,8 @@ func TestDownloadRefusals(t *testing.T) {
 	}
 	// A file the listing names but the server does not have: 404 EntryNotFound names the file.
 	broken := bertRepo()
-	broken.order = append(broken.order, "missing.json")
-	h.add("org/broken", broken)
+	broken.Order = append(broken.Order, "missing.json")
+	h.Add("org/broken", broken)
 	_, err := testClient(h, t.TempDir()).Download(context.Background(), "org/broken", Options{Include: []string{"missing.json"}})
 	if err == nil || !strings.Contains(err.Error(), "missing.json in org/broken at "+testSHA+" not found (HTTP 404)") {
 		t.Errorf("a missing file: %v", err)
@@ -247,8 +250,8 @@ func TestDownloadRefusals(t *testing.T) {
 }
 
 func TestDownloadOfflineAndUnreachable(t *testing.T) {
-	h := newFakeHub(t)
-	h.add("org/model", bertRepo())
+	h := hubtest.NewServer(t)
+	h.Add("org/model", bertRepo())
 	cache := t.TempDir()
 	c := testClient(h, cache)
 	c.Offline = true
@@ -259,8 +262,8 @@ func TestDownloadOfflineAndUnreachable(t *testing.T) {
 		!strings.Contains(err.Error(), "tune download org/model") {
 		t.Fatalf("offline, empty cache: %v", err)
 	}
-	if len(h.gets) != 0 {
-		t.Errorf("offline sent requests: %v", h.gets)
+	if gets, _ := h.Requests(); len(gets) != 0 {
+		t.Errorf("offline sent requests: %v", gets)
 	}
 	c.Offline = false
 	want, err := c.Download(context.Background(), "org/model", Options{})
@@ -277,8 +280,8 @@ func TestDownloadOfflineAndUnreachable(t *testing.T) {
 		t.Errorf("offline, a revision not cached: %v", err)
 	}
 	// No network: the Hub's address refuses connections; the cache answers, or the error says what is missing.
-	url := h.srv.URL
-	h.srv.Close()
+	url := h.URL
+	h.Close()
 	down := &Client{Endpoint: url, Cache: cache, HTTP: &http.Client{}}
 	res, err = down.Download(context.Background(), "org/model", Options{})
 	if err != nil || res.Dir != want.Dir || !strings.Contains(res.FromCache, "cannot be reached") {
