@@ -118,8 +118,11 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 		if err != nil {
 			return nil, errctx.Wrap("recipes: lora", err)
 		}
-		if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
-			return nil, errctx.Wrap("recipes: model.path", err)
+		// A Hub id is kept as the id, as PEFT writes it, so HF tools find the base model by it.
+		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
+			if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
+				return nil, errctx.Wrap("recipes: model.path", err)
+			}
 		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm

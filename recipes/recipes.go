@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -51,19 +52,31 @@ type Recipe struct {
 	// outside maps the input keys of an embedded recipe whose paths, as the recipe writes them, lie outside
 	// what tune embeds (../checkpoints/bert-base-uncased) to those paths; overrides are not in it.
 	outside map[string]string
+	// hubIDs maps model.path and tokenizer.path, when they name a Hub repository found in the Hugging Face
+	// cache, to that id (the path is then the snapshot directory); hubMissing, when the id is not cached, to
+	// the hub.NotCachedError.
+	hubIDs     map[string]string
+	hubMissing map[string]error
 }
 
 // Model says which model to train: exactly one of Path and Config is set.
 type Model struct {
-	// Path is a Hugging Face checkpoint directory (config.json and model.safetensors).
+	// Path is a Hugging Face checkpoint directory (config.json and model.safetensors), or a Hub repository id
+	// (bert-base-uncased, google-bert/bert-base-uncased) found in the Hugging Face cache (see package hub;
+	// tune download fetches one), as transformers' from_pretrained reads pretrained_model_name_or_path: a
+	// path that exists is a directory, anything else an id.
 	Path string `yaml:"path,omitempty"`
+	// Revision is the branch, tag or commit of a Hub id in Path (and in the tokenizer's path), as
+	// from_pretrained's revision; empty is "main". It is ignored for a local directory.
+	Revision string `yaml:"revision,omitempty"`
 	// Config builds a new BERT for sequence classification, initialised from training.seed.
 	Config *ModelConfig `yaml:"config,omitempty"`
 }
 
 // Tokenizer says where the tokenizer is.
 type Tokenizer struct {
-	// Path is a directory holding tokenizer.json or vocab.txt, or one of those files. Empty means Model.Path.
+	// Path is a directory holding tokenizer.json or vocab.txt, or one of those files, or a Hub repository id
+	// in the Hugging Face cache (at model.revision). Empty means Model.Path.
 	Path string `yaml:"path,omitempty"`
 }
 
@@ -256,8 +269,10 @@ func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error
 // An embedded recipe's paths that leave the embedded tree are recorded in r.outside.
 func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
 	embedded := strings.HasPrefix(r.Source, "embedded:")
+	written := map[string]string{}
 	for _, in := range r.inputs() {
 		p := in.path
+		written[in.key] = *p
 		if *p == "" || fromArgs[in.key] {
 			continue
 		}
@@ -271,10 +286,44 @@ func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
 			*p = filepath.Join(dir, *p)
 		}
 	}
+	r.resolveHubIDs(written)
 	if r.Tokenizer.Path == "" {
 		r.Tokenizer.Path = r.Model.Path
 	}
 }
+
+// resolveHubIDs replaces a model.path or tokenizer.path that is not on disk but is a Hub repository id by
+// its snapshot in the Hugging Face cache (hub.Snapshot at model.revision), as transformers' from_pretrained
+// does; written holds the values as given, before the recipe's directory was joined to them. An id missing
+// from the cache keeps its path and is recorded for CheckFiles to report.
+func (r *Recipe) resolveHubIDs(written map[string]string) {
+	for _, in := range r.inputs()[:2] {
+		id := written[in.key]
+		if id == "" {
+			continue
+		}
+		if _, err := os.Stat(*in.path); err == nil || !hub.LooksLikeRepoID(id) {
+			continue
+		}
+		snap, err := hub.Snapshot(hub.CacheDir(), id, r.Model.Revision)
+		if err != nil {
+			if r.hubMissing == nil {
+				r.hubMissing = map[string]error{}
+			}
+			r.hubMissing[in.key] = err
+			continue
+		}
+		if r.hubIDs == nil {
+			r.hubIDs = map[string]string{}
+		}
+		r.hubIDs[in.key] = id
+		*in.path = snap
+	}
+}
+
+// HubID returns the Hub repository id that key ("model.path" or "tokenizer.path") named, when it was
+// resolved in the Hugging Face cache, else "".
+func (r *Recipe) HubID(key string) string { return r.hubIDs[key] }
 
 // inputs lists the recipe's input path fields with their keys, in a fixed order.
 func (r *Recipe) inputs() []struct {

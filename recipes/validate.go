@@ -216,18 +216,30 @@ func (r *Recipe) CheckFiles() error {
 		bad(key, format, a...)
 	}
 	modelBad := false
-	if r.Model.Path != "" {
+	switch {
+	case r.Model.Path == "":
+	case r.hubMissing["model.path"] != nil:
+		bad("model.path", "no directory %s here, and %v", r.Model.Path, r.hubMissing["model.path"])
+		modelBad = true
+	default:
 		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
-			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json): %v", r.Model.Path, err)
+			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %v", r.Model.Path, r.cachedNote("model.path"), err)
 			modelBad = true
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
 		}
 	}
 	tok := ""
-	if r.Tokenizer.Path != "" && !(modelBad && r.Tokenizer.Path == r.Model.Path) {
+	switch {
+	case r.Tokenizer.Path == "" || modelBad && r.Tokenizer.Path == r.Model.Path:
+	case r.hubMissing["tokenizer.path"] != nil:
+		bad("tokenizer.path", "no file or directory %s here, and %v", r.Tokenizer.Path, r.hubMissing["tokenizer.path"])
+	default:
 		var err error
 		if tok, err = TokenizerFile(r.Tokenizer.Path); err != nil {
+			if note := r.cachedNote("tokenizer.path"); note != "" {
+				err = fmt.Errorf("%w%s", err, note)
+			}
 			fail("tokenizer.path", "%v", err)
 		}
 	}
@@ -293,6 +305,20 @@ func overridePlaceholder(key string) string {
 		return "FILE"
 	}
 	return "DIR"
+}
+
+// cachedNote says, for a key resolved to a snapshot in the Hugging Face cache, which repository the snapshot
+// is and how to complete it; "" for a local path.
+func (r *Recipe) cachedNote(key string) string {
+	id := r.hubIDs[key]
+	if id == "" {
+		return ""
+	}
+	rev := ""
+	if r.Model.Revision != "" {
+		rev = " --revision " + r.Model.Revision
+	}
+	return fmt.Sprintf(" (the Hugging Face cache's snapshot of %s; `tune download %s%s` fetches what it lacks)", id, id, rev)
 }
 
 // fileInPath returns p or the nearest existing directory above it when that is not a directory (so p cannot be
