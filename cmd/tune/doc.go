@@ -8,7 +8,8 @@
 //	tune eval --model runs/bert-full --data dev.tsv         # loss, accuracy, F1, Matthews correlation
 //	tune predict --model checkpoints/bert-base-uncased --adapter runs/bert-lora --input test.tsv --output preds.jsonl
 //
-// Other commands: ls and cp list and copy the embedded recipes, validate checks a recipe and prints it
+// model.path, --model, --adapter and --tokenizer also take Hub ids (bert-base-uncased), read from the Hugging
+// Face cache; download fills it from the Hub. Other commands: ls and cp list and copy the embedded recipes, validate checks a recipe and prints it
 // resolved, inspect shows a checkpoint's or an adapter's tensors and config, tokenize prints token ids as
 // Hugging Face tokenizers would, merge folds a LoRA adapter into its base model, bench times training steps
 // per precision (bench report lines results up with PyTorch's), and env shows the machine and CUDA devices.

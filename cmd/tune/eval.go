@@ -25,6 +25,7 @@ type evalOptions struct {
 	Model     string   // --model: a saved model directory
 	Adapter   string   // --adapter: a PEFT LoRA adapter directory on top of the model
 	Tokenizer string   // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
+	Revision  string   // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
 	Data      string   // --data: the file to evaluate
 	FP16      bool     // --fp16: evaluate under FP16 autocast (fp16_full_eval)
 	BF16      bool     // --bf16: evaluate under BF16 autocast (bf16_full_eval)
@@ -42,7 +43,7 @@ func newEvalCmd() *cobra.Command {
 		Long: `eval runs a trained model over a labelled TSV, CSV or JSONL file and prints eval_loss, eval_accuracy,
 eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as the Trainer's evaluation does.
 
-The model is --model DIR (a directory with config.json, model.safetensors and the tokenizer, as tune finetune
+The model is --model DIR (a Hub id such as bert-base-uncased in the Hugging Face cache, see tune download, or a directory with config.json, model.safetensors and the tokenizer, as tune finetune
 writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
 --adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
 the full model, or the LoRA adapter there on top of the recipe's model.path). The tokenizer is --tokenizer, else
@@ -73,6 +74,7 @@ training precision is used (FP32 when there is no recipe).`,
 	f.StringVar(&o.Model, "model", "", "a saved model directory (default: the recipe's training.output_dir)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of the model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
+	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
 	f.BoolVar(&o.FP16, "fp16", false, "evaluate under FP16 autocast (fp16_full_eval; weights stay FP32)")
 	f.BoolVar(&o.BF16, "bf16", false, "evaluate under BF16 autocast (bf16_full_eval; weights stay FP32)")
@@ -120,7 +122,16 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 	if data == "" {
 		return nil, "", "", "", usagef("nothing to evaluate: pass --data FILE (or give the recipe a data.test or data.eval)")
 	}
-	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, o.Tokenizer); err != nil {
+	tok := o.Tokenizer
+	for _, f := range []struct {
+		flag string
+		p    *string
+	}{{"--model", &model}, {"--adapter", &adapter}, {"--tokenizer", &tok}} {
+		if *f.p, err = resolveHub(f.flag, *f.p, o.Revision); err != nil {
+			return nil, "", "", "", err
+		}
+	}
+	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, tok); err != nil {
 		return nil, "", "", "", err
 	}
 	if err := checkInputFile("--data", data); err != nil {

@@ -24,12 +24,13 @@ func init() { register(newInspectCmd) }
 
 // inspectOptions holds `tune inspect`'s argument.
 type inspectOptions struct {
-	Path string // a checkpoint directory, a .safetensors file, a shard index or a config.json
+	Path     string // a checkpoint directory, a .safetensors file, a shard index or a config.json, or a Hub id
+	Revision string // --revision: the revision of a Hub id in Path
 }
 
 func newInspectCmd() *cobra.Command {
 	o := &inspectOptions{}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "inspect PATH",
 		Short: "Show the tensors and config of a safetensors checkpoint or a LoRA adapter",
 		Long: `inspect lists what a Hugging Face checkpoint holds without loading it: every tensor with its dtype,
@@ -38,7 +39,7 @@ a config.json is beside the weights, a summary of the model (type, hidden size, 
 labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors,
 with the renames tune applies: the bert. prefix, LayerNorm gamma/beta).
 
-PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
+PATH is a Hub id (bert-base-uncased) of a model in the Hugging Face cache (see tune download), at --revision, or a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
 single .safetensors file, a model.safetensors.index.json, or a config.json. A directory with a config but
 no weights (a tokenizer-and-config download) shows the config alone. A PEFT LoRA adapter directory (what a
 LoRA run writes into its output_dir and checkpoint-N/: adapter_config.json and adapter_model.safetensors)
@@ -60,9 +61,15 @@ opened: a truncated or corrupt file is reported with its name and what is wrong.
 			return o.run(cmd.OutOrStdout())
 		},
 	}
+	cmd.Flags().StringVar(&o.Revision, "revision", "", revisionFlagUsage)
+	return cmd
 }
 
 func (o *inspectOptions) run(w io.Writer) error {
+	var err error
+	if o.Path, err = resolveHub("PATH", o.Path, o.Revision); err != nil {
+		return err
+	}
 	st, err := os.Stat(o.Path)
 	if err != nil {
 		return fmt.Errorf("inspect: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/lora"
@@ -27,6 +28,8 @@ type mergeOptions struct {
 	Model   string // --model: the base checkpoint the adapter was trained on
 	Adapter string // --adapter: the PEFT LoRA adapter directory
 	Output  string // --output: the directory to create with the merged checkpoint
+	// Revision is the revision of Hub ids given to --model and --adapter.
+	Revision string
 }
 
 func newMergeCmd() *cobra.Command {
@@ -42,6 +45,7 @@ model.safetensors with transformers' tensor names, and the tokenizer files (from
 has them, else from the model directory; merge warns when neither has one), which transformers' from_pretrained
 and tune load with no missing or unexpected tensor.
 
+--model and --adapter also take Hub ids of models in the Hugging Face cache (see tune download), at --revision.
 --model should be the base the adapter was trained on: merge warns when the adapter's
 base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
 there). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
@@ -59,6 +63,7 @@ merge leaves nothing behind.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "the base checkpoint directory the adapter was trained on (required)")
 	f.StringVar(&o.Adapter, "adapter", "", "the PEFT LoRA adapter directory (required)")
+	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Output, "output", "", "the directory to create with the merged checkpoint (required)")
 	return cmd
 }
@@ -69,6 +74,13 @@ func (o *mergeOptions) validate() error {
 		if f.v == "" {
 			return usagef("merge needs %s DIR", f.name)
 		}
+	}
+	var err error
+	if o.Model, err = resolveHub("--model", o.Model, o.Revision); err != nil {
+		return err
+	}
+	if o.Adapter, err = resolveHub("--adapter", o.Adapter, o.Revision); err != nil {
+		return err
 	}
 	st, err := os.Stat(o.Output)
 	switch {
@@ -164,6 +176,9 @@ func baseMismatch(base, model, adapter string) string {
 		return ""
 	}
 	candidates := []string{base}
+	if snap, err := hub.Resolve(base, ""); err == nil && snap != base { // a Hub id, as PEFT and tune write it
+		candidates = append(candidates, snap)
+	}
 	if !filepath.IsAbs(base) {
 		candidates = append(candidates, filepath.Join(adapter, base), filepath.Join(adapter, "..", base))
 	}

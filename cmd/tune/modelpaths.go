@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
@@ -83,6 +84,27 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 	}
 	return "", usagef("%s holds no tokenizer (neither tokenizer.json nor vocab.txt): pass --tokenizer with the model's tokenizer directory or file", where)
 }
+
+// resolveHub returns what a flag's value names: the value itself when it exists or cannot be a Hub repository
+// id (a missing local path is left for the caller's checks to report), else the id's snapshot in the Hugging
+// Face cache at revision (hub.Resolve, as transformers' from_pretrained reads a name that is not a
+// directory). An id missing from the cache is a usage error naming flag, the cache and tune download.
+func resolveHub(flag, value, revision string) (string, error) {
+	if value == "" {
+		return "", nil
+	}
+	p, err := hub.Resolve(value, revision)
+	if hub.IsNotCached(err) {
+		return value, usagef("%s %s: no such file or directory here, and %v", flag, value, err)
+	}
+	if err != nil {
+		return value, nil
+	}
+	return p, nil
+}
+
+// revisionFlagUsage is the help of the --revision flag of the commands that take Hub ids.
+const revisionFlagUsage = "the branch, tag or commit of a Hub id given as a path (default main)"
 
 // hasTokenizerFile reports whether recipes.TokenizerFile finds a tokenizer in dir.
 func hasTokenizerFile(dir string) bool {

@@ -26,6 +26,7 @@ type predictOptions struct {
 	Model          string // --model: a saved model directory
 	Adapter        string // --adapter: a PEFT LoRA adapter directory on top of --model
 	Tokenizer      string // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
+	Revision       string // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
 	Input          string // --input: TSV, CSV or JSONL of texts
 	Output         string // --output: JSONL file; "" or "-" is stdout
 	Force          bool   // --force: replace an existing --output
@@ -67,7 +68,8 @@ which must not exist unless --force is given (it is then replaced only once ever
 symbolic link to a file is kept and the file it points to replaced). --output must not be a directory, a device
 or other special file, or the --input file, and its directory must exist: all checked before the model loads.
 
-The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
+--model, --adapter and --tokenizer also take Hub ids (bert-base-uncased) of models in the Hugging Face cache
+(see tune download), at --revision. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
 training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA adapter
 (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the one in
 the adapter directory, else the model's; a checkpoint-N folder (--model or --adapter) holds none, and takes its
@@ -94,6 +96,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f.StringVar(&o.Model, "model", "", "the model directory (config.json, model.safetensors, tokenizer) (required)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
+	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
 	f.StringVar(&o.Output, "output", "", "write the JSONL to this file instead of standard output (a new file, unless --force; - is standard output)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing --output file")
@@ -119,6 +122,15 @@ func (o *predictOptions) check(stderr io.Writer) error {
 		return usagef("--fp16 and --bf16 are exclusive")
 	case o.BatchSize < 1 || o.MaxLength < 2:
 		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
+	}
+	for _, f := range []struct {
+		flag string
+		p    *string
+	}{{"--model", &o.Model}, {"--adapter", &o.Adapter}, {"--tokenizer", &o.Tokenizer}} {
+		var err error
+		if *f.p, err = resolveHub(f.flag, *f.p, o.Revision); err != nil {
+			return err
+		}
 	}
 	tok, err := checkModelPaths(stderr, o.Model, o.Adapter, o.Tokenizer)
 	if err != nil {

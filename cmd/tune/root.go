@@ -44,6 +44,7 @@ Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, reci
 3 the requested device is not available; 130 interrupted.`,
 		Example: `  tune finetune recipes/tiny.yaml
   tune finetune --bf16 recipes/bert.yaml model.path=checkpoints/bert-base-uncased
+  tune download bert-base-uncased && tune finetune recipes/bert.yaml model.path=bert-base-uncased
   tune ls`,
 		SilenceUsage:  true,
 		SilenceErrors: true,

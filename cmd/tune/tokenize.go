@@ -18,7 +18,8 @@ func init() { register(newTokenizeCmd) }
 
 // tokenizeOptions holds `tune tokenize`'s flags and argument.
 type tokenizeOptions struct {
-	Tokenizer  string // --tokenizer: tokenizer.json, vocab.txt or their directory
+	Tokenizer  string // --tokenizer: tokenizer.json, vocab.txt or their directory, or a Hub id in the HF cache
+	Revision   string // --revision: the revision of a Hub id in --tokenizer
 	MaxLength  int    // --max-length: truncate to this many tokens (0: no truncation)
 	Truncation string // --truncation: longest_first, only_first or only_second
 	Pair       bool   // --pair: lines are text<TAB>pair
@@ -64,6 +65,7 @@ transformers' truncation=True does (longest_first for pairs; see --truncation). 
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "tokenizer.json, vocab.txt, or a directory holding one (required)")
+	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.IntVar(&o.MaxLength, "max-length", 0, "truncate each encoding to at most N tokens, special tokens included (0: no truncation)")
 	f.StringVar(&o.Truncation, "truncation", "longest_first", "which text of a pair to cut: longest_first, only_first or only_second")
 	f.BoolVar(&o.Pair, "pair", false, "each line is text<TAB>pair, encoded as a sentence pair")
@@ -97,7 +99,11 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	tok, err := loaders.LoadTokenizer(o.Tokenizer)
+	path, err := resolveHub("--tokenizer", o.Tokenizer, o.Revision)
+	if err != nil {
+		return err
+	}
+	tok, err := loaders.LoadTokenizer(path)
 	if err != nil {
 		return err
 	}
