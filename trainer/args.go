@@ -141,6 +141,15 @@ type TrainingArguments struct {
 	// EarlyStoppingThreshold is the minimum improvement that resets the patience counter. Default 0.
 	EarlyStoppingThreshold float64 `yaml:"early_stopping_threshold" json:"early_stopping_threshold"`
 
+	// MaxConsecutiveSkippedSteps stops an fp16 run with an error (a *NonFiniteError naming the step, the first
+	// parameter whose gradient was non-finite and the loss scale) when that many optimizer steps in a row were
+	// skipped by the GradScaler. Each skip halves the scale (PyTorch's skip-and-back-off, kept for occasional
+	// overflows), so from init_scale 2^16 the default 25 leaves the scale at 2^-9: gradients that still
+	// overflow then do so whatever the scale (the forward overflows, or the true gradients exceed FP16's
+	// 65504), and PyTorch would go on skipping every step while its scale decays to 0. 0 never stops (the
+	// scale then rests at amp.MinScale). A tune extension: transformers has no such argument. Default 25.
+	MaxConsecutiveSkippedSteps int `yaml:"max_consecutive_skipped_steps" json:"max_consecutive_skipped_steps"`
+
 	// ResumeFromCheckpoint is a checkpoint directory (output_dir/checkpoint-N) to resume from: weights,
 	// optimizer, scheduler, scaler, RNG and data position; "true" or "latest" take the newest checkpoint in
 	// output_dir. Empty starts afresh.
@@ -250,26 +259,27 @@ func (a *TrainingArguments) ClearOutputDir() error {
 // DefaultTrainingArguments returns transformers 5.17's defaults (FACTS §3.4) plus tune's Shuffle = true.
 func DefaultTrainingArguments() TrainingArguments {
 	return TrainingArguments{
-		OutputDir:                 "trainer_output",
-		NumTrainEpochs:            3,
-		MaxSteps:                  -1,
-		PerDeviceTrainBatchSize:   8,
-		PerDeviceEvalBatchSize:    8,
-		GradientAccumulationSteps: 1,
-		LearningRate:              5e-5,
-		AdamBeta1:                 0.9,
-		AdamBeta2:                 0.999,
-		AdamEpsilon:               1e-8,
-		MaxGradNorm:               1,
-		Optim:                     "adamw_torch_fused",
-		LRSchedulerType:           ScheduleLinear,
-		Seed:                      42,
-		Shuffle:                   true,
-		LoggingStrategy:           IntervalSteps,
-		LoggingSteps:              500,
-		EvalStrategy:              IntervalNo,
-		SaveStrategy:              IntervalSteps,
-		SaveSteps:                 500,
+		OutputDir:                  "trainer_output",
+		NumTrainEpochs:             3,
+		MaxSteps:                   -1,
+		PerDeviceTrainBatchSize:    8,
+		PerDeviceEvalBatchSize:     8,
+		GradientAccumulationSteps:  1,
+		LearningRate:               5e-5,
+		AdamBeta1:                  0.9,
+		AdamBeta2:                  0.999,
+		AdamEpsilon:                1e-8,
+		MaxGradNorm:                1,
+		Optim:                      "adamw_torch_fused",
+		LRSchedulerType:            ScheduleLinear,
+		Seed:                       42,
+		Shuffle:                    true,
+		LoggingStrategy:            IntervalSteps,
+		LoggingSteps:               500,
+		EvalStrategy:               IntervalNo,
+		MaxConsecutiveSkippedSteps: 25,
+		SaveStrategy:               IntervalSteps,
+		SaveSteps:                  500,
 	}
 }
 
@@ -429,6 +439,9 @@ func (a *TrainingArguments) validateBestModel(bad func(string, string, ...any), 
 	}
 	if a.EarlyStoppingPatience > 0 && a.EvalStrategy == IntervalNo {
 		bad("early_stopping_patience", "needs an eval_strategy (steps or epoch): early stopping watches the eval metric")
+	}
+	if a.MaxConsecutiveSkippedSteps < 0 {
+		bad("max_consecutive_skipped_steps", "must be ≥ 0; 0 never stops an fp16 run for skipped steps (got %d)", a.MaxConsecutiveSkippedSteps)
 	}
 	if finite("early_stopping_threshold", a.EarlyStoppingThreshold) && a.EarlyStoppingThreshold < 0 {
 		bad("early_stopping_threshold", "must be ≥ 0 (got %v)", a.EarlyStoppingThreshold)

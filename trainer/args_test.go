@@ -104,6 +104,7 @@ func TestValidate(t *testing.T) {
 			a.LoadBestModelAtEnd, a.EvalStrategy, a.SaveStrategy = true, IntervalEpoch, IntervalEpoch
 		}, "", ""},
 		{"early stopping without eval", func(a *TrainingArguments) { a.EarlyStoppingPatience = 3 }, "early_stopping_patience", "eval_strategy"},
+		{"negative skip limit", func(a *TrainingArguments) { a.MaxConsecutiveSkippedSteps = -1 }, "max_consecutive_skipped_steps", "≥ 0"},
 		{"negative save_total_limit", func(a *TrainingArguments) { a.SaveTotalLimit = -1 }, "save_total_limit", "≥ 0"},
 		{"label smoothing 1", func(a *TrainingArguments) { a.LabelSmoothingFactor = 1 }, "label_smoothing_factor", "[0, 1)"},
 		{"tf32 set is fine", func(a *TrainingArguments) { a.TF32 = &yes }, "", ""},

@@ -55,10 +55,19 @@ var checkpointHook func(stage string) error
 // into a temporary directory inside output_dir, which is renamed into place only when complete, so a crash or kill
 // during a save leaves the previous checkpoints intact (a leftover temporary directory is removed by the next
 // Train); an existing checkpoint of the same step (a resumed run saving it again) is replaced. Then old
-// checkpoints beyond save_total_limit are deleted, never the best one.
+// checkpoints beyond save_total_limit are deleted, never the best one. A checkpoint whose trainable weights
+// hold an inf or NaN, or whose GradScaler state would not load, is not written (a *NonFiniteError).
 func (t *Trainer) saveCheckpoint() (string, error) {
 	s := t.state
 	final := filepath.Join(t.args.OutputDir, CheckpointPrefix+strconv.Itoa(s.GlobalStep))
+	if err := t.checkWeights(false, "refusing to write "+filepath.Base(final)); err != nil {
+		return "", err
+	}
+	if t.scaler.Enabled() {
+		if err := t.checkScalerState(); err != nil {
+			return "", err
+		}
+	}
 	if s.BestGlobalStep != nil && *s.BestGlobalStep == s.GlobalStep {
 		s.BestModelCheckpoint = &final
 	}

@@ -100,6 +100,9 @@ func (p *progress) OnStepEnd(e *Event) error {
 		if p.t.policy.Enabled {
 			desc += fmt.Sprintf("  scale %g", r.scale)
 		}
+		if r.skippedTotal > 0 {
+			desc += fmt.Sprintf("  skipped %d", r.skippedTotal)
+		}
 		p.bar.Describe(desc)
 		p.bar.Set(e.State.GlobalStep)
 	}

@@ -34,6 +34,8 @@ type runState struct {
 	lr                  float64 // learning rate the last step used
 	scale               float32 // loss scale the last step's backward used
 	skippedSinceLog     int     // GradScaler-skipped steps since the last log
+	consecutiveSkips    int     // GradScaler-skipped steps in a row up to the last step
+	skippedTotal        int     // GradScaler-skipped steps of this Train call
 	start               time.Time
 }
 
@@ -96,6 +98,10 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		}
 	}
 	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
+	r.scale = t.scaler.Scale()
+	if err := t.checkWeights(true, "training did not start"); err != nil {
+		return TrainOutput{}, err
+	}
 	r.start = time.Now()
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainBegin(e) }); err != nil {
 		return TrainOutput{}, err
@@ -207,7 +213,7 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 	}
 	r.scale = t.scaler.Scale()
 	cast := false // the window's first Forward casts the weights; nothing can change them before its last
-	for _, b := range batches {
+	for i, b := range batches {
 		opts := ForwardOptions{Train: true, Seed: uint64(t.args.Seed), Offset: r.dropoutOffset, ReuseWeightCasts: cast}
 		r.dropoutOffset += dropoutStride
 		r.samples += b.B
@@ -220,6 +226,9 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 			return 0, 0, fmt.Errorf("trainer: forward at step %d: %w", t.state.GlobalStep+1, err)
 		}
 		cast = true
+		if !isFinite(float64(out.Loss)) {
+			return 0, 0, t.lossError(out.Loss, i, len(batches))
+		}
 		seed := float32(float64(r.scale) * float64(n) / float64(total))
 		if err := t.model.Backward(seed); err != nil {
 			return 0, 0, fmt.Errorf("trainer: backward at step %d: %w", t.state.GlobalStep+1, err)
@@ -251,6 +260,11 @@ func (t *Trainer) optimizerStep() error {
 	if err != nil {
 		return fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
 	}
+	if !t.scaler.Enabled() && !isFinite(r.gradNorm) {
+		if err := t.gradientError(); err != nil {
+			return err
+		}
+	}
 	r.lr = t.sched.LR()
 	skipped, err := t.scaler.Step(func() error { return t.opt.Step(r.lr) })
 	if err != nil {
@@ -261,7 +275,11 @@ func (t *Trainer) optimizerStep() error {
 	}
 	if skipped {
 		r.skippedSinceLog++
+		if err := t.skippedStep(); err != nil {
+			return err
+		}
 	} else {
+		r.consecutiveSkips = 0
 		t.model.WeightsUpdated()
 		t.sched.Step()
 	}

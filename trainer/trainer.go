@@ -143,8 +143,14 @@ func (t *Trainer) Scaler() *amp.GradScaler { return t.scaler }
 // Close releases the optimizer's buffers. The model is the caller's.
 func (t *Trainer) Close() { t.opt.Free() }
 
-// SaveModel writes the model (or adapter) to dir with Model.Save, creating dir.
+// SaveModel writes the model (or adapter) to dir with Model.Save, creating dir. Trainable weights holding an
+// inf or NaN are refused (a *NonFiniteError) and nothing is written.
 func (t *Trainer) SaveModel(dir string) error {
+	if t.state != nil {
+		if err := t.checkWeights(false, "refusing to write the model to "+dir); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("trainer: %w", err)
 	}
