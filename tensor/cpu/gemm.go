@@ -12,10 +12,16 @@ import (
 // C M×N, all row-major with row strides LD* and batch strides Stride*.
 type gemmGeom = opcheck.Gemm
 
-// blasGemm is one row-major c = alpha·op(a)·op(b) + beta·c through gonum's pure-Go BLAS (Sgemm for float32,
-// Dgemm for float64). Unless only B is transposed, gonum skips the terms whose alpha·a element is exactly 0,
-// so there an Inf in b meeting a 0 in a adds 0 instead of NaN (cuBLAS gives NaN).
-func blasGemm[T scalar](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+// blasGemm is one row-major c = alpha·op(a)·op(b) + beta·c. float32 goes through the packed SIMD GEMM
+// (sgemm.go) when the processor has a micro-kernel for it, else gonum's pure-Go Sgemm; float64 (the FP64
+// gradcheck) always through gonum's Dgemm. parallel says whether the product may use every core. gonum (unless
+// only B is transposed) skips the terms whose alpha·a element is exactly 0, so there an Inf in b meeting a 0 in
+// a adds 0 instead of NaN; the packed path gives NaN, as cuBLAS does.
+func blasGemm[T scalar](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int, parallel bool) {
+	if cc, ok := any(c).([]float32); ok && gemmPath != nil {
+		sgemmPacked(gemmPath, tA, tB, m, n, k, float32(alpha), any(a).([]float32), lda, any(b).([]float32), ldb, float32(beta), cc, ldc, parallel)
+		return
+	}
 	ta, tb := blas.NoTrans, blas.NoTrans
 	if tA {
 		ta = blas.Trans
@@ -39,12 +45,14 @@ func gemmKernel[T scalar](g gemmGeom, alpha T, a, b []T, beta T, c, bias []T) {
 	if g.M == 0 || g.N == 0 || g.Batch == 0 {
 		return
 	}
+	blocks := ((g.M + 63) / 64) * ((g.N + 63) / 64)
+	batchParallel := g.Batch > 1 && blocks < 4
 	one := func(i int) {
 		ci := c[i*g.StrideC:]
 		if g.K == 0 {
 			scaleRows(ci, g.M, g.N, g.LDC, beta)
 		} else {
-			blasGemm(g.TransA, g.TransB, g.M, g.N, g.K, alpha, a[i*g.StrideA:], g.LDA, b[i*g.StrideB:], g.LDB, beta, ci, g.LDC)
+			blasGemm(g.TransA, g.TransB, g.M, g.N, g.K, alpha, a[i*g.StrideA:], g.LDA, b[i*g.StrideB:], g.LDB, beta, ci, g.LDC, !batchParallel)
 		}
 		if bias != nil {
 			for r := 0; r < g.M; r++ {
@@ -52,8 +60,7 @@ func gemmKernel[T scalar](g gemmGeom, alpha T, a, b []T, beta T, c, bias []T) {
 			}
 		}
 	}
-	blocks := ((g.M + 63) / 64) * ((g.N + 63) / 64)
-	if g.Batch > 1 && blocks < 4 {
+	if batchParallel {
 		parallelFor(g.Batch, g.M*g.N*max(g.K, 1), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				one(i)

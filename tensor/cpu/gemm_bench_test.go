@@ -13,12 +13,7 @@ import (
 // Besides GFLOP/s it reports the cores kept busy (CPU time / wall time) and GFLOP per CPU-second, which stay
 // meaningful when other processes share the machine. Run: go test -run x -bench Gemm -benchtime 3x ./tensor/cpu
 func BenchmarkGemm(b *testing.B) {
-	cases := []struct {
-		name           string
-		in             tensor.DType
-		transB         bool
-		batch, m, n, k int
-	}{
+	cases := []gemmBenchCase{
 		{"512x512x512/F32", tensor.F32, false, 1, 512, 512, 512},
 		{"512x512x512/BF16", tensor.BF16, false, 1, 512, 512, 512},
 		{"512x512x512_TransB/F32", tensor.F32, true, 1, 512, 512, 512},
@@ -30,6 +25,25 @@ func BenchmarkGemm(b *testing.B) {
 		{"attn_context_12x128x64x128/F32", tensor.F32, false, 12, 128, 64, 128},
 	}
 	bk := New()
+	for _, path := range gemmPathsToTest() {
+		b.Run(pathName(path), func(b *testing.B) {
+			saved := gemmPath
+			gemmPath = path
+			defer func() { gemmPath = saved }()
+			benchGemmCases(b, bk, cases)
+		})
+	}
+}
+
+// gemmBenchCase is one BenchmarkGemm shape.
+type gemmBenchCase struct {
+	name           string
+	in             tensor.DType
+	transB         bool
+	batch, m, n, k int
+}
+
+func benchGemmCases(b *testing.B, bk *Backend, cases []gemmBenchCase) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			ar, ac := c.m, c.k
