@@ -7,8 +7,13 @@ import (
 )
 
 // geluKernel: out = x·Φ(x) = 0.5·x·(1 + erf(x/√2)), the exact GELU (Hendrycks & Gimpel 2016; PyTorch
-// gelu with approximate='none'). Evaluated in float64 and rounded to T.
+// gelu with approximate='none'). Evaluated in float64 and rounded to T; for float32, Φ comes from the
+// interpolated table of gelu_table.go (error ≤ 2e-10, below FP32's rounding).
 func geluKernel[T scalar](out, x []T) {
+	if o, ok := any(out).([]float32); ok {
+		geluF32(o, any(x).([]float32))
+		return
+	}
 	for i, v := range x {
 		f := float64(v)
 		out[i] = T(0.5 * f * (1 + math.Erf(f/math.Sqrt2)))
@@ -20,6 +25,10 @@ const invSqrt2Pi = 0.3989422804014327
 
 // geluBackwardKernel: dx = dout·(Φ(x) + x·φ(x)), φ(x) = exp(−x²/2)/√(2π), the derivative of x·Φ(x).
 func geluBackwardKernel[T scalar](dx, dout, x []T) {
+	if d, ok := any(dx).([]float32); ok {
+		geluBackwardF32(d, any(dout).([]float32), any(x).([]float32))
+		return
+	}
 	for i, v := range x {
 		f := float64(v)
 		cdf := 0.5 * (1 + math.Erf(f/math.Sqrt2))
