@@ -12,21 +12,38 @@ import (
 func dropoutKernel[T scalar](out, x []T, p float32, seed, offset uint64, first int) {
 	scale := 1 / (1 - T(p))
 	key := [2]uint32{uint32(seed), uint32(seed >> 32)}
-	var blk [4]uint32
-	blkIdx := -1
-	for i, v := range x {
+	// u >= p  ⇔  (bits>>8)·2⁻²⁴ >= p  ⇔  bits>>8 >= ceil(p·2²⁴) (exact: p·2²⁴ is exact in float64)
+	threshold := uint32(math.Ceil(float64(p) * (1 << 24)))
+	keep := func(bits uint32) T {
+		if bits>>8 >= threshold {
+			return scale
+		}
+		return 0
+	}
+	i := 0
+	var wide [64]uint32
+	for i < len(x) {
 		g := first + i
-		if g/4 != blkIdx { // one Philox block serves four consecutive elements
-			blkIdx = g / 4
-			ctr := offset + uint64(blkIdx)
-			blk = tensor.Philox4x32([4]uint32{uint32(ctr), uint32(ctr >> 32), 0, 0}, key)
+		if philox16 != nil && g%64 == 0 && len(x)-i >= 64 { // 16 blocks at once: element e is word e%4 of block e/4
+			philox16(offset+uint64(g/4), key, &wide)
+			o, v := out[i:i+64:i+64], x[i:i+64:i+64]
+			for e := range o {
+				o[e] = v[e] * keep(wide[(e%4)*16+e/4])
+			}
+			i += 64
+			continue
 		}
-		u := float32(blk[g%4]>>8) * (1.0 / (1 << 24)) // tensor.PhiloxUniform
-		var keep T
-		if u >= p {
-			keep = 1
+		ctr := offset + uint64(g/4)
+		blk := tensor.Philox4x32([4]uint32{uint32(ctr), uint32(ctr >> 32), 0, 0}, key)
+		if lane := g % 4; lane != 0 || len(x)-i < 4 { // a partial block: element by element
+			for ; lane < 4 && i < len(x); lane, i = lane+1, i+1 {
+				out[i] = x[i] * keep(blk[lane])
+			}
+			continue
 		}
-		out[i] = v * keep * scale
+		o, v := out[i:i+4:i+4], x[i:i+4:i+4]
+		o[0], o[1], o[2], o[3] = v[0]*keep(blk[0]), v[1]*keep(blk[1]), v[2]*keep(blk[2]), v[3]*keep(blk[3])
+		i += 4
 	}
 }
 
