@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/amp"
-	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/cmd/tune/internal/bench"
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tensor"
