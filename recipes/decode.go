@@ -322,6 +322,18 @@ var renamedKeys = map[string]string{
 }
 
 // sectionOf returns the section of Recipe that has key, if exactly one does.
+// KeyPath returns the dotted recipe key whose last part is name ("learning_rate" → "training.learning_rate",
+// "lora" → "lora"), or "" when no key has that name: for a hint when a key is given in another form (a flag).
+func KeyPath(name string) string {
+	if _, ok := yamlFields(reflect.TypeFor[Recipe]())[name]; ok {
+		return name
+	}
+	if s := sectionOf(name); s != "" {
+		return s + "." + name
+	}
+	return ""
+}
+
 func sectionOf(key string) string {
 	found := ""
 	var walk func(t reflect.Type, path string)
@@ -393,14 +405,79 @@ func joinKey(path, key string) string {
 // applyOverride sets the dotted key of override "key=value" in the document's root mapping, creating sections
 // as needed. The value is parsed as a YAML scalar or flow collection ("2e-5", "true", "[query, value]"); an
 // empty value is the empty string.
+// removeKey deletes the dotted key from the recipe tree (torchtune's ~key override). The key must be one a
+// recipe can hold, so "~lroa" is reported as a typo; a valid key the recipe does not set is nothing to remove.
+func (d *decoder) removeKey(root *yaml.Node, key, label string) {
+	parts := strings.Split(key, ".")
+	t := reflect.TypeOf(Recipe{})
+	for i, part := range parts {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			d.add(label, key, "%s: '%s' is a value, not a section", key, strings.Join(parts[:i], "."))
+			return
+		}
+		fields := yamlFields(t)
+		idx, ok := fields[part]
+		if !ok {
+			d.add(label, key, "%s", unknownKeyMessage(part, strings.Join(parts[:i], "."), fields))
+			return
+		}
+		t = t.Field(idx).Type
+	}
+	cur := root
+	for i, part := range parts {
+		if part == "" {
+			d.add(label, key, "%s: empty key segment", key)
+			return
+		}
+		found := -1
+		for j := 0; j+1 < len(cur.Content); j += 2 {
+			if cur.Content[j].Value == part {
+				found = j
+			}
+		}
+		if found < 0 {
+			return
+		}
+		if i == len(parts)-1 {
+			cur.Content = append(cur.Content[:found], cur.Content[found+2:]...)
+			d.fromArgs[key] = true
+			return
+		}
+		next := cur.Content[found+1]
+		if next.Kind == yaml.AliasNode {
+			next = next.Alias
+		}
+		if next.Kind != yaml.MappingNode {
+			d.add(label, key, "%s: '%s' is a value, not a section", key, strings.Join(parts[:i+1], "."))
+			return
+		}
+		cur = next
+	}
+}
+
 func (d *decoder) applyOverride(root *yaml.Node, override string) {
 	key, value, ok := strings.Cut(override, "=")
 	label := "override " + override
+	if rest, removal := strings.CutPrefix(override, "~"); removal && !ok {
+		d.removeKey(root, strings.TrimSpace(rest), label)
+		return
+	}
 	if !ok || strings.TrimSpace(key) == "" {
-		d.add(label, "", "an override must be key=value, e.g. training.learning_rate=2e-5")
+		d.add(label, "", "an override must be key=value (or ~key to remove a key), e.g. training.learning_rate=2e-5")
 		return
 	}
 	key = strings.TrimSpace(key)
+	switch strings.TrimSpace(value) {
+	case "null", "Null", "NULL", "~":
+		// YAML's null removes the key, so the section or value is as if the recipe did not set it: lora=null
+		// turns LoRA off (full fine-tuning), as torchtune's ~lora does, rather than giving an empty lora:
+		// section (PEFT's defaults).
+		d.removeKey(root, key, label)
+		return
+	}
 	val := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: ""}
 	if value != "" {
 		var doc yaml.Node
