@@ -36,7 +36,7 @@ func newFinetuneCmd() *cobra.Command {
 		Use:   "finetune [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Fine-tune a model as a recipe says: train, evaluate, save",
 		Long: `finetune reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the key=value
-overrides, checks everything (exit status 2 and no output directory when the recipe is wrong), then loads the
+overrides (key=null or ~key removes a key: lora=null trains in full), checks everything (exit status 2 and no output directory when the recipe is wrong), then loads the
 model and the data, trains with Hugging Face Trainer semantics, evaluates and saves.
 
 It prints the device, the precision and PEFT's trainable-parameter line, then progress: a progress bar on a
@@ -80,8 +80,8 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 	}
 	out := append([]string(nil), o.Overrides...)
 	for _, kv := range out {
-		if !strings.Contains(kv, "=") {
-			return nil, usagef("%q is not a key=value override (e.g. training.learning_rate=2e-5)", kv)
+		if !strings.Contains(kv, "=") && !strings.HasPrefix(kv, "~") {
+			return nil, usagef("%q is not a key=value override (e.g. training.learning_rate=2e-5; ~key removes a key)", kv)
 		}
 	}
 	switch {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,8 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +35,7 @@ type predictOptions struct {
 	Force          bool   // --force: replace an existing --output
 	outputPath     string // the file to write, set by check: Output, or under --force the file a link to it names
 	tokenizer      string // the tokenizer for recipes.OpenModel, set by check (checkModelPaths)
+	stdin          io.Reader
 	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
@@ -89,6 +93,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdin = cmd.InOrStdin()
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -97,7 +102,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
-	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts (required)")
+	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts; - reads standard input (one text per line, or --format) (required)")
 	f.StringVar(&o.Output, "output", "", "write the JSONL to this file instead of standard output (a new file, unless --force; - is standard output)")
 	f.BoolVar(&o.Force, "force", false, "replace an existing --output file")
 	f.BoolVar(&o.FP16, "fp16", false, "run under FP16 autocast (fp16_full_eval; weights stay FP32)")
@@ -137,8 +142,10 @@ func (o *predictOptions) check(stderr io.Writer) error {
 		return err
 	}
 	o.tokenizer = tok
-	if err := checkInputFile("--input", o.Input); err != nil {
-		return err
+	if o.Input != "-" {
+		if err := checkInputFile("--input", o.Input); err != nil {
+			return err
+		}
 	}
 	if o.Output != "" && o.Output != "-" {
 		p, err := checkOutputFile("--output", o.Output, o.Input, o.Force)
@@ -163,7 +170,15 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 		return err
 	}
 	printNotices(stderr, run)
-	ds, err := run.LoadUnlabelled("--input", o.Input, recipes.Data{Format: o.Format, TextColumn: o.TextColumn,
+	input := o.Input
+	if input == "-" {
+		var cleanup func()
+		if input, cleanup, err = o.stdinFile(); err != nil {
+			return err
+		}
+		defer cleanup()
+	}
+	ds, err := run.LoadUnlabelled("--input", input, recipes.Data{Format: o.Format, TextColumn: o.TextColumn,
 		TextPairColumn: o.TextPairColumn, MaxLength: o.MaxLength})
 	if err != nil {
 		return err
@@ -185,6 +200,48 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 		return err
 	}
 	return o.write(stdout, run, ds, out)
+}
+
+// stdinFile saves standard input (--input -) to a temporary file LoadUnlabelled reads, and returns it with its
+// removal. With --format the input is in that format; without, input whose first character is '{' is JSONL, and
+// anything else one text per line (line N of the input is the prediction's line N).
+func (o *predictOptions) stdinFile() (string, func(), error) {
+	in := o.stdin
+	if in == nil {
+		in = os.Stdin
+	}
+	data, err := io.ReadAll(in)
+	if err != nil {
+		return "", nil, fmt.Errorf("predict: reading standard input (--input -): %w", err)
+	}
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return "", nil, usagef("--input -: standard input is empty; pipe texts in, one per line")
+	}
+	format := o.Format
+	if format == "" && strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
+		format = "jsonl"
+	}
+	if format == "" { // one text per line: JSONL with a "text" field, one object per input line
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+			_ = enc.Encode(map[string]string{"text": strings.TrimSuffix(line, "\r")})
+		}
+		data, format = b.Bytes(), "jsonl"
+		if o.TextColumn == "" {
+			o.TextColumn = "text"
+		}
+	}
+	dir, err := os.MkdirTemp("", "tune-predict-")
+	if err != nil {
+		return "", nil, fmt.Errorf("predict: %w", err)
+	}
+	p := filepath.Join(dir, "stdin."+format)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("predict: %w", err)
+	}
+	return p, func() { os.RemoveAll(dir) }, nil
 }
 
 // nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.

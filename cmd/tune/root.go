@@ -5,8 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/recipes"
 )
 
 // Exit codes of the tune command (documented in `tune --help`).
@@ -48,7 +53,9 @@ Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, reci
   tune ls`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version(),
 	}
+	root.SetVersionTemplate("tune {{.Version}}\n")
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
@@ -74,13 +81,60 @@ func markArgErrorsAsUsage(cmd *cobra.Command) {
 	}
 }
 
+// flagHint adds to cobra's "unknown flag: --learning_rate" the recipe key the user most likely meant: Hugging
+// Face's example scripts take TrainingArguments as --name flags, tune takes them as key=value overrides.
+func flagHint(err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	name, _, _ = strings.Cut(name, "=")
+	if key := recipes.KeyPath(strings.ReplaceAll(name, "-", "_")); key != "" {
+		return fmt.Errorf("%w: recipe keys are key=value arguments, not flags: write %s=VALUE (as in tune finetune RECIPE %s=VALUE)", err, key, key)
+	}
+	return err
+}
+
+// version returns the module version and VCS revision the binary was built from (runtime/debug build info).
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		v += " (" + rev + modified + ")"
+	}
+	return v + " " + bi.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
+}
+
 // run executes the CLI with args and returns the process exit code.
-func run(args []string, stdout, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int { return runIn(args, nil, stdout, stderr) }
+
+// runIn is run with stdin as the commands' standard input (nil: the process's).
+func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd()
 	root.SetArgs(args)
+	if stdin != nil {
+		root.SetIn(stdin)
+	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagHint(err)} })
 	cmd, err := root.ExecuteC()
 	if err == nil {
 		return exitOK

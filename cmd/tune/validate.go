@@ -18,12 +18,15 @@ type validateOptions struct {
 	Recipe    string   // a recipe file or an embedded recipe's name
 	Overrides []string // dotted key=value pairs
 	NoFiles   bool     // --no-files: skip the check that the input files exist
+	FP16      bool     // --fp16, --bf16 and --device: as tune finetune's, so a finetune command line validates as is
+	BF16      bool
+	Device    string
 }
 
 func newValidateCmd() *cobra.Command {
 	o := &validateOptions{}
 	cmd := &cobra.Command{
-		Use:   "validate RECIPE [key=value ...]",
+		Use:   "validate [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Check a recipe and print it resolved, without training",
 		Long: `validate reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the
 key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
@@ -34,7 +37,8 @@ unpacked once into the user cache directory). On success it prints the resolved 
 every default filled in, relative paths resolved.
 
 Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
-lora.target_modules=[query,key,value], data.train=other.tsv. Paths in overrides are relative to the working
+lora.target_modules=[query,key,value], data.train=other.tsv; key=null or ~key removes a key (lora=null: full
+fine-tuning, as if the recipe had no lora section). --fp16, --bf16 and --device are tune finetune's. Paths in overrides are relative to the working
 directory; paths in the recipe file are relative to the file's directory.
 
 Exit status 2 when the recipe is invalid.`,
@@ -52,12 +56,21 @@ Exit status 2 when the recipe is invalid.`,
 			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().BoolVar(&o.NoFiles, "no-files", false, "check the recipe only, not that its model, tokenizer and data files exist")
+	f := cmd.Flags()
+	f.BoolVar(&o.NoFiles, "no-files", false, "check the recipe only, not that its model, tokenizer and data files exist")
+	f.BoolVar(&o.FP16, "fp16", false, "as tune finetune --fp16 (sets training.fp16)")
+	f.BoolVar(&o.BF16, "bf16", false, "as tune finetune --bf16 (sets training.bf16)")
+	f.StringVar(&o.Device, "device", "", "as tune finetune --device (cpu, cuda, cuda:N or auto)")
 	return cmd
 }
 
 func (o *validateOptions) run(stdout, stderr io.Writer) error {
-	r, err := loadRecipe(o.Recipe, o.Overrides, stderr)
+	// The same overrides finetune would apply for these flags and arguments.
+	overrides, err := (&finetuneOptions{Overrides: o.Overrides, FP16: o.FP16, BF16: o.BF16, Device: o.Device}).overrides()
+	if err != nil {
+		return err
+	}
+	r, err := loadRecipe(o.Recipe, overrides, stderr)
 	if err != nil {
 		return err
 	}
