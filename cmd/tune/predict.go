@@ -26,17 +26,17 @@ func init() { register(newPredictCmd) }
 
 // predictOptions holds `tune predict`'s flags.
 type predictOptions struct {
-	Model          string // --model: a saved model directory
-	Adapter        string // --adapter: a PEFT LoRA adapter directory on top of --model
-	Tokenizer      string // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
-	Revision       string // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
-	Input          string // --input: TSV, CSV or JSONL of texts
-	Output         string // --output: JSONL file; "" or "-" is stdout
-	Force          bool   // --force: replace an existing --output
-	outputPath     string // the file to write, set by check: Output, or under --force the file a link to it names
-	tokenizer      string // the tokenizer for recipes.OpenModel, set by check (checkModelPaths)
-	stdin          io.Reader
-	FP16, BF16     bool   // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
+	Model          string    // --model: a saved model directory
+	Adapter        string    // --adapter: a PEFT LoRA adapter directory on top of --model
+	Tokenizer      string    // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
+	Revision       string    // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
+	Input          string    // --input: TSV, CSV or JSONL of texts
+	Output         string    // --output: JSONL file; "" or "-" is stdout
+	Force          bool      // --force: replace an existing --output
+	outputPath     string    // the file to write, set by check: Output, or under --force the file a link to it names
+	tokenizer      string    // the tokenizer for recipes.OpenModel, set by check (checkModelPaths)
+	stdin          io.Reader // standard input, for --input -
+	FP16, BF16     bool      // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
 	BatchSize      int
 	MaxLength      int
