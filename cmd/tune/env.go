@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor/cpu"
 )
 
 func init() { register(newEnvCmd) }
@@ -58,7 +59,8 @@ type envReport struct {
 	GoVersion string         `json:"go_version"`
 	CPUModel  string         `json:"cpu_model"`
 	CPUCores  int            `json:"cpu_cores"`
-	CUDA      string         `json:"cuda"` // "available", or why not (built without CUDA, no device, driver error)
+	CPUGemm   string         `json:"cpu_gemm"` // the CPU backend's FP32 GEMM path (cpu.GemmKernel)
+	CUDA      string         `json:"cuda"`     // "available", or why not (built without CUDA, no device, driver error)
 	Devices   []envDevice    `json:"devices"`
 	CPU       recommendation `json:"cpu_recommendation"` // used when there is no device
 }
@@ -105,7 +107,7 @@ func recommendCPU() recommendation {
 func (o *envOptions) buildEnvReport() envReport {
 	r := envReport{
 		OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version(),
-		CPUModel: "unknown", CPUCores: runtime.NumCPU(), CUDA: "available", CPU: recommendCPU(),
+		CPUModel: "unknown", CPUCores: runtime.NumCPU(), CPUGemm: cpu.GemmKernel(), CUDA: "available", CPU: recommendCPU(),
 		Devices: []envDevice{},
 	}
 	if info, err := o.cpuinfo(); err == nil {
@@ -152,6 +154,7 @@ func writeEnvReport(w io.Writer, r envReport) error {
 	fmt.Fprintf(tw, "os/arch:\t%s/%s\n", r.OS, r.Arch)
 	fmt.Fprintf(tw, "go:\t%s\n", r.GoVersion)
 	fmt.Fprintf(tw, "cpu:\t%s (%d logical cores)\n", r.CPUModel, r.CPUCores)
+	fmt.Fprintf(tw, "gemm:\t%s (CPU backend; TUNE_CPU_GEMM=avx512|avx2|gonum forces a path)\n", r.CPUGemm)
 	fmt.Fprintf(tw, "cuda:\t%s\n", r.CUDA)
 	for _, d := range r.Devices {
 		fmt.Fprintf(tw, "\ncuda:%d:\t%s\n", d.Ordinal, d.Name)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
 )
 
 func TestRecommendDevice(t *testing.T) {
@@ -76,7 +77,8 @@ func TestEnvCPUOnly(t *testing.T) {
 	if err := o.run(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Test CPU 9000", "built without CUDA support", "CPU only", "recommended precision:  fp32", "emulated"} {
+	for _, want := range []string{"Test CPU 9000", "built without CUDA support", "CPU only", "recommended precision:  fp32", "emulated",
+		"gemm:     " + cpu.GemmKernel() + " (CPU backend"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
