@@ -104,3 +104,45 @@ func TestTokenizeOptions(t *testing.T) {
 		t.Errorf("encodeOptions() = %+v", opts)
 	}
 }
+
+// TestTokenizeBPE: a byte-pair-encoding tokenizer.json prints the tokenizers library's ids (testdata/bpe/goldens).
+func TestTokenizeBPE(t *testing.T) {
+	sp := filepath.Join("..", "..", "testdata", "bpe", "tiny-sp", "tokenizer.json")
+	got, err := runTokenize(t, "Hello world\n\n", "--tokenizer", sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"input_ids":[1,313,722,729,343,297,289],"attention_mask":[1,1,1,1,1,1,1]}` + "\n" +
+		`{"input_ids":[1],"attention_mask":[1]}` + "\n"
+	if got != want {
+		t.Errorf("got\n%swant\n%s", got, want)
+	}
+	// --max-length keeps room for <s>: 1 + 3 text ids.
+	if got, err = runTokenize(t, "Hello world\n", "--tokenizer", sp, "--max-length", "4"); err != nil || got != `{"input_ids":[1,313,722,729],"attention_mask":[1,1,1,1]}`+"\n" {
+		t.Errorf("--max-length 4: %q %v", got, err)
+	}
+	// Pairs: "<s> $A $B:1" (the golden's pair ids), type ids 1 for the second text.
+	if got, err = runTokenize(t, "Hello world\tHow are you?\n", "--tokenizer", sp, "--pair"); err != nil ||
+		!strings.HasPrefix(got, `{"input_ids":[1,313,722,729,343,297,289,313,280,365,320,725,310,341,66],"token_type_ids":[0,0,0,0,0,0,0,1,1,1,1,1,1,1,1]`) {
+		t.Errorf("--pair: %q %v", got, err)
+	}
+	gpt2 := filepath.Join("..", "..", "testdata", "bpe", "tiny-gpt2")
+	file := filepath.Join(t.TempDir(), "bad.txt")
+	if err := os.WriteFile(file, []byte("fine\nbad \xff byte\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runTokenize(t, "", "--tokenizer", gpt2, file)
+	if err == nil || !strings.Contains(err.Error(), file+":2: ") || !strings.Contains(err.Error(), "not valid UTF-8 (invalid byte 0xff at byte offset 4)") {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+}
+
+func TestTruncatePair(t *testing.T) {
+	a, b := []int32{1, 2, 3, 4, 5, 6}, []int32{7, 8}
+	for _, c := range []struct{ m, n1, n2 int }{{5, 3, 2}, {8, 6, 2}, {3, 2, 1}, {2, 1, 1}, {9, 6, 2}} {
+		x, y := truncatePair(a, b, c.m)
+		if len(x) != c.n1 || len(y) != c.n2 {
+			t.Errorf("m=%d: got %d+%d, want %d+%d", c.m, len(x), len(y), c.n1, c.n2)
+		}
+	}
+}
