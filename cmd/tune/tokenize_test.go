@@ -132,7 +132,7 @@ func TestTokenizeBPE(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = runTokenize(t, "", "--tokenizer", gpt2, file)
-	if err == nil || !strings.Contains(err.Error(), file+":2: ") || !strings.Contains(err.Error(), "not valid UTF-8 (invalid byte 0xff at byte offset 4)") {
+	if err == nil || !strings.Contains(err.Error(), file+":2: ") || !strings.Contains(err.Error(), "invalid UTF-8 (byte 0xff at column 5)") {
 		t.Errorf("invalid UTF-8: %v", err)
 	}
 }
