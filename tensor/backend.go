@@ -244,8 +244,9 @@ type AttentionArgs struct {
 }
 
 // AttentionBackwardArgs describes the backward of Attention: with dP' = dO·Vᵀ, dP = dP'·keep/(1 − DropoutP),
-// Δ_i = Σ_d dO_id·O_id and dS = P∘(dP − Δ), it writes dQ = Scale·dS·K, dK = Scale·dSᵀ·Q and dV = P'ᵀ·dO. dK
-// and dV of a key/value head are summed over its Hq/Hkv query heads in a fixed order.
+// Δ_i = Σ_j P_ij·dP_ij in FP32 (dO_i·O_i for an unrounded O; docs/ATTENTION.md says why it is not taken from a
+// half O) and dS = P∘(dP − Δ), it writes dQ = Scale·dS·K, dK = Scale·dSᵀ·Q and dV = P'ᵀ·dO. dK and dV of a
+// key/value head are summed over its Hq/Hkv query heads in a fixed order.
 type AttentionBackwardArgs struct {
 	AttentionArgs             // the forward's arguments; Q, K, V, O and LSE are read (O and LSE as written)
 	DO            AttnOperand // (B, Hq, Tq, D)

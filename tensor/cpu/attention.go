@@ -15,7 +15,8 @@ import (
 //   - S, the softmax, LSE and every accumulation are in T (FP32 in the backend, FP64 in the gradient checks);
 //   - for half operands, P' is rounded to the half dtype as the input of P'·V and of dV = P'ᵀ·dO, and dS as the
 //     input of dQ = dS·K and dK = dSᵀ·Q (round; nil for F32 and FP64), with Scale applied to the FP32 sums;
-//   - outputs are rounded once on store; the backward recomputes P = exp(S − LSE) from the saved LSE.
+//   - outputs are rounded once on store; the backward recomputes P = exp(S − LSE) from the saved LSE and takes
+//     Δ_i = Σ_j P_ij·dP_ij in FP32 from P and dP (O's half rounding would otherwise enter every dS).
 
 // attnProblem is one validated attention call in the kernels' terms: dense (B, H, T, D) operands.
 type attnProblem[T scalar] struct {
@@ -133,13 +134,14 @@ func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
 
 // attnBackwardKernel computes dQ (B, Hq, Tq, D), dK and dV (B, Hkv, Tk, D) from dense dO and the forward's
 // Q, K, V, O and LSE, one (b, key/value head) pair per task so that dK and dV sum their query heads in a fixed
-// order: with P = exp(S − LSE), f the dropout factor, Δ_i = dO_i·O_i and dS_ij = P_ij·(f_ij·dO_i·V_j − Δ_i),
+// order: with P = exp(S − LSE), f the dropout factor, dP_ij = f_ij·dO_i·V_j, Δ_i = Σ_j P_ij·dP_ij (computed
+// from P and dP, not from the stored O: see docs/ATTENTION.md) and dS_ij = P_ij·(dP_ij − Δ_i),
 //
 //	dV_j += rnd(P_ij·f_ij)·dO_i,   dQ_i = scale·Σ_j rnd(dS_ij)·K_j,   dK_j = scale·Σ_i rnd(dS_ij)·Q_i.
 func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse, dout []T) {
 	g := a.Hq / a.Hkv
 	parallelFor(a.B*a.Hkv, g*a.Tq*a.Tk*a.D*4, func(lo, hi int) {
-		s, f := make([]T, a.Tk), make([]T, a.Tk)
+		s, f, dp := make([]T, a.Tk), make([]T, a.Tk), make([]T, a.Tk)
 		for bk := lo; bk < hi; bk++ {
 			b, kh := bk/a.Hkv, bk%a.Hkv
 			ko := bk * a.Tk * a.D
@@ -149,7 +151,7 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 			for h := kh * g; h < (kh+1)*g; h++ {
 				qo, _ := a.heads(b, h)
 				for i := 0; i < a.Tq; i++ {
-					qi, oi, doi := q[qo+i*a.D:qo+(i+1)*a.D], o[qo+i*a.D:qo+(i+1)*a.D], dout[qo+i*a.D:qo+(i+1)*a.D]
+					qi, doi := q[qo+i*a.D:qo+(i+1)*a.D], dout[qo+i*a.D:qo+(i+1)*a.D]
 					dqi := dq[qo+i*a.D : qo+(i+1)*a.D]
 					clear(dqi)
 					l := lse[(b*a.Hq+h)*a.Tq+i]
@@ -158,26 +160,32 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 					}
 					a.scores(s, qi, k[ko:], b, i)
 					a.dropRow(f, b, h, i)
+					// First sweep: P_ij = exp(S_ij − LSE_i) into s, dP_ij = f_ij·dO_i·V_j into dp, and
+					// Δ_i = Σ_j P_ij·dP_ij in T (exact up to T's rounding, whatever O's dtype).
 					var delta T
-					for d, x := range doi {
-						delta += x * oi[d]
-					}
 					for j, x := range s {
 						if math.IsInf(float64(x), -1) {
+							s[j], dp[j] = 0, 0
 							continue
 						}
-						p := T(math.Exp(float64(x - l)))
-						kj, vj := k[ko+j*a.D:ko+(j+1)*a.D], v[ko+j*a.D:ko+(j+1)*a.D]
+						var acc T
+						for d, y := range doi {
+							acc += y * v[ko+j*a.D+d]
+						}
+						s[j], dp[j] = T(math.Exp(float64(x-l))), acc*f[j]
+						delta += s[j] * dp[j]
+					}
+					for j, p := range s {
+						if p == 0 {
+							continue
+						}
+						kj := k[ko+j*a.D : ko+(j+1)*a.D]
 						if pd := a.rnd(p * f[j]); pd != 0 {
 							for d, y := range doi {
 								dvh[j*a.D+d] += pd * y
 							}
 						}
-						var dp T
-						for d, y := range doi {
-							dp += y * vj[d]
-						}
-						ds := a.rnd(p * (dp*f[j] - delta))
+						ds := a.rnd(p * (dp[j] - delta))
 						if ds == 0 {
 							continue
 						}
