@@ -30,7 +30,7 @@ func TestModelPathHubID(t *testing.T) {
 	dir := t.TempDir()
 	load := func(extra ...string) (*Recipe, error) {
 		t.Helper()
-		args := append([]string{"data.train=" + data, "training.output_dir=" + filepath.Join(dir, "out")}, extra...)
+		args := append([]string{"data.train=" + data, "data.max_length=64", "training.output_dir=" + filepath.Join(dir, "out")}, extra...)
 		r, err := Decode([]byte("model:\n  path: org/tiny-bert\n"), filepath.Join(dir, "r.yaml"), dir, args)
 		if err != nil {
 			return nil, err

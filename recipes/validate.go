@@ -227,6 +227,13 @@ func (r *Recipe) CheckFiles() error {
 			modelBad = true
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
+		} else if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.MaxPositionEmbeddings > 0 &&
+			r.Data.MaxLength > hf.MaxPositionEmbeddings {
+			// The position embeddings have max_position_embeddings rows; a longer sequence has no position to
+			// look up (transformers' tokenizers cap model_max_length at it for the same reason).
+			bad("data.max_length", "%d exceeds the model's max_position_embeddings %d (%s, model.path): sequences "+
+				"longer than that have no position embedding; set data.max_length=%d or less",
+				r.Data.MaxLength, hf.MaxPositionEmbeddings, filepath.Join(r.Model.Path, loaders.ConfigName), hf.MaxPositionEmbeddings)
 		}
 	}
 	tok := ""
