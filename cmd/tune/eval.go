@@ -31,6 +31,7 @@ type evalOptions struct {
 	BF16      bool     // --bf16: evaluate under BF16 autocast (bf16_full_eval)
 	Device    string   // --device
 	BatchSize int      // --batch-size: per_device_eval_batch_size
+	MaxLength int      // --max-length: truncation (default: the recipe's data.max_length, else as predict)
 	JSON      bool     // --json: print the metrics as one JSON object
 	tokenizer string   // the tokenizer for recipes.OpenModel, set by setup (checkModelPaths)
 }
@@ -79,6 +80,7 @@ training precision is used (FP32 when there is no recipe).`,
 	f.BoolVar(&o.FP16, "fp16", false, "evaluate under FP16 autocast (fp16_full_eval; weights stay FP32)")
 	f.BoolVar(&o.BF16, "bf16", false, "evaluate under BF16 autocast (bf16_full_eval; weights stay FP32)")
 	f.StringVar(&o.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's device, else auto)")
+	f.IntVar(&o.MaxLength, "max-length", 0, "truncate inputs to this many tokens, [CLS] and [SEP] included (default: the recipe's data.max_length; without a recipe 512, or the model's max_position_embeddings when fewer, as tune predict)")
 	f.IntVar(&o.BatchSize, "batch-size", 0, "examples per batch (default: the recipe's per_device_eval_batch_size)")
 	f.BoolVar(&o.JSON, "json", false, "print the metrics as one JSON object")
 	return cmd
@@ -135,6 +137,13 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 		return nil, "", "", "", err
 	}
 	if err := checkInputFile("--data", data); err != nil {
+		return nil, "", "", "", err
+	}
+	fallback := r.Data.MaxLength
+	if o.Recipe == "" {
+		fallback = defaultMaxLength
+	}
+	if r.Data.MaxLength, err = maxLength(o.MaxLength, fallback, model); err != nil {
 		return nil, "", "", "", err
 	}
 	return r, model, adapter, data, nil

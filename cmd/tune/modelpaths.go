@@ -85,6 +85,31 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 	return "", usagef("%s holds no tokenizer (neither tokenizer.json nor vocab.txt): pass --tokenizer with the model's tokenizer directory or file", where)
 }
 
+// defaultMaxLength is the truncation length eval and predict use without --max-length or a recipe: BERT
+// tokenizers' model_max_length in transformers (512), or less when the model has fewer positions.
+const defaultMaxLength = 512
+
+// maxLength returns the truncation length for eval and predict on the model in dir: flag when set (refused,
+// as a usage error, beyond the model's max_position_embeddings), else fallback (a recipe's data.max_length,
+// or defaultMaxLength), capped at max_position_embeddings, so that eval and predict see the same tokens.
+func maxLength(flag, fallback int, dir string) (int, error) {
+	positions := 0
+	if hf, err := loaders.ReadBertConfig(dir); err == nil {
+		positions = hf.MaxPositionEmbeddings
+	}
+	switch {
+	case flag < 0 || flag == 1:
+		return 0, usagef("--max-length must be at least 2 ([CLS] and [SEP]), got %d", flag)
+	case flag > 0 && positions > 0 && flag > positions:
+		return 0, usagef("--max-length %d exceeds the model's max_position_embeddings %d (%s): give at most %d", flag, positions, filepath.Join(dir, loaders.ConfigName), positions)
+	case flag > 0:
+		return flag, nil
+	case positions > 0 && fallback > positions:
+		return positions, nil
+	}
+	return fallback, nil
+}
+
 // resolveHub returns what a flag's value names: the value itself when it exists or cannot be a Hub repository
 // id (a missing local path is left for the caller's checks to report), else the id's snapshot in the Hugging
 // Face cache at revision (hub.Resolve, as transformers' from_pretrained reads a name that is not a

@@ -35,6 +35,7 @@ type predictOptions struct {
 	Force          bool      // --force: replace an existing --output
 	outputPath     string    // the file to write, set by check: Output, or under --force the file a link to it names
 	tokenizer      string    // the tokenizer for recipes.OpenModel, set by check (checkModelPaths)
+	maxLength      int       // the truncation length, set by check (maxLength)
 	stdin          io.Reader // standard input, for --input -
 	FP16, BF16     bool      // half-precision inference: FP16 / BF16 autocast (fp16_full_eval / bf16_full_eval)
 	Device         string
@@ -109,7 +110,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f.BoolVar(&o.BF16, "bf16", false, "run under BF16 autocast (bf16_full_eval; weights stay FP32)")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto")
 	f.IntVar(&o.BatchSize, "batch-size", 64, "examples per batch")
-	f.IntVar(&o.MaxLength, "max-length", 512, "truncate inputs to this many tokens, [CLS] and [SEP] included")
+	f.IntVar(&o.MaxLength, "max-length", 0, "truncate inputs to this many tokens, [CLS] and [SEP] included (default: 512, or the model's max_position_embeddings when fewer; as tune eval)")
 	f.StringVar(&o.Format, "format", "", "tsv, csv or jsonl (default: from the extension)")
 	f.StringVar(&o.TextColumn, "text-column", "", "the column holding the text (default: sentence, else text)")
 	f.StringVar(&o.TextPairColumn, "text-pair-column", "", "an optional second text column")
@@ -125,8 +126,8 @@ func (o *predictOptions) check(stderr io.Writer) error {
 		return usagef("predict needs --input FILE")
 	case o.FP16 && o.BF16:
 		return usagef("--fp16 and --bf16 are exclusive")
-	case o.BatchSize < 1 || o.MaxLength < 2:
-		return usagef("--batch-size must be ≥ 1 and --max-length ≥ 2")
+	case o.BatchSize < 1:
+		return usagef("--batch-size must be ≥ 1")
 	}
 	for _, f := range []struct {
 		flag string
@@ -139,6 +140,9 @@ func (o *predictOptions) check(stderr io.Writer) error {
 	}
 	tok, err := checkModelPaths(stderr, o.Model, o.Adapter, o.Tokenizer)
 	if err != nil {
+		return err
+	}
+	if o.maxLength, err = maxLength(o.MaxLength, defaultMaxLength, o.Model); err != nil {
 		return err
 	}
 	o.tokenizer = tok
@@ -179,7 +183,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 		defer cleanup()
 	}
 	ds, err := run.LoadUnlabelled("--input", input, recipes.Data{Format: o.Format, TextColumn: o.TextColumn,
-		TextPairColumn: o.TextPairColumn, MaxLength: o.MaxLength})
+		TextPairColumn: o.TextPairColumn, MaxLength: o.maxLength})
 	if err != nil {
 		return err
 	}
