@@ -381,7 +381,8 @@ func (run *Run) buildModel() error {
 		}
 		return nil
 	}
-	opts := transformer.LoadOptions{Seed: initSeed, Labels: run.trainingLabels()}
+	opts := transformer.LoadOptions{Seed: initSeed}
+	opts.Labels, opts.NumLabels = run.trainingLabels()
 	m, report, err := bert.LoadPretrained(r.Model.Path, run.Backend, opts)
 	if err != nil {
 		return errctx.Wrap("recipes: model.path", err)

@@ -13,7 +13,7 @@ import (
 // are class ids 0..num_labels-1, so the error names the first one outside that range with its file:line and
 // the ids the file actually holds ({1, 2} is not three classes); string labels are counted and listed.
 func tooManyLabels(key string, ds *loaders.Dataset, numLabels int) error {
-	const fix = "set model.config.num_labels (or use a checkpoint with that many labels)"
+	const fix = "set model.num_labels (with model.path) or model.config.num_labels (a new model)"
 	if !isIDLabels(ds.LabelNames) {
 		return fmt.Errorf("recipes: %s: %s has %d labels %s but the model has num_labels %d; %s",
 			key, ds.Path, len(ds.LabelNames), quoteNames(ds.LabelNames), numLabels, fix)
@@ -58,7 +58,7 @@ func labelOutOfRange(key string, e *loaders.LabelRangeError) error {
 	}
 	return fmt.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
 		"are class ids 0..num_labels-1, and the file's labels are %s; renumber the classes from 0, or set "+
-		"model.config.num_labels (or use a checkpoint with that many labels)",
+		"model.num_labels (with model.path) or model.config.num_labels (a new model)",
 		key, e.Label, e.Path, e.Line, e.NumLabels-1, e.NumLabels, list)
 }
 
@@ -88,35 +88,51 @@ func dataOptions(d Data) loaders.DatasetOptions {
 // model's order under the data's spelling (run_glue compares lower-cased names). Regression models, integer
 // labels (class ids), files of a single label (no classifier) and files that cannot be read keep the
 // checkpoint's labels: loading the file then reports what is wrong, naming file:line.
-func (run *Run) trainingLabels() []string {
+//
+// With the placeholder names, the data's classes are counted as run_glue counts them (num_labels =
+// len(label_list)): string labels that outnumber num_labels, or integer class ids at or beyond it, set
+// num_labels to theirs (returned as numLabels, LoadOptions.NumLabels) and the classifier is initialised
+// afresh, with a notice. model.num_labels, when set, decides instead.
+func (run *Run) trainingLabels() (labels []string, numLabels int) {
 	r := run.Recipe
-	if r.Model.Path == "" || r.Data.Train == "" {
-		return nil
+	if r.Model.Path == "" {
+		return nil, 0
 	}
 	hf, err := loaders.ReadBertConfig(r.Model.Path)
 	if err != nil {
-		return nil // LoadPretrained reports it, naming model.path
+		return nil, 0 // LoadPretrained reports it, naming model.path
 	}
 	model := make([]string, hf.NumLabels())
 	for i := range model {
 		model[i] = hf.ID2Label[i]
 	}
-	if len(model) < 2 || isDefaultLabels(model) || hf.ProblemType == loaders.ProblemRegression {
-		return nil
+	if n := r.Model.NumLabels; n > 0 {
+		if n != len(model) {
+			run.Notices = append(run.Notices, fmt.Sprintf("model.num_labels %d differs from the checkpoint's num_labels %d "+
+				"(model.path %s): the classifier is initialised afresh for %d classes (LABEL_0..LABEL_%d), as "+
+				"from_pretrained(num_labels=%d, ignore_mismatched_sizes=True) does", n, len(model), r.Model.Path, n, n-1, n))
+		}
+		return nil, n
+	}
+	if r.Data.Train == "" || hf.ProblemType == loaders.ProblemRegression {
+		return nil, 0
+	}
+	if len(model) < 2 || isDefaultLabels(model) {
+		return nil, run.countedLabels(len(model))
 	}
 	ds, err := loaders.LoadDataset(r.Data.Train, dataOptions(r.Data))
 	if err != nil || len(ds.LabelNames) < 2 || isIDLabels(ds.LabelNames) {
-		return nil
+		return nil, 0
 	}
 	data := ds.LabelNames // sorted
 	if fitsLabels(model, data) {
-		return nil
+		return nil, 0
 	}
 	if names := matchCase(model, data); names != nil {
 		run.Notices = append(run.Notices, fmt.Sprintf("the model's labels %q (model.path %s) match the data's %q "+
 			"(data.train %s) but for case; training keeps the model's classes in their order, named as in the data: %q",
 			model, r.Model.Path, data, r.Data.Train, names))
-		return names
+		return names, 0
 	}
 	head := "the classifier keeps its weights, its row i now standing for the data's label i"
 	if len(data) != len(model) {
@@ -125,7 +141,38 @@ func (run *Run) trainingLabels() []string {
 	run.Notices = append(run.Notices, fmt.Sprintf("the model's labels %q (model.path %s) differ from the data's %q "+
 		"(data.train %s); training uses the data's labels, sorted as for a new model, and the saved config.json names "+
 		"them; %s", model, r.Model.Path, data, r.Data.Train, head))
-	return data
+	return data, 0
+}
+
+// countedLabels returns the number of classes the training file needs when a checkpoint with placeholder
+// labels has fewer (string labels: their count; integer labels: the largest id + 1), else 0 (keep the
+// checkpoint's), noting the change. A one-class checkpoint (regression) and a file that cannot be read keep
+// the checkpoint's: loading the file reports what is wrong.
+func (run *Run) countedLabels(have int) int {
+	r := run.Recipe
+	if have < 2 {
+		return 0
+	}
+	ds, err := loaders.LoadDataset(r.Data.Train, dataOptions(r.Data))
+	if err != nil || len(ds.LabelNames) < 2 {
+		return 0
+	}
+	need, what := len(ds.LabelNames), fmt.Sprintf("has %d labels %s", len(ds.LabelNames), quoteNames(ds.LabelNames))
+	if isIDLabels(ds.LabelNames) {
+		top := int64(-1)
+		for _, e := range ds.Examples {
+			top = max(top, e.Label)
+		}
+		need, what = int(top)+1, fmt.Sprintf("holds class ids up to %d", top)
+	}
+	if need <= have {
+		return 0
+	}
+	run.Notices = append(run.Notices, fmt.Sprintf("data.train %s %s but the checkpoint has num_labels %d (model.path %s): "+
+		"num_labels becomes %d and the classifier is initialised afresh, as transformers' run_glue does "+
+		"(from_pretrained with the data's num_labels and ignore_mismatched_sizes); set model.num_labels to choose",
+		r.Data.Train, what, have, r.Model.Path, need))
+	return need
 }
 
 // fitsLabels reports whether every data label names one of the model's classes or is a class id

@@ -69,6 +69,11 @@ type Model struct {
 	// Revision is the branch, tag or commit of a Hub id in Path (and in the tokenizer's path), as
 	// from_pretrained's revision; empty is "main". It is ignored for a local directory.
 	Revision string `yaml:"revision,omitempty"`
+	// NumLabels, when > 0, is the number of classes to fine-tune model.path with, as from_pretrained's
+	// num_labels: a number other than the checkpoint's re-initialises the classifier (with a notice), as
+	// transformers does with ignore_mismatched_sizes. Without it the training file's labels decide, as in
+	// transformers' run_glue. For a new model, set model.config.num_labels instead.
+	NumLabels int `yaml:"num_labels,omitempty"`
 	// Config builds a new BERT for sequence classification, initialised from training.seed.
 	Config *ModelConfig `yaml:"config,omitempty"`
 }

@@ -54,6 +54,10 @@ func (r *Recipe) validate(d *decoder) error {
 		bad("model", "set model.path (a Hugging Face checkpoint directory) or model.config (a new model from scratch)")
 	case m.Path != "" && m.Config != nil:
 		bad("model", "set either model.path or model.config, not both")
+	case m.NumLabels != 0 && m.Config != nil:
+		bad("model.num_labels", "applies to a checkpoint (model.path); a new model takes model.config.num_labels")
+	case m.NumLabels < 0 || m.NumLabels > 1_000_000:
+		bad("model.num_labels", "must be between 1 and 1000000 (0: the checkpoint's, or the training file's labels), got %d", m.NumLabels)
 	case m.Config != nil:
 		m.Config.validate(func(key, format string, a ...any) { bad("model.config."+key, format, a...) })
 		if r.Tokenizer.Path == "" {
