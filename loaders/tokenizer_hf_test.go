@@ -230,6 +230,21 @@ func TestLoadTokenizerErrors(t *testing.T) {
 			`{"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "pair": [], "special_tokens": {}}, "model": {"vocab": {"[UNK]": 0}}}`,
 			`special token "[X]" is not in special_tokens`},
 		{"BertProcessing without ids", `{"post_processor": {"type": "BertProcessing", "sep": ["[SEP]"], "cls": ["[CLS]", 1]}, "model": {"vocab": {"[UNK]": 0}}}`, "sep must be [token, id]"},
+		// Keys are case-sensitive, as serde reads them; encoding/json alone accepted these.
+		{"a key in another case", `{"model": {"type": "WordPiece", "voCAB": {"[UNK]": 0}}}`, `model: key "voCAB" is not spelled as "vocab"`},
+		{"type in another case", `{"pre_tokenizer": {"tYpe": "BertPreTokenizer"}, "model": {"vocab": {"[UNK]": 0}}}`, `pre_tokenizer: key "tYpe" is not spelled as "type"`},
+		{"an unknown post-processor is named", `{"post_processor": {"type": "RobertaProcessing"}, "model": {"vocab": {"[UNK]": 0}}}`, `type "RobertaProcessing" is not supported`},
+		// A special token adding nothing made max_length count tokens that were not there (a pair truncated to 3
+		// came out with 5 tokens).
+		{"an empty special token", `{"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"[X]": {"id": "[X]", "ids": [], "tokens": []}}}, "model": {"vocab": {"[UNK]": 0}}}`,
+			`special_tokens["[X]"] has no ids`},
+		{"a special token with an empty name", `{"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[X]", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"[X]": {"id": "[X]", "ids": [0], "tokens": [""]}}}, "model": {"vocab": {"[UNK]": 0}}}`,
+			`special_tokens["[X]"] has an empty token`},
+		{"a special token outside the vocabulary", `{"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [7], "tokens": ["[CLS]"]}}}, "model": {"vocab": {"[UNK]": 0}}}`,
+			`special_tokens["[CLS]"]: "[CLS]" is not in the vocabulary`},
+		{"a special token's id is not its vocabulary id", `{"post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}], "pair": [{"Sequence": {"id": "A", "type_id": 0}}], "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [0], "tokens": ["[CLS]"]}}}, "model": {"vocab": {"[UNK]": 0, "[CLS]": 1}}}`,
+			`gives "[CLS]" the id 0, but the vocabulary gives it 1`},
+		{"BertProcessing's sep outside the vocabulary", `{"post_processor": {"type": "BertProcessing", "sep": ["[SEP]", 2], "cls": ["[UNK]", 0]}, "model": {"vocab": {"[UNK]": 0}}}`, `sep: "[SEP]" is not in the vocabulary`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

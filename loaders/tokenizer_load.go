@@ -14,6 +14,8 @@ import (
 	sugartok "github.com/sugarme/tokenizer"
 	"github.com/sugarme/tokenizer/model"
 	"github.com/sugarme/tokenizer/model/wordpiece"
+
+	"github.com/tune-ml/tune/internal/strictjson"
 )
 
 // LoadTokenizer loads a BERT-family WordPiece tokenizer from path, which is one of
@@ -137,7 +139,7 @@ func readTokenizerConfig(path string) (*tokenizerConfig, error) {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}
 	var cfg tokenizerConfig
-	if err := json.Unmarshal(b, &cfg); err != nil {
+	if err := strictjson.Unmarshal(b, &cfg); err != nil {
 		return nil, fmt.Errorf("loaders: %s: %w", path, err)
 	}
 	return &cfg, nil
@@ -153,15 +155,17 @@ func (c *tokenizerConfig) modelMaxLength() int {
 
 // tokenizerJSON is the top level of a tokenizer.json (FACTS §7).
 type tokenizerJSON struct {
-	Version       string                 `json:"version"`
-	Truncation    json.RawMessage        `json:"truncation"`
-	Padding       *paddingJSON           `json:"padding"`
-	AddedTokens   []sugartok.TokenConfig `json:"added_tokens"`
-	Normalizer    *normalizerJSON        `json:"normalizer"`
-	PreTokenizer  *struct{ Type string } `json:"pre_tokenizer"`
-	PostProcessor *postProcessorJSON     `json:"post_processor"`
-	Model         *wordPieceJSON         `json:"model"`
-	Decoder       json.RawMessage        `json:"decoder"` // not needed to encode
+	Version      string                 `json:"version"`
+	Truncation   json.RawMessage        `json:"truncation"`
+	Padding      *paddingJSON           `json:"padding"`
+	AddedTokens  []sugartok.TokenConfig `json:"added_tokens"`
+	Normalizer   *normalizerJSON        `json:"normalizer"`
+	PreTokenizer *struct {
+		Type string `json:"type"`
+	} `json:"pre_tokenizer"`
+	PostProcessor *postProcessorJSON `json:"post_processor"`
+	Model         *wordPieceJSON     `json:"model"`
+	Decoder       json.RawMessage    `json:"decoder"` // not needed to encode
 }
 
 type paddingJSON struct {
@@ -216,7 +220,9 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}
 	var tj tokenizerJSON
-	if err := json.Unmarshal(b, &tj); err != nil {
+	// Keys are matched exactly, as the tokenizers library (serde) matches them; encoding/json alone would take
+	// "voCAB" for "vocab".
+	if err := strictjson.Unmarshal(b, &tj); err != nil {
 		return nil, fmt.Errorf("loaders: %s: not a valid tokenizer.json: %w", path, err)
 	}
 	bad := func(format string, a ...any) error {
@@ -357,13 +363,17 @@ func parsePostProcessor(p *postProcessorJSON, t *Tokenizer) (*postProcessor, err
 	case "TemplateProcessing":
 		pp := &postProcessor{specials: map[string]specialToken{}}
 		for name, st := range p.SpecialTokens {
+			if len(st.IDs) == 0 {
+				return nil, fmt.Errorf("special_tokens[%q] has no ids: a special token adds at least one token (an empty one "+
+					"would make max_length count tokens that are not there)", name)
+			}
 			if len(st.IDs) != len(st.Tokens) {
 				return nil, fmt.Errorf("special_tokens[%q] has %d ids and %d tokens", name, len(st.IDs), len(st.Tokens))
 			}
 			var s specialToken
 			for i, id := range st.IDs {
-				if id < 0 || id > 1<<31-1 {
-					return nil, fmt.Errorf("special_tokens[%q] has invalid id %d", name, id)
+				if err := checkSpecial(t, fmt.Sprintf("special_tokens[%q]", name), st.Tokens[i], id); err != nil {
+					return nil, err
 				}
 				s.ids = append(s.ids, int32(id))
 				s.tokens = append(s.tokens, st.Tokens[i])
@@ -387,11 +397,33 @@ func parsePostProcessor(p *postProcessorJSON, t *Tokenizer) (*postProcessor, err
 		if err != nil {
 			return nil, err
 		}
+		if err := checkSpecial(t, "cls", cls, int64(clsID)); err != nil {
+			return nil, err
+		}
+		if err := checkSpecial(t, "sep", sep, int64(sepID)); err != nil {
+			return nil, err
+		}
 		pp := bertPostProcessor(cls, sep, clsID, sepID)
 		pp.bertProcessing = true
 		return pp, nil
 	}
 	return nil, fmt.Errorf("type %q is not supported; tune reads BERT tokenizers (TemplateProcessing, BertProcessing or null)", p.Type)
+}
+
+// checkSpecial checks a special token of the post-processor: a non-empty token of the vocabulary (or an added
+// token) whose id is the one given.
+func checkSpecial(t *Tokenizer, where, token string, id int64) error {
+	if token == "" {
+		return fmt.Errorf("%s has an empty token; name the vocabulary token it adds ([CLS], [SEP])", where)
+	}
+	known, ok := t.TokenToID(token)
+	if !ok {
+		return fmt.Errorf("%s: %q is not in the vocabulary (model.vocab or added_tokens)", where, token)
+	}
+	if int64(known) != id {
+		return fmt.Errorf("%s gives %q the id %d, but the vocabulary gives it %d", where, token, id, known)
+	}
+	return nil
 }
 
 func parseTemplate(pieces []templatePieceJSON, specials map[string]specialToken, which string) ([]templatePiece, error) {

@@ -69,3 +69,32 @@ func TestTokenizeLongLine(t *testing.T) {
 		t.Fatalf("exit %d, stdout %s, stderr %s", code, stdout, stderr)
 	}
 }
+
+// TestTokenizerJSONStrict: a tokenizer.json whose post-processor declares an empty special token, or whose keys
+// are spelled in another case, is refused when loaded, naming the file and the key (it used to break
+// max_length, then training at step 1).
+func TestTokenizerJSONStrict(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("..", "..", "recipes", "data", "tiny", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, old, new, want string }{
+		{"an empty special token", "\"ids\": [\n          2\n        ]", `"ids": []`, `special_tokens["[CLS]"] has no ids`},
+		{"a key in another case", `"vocab": {`, `"voCAB": {`, `model: key "voCAB" is not spelled as "vocab"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := strings.Replace(string(good), c.old, c.new, 1)
+			if text == string(good) {
+				t.Fatalf("%q not found in the tiny tokenizer.json", c.old)
+			}
+			p := filepath.Join(t.TempDir(), "tokenizer.json")
+			if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := runCLI("tokenize", "--tokenizer", p, "--max-length", "3", "--pair", os.DevNull)
+			if code == 0 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, p) {
+				t.Fatalf("exit %d, stderr %s", code, stderr)
+			}
+		})
+	}
+}
