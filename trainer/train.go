@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -67,6 +68,15 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	}
 	t.state = t.newState(r.total, r.numEpochs)
 	t.control = TrainerControl{}
+	// One run per output_dir: held until Train returns (shared with a caller of this process that holds it).
+	lock, err := dirlock.Acquire(a.OutputDir)
+	if err != nil {
+		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
+	}
+	defer lock.Release()
+	if lock.Stale != "" {
+		t.logger.Warn(lock.Stale)
+	}
 	if err := a.CheckOutputDir(); err != nil {
 		return TrainOutput{}, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
@@ -110,6 +112,19 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	}
 	if err := r.CheckFiles(); err != nil {
 		return usageError{err}
+	}
+	// One run per output_dir, for the whole run: a second one is refused here, naming the holder.
+	lock, err := dirlock.Acquire(r.Training.OutputDir)
+	var held *dirlock.HeldError
+	if errors.As(err, &held) {
+		return usageError{err}
+	}
+	if err != nil {
+		return usageError{fmt.Errorf("training.output_dir: %w", err)}
+	}
+	defer lock.Release()
+	if lock.Stale != "" {
+		fmt.Fprintf(stderr, "tune: warning: %s\n", lock.Stale)
 	}
 	if err := r.Training.CheckOutputDir(); err != nil {
 		return usageError{err}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tune-ml/tune/internal/dirlock"
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// cliChildEnv holds the arguments (JSON) of TestCLIChild.
+const cliChildEnv = "TUNE_CLI_CHILD_ARGS"
+
+// TestCLIChild runs the CLI with the arguments in $TUNE_CLI_CHILD_ARGS and exits with its status: a second
+// process for tests that need one (two runs at once).
+func TestCLIChild(t *testing.T) {
+	raw := os.Getenv(cliChildEnv)
+	if raw == "" {
+		t.Skip("helper process")
+	}
+	var args []string
+	if err := json.Unmarshal([]byte(raw), &args); err != nil {
+		t.Fatal(err)
+	}
+	os.Exit(run(args, os.Stdout, os.Stderr))
+}
+
+// startCLI starts the CLI in a child process.
+func startCLI(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCLIChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), cliChildEnv+"="+string(raw))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+// TestFinetuneConcurrentRuns: while one tune finetune trains into an output_dir, a second one on the same
+// directory is refused with exit 2 before it loads anything, naming the first run's pid and host; the first run
+// is untouched. Killed with SIGKILL, the first run leaves a stale lock, which the next run reports and takes
+// over.
+func TestFinetuneConcurrentRuns(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "out")
+	first := startCLI(t, "finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=100000",
+		"training.eval_strategy=no", "training.save_strategy=no")
+	lockFile := filepath.Join(out, dirlock.Name)
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(lockFile); err == nil && len(b) > 0 {
+			if _, err := os.Stat(filepath.Join(out, "metrics.jsonl")); err == nil {
+				break // training has begun
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never started training")
+		}
+	}
+	code, stdout, stderr := runCLI("finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=2",
+		"training.overwrite_output_dir=true")
+	host, _ := os.Hostname()
+	if code != exitUsage || !strings.Contains(stderr, out+" is in use by another tune run (pid "+strconv.Itoa(first.Process.Pid)+" on host "+host) {
+		t.Fatalf("second run: exit %d, stdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if first.ProcessState != nil {
+		t.Fatal("the first run ended")
+	}
+	first.Process.Kill()
+	first.Wait()
+
+	// The killed run's lock file stays behind; the next run (resuming nothing, replacing the killed run's
+	// output) says it was stale and goes on.
+	os.Remove(filepath.Join(out, "metrics.jsonl"))
+	code, _, stderr = runCLI("finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=1",
+		"training.eval_strategy=no", "training.save_strategy=no")
+	if code != 0 || !strings.Contains(stderr, "stale lock") || !strings.Contains(stderr, "pid "+strconv.Itoa(first.Process.Pid)) {
+		t.Fatalf("run after the kill: exit %d, stderr %s", code, stderr)
+	}
+	if _, err := os.Stat(lockFile); !os.IsNotExist(err) {
+		t.Fatalf("the lock file outlived its run: %v", err)
+	}
+}
