@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,20 +13,28 @@ import (
 
 // checkResume reports, under training.resume_from_checkpoint, a value that names no checkpoint, decided as
 // trainer.ResolveCheckpoint decides when training starts (after the model and data have loaded): true or
-// latest needs a checkpoint-N folder with a trainer_state.json in training.output_dir; a path must be such a
-// folder. CheckFiles calls it.
+// latest needs a complete checkpoint-N folder (its manifest matching its files) in training.output_dir; a path
+// must be such a folder. CheckFiles calls it.
 func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
 	spec, out := r.Training.ResumeFromCheckpoint, r.Training.OutputDir
 	if spec == "" {
 		return
 	}
-	if _, err := trainer.ResolveCheckpoint(out, spec); err == nil {
+	_, resolveErr := trainer.ResolveCheckpoint(out, spec)
+	if resolveErr == nil {
 		return
 	}
 	const key = "training.resume_from_checkpoint"
 	if s := strings.ToLower(spec); s == "true" || s == "latest" {
-		bad(key, "%s, but training.output_dir %s holds no checkpoint (a %s<step> folder with %s) to resume from; "+
-			"name one, or train without resume_from_checkpoint", spec, out, trainer.CheckpointPrefix, trainer.TrainerStateName)
+		incomplete := ""
+		if all, err := trainer.ScanCheckpoints(out); err == nil {
+			for _, c := range all {
+				incomplete += fmt.Sprintf("; %s is incomplete: %s", filepath.Base(c.Dir), c.Problem)
+			}
+		}
+		bad(key, "%s, but training.output_dir %s holds no complete checkpoint (a %s<step> folder with its %s) to "+
+			"resume from%s; name one, or train without resume_from_checkpoint", spec, out, trainer.CheckpointPrefix,
+			trainer.ManifestName, incomplete)
 		return
 	}
 	st, err := os.Stat(spec)
@@ -38,6 +47,6 @@ func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
 	case !st.IsDir():
 		bad(key, "%s is a file; name a checkpoint folder (%s)", spec, filepath.Join(out, trainer.CheckpointPrefix+"N"))
 	default:
-		bad(key, "%s is not a checkpoint: it has no %s (a checkpoint folder written in full has one)", spec, trainer.TrainerStateName)
+		bad(key, "%s", strings.TrimPrefix(resolveErr.Error(), "trainer: resume_from_checkpoint "))
 	}
 }

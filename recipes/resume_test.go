@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/trainer"
 )
 
 // TestCheckFilesResume: a training.resume_from_checkpoint that names no checkpoint is reported by CheckFiles
@@ -23,11 +25,18 @@ func TestCheckFilesResume(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ckpt, "trainer_state.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := trainer.WriteCheckpointManifest(ckpt); err != nil {
+		t.Fatal(err)
+	}
 	file := filepath.Join(out, "notes.txt")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	empty := t.TempDir()
+	halfOnly := t.TempDir()
+	if err := os.Mkdir(filepath.Join(halfOnly, "checkpoint-20"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	const key = "training.resume_from_checkpoint: "
 	for _, c := range []struct {
 		name, outputDir, resume, want string
@@ -37,11 +46,13 @@ func TestCheckFilesResume(t *testing.T) {
 		{"latest with a checkpoint in output_dir", out, "latest", ""},
 		{"a checkpoint folder", empty, ckpt, ""},
 		{"true without a checkpoint in output_dir", empty, "true",
-			key + "true, but training.output_dir " + empty + " holds no checkpoint (a checkpoint-<step> folder with trainer_state.json)"},
+			key + "true, but training.output_dir " + empty + " holds no complete checkpoint (a checkpoint-<step> folder with its checkpoint_manifest.json)"},
 		{"a path that does not exist", out, filepath.Join(out, "checkpoint-99"),
 			key + filepath.Join(out, "checkpoint-99") + " does not exist"},
-		{"a folder that is not a checkpoint", out, half, key + half + " is not a checkpoint: it has no trainer_state.json"},
+		{"a folder that is not a checkpoint", out, half, key + half + " is not a complete checkpoint: no checkpoint_manifest.json"},
 		{"a file", out, file, key + file + " is a file"},
+		{"true with only an incomplete checkpoint", halfOnly, "true", "holds no complete checkpoint (a checkpoint-<step> folder with its " +
+			"checkpoint_manifest.json) to resume from; checkpoint-20 is incomplete: no checkpoint_manifest.json"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := Default()

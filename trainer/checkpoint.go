@@ -2,10 +2,11 @@ package trainer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -101,6 +102,10 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 				}
 			}
 		}
+		// Last: the manifest that makes the directory complete (sizes and SHA-256 of every file above).
+		if err := WriteCheckpointManifest(tmp); err != nil {
+			return fmt.Errorf("manifest: %w", err)
+		}
 		return nil
 	})
 	if err != nil {
@@ -109,13 +114,27 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 	return final, t.rotateCheckpoints()
 }
 
-// removeStaleTemps deletes temporary checkpoint directories a killed run left in dir.
+// removeStaleTemps deletes temporary checkpoint directories a killed run left in dir. A checkpoint that
+// atomicfile.ReplaceDir had moved aside (name + ".old") when the run was killed, before the new one took its
+// place, is moved back instead, so a kill during the replacement loses nothing.
 func removeStaleTemps(dir string) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), tmpPrefix+CheckpointPrefix) {
-			os.RemoveAll(filepath.Join(dir, e.Name()))
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, tmpPrefix+CheckpointPrefix) {
+			continue
 		}
+		if rest, ok := strings.CutSuffix(strings.TrimPrefix(name, tmpPrefix), ".old"); ok {
+			if i := strings.LastIndexByte(rest, '-'); i > 0 && IsCheckpointDir(rest[:i]) {
+				final := filepath.Join(dir, rest[:i])
+				if _, err := os.Lstat(final); errors.Is(err, fs.ErrNotExist) {
+					if os.Rename(filepath.Join(dir, name), final) == nil {
+						continue
+					}
+				}
+			}
+		}
+		os.RemoveAll(filepath.Join(dir, name))
 	}
 }
 
@@ -165,48 +184,44 @@ func (t *Trainer) saveCallbackStates() {
 	}
 }
 
-// Checkpoints returns the checkpoint directories in outputDir (complete ones: named checkpoint-N and holding a
-// trainer_state.json), sorted by step.
+// Checkpoints returns the complete checkpoint directories in outputDir (named checkpoint-N, with a manifest
+// that matches their files: see ManifestName and ScanCheckpoints), sorted by step.
 func Checkpoints(outputDir string) ([]string, error) {
-	ents, err := os.ReadDir(outputDir)
+	all, err := ScanCheckpoints(outputDir)
 	if err != nil {
-		return nil, fmt.Errorf("trainer: %w", err)
+		return nil, err
 	}
-	type cp struct {
-		step int
-		dir  string
-	}
-	var cps []cp
-	for _, e := range ents {
-		step, err := strconv.Atoi(strings.TrimPrefix(e.Name(), CheckpointPrefix))
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), CheckpointPrefix) || err != nil {
-			continue
+	var out []string
+	for _, c := range all {
+		if c.Problem == "" {
+			out = append(out, c.Dir)
 		}
-		dir := filepath.Join(outputDir, e.Name())
-		if _, err := os.Stat(filepath.Join(dir, TrainerStateName)); err == nil {
-			cps = append(cps, cp{step, dir})
-		}
-	}
-	slices.SortFunc(cps, func(a, b cp) int { return a.step - b.step })
-	out := make([]string, len(cps))
-	for i, c := range cps {
-		out[i] = c.dir
 	}
 	return out, nil
 }
 
 // ResolveCheckpoint turns resume_from_checkpoint into a directory: "true" or "latest" is the newest complete
-// checkpoint in outputDir; anything else is a checkpoint directory, which must hold a trainer_state.json.
+// checkpoint in outputDir (an incomplete one is never chosen, and the error lists them when none is complete);
+// anything else is a checkpoint directory, which must be complete. Sizes are checked here, sums when the
+// checkpoint is loaded (VerifyCheckpoint).
 func ResolveCheckpoint(outputDir, spec string) (string, error) {
 	if s := strings.ToLower(spec); s == "true" || s == "latest" {
-		cps, err := Checkpoints(outputDir)
-		if err != nil || len(cps) == 0 {
-			return "", fmt.Errorf("trainer: resume_from_checkpoint %s: no checkpoint-N directory with a %s in %s", spec, TrainerStateName, outputDir)
+		all, err := ScanCheckpoints(outputDir)
+		var bad []string
+		for i := len(all) - 1; err == nil && i >= 0; i-- {
+			if all[i].Problem == "" {
+				return all[i].Dir, nil
+			}
+			bad = append(bad, fmt.Sprintf("%s: %s", filepath.Base(all[i].Dir), all[i].Problem))
 		}
-		return cps[len(cps)-1], nil
+		msg := fmt.Sprintf("trainer: resume_from_checkpoint %s: no complete checkpoint-N directory (with its %s) in %s", spec, ManifestName, outputDir)
+		if len(bad) > 0 {
+			msg += "; incomplete: " + strings.Join(bad, "; ")
+		}
+		return "", errors.New(msg)
 	}
-	if _, err := os.Stat(filepath.Join(spec, TrainerStateName)); err != nil {
-		return "", fmt.Errorf("trainer: resume_from_checkpoint %s is not a complete checkpoint (no %s): %w", spec, TrainerStateName, err)
+	if err := readManifest(spec, false); err != nil {
+		return "", fmt.Errorf("trainer: resume_from_checkpoint %s is not a complete checkpoint: %w", spec, err)
 	}
 	return spec, nil
 }
@@ -237,6 +252,14 @@ func (t *Trainer) rotateCheckpoints() error {
 		}
 		if filepath.Base(dir) == best {
 			continue
+		}
+		// The manifest goes first: a kill in the middle of the deletion leaves an incomplete directory, never one
+		// that looks complete without its files.
+		if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
+		}
+		if err := atomicfile.SyncDir(dir); err != nil {
+			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)

@@ -158,6 +158,9 @@ func TestB33GradScalerStateSavedAndRestored(t *testing.T) {
 	if err := os.Remove(filepath.Join(ck, ScalerName)); err != nil {
 		t.Fatal(err)
 	}
+	if err := WriteCheckpointManifest(ck); err != nil { // as a run that wrote no scaler state would list it
+		t.Fatal(err)
+	}
 	a.OutputDir = t.TempDir()
 	trWarn, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0.1), a, data, nil)
 	mustTrain(t, trWarn)

@@ -105,6 +105,9 @@ func (t *Trainer) loadModel(dir string) error {
 // loadCheckpoint restores everything a checkpoint holds: weights, optimizer, scheduler, scaler, data position,
 // trainer state and the stateful callbacks. It runs after the callbacks are set up and before the first step.
 func (t *Trainer) loadCheckpoint(dir string) error {
+	if err := VerifyCheckpoint(dir); err != nil { // before anything loads: every file there, sizes and sums
+		return err
+	}
 	st, err := LoadTrainerState(filepath.Join(dir, TrainerStateName))
 	if err != nil {
 		return err

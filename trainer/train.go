@@ -87,6 +87,13 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
 	}
 	removeStaleTemps(a.OutputDir)
+	if all, err := ScanCheckpoints(a.OutputDir); err == nil {
+		for _, c := range all {
+			if c.Problem != "" {
+				t.logger.Warn("incomplete checkpoint, ignored: "+c.Problem, "checkpoint", c.Dir)
+			}
+		}
+	}
 	t.setupCallbacks()
 	defer func() {
 		if err != nil {

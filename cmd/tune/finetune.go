@@ -224,11 +224,13 @@ func formatMetrics(m map[string]float64) string {
 // printOutputs lists what training wrote into dir.
 func printOutputs(w io.Writer, dir string) {
 	fmt.Fprintf(w, "outputs in %s:\n", dir)
-	ents, _ := os.ReadDir(dir)
-	var cps []string
-	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), trainer.CheckpointPrefix) {
-			cps = append(cps, e.Name())
+	all, _ := trainer.ScanCheckpoints(dir)
+	var cps, incomplete []string
+	for _, c := range all {
+		if c.Problem == "" {
+			cps = append(cps, filepath.Base(c.Dir))
+		} else {
+			incomplete = append(incomplete, fmt.Sprintf("%s (%s)", filepath.Base(c.Dir), c.Problem))
 		}
 	}
 	what := "model (config.json, model.safetensors)"
@@ -241,6 +243,9 @@ func printOutputs(w io.Writer, dir string) {
 	}
 	if len(cps) > 0 {
 		fmt.Fprintf(w, "  checkpoints: %s\n", strings.Join(cps, ", "))
+	}
+	if len(incomplete) > 0 {
+		fmt.Fprintf(w, "  incomplete checkpoints, never resumed from: %s\n", strings.Join(incomplete, ", "))
 	}
 }
 

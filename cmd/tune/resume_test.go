@@ -15,7 +15,7 @@ func TestFinetuneResumeChecks(t *testing.T) {
 	empty := t.TempDir()
 	missing := filepath.Join(empty, "checkpoint-7")
 	for _, tt := range []struct{ name, resume, want string }{
-		{"true without a checkpoint", "true", "training.resume_from_checkpoint: true, but training.output_dir " + empty + " holds no checkpoint"},
+		{"true without a checkpoint", "true", "training.resume_from_checkpoint: true, but training.output_dir " + empty + " holds no complete checkpoint"},
 		{"a path that does not exist", missing, "training.resume_from_checkpoint: " + missing + " does not exist"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
