@@ -1,0 +1,191 @@
+package transformer
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// CausalLMHead is a causal language model's head and loss: transformers' lm_head (logits = h·Wᵀ, no bias)
+// followed by ForCausalLMLoss (loss_utils.py): the logits of position t predict the label of position t + 1
+// (labels shifted left, the last position of each row predicting nothing), cross-entropy in FP32 with
+// ignore_index −100, summed and divided by the number of supervised targets.
+//
+// The (N, V) logits are never held at once: Forward and Backward walk the rows in chunks of ChunkRows, and
+// Backward recomputes each chunk's logits from the kept input instead of storing them, so the head costs two
+// (ChunkRows, V) buffers in the GEMM dtype whatever N and V are (V is 32k–152k for current decoders). Under
+// autocast the logits are the GEMM dtype (h) and the cross-entropy reads them in FP32, as PyTorch's
+// logits.float() does.
+//
+// Weight is lm_head.weight, or the input embedding table itself when tie_word_embeddings is set: then both
+// uses accumulate into the one FP32 gradient, as autograd does for a shared nn.Parameter.
+type CausalLMHead struct {
+	Weight *Param // (V, C) FP32 master weight (the embedding table's Param when tied)
+	V, C   int    // vocabulary and hidden size
+
+	chunkElems int // elements per chunk of logits; 0 means lmHeadChunkElems (tests lower it)
+	c          lmHeadCache
+}
+
+// lmHeadCache holds one pass's buffers (views of the step arena); N = B·T, R = rows per chunk.
+type lmHeadCache struct {
+	logits  *tensor.Tensor // (R, V) h one chunk of logits
+	dlogits *tensor.Tensor // (R, V) h its gradient
+	losses  *tensor.Tensor // (N) F32 per-position losses (0 where the target is ignored)
+	targets *tensor.Tensor // (N) I64 shifted labels: labels[b, t+1], −100 at t = T−1
+	rows, n int            // R and N
+	in      *tensor.Tensor // (N, C) h the last Forward's input, kept for Backward
+	count   int            // supervised targets of the last Forward
+}
+
+// lmHeadChunkElems bounds a chunk of logits: 2^24 elements (32 MiB in a half dtype), so a chunk of a
+// 152k-word vocabulary still has over 100 rows for the GEMMs.
+const lmHeadChunkElems = 1 << 24
+
+// ChunkRows returns the rows per chunk for n rows: all of them when they fit lmHeadChunkElems, else as many as do.
+func (l *CausalLMHead) ChunkRows(n int) int {
+	elems := l.chunkElems
+	if elems == 0 {
+		elems = lmHeadChunkElems
+	}
+	return max(1, min(n, elems/max(1, l.V)))
+}
+
+// Layout takes the head's pass buffers for n = B·T rows in GEMM dtype dt.
+func (l *CausalLMHead) Layout(a *Arena, n int, dt tensor.DType) {
+	r := l.ChunkRows(n)
+	l.c = lmHeadCache{
+		logits: a.Take(dt, r, l.V), dlogits: a.Take(dt, r, l.V),
+		losses: a.Take(tensor.F32, n), targets: a.Take(tensor.I64, n), rows: r, n: n,
+	}
+}
+
+// ShiftLabels returns the targets of a (B, T) batch's labels: target[b, t] = labels[b, t+1] and −100 at the
+// last position of each row (transformers pads the shifted labels with ignore_index), and how many are not
+// −100 (the loss's denominator; Model.Supervised).
+func ShiftLabels(labels []int64, b, t int) (targets []int64, count int) {
+	targets = make([]int64, b*t)
+	for r := 0; r < b; r++ {
+		for i := 0; i < t; i++ {
+			v := int64(-100)
+			if i+1 < t {
+				v = labels[r*t+i+1]
+			}
+			targets[r*t+i] = v
+			if v != -100 {
+				count++
+			}
+		}
+	}
+	return targets, count
+}
+
+// Forward computes the logits of in (N, C) h chunk by chunk. With targets (N, already shifted: ShiftLabels)
+// it returns the loss summed over the supervised targets (float64, summed on the host from the FP32
+// per-position losses) and their count; with host (N·V) non-nil it copies the logits there in FP32 (the
+// GEMM dtype's values widened). in stays in use until Backward. Every target must be −100 or in [0, V).
+func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host []float32) (sum float64, count int, err error) {
+	bk, c := p.Backend, &l.c
+	n := in.Numel() / l.C
+	if n != c.n {
+		return 0, 0, fmt.Errorf("transformer: lm head: %d rows, laid out for %d", n, c.n)
+	}
+	c.in, c.count = in, 0
+	if targets != nil {
+		if len(targets) != n {
+			return 0, 0, fmt.Errorf("transformer: lm head: %d targets for %d rows", len(targets), n)
+		}
+		if err := bk.Upload(c.targets, targets); err != nil {
+			return 0, 0, err
+		}
+	}
+	w, err := p.Weight(l.Weight.Value) // (V, C) h
+	if err != nil {
+		return 0, 0, err
+	}
+	for r0 := 0; r0 < n; r0 += c.rows {
+		m := min(c.rows, n-r0)
+		lg, err := l.chunkLogits(p, w, r0, m)
+		if err != nil {
+			return 0, 0, err
+		}
+		if host != nil {
+			if err := bk.Download(host[r0*l.V:(r0+m)*l.V], lg); err != nil {
+				return 0, 0, fmt.Errorf("transformer: reading logits: %w", err)
+			}
+		}
+		if targets != nil {
+			ls, _ := c.losses.View(r0, m)
+			tg, _ := c.targets.View(r0, m)
+			k, err := bk.CrossEntropy(ls, lg, tg, -100)
+			if err != nil {
+				return 0, 0, err
+			}
+			c.count += k
+		}
+	}
+	if targets == nil {
+		return math.NaN(), 0, nil
+	}
+	losses := make([]float32, n)
+	if err := bk.Download(losses, c.losses); err != nil {
+		return 0, 0, err
+	}
+	for _, v := range losses {
+		sum += float64(v)
+	}
+	return sum, c.count, nil
+}
+
+// chunkLogits computes rows [r0, r0+m) of the logits into the chunk buffer and returns that view.
+func (l *CausalLMHead) chunkLogits(p *Pass, w *tensor.Tensor, r0, m int) (*tensor.Tensor, error) {
+	c := &l.c
+	hv, err := c.in.View(r0*l.C, m, l.C)
+	if err != nil {
+		return nil, err
+	}
+	lg, _ := c.logits.View(0, m, l.V)
+	return lg, p.Backend.Gemm(tensor.GemmArgs{TransB: true, M: m, N: l.V, K: l.C, A: hv, B: w, C: lg, Alpha: 1, Batch: 1})
+}
+
+// Backward back-propagates the last Forward's loss with d(objective)/d(loss sum) = scale (seed/count for a
+// mean loss seeded with seed): per chunk it recomputes the logits, forms dlogits = scale·(softmax − onehot)
+// in the GEMM dtype, writes dIn (N, C) = dlogits·W (F32 or h; =) and accumulates dW += dlogitsᵀ·in when the
+// weight is trainable.
+func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) error {
+	bk, c := p.Backend, &l.c
+	w, err := p.Weight(l.Weight.Value)
+	if err != nil {
+		return err
+	}
+	for r0 := 0; r0 < c.n; r0 += c.rows {
+		m := min(c.rows, c.n-r0)
+		lg, err := l.chunkLogits(p, w, r0, m)
+		if err != nil {
+			return err
+		}
+		dl, _ := c.dlogits.View(0, m, l.V)
+		tg, _ := c.targets.View(r0, m)
+		if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
+			return err
+		}
+		dh, err := dIn.View(r0*l.C, m, l.C)
+		if err != nil {
+			return err
+		}
+		if err := bk.Gemm(tensor.GemmArgs{M: m, N: l.C, K: l.V, A: dl, B: w, C: dh, Alpha: 1, Batch: 1}); err != nil {
+			return err
+		}
+		if g := l.Weight.Grad; g != nil {
+			hv, _ := c.in.View(r0*l.C, m, l.C)
+			if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.V, N: l.C, K: m, A: dl, B: hv, C: g, Alpha: 1, Beta: 1, Batch: 1}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Count returns the supervised targets of the last Forward.
+func (l *CausalLMHead) Count() int { return l.c.count }
