@@ -1,0 +1,440 @@
+package gpt2
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// GPT2LMHeadModel is transformers' GPT2LMHeadModel: token (wte) and learned position (wpe) embeddings, L
+// pre-LayerNorm blocks, a final LayerNorm and the language-model head, tied to wte unless
+// tie_word_embeddings is false, with the shifted next-token cross-entropy (transformer.CausalLMHead). It
+// implements transformer.Adaptable.
+//
+// Forward reads like the block diagram and Backward is the same list reversed. All FP32 master parameters
+// live in two flat allocations (trainable with their gradients, and frozen); all activations live in a step
+// arena carved per batch shape.
+//
+// Conv1D: transformers' GPT-2 projections (c_attn, c_proj, c_fc) are Conv1D modules whose weight is stored
+// (in, out). Here they are transformer.Linear with the (out, in) weight of every other projection, so the
+// GEMMs, LoRA and merging are the same code as BERT's; the transposition happens when a checkpoint is read
+// or written (checkpoint.go), so files match transformers'. NamedParameters therefore reports these weights
+// as (out, in).
+type GPT2LMHeadModel struct {
+	Config Config                   // the configuration the model was built from
+	WTE    *transformer.Param       // transformer.wte.weight (V, C)
+	WPE    *transformer.Param       // transformer.wpe.weight (P, C)
+	Blocks []*Block                 // transformer.h.0 … L−1
+	LnF    *transformer.LayerNorm   // transformer.ln_f
+	LMHead *transformer.Param       // lm_head.weight (V, C); nil when tied to WTE
+	Head   transformer.CausalLMHead // lm_head and the shifted next-token loss, over WTE or LMHead
+
+	b      tensor.Backend
+	policy amp.Policy
+	cache  *amp.WeightCache
+	groups transformer.ParamGroups
+	arena  *transformer.Arena
+	shape  carveKey
+	act    activations
+	sc     blockScratch
+	last   lastForward
+	// generation is the generation_config.json of the checkpoint the model was loaded from, written back by
+	// Save; nil for a fresh model.
+	generation []byte
+}
+
+// carveKey identifies an arena layout: batch shape, GEMM dtype, and which optional inputs it holds.
+type carveKey struct {
+	b, t       int
+	dt         tensor.DType
+	mask, segs bool
+}
+
+// activations are the model-level buffers of one pass (views of the step arena); N = B·T.
+type activations struct {
+	ids, pos *tensor.Tensor // (N) I32 token and position ids
+	emb      *tensor.Tensor // (N, C) F32 wte[ids] + wpe[pos], then dropped out in place: block 0's input
+	lnf      *tensor.Tensor // (N, C) h ln_f output, the head's input
+	meanF    *tensor.Tensor // (N) F32
+	rstdF    *tensor.Tensor // (N) F32
+	g0       *tensor.Tensor // (N, C) F32 gradient of the hidden states
+	dlnf     *tensor.Tensor // (N, C) F32 gradient of ln_f's output
+	hLast    *tensor.Tensor // (N, C) F32 the last block's output, ln_f's input (not owned)
+}
+
+// lastForward records what Backward needs from the last training Forward.
+type lastForward struct {
+	pass    transformer.Pass
+	key     carveKey
+	ready   bool
+	count   int
+	embOff  uint64
+	embUsed bool
+}
+
+// newModel allocates a GPT-2 for cfg on b with zero weights (LayerNorm weights 1) and packs its parameters.
+// Callers initialise the weights (InitWeights, LoadPretrained).
+func newModel(b tensor.Backend, cfg Config) (*GPT2LMHeadModel, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &GPT2LMHeadModel{Config: cfg, b: b, arena: transformer.NewArena(b), groups: transformer.ParamGroups{B: b}}
+	c, inter, eps := cfg.NEmbd, cfg.Inner(), float32(cfg.LayerNormEpsilon)
+	var err error
+	table := func(rows int) *transformer.Param {
+		if err != nil {
+			return nil
+		}
+		var t *tensor.Tensor
+		if t, err = b.Alloc(tensor.F32, rows, c); err != nil {
+			err = fmt.Errorf("gpt2: embedding table (%d, %d): %w", rows, c, err)
+			return nil
+		}
+		return &transformer.Param{Value: t, Trainable: true}
+	}
+	lin := func(in, out int) transformer.Projection {
+		if err != nil {
+			return nil
+		}
+		var l *transformer.Linear
+		l, err = transformer.NewLinear(b, in, out, true)
+		return l
+	}
+	norm := func() *transformer.LayerNorm {
+		if err != nil {
+			return nil
+		}
+		var n *transformer.LayerNorm
+		n, err = transformer.NewLayerNorm(b, c, eps)
+		return n
+	}
+	m.WTE, m.WPE = table(cfg.VocabSize), table(cfg.NPositions)
+	for i := range cfg.NLayer {
+		scale := float32(1)
+		if cfg.ScaleAttnWeights {
+			scale = float32(1 / math.Sqrt(float64(cfg.HeadDim())))
+		}
+		if cfg.ScaleAttnByInverseLayerIdx {
+			scale /= float32(i + 1)
+		}
+		m.Blocks = append(m.Blocks, &Block{
+			Ln1: norm(), CAttn: lin(c, 3*c), CProj: lin(c, c), Ln2: norm(), CFc: lin(c, inter), MProj: lin(inter, c),
+			Heads: cfg.NHead, Scale: scale, TanhGELU: cfg.tanhGELU(),
+			AttnDrop: float32(cfg.AttnPdrop), ResidDrop: float32(cfg.ResidPdrop),
+		})
+	}
+	m.LnF = norm()
+	head := m.WTE
+	if !cfg.TieWordEmbeddings {
+		m.LMHead = table(cfg.VocabSize)
+		head = m.LMHead
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.Head = transformer.CausalLMHead{Weight: head, V: cfg.VocabSize, C: c}
+	if err := m.groups.Pack(m.namedParameters()); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Backend returns the backend the model's tensors live on.
+func (m *GPT2LMHeadModel) Backend() tensor.Backend { return m.b }
+
+// SetPolicy sets the autocast policy for the following Forward and Backward calls. Changing it drops the
+// weight-cast cache and re-carves the step arena at the next Forward; a pending Backward is cancelled.
+func (m *GPT2LMHeadModel) SetPolicy(p amp.Policy) {
+	if p == m.policy {
+		return
+	}
+	m.policy = p
+	if m.cache != nil {
+		m.cache.Free()
+		m.cache = nil
+	}
+	if p.Enabled {
+		m.cache = amp.NewWeightCache(m.b, p.DType)
+	}
+	m.last.ready = false
+}
+
+// Policy returns the autocast policy in effect.
+func (m *GPT2LMHeadModel) Policy() amp.Policy { return m.policy }
+
+// carve lays out the step arena for key (a no-op when it already is).
+func (m *GPT2LMHeadModel) carve(key carveKey) error {
+	if key == m.shape {
+		return nil
+	}
+	m.shape = carveKey{}
+	if err := m.arena.Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
+		return err
+	}
+	m.shape = key
+	return nil
+}
+
+// layout takes every pass buffer of the model for key's batch shape and dtype.
+func (m *GPT2LMHeadModel) layout(a *transformer.Arena, key carveKey) error {
+	b, t, dt := key.b, key.t, key.dt
+	n, c := b*t, m.Config.NEmbd
+	m.act = activations{
+		ids: a.Take(tensor.I32, n), pos: a.Take(tensor.I32, n), emb: a.Take(tensor.F32, n, c),
+		lnf: a.Take(dt, n, c), meanF: a.Take(tensor.F32, n), rstdF: a.Take(tensor.F32, n),
+		g0: a.Take(tensor.F32, n, c), dlnf: a.Take(tensor.F32, n, c),
+	}
+	m.sc = layoutScratch(a, b, t, c, m.Config.Inner(), dt)
+	if key.mask {
+		m.sc.mask = a.Take(tensor.F32, b, t)
+	}
+	if key.segs {
+		m.sc.segs = a.Take(tensor.I32, b, t)
+	}
+	for _, k := range m.Blocks {
+		k.layout(a, b, t, dt)
+	}
+	m.Head.Layout(a, n, dt)
+	return nil
+}
+
+// checkBatch validates a batch against the model: shape, token ids in [0, V), T ≤ n_positions, position ids
+// in [0, n_positions).
+func (m *GPT2LMHeadModel) checkBatch(batch *loaders.Batch) error {
+	if batch == nil || batch.B <= 0 || batch.T <= 0 {
+		return fmt.Errorf("gpt2: empty batch")
+	}
+	n := batch.B * batch.T
+	if len(batch.InputIDs) != n {
+		return fmt.Errorf("gpt2: batch has %d input ids for B·T = %d·%d", len(batch.InputIDs), batch.B, batch.T)
+	}
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"attention mask", len(batch.AttentionMask)}, {"position ids", len(batch.PositionIDs)}, {"segment ids", len(batch.SegmentIDs)}} {
+		if f.n != 0 && f.n != n {
+			return fmt.Errorf("gpt2: batch has %d %s for B·T = %d", f.n, f.name, n)
+		}
+	}
+	if batch.Labels != nil && len(batch.Labels) != n {
+		return fmt.Errorf("gpt2: a causal LM takes (B, T) labels: got %d for B·T = %d", len(batch.Labels), n)
+	}
+	if batch.PositionIDs == nil && batch.T > m.Config.NPositions {
+		return fmt.Errorf("gpt2: sequence length %d exceeds n_positions %d", batch.T, m.Config.NPositions)
+	}
+	for i, id := range batch.InputIDs {
+		if id < 0 || int(id) >= m.Config.VocabSize {
+			return fmt.Errorf("gpt2: input id %d at (%d, %d) is outside the vocabulary [0, %d)", id, i/batch.T, i%batch.T, m.Config.VocabSize)
+		}
+	}
+	for i, p := range batch.PositionIDs {
+		if p < 0 || int(p) >= m.Config.NPositions {
+			return fmt.Errorf("gpt2: position id %d at (%d, %d) is outside [0, n_positions = %d)", p, i/batch.T, i%batch.T, m.Config.NPositions)
+		}
+	}
+	return nil
+}
+
+// hasPadding reports whether any attention-mask entry is 0.
+func hasPadding(mask []int32) bool {
+	for _, v := range mask {
+		if v == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// upload copies the batch's ids, positions, key mask and segment ids to the device.
+func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
+	b, t := batch.B, batch.T
+	if err := m.b.Upload(m.act.ids, batch.InputIDs); err != nil {
+		return err
+	}
+	pos := batch.PositionIDs
+	if pos == nil {
+		pos = make([]int32, b*t)
+		for i := range pos {
+			pos[i] = int32(i % t)
+		}
+	}
+	if err := m.b.Upload(m.act.pos, pos); err != nil {
+		return err
+	}
+	if m.sc.mask != nil {
+		mask := make([]float32, b*t)
+		for i, v := range batch.AttentionMask {
+			if v == 0 {
+				mask[i] = transformer.MaskedScore
+			}
+		}
+		if err := m.b.Upload(m.sc.mask, mask); err != nil {
+			return err
+		}
+	}
+	if m.sc.segs != nil {
+		return m.b.Upload(m.sc.segs, batch.SegmentIDs)
+	}
+	return nil
+}
+
+// Forward runs the model on batch: embeddings, blocks, ln_f, the head, and the shifted next-token loss when
+// the batch has (B, T) labels. With opts.Train it applies dropout from (opts.Seed, opts.Offset) and keeps the
+// activations for Backward. With opts.HostLogits, Output.Logits holds the (B, T, V) logits in FP32 (the GEMM
+// dtype's values); Output.Device is nil (the head runs chunk by chunk). Output.Loss is the summed loss over
+// the supervised targets divided by their count (Supervised), NaN without labels.
+func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.ForwardOptions) (out transformer.Output, err error) {
+	defer recoverError(&err)
+	m.last.ready = false
+	if err := m.checkBatch(batch); err != nil {
+		return out, err
+	}
+	b, t := batch.B, batch.T
+	key := carveKey{b: b, t: t, dt: m.policy.GemmDType(), mask: hasPadding(batch.AttentionMask), segs: batch.SegmentIDs != nil}
+	if err := m.carve(key); err != nil {
+		return out, err
+	}
+	if err := m.upload(batch); err != nil {
+		return out, err
+	}
+	if m.cache != nil && !opts.ReuseWeightCasts {
+		m.cache.Invalidate()
+	}
+	p := transformer.Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
+		Observe: opts.Observe}
+	bk, a := m.b, &m.act
+	// transformer.wte(ids) + transformer.wpe(pos), then transformer.drop: F32 (embeddings are not autocast).
+	if err := bk.Embedding(a.emb, a.ids, m.WTE.Value); err != nil {
+		return out, fmt.Errorf("gpt2: wte: %w", err)
+	}
+	if err := bk.Embedding(a.g0, a.pos, m.WPE.Value); err != nil { // g0 is free until Backward
+		return out, fmt.Errorf("gpt2: wpe: %w", err)
+	}
+	if err := bk.Add(a.emb, a.emb, a.g0); err != nil {
+		return out, err
+	}
+	embP := float32(m.Config.EmbdPdrop)
+	embUsed, embOff := p.DropoutActive(embP), uint64(0)
+	if embUsed {
+		if embOff, err = p.Dropout(a.emb, a.emb, embP); err != nil {
+			return out, err
+		}
+	}
+	if err := p.Notify("transformer.drop", false, a.emb); err != nil {
+		return out, err
+	}
+	h := a.emb
+	for i, k := range m.Blocks {
+		if h, err = k.Forward(&p, &m.sc, h); err != nil {
+			return out, fmt.Errorf("gpt2: block %d: %w", i, err)
+		}
+		if err := p.Notify(blockPath(i), false, h); err != nil {
+			return out, err
+		}
+	}
+	a.hLast = h
+	if err := m.LnF.Forward(&p, a.lnf, a.meanF, a.rstdF, h); err != nil {
+		return out, fmt.Errorf("gpt2: ln_f: %w", err)
+	}
+	if err := p.Notify("transformer.ln_f", false, a.lnf); err != nil {
+		return out, err
+	}
+	var targets []int64
+	if batch.Labels != nil {
+		targets, _ = transformer.ShiftLabels(batch.Labels, b, t)
+	}
+	out.NumLabels = m.Config.VocabSize
+	if opts.HostLogits {
+		out.Logits = make([]float32, b*t*m.Config.VocabSize)
+	}
+	sum, count, err := m.Head.Forward(&p, a.lnf, targets, out.Logits)
+	if err != nil {
+		return out, fmt.Errorf("gpt2: lm_head: %w", err)
+	}
+	out.Loss = float32(math.NaN())
+	if targets != nil && count > 0 {
+		out.Loss = float32(sum / float64(count))
+	}
+	if opts.Train && targets != nil {
+		m.last = lastForward{pass: p, key: m.shape, ready: true, count: count, embOff: embOff, embUsed: embUsed}
+	}
+	return out, nil
+}
+
+// Supervised returns the next-token targets of b that enter the loss: labels[:, 1:] ≠ −100.
+func (m *GPT2LMHeadModel) Supervised(b *loaders.Batch) int {
+	if b.Labels == nil {
+		return 0
+	}
+	_, n := transformer.ShiftLabels(b.Labels, b.B, b.T)
+	return n
+}
+
+// Backward back-propagates the last training Forward with d(objective)/d(mean loss) = seed, accumulating (+=)
+// into the gradient of every trainable parameter. It consumes that Forward: a second call is an error.
+func (m *GPT2LMHeadModel) Backward(seed float32) (err error) {
+	defer recoverError(&err)
+	if !m.last.ready || m.last.key != m.shape {
+		return fmt.Errorf("gpt2: Backward needs a preceding Forward with Train set and labels in the batch " +
+			"(and no SetPolicy or other Forward in between)")
+	}
+	m.last.ready = false
+	p := m.last.pass
+	bk, a := m.b, &m.act
+	scale := float32(0)
+	if m.last.count > 0 {
+		scale = seed / float32(m.last.count)
+	}
+	if err := m.Head.Backward(&p, a.dlnf, scale); err != nil {
+		return fmt.Errorf("gpt2: lm_head backward: %w", err)
+	}
+	if err := p.Notify("transformer.ln_f", true, a.dlnf); err != nil {
+		return err
+	}
+	grad := a.g0
+	if err := m.LnF.Backward(&p, grad, a.dlnf, a.hLast, a.meanF, a.rstdF); err != nil {
+		return fmt.Errorf("gpt2: ln_f backward: %w", err)
+	}
+	for i := len(m.Blocks) - 1; i >= 0; i-- {
+		if err := p.Notify(blockPath(i), true, grad); err != nil {
+			return err
+		}
+		if err := m.Blocks[i].Backward(&p, &m.sc, grad); err != nil {
+			return fmt.Errorf("gpt2: block %d backward: %w", i, err)
+		}
+	}
+	if err := p.Notify("transformer.drop", true, grad); err != nil {
+		return err
+	}
+	if m.last.embUsed {
+		if err := bk.DropoutBackward(grad, grad, float32(m.Config.EmbdPdrop), p.Seed, m.last.embOff); err != nil {
+			return err
+		}
+	}
+	if g := m.WPE.Grad; g != nil {
+		if err := bk.EmbeddingBackward(g, a.pos, grad); err != nil {
+			return fmt.Errorf("gpt2: wpe backward: %w", err)
+		}
+	}
+	if g := m.WTE.Grad; g != nil {
+		if err := bk.EmbeddingBackward(g, a.ids, grad); err != nil {
+			return fmt.Errorf("gpt2: wte backward: %w", err)
+		}
+	}
+	return nil
+}
+
+// blockPath is block i's module path, "transformer.h.i".
+func blockPath(i int) string { return "transformer.h." + strconv.Itoa(i) }
+
+// recoverError turns a panic inside the package (or a backend) into an error at the API boundary.
+func recoverError(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("gpt2: internal error: %v", r)
+	}
+}

@@ -1,0 +1,22 @@
+package gpt2
+
+import (
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
+)
+
+var _ transformer.Adaptable = (*GPT2LMHeadModel)(nil)
+
+func init() {
+	transformer.Register(transformer.Family{
+		Name: "gpt2", ModelTypes: []string{"gpt2"},
+		Architectures: []string{"GPT2LMHeadModel", "GPT2Model"},
+		Load: func(dir string, b tensor.Backend, opts transformer.LoadOptions) (transformer.Adaptable, *transformer.LoadReport, error) {
+			m, r, err := LoadPretrained(dir, b, opts)
+			if err != nil {
+				return nil, r, err
+			}
+			return m, r, nil
+		},
+	})
+}
