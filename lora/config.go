@@ -151,8 +151,63 @@ func (c *Config) Select(linearPaths []string) ([]string, error) {
 			"([%s]) to match by name, or a pattern like '.*\\.%s'", firstOr(linearPaths, "bert.encoder.layer.0.attention.self.query"),
 			t.Regex, t.Regex)
 	}
+	if t.Regex == "" {
+		hint = namesHint(t.Names, linearPaths)
+	}
 	return nil, fmt.Errorf("lora: %w: target_modules %s matched none of the model's %d Linear modules%s",
 		ErrNoTargets, t, len(linearPaths), hint)
+}
+
+// namesHint lists the module names a target_modules list can use (the last parts of the model's Linear
+// paths), with the closest one (at most two edits away) to each entry, for a list that matched nothing.
+func namesHint(entries, linearPaths []string) string {
+	var names []string
+	for _, p := range linearPaths {
+		parts := strings.Split(p, ".")
+		leaf := parts[len(parts)-1]
+		if !slices.Contains(names, leaf) {
+			names = append(names, leaf)
+		}
+	}
+	var fixes []string
+	for _, e := range entries {
+		best, bestD := "", 3 // at most two edits away
+		for _, n := range names {
+			if d := editDistance(e, n); d < bestD {
+				best, bestD = n, d
+			}
+		}
+		if best != "" {
+			fixes = append(fixes, fmt.Sprintf("%q → %q", e, best))
+		}
+	}
+	hint := "; the model's Linear modules are named " + strings.Join(names, ", ") +
+		" (a name matches every module whose path ends in it; a dotted suffix such as attention.output.dense picks one)"
+	if len(fixes) > 0 {
+		hint += "; did you mean " + strings.Join(fixes, ", ") + "?"
+	}
+	return hint
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }
 
 // ErrInvalidConfig is wrapped by every *ConfigError.
