@@ -23,7 +23,12 @@ func TestMaxLengthBeyondCheckpointPositions(t *testing.T) {
 		}
 		os.WriteFile(filepath.Join(ckpt, f), b, 0o644)
 	}
-	vocab := filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny", "vocab.txt")
+	full, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny", "vocab.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := filepath.Join(ckpt, "vocab.txt")
+	os.WriteFile(vocab, seqclsVocab(full), 0o644)
 	data := filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny", "train.tsv")
 	bert, err := Lookup("bert")
 	if err != nil {

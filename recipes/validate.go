@@ -291,6 +291,15 @@ func (r *Recipe) CheckFiles() error {
 		} else if n > c.VocabSize {
 			bad("model.config.vocab_size", "%d is smaller than the tokenizer's %d tokens (%s)", c.VocabSize, n, tok)
 		}
+	} else if r.Model.Path != "" && !modelBad && tok != "" {
+		// The same check Build makes (checkVocab) for a checkpoint, made here so that the mismatch is a recipe
+		// error (exit 2) whatever the model's source, before the weights load.
+		if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.VocabSize > 0 {
+			if n, err := vocabSize(tok); err == nil && n > hf.VocabSize {
+				bad("tokenizer.path", "the tokenizer %s has %d tokens but the model in %s (model.path) has vocab_size %d: "+
+					"they do not belong together (token ids ≥ %d have no embedding)", tok, n, r.Model.Path, hf.VocabSize, hf.VocabSize)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
