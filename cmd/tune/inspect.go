@@ -72,7 +72,8 @@ func (o *inspectOptions) run(w io.Writer) error {
 	}
 	st, err := os.Stat(o.Path)
 	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
+		// A path that is not there is bad usage, as eval's and predict's (exit 2).
+		return usagef("inspect %s: %s", o.Path, pathProblem(err))
 	}
 	weights, dir := o.Path, o.Path
 	if !st.IsDir() {

@@ -86,7 +86,7 @@ func TestInspectErrors(t *testing.T) {
 	}{
 		{"no path", []string{"inspect"}, exitUsage, "inspect takes one PATH"},
 		{"two paths", []string{"inspect", "a", "b"}, exitUsage, "got 2 arguments"},
-		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitError, "no such file"},
+		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitUsage, "no such file"},
 		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
 		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
 		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitError,

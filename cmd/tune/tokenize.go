@@ -112,6 +112,9 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if _, err := os.Stat(path); err != nil {
+		return usagef("--tokenizer %s: %s", o.Tokenizer, pathProblem(err)) // as eval's and predict's (exit 2)
+	}
 	typ, err := tokenizers.ModelType(path)
 	if err != nil {
 		return err

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// TestExitCodesFollowTheClasses: the same kind of mistake gets the same exit status whatever the command or
+// the model's source (issue 20, item 8): a missing path, a tokenizer that does not fit the checkpoint, and a
+// target_modules typo are bad usage (2), and the typo's message lists the model's module names.
+func TestExitCodesFollowTheClasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model; skipped in -short mode")
+	}
+	testutil.IsolateCache(t)
+	missing := filepath.Join(t.TempDir(), "nope")
+	for _, args := range [][]string{{"inspect", missing}, {"tokenize", "--tokenizer", missing}} {
+		code, _, stderr := runCLI(args...)
+		if code != exitUsage || !strings.Contains(stderr, "no such file or directory") {
+			t.Errorf("%s: exit %d %s", args, code, stderr)
+		}
+	}
+	ckpt := filepath.Join(t.TempDir(), "ckpt")
+	if code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+ckpt,
+		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no"); code != exitOK {
+		t.Fatal(stderr)
+	}
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	base := []string{"--device", "cpu", filepath.Join("..", "..", "recipes", "bert.yaml"), "model.path=" + ckpt,
+		"data.train=" + filepath.Join(tiny, "train.tsv"), "data.eval=" + filepath.Join(tiny, "dev.tsv"), "data.max_length=32",
+		"training.max_steps=1", "training.bf16=false"}
+	// A vocabulary larger than the checkpoint's embedding: exit 2 from finetune as from validate.
+	vocab, _ := os.ReadFile(filepath.Join(tiny, "vocab.txt"))
+	big := filepath.Join(t.TempDir(), "vocab.txt")
+	os.WriteFile(big, append(vocab, []byte(strings.Repeat("extra\n", 50))...), 0o644)
+	for _, cmd := range []string{"validate", "finetune"} {
+		code, _, stderr := runCLI(append(append([]string{cmd}, base...), "tokenizer.path="+big, "training.output_dir="+filepath.Join(t.TempDir(), "o"))...)
+		if code != exitUsage || !strings.Contains(stderr, "has 306 tokens but the model in "+ckpt+" (model.path) has vocab_size 256") {
+			t.Errorf("%s with a bigger vocabulary: exit %d %s", cmd, code, stderr)
+		}
+	}
+	// A target_modules typo: exit 2, the names the model has and the closest.
+	code, _, stderr := runCLI(append(append([]string{"finetune"}, base...), "lora.target_modules=[qurey, vlaue]", "training.output_dir="+filepath.Join(t.TempDir(), "o"))...)
+	if code != exitUsage || !strings.Contains(stderr, "the model's Linear modules are named query, key, value, dense") ||
+		!strings.Contains(stderr, `did you mean "qurey" → "query", "vlaue" → "value"?`) {
+		t.Errorf("a target_modules typo: exit %d %s", code, stderr)
+	}
+}
