@@ -24,6 +24,8 @@ type Config struct {
 	// ModelMaxLength is model_max_length; 0 when absent or not a sensible length (transformers writes 1e30
 	// for "no limit").
 	ModelMaxLength int
+	// TokenizerClass is tokenizer_class ("LlamaTokenizer", "Qwen2Tokenizer", ...).
+	TokenizerClass string
 	// Path is the tokenizer_config.json read; "" when there was none.
 	Path string
 }
@@ -121,6 +123,9 @@ func (c *Config) parse(data []byte) error {
 			}
 		}
 		c.ChatTemplateSource = c.Path + " (chat_template)"
+	}
+	if raw, ok := j["tokenizer_class"]; ok {
+		_ = json.Unmarshal(raw, &c.TokenizerClass)
 	}
 	if raw, ok := j["model_max_length"]; ok {
 		var f float64

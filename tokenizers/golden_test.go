@@ -110,3 +110,39 @@ func TestGoldenIDs(t *testing.T) {
 		})
 	}
 }
+
+// TestTransformersAutoTokenizer compares LoadForTransformers with transformers 5's AutoTokenizer ids
+// (testdata/bpe/goldens/transformers_autotokenizer.json): Llama 2's class rebuild, Llama 3 and Qwen3 as filed.
+func TestTransformersAutoTokenizer(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "bpe", "goldens", "transformers_autotokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Tokenizers map[string]struct {
+			Cases []struct {
+				Text string  `json:"text"`
+				IDs  []int32 `json:"ids"`
+			} `json:"cases"`
+		} `json:"tokenizers"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	for name, info := range g.Tokenizers {
+		t.Run(name, func(t *testing.T) {
+			tok, err := LoadForTransformers(tokenizerPath(t, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (name == "llama2") != (tok.Rebuilt() != "") {
+				t.Errorf("Rebuilt() = %q", tok.Rebuilt())
+			}
+			for _, c := range info.Cases {
+				if ids, _ := tok.Encode(c.Text, true); !slices.Equal(ids, c.IDs) {
+					t.Errorf("%q: got %v, want %v", c.Text, ids, c.IDs)
+				}
+			}
+		})
+	}
+}

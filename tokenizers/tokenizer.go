@@ -23,6 +23,7 @@ type Tokenizer struct {
 	idToTok []string      // "" for ids nothing names
 	special map[int32]bool
 	byText  map[string]*addedToken
+	rebuilt string // what LoadForTransformers changed
 }
 
 // ErrInvalidUTF8 is returned (wrapped) by Encode for text that is not valid UTF-8.
