@@ -45,6 +45,7 @@ func (c OpClass) String() string {
 // in-place and out= calls are not autocast).
 var opClasses = map[string]OpClass{
 	"Gemm":         LowerPrecision, // linear, matmul, bmm, baddbmm
+	"Attention":    LowerPrecision, // scaled_dot_product_attention
 	"LayerNorm":    FP32Class,      // layer_norm
 	"Softmax":      FP32Class,      // softmax(dtype=float32)
 	"CrossEntropy": FP32Class,      // cross_entropy = log_softmax + nll_loss

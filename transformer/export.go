@@ -7,16 +7,19 @@ import "github.com/tune-ml/tune/tensor"
 type LayerScratch = layerScratch
 
 // LayoutLayerScratch takes the shared layer scratch for a (b, t) pass of width c, intermediate size inter and
-// heads heads in the GEMM dtype dt.
-func LayoutLayerScratch(a *Arena, b, t, c, inter, heads int, dt tensor.DType) LayerScratch {
-	return layoutLayerScratch(a, b, t, c, inter, heads, dt)
+// heads heads in the GEMM dtype dt, for attention implementation impl (AttnSDPA or AttnEager).
+func LayoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt tensor.DType) LayerScratch {
+	return layoutLayerScratch(a, impl, b, t, c, inter, heads, dt)
 }
 
-// Layout takes this layer's kept buffers for a (b, t) pass in the GEMM dtype dt.
-func (l *Layer) Layout(a *Arena, sc *LayerScratch, b, t int, dt tensor.DType) {
-	l.layout(a, sc, b, t, dt)
+// Layout takes this layer's kept buffers for a (b, t) pass in the GEMM dtype dt with attention implementation
+// impl (AttnSDPA or AttnEager).
+func (l *Layer) Layout(a *Arena, sc *LayerScratch, impl string, b, t int, dt tensor.DType) {
+	l.layout(a, sc, impl, b, t, dt)
 }
 
 // Notify hands t, the output of module (or, with grad, the gradient with respect to it), to the pass's
 // observer (ForwardOptions.Observe); a no-op without one. Model families call it at their module boundaries.
-func (p *Pass) Notify(module string, grad bool, t *tensor.Tensor) error { return p.observe(module, grad, t) }
+func (p *Pass) Notify(module string, grad bool, t *tensor.Tensor) error {
+	return p.observe(module, grad, t)
+}

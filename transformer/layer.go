@@ -50,23 +50,26 @@ type layerCache struct {
 // layerScratch is shared by every layer of a pass.
 type layerScratch struct {
 	attn    attentionScratch
-	q, k, v *tensor.Tensor // (N, C) h projections (attention scratch)
+	q, k, v *tensor.Tensor // (N, C) h projections (eager attention's scratch; nil under sdpa)
 	y       *tensor.Tensor // (N, C) h dense outputs before the residual; in backward their gradients
 	dg      *tensor.Tensor // (N, I) h gradient of the GELU output, then of its input (in place)
 	dctx    *tensor.Tensor // (N, C) h gradient of the attention context
 }
 
-func layoutLayerScratch(a *Arena, b, t, c, inter, heads int, dt tensor.DType) layerScratch {
+func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt tensor.DType) layerScratch {
 	n := b * t
-	return layerScratch{
-		attn: layoutAttentionScratch(a, b, t, heads, c/heads, dt),
-		q:    a.Take(dt, n, c), k: a.Take(dt, n, c), v: a.Take(dt, n, c),
-		y: a.Take(dt, n, c), dg: a.Take(dt, n, inter), dctx: a.Take(dt, n, c),
+	sc := layerScratch{
+		attn: layoutAttentionScratch(a, impl, b, t, heads, c/heads, dt),
+		y:    a.Take(dt, n, c), dg: a.Take(dt, n, inter), dctx: a.Take(dt, n, c),
 	}
+	if impl != AttnSDPA { // the eager path's projections are scratch (its kept heads are permuted copies)
+		sc.q, sc.k, sc.v = a.Take(dt, n, c), a.Take(dt, n, c), a.Take(dt, n, c)
+	}
+	return sc
 }
 
-// layout takes this layer's kept buffers for a (B, T) pass.
-func (l *Layer) layout(a *Arena, sc *layerScratch, b, t int, dt tensor.DType) {
+// layout takes this layer's kept buffers for a (B, T) pass with attention implementation impl.
+func (l *Layer) layout(a *Arena, sc *layerScratch, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, l.AttnNorm.C, l.Intermediate.Base().Out
 	l.c = layerCache{
 		xh: takeIfCast(a, dt, tensor.F32, n, c), ctx: a.Take(dt, n, c),
@@ -76,7 +79,7 @@ func (l *Layer) layout(a *Arena, sc *layerScratch, b, t int, dt tensor.DType) {
 		r2: a.Take(tensor.F32, n, c), mean2: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
 		out: a.Take(tensor.F32, n, c),
 	}
-	l.Attention.layout(a, b, t, dt, sc.q, sc.k, sc.v)
+	l.Attention.layout(a, impl, b, t, dt, sc.q, sc.k, sc.v)
 	l.AttnOut.Layout(a, n, dt)
 	l.Intermediate.Layout(a, n, dt)
 	l.Output.Layout(a, n, dt)

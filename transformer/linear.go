@@ -76,7 +76,12 @@ func (l *Linear) Parameters() []NamedParameter {
 
 // Forward computes out (N, Out) = in (N, In)·Wᵀ + b in one GEMM with the bias in its epilogue. Under autocast
 // W and b are the step's half copies (p.Weight), the product accumulates in FP32 and out is rounded once.
-func (l *Linear) Forward(p *Pass, out, in *tensor.Tensor) error {
+func (l *Linear) Forward(p *Pass, out, in *tensor.Tensor) error { return l.forwardRows(p, out, 0, in) }
+
+// forwardRows is Forward with out's rows ld elements apart (0: dense, Out): out is then a column block of a
+// wider row-major buffer, such as the Q, K or V block of attention's packed (N, 3C) projections, starting at
+// out's first element.
+func (l *Linear) forwardRows(p *Pass, out *tensor.Tensor, ld int, in *tensor.Tensor) error {
 	n := in.Numel() / l.In
 	w, err := p.Weight(l.Weight.Value) // (Out, In)
 	if err != nil {
@@ -90,8 +95,31 @@ func (l *Linear) Forward(p *Pass, out, in *tensor.Tensor) error {
 	}
 	return p.Backend.Gemm(tensor.GemmArgs{
 		TransB: true, M: n, N: l.Out, K: l.In,
-		A: in, B: w, C: out, Alpha: 1, Bias: bias, Batch: 1,
+		A: in, B: w, C: out, LDC: ld, Alpha: 1, Bias: bias, Batch: 1,
 	})
+}
+
+// backwardRows is Backward without the bias gradient for dOut (n, Out) with rows ld elements apart (a column
+// block of a packed buffer): dIn (n, In) += dOut·W when dIn is set, and dW += dOutᵀ·in when W is trainable.
+// The caller sums the bias gradient over the packed buffer (BiasGrad needs dense rows).
+func (l *Linear) backwardRows(p *Pass, dIn, dOut *tensor.Tensor, ld, n int, in *tensor.Tensor) error {
+	if dIn != nil {
+		w, err := p.Weight(l.Weight.Value)
+		if err != nil {
+			return err
+		}
+		if err := p.Backend.Gemm(tensor.GemmArgs{
+			M: n, N: l.In, K: l.Out, A: dOut, LDA: ld, B: w, C: dIn, Alpha: 1, Beta: 1, Batch: 1,
+		}); err != nil {
+			return err
+		}
+	}
+	if g := l.Weight.Grad; g != nil {
+		return p.Backend.Gemm(tensor.GemmArgs{
+			TransA: true, M: l.Out, N: l.In, K: n, A: dOut, LDA: ld, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1,
+		})
+	}
+	return nil
 }
 
 // Backward computes dIn (N, In) (=, or += when accumulate) = dOut (N, Out)·W, dW (Out, In) += dOutᵀ·in and

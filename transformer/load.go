@@ -18,6 +18,9 @@ type LoadOptions struct {
 	ProblemType string
 	// Seed draws the parameters the checkpoint lacks (InitWeights' normal(0, initializer_range)).
 	Seed uint64
+	// AttnImplementation is transformers' attn_implementation: AttnSDPA ("sdpa", the default when empty) or
+	// AttnEager ("eager"); see AttnChoice.
+	AttnImplementation string
 }
 
 // LoadReport is what LoadPretrained found: the checkpoint's tensors matched by name (missing, unexpected,

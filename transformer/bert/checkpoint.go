@@ -122,6 +122,9 @@ func isHead(name string) bool {
 // tensor is an error naming it, found from the safetensors headers before the model is allocated. Unexpected tensors are reported, not errors (transformers only warns).
 func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) (m *BertForSequenceClassification, report *transformer.LoadReport, err error) {
 	defer recoverError(&err)
+	if err := transformer.CheckAttnImplementation(opts.AttnImplementation); err != nil {
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+	}
 	hf, err := loaders.ReadBertConfig(dir)
 	if err != nil {
 		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
@@ -172,6 +175,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, report, err
 	}
 	m.hfBase = hf
+	if err := m.SetAttnImplementation(opts.AttnImplementation); err != nil {
+		return nil, report, err
+	}
 	list := m.namedParameters()
 	for i, np := range list {
 		src, ok := source[np.Name]

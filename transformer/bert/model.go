@@ -36,13 +36,15 @@ type BertForSequenceClassification struct {
 	sc     transformer.LayerScratch
 	host   hostBuffers
 	last   lastForward
-	hfBase *loaders.BertConfig // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
+	hfBase *loaders.BertConfig    // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
+	attn   transformer.AttnChoice // the attention implementation asked for and what the backend covers
 }
 
-// carveKey identifies an arena layout: batch shape and GEMM dtype.
+// carveKey identifies an arena layout: batch shape, GEMM dtype and attention implementation.
 type carveKey struct {
 	b, t int
 	dt   tensor.DType
+	impl string
 }
 
 // activations are the model-level buffers of one pass (views of the step arena); N = B·T.
@@ -171,7 +173,12 @@ func (m *BertForSequenceClassification) Reserve(b, t int) error {
 
 // carve lays out the step arena for a (b, t) batch under the current policy (a no-op when it already is).
 func (m *BertForSequenceClassification) carve(b, t int) error {
-	key := carveKey{b, t, m.policy.GemmDType()}
+	dt := m.policy.GemmDType()
+	impl, err := m.attn.Resolve(m.b, m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
+	if err != nil {
+		return err
+	}
+	key := carveKey{b, t, dt, impl}
 	if key == m.shape {
 		return nil
 	}
@@ -193,9 +200,9 @@ func (m *BertForSequenceClassification) layout(a *transformer.Arena, key carveKe
 		losses: a.Take(tensor.F32, b), g0: a.Take(tensor.F32, n, c), g1: a.Take(tensor.F32, n, c),
 	}
 	m.Embeddings.layout(a, n, c)
-	m.sc = transformer.LayoutLayerScratch(a, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
+	m.sc = transformer.LayoutLayerScratch(a, key.impl, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
 	for _, l := range m.Layers {
-		l.Layout(a, &m.sc, b, t, dt)
+		l.Layout(a, &m.sc, key.impl, b, t, dt)
 	}
 	m.Pooler.layout(a, b, c, dt)
 	m.Head.layout(a, b, c, m.Config.NumLabels(), dt)

@@ -409,6 +409,37 @@ func (m *Meter) Transpose12(out, x *tensor.Tensor, a, b, c, d int) error {
 	return m.run("Transpose12", "", 0, size(out, x), func() error { return m.Backend.Transpose12(out, x, a, b, c, d) })
 }
 
+// Attention is timed as "Attention" with 4·B·Hq·Tq·Tk·D flops (the two products; FlashAttention-2's count,
+// halved when causal).
+func (m *Meter) Attention(a tensor.AttentionArgs) error {
+	return m.run("Attention", "", attnFlops(a, 4), attnBytes(a), func() error { return m.Backend.Attention(a) })
+}
+
+// AttentionBackward is timed as "AttentionBackward" with 10·B·Hq·Tq·Tk·D flops (five products, the score
+// recomputation included), halved when causal.
+func (m *Meter) AttentionBackward(a tensor.AttentionBackwardArgs) error {
+	return m.run("AttentionBackward", "", attnFlops(a.AttentionArgs, 10), 2*attnBytes(a.AttentionArgs), func() error {
+		return m.Backend.AttentionBackward(a)
+	})
+}
+
+func attnFlops(a tensor.AttentionArgs, per float64) float64 {
+	f := per * float64(a.B) * float64(a.Hq) * float64(a.Tq) * float64(a.Tk) * float64(a.D)
+	if a.Causal {
+		f /= 2
+	}
+	return f
+}
+
+// attnBytes counts Q, K, V and O once each, and the LSE.
+func attnBytes(a tensor.AttentionArgs) float64 {
+	el := 2.0
+	if a.Q.T != nil && a.Q.T.DType == tensor.F32 {
+		el = 4
+	}
+	return el*float64(a.B*a.D)*float64(2*a.Hq*a.Tq+2*a.Hkv*a.Tk) + 4*float64(a.B*a.Hq*a.Tq)
+}
+
 // Embedding is timed as "Embedding" (bytes: the ids, the gathered rows and the output).
 func (m *Meter) Embedding(out, ids, table *tensor.Tensor) error {
 	return m.run("Embedding", "", 0, size(ids)+2*size(out), func() error { return m.Backend.Embedding(out, ids, table) })

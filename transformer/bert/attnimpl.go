@@ -1,0 +1,27 @@
+package bert
+
+import "log/slog"
+
+// SetAttnImplementation chooses how the model computes attention, as transformers' attn_implementation:
+// transformer.AttnSDPA ("sdpa", also ""), the fused op and the default, or transformer.AttnEager ("eager"), the
+// two-pass reference. Under sdpa a shape the backend's fused kernel refuses (tensor.ErrUnsupported) runs eager
+// instead, and the reason is logged once (SetLogger). The step arena is re-carved at the next Forward; a
+// pending Backward is cancelled.
+func (m *BertForSequenceClassification) SetAttnImplementation(impl string) error {
+	changed, err := m.attn.Set(impl)
+	if changed {
+		m.shape = carveKey{}
+		m.last.ready = false
+	}
+	return err
+}
+
+// AttnImplementation returns the attention implementation asked for: "sdpa" (the default) or "eager".
+func (m *BertForSequenceClassification) AttnImplementation() string { return m.attn.Want() }
+
+// AttnFallback returns why the last batch shape ran eager although sdpa was asked for (the backend's
+// ErrUnsupported message), or "" when it did not.
+func (m *BertForSequenceClassification) AttnFallback() string { return m.attn.Fallback() }
+
+// SetLogger sets where the model logs its notices (the sdpa fallback); nil means slog.Default().
+func (m *BertForSequenceClassification) SetLogger(l *slog.Logger) { m.attn.SetLogger(l) }
