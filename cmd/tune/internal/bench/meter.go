@@ -415,10 +415,11 @@ func (m *Meter) Attention(a tensor.AttentionArgs) error {
 	return m.run("Attention", "", attnFlops(a, 4), attnBytes(a), func() error { return m.Backend.Attention(a) })
 }
 
-// AttentionBackward is timed as "AttentionBackward" with 10·B·Hq·Tq·Tk·D flops (five products, the score
-// recomputation included), halved when causal.
+// AttentionBackward is timed as "AttentionBackward" with 8·B·Hq·Tq·Tk·D flops (the four products of the
+// two-pass backward, as CountFLOPs counts them; the kernel's recomputation of S is not counted), halved when
+// causal.
 func (m *Meter) AttentionBackward(a tensor.AttentionBackwardArgs) error {
-	return m.run("AttentionBackward", "", attnFlops(a.AttentionArgs, 10), 2*attnBytes(a.AttentionArgs), func() error {
+	return m.run("AttentionBackward", "", attnFlops(a.AttentionArgs, 8), 2*attnBytes(a.AttentionArgs), func() error {
 		return m.Backend.AttentionBackward(a)
 	})
 }
