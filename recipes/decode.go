@@ -164,12 +164,46 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n  ")
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	msg = lineRe.ReplaceAllString(msg, "")
+	msg = unmarshalRe.ReplaceAllStringFunc(msg, plainTypeError)
 	if n.ShortTag() == "!!str" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
 		if _, perr := strconv.ParseFloat(n.Value, 64); perr == nil {
-			msg += fmt.Sprintf(" (the value is quoted, so it is a string: write %s without quotes)", n.Value)
+			msg = fmt.Sprintf("%q is quoted, so it is a string, not a number: write %s without quotes", n.Value, n.Value)
 		}
 	}
 	d.add(pos, path, "%s: %s", path, msg)
+}
+
+// unmarshalRe matches yaml.v3's type errors: "cannot unmarshal !!str `abc` into float64"; the value is absent for
+// a list or a section ("cannot unmarshal !!seq into int").
+var unmarshalRe = regexp.MustCompile("cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)")
+
+// plainTypeError rewrites one yaml.v3 type error in a recipe's words: "abc is not a number (such as 2e-5)"
+// rather than Go's "cannot unmarshal !!str `abc` into float64".
+func plainTypeError(m string) string {
+	sm := unmarshalRe.FindStringSubmatch(m)
+	tag, value, goType := sm[1], sm[2], sm[3]
+	var want string
+	switch {
+	case strings.HasPrefix(goType, "float"):
+		want = "a number (such as 2e-5)"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		want = "a whole number (such as 16)"
+	case goType == "bool":
+		want = "true or false"
+	case goType == "string":
+		want = "a single value (quote it if it is text)"
+	case strings.HasPrefix(goType, "[]"):
+		want = "a list (such as [a, b])"
+	case strings.HasPrefix(goType, "map["):
+		want = "a section of keys"
+	default:
+		return m
+	}
+	got := map[string]string{"seq": "a list", "map": "a section of keys", "null": "null"}[tag]
+	if got == "" {
+		got = value
+	}
+	return fmt.Sprintf("%s is not %s", got, want)
 }
 
 // intProblem returns the first number scalar in n that would be decoded into an integer of t (directly, through

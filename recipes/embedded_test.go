@@ -46,7 +46,7 @@ func TestEmbeddedMissingInputs(t *testing.T) {
 				"model.path=DIR data.train=FILE data.eval=FILE",
 				"tokenizer.path=",
 			},
-			[]string{"tokenizer.path: stat", "no such file"}},
+			[]string{"tokenizer.path: ", "no such file"}},
 		{"the data given, the checkpoint not", func(dir string) []string {
 			return []string{"data.train=" + filepath.Join(dir, "train.tsv"), "data.eval=" + filepath.Join(dir, "dev.tsv")}
 		},
@@ -55,7 +55,7 @@ func TestEmbeddedMissingInputs(t *testing.T) {
 		{"a missing override file is reported as such", func(dir string) []string {
 			return []string{"data.train=" + filepath.Join(dir, "nope.tsv")}
 		},
-			[]string{"data.train: stat " + "DIR/nope.tsv"},
+			[]string{"data.train: " + "DIR/nope.tsv: no such file or directory"},
 			[]string{"data.train: the embedded recipe"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -158,7 +158,7 @@ func TestNumbersB34(t *testing.T) {
 	}
 	t.Run("quoted 1e-5 is an error naming the line", func(t *testing.T) {
 		_, err := decode("training:\n  learning_rate: \"1e-5\"\n")
-		want := "r.yaml:2: training.learning_rate: cannot unmarshal !!str `1e-5` into float64 (the value is quoted, so it is a string: write 1e-5 without quotes)"
+		want := `r.yaml:2: training.learning_rate: "1e-5" is quoted, so it is a string, not a number: write 1e-5 without quotes`
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error %v, want %s", err, want)
 		}
@@ -221,7 +221,7 @@ func TestOverrides(t *testing.T) {
 		{"unknown key", []string{"training.lerning_rate=1"}, nil,
 			"override training.lerning_rate=1: unknown key 'lerning_rate' in training; did you mean 'learning_rate'?"},
 		{"wrong type", []string{"training.learning_rate=abc"}, nil,
-			"override training.learning_rate=abc: training.learning_rate: cannot unmarshal !!str `abc` into float64"},
+			"override training.learning_rate=abc: training.learning_rate: abc is not a number (such as 2e-5)"},
 		{"a section given a value", []string{"model=../bert-base-uncased"}, nil,
 			"override model=../bert-base-uncased: model is a section of keys, not a value (got \"../bert-base-uncased\"); did you mean 'model.path'?"},
 		{"a value used as a section", []string{"device.id=1"}, nil, "override device.id=1: device takes a value, not a section of keys"},

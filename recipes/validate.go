@@ -226,8 +226,11 @@ func (r *Recipe) CheckFiles() error {
 		bad("model.path", "no directory %s here, and %v", r.Model.Path, r.hubMissing["model.path"])
 		modelBad = true
 	default:
-		if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
-			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %v", r.Model.Path, r.cachedNote("model.path"), err)
+		if _, err := os.Stat(r.Model.Path); err != nil {
+			fail("model.path", "%s", pathError(err))
+			modelBad = true
+		} else if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
+			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
 			modelBad = true
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
@@ -248,6 +251,7 @@ func (r *Recipe) CheckFiles() error {
 	default:
 		var err error
 		if tok, err = TokenizerFile(r.Tokenizer.Path); err != nil {
+			err = errors.New(pathError(err))
 			if note := r.cachedNote("tokenizer.path"); note != "" {
 				err = fmt.Errorf("%w%s", err, note)
 			}
@@ -259,7 +263,7 @@ func (r *Recipe) CheckFiles() error {
 			continue
 		}
 		if st, err := os.Stat(f.path); err != nil {
-			fail(f.key, "%v", err)
+			fail(f.key, "%s", pathError(err))
 		} else if st.IsDir() {
 			bad(f.key, "%s is a directory; name a data file", f.path)
 		}
@@ -361,6 +365,22 @@ func fileInPath(p string) string {
 		}
 		p = up
 	}
+}
+
+// pathError says why a path could not be used without Go's wording: "dev.tsv: no such file or directory"
+// rather than the *fs.PathError's "stat dev.tsv: no such file or directory".
+func pathError(err error) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) {
+		return err.Error()
+	}
+	switch {
+	case errors.Is(pe.Err, fs.ErrNotExist):
+		return pe.Path + ": no such file or directory"
+	case errors.Is(pe.Err, fs.ErrPermission):
+		return pe.Path + ": permission denied"
+	}
+	return pe.Path + ": " + pe.Err.Error()
 }
 
 // TokenizerFile returns the tokenizer file that p names, as loaders.LoadTokenizer will read it: p itself when it

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/recipes"
 )
 
@@ -139,7 +140,9 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "tune:", err)
+	// The message without tune's package prefixes ("tune: data.train: ...", not "tune: recipes: data.train:
+	// ..."): which Go package reported it is no help to a user.
+	fmt.Fprintln(stderr, "tune:", errctx.Trim(err.Error()))
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):

@@ -58,7 +58,7 @@ func TestValidate(t *testing.T) {
 		{"a bad override is exit 2", []string{"validate", "FILE", "training.learning_rate=.inf"}, "",
 			exitUsage, "", "override training.learning_rate=.inf: training.learning_rate: must be a finite number", true},
 		{"a missing data file is exit 2", []string{"validate", "FILE", "data.train=/nonexistent/x.tsv"}, "",
-			exitUsage, "", "data.train: stat /nonexistent/x.tsv", true},
+			exitUsage, "", "data.train: /nonexistent/x.tsv: no such file or directory", true},
 		{"an output_dir that is a file is exit 2, before anything is loaded", []string{"validate", "FILE", "training.output_dir=FILE"}, "",
 			exitUsage, "", "r.yaml is a file, not a directory", true},
 		{"a vocab_size beyond 32 bits is exit 2, not the Go runtime's out of memory", []string{"validate", "FILE", "model.config.vocab_size=3000000000"}, "",
