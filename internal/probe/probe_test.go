@@ -224,7 +224,7 @@ func TestCompareMatchesTransformers(t *testing.T) {
 			if math.Abs(got.Max-want.Max) > 0.1*want.Max || math.Abs(got.Mean-want.Mean) > 0.1*want.Mean {
 				t.Errorf("%s logits: max|Δ| %.4g, mean|Δ| %.4g; transformers %.4g and %.4g (want within 10%%)", name, got.Max, got.Mean, want.Max, want.Mean)
 			}
-			if got.DType.String() != strings.ToUpper(name) {
+			if want := []tensor.DType{tensor.F16, tensor.BF16}[i]; got.DType != want {
 				t.Errorf("%s logits dtype %v", name, got.DType)
 			}
 		}
