@@ -31,7 +31,17 @@
 // amp.ClipGradNorm (its pre-clip norm is the logged grad_norm, CASES B09/B31), the AdamW step with the LR the
 // schedule gives (the logged learning_rate), LRScheduler.Step, GradScaler.Update, Model.ZeroGrad. An FP16 step
 // with inf/NaN gradients is skipped: no update, the schedule holds (CASES B11), the scale backs off; it still
-// counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm.
+// counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm, and at once
+// as a warning naming the parameter whose gradient overflowed and a metrics.jsonl line.
+//
+// # Non-finite values
+//
+// A run that cannot make progress stops with a *NonFiniteError (ErrNonFinite) naming the step, what was
+// non-finite (the loss, or the first parameter's gradient or value by Hugging Face name), the loss scale and
+// what to try: a non-finite loss in any precision, an inf/NaN gradient in an fp32 or bf16 run (before the
+// optimizer applies it), max_consecutive_skipped_steps fp16 steps in a row skipped, non-finite weights before
+// the first step. A checkpoint or SaveModel is refused when the weights are non-finite, so the last good
+// checkpoint stays (docs/DEBUGGING.md).
 //
 // # Data and randomness
 //

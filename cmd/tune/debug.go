@@ -208,7 +208,7 @@ func (o *debugNaNOptions) run(args []string, stdout, stderr io.Writer) error {
 		if batches, err = collate(run.Train, order, a.PerDeviceTrainBatchSize, o.Batches); err != nil {
 			return err
 		}
-		model, source = run.Model, fmt.Sprintf("recipe %s: %d batches of data.train", r.Source, len(batches))
+		model, source = run.Model, fmt.Sprintf("recipe %s: the first %d of data.train's batches", r.Source, len(batches))
 		switch {
 		case a.FP16:
 			policy = amp.FP16
@@ -222,7 +222,7 @@ func (o *debugNaNOptions) run(args []string, stdout, stderr io.Writer) error {
 		}
 		model, batches, source = run.Model, bs, "model "+o.Model
 		if o.Input != "" {
-			source += fmt.Sprintf(": %d batches of %s", len(bs), o.Input)
+			source += fmt.Sprintf(": the first %d of %s's batches", len(bs), o.Input)
 		}
 	}
 	switch {

@@ -90,7 +90,7 @@ func TestDebugNaNFindsPlantedLayer(t *testing.T) {
 func TestDebugNaNRecipe(t *testing.T) {
 	testutil.IsolateCache(t)
 	code, stdout, stderr := runCLI("debug", "nan", tinyRecipe, "training.fp16=true", "--batches", "1")
-	if code != exitOK || !strings.Contains(stdout, "precision: fp16, backward seeded with loss scale 65536; 1 batches") ||
+	if code != exitOK || !strings.Contains(stdout, "precision: fp16, backward seeded with loss scale 65536; 1 batch") ||
 		!strings.Contains(stdout, "no non-finite value") {
 		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
 	}

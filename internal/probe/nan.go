@@ -240,7 +240,7 @@ func checkData(m transformer.Model, i int, bt *loaders.Batch) (out []string, fat
 // first non-finite tensor appeared (else of the first batch), and a verdict line.
 func (r *NaNReport) Write(w io.Writer) error {
 	ew := &errWriter{w: w}
-	ew.printf("precision: %s, backward seeded with loss scale %g; %d batches\n", r.Policy.Precision(), r.Scale, len(r.Batches))
+	ew.printf("precision: %s, backward seeded with loss scale %g; %s\n", r.Policy.Precision(), r.Scale, plural(len(r.Batches), "batch", "batches"))
 	bad := r.BadWeights()
 	ew.printf("\nweights: %d of %d tensors non-finite\n", len(bad), len(r.Weights))
 	for _, s := range bad {
@@ -265,7 +265,7 @@ func (r *NaNReport) Write(w io.Writer) error {
 		switch {
 		case tr.Backward == nil:
 		case firstBad(tr.Forward) != nil:
-			ew.printf("\nbackward, batch %d: not shown: the forward was already non-finite, so every gradient is\n", tr.Index+1)
+			ew.printf("\nbackward, batch %d: not shown: the forward was already non-finite, so every gradient is too\n", tr.Index+1)
 		default:
 			ew.printf("\nbackward, batch %d (gradients × loss scale %g):\n", tr.Index+1, r.Scale)
 			writeTrace(ew, tr.Backward)
@@ -332,4 +332,12 @@ func (e *errWriter) printf(format string, a ...any) {
 	if e.err == nil {
 		_, e.err = fmt.Fprintf(e.w, format, a...)
 	}
+}
+
+// plural writes n with the singular or plural noun.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
