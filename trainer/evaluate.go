@@ -123,6 +123,9 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 			return PredictionOutput{}, fmt.Errorf("trainer: %s forward at example %d: %w", prefix, i, err)
 		}
 		steps++
+		if t.predictStep != nil {
+			t.predictStep(prefix, i+len(idx), n)
+		}
 		out.Logits = append(out.Logits, o.Logits...)
 		out.NumLabels = o.NumLabels
 		if b.Labels != nil {

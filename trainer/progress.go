@@ -48,14 +48,23 @@ func (j *jsonlWriter) OnLog(_ *Event, logs LogEntry) (err error) {
 	return err
 }
 
+// isTerminal reports whether w is a terminal (a variable, so that tests can draw the terminal display).
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
 // progress shows training on out: a progress bar (step/total, loss, learning rate, loss scale, tokens/s,
-// elapsed and ETA) when out is a terminal, else one plain line per log entry, which suits log files and CI.
+// elapsed and ETA) when out is a terminal, with each log entry printed as a line above it (so the loss history
+// stays on screen, as transformers' notebook and console callbacks keep it) and a second bar while an
+// evaluation runs; else one plain line per log entry, which suits log files and CI.
 type progress struct {
 	CallbackBase
 	out       io.Writer
 	t         *Trainer
 	tty       bool
 	bar       *progressbar.ProgressBar
+	evalBar   *progressbar.ProgressBar
 	start     time.Time
 	lastTime  time.Time
 	lastTok   int64
@@ -63,11 +72,30 @@ type progress struct {
 }
 
 func newProgress(out io.Writer, t *Trainer) *progress {
-	p := &progress{out: out, t: t}
-	if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.tty = true
-	}
+	p := &progress{out: out, t: t, tty: isTerminal(out)}
+	t.predictStep = p.predictStep
 	return p
+}
+
+// predictStep shows an evaluation's progress under the training bar: examples done of total, as transformers'
+// on_prediction_step drives its prediction bar. Only on a terminal, and only during training.
+func (p *progress) predictStep(prefix string, done, total int) {
+	if p.bar == nil {
+		return
+	}
+	if p.evalBar == nil {
+		p.bar.Clear()
+		p.evalBar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.out), progressbar.OptionShowCount(),
+			progressbar.OptionSetDescription(prefix), progressbar.OptionSetWidth(24),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetElapsedTime(true),
+			progressbar.OptionSetPredictTime(true), progressbar.OptionSetRenderBlankState(true))
+	}
+	p.evalBar.Set(done)
+	if done >= total {
+		p.evalBar.Clear()
+		p.evalBar = nil
+		p.bar.RenderBlank()
+	}
 }
 
 func (p *progress) OnTrainBegin(e *Event) error {
@@ -96,9 +124,10 @@ func (p *progress) OnStepEnd(e *Event) error {
 	p.lastTime, p.lastTok = now, e.State.NumInputTokensSeen
 	if p.bar != nil {
 		r := &p.t.run
-		desc := fmt.Sprintf("loss %.4f  lr %.3g  %s tok/s", r.lastLoss, r.lr, humanize(p.tokPerSec))
-		if p.t.policy.Enabled {
-			desc += fmt.Sprintf("  scale %g", r.scale)
+		// Fixed-width fields, so the bar does not shift as the numbers change (lr as 2.00e-04, tokens/s right-aligned).
+		desc := fmt.Sprintf("loss %7.4f  lr %.2e  %6s tok/s", r.lastLoss, r.lr, humanize(p.tokPerSec))
+		if p.t.scaler.Enabled() { // bf16 has no loss scale
+			desc += fmt.Sprintf("  scale %-6g", r.scale)
 		}
 		if r.skippedTotal > 0 {
 			desc += fmt.Sprintf("  skipped %d", r.skippedTotal)
@@ -109,12 +138,9 @@ func (p *progress) OnStepEnd(e *Event) error {
 	return nil
 }
 
-// OnLog prints the entry as a line: every entry without a terminal, evaluations and the summary with one.
+// OnLog prints every entry as a line, above the bar on a terminal.
 func (p *progress) OnLog(e *Event, logs LogEntry) error {
 	_, isTrain := logs["loss"]
-	if p.tty && isTrain {
-		return nil
-	}
 	line := p.format(e, logs, isTrain)
 	if p.bar != nil {
 		p.bar.Clear()

@@ -315,7 +315,7 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 			"grad_norm":     r.gradNorm,
 			"learning_rate": r.lr,
 		}
-		if t.policy.Enabled {
+		if t.scaler.Enabled() { // fp16 only: bf16 trains without a loss scale
 			logs["loss_scale"] = float64(r.scale)
 		}
 		if t.scaler.Enabled() {

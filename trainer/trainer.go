@@ -45,6 +45,9 @@ type Trainer struct {
 	out       io.Writer
 	logger    *slog.Logger
 	scalerOpt *amp.GradScalerOptions
+	// predictStep, when set, is told after each batch of an evaluation or prediction pass (prefix eval or test):
+	// the progress display sets it.
+	predictStep func(prefix string, done, total int)
 
 	policy  amp.Policy
 	opt     *AdamW
