@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/strictjson"
 )
 
 // fileJSON is the top level of tokenizer.json. Every key the library writes is listed; others are refused.
@@ -52,6 +54,10 @@ func strict(raw json.RawMessage, v any, where string) error {
 			return fmt.Errorf("%s: key %q holds a JSON %s, want %s", where, te.Field, te.Value, te.Type)
 		}
 		return fmt.Errorf("%s: %v", where, strings.TrimPrefix(msg, "json: "))
+	}
+	// encoding/json matches keys case-insensitively ("Type" fills Type); the library's serde does not.
+	if err := strictjson.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("%s: %v", where, err)
 	}
 	return nil
 }

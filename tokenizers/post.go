@@ -33,8 +33,10 @@ func (postByteLevel) process(a, b []int32, pair, _ bool) ([]int32, []int32) {
 
 // templatePiece is one element of a TemplateProcessing template.
 type templatePiece struct {
-	sequence string  // "A" or "B"; "" for a special token
-	special  []int32 // the special token's ids
+	sequence string   // "A" or "B"; "" for a special token
+	special  []int32  // the special token's ids
+	tokens   []string // and their strings, checked against the vocabulary once it is built
+	where    string
 	typeID   int32
 }
 
@@ -166,7 +168,11 @@ func parsePostProcessor(raw json.RawMessage, where string) (postProcessor, error
 					if !ok {
 						return nil, fmt.Errorf("%s: special token %q is not in special_tokens", w, e.SpecialToken.ID)
 					}
-					out = append(out, templatePiece{special: st.IDs, typeID: e.SpecialToken.TypeID})
+					if len(st.IDs) == 0 || len(st.IDs) != len(st.Tokens) {
+						return nil, fmt.Errorf("%s.special_tokens[%q]: want as many ids as tokens, and at least one", where, e.SpecialToken.ID)
+					}
+					out = append(out, templatePiece{special: st.IDs, tokens: st.Tokens, typeID: e.SpecialToken.TypeID,
+						where: fmt.Sprintf("%s.special_tokens[%q]", where, e.SpecialToken.ID)})
 				default:
 					return nil, fmt.Errorf("%s: want {\"SpecialToken\": ...} or {\"Sequence\": ...}", w)
 				}

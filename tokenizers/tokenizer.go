@@ -106,6 +106,9 @@ func parse(data []byte) (*Tokenizer, error) {
 	for _, a := range t.added {
 		t.idToTok[a.id] = a.content
 	}
+	if err := t.checkTemplates(t.post); err != nil {
+		return nil, err
+	}
 	var rawToks, normToks []*addedToken
 	for _, a := range t.added {
 		if a.normalized {
@@ -122,6 +125,33 @@ func parse(data []byte) (*Tokenizer, error) {
 		return t.norm.normalize(a.content)
 	})
 	return t, nil
+}
+
+// checkTemplates checks that every special token a TemplateProcessing adds is in the vocabulary with its id.
+func (t *Tokenizer) checkTemplates(p postProcessor) error {
+	var pieces []templatePiece
+	switch p := p.(type) {
+	case postTemplate:
+		pieces = append(append(pieces, p.single...), p.pair...)
+	case postSequence:
+		for _, q := range p {
+			if err := t.checkTemplates(q); err != nil {
+				return err
+			}
+		}
+	}
+	for _, pc := range pieces {
+		for i, id := range pc.special {
+			tok, ok := t.Token(id)
+			if !ok {
+				return fmt.Errorf("%s: id %d is not in the vocabulary (model.vocab or added_tokens)", pc.where, id)
+			}
+			if tok != pc.tokens[i] {
+				return fmt.Errorf("%s: id %d is %q in the vocabulary, not %q", pc.where, id, tok, pc.tokens[i])
+			}
+		}
+	}
+	return nil
 }
 
 // Source is the path (or name) the tokenizer was read from.
