@@ -262,14 +262,29 @@ func (c *Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Normalize applies the adjustments PEFT makes when it wraps a model, and returns the warnings to show:
+// FanInFanOutConv1DWarning is PEFT's message when fan_in_fan_out is false but the target modules are
+// transformers' Conv1D (GPT-2's projections); NormalizeFor(true) returns it and sets the field.
+const FanInFanOutConv1DWarning = "fan_in_fan_out is set to False but the target module is `Conv1D`. " +
+	"Setting fan_in_fan_out to True."
+
+// Normalize applies the adjustments PEFT makes when it wraps a model whose targets are nn.Linear modules, and
+// returns the warnings to show:
 //   - fan_in_fan_out is reset to false, with PEFT's warning (FanInFanOutWarning): every Linear tune targets
 //     stores its weight as (out, in) (CASES B28);
 //   - with task_type SEQ_CLS, "classifier" and "score" are added to modules_to_save, so the newly initialised
 //     head is trained and saved with the adapter (CASES B24).
-func (c *Config) Normalize() []string {
+func (c *Config) Normalize() []string { return c.NormalizeFor(false) }
+
+// NormalizeFor is Normalize for a model whose targets are Conv1D modules when conv1D is set (GPT-2, see
+// Apply): then fan_in_fan_out is set to true instead, with PEFT's FanInFanOutConv1DWarning when it was false
+// (peft/tuners/lora/layer.py dispatch_default).
+func (c *Config) NormalizeFor(conv1D bool) []string {
 	var warnings []string
-	if c.FanInFanOut {
+	switch {
+	case conv1D && !c.FanInFanOut:
+		c.FanInFanOut = true
+		warnings = append(warnings, FanInFanOutConv1DWarning)
+	case !conv1D && c.FanInFanOut:
 		c.FanInFanOut = false
 		warnings = append(warnings, FanInFanOutWarning)
 	}

@@ -42,6 +42,16 @@ type Model struct {
 	unloaded bool
 }
 
+// defaultTargeter is a model that names PEFT's default target_modules for its architecture
+// (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING; GPT-2: c_attn); Apply uses it when target_modules is
+// unset, else DefaultTargetModules (BERT's) applies.
+type defaultTargeter interface{ DefaultLoRATargets() []string }
+
+// conv1DModel is a model whose projections are transformers' Conv1D (weight stored (in, out): GPT-2), for
+// which PEFT sets fan_in_fan_out; the model holds the weights (out, in) like any transformer.Linear, so the
+// flag only changes adapter_config.json.
+type conv1DModel interface{ FanInFanOut(path string) bool }
+
 // Apply adapts m as PEFT's get_peft_model does with a LoraConfig:
 //   - cfg is normalized (Config.Normalize: fan_in_fan_out reset with PEFT's warning; SEQ_CLS adds the
 //     classification head to modules_to_save) and validated;
@@ -61,7 +71,11 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 	}
 	cfg.TargetModules.Names = slices.Clone(cfg.TargetModules.Names)
 	cfg.ModulesToSave = slices.Clone(cfg.ModulesToSave)
-	warnings := cfg.Normalize()
+	if d, ok := m.(defaultTargeter); ok && !cfg.TargetModules.IsSet() {
+		cfg.TargetModules = TargetModules{Names: d.DefaultLoRATargets()}
+	}
+	_, conv1D := m.(conv1DModel)
+	warnings := cfg.NormalizeFor(conv1D)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
