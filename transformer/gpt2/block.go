@@ -1,9 +1,6 @@
 package gpt2
 
 import (
-	"errors"
-	"fmt"
-
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -15,7 +12,7 @@ import (
 //
 // c_attn maps C → 3C and its output (N, 3C) holds Q, K and V side by side; the fused attention op reads them
 // in place through strides (tensor.AttnOperand) and writes the context straight in (B, T, H, D) = (N, C)
-// order, so no head transposes are needed. Dtypes under autocast (h = F16/BF16): the residual stream x, r,
+// order, so no head transposes are needed (the eager path, eager.go, reads them in place too). Dtypes under autocast (h = F16/BF16): the residual stream x, r,
 // out is F32 (the embeddings are F32 and a half branch added to it promotes to F32, as in PyTorch); the
 // LayerNorm outputs are written in h (they only feed GEMMs: the same values as an F32 LayerNorm and a cast);
 // the projections, attention and the activation are h.
@@ -32,7 +29,9 @@ type Block struct {
 	AttnDrop  float32                // attn_pdrop
 	ResidDrop float32                // resid_pdrop
 
-	c blockCache
+	c    blockCache
+	e    eagerCache
+	impl string // the attention implementation of this pass: transformer.AttnSDPA or AttnEager
 }
 
 // blockCache holds one block's activations for a pass (views of the step arena); N = B·T.
@@ -58,14 +57,15 @@ type blockCache struct {
 
 // blockScratch is shared by every block of one pass.
 type blockScratch struct {
-	y    *tensor.Tensor // (N, C) h the projections' outputs before the residual add; in backward their gradient
-	dqkv *tensor.Tensor // (N, 3C) h gradient of c_attn's output
-	dctx *tensor.Tensor // (N, C) h gradient of the attention output
-	dg   *tensor.Tensor // (N, I) h gradient of the activation output, then of its input (in place)
-	dln  *tensor.Tensor // (N, C) F32 gradient of a LayerNorm output (a projection's input gradient)
-	dres *tensor.Tensor // (N, C) F32 gradient of a LayerNorm input, added to the residual gradient
-	mask *tensor.Tensor // (B, T) F32 key mask (0 or transformer.MaskedScore), or nil without padding
-	segs *tensor.Tensor // (B, T) I32 segment ids of packed rows, or nil
+	y     *tensor.Tensor // (N, C) h the projections' outputs before the residual add; in backward their gradient
+	dqkv  *tensor.Tensor // (N, 3C) h gradient of c_attn's output
+	dctx  *tensor.Tensor // (N, C) h gradient of the attention output
+	dg    *tensor.Tensor // (N, I) h gradient of the activation output, then of its input (in place)
+	dln   *tensor.Tensor // (N, C) F32 gradient of a LayerNorm output (a projection's input gradient)
+	dres  *tensor.Tensor // (N, C) F32 gradient of a LayerNorm input, added to the residual gradient
+	mask  *tensor.Tensor // (B, T) F32 key mask (0 or transformer.MaskedScore), or nil without padding
+	segs  *tensor.Tensor // (B, T) I32 segment ids of packed rows, or nil
+	eager eagerScratch   // the two-pass path's buffers (eager.go); zero on the fused path
 }
 
 func layoutScratch(a *transformer.Arena, b, t, c, inter int, dt tensor.DType) blockScratch {
@@ -76,9 +76,14 @@ func layoutScratch(a *transformer.Arena, b, t, c, inter int, dt tensor.DType) bl
 	}
 }
 
-// layout takes the block's kept buffers for a (b, t) pass in GEMM dtype dt.
-func (k *Block) layout(a *transformer.Arena, b, t int, dt tensor.DType) {
+// layout takes the block's kept buffers for a (b, t) pass in GEMM dtype dt with attention implementation
+// impl.
+func (k *Block) layout(a *transformer.Arena, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, k.Ln1.C, k.CFc.Base().Out
+	k.impl, k.e = impl, eagerCache{}
+	if impl == transformer.AttnEager {
+		k.layoutEager(a, b, t, dt)
+	}
 	k.c = blockCache{
 		ln1: a.Take(dt, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
 		qkv: a.Take(dt, n, 3*c), ctx: a.Take(dt, n, c), lse: a.Take(tensor.F32, b, k.Heads, t),
@@ -145,10 +150,11 @@ func (k *Block) Forward(p *transformer.Pass, sc *blockScratch, x *tensor.Tensor)
 		c.attnP = k.AttnDrop
 		c.attnOff = p.DropoutOffset(c.b * k.Heads * c.t * c.t)
 	}
-	if err := bk.Attention(k.attention(p, sc)); err != nil {
-		if errors.Is(err, tensor.ErrUnsupported) {
-			return nil, fmt.Errorf("%w (GPT-2 needs the fused causal attention op for head size %d)", err, c.c/k.Heads)
+	if k.impl == transformer.AttnEager {
+		if err := k.forwardEager(p, sc); err != nil {
+			return nil, err
 		}
+	} else if err := bk.Attention(k.attention(p, sc)); err != nil {
 		return nil, err
 	}
 	if err := k.CProj.Forward(p, sc.y, c.ctx); err != nil {
@@ -222,7 +228,11 @@ func (k *Block) Backward(p *transformer.Pass, sc *blockScratch, grad *tensor.Ten
 	if err := k.CProj.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
 		return err
 	}
-	if err := bk.AttentionBackward(tensor.AttentionBackwardArgs{AttentionArgs: k.attention(p, sc),
+	if k.impl == transformer.AttnEager {
+		if err := k.backwardEager(p, sc); err != nil {
+			return err
+		}
+	} else if err := bk.AttentionBackward(tensor.AttentionBackwardArgs{AttentionArgs: k.attention(p, sc),
 		DO: k.operand(sc.dctx, 0), DQ: k.operand(sc.dqkv, 0), DK: k.operand(sc.dqkv, 1), DV: k.operand(sc.dqkv, 2),
 	}); err != nil {
 		return err

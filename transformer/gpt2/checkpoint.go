@@ -167,6 +167,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	if m, err = newModel(b, cfg); err != nil {
 		return nil, report, err
 	}
+	if err := m.SetAttnImplementation(opts.AttnImplementation); err != nil {
+		return nil, report, err
+	}
 	if gen, err := os.ReadFile(filepath.Join(dir, generationConfigName)); err == nil {
 		m.generation = gen
 	} else if !errors.Is(err, os.ErrNotExist) {

@@ -46,6 +46,7 @@ type GPT2LMHeadModel struct {
 	// generation is the generation_config.json of the checkpoint the model was loaded from, written back by
 	// Save; nil for a fresh model.
 	generation []byte
+	attn       transformer.AttnChoice
 }
 
 // carveKey identifies an arena layout: batch shape, GEMM dtype, and which optional inputs it holds.
@@ -53,6 +54,7 @@ type carveKey struct {
 	b, t       int
 	dt         tensor.DType
 	mask, segs bool
+	impl       string // attention implementation (transformer.AttnSDPA or AttnEager)
 }
 
 // activations are the model-level buffers of one pass (views of the step arena); N = B·T.
@@ -144,6 +146,22 @@ func newModel(b tensor.Backend, cfg Config) (*GPT2LMHeadModel, error) {
 	return m, nil
 }
 
+// SetAttnImplementation chooses transformers' attn_implementation: "sdpa" (the default: the fused op, with the
+// two-pass path taken when the backend does not cover the head size) or "eager" (always the two-pass path).
+func (m *GPT2LMHeadModel) SetAttnImplementation(impl string) error {
+	changed, err := m.attn.Set(impl)
+	if changed {
+		m.shape, m.last.ready = carveKey{}, false
+	}
+	return err
+}
+
+// AttnImplementation returns the implementation asked for and, when the last Forward fell back from sdpa to
+// eager, the backend's reason.
+func (m *GPT2LMHeadModel) AttnImplementation() (impl, fallback string) {
+	return m.attn.Want(), m.attn.Fallback()
+}
+
 // Backend returns the backend the model's tensors live on.
 func (m *GPT2LMHeadModel) Backend() tensor.Backend { return m.b }
 
@@ -190,6 +208,9 @@ func (m *GPT2LMHeadModel) layout(a *transformer.Arena, key carveKey) error {
 		g0: a.Take(tensor.F32, n, c), dlnf: a.Take(tensor.F32, n, c),
 	}
 	m.sc = layoutScratch(a, b, t, c, m.Config.Inner(), dt)
+	if key.impl == transformer.AttnEager {
+		m.sc.eager = layoutEagerScratch(a, b, t, m.Config.NHead, dt)
+	}
 	if key.mask {
 		m.sc.mask = a.Take(tensor.F32, b, t)
 	}
@@ -197,7 +218,7 @@ func (m *GPT2LMHeadModel) layout(a *transformer.Arena, key carveKey) error {
 		m.sc.segs = a.Take(tensor.I32, b, t)
 	}
 	for _, k := range m.Blocks {
-		k.layout(a, b, t, dt)
+		k.layout(a, key.impl, b, t, dt)
 	}
 	m.Head.Layout(a, n, dt)
 	return nil
@@ -278,7 +299,16 @@ func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
 		}
 	}
 	if m.sc.segs != nil {
-		return m.b.Upload(m.sc.segs, batch.SegmentIDs)
+		if err := m.b.Upload(m.sc.segs, batch.SegmentIDs); err != nil {
+			return err
+		}
+	}
+	if m.sc.eager.causal != nil {
+		var pad []int32
+		if hasPadding(batch.AttentionMask) {
+			pad = batch.AttentionMask
+		}
+		return m.b.Upload(m.sc.eager.causal, causalMask(b, t, pad))
 	}
 	return nil
 }
@@ -296,6 +326,12 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 	}
 	b, t := batch.B, batch.T
 	key := carveKey{b: b, t: t, dt: m.policy.GemmDType(), mask: hasPadding(batch.AttentionMask), segs: batch.SegmentIDs != nil}
+	if key.impl, err = m.attn.Resolve(m.b, m.Config.NHead, m.Config.HeadDim(), t, key.dt, float32(m.Config.AttnPdrop)); err != nil {
+		return out, err
+	}
+	if key.impl == transformer.AttnEager && key.segs {
+		return out, fmt.Errorf("gpt2: packed rows (segment ids) need the fused attention op; attn_implementation %q has no segment mask", transformer.AttnEager)
+	}
 	if err := m.carve(key); err != nil {
 		return out, err
 	}

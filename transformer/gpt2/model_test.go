@@ -2,6 +2,8 @@ package gpt2
 
 import (
 	"math"
+
+	"github.com/tune-ml/tune/amp"
 	"slices"
 	"strings"
 	"testing"
@@ -119,11 +121,15 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		cfg  Config
-	}{{"tied head, padding", tinyConfig()}, {"untied head", untied}, {"dropout everywhere", dropout},
-		{"exact GELU, scores scaled by layer index", exact}} {
+		impl string
+	}{{"tied head, padding", tinyConfig(), ""}, {"untied head", untied, ""}, {"dropout everywhere", dropout, ""},
+		{"exact GELU, scores scaled by layer index", exact, ""}, {"eager attention with dropout", dropout, transformer.AttnEager}} {
 		t.Run(c.name, func(t *testing.T) {
 			b := cpu.New()
 			m := newTestModel(t, b, c.cfg, 3)
+			if err := m.SetAttnImplementation(c.impl); err != nil {
+				t.Fatal(err)
+			}
 			batch := testBatch(2, 7, c.cfg.VocabSize, []int{7, 4})
 			const seed = 91
 			step(t, m, batch, seed)
@@ -237,5 +243,46 @@ func TestCausalAndLoss(t *testing.T) {
 	}
 	if slices.Equal(out.Logits[4*v:5*v], before[4*v:5*v]) {
 		t.Fatal("the changed position's own logits did not change")
+	}
+}
+
+// TestEagerMatchesFused: the two-pass causal path (attn_implementation eager, also the fallback for head sizes
+// a backend's fused kernel lacks) gives the fused path's logits, loss and gradients on a padded batch.
+func TestEagerMatchesFused(t *testing.T) {
+	for _, c := range []struct {
+		policy amp.Policy
+		tol    float64
+	}{{amp.FP32, 1e-5}, {amp.BF16, 2e-2}, {amp.FP16, 3e-3}} {
+		t.Run(c.policy.String(), func(t *testing.T) {
+			b := cpu.New()
+			cfg := tinyConfig()
+			batch := testBatch(2, 7, cfg.VocabSize, []int{7, 4})
+			var outs []transformer.Output
+			var grads [][][]float32
+			for _, impl := range []string{transformer.AttnSDPA, transformer.AttnEager} {
+				m := newTestModel(t, b, cfg, 13)
+				if err := m.SetAttnImplementation(impl); err != nil {
+					t.Fatal(err)
+				}
+				m.SetPolicy(c.policy)
+				outs = append(outs, step(t, m, batch, 0))
+				var g [][]float32
+				for _, np := range m.namedParameters() {
+					g = append(g, tensortest.Download(t, b, np.Param.Grad))
+				}
+				grads = append(grads, g)
+			}
+			if e, i := tensortest.RelErr(outs[1].Logits, outs[0].Logits); e > c.tol {
+				t.Errorf("logits: eager vs sdpa relative error %.3g at %d", e, i)
+			}
+			if e := math.Abs(float64(outs[1].Loss-outs[0].Loss)) / float64(outs[0].Loss); e > c.tol {
+				t.Errorf("loss: eager %v, sdpa %v", outs[1].Loss, outs[0].Loss)
+			}
+			for i := range grads[0] {
+				if e, j := tensortest.RelErr(grads[1][i], grads[0][i]); e > c.tol {
+					t.Errorf("gradient %d: eager vs sdpa relative error %.3g at %d", i, e, j)
+				}
+			}
+		})
 	}
 }
