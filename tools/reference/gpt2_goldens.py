@@ -63,6 +63,17 @@ def build(tied):
     return model
 
 
+def set_attn(model, impl):
+    """Switch the attention implementation (set_attn_implementation where transformers has it)."""
+    if hasattr(model, "set_attn_implementation"):
+        try:
+            model.set_attn_implementation(impl)
+            return
+        except Exception as e:  # noqa: BLE001 - fall back to the config attribute
+            print("set_attn_implementation failed:", e)
+    model.config._attn_implementation = impl
+
+
 def inputs(device):
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(1, 96, (B, T), generator=g)
@@ -107,13 +118,13 @@ def main():
     for variant, tied in (("tied", True), ("untied", False)):
         model = build(tied)
         model.save_pretrained(os.path.join(args.out, "tiny" if tied else "tiny_untied"))
-        model.config._attn_implementation = "eager"
+        set_attn(model, "eager")
         model.to(dev)
         for mode in MODES:
             for k, v in run(model, dev, mode, ids, mask, labels).items():
                 tensors[f"{mode}/{variant}/{k}"] = v
         if tied:
-            model.config._attn_implementation = "sdpa"
+            set_attn(model, "sdpa")
             model.eval()
             with torch.no_grad():
                 sdpa = model(input_ids=ids, attention_mask=mask).logits.float().cpu()
