@@ -1,0 +1,299 @@
+package llama
+
+import (
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// Attention is LlamaAttention (and Qwen2/Qwen3/Mistral's): q, k, v projections to Hq and Hkv heads of D
+// features, Qwen3's q/k RMSNorm over each head, rotary embeddings, causal grouped-query attention through the
+// fused op (tensor.Backend.Attention, scaling D^−½), and o_proj.
+type Attention struct {
+	Q, K, V, O   transformer.Projection // q_proj (C → Hq·D), k_proj, v_proj (C → Hkv·D), o_proj (Hq·D → C)
+	QNorm, KNorm *transformer.RMSNorm   // Qwen3's q_norm and k_norm (D); nil otherwise
+	Hq, Hkv, D   int                    // query heads, key/value heads, head size
+}
+
+// MLP is LlamaMLP: down_proj(silu(gate_proj(x))·up_proj(x)).
+type MLP struct {
+	Gate, Up, Down transformer.Projection // gate_proj, up_proj (C → I), down_proj (I → C)
+}
+
+// DecoderLayer is LlamaDecoderLayer, pre-norm: h = x + o_proj(attn(input_layernorm(x))), out = h +
+// mlp(post_attention_layernorm(h)). The residual stream is FP32 under every policy (the FP32 model's hidden
+// states under autocast); projections run in the pass's GEMM dtype.
+type DecoderLayer struct {
+	InputNorm *transformer.RMSNorm // input_layernorm
+	Attn      Attention            // self_attn
+	PostNorm  *transformer.RMSNorm // post_attention_layernorm
+	MLP       MLP                  // mlp
+
+	c layerCache
+}
+
+// layerCache holds what one layer's backward needs from its forward (views of the step arena); h is the GEMM
+// dtype, N = B·T.
+type layerCache struct {
+	rstd1, rstd2 *tensor.Tensor // (N) F32
+	xh, h2h      *tensor.Tensor // (N, C) h: the normed inputs of the attention and MLP projections
+	qpre, kpre   *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: q_proj/k_proj outputs before q_norm/k_norm (Qwen3)
+	qrstd, krstd *tensor.Tensor // (N·Hq), (N·Hkv) F32 (Qwen3)
+	q, k, v      *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: the attention operands, after RoPE
+	o            *tensor.Tensor // (N, Hq·D) h attention output
+	lse          *tensor.Tensor // (B, Hq, T) F32
+	x2           *tensor.Tensor // (N, C) F32 the residual after attention
+	g, u, s      *tensor.Tensor // (N, I) h gate, up and silu(gate)·up
+}
+
+// layerScratch is shared by every layer of a pass.
+type layerScratch struct {
+	y          *tensor.Tensor // (N, C) h o_proj and down_proj outputs; in backward the residual gradient in h
+	dh, dxn    *tensor.Tensor // (N, C) F32 gradient of a norm's output, and of its input
+	do, dq     *tensor.Tensor // (N, Hq·D) h
+	dk, dv     *tensor.Tensor // (N, Hkv·D) h
+	ds, dg, du *tensor.Tensor // (N, I) h
+	qf, kf     *tensor.Tensor // (N, Hq·D), (N, Hkv·D) F32: Qwen3's normed q/k before RoPE (and their gradients)
+}
+
+// passInputs are the model-level tensors every layer reads.
+type passInputs struct {
+	b, t     int
+	pos      *tensor.Tensor // (B, T) I32 positions
+	cos, sin *tensor.Tensor // (P, D/2) F32 rotary tables
+	mask     *tensor.Tensor // (B, T) F32 additive key mask, or nil
+	segments *tensor.Tensor // (B, T) I32 segment ids, or nil
+}
+
+func layoutLayerScratch(a *transformer.Arena, n int, cfg *Config, dt tensor.DType) layerScratch {
+	c, inter, qd, kvd := cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
+	s := layerScratch{
+		y: a.Take(dt, n, c), dh: a.Take(tensor.F32, n, c), dxn: a.Take(tensor.F32, n, c),
+		do: a.Take(dt, n, qd), dq: a.Take(dt, n, qd), dk: a.Take(dt, n, kvd), dv: a.Take(dt, n, kvd),
+		ds: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), du: a.Take(dt, n, inter),
+	}
+	if cfg.QKNorm {
+		s.qf, s.kf = a.Take(tensor.F32, n, qd), a.Take(tensor.F32, n, kvd)
+	}
+	return s
+}
+
+func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt tensor.DType) {
+	n, c, inter, qd, kvd := b*t, cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
+	l.c = layerCache{
+		rstd1: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
+		xh: a.Take(dt, n, c), h2h: a.Take(dt, n, c),
+		q: a.Take(dt, n, qd), k: a.Take(dt, n, kvd), v: a.Take(dt, n, kvd), o: a.Take(dt, n, qd),
+		lse: a.Take(tensor.F32, b, l.Attn.Hq, t), x2: a.Take(tensor.F32, n, c),
+		g: a.Take(dt, n, inter), u: a.Take(dt, n, inter), s: a.Take(dt, n, inter),
+	}
+	if l.Attn.QNorm != nil {
+		l.c.qpre, l.c.kpre = a.Take(dt, n, qd), a.Take(dt, n, kvd)
+		l.c.qrstd, l.c.krstd = a.Take(tensor.F32, n*l.Attn.Hq), a.Take(tensor.F32, n*l.Attn.Hkv)
+	}
+	for _, p := range []transformer.Projection{l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.MLP.Gate, l.MLP.Up, l.MLP.Down} {
+		p.Layout(a, n, dt)
+	}
+}
+
+// Parameters lists the layer's parameters as LlamaDecoderLayer.named_parameters() does: self_attn (q, k, v,
+// o, then q_norm and k_norm), mlp (gate, up, down), input_layernorm, post_attention_layernorm.
+func (l *DecoderLayer) Parameters() []transformer.NamedParameter {
+	var ps []transformer.NamedParameter
+	add := func(prefix string, list []transformer.NamedParameter) {
+		for _, np := range list {
+			ps = append(ps, transformer.NamedParameter{Name: prefix + np.Name, Param: np.Param})
+		}
+	}
+	add("self_attn.q_proj.", l.Attn.Q.Parameters())
+	add("self_attn.k_proj.", l.Attn.K.Parameters())
+	add("self_attn.v_proj.", l.Attn.V.Parameters())
+	add("self_attn.o_proj.", l.Attn.O.Parameters())
+	if l.Attn.QNorm != nil {
+		add("self_attn.q_norm.", l.Attn.QNorm.Parameters())
+		add("self_attn.k_norm.", l.Attn.KNorm.Parameters())
+	}
+	add("mlp.gate_proj.", l.MLP.Gate.Parameters())
+	add("mlp.up_proj.", l.MLP.Up.Parameters())
+	add("mlp.down_proj.", l.MLP.Down.Parameters())
+	add("input_layernorm.", l.InputNorm.Parameters())
+	add("post_attention_layernorm.", l.PostNorm.Parameters())
+	return ps
+}
+
+// heads views a (N, H·D) projection buffer as the (B, H, T, D) attention operand it holds.
+func heads(t *tensor.Tensor, T, h, d int) tensor.AttnOperand {
+	return tensor.AttnOperand{T: t, StrideB: T * h * d, StrideH: d, StrideT: h * d}
+}
+
+// rows views x (N, H·D) as (N·H, D), the rows a per-head RMSNorm normalises.
+func rows(x *tensor.Tensor, d int) *tensor.Tensor {
+	v, err := x.Reshape(x.Numel()/d, d)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// attnArgs returns the fused attention's arguments for this layer's buffers.
+func (l *DecoderLayer) attnArgs(in *passInputs) tensor.AttentionArgs {
+	at, c, t := &l.Attn, &l.c, in.t
+	return tensor.AttentionArgs{
+		B: in.b, Hq: at.Hq, Hkv: at.Hkv, Tq: t, Tk: t, D: at.D,
+		Q: heads(c.q, t, at.Hq, at.D), K: heads(c.k, t, at.Hkv, at.D), V: heads(c.v, t, at.Hkv, at.D),
+		O: heads(c.o, t, at.Hq, at.D), LSE: c.lse, Scale: float32(1 / sqrtf(float64(at.D))),
+		Mask: in.mask, Causal: true, Segments: in.segments,
+	}
+}
+
+// project computes one of q or k: the projection, Qwen3's per-head norm, and RoPE, into dst (N, H·D) h.
+func (l *DecoderLayer) project(p *transformer.Pass, sc *layerScratch, in *passInputs, proj transformer.Projection,
+	norm *transformer.RMSNorm, pre, rstd, f, dst, xh *tensor.Tensor, h int) error {
+	bk, d := p.Backend, l.Attn.D
+	if norm == nil {
+		if err := proj.Forward(p, dst, xh); err != nil {
+			return err
+		}
+		return bk.RoPE(heads(dst, in.t, h, d), in.b, h, in.t, d, in.pos, in.cos, in.sin, false)
+	}
+	// Qwen3Attention: q_norm(q_proj(x).view(..., D)) gives FP32 under autocast (an FP32 weight times the
+	// half normalised value), RoPE runs on it in FP32, and attention reads it rounded to the GEMM dtype.
+	if err := proj.Forward(p, pre, xh); err != nil {
+		return err
+	}
+	if err := norm.Forward(p, rows(f, d), rstd, rows(pre, d)); err != nil {
+		return err
+	}
+	if err := bk.RoPE(heads(f, in.t, h, d), in.b, h, in.t, d, in.pos, in.cos, in.sin, false); err != nil {
+		return err
+	}
+	return bk.Cast(dst, f)
+}
+
+// Forward runs the layer on x (N, C) F32 into out (N, C) F32.
+func (l *DecoderLayer) Forward(p *transformer.Pass, sc *layerScratch, in *passInputs, out, x *tensor.Tensor) error {
+	bk, c, at := p.Backend, &l.c, &l.Attn
+	if err := l.InputNorm.Forward(p, c.xh, c.rstd1, x); err != nil {
+		return err
+	}
+	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, c.xh, at.Hq); err != nil {
+		return err
+	}
+	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, c.k, c.xh, at.Hkv); err != nil {
+		return err
+	}
+	if err := at.V.Forward(p, c.v, c.xh); err != nil {
+		return err
+	}
+	if err := bk.Attention(l.attnArgs(in)); err != nil {
+		return err
+	}
+	if err := at.O.Forward(p, sc.y, c.o); err != nil {
+		return err
+	}
+	if err := bk.Add(c.x2, x, sc.y); err != nil {
+		return err
+	}
+	if err := l.PostNorm.Forward(p, c.h2h, c.rstd2, c.x2); err != nil {
+		return err
+	}
+	if err := l.MLP.Gate.Forward(p, c.g, c.h2h); err != nil {
+		return err
+	}
+	if err := l.MLP.Up.Forward(p, c.u, c.h2h); err != nil {
+		return err
+	}
+	if err := bk.SwiGLU(c.s, c.g, c.u); err != nil {
+		return err
+	}
+	if err := l.MLP.Down.Forward(p, sc.y, c.s); err != nil {
+		return err
+	}
+	return bk.Add(out, c.x2, sc.y)
+}
+
+// unproject is project's backward: from dy (N, H·D) h, the gradient of the attention operand, it accumulates
+// the gradient of xh into dh (accumulate: += after the first of q, k, v).
+func (l *DecoderLayer) unproject(p *transformer.Pass, in *passInputs, proj transformer.Projection, norm *transformer.RMSNorm,
+	pre, rstd, f, dy, xh, dh *tensor.Tensor, h int, accumulate bool) error {
+	bk, d := p.Backend, l.Attn.D
+	if norm == nil {
+		if err := bk.RoPE(heads(dy, in.t, h, d), in.b, h, in.t, d, in.pos, in.cos, in.sin, true); err != nil {
+			return err
+		}
+		return proj.Backward(p, dh, dy, xh, accumulate)
+	}
+	if err := bk.Cast(f, dy); err != nil {
+		return err
+	}
+	if err := bk.RoPE(heads(f, in.t, h, d), in.b, h, in.t, d, in.pos, in.cos, in.sin, true); err != nil {
+		return err
+	}
+	if err := norm.Backward(p, rows(dy, d), rows(f, d), rows(pre, d), rstd); err != nil {
+		return err
+	}
+	return proj.Backward(p, dh, dy, xh, accumulate)
+}
+
+// Backward back-propagates the layer: grad (N, C) F32 holds d(out) and is overwritten with d(x); x is the
+// forward's input.
+func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passInputs, grad, x *tensor.Tensor) error {
+	bk, c, at := p.Backend, &l.c, &l.Attn
+	// MLP branch: out = x2 + down(s).
+	dy, err := castGrad(bk, sc.y, grad)
+	if err != nil {
+		return err
+	}
+	if err := l.MLP.Down.Backward(p, sc.ds, dy, c.s, false); err != nil {
+		return err
+	}
+	if err := bk.SwiGLUBackward(sc.dg, sc.du, sc.ds, c.g, c.u); err != nil {
+		return err
+	}
+	if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, c.h2h, false); err != nil {
+		return err
+	}
+	if err := l.MLP.Up.Backward(p, sc.dh, sc.du, c.h2h, true); err != nil {
+		return err
+	}
+	if err := l.PostNorm.Backward(p, sc.dxn, sc.dh, c.x2, c.rstd2); err != nil {
+		return err
+	}
+	if err := bk.Axpy(grad, sc.dxn, 1); err != nil { // grad = d(x2)
+		return err
+	}
+	// Attention branch: x2 = x + o_proj(attn).
+	if dy, err = castGrad(bk, sc.y, grad); err != nil {
+		return err
+	}
+	if err := at.O.Backward(p, sc.do, dy, c.o, false); err != nil {
+		return err
+	}
+	a := tensor.AttentionBackwardArgs{AttentionArgs: l.attnArgs(in)}
+	a.DO = heads(sc.do, in.t, at.Hq, at.D)
+	a.DQ, a.DK, a.DV = heads(sc.dq, in.t, at.Hq, at.D), heads(sc.dk, in.t, at.Hkv, at.D), heads(sc.dv, in.t, at.Hkv, at.D)
+	if err := bk.AttentionBackward(a); err != nil {
+		return err
+	}
+	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, c.xh, sc.dh, at.Hq, false); err != nil {
+		return err
+	}
+	if err := l.unproject(p, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, sc.dk, c.xh, sc.dh, at.Hkv, true); err != nil {
+		return err
+	}
+	if err := at.V.Backward(p, sc.dh, sc.dv, c.xh, true); err != nil {
+		return err
+	}
+	if err := l.InputNorm.Backward(p, sc.dxn, sc.dh, x, c.rstd1); err != nil {
+		return err
+	}
+	return bk.Axpy(grad, sc.dxn, 1) // grad = d(x)
+}
+
+// castGrad returns the residual gradient g (N, C) F32 as the GEMM dtype's dst, as autograd rounds the gradient
+// of a half branch output; under FP32 it returns g itself.
+func castGrad(bk tensor.Backend, dst, g *tensor.Tensor) (*tensor.Tensor, error) {
+	if dst.DType == g.DType {
+		return g, nil
+	}
+	return dst, bk.Cast(dst, g)
+}
