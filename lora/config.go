@@ -40,6 +40,18 @@ var SeqClsHeadNames = []string{"classifier", "score"}
 // TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING["bert"]).
 var DefaultTargetModules = []string{"query", "value"}
 
+// DefaultTargetModulesByType is PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING for the model types
+// tune builds (peft/utils/constants.py): Apply fills an unset target_modules from it by the base model's
+// config.json model_type, as get_peft_model does, so the saved adapter_config.json names the modules.
+var DefaultTargetModulesByType = map[string][]string{
+	"bert":    {"query", "value"},
+	"llama":   {"q_proj", "v_proj"},
+	"mistral": {"q_proj", "v_proj"},
+	"qwen2":   {"q_proj", "v_proj"},
+	"qwen3":   {"q_proj", "v_proj"},
+	"gpt2":    {"c_attn"},
+}
+
 // FanInFanOutWarning is PEFT's message when fan_in_fan_out is set on a plain Linear (CASES B28); Normalize
 // returns it and resets the field.
 const FanInFanOutWarning = "fan_in_fan_out is set to True but the target module is `torch.nn.Linear`. " +

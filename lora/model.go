@@ -70,6 +70,11 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 		return nil, errors.New("lora: Apply needs a model")
 	}
 	cfg.TargetModules.Names = slices.Clone(cfg.TargetModules.Names)
+	if typed, ok := m.(interface{ ModelType() string }); ok && !cfg.TargetModules.IsSet() {
+		if names, ok := DefaultTargetModulesByType[typed.ModelType()]; ok {
+			cfg.TargetModules.Names = slices.Clone(names)
+		}
+	}
 	cfg.ModulesToSave = slices.Clone(cfg.ModulesToSave)
 	if d, ok := m.(defaultTargeter); ok && !cfg.TargetModules.IsSet() {
 		cfg.TargetModules = TargetModules{Names: d.DefaultLoRATargets()}

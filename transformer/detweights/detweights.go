@@ -63,3 +63,20 @@ func Values(seed uint64, name string, shape []int) []float32 {
 	}
 	return out
 }
+
+// DecoderValues are the weights of tools/reference/decoder_goldens.py: Values, except that RMSNorm weights
+// (names ending in "norm.weight") are 1 + 0.1·f, since a decoder's norms have no "LayerNorm" in their names.
+func DecoderValues(seed uint64, name string, shape []int) []float32 {
+	if !strings.HasSuffix(name, "norm.weight") {
+		return Values(seed, name, shape)
+	}
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	out := make([]float32, n)
+	for i, v := range Uniform(seed, name, n) {
+		out[i] = float32(1 + v*0.1)
+	}
+	return out
+}

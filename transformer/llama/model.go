@@ -366,3 +366,7 @@ func recoverError(err *error) {
 		*err = fmt.Errorf("llama: internal error: %v", r)
 	}
 }
+
+// ModelType returns config.json's model_type ("llama", "qwen2", ...): package lora picks PEFT's default
+// target_modules by it.
+func (m *ForCausalLM) ModelType() string { return m.Config.ModelType }
