@@ -379,9 +379,9 @@ func (run *Run) buildModel() error {
 		if run.Base, err = bert.NewBertForSequenceClassification(run.Backend, cfg, initSeed); err != nil {
 			return errctx.Wrap("recipes: model.config", err)
 		}
-		return nil
+		return errctx.Wrap("recipes: model.attn_implementation", run.Base.SetAttnImplementation(r.Model.AttnImplementation))
 	}
-	opts := transformer.LoadOptions{Seed: initSeed}
+	opts := transformer.LoadOptions{Seed: initSeed, AttnImplementation: r.Model.AttnImplementation}
 	opts.Labels, opts.NumLabels = run.trainingLabels()
 	m, report, err := bert.LoadPretrained(r.Model.Path, run.Backend, opts)
 	if err != nil {

@@ -74,6 +74,10 @@ type Model struct {
 	// transformers does with ignore_mismatched_sizes. Without it the training file's labels decide, as in
 	// transformers' run_glue. For a new model, set model.config.num_labels instead.
 	NumLabels int `yaml:"num_labels,omitempty"`
+	// AttnImplementation is transformers' attn_implementation: "sdpa" (the default when empty) runs the fused
+	// attention op, "eager" the two-pass reference path (see docs/ATTENTION.md). Under sdpa a shape the
+	// backend's fused kernel does not cover runs eager, with a warning.
+	AttnImplementation string `yaml:"attn_implementation,omitempty"`
 	// Config builds a new BERT for sequence classification, initialised from training.seed.
 	Config *ModelConfig `yaml:"config,omitempty"`
 }

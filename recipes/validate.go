@@ -18,6 +18,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // Data formats, chosen by data.format or by each file's extension.
@@ -48,6 +49,9 @@ func (r *Recipe) validate(d *decoder) error {
 	d.problems = nil
 	bad := func(key, format string, a ...any) {
 		d.add(d.position(key), key, "%s: %s", key, fmt.Sprintf(format, a...))
+	}
+	if err := transformer.CheckAttnImplementation(r.Model.AttnImplementation); err != nil {
+		bad("model.attn_implementation", "%q is not supported: use \"sdpa\" (fused attention, the default) or \"eager\" (the two-pass reference)", r.Model.AttnImplementation)
 	}
 	switch m := r.Model; {
 	case m.Path == "" && m.Config == nil:
