@@ -22,7 +22,17 @@ type Arena struct {
 	slabs     map[tensor.DType]*tensor.Tensor // flat 1-D buffers, one per dtype
 	used      map[tensor.DType]int            // elements handed out in the current pass
 	measuring bool
+	record    *[]ArenaBuffer // Measure's list of the buffers taken; nil otherwise
 }
+
+// ArenaBuffer is one buffer of a step arena's layout: its dtype and shape.
+type ArenaBuffer struct {
+	DType tensor.DType // element type
+	Shape tensor.Shape // the shape Take was asked for
+}
+
+// Bytes returns the buffer's size in bytes.
+func (b ArenaBuffer) Bytes() int64 { return int64(b.Shape.Numel()) * int64(b.DType.Size()) }
 
 // NewArena returns an empty arena on backend b; its first Carve allocates.
 func NewArena(b tensor.Backend) *Arena {
@@ -36,6 +46,9 @@ func (a *Arena) Take(dt tensor.DType, shape ...int) *tensor.Tensor {
 	off := a.used[dt]
 	a.used[dt] = off + (s.Numel()+arenaAlign-1)/arenaAlign*arenaAlign
 	t := &tensor.Tensor{Shape: s, DType: dt}
+	if a.record != nil {
+		*a.record = append(*a.record, ArenaBuffer{DType: dt, Shape: s})
+	}
 	if !a.measuring {
 		slab := a.slabs[dt]
 		t.Buf, t.Offset = slab.Buf, slab.Offset+off
@@ -70,6 +83,23 @@ func (a *Arena) Carve(layout func(a *Arena) error) error {
 	}
 	clear(a.used)
 	return layout(a)
+}
+
+// Measure runs layout as Carve's measuring pass only: it allocates nothing and returns every buffer layout
+// takes, in order, and the bytes a Carve of that layout needs (views rounded up to the arena's alignment).
+// The views layout stores have no buffer: carve again before using them.
+func (a *Arena) Measure(layout func(a *Arena) error) ([]ArenaBuffer, int64, error) {
+	var bufs []ArenaBuffer
+	clear(a.used)
+	a.measuring, a.record = true, &bufs
+	err := layout(a)
+	a.measuring, a.record = false, nil
+	var n int64
+	for dt, used := range a.used {
+		n += int64(used) * int64(dt.Size())
+	}
+	clear(a.used)
+	return bufs, n, err
 }
 
 // Bytes returns the arena's allocated size in bytes over all dtypes.

@@ -1,6 +1,10 @@
 package bert
 
-import "log/slog"
+import (
+	"log/slog"
+
+	"github.com/tune-ml/tune/transformer"
+)
 
 // SetAttnImplementation chooses how the model computes attention, as transformers' attn_implementation:
 // transformer.AttnSDPA ("sdpa", also ""), the fused op and the default, or transformer.AttnEager ("eager"), the
@@ -25,3 +29,17 @@ func (m *BertForSequenceClassification) AttnFallback() string { return m.attn.Fa
 
 // SetLogger sets where the model logs its notices (the sdpa fallback); nil means slog.Default().
 func (m *BertForSequenceClassification) SetLogger(l *slog.Logger) { m.attn.SetLogger(l) }
+
+// PlanArena returns the buffers of the step arena for a (b, t) batch under the current policy and attention
+// implementation, and the bytes Reserve(b, t) would allocate for them, without allocating the arena
+// (transformer.Arena.Measure); only the fused-attention probe touches the backend. The pass buffers are laid
+// out anew at the next Forward; a pending Backward is cancelled.
+func (m *BertForSequenceClassification) PlanArena(b, t int) ([]transformer.ArenaBuffer, int64, error) {
+	dt := m.policy.GemmDType()
+	impl, err := m.attn.Resolve(m.b, m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
+	if err != nil {
+		return nil, 0, err
+	}
+	m.shape, m.last.ready = carveKey{}, false
+	return m.arena.Measure(func(a *transformer.Arena) error { return m.layout(a, carveKey{b, t, dt, impl}) })
+}
