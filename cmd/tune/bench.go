@@ -45,6 +45,7 @@ type benchOptions struct {
 	JSON        string   // --json: results file to write
 	Breakdown   bool     // --breakdown: per-op time of the profiled steps
 	Plan        bool     // --plan: the memory plan instead of timing
+	Attn        string   // --attn-implementation: sdpa (default) or eager
 }
 
 func newBenchCmd() *cobra.Command {
@@ -76,8 +77,10 @@ Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or 
 --model, bert-base on a GPU and tiny on the CPU. --lora adapts the model with PEFT's LoraConfig(r=--lora-r,
 lora_alpha=2r, target_modules=--lora-targets, task_type=SEQ_CLS) first: only the adapters and the classifier
 train. --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
---plan times nothing: it builds the model, AdamW and the activation arena for the batch and prints the bytes
-of each (weights, gradients, AdamW state, activations, autocast weight copies).
+--plan times nothing: it builds the model and AdamW, computes the activation arena for the batch from its
+layout without allocating it, and prints the bytes of each (weights, gradients, AdamW state, activations and
+how much of them is T×T attention buffers, autocast weight copies) and the largest activation buffers.
+--attn-implementation eager times (or plans) the two-pass attention instead of the fused op.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
 (tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
 		Example: `  tune bench --device cpu
@@ -110,6 +113,7 @@ of each (weights, gradients, AdamW state, activations, autocast weight copies).
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the weights, adapters, tokens, labels and dropout")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
 	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
+	f.StringVar(&o.Attn, "attn-implementation", "sdpa", "attention: sdpa (the fused op) or eager (the two-pass path), as transformers' attn_implementation")
 	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
 	cmd.AddCommand(newBenchReportCmd())
@@ -146,6 +150,7 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		s := bench.DefaultSpec()
 		s.Model, s.Config, s.Batch, s.Seq, s.Policy = model, cfg, o.Batch, o.Seq, p
 		s.Steps, s.Warmup, s.LearningRate, s.Seed = o.Steps, o.Warmup, o.LR, o.Seed
+		s.AttnImplementation = o.Attn
 		if o.LoRA {
 			c := bench.LoRAConfig(o.LoRARank, o.LoRATargets)
 			s.LoRA = &c

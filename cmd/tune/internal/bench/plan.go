@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // MemoryPlan is what a training step of a Spec keeps allocated, by category, in bytes: the memory a step needs
@@ -19,9 +23,24 @@ type MemoryPlan struct {
 	Optimizer int64 `json:"optimizer"`
 	// Activations is the step arena carved for B×T: every activation backward reads and the pass scratch.
 	Activations int64 `json:"activations"`
+	// Quadratic is the part of Activations held in buffers of rank ≥ 3 whose last two axes are T×T
+	// (attention scores and probabilities of the eager path); 0 on the default sdpa path. When the head
+	// size equals T the eager path's (B, H, T, D) heads are counted too.
+	Quadratic int64 `json:"quadratic"`
+	// Attention is the attention implementation the plan is for ("sdpa" or "eager"; see
+	// transformer.AttnChoice), and Largest the arena's largest buffers, biggest first.
+	Attention string               `json:"attention"`
+	Largest   []ArenaBufferSummary `json:"largest"`
 	// WeightCache is the autocast copies of the projection weights and biases (2 bytes per parameter under
 	// FP16/BF16, 0 in FP32). They are allocated by the first Forward, so this is computed, not measured.
 	WeightCache int64 `json:"weight_cache"`
+}
+
+// ArenaBufferSummary is one buffer of the step arena: dtype, shape and bytes.
+type ArenaBufferSummary struct {
+	DType string `json:"dtype"`
+	Shape []int  `json:"shape"`
+	Bytes int64  `json:"bytes"`
 }
 
 // Total returns the sum of the categories.
@@ -29,10 +48,10 @@ func (p MemoryPlan) Total() int64 {
 	return p.Parameters + p.Gradients + p.Optimizer + p.Activations + p.WeightCache
 }
 
-// Plan builds the model of s on b (adapted by LoRA when set), its AdamW and its step arena for s.Batch × s.Seq,
-// measures each part's bytes through a Meter, frees everything and returns the plan. It runs no step, so it is
-// cheap on any backend, but the arena is really allocated: on the CPU a BERT-base arena of 64×512 needs tens of
-// GiB (the arena grows linearly with the batch, so measure batch 1 and scale).
+// Plan builds the model of s on b (adapted by LoRA when set) and its AdamW, measures their bytes through a
+// Meter, computes the step arena for s.Batch × s.Seq from its layout without allocating it
+// (bert.BertForSequenceClassification.PlanArena), frees everything and returns the plan. It runs no step and
+// allocates no activation, so a 64×512 plan of BERT-base fits any machine that holds the weights.
 func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if err := s.Validate(); err != nil {
 		return plan, err
@@ -59,11 +78,23 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 		return plan, err
 	}
 	plan.Optimizer = meter.Bytes() - model
-	before := meter.Bytes()
-	if err := reserve(base, &s); err != nil {
-		return plan, err
+	bufs, arena, err := base.PlanArena(s.Batch, s.Seq)
+	if err != nil {
+		return plan, fmt.Errorf("bench: planning activations for %d×%d: %w", s.Batch, s.Seq, err)
 	}
-	plan.Activations = meter.Bytes() - before
+	plan.Activations, plan.Attention = arena, base.AttnImplementation()
+	if base.AttnFallback() != "" {
+		plan.Attention = "eager"
+	}
+	for _, bf := range bufs {
+		if n := len(bf.Shape); n >= 3 && bf.Shape[n-1] == s.Seq && bf.Shape[n-2] == s.Seq && s.Seq > 1 {
+			plan.Quadratic += bf.Bytes()
+		}
+	}
+	slices.SortStableFunc(bufs, func(x, y transformer.ArenaBuffer) int { return cmp.Compare(y.Bytes(), x.Bytes()) })
+	for _, bf := range bufs[:min(len(bufs), 8)] {
+		plan.Largest = append(plan.Largest, ArenaBufferSummary{DType: bf.DType.String(), Shape: bf.Shape, Bytes: bf.Bytes()})
+	}
 	if s.Policy.Enabled {
 		projs, err := Projections(m, 1, 1)
 		if err != nil {
@@ -80,11 +111,26 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 // WritePlan writes one line per plan, in GiB: the label (the precision), each category and the total.
 func WritePlan(w io.Writer, labels []string, plans []MemoryPlan) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tweights\tgradients\tAdamW state\tactivations\tweight cache\ttotal GiB\t")
+	fmt.Fprintln(tw, "mode\tattention\tweights\tgradients\tAdamW state\tactivations\tof which T×T\tweight cache\ttotal GiB\t")
 	g := func(n int64) string { return fmt.Sprintf("%.3f", float64(n)/gib) }
 	for i, p := range plans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", labels[i], g(p.Parameters), g(p.Gradients), g(p.Optimizer),
-			g(p.Activations), g(p.WeightCache), g(p.Total()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", labels[i], p.Attention, g(p.Parameters), g(p.Gradients),
+			g(p.Optimizer), g(p.Activations), g(p.Quadratic), g(p.WeightCache), g(p.Total()))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, p := range plans {
+		if len(p.Largest) == 0 {
+			continue
+		}
+		parts := make([]string, len(p.Largest))
+		for j, b := range p.Largest {
+			parts[j] = fmt.Sprintf("%s%v %.3f", b.DType, b.Shape, float64(b.Bytes)/gib)
+		}
+		if _, err := fmt.Fprintf(w, "%s largest activation buffers (GiB): %s\n", labels[i], strings.Join(parts, ", ")); err != nil {
+			return err
+		}
+	}
+	return nil
 }

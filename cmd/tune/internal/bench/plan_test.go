@@ -60,3 +60,37 @@ func TestPlan(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanAllocatesNoArena: the plan of a batch far larger than the model computes the arena from its layout
+// (the meter's peak stays below the planned activations), the default sdpa path holds no T×T buffer, and the
+// eager path's T×T buffers are what its arena grows by.
+func TestPlanAllocatesNoArena(t *testing.T) {
+	s := smallSpec(amp.BF16, false)
+	s.Batch, s.Seq = 64, 8 // T differs from the head size 16, whose (B, H, T, D) buffers would look T×T
+	meter := NewMeter(cpu.New())
+	sdpa, err := Plan(meter, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meter.Peak() >= sdpa.Activations {
+		t.Errorf("Plan's peak allocation %d bytes reaches the planned activations %d: the arena was allocated", meter.Peak(), sdpa.Activations)
+	}
+	if sdpa.Attention != "sdpa" || sdpa.Quadratic != 0 {
+		t.Errorf("sdpa plan: attention %q, %d bytes of T×T buffers", sdpa.Attention, sdpa.Quadratic)
+	}
+	s.AttnImplementation = "eager"
+	eager, err := Plan(cpu.New(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// per layer the eager path keeps probs (F32) and dropout(probs) (BF16), and shares scores and their
+	// gradient (F32, BF16) and dProbs (F32): (4+2)·L + 4+2+4 bytes per (B, H, T, T) element.
+	l, h := int64(s.Config.NumHiddenLayers), int64(s.Config.NumAttentionHeads)
+	want := (6*l + 10) * int64(s.Batch) * h * int64(s.Seq*s.Seq)
+	if eager.Attention != "eager" || eager.Quadratic != want {
+		t.Errorf("eager plan: attention %q, %d bytes of T×T buffers, want %d", eager.Attention, eager.Quadratic, want)
+	}
+	if eager.Activations <= sdpa.Activations {
+		t.Errorf("eager activations %d ≤ sdpa's %d", eager.Activations, sdpa.Activations)
+	}
+}

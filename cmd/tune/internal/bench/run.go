@@ -228,6 +228,9 @@ func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification,
 	if err != nil {
 		return nil, nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
 	}
+	if err := base.SetAttnImplementation(s.AttnImplementation); err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
 	var m trainee = base
 	if s.LoRA != nil {
 		lm, err := lora.Apply(base, *s.LoRA, s.Seed)

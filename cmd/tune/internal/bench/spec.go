@@ -88,6 +88,8 @@ type Spec struct {
 	// Profile is the number of extra steps run after the timed ones with every op timed alone (Meter), for
 	// Result.Breakdown; 0 for none.
 	Profile int
+	// AttnImplementation is the model's attn_implementation: "sdpa" (the default when empty) or "eager".
+	AttnImplementation string
 }
 
 // DefaultSpec returns the defaults of `tune bench`: BERT-base, 32 × 128 tokens, BF16, 5 warm-up and 30 timed
