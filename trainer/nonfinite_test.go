@@ -11,8 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/bert"
@@ -391,4 +393,27 @@ func TestNaNInCheckpointWeights(t *testing.T) {
 			}
 		})
 	})
+}
+
+// TestScaleChangesInMetrics: every change of the fp16 loss scale is a metrics.jsonl line, the backoff of a
+// skipped step and a growth after growth_interval clean steps alike, so the scale of every step can be read
+// from metrics.jsonl.
+func TestScaleChangesInMetrics(t *testing.T) {
+	a := nanArgs(t, func(a *TrainingArguments) { a.FP16 = true })
+	a.MaxSteps, a.LoggingSteps = 4, 10
+	o := amp.DefaultGradScalerOptions()
+	o.GrowthInterval = 2
+	m := &infGradModel{Model: tinyBert(t, cpu.New()), name: "classifier.weight", at: map[int]bool{0: true}}
+	tr, _, _ := newTestTrainer(t, m, a, toyTask(16, 64, 1), nil, WithGradScalerOptions(o))
+	mustTrain(t, tr)
+	var got [][2]float64
+	for _, e := range readMetrics(t, a.OutputDir) {
+		if v, ok := e["next_loss_scale"]; ok {
+			got = append(got, [2]float64{e["step"].(float64), v.(float64)})
+		}
+	}
+	want := [][2]float64{{1, 32768}, {3, 65536}} // step 1 skipped; steps 2 and 3 clean: growth after step 3
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("scale changes (step, new scale) %v, want %v", got, want)
+	}
 }

@@ -297,6 +297,12 @@ func (t *Trainer) optimizerStep() error {
 		}
 	} else {
 		r.consecutiveSkips = 0
+		if next := t.scaler.Scale(); next != r.scale { // growth after growth_interval clean steps
+			entry := LogEntry{"step": float64(t.state.GlobalStep + 1), "epoch": t.state.Epoch, "loss_scale": float64(r.scale), "next_loss_scale": float64(next)}
+			if err := newJSONLWriter(t.args.OutputDir).OnLog(nil, entry); err != nil {
+				return err
+			}
+		}
 		t.model.WeightsUpdated()
 		t.sched.Step()
 	}
