@@ -355,7 +355,6 @@ var renamedKeys = map[string]string{
 	"save_safetensors":    "transformers v5 removed it: checkpoints are always safetensors",
 }
 
-// sectionOf returns the section of Recipe that has key, if exactly one does.
 // KeyPath returns the dotted recipe key whose last part is name ("learning_rate" → "training.learning_rate",
 // "lora" → "lora"), or "" when no key has that name: for a hint when a key is given in another form (a flag).
 func KeyPath(name string) string {
@@ -368,6 +367,7 @@ func KeyPath(name string) string {
 	return ""
 }
 
+// sectionOf returns the section of Recipe that has key, if exactly one does.
 func sectionOf(key string) string {
 	found := ""
 	var walk func(t reflect.Type, path string)
