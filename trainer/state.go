@@ -76,7 +76,8 @@ func keys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys
 type TrainerState struct {
 	// BestGlobalStep is the step of the best evaluation of metric_for_best_model; nil (null) before one.
 	BestGlobalStep *int `json:"best_global_step"`
-	// BestMetric is metric_for_best_model's best value so far; nil before the first evaluation.
+	// BestMetric is metric_for_best_model's best value so far; nil before the first evaluation, and always
+	// without metric_for_best_model and load_best_model_at_end (as transformers).
 	BestMetric *float64 `json:"best_metric"`
 	// BestModelCheckpoint is the checkpoint directory saved at BestGlobalStep; nil until it is saved.
 	BestModelCheckpoint *string `json:"best_model_checkpoint"`

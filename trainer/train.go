@@ -360,9 +360,15 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 	return nil
 }
 
-// updateBest records metrics' metric_for_best_model in best_metric / best_global_step when it is the best yet.
+// updateBest records metrics' metric_for_best_model in best_metric / best_global_step when it is the best yet,
+// when metric_for_best_model or load_best_model_at_end is set.
 // A metric that the evaluation did not produce is an error only when metric_for_best_model was set explicitly.
 func (t *Trainer) updateBest(metrics map[string]float64) error {
+	if t.args.MetricForBestModel == "" && !t.args.LoadBestModelAtEnd {
+		// transformers tracks the best metric only when metric_for_best_model is set (load_best_model_at_end
+		// sets it to "loss"): trainer_state.json then keeps best_metric and best_global_step null.
+		return nil
+	}
 	key := "eval_" + t.args.BestMetric()
 	v, ok := metrics[key]
 	if !ok || math.IsNaN(v) {

@@ -69,7 +69,7 @@ func TestTrainLearnsAndWritesOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.GlobalStep != 64 || st.MaxSteps != 64 || st.BestMetric == nil || st.LoggingSteps != 1 {
+	if st.GlobalStep != 64 || st.MaxSteps != 64 || st.BestMetric != nil || st.LoggingSteps != 1 {
 		t.Errorf("trainer_state.json: %+v", st)
 	}
 }
