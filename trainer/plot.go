@@ -6,6 +6,7 @@ import (
 	"image/color"
 	"math"
 	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -74,11 +75,13 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 	for _, l := range history {
 		maxStep = max(maxStep, l["step"])
 	}
-	for _, row := range panels { // one step axis for both panels
+	for _, row := range panels { // one step axis for both panels, labelled with whole steps (250, not 250.00)
 		row[0].X.Min, row[0].X.Max = 0, maxStep
+		row[0].X.Tick.Marker = stepTicks{}
 	}
-	const w, rowH = 6 * vg.Inch, 3 * vg.Inch
-	img := vgimg.New(w, rowH*vg.Length(len(panels)))
+	// 8 × 3.5 inches a panel at 150 dpi: 1200 × 525 pixels each, readable on a screen.
+	const w, rowH, dpi = 8 * vg.Inch, 3.5 * vg.Inch, 150
+	img := vgimg.NewWith(vgimg.UseWH(w, rowH*vg.Length(len(panels))), vgimg.UseDPI(dpi))
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 2 * vg.Millimeter}
@@ -91,6 +94,21 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 		return fmt.Errorf("trainer: plot %s: %w", path, err)
 	}
 	return writeFileAtomic(path, buf.Bytes())
+}
+
+// stepTicks places gonum's default ticks and labels them as plain numbers (250, 1e+04 stays 10000, 0.5 for a
+// fractional tick), instead of DefaultTicks' fixed precision ("250.00").
+type stepTicks struct{}
+
+// Ticks returns plot.DefaultTicks' ticks between min and max with shortest-form labels.
+func (stepTicks) Ticks(min, max float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
 }
 
 // addLine adds xy to p as a line with points (a single point shows as a dot) and a legend entry.
