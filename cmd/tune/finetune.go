@@ -173,12 +173,32 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := copyTokenizer(r.Tokenizer.Path, a.OutputDir); err != nil {
 		return fmt.Errorf("saving the tokenizer into %s: %w", a.OutputDir, err)
 	}
+	if err := saveResults(a.OutputDir, run, out, metrics); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "\ntrained %d steps in %.1fs, train_loss %.4f\n", out.GlobalStep, out.Metrics["train_runtime"], out.TrainingLoss)
 	if metrics != nil {
 		fmt.Fprintf(stdout, "eval:%s\n", formatMetrics(metrics))
 	}
 	printOutputs(stdout, a.OutputDir)
 	return nil
+}
+
+// saveResults writes train_results.json, eval_results.json and all_results.json into output_dir, as
+// transformers' run_glue does (trainer.save_metrics, with train_samples and eval_samples added).
+func saveResults(dir string, run *recipes.Run, out trainer.TrainOutput, eval map[string]float64) error {
+	train := maps.Clone(out.Metrics)
+	train["train_samples"] = float64(run.Train.Len())
+	if err := trainer.SaveMetrics(dir, "train", train); err != nil {
+		return err
+	}
+	if eval == nil {
+		return nil
+	}
+	eval = maps.Clone(eval)
+	eval["eval_samples"] = float64(run.Eval.Len())
+	eval["epoch"] = out.Metrics["epoch"]
+	return trainer.SaveMetrics(dir, "eval", eval)
 }
 
 // precisionName describes the training precision.

@@ -113,6 +113,7 @@ func TestFinetuneEvalPredictEndToEnd(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"config.json", "model.safetensors", "vocab.txt", "metrics.jsonl", "trainer_state.json", "training_curve.png",
+		"train_results.json", "eval_results.json", "all_results.json",
 		filepath.Join("checkpoint-30", "optimizer.safetensors")} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("output %s missing", f)
