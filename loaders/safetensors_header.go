@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"sort"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/nlpodyssey/safetensors"
@@ -50,6 +51,18 @@ type stDType struct {
 	tune  tensor.DType
 	lib   safetensors.DType
 	libOK bool
+}
+
+// dtypeNames returns the safetensors dtype names, sorted; usable: only those tune loads as a tensor.DType.
+func dtypeNames(usable bool) []string {
+	var out []string
+	for name, d := range safetensorsDTypes {
+		if !usable || d.tune != tensor.Invalid {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // safetensorsDTypes is every dtype of the reference format (safetensors/src/tensor.rs enum Dtype) with its width.
@@ -258,7 +271,8 @@ func decodeEntry(dec *json.Decoder, name string) (stEntry, error) {
 				return e, fmt.Errorf("%w: tensor %q: \"dtype\" must be a string, got %v", ErrInvalidHeader, name, describeToken(vt))
 			}
 			if _, known := safetensorsDTypes[s]; !known {
-				return e, fmt.Errorf("%w: tensor %q has the unknown dtype %q", ErrInvalidHeader, name, s)
+				return e, fmt.Errorf("%w: tensor %q has the unknown dtype %q; safetensors dtypes are %s (tune computes "+
+					"with %s)", ErrInvalidHeader, name, s, strings.Join(dtypeNames(false), ", "), strings.Join(dtypeNames(true), ", "))
 			}
 			e.dtype = s
 		case "shape":

@@ -38,7 +38,7 @@ func corruptCases() []corruptCase {
 		{"second JSON value after the object", stFile(`{} {}`, nil), ErrInvalidHeader, []string{"trailing characters"}},
 		{"header not UTF-8", stFile("{\"\xff\":1}", nil), ErrInvalidHeader, []string{"UTF-8"}},
 		{"duplicate tensor name", stFile(`{"a":`+f32x2+`[0,8]},"a":`+f32x2+`[0,8]}}`, make([]byte, 8)), ErrInvalidHeader, []string{`"a" appears twice`}},
-		{"unknown dtype", stFile(`{"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}`, make([]byte, 16)), ErrInvalidHeader, []string{`unknown dtype "F128"`}},
+		{"unknown dtype", stFile(`{"a":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}`, make([]byte, 16)), ErrInvalidHeader, []string{`unknown dtype "F128"; safetensors dtypes are BF16, BOOL, C64, F16, F32, F4, F64, F6_E2M3`, "(tune computes with BF16, F16, F32, I32, I64)"}},
 		{"entry without shape", stFile(`{"a":{"dtype":"F32","data_offsets":[0,4]}}`, make([]byte, 4)), ErrInvalidHeader, []string{`no "shape"`}},
 		{"entry with an extra key", stFile(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"x":1}}`, make([]byte, 4)), ErrInvalidHeader, []string{`unexpected key "x"`}},
 		{"negative dimension", stFile(`{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, make([]byte, 4)), ErrInvalidHeader, []string{"-1", "non-negative"}},

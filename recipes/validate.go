@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/loaders"
@@ -285,7 +286,9 @@ func (r *Recipe) CheckFiles() error {
 			"does not embed: run it with %s%s, or copy it (tune cp %s my-%s.yaml) and edit its paths",
 			name, strings.Join(kv, " "), hint, name, name)})
 	}
-	if f := fileInPath(r.Training.OutputDir); f != "" {
+	if err := outputDirProblem(r.Training.OutputDir); err != nil {
+		bad("training.output_dir", "%v", err)
+	} else if f := fileInPath(r.Training.OutputDir); f != "" {
 		bad("training.output_dir", "%s is a file, not a directory; set training.output_dir to a directory (tune does not replace files)", f)
 	} else if key, in := r.inputInOutputDir(); key != "" {
 		bad("training.output_dir", "%s would overwrite what %s reads (%s): a run writes config.json, model and "+
@@ -347,6 +350,38 @@ func (r *Recipe) cachedNote(key string) string {
 		rev = " --revision " + r.Model.Revision
 	}
 	return fmt.Sprintf(" (the Hugging Face cache's snapshot of %s; `tune download %s%s` fetches what it lacks)", id, id, rev)
+}
+
+// outputDirProblem returns the error that makes p, or the first path above it that exists, unusable as a
+// directory to create or write in, other than a file in the way (fileInPath): a loop of symbolic links, a
+// dangling link, a component that cannot be searched. The other paths of a recipe report the same errors
+// through their os.Stat; without this check a looping output_dir passed and failed after loading with
+// "mkdir ...: file exists".
+func outputDirProblem(p string) error {
+	if p == "" {
+		return nil
+	}
+	for p = filepath.Clean(p); ; {
+		_, err := os.Stat(p)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, syscall.ENOTDIR) {
+			return nil // a file in the way: fileInPath names it
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err // ELOOP, EACCES, ...
+		}
+		if lst, lerr := os.Lstat(p); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			return fmt.Errorf("%s is a symbolic link to %s, which does not exist; remove the link or create its target", p, target)
+		}
+		up := filepath.Dir(p)
+		if up == p {
+			return nil
+		}
+		p = up
+	}
 }
 
 // fileInPath returns p or the nearest existing directory above it when that is not a directory (so p cannot be

@@ -98,3 +98,41 @@ func TestTokenizerJSONStrict(t *testing.T) {
 		})
 	}
 }
+
+// TestFinetunePathLoops: every path of a recipe that is a loop of symbolic links (output_dir included, and a
+// folder above it) or a dangling link as output_dir is refused up front with exit 2, naming the key, before
+// anything loads; output_dir used to pass and fail after loading with "mkdir ...: file exists" (exit 1).
+func TestFinetunePathLoops(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := t.TempDir()
+	loop := filepath.Join(dir, "loop")
+	if err := os.Symlink(loop, loop); err != nil {
+		t.Fatal(err)
+	}
+	loopTSV := filepath.Join(dir, "loop.tsv")
+	if err := os.Symlink(loopTSV, loopTSV); err != nil {
+		t.Fatal(err)
+	}
+	dangling := filepath.Join(dir, "dangling")
+	if err := os.Symlink(filepath.Join(dir, "nowhere"), dangling); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, override, want string }{
+		{"output_dir is a loop", "training.output_dir=" + loop, "training.output_dir: stat " + loop + ": too many levels of symbolic links"},
+		{"a folder above output_dir is a loop", "training.output_dir=" + filepath.Join(loop, "run"), "training.output_dir: stat " + filepath.Join(loop, "run") + ": too many levels of symbolic links"},
+		{"output_dir is a dangling link", "training.output_dir=" + dangling, "training.output_dir: " + dangling + " is a symbolic link to " + filepath.Join(dir, "nowhere") + ", which does not exist"},
+		{"data.train is a loop", "data.train=" + loopTSV, "data.train: stat " + loopTSV + ": too many levels of symbolic links"},
+		{"tokenizer.path is a loop", "tokenizer.path=" + loop, "tokenizer.path: stat " + loop + ": too many levels of symbolic links"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := []string{"finetune", tinyRecipe, c.override}
+			if !strings.HasPrefix(c.override, "training.output_dir=") {
+				args = append(args, "training.output_dir="+filepath.Join(dir, "out"))
+			}
+			code, stdout, stderr := runCLI(args...)
+			if code != exitUsage || !strings.Contains(stderr, c.want) || strings.Contains(stdout, "device:") {
+				t.Fatalf("exit %d, stdout %s\nstderr %s\nwant %q", code, stdout, stderr, c.want)
+			}
+		})
+	}
+}
