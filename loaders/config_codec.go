@@ -89,6 +89,10 @@ func (d *configDecoder) labels(c *BertConfig) {
 				d.err = fmt.Errorf("%q: %d is negative", key, n)
 				return
 			}
+			if n > MaxLabels { // checked before labels are made for it: 2147483647 used to exhaust memory
+				d.err = fmt.Errorf("%q: %d is more than the %d classes tune reads", key, n, MaxLabels)
+				return
+			}
 			numLabels = n
 		}
 	}
