@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
@@ -134,5 +135,22 @@ func TestFinetunePathLoops(t *testing.T) {
 				t.Fatalf("exit %d, stdout %s\nstderr %s\nwant %q", code, stdout, stderr, c.want)
 			}
 		})
+	}
+}
+
+// TestInspectUnknownDType: a safetensors file with a dtype safetensors does not define is refused by tune
+// inspect with the list of the dtypes that are valid and of those tune computes with.
+func TestInspectUnknownDType(t *testing.T) {
+	header := `{"w":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}}`
+	data := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	data = append(append(data, header...), make([]byte, 16)...)
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI("inspect", p)
+	if code == 0 || !strings.Contains(stderr, `unknown dtype "F128"; safetensors dtypes are BF16, BOOL, C64, F16, F32`) ||
+		!strings.Contains(stderr, "tune computes with BF16, F16, F32, I32, I64") {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
 }
