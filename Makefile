@@ -56,8 +56,18 @@ golden: ## regenerate the Go-side golden files (-update)
 	@if [ -z "$(GOLDEN_PKGS)" ]; then echo "no test takes -update yet"; \
 	else $(GO) test $(GOLDEN_PKGS) -run . -update; fi
 
-fuzz: ## fuzz the safetensors header parser for FUZZTIME (5m)
-	$(GO) test -run '^$$' -fuzz FuzzReadHeader -fuzztime $(FUZZTIME) ./loaders
+# Every fuzz target, as package:Target; each keeps its seed corpus (f.Add, with the reproducers of past bugs) and
+# any failing input under the package's testdata/fuzz/. One target at a time, FUZZPARALLEL workers.
+FUZZ_TARGETS = loaders:FuzzReadHeader loaders:FuzzTokenizerEncode loaders:FuzzLoadTokenizerJSON \
+	loaders:FuzzLoadDataset transformer/bert:FuzzBertConfig recipes:FuzzDecodeRecipe lora:FuzzParseAdapterConfig
+FUZZPARALLEL ?= 1
+
+fuzz: ## fuzz every parser (safetensors, tokenizer.json, text, datasets, config.json, recipes, adapter_config.json) for FUZZTIME (5m) each
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=./$${t%%:*}; name=$${t##*:}; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg || exit 1; \
+	done
 
 data: ## regenerate the tiny dataset and vocabulary in recipes/data/tiny
 	$(GO) run ./tools/maketiny -out recipes/data/tiny
