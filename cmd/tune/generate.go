@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tune-ml/tune/chat"
+	"github.com/tune-ml/tune/generate"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/tokenizers"
+	"github.com/tune-ml/tune/transformer"
+	_ "github.com/tune-ml/tune/transformer/gpt2" // registers model_type gpt2
+)
+
+func init() { register(newGenerateCmd) }
+
+// generateOptions holds `tune generate`'s flags.
+type generateOptions struct {
+	Model, Adapter, Tokenizer, Revision string
+	Prompt, System                      string
+	Chat                                bool
+	Device                              string
+	MaxNewTokens                        int
+	DoSample                            bool
+	Temperature, TopP                   float64
+	TopK                                int
+	Seed                                uint64
+}
+
+func newGenerateCmd() *cobra.Command {
+	o := &generateOptions{}
+	cmd := &cobra.Command{
+		Use:   "generate --model DIR [--adapter DIR] [--chat] [--prompt TEXT] [--max-new-tokens N] [--do-sample ...]",
+		Short: "Continue a prompt with a causal language model, streaming the text",
+		Long: `generate continues a prompt (--prompt, else all of standard input) with a causal language model and
+streams the new text to standard output as it is generated.
+
+With --chat the prompt is the user's message: the model's chat template (tokenizer_config.json or
+chat_template.jinja) renders it, after an optional --system message, with the generation prompt, as
+transformers' apply_chat_template(add_generation_prompt=True) does. Without --chat the prompt is encoded as
+text, with the tokenizer's BOS where it adds one.
+
+Greedy search unless --do-sample; generation stops after --max-new-tokens tokens or at an eos_token_id of the
+model's generation_config.json. The defaults of --do-sample, --temperature, --top-k, --top-p and
+--max-new-tokens are that file's (transformers' own defaults where it has none: greedy, 20 tokens,
+temperature 1, top_k 50, top_p 1); flags given override them. --adapter adds a PEFT LoRA adapter (what a LoRA
+run saves) on top of --model. The models keep no key/value cache yet: each token runs the whole sequence.`,
+		Example: `  tune generate --model runs/gpt2 --prompt "Once upon a time" --max-new-tokens 40
+  tune generate --model Qwen/Qwen3-0.6B --chat --prompt "Name a colour." --do-sample --seed 1
+  echo "def fib(n):" | tune generate --model runs/base --adapter runs/lora`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Model, "model", "", "the model directory (config.json, safetensors) or a Hub id (required)")
+	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory to apply on top of --model")
+	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer directory or tokenizer.json (default: the adapter's, else the model's)")
+	f.StringVar(&o.Revision, "revision", "main", "the revision of Hub ids")
+	f.StringVar(&o.Prompt, "prompt", "", "the prompt (default: all of standard input)")
+	f.StringVar(&o.System, "system", "", "with --chat, a system message before the prompt")
+	f.BoolVar(&o.Chat, "chat", false, "render the prompt as a user message with the chat template")
+	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto")
+	f.IntVar(&o.MaxNewTokens, "max-new-tokens", 20, "the most tokens to generate (max_new_tokens)")
+	f.BoolVar(&o.DoSample, "do-sample", false, "sample instead of greedy search")
+	f.Float64Var(&o.Temperature, "temperature", 1, "sampling temperature")
+	f.IntVar(&o.TopK, "top-k", 50, "sample from the k most likely tokens (0: all)")
+	f.Float64Var(&o.TopP, "top-p", 1, "sample from the most likely tokens whose probability reaches p")
+	f.Uint64Var(&o.Seed, "seed", 0, "seed of the sampling generator")
+	return cmd
+}
+
+func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Writer) error {
+	if o.Model == "" {
+		return usagef("--model is required")
+	}
+	model, err := resolveHub("--model", o.Model, o.Revision)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(model); err != nil || !st.IsDir() {
+		return usagef("--model %s: not a model directory (config.json and safetensors weights)", o.Model)
+	}
+	adapter, err := resolveHub("--adapter", o.Adapter, o.Revision)
+	if err != nil {
+		return err
+	}
+	tokPath, err := resolveHub("--tokenizer", o.Tokenizer, o.Revision)
+	if err != nil {
+		return err
+	}
+	if tokPath == "" {
+		tokPath = model
+		if adapter != "" {
+			if _, err := os.Stat(filepath.Join(adapter, "tokenizer.json")); err == nil {
+				tokPath = adapter
+			}
+		}
+	}
+	if typ, err := tokenizers.ModelType(tokPath); err != nil || typ != "BPE" {
+		if err == nil {
+			err = fmt.Errorf("%s has no byte-pair-encoding tokenizer.json (generate needs a decoder's tokenizer)", tokPath)
+		}
+		return usagef("--tokenizer: %v", err)
+	}
+	tok, err := tokenizers.LoadForTransformers(tokPath)
+	if err != nil {
+		return err
+	}
+	cfg, err := tokenizers.LoadConfig(tokPath)
+	if err != nil {
+		return err
+	}
+	gc, err := generate.ReadConfig(model)
+	if err != nil {
+		return err
+	}
+	opts := gc.Options()
+	f := cmd.Flags()
+	if f.Changed("max-new-tokens") {
+		opts.MaxNewTokens = o.MaxNewTokens
+	}
+	if f.Changed("do-sample") {
+		opts.DoSample = o.DoSample
+	}
+	if f.Changed("temperature") {
+		opts.Temperature = o.Temperature
+	}
+	if f.Changed("top-k") {
+		opts.TopK = o.TopK
+	}
+	if f.Changed("top-p") {
+		opts.TopP = o.TopP
+	}
+	opts.Seed = o.Seed
+	if err := opts.Check(); err != nil {
+		return usageError{err}
+	}
+	prompt := o.Prompt
+	if !f.Changed("prompt") {
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return err
+		}
+		prompt = string(b)
+	}
+	var ids []int32
+	if o.Chat {
+		tmpl, err := chat.FromConfig(cfg)
+		if err != nil {
+			return usagef("--chat: %v", err)
+		}
+		var msgs []chat.Message
+		if o.System != "" {
+			msgs = append(msgs, chat.Message{Role: "system", Content: o.System})
+		}
+		text, err := tmpl.Render(chat.Messages(append(msgs, chat.Message{Role: "user", Content: prompt})), chat.Options{AddGenerationPrompt: true})
+		if err != nil {
+			return err
+		}
+		if ids, err = tok.Encode(text, false); err != nil {
+			return err
+		}
+	} else if ids, err = tok.Encode(prompt, true); err != nil {
+		return fmt.Errorf("--prompt: %w", err)
+	}
+	if len(ids) == 0 {
+		return usagef("the prompt is empty")
+	}
+	b, err := recipes.OpenDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	base, _, err := transformer.Open(model, b, transformer.LoadOptions{})
+	if err != nil {
+		return err
+	}
+	var lm generate.LM = base
+	if adapter != "" {
+		am, err := lora.LoadAdapter(base, adapter)
+		if err != nil {
+			return err
+		}
+		lm = am
+	}
+	emit, flush := generate.StreamText(stdout, tok, true)
+	if _, err := generate.Generate(lm, ids, opts, emit); err != nil {
+		return err
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, "\n")
+	return err
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/generate"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tokenizers"
+	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/gpt2"
+)
+
+// tinyGPT2 saves a random 1-layer GPT-2 with the tiny GPT-2 tokenizer of testdata/bpe into a directory.
+func tinyGPT2(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join("..", "..", "testdata", "bpe", "tiny-gpt2", "tokenizer.json")
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tokenizer.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := gpt2.DefaultConfig()
+	cfg.VocabSize, cfg.NPositions, cfg.NEmbd, cfg.NLayer, cfg.NHead = 702, 64, 32, 1, 2
+	m, err := gpt2.NewGPT2LMHeadModel(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func runGenerate(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errOut bytes.Buffer
+	root.SetArgs(append([]string{"generate", "--device", "cpu"}, args...))
+	root.SetIn(strings.NewReader(stdin))
+	root.SetOut(&out)
+	root.SetErr(&errOut)
+	err := root.Execute()
+	return out.String(), err
+}
+
+// TestGenerateCommand: the streamed text is the decoding of the greedy ids generate.Generate returns for the
+// same model, and sampling with a seed repeats.
+func TestGenerateCommand(t *testing.T) {
+	dir := tinyGPT2(t)
+	got, err := runGenerate(t, "", "--model", dir, "--prompt", "Hello world", "--max-new-tokens", "8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := tokenizers.Load(dir)
+	m, _, err := gpt2.LoadPretrained(dir, cpu.New(), transformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _ := tok.Encode("Hello world", true)
+	ids, err := generate.Generate(m, prompt, generate.Options{MaxNewTokens: 8}, nil)
+	if err != nil || len(ids) != 8 {
+		t.Fatalf("%v %v", ids, err)
+	}
+	if want := tok.Decode(ids, true) + "\n"; got != want {
+		t.Errorf("generate printed %q, want %q", got, want)
+	}
+	a, err1 := runGenerate(t, "Hello", "--model", dir, "--do-sample", "--seed", "3", "--max-new-tokens", "6")
+	b, err2 := runGenerate(t, "Hello", "--model", dir, "--do-sample", "--seed", "3", "--max-new-tokens", "6")
+	if err1 != nil || err2 != nil || a != b {
+		t.Errorf("sampling with one seed: %q %q %v %v", a, b, err1, err2)
+	}
+	if _, err := runGenerate(t, "", "--model", dir, "--chat", "--prompt", "hi"); err == nil || !strings.Contains(err.Error(), "no chat template") {
+		t.Errorf("--chat without a template: %v", err)
+	}
+	if _, err := runGenerate(t, "", "--model", dir, "--prompt", "hi", "--max-new-tokens", "0"); err == nil {
+		t.Error("--max-new-tokens 0 accepted")
+	}
+}

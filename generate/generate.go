@@ -1,0 +1,255 @@
+package generate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// Options are the generation settings; the names are transformers' GenerationConfig's.
+type Options struct {
+	// MaxNewTokens is the most tokens generated (max_new_tokens).
+	MaxNewTokens int
+	// DoSample samples instead of greedy search.
+	DoSample bool
+	// Temperature divides the logits before sampling; 1 leaves them.
+	Temperature float64
+	// TopK keeps the k most likely tokens when sampling; 0 keeps all.
+	TopK int
+	// TopP keeps the most likely tokens whose probability reaches it when sampling; 1 keeps all.
+	TopP float64
+	// Seed seeds the sampling generator.
+	Seed uint64
+	// EOS are the ids that end generation (eos_token_id); empty: only MaxNewTokens stops.
+	EOS []int32
+}
+
+// Config is what generation_config.json holds that tune uses.
+type Config struct {
+	EOS          []int32  // eos_token_id (an int or a list)
+	DoSample     bool     // do_sample
+	Temperature  *float64 // temperature; nil when absent
+	TopK         *int     // top_k
+	TopP         *float64 // top_p
+	MaxNewTokens *int     // max_new_tokens
+	Path         string   // the file read; "" when there was none
+}
+
+// ReadConfig reads generation_config.json from a model directory, falling back to config.json's
+// eos_token_id when there is no such file (as transformers builds one from the model config).
+func ReadConfig(dir string) (*Config, error) {
+	c := &Config{}
+	path := filepath.Join(dir, "generation_config.json")
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		path = filepath.Join(dir, loaders.ConfigName)
+		if data, err = os.ReadFile(path); errors.Is(err, os.ErrNotExist) {
+			return c, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("generate: %w", err)
+	}
+	var j struct {
+		EOS          json.RawMessage `json:"eos_token_id"`
+		DoSample     bool            `json:"do_sample"`
+		Temperature  *float64        `json:"temperature"`
+		TopK         *int            `json:"top_k"`
+		TopP         *float64        `json:"top_p"`
+		MaxNewTokens *int            `json:"max_new_tokens"`
+	}
+	if err := json.Unmarshal(data, &j); err != nil {
+		return nil, fmt.Errorf("generate: %s: %w", path, err)
+	}
+	c.Path = path
+	if len(j.EOS) > 0 && string(j.EOS) != "null" {
+		var one int32
+		if json.Unmarshal(j.EOS, &one) == nil {
+			c.EOS = []int32{one}
+		} else if err := json.Unmarshal(j.EOS, &c.EOS); err != nil {
+			return nil, fmt.Errorf("generate: %s: eos_token_id must be an integer or a list of integers", path)
+		}
+	}
+	if strings.HasSuffix(path, "generation_config.json") {
+		c.DoSample, c.Temperature, c.TopK, c.TopP, c.MaxNewTokens = j.DoSample, j.Temperature, j.TopK, j.TopP, j.MaxNewTokens
+	}
+	return c, nil
+}
+
+// Options returns the file's settings over transformers' defaults (greedy, max_new_tokens 20 when the file
+// sets none, temperature 1, top_k 50, top_p 1).
+func (c *Config) Options() Options {
+	o := Options{MaxNewTokens: 20, DoSample: c.DoSample, Temperature: 1, TopK: 50, TopP: 1, EOS: c.EOS}
+	if c.Temperature != nil {
+		o.Temperature = *c.Temperature
+	}
+	if c.TopK != nil {
+		o.TopK = *c.TopK
+	}
+	if c.TopP != nil {
+		o.TopP = *c.TopP
+	}
+	if c.MaxNewTokens != nil {
+		o.MaxNewTokens = *c.MaxNewTokens
+	}
+	return o
+}
+
+// LM is what generation needs of a model: transformer.Model's Forward.
+type LM interface {
+	// Forward runs the model; generation asks for host logits (B = 1, all positions).
+	Forward(b *loaders.Batch, opts transformer.ForwardOptions) (transformer.Output, error)
+}
+
+// Check validates the options.
+func (o Options) Check() error {
+	switch {
+	case o.MaxNewTokens < 1:
+		return fmt.Errorf("generate: max_new_tokens %d: want at least 1", o.MaxNewTokens)
+	case o.DoSample && !(o.Temperature > 0):
+		return fmt.Errorf("generate: temperature %v: want > 0 when sampling", o.Temperature)
+	case o.TopK < 0:
+		return fmt.Errorf("generate: top_k %d is negative", o.TopK)
+	case o.DoSample && !(o.TopP > 0 && o.TopP <= 1):
+		return fmt.Errorf("generate: top_p %v: want 0 < top_p <= 1", o.TopP)
+	}
+	return nil
+}
+
+// Generate continues prompt and returns the new ids (the EOS that ended it included). emit, when not nil,
+// is called with each new id as it is chosen; an error from it stops generation and is returned.
+func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]int32, error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	if len(prompt) == 0 {
+		return nil, errors.New("generate: the prompt has no tokens")
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15))
+	seq := append([]int32(nil), prompt...)
+	var out []int32
+	for len(out) < opts.MaxNewTokens {
+		b := &loaders.Batch{B: 1, T: len(seq), InputIDs: seq, TokenTypeIDs: make([]int32, len(seq)), AttentionMask: ones(len(seq))}
+		res, err := m.Forward(b, transformer.ForwardOptions{HostLogits: true})
+		if err != nil {
+			return out, err
+		}
+		V := res.NumLabels
+		if V <= 0 || len(res.Logits) != len(seq)*V {
+			return out, fmt.Errorf("generate: the model returned %d logits for %d positions (vocabulary %d)", len(res.Logits), len(seq), V)
+		}
+		last := res.Logits[(len(seq)-1)*V:]
+		var id int32
+		if opts.DoSample {
+			id = sample(last, opts, rng)
+		} else {
+			id = argmax(last)
+		}
+		out = append(out, id)
+		seq = append(seq, id)
+		if emit != nil {
+			if err := emit(id); err != nil {
+				return out, err
+			}
+		}
+		for _, e := range opts.EOS {
+			if id == e {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+func ones(n int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = 1
+	}
+	return v
+}
+
+// argmax returns the first index of the largest logit (torch.argmax); NaN never wins.
+func argmax(x []float32) int32 {
+	best := 0
+	for i, v := range x {
+		if v > x[best] || math.IsNaN(float64(x[best])) {
+			best = i
+		}
+	}
+	return int32(best)
+}
+
+// sample draws a token after the temperature, top-k and top-p warpers (transformers' logits_process.py).
+func sample(logits []float32, o Options, rng *rand.Rand) int32 {
+	scores := make([]float64, len(logits))
+	for i, v := range logits {
+		scores[i] = float64(v) / o.Temperature
+	}
+	if k := o.TopK; k > 0 && k < len(scores) {
+		sorted := append([]float64(nil), scores...)
+		sort.Sort(sort.Reverse(sort.Float64Slice(sorted)))
+		kth := sorted[k-1]
+		for i, s := range scores {
+			if s < kth {
+				scores[i] = math.Inf(-1)
+			}
+		}
+	}
+	probs := softmax(scores)
+	if o.TopP < 1 {
+		idx := make([]int, len(probs))
+		for i := range idx {
+			idx[i] = i
+		}
+		// Ascending, as TopPLogitsWarper sorts; tokens whose cumulative probability is <= 1 - top_p go.
+		sort.SliceStable(idx, func(a, b int) bool { return scores[idx[a]] < scores[idx[b]] })
+		cum := 0.0
+		for n, i := range idx {
+			cum += probs[i]
+			if cum <= 1-o.TopP && n < len(idx)-1 {
+				scores[i] = math.Inf(-1)
+			}
+		}
+		probs = softmax(scores)
+	}
+	r := rng.Float64()
+	acc := 0.0
+	lastPositive := 0
+	for i, p := range probs {
+		if p > 0 {
+			lastPositive = i
+		}
+		acc += p
+		if r < acc {
+			return int32(i)
+		}
+	}
+	return int32(lastPositive)
+}
+
+func softmax(s []float64) []float64 {
+	m := math.Inf(-1)
+	for _, v := range s {
+		m = math.Max(m, v)
+	}
+	out := make([]float64, len(s))
+	sum := 0.0
+	for i, v := range s {
+		out[i] = math.Exp(v - m)
+		sum += out[i]
+	}
+	for i := range out {
+		out[i] /= sum
+	}
+	return out
+}

@@ -1,0 +1,150 @@
+package generate
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tokenizers"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// fakeLM scores token (last+1) mod V highest, then (last+2), ...: a known next-token table.
+type fakeLM struct {
+	V     int
+	calls int
+}
+
+func (f *fakeLM) Forward(b *loaders.Batch, _ transformer.ForwardOptions) (transformer.Output, error) {
+	f.calls++
+	out := make([]float32, b.T*f.V)
+	for t := 0; t < b.T; t++ {
+		last := int(b.InputIDs[t])
+		for k := 0; k < f.V; k++ {
+			out[t*f.V+(last+1+k)%f.V] = float32(f.V - k)
+		}
+	}
+	return transformer.Output{Logits: out, NumLabels: f.V}, nil
+}
+
+func TestGreedyAndEOS(t *testing.T) {
+	m := &fakeLM{V: 10}
+	var emitted []int32
+	out, err := Generate(m, []int32{3}, Options{MaxNewTokens: 4}, func(id int32) error { emitted = append(emitted, id); return nil })
+	if err != nil || !slices.Equal(out, []int32{4, 5, 6, 7}) || !slices.Equal(emitted, out) {
+		t.Fatalf("greedy %v %v %v", out, emitted, err)
+	}
+	out, _ = Generate(m, []int32{3}, Options{MaxNewTokens: 9, EOS: []int32{6}}, nil)
+	if !slices.Equal(out, []int32{4, 5, 6}) {
+		t.Fatalf("stops at EOS, keeping it: %v", out)
+	}
+	if _, err := Generate(m, []int32{3}, Options{MaxNewTokens: 0}, nil); err == nil {
+		t.Fatal("max_new_tokens 0 accepted")
+	}
+}
+
+// TestSamplingWarpers: top_k 1 and a tiny top_p are greedy; top_k 2 draws only the two best, both of them.
+func TestSamplingWarpers(t *testing.T) {
+	m := &fakeLM{V: 10}
+	for _, o := range []Options{{TopK: 1, TopP: 1, Temperature: 1}, {TopK: 0, TopP: 1e-9, Temperature: 0.7}} {
+		o.MaxNewTokens, o.DoSample = 3, true
+		if out, err := Generate(m, []int32{0}, o, nil); err != nil || !slices.Equal(out, []int32{1, 2, 3}) {
+			t.Errorf("%+v: %v %v", o, out, err)
+		}
+	}
+	seen := map[int32]int{}
+	for seed := uint64(0); seed < 200; seed++ {
+		out, _ := Generate(m, []int32{0}, Options{MaxNewTokens: 1, DoSample: true, TopK: 2, TopP: 1, Temperature: 1, Seed: seed}, nil)
+		seen[out[0]]++
+	}
+	if len(seen) != 2 || seen[1] == 0 || seen[2] == 0 || seen[1] < seen[2] {
+		t.Fatalf("top_k 2 draws %v", seen)
+	}
+	a, _ := Generate(m, []int32{0}, Options{MaxNewTokens: 5, DoSample: true, TopK: 5, TopP: 0.9, Temperature: 2, Seed: 7}, nil)
+	b, _ := Generate(m, []int32{0}, Options{MaxNewTokens: 5, DoSample: true, TopK: 5, TopP: 0.9, Temperature: 2, Seed: 7}, nil)
+	if !slices.Equal(a, b) {
+		t.Fatalf("same seed, different draws: %v %v", a, b)
+	}
+}
+
+// TestStreamText: the streamed text equals the decoded text, also when an emoji spans several byte tokens.
+func TestStreamText(t *testing.T) {
+	tok, err := tokenizers.Load(filepath.Join("..", "testdata", "bpe", "tiny-gpt2", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := "emoji 😀 中文 ok"
+	ids, _ := tok.Encode(text, false)
+	var buf bytes.Buffer
+	emit, flush := StreamText(&buf, tok, true)
+	for i, id := range ids {
+		if err := emit(id); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(buf.String(), "\uFFFD") {
+			t.Fatalf("after %d tokens the stream shows a partial character: %q", i+1, buf.String())
+		}
+	}
+	if err := flush(); err != nil || buf.String() != text {
+		t.Fatalf("streamed %q, want %q (%v)", buf.String(), text, err)
+	}
+}
+
+func TestReadConfig(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(`{"eos_token_id":[151645,151643],"do_sample":true,"temperature":0.6,"top_k":20,"top_p":0.95}`), 0o644)
+	c, err := ReadConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := c.Options()
+	if !slices.Equal(o.EOS, []int32{151645, 151643}) || !o.DoSample || o.Temperature != 0.6 || o.TopK != 20 || o.TopP != 0.95 || o.MaxNewTokens != 20 {
+		t.Fatalf("%+v", o)
+	}
+	c, err = ReadConfig(filepath.Join("..", "testdata", "sft", "tiny-llama"))
+	if err != nil || !slices.Equal(c.EOS, []int32{2}) || c.Options().DoSample {
+		t.Fatalf("%+v %v", c, err)
+	}
+}
+
+// TestGreedyGolden reproduces transformers' greedy generate on the tiny random Llama of testdata/sft
+// (tools/reference/decoder_sft_goldens.py) token for token, once a package registers model_type llama.
+func TestGreedyGolden(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "sft", "tiny-llama")
+	if _, err := transformer.Lookup(dir); err != nil {
+		t.Skipf("no llama family registered yet: %v", err)
+	}
+	m, _, err := transformer.Open(dir, cpu.New(), transformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "goldens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Greedy []struct {
+			Prompt    string  `json:"prompt"`
+			InputIDs  []int32 `json:"input_ids"`
+			OutputIDs []int32 `json:"output_ids"`
+		} `json:"greedy"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	gc, _ := ReadConfig(dir)
+	for _, c := range g.Greedy {
+		o := gc.Options()
+		o.MaxNewTokens = 20
+		out, err := Generate(m, c.InputIDs, o, nil)
+		if err != nil || !slices.Equal(out, c.OutputIDs) {
+			t.Errorf("%q: got %v (%v), want %v", c.Prompt, out, err, c.OutputIDs)
+		}
+	}
+}
