@@ -28,5 +28,13 @@
 // GEMMs take half inputs with FP32 accumulation, LayerNorm, softmax and the losses are FP32, attention logits
 // and probabilities stay FP32 until the P·V product, GELU/tanh/dropout keep their input's dtype, and residual
 // adds of half and FP32 give FP32. Every activation backward needs lives in a step arena (Arena) carved per
-// batch shape, so a steady-state training step allocates nothing.
+// batch shape, so a steady-state training step allocates nothing; Arena.Measure sizes a layout without
+// allocating it (tune bench --plan).
+//
+// Attention (attn_implementation, as transformers names it; AttnChoice): "sdpa", the default, runs the
+// backend's fused op (tensor.Backend.Attention, docs/ATTENTION.md) on the projections' outputs in place —
+// RowHeads turns (B, T, ld) rows into the op's strided (B, H, T, D) operands, so there is no head permute and
+// no (B, H, T, T) buffer; "eager" is the two-pass path (Gemm → Softmax → Dropout → Gemm), the reference, taken
+// automatically with one logged warning when the backend answers tensor.ErrUnsupported for a shape. Both draw
+// attention dropout from the same Philox elements.
 package transformer

@@ -38,9 +38,9 @@ type MemoryPlan struct {
 
 // ArenaBufferSummary is one buffer of the step arena: dtype, shape and bytes.
 type ArenaBufferSummary struct {
-	DType string `json:"dtype"`
-	Shape []int  `json:"shape"`
-	Bytes int64  `json:"bytes"`
+	DType string `json:"dtype"` // "F32", "BF16", ...
+	Shape []int  `json:"shape"` // the buffer's shape
+	Bytes int64  `json:"bytes"` // its size
 }
 
 // Total returns the sum of the categories.
