@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
@@ -192,3 +193,20 @@ type wrapped struct{ msg string }
 
 func (w *wrapped) Error() string { return w.msg + ": " + tensor.ErrUnsupported.Error() }
 func (w *wrapped) Unwrap() error { return tensor.ErrUnsupported }
+
+// TestLoadAttnImplementation: LoadOptions.AttnImplementation reaches the loaded model, and an unknown name is
+// refused before anything loads.
+func TestLoadAttnImplementation(t *testing.T) {
+	dir := testutil.SharedData(t, "tiny-bert-random")
+	m, _, err := LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{AttnImplementation: transformer.AttnEager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.AttnImplementation(); got != transformer.AttnEager {
+		t.Fatalf("loaded with eager, the model runs %q", got)
+	}
+	if _, _, err := LoadPretrained(dir, cpuBackend(), transformer.LoadOptions{AttnImplementation: "flash"}); err == nil ||
+		!strings.Contains(err.Error(), `attn_implementation "flash" is not supported`) {
+		t.Fatalf("an unknown attn_implementation: %v", err)
+	}
+}
