@@ -13,6 +13,7 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
+	_ "github.com/tune-ml/tune/transformer/llama"
 )
 
 // fakeLM scores token (last+1) mod V highest, then (last+2), ...: a known next-token table.

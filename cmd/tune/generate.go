@@ -14,7 +14,8 @@ import (
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
-	_ "github.com/tune-ml/tune/transformer/gpt2" // registers model_type gpt2
+	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
+	_ "github.com/tune-ml/tune/transformer/llama" // registers llama, qwen2, qwen3, mistral
 )
 
 func init() { register(newGenerateCmd) }
