@@ -278,6 +278,14 @@ func (c *Config) readRope(h *hfConfig) error {
 	if len(block) == 0 || string(block) == "null" {
 		return nil
 	}
+	// transformers 5 keys rope_parameters by layer type for models with several ("full_attention",
+	// "sliding_attention"); every layer here is full attention.
+	var byType map[string]json.RawMessage
+	if json.Unmarshal(block, &byType) == nil {
+		if full, ok := byType["full_attention"]; ok && len(full) > 0 && full[0] == '{' {
+			key, block = key+".full_attention", full
+		}
+	}
 	var r struct {
 		RopeTheta                     *float64 `json:"rope_theta"`
 		Factor                        *float64 `json:"factor"`
