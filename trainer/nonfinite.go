@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -159,7 +160,7 @@ const debugHint = "`tune debug nan RECIPE` runs one step with per-module checks 
 
 // lossError explains a non-finite loss of micro-batch i (of n) of the current step, looking at the weights
 // to tell a diverged update from a bad forward.
-func (t *Trainer) lossError(loss float32, i, n int) error {
+func (t *Trainer) lossError(loss float32, i, n int, b *loaders.Batch) error {
 	step := t.state.GlobalStep + 1
 	e := t.newNonFinite(step, NonFiniteLoss)
 	e.Value = loss
@@ -168,6 +169,13 @@ func (t *Trainer) lossError(loss float32, i, n int) error {
 		return err
 	}
 	where := fmt.Sprintf("micro-batch %d of %d", i+1, n)
+	for r, v := range b.Targets {
+		if !isFinite(float64(v)) {
+			e.Detail = fmt.Sprintf("%s has the regression target %v in row %d: the training data holds a non-finite value; %s", where, v, r+1, t.lastCheckpointNote())
+			e.Hint = "remove or fix that example in the training file"
+			return e
+		}
+	}
 	switch {
 	case found:
 		e.Param, e.Index = bad.name, bad.index

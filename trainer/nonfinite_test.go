@@ -417,3 +417,49 @@ func TestScaleChangesInMetrics(t *testing.T) {
 		t.Errorf("scale changes (step, new scale) %v, want %v", got, want)
 	}
 }
+
+// regressionSet turns toyTask's labels into regression targets, with +Inf as the target of example inf.
+type regressionSet struct {
+	*sliceDataset
+	inf int
+}
+
+func (d regressionSet) Batch(idx []int) (*loaders.Batch, error) {
+	b, err := d.sliceDataset.Batch(idx)
+	if err != nil {
+		return nil, err
+	}
+	b.Targets = make([]float32, len(idx))
+	for r, i := range idx {
+		b.Targets[r] = float32(b.Labels[r])
+		if i == d.inf {
+			b.Targets[r] = float32(math.Inf(1))
+		}
+	}
+	b.Labels = nil
+	return b, nil
+}
+
+// TestInfTargetInOneMicroBatch: a regression target of +Inf in the second micro-batch of the first window
+// makes that micro-batch's loss inf; the run stops at step 1 naming the micro-batch, the row and the value, in
+// every precision.
+func TestInfTargetInOneMicroBatch(t *testing.T) {
+	forEachPrecision(t, func(t *testing.T, b tensor.Backend, set func(*TrainingArguments), fp16 bool) {
+		cfg := bert.DefaultBertConfig()
+		cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 64, 16, 2, 2, 32
+		cfg.MaxPositionEmbeddings, cfg.ID2Label = 16, bert.DefaultLabels(1)
+		m, err := bert.NewBertForSequenceClassification(b, cfg, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := nanArgs(t, set)
+		a.GradientAccumulationSteps, a.Shuffle = 2, false
+		tr, _, _ := newTestTrainer(t, m, a, regressionSet{toyTask(16, 64, 1), 5}, nil)
+		nf := trainErr(t, tr)
+		if nf.What != NonFiniteLoss || nf.Step != 1 || !math.IsInf(float64(nf.Value), 0) {
+			t.Errorf("got %+v; want an inf loss at step 1", nf)
+		}
+		wantIn(t, nf.Error(), "step 1: the loss is +Inf", "micro-batch 2 of 2 has the regression target +Inf in row 2",
+			"the training data holds a non-finite value", "no checkpoint was written", "fix that example")
+	})
+}

@@ -244,7 +244,7 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		}
 		cast = true
 		if !isFinite(float64(out.Loss)) {
-			return 0, 0, t.lossError(out.Loss, i, len(batches))
+			return 0, 0, t.lossError(out.Loss, i, len(batches), b)
 		}
 		seed := float32(float64(r.scale) * float64(n) / float64(total))
 		if err := t.model.Backward(seed); err != nil {
