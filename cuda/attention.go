@@ -2,34 +2,222 @@
 
 package cuda
 
+/*
+#include <cuda.h>
+
+// tc_attn_launch launches an attention kernel whose only parameter is the AttnParams struct at params (copied
+// by the driver at launch), raising the function's dynamic shared memory limit first when it needs more than
+// the default 48 KiB.
+static int tc_attn_launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsigned block, unsigned smem,
+                          void *stream, void *params) {
+	void *args[1] = {params};
+	if (smem > 48 * 1024) {
+		CUresult r = cuFuncSetAttribute((CUfunction)fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem);
+		if (r != CUDA_SUCCESS) return (int)r;
+	}
+	return (int)cuLaunchKernel((CUfunction)fn, gx, gy, gz, block, 1, 1, smem, (CUstream)stream, args, NULL);
+}
+*/
+import "C"
+
 import (
+	"fmt"
+	"unsafe"
+
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
-// Attention validates its arguments as every backend does (opcheck.AttentionGeometry) and then reports that
-// this build has no fused attention kernel yet: an error wrapping tensor.ErrUnsupported, on which the
-// attention layer takes the two-pass path (Gemm → Softmax → Dropout → Gemm).
+// attnParams mirrors struct AttnParams of kernels/attention.cu field for field (every field 8 bytes, or two
+// 4-byte floats, so the layouts agree without padding).
+type attnParams struct {
+	q, k, v, o, lse, mask, seg, dout, dq, dk, dv, delta uint64
+	qs, ks, vs, os, dos, dqs, dks, dvs                  [3]int64
+	B, Hq, Hkv, Tq, Tk, D                               int64
+	scale, p, dscale, pad0                              float32
+	seed, offset                                        uint64
+	causal, dtype                                       int64
+}
+
+// attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention.cu).
+const attnRefMaxD = 256
+
+// attnFwdVariant, when set (by the microbenchmark and tests through export_test.go), names a forward
+// variant of the BF16 tensor-core kernel ("_m2", "_bc128", "_db"; see kernels/attention.cu); one that does not
+// exist for the head size falls back to the default. attnBwdOnly ("dq" or "dkdv") makes the backward launch
+// only that kernel, for the benchmark's breakdown.
+var attnFwdVariant, attnBwdOnly string
+
+// fwdShape is a forward kernel's tiling: MT row tiles of 16 per warp (64·MT queries per block), BC keys per
+// step, K/V double-buffered (db) or not.
+type fwdShape struct {
+	mt, bc int
+	db     bool
+}
+
+// fwdShapes are the forward kernels by name suffix and head size ("" is the default of each).
+var fwdShapes = map[string]map[int]fwdShape{
+	"":       {64: {2, 64, false}, 128: {1, 64, false}},
+	"_m2":    {128: {2, 64, false}},
+	"_bc128": {64: {2, 128, false}},
+	"_db":    {64: {2, 64, true}, 128: {1, 64, true}},
+}
+
+// attnPlan is the kernel family chosen for one call.
+type attnPlan struct {
+	tc      bool   // tensor-core kernels (else the general *_ref kernels)
+	suffix  string // "bf16_d64", ...
+	fwd     string // the forward kernel's name
+	fwdRows int    // queries per forward block
+	fwdSmem int    // dynamic shared memory of the forward kernel, bytes
+}
+
+// plan picks the tensor-core kernels for BF16/F16 with D = 64 or 128 on sm_80+ when every operand's start
+// and strides are multiples of 8 elements (16-byte cp.async chunks), else the general kernels for D ≤ 256;
+// beyond that the call is refused with ErrUnsupported.
+func (b *Backend) attnPlan(g opcheck.Attention, ops ...opcheck.AttnOperand) (attnPlan, error) {
+	dtype := g.Q.T.DType
+	if g.D > attnRefMaxD {
+		return attnPlan{}, opcheck.Errorf(tensor.ErrUnsupported, "fused attention on CUDA supports head sizes D ≤ %d (tensor cores: F16/BF16 with D = 64 or 128; any other D ≤ %d and F32 on the general kernel), got D = %d (B, Hq, Hkv, Tq, Tk = %d, %d, %d, %d, %d); use the two-pass path",
+			attnRefMaxD, attnRefMaxD, g.D, g.B, g.Hq, g.Hkv, g.Tq, g.Tk)
+	}
+	if g.Hq > 65535 || g.B > 65535 || g.Hkv > 65535 {
+		return attnPlan{}, opcheck.Errorf(tensor.ErrUnsupported, "fused attention on CUDA supports B and heads up to 65535 (grid limits), got B = %d, Hq = %d", g.B, g.Hq)
+	}
+	aligned := true
+	for _, x := range ops {
+		if x.T == nil {
+			continue
+		}
+		if addr(x.T)%16 != 0 || x.SB%8 != 0 || x.SH%8 != 0 || x.ST%8 != 0 {
+			aligned = false
+		}
+	}
+	if b.sm < 80 || !aligned || (dtype != tensor.BF16 && dtype != tensor.F16) || (g.D != 64 && g.D != 128) {
+		return attnPlan{}, nil
+	}
+	name := "bf16"
+	if dtype == tensor.F16 {
+		name = "f16"
+	}
+	p := attnPlan{tc: true, suffix: fmt.Sprintf("%s_d%d", name, g.D)}
+	v := ""
+	if _, ok := fwdShapes[attnFwdVariant][g.D]; ok && dtype == tensor.BF16 {
+		v = attnFwdVariant
+	}
+	fs := fwdShapes[v][g.D]
+	stages := 1
+	if fs.db {
+		stages = 2
+	}
+	p.fwd, p.fwdRows = "attn_fwd_"+p.suffix+v, 64*fs.mt
+	p.fwdSmem = (p.fwdRows + 2*stages*fs.bc) * g.D * 2
+	return p, nil
+}
+
+// params fills the kernel's argument block from validated arguments.
+func attnParamsOf(g opcheck.Attention) attnParams {
+	st := func(x opcheck.AttnOperand) [3]int64 { return [3]int64{int64(x.SB), int64(x.SH), int64(x.ST)} }
+	opAddr := func(x opcheck.AttnOperand) uint64 { return addr(x.T) }
+	p := attnParams{
+		q: opAddr(g.Q), k: opAddr(g.K), v: opAddr(g.V), o: opAddr(g.O), lse: addr(g.LSE), mask: addr(g.Mask), seg: addr(g.Segments),
+		qs: st(g.Q), ks: st(g.K), vs: st(g.V), os: st(g.O),
+		B: int64(g.B), Hq: int64(g.Hq), Hkv: int64(g.Hkv), Tq: int64(g.Tq), Tk: int64(g.Tk), D: int64(g.D),
+		scale: g.Scale, p: g.DropoutP, dscale: 1, seed: g.Seed, offset: g.Offset, dtype: int64(g.Q.T.DType),
+	}
+	if g.DropoutP > 0 {
+		p.dscale = 1 / (1 - g.DropoutP) // float32, as the Dropout op
+	}
+	if g.Causal {
+		p.causal = 1
+	}
+	if g.DO.T != nil {
+		p.dout, p.dq, p.dk, p.dv = opAddr(g.DO), opAddr(g.DQ), opAddr(g.DK), opAddr(g.DV)
+		p.dos, p.dqs, p.dks, p.dvs = st(g.DO), st(g.DQ), st(g.DK), st(g.DV)
+	}
+	return p
+}
+
+// attnLaunch queues kernels/attention.cu's kernel name on a (gx, gy, gz) grid with smem bytes of dynamic
+// shared memory.
+func (o *op) attnLaunch(name string, gx, gy, gz, block, smem int, p *attnParams) {
+	if o.err != nil || gx == 0 || gy == 0 || gz == 0 {
+		return
+	}
+	f, err := o.b.function("attention.cu", name)
+	if o.fail(err) != nil {
+		return
+	}
+	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	st := *(*unsafe.Pointer)(unsafe.Pointer(&o.b.stream))
+	if rc := C.tc_attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(block), C.uint(smem), st, unsafe.Pointer(p)); rc != 0 {
+		o.fail(driverErrCode("cuLaunchKernel", int(rc), fmt.Sprintf("%s (grid %d×%d×%d, block %d, %d bytes of shared memory)", name, gx, gy, gz, block, smem)))
+	}
+}
+
+func cdiv(a, b int) int { return (a + b - 1) / b }
+
+// Attention is fused attention (FlashAttention-2's algorithm, kernels/attention.cu): tensor-core kernels for
+// F16/BF16 with D = 64 or 128 (sm_80+, operands 16-byte aligned), the general kernel for F32 and any other
+// D ≤ 256; larger D is refused with tensor.ErrUnsupported. It writes O and the FP32 LSE.
 func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	o := b.begin("Attention", opcheck.AttentionTensors(a)...)
 	defer o.end(&err)
-	if _, gerr := opcheck.AttentionGeometry(a, b.owner); o.fail(gerr) != nil {
+	g, gerr := opcheck.AttentionGeometry(a, b.owner)
+	if o.fail(gerr) != nil {
 		return
 	}
-	o.failf(tensor.ErrUnsupported, "the CUDA backend has no fused attention kernel yet (B, Hq, Hkv, Tq, Tk, D = %d, %d, %d, %d, %d, %d); use the two-pass path",
-		a.B, a.Hq, a.Hkv, a.Tq, a.Tk, a.D)
+	pl, perr := b.attnPlan(g, g.Q, g.K, g.V, g.O)
+	if o.fail(perr) != nil || g.B == 0 || g.Tq == 0 {
+		return
+	}
+	p := attnParamsOf(g)
+	if pl.tc {
+		o.attnLaunch(pl.fwd, cdiv(g.Tq, pl.fwdRows), g.Hq, g.B, 128, pl.fwdSmem, &p)
+	} else {
+		o.attnLaunch("attn_fwd_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
+	}
 	return
 }
 
-// AttentionBackward validates its arguments (opcheck.AttentionBackwardGeometry) and reports, as Attention does,
-// an error wrapping tensor.ErrUnsupported.
+// AttentionBackward computes dQ, dK and dV: first the dQ kernel (one block per 64 queries; two sweeps over the
+// keys, the first of which also stores Δ_i = Σ_j P_ij·dP_ij in a scratch buffer), then the dK/dV kernel (one
+// block per 64 keys of a KV head, summing the group's query heads in order). No atomics: the results are
+// bit-identical from run to run.
 func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) {
 	o := b.begin("AttentionBackward", opcheck.AttentionBackwardTensors(a)...)
 	defer o.end(&err)
-	if _, gerr := opcheck.AttentionBackwardGeometry(a, b.owner); o.fail(gerr) != nil {
+	g, gerr := opcheck.AttentionBackwardGeometry(a, b.owner)
+	if o.fail(gerr) != nil {
 		return
 	}
-	o.failf(tensor.ErrUnsupported, "the CUDA backend has no fused attention kernel yet (B, Hq, Hkv, Tq, Tk, D = %d, %d, %d, %d, %d, %d); use the two-pass path",
-		a.B, a.Hq, a.Hkv, a.Tq, a.Tk, a.D)
+	pl, perr := b.attnPlan(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV)
+	if o.fail(perr) != nil || g.B == 0 {
+		return
+	}
+	p := attnParamsOf(g)
+	rows := g.B * g.Hq * g.Tq
+	var delta uint64
+	if rows > 0 {
+		d := o.scratch(4 * rows)
+		if o.failed() {
+			return
+		}
+		defer o.release(d)
+		delta = uint64(d)
+	}
+	p.delta = delta
+	if pl.tc {
+		smem := 6 * 64 * g.D * 2
+		if attnBwdOnly != "dkdv" {
+			o.attnLaunch("attn_bwd_dq_"+pl.suffix, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
+		}
+		if attnBwdOnly != "dq" {
+			o.attnLaunch("attn_bwd_dkdv_"+pl.suffix, cdiv(g.Tk, 64), g.Hkv, g.B, 128, smem+4*64*4, &p)
+		}
+	} else {
+		o.attnLaunch("attn_bwd_dq_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
+		o.attnLaunch("attn_bwd_dkdv_ref", cdiv(g.Tk, 8), g.Hkv, g.B, 256, 0, &p)
+	}
 	return
 }

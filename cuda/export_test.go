@@ -34,3 +34,19 @@ func StagedGemmReasons(b *Backend) map[string]int {
 	}
 	return out
 }
+
+// SetAttnFwdVariant selects a forward variant of the BF16 tensor-core attention kernel ("_m2", "_bc128",
+// "_db"; kernels/attention.cu) for the microbenchmark and tests, and returns a function restoring the default.
+func SetAttnFwdVariant(v string) (restore func()) {
+	old := attnFwdVariant
+	attnFwdVariant = v
+	return func() { attnFwdVariant = old }
+}
+
+// SetAttnBwdOnly makes AttentionBackward launch only its "dq" or "dkdv" kernel (for the benchmark's
+// breakdown; the results are then incomplete) and returns a function restoring both kernels.
+func SetAttnBwdOnly(which string) (restore func()) {
+	old := attnBwdOnly
+	attnBwdOnly = which
+	return func() { attnBwdOnly = old }
+}

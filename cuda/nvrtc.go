@@ -32,6 +32,22 @@ var kernelFS embed.FS
 // compute-sanitizer and Nsight.
 var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 
+// optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu, whose
+// tensor-core kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault inside nvrtcCompileProgram)
+// when line information is requested; compute-sanitizer then reports its errors by kernel name and PC.
+func optionsFor(file string) []string {
+	if file != "attention.cu" {
+		return kernelOptions
+	}
+	var out []string
+	for _, o := range kernelOptions {
+		if o != "-lineinfo" {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 // kernelFiles lists the embedded .cu files, sorted.
 func kernelFiles() []string {
 	ents, _ := kernelFS.ReadDir("kernels")
@@ -154,7 +170,7 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
 	}
-	opts := append([]string{tgt}, kernelOptions...)
+	opts := append([]string{tgt}, optionsFor(file)...)
 	h := sha256.New()
 	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
 	h.Write(src)

@@ -1,0 +1,114 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// BenchmarkAttention times the fused attention kernels (Attention, AttentionBackward) in BF16 at BERT-base's
+// (B, H, T, D) = (64, 12, 512, 64) without a mask and a decoder's (8, 32, 2048, 128) causal, with CUDA events,
+// and reports the median time and TFLOP/s counted as FlashAttention counts them: forward 4·B·H·T²·D (the two
+// products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra sweep for Δ
+// and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
+// scaled_dot_product_attention on the same shapes. Forward variants (fwd_db, fwd_bc128, fwd_m2:
+// kernels/attention.cu) are timed beside the default, and the backward's two kernels alone ("only dq",
+// "only dkdv", still counted against the whole backward's FLOPs, so their times add up).
+func BenchmarkAttention(b *testing.B) {
+	gpu := openOrSkip(b)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct {
+		B, H, T, D int
+		causal     bool
+		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
+	}{
+		{64, 12, 512, 64, false, []string{"", "_db", "_bc128"}, []string{"", "dq", "dkdv"}},
+		{8, 32, 2048, 128, true, []string{"", "_db", "_m2"}, []string{"", "dq", "dkdv"}},
+		{8, 32, 2048, 128, false, []string{""}, []string{""}},
+	} {
+		n := c.B * c.H * c.T * c.D
+		var live []*tensor.Tensor
+		mk := func(dt tensor.DType, n int, fill bool) *tensor.Tensor {
+			x, err := gpu.Alloc(dt, n)
+			if err != nil {
+				b.Fatal(err)
+			}
+			live = append(live, x)
+			if fill {
+				v := make([]float32, n)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64())
+				}
+				if err := gpu.Upload(x, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return x
+		}
+		bf := tensor.BF16
+		a := tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: c.H, Tq: c.T, Tk: c.T, D: c.D,
+			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, n, true)}, V: tensor.AttnOperand{T: mk(bf, n, true)},
+			O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
+			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal}
+		ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
+			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, n, false)}, DV: tensor.AttnOperand{T: mk(bf, n, false)}}
+		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
+		if c.causal {
+			fwdFlops /= 2
+		}
+		name := fmt.Sprintf("bf16 %dx%dx%dx%d causal=%v", c.B, c.H, c.T, c.D, c.causal)
+		type pass struct {
+			name    string
+			flops   float64
+			fn      func() error
+			restore func() func()
+		}
+		var passes []pass
+		for _, v := range c.fwd {
+			passes = append(passes, pass{"fwd" + v, fwdFlops, func() error { return gpu.Attention(a) },
+				func() func() { return cuda.SetAttnFwdVariant(v) }})
+		}
+		for _, part := range c.bwd {
+			n := "bwd"
+			if part != "" {
+				n += " only " + part
+			}
+			passes = append(passes, pass{n, 2.5 * fwdFlops, func() error { return gpu.AttentionBackward(ba) },
+				func() func() { return cuda.SetAttnBwdOnly(part) }})
+		}
+		for _, pass := range passes {
+			b.Run(pass.name+" "+name, func(b *testing.B) {
+				defer pass.restore()()
+				for i := 0; i < 3; i++ {
+					if err := pass.fn(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				times := make([]float64, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ms, err := gpu.Time(pass.fn)
+					if err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, ms)
+				}
+				b.StopTimer()
+				sort.Float64s(times)
+				med := times[len(times)/2]
+				b.ReportMetric(med*1e3, "µs/op")
+				b.ReportMetric(pass.flops/(med*1e-3)/1e12, "TFLOP/s")
+			})
+		}
+		for _, x := range live {
+			gpu.Free(x)
+		}
+	}
+}

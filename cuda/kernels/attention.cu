@@ -1,0 +1,995 @@
+// attention.cu: fused scaled-dot-product attention (tensor.Backend.Attention and AttentionBackward), after
+// FlashAttention-2 (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning",
+// 2023): the (Tq, Tk) scores never leave registers; the forward keeps a running row max and sum (online
+// softmax) and writes O and the FP32 log-sum-exp; the backward recomputes P from the LSE.
+//
+// Variants (every kernel takes one AttnParams, mirrored by attnParams in cuda/attention.go):
+//
+//   attn_fwd_{bf16,f16}_d{64,128}    tensor cores (mma.sync m16n8k16, FP32 accumulate, sm_80+). D = 64: 128
+//                                    queries per block (4 warps × 32 rows: every K/V fragment read from shared
+//                                    memory feeds two MMAs); D = 128: 64 queries (4 warps × 16 rows; two row
+//                                    tiles need more than 255 registers). 64 keys per step. Q, K and V tiles move with cp.async
+//                                    into XOR-swizzled shared memory (16-byte chunk c of row r lives at chunk
+//                                    c ^ (r & 7), so ldmatrix's eight row addresses hit eight bank groups);
+//                                    the V load of step n overlaps Q·Kᵀ of step n and the K load of step n+1
+//                                    overlaps the softmax and P·V of step n. D = 64 keeps Q's fragments in
+//                                    registers. Causal blocks past the diagonal are skipped, masks are
+//                                    evaluated only in blocks that need them (tails, diagonal, segments).
+//   attn_bwd_dkdv_{bf16,f16}_d{64,128}  one block per 64 keys of one KV head: 4 warps × 16 keys own dK and
+//                                    dV (FP32 registers) while Q, dO, LSE and Δ tiles of 64 queries stream
+//                                    through a cp.async double buffer, over every query block and every query
+//                                    head of the group in a fixed order (GQA sums are deterministic).
+//   attn_bwd_dq_{bf16,f16}_d{64,128}    runs first: one block per 64 queries, K/V tiles streaming through a
+//                                    double buffer in two sweeps: the first sums Δ_i = Σ_j P_ij·dP_ij in FP32
+//                                    (docs/ATTENTION.md: not rowsum(dO∘O) over a half O) and stores it for the
+//                                    dK/dV kernel, the second accumulates dQ in registers. dQ has its own pass
+//                                    instead of FlashAttention-2's atomicAdd, so results are bit-identical.
+//   attn_fwd_ref, attn_bwd_dq_ref (also writes Δ), attn_bwd_dkdv_ref   the general path: one warp per query (or key) row,
+//                                    FP32 with expf/logf, P' and dS rounded where tensor/cpu rounds them (P
+//                                    normalised first), any float dtype, any strides, D ≤ 256.
+//                                    Used for F32, for head sizes the tensor-core kernels do not cover and
+//                                    for operands not aligned to 16 bytes; slow but exact to the contract.
+//
+// Numerics (docs/ATTENTION.md): S = Q·Kᵀ·scale + mask and the softmax statistics are FP32 in registers; P is
+// rounded to the half dtype only as the A operand of P·V (forward) and of dV = P'ᵀ·dO, dS only as the A
+// operand of dQ = dS·K and dK = dSᵀ·Q; O, dQ, dK, dV are rounded once on store (common.cuh's exact RNE).
+// Without a mask and with scale > 0 the exponent is computed as FlashAttention does,
+// exp2(s·scale·log2 e − m), one FMA per score; with a mask the natural-log domain is kept
+// (exp2((s·scale + mask − m)·log2 e)) so a finfo.min mask cannot overflow. A row with no visible key gives
+// O = 0 and LSE = −Inf. Dropout keeps element (b, h, i, j) exactly when the Dropout op keeps element
+// n = ((b·Hq + h)·Tq + i)·Tk + j (tensor.PhiloxKeep: word n%4 of the Philox block at counter offset + n/4).
+#include "common.cuh"
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+#define POS_INF __int_as_float(0x7f800000)
+
+// AttnParams: every pointer is the operand's first element; strides are in elements ([0] batch, [1] head,
+// [2] position; d is contiguous).
+struct AttnParams {
+	const void *q, *k, *v;
+	void *o;
+	float *lse;
+	const float *mask;
+	const int *seg;
+	const void *dout;
+	void *dq, *dk, *dv;
+	float *delta;
+	i64 qs[3], ks[3], vs[3], os[3], dos[3], dqs[3], dks[3], dvs[3];
+	i64 B, Hq, Hkv, Tq, Tk, D;
+	float scale, p, dscale, pad0;
+	u64 seed, offset;
+	i64 causal, dtype;
+};
+
+// keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
+// exact in FP32).
+__device__ __forceinline__ u32 keep_thr(float p) { return (u32)ceilf(p * 16777216.0f); }
+
+__device__ __forceinline__ u32 pick(uint4 v, int r) { return r == 0 ? v.x : r == 1 ? v.y : r == 2 ? v.z : v.w; }
+
+// keep1 reports whether dense element n survives dropout.
+__device__ __forceinline__ bool keep1(u64 n, const AttnParams &p, u32 thr) {
+	u64 ctr = p.offset + (n >> 2);
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), make_uint2((u32)p.seed, (u32)(p.seed >> 32)));
+	return (pick(blk, (int)(n & 3)) >> 8) >= thr;
+}
+
+// keep2 draws elements n and n+1 with one Philox block unless they straddle two.
+__device__ __forceinline__ void keep2(u64 n, const AttnParams &p, u32 thr, bool &k0, bool &k1) {
+	u64 ctr = p.offset + (n >> 2);
+	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+	int r = (int)(n & 3);
+	k0 = (pick(blk, r) >> 8) >= thr;
+	if (r == 3) {
+		u64 c2 = ctr + 1;
+		uint4 b2 = philox4x32_10(make_uint4((u32)c2, (u32)(c2 >> 32), 0u, 0u), key);
+		k1 = (b2.x >> 8) >= thr;
+	} else {
+		k1 = (pick(blk, r + 1) >> 8) >= thr;
+	}
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Tensor-core path (sm_80+).
+
+__device__ __forceinline__ u32 smem_addr(const void *p) {
+	u32 r;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+	return r;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+#if __CUDA_ARCH__ >= 800
+#define TC_OK 1
+
+// cp16 copies 16 bytes global → shared, or writes 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp16(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldsm4(u32 r[4], u32 a) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+__device__ __forceinline__ void ldsm4t(u32 r[4], u32 a) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+
+// mma: c (16×8 FP32) += a (16×16, row) · b (16×8, col), both BF16 or both FP16.
+template <bool BF> __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+	if constexpr (BF) {
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	} else {
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+}
+
+// pack2 rounds (lo, hi) to two halves of one register (lo in the low 16 bits), for MMA operands only.
+template <bool BF> __device__ __forceinline__ u32 pack2(float lo, float hi) {
+	u32 r;
+	if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// store2 rounds two outputs exactly as common.cuh's st (RNE, NaN rules of tensor.F32ToF16/F32ToBF16).
+template <bool BF> __device__ __forceinline__ u32 store2(float lo, float hi) {
+	if constexpr (BF) return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+	else return (u32)f32_to_f16(lo) | ((u32)f32_to_f16(hi) << 16);
+}
+#endif
+
+// swz is the offset (in halves) of 16-byte chunk ch of row r in a tile of rows of D halves.
+template <int D> __device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ (r & 7)) << 3); }
+
+#ifdef TC_OK
+// load_tile queues ROWS rows of D halves (row stride st elements) into s; rows ≥ nvalid are zero-filled.
+template <int D, int ROWS> __device__ __forceinline__ void load_tile(u16 *s, const u16 *g, i64 st, int nvalid, int tid) {
+	constexpr int CPR = D / 8, N = ROWS * CPR / 128;
+#pragma unroll
+	for (int it = 0; it < N; it++) {
+		int c = tid + it * 128, r = c / CPR, ch = c % CPR;
+		bool ok = r < nvalid;
+		cp16(smem_addr(s + swz<D>(r, ch)), ok ? g + (i64)r * st + ch * 8 : g, ok);
+	}
+}
+
+// store_rows copies a warp's ROWS staged rows (tile rows r0.., already rounded) to global rows r0+row0.. < nvalid.
+template <int D, int ROWS> __device__ __forceinline__ void store_rows(u16 *g, i64 st, const u16 *s, int r0, int nvalid, int lane) {
+	constexpr int CPR = D / 8;
+#pragma unroll
+	for (int it = 0; it < ROWS * CPR / 32; it++) {
+		int c = lane + it * 32, r = r0 + c / CPR, ch = c % CPR;
+		if (r < nvalid) *(uint4 *)(g + (i64)r * st + ch * 8) = *(const uint4 *)(s + swz<D>(r, ch));
+	}
+}
+
+// forbidden reports whether query i may not see key j (tail, causal, segments); i < Tq is assumed or harmless.
+__device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int j, int shift) {
+	if (j >= p.Tk) return true;
+	if (p.causal && j > i + shift) return true;
+	if (p.seg && i < p.Tq && p.seg[(i64)b * p.Tq + i] != p.seg[(i64)b * p.Tk + j]) return true;
+	return false;
+}
+#endif
+
+template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
+#ifdef TC_OK
+	constexpr int BR = 4 * 16 * MT, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
+	extern __shared__ __align__(128) u16 smem[];
+	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + (DB ? 2 : 1) * BC * D;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
+	const u16 *Q = (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2];
+	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
+	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
+	int nb = (Tk + BC - 1) / BC;
+	if (p.causal) {
+		int last = min(Tq - 1, q0 + BR - 1) + shift;
+		nb = last < 0 ? 0 : min(nb, last / BC + 1);
+	}
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16 * MT;
+
+	load_tile<D, BR>(sQ, Q, p.qs[2], Tq - q0, tid);
+	if (nb > 0) load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
+	if (DB && nb > 0) load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
+	cp_commit();
+
+	float o[MT][ND][4], m[MT][2], l[MT][2];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+		for (int dn = 0; dn < ND; dn++) o[mt][dn][0] = o[mt][dn][1] = o[mt][dn][2] = o[mt][dn][3] = 0.0f;
+		m[mt][0] = m[mt][1] = NEG_INF;
+		l[mt][0] = l[mt][1] = 0.0f;
+	}
+	u32 qf[QREG ? MT : 1][QREG ? KD : 1][4];
+
+	for (int n = 0; n < nb; n++) {
+		const int k0 = n * BC;
+		const u16 *cK = sK, *cV = sV;
+		if constexpr (DB) {
+			// Two stages: K and V of step n+1 load while step n computes.
+			cK = sK + (n & 1) * BC * D, cV = sV + (n & 1) * BC * D;
+			if (n + 1 < nb) {
+				load_tile<D, BC>(sK + ((n + 1) & 1) * BC * D, K + (i64)(k0 + BC) * p.ks[2], p.ks[2], Tk - k0 - BC, tid);
+				load_tile<D, BC>(sV + ((n + 1) & 1) * BC * D, V + (i64)(k0 + BC) * p.vs[2], p.vs[2], Tk - k0 - BC, tid);
+				cp_commit();
+				cp_wait<1>();
+			} else {
+				cp_wait<0>();
+			}
+			__syncthreads();
+		} else {
+			cp_wait<0>();
+			__syncthreads();
+			load_tile<D, BC>(sV, V + (i64)k0 * p.vs[2], p.vs[2], Tk - k0, tid);
+			cp_commit();
+		}
+		if (QREG && n == 0) {
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int kk = 0; kk < KD; kk++) ldsm4(qf[mt][kk], smem_addr(sQ + swz<D>(wr + mt * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+		}
+		float s[MT][NT][4];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			u32 a[MT][4];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				if constexpr (QREG) {
+					a[mt][0] = qf[mt][kk][0], a[mt][1] = qf[mt][kk][1], a[mt][2] = qf[mt][kk][2], a[mt][3] = qf[mt][kk][3];
+				} else {
+					ldsm4(a[mt], smem_addr(sQ + swz<D>(wr + mt * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+				}
+			}
+#pragma unroll
+			for (int nt = 0; nt < NT; nt += 2) {
+				u32 bb[4];
+				ldsm4(bb, smem_addr(cK + swz<D>(nt * 8 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					mma<BF>(s[mt][nt], a[mt], bb[0], bb[1]);
+					mma<BF>(s[mt][nt + 1], a[mt], bb[2], bb[3]);
+				}
+			}
+		}
+		if constexpr (!DB) {
+			cp_wait<0>();
+			__syncthreads();
+			if (n + 1 < nb) {
+				load_tile<D, BC>(sK, K + (i64)(k0 + BC) * p.ks[2], p.ks[2], Tk - k0 - BC, tid);
+				cp_commit();
+			}
+		}
+		// Scores → probabilities (online softmax), in place in s.
+		if (!fast) {
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					int j = k0 + nt * 8 + tig * 2 + e;
+					float mk = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+#pragma unroll
+					for (int mt = 0; mt < MT; mt++) {
+						s[mt][nt][e] = fmaf(s[mt][nt][e], p.scale, mk);
+						s[mt][nt][2 + e] = fmaf(s[mt][nt][2 + e], p.scale, mk);
+					}
+				}
+		}
+		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+		if (need) {
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int i = q0 + wr + mt * 16 + g + hh * 8;
+#pragma unroll
+					for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+						for (int e = 0; e < 2; e++)
+							if (forbidden(p, b, i, k0 + nt * 8 + tig * 2 + e, shift)) s[mt][nt][hh * 2 + e] = NEG_INF;
+				}
+		}
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				float mx = NEG_INF;
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][hh * 2], s[mt][nt][hh * 2 + 1]));
+				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+				float mo = m[mt][hh], mn = fmaxf(mo, fast ? mx * sl2 : mx);
+				float mu = mn == NEG_INF ? 0.0f : mn;
+				float alpha = fast ? ex2(mo - mu) : ex2((mo - mu) * LOG2E);
+				m[mt][hh] = mn;
+				float sum = 0.0f;
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						float x = s[mt][nt][hh * 2 + e];
+						float pv = fast ? ex2(fmaf(x, sl2, -mu)) : ex2((x - mu) * LOG2E);
+						sum += pv;
+						s[mt][nt][hh * 2 + e] = pv;
+					}
+				l[mt][hh] = l[mt][hh] * alpha + sum;
+#pragma unroll
+				for (int dn = 0; dn < ND; dn++) o[mt][dn][hh * 2] *= alpha, o[mt][dn][hh * 2 + 1] *= alpha;
+			}
+		if (drop) {
+			// Keep bits of this thread's scores (bit 2·x + e of word x / 32, x = (mt·2 + hh)·NT + nt), drawn in
+			// a rolled loop so that the Philox code appears once per word.
+			constexpr int NX = MT * 2 * NT, NWD = (NX + 31) / 32;
+			u64 bits[NWD];
+#pragma unroll
+			for (int w = 0; w < NWD; w++) {
+				u64 acc = 0;
+#pragma unroll 1
+				for (int y = 0; y < 32 && w * 32 + y < NX; y++) {
+					int x = w * 32 + y, nt = x % NT, rh = x / NT, i = q0 + wr + (rh >> 1) * 16 + g + (rh & 1) * 8, j = k0 + nt * 8 + tig * 2;
+					bool k0b, k1b;
+					keep2(((u64)((i64)b * p.Hq + h) * (u64)Tq + (u64)i) * (u64)Tk + (u64)j, p, thr, k0b, k1b);
+					acc |= ((u64)k0b | ((u64)k1b << 1)) << (2 * y);
+				}
+				bits[w] = acc;
+			}
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+					for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+						for (int e = 0; e < 2; e++) {
+							int x = (mt * 2 + hh) * NT + nt;
+							if (!((bits[x / 32] >> (2 * (x % 32) + e)) & 1)) s[mt][nt][hh * 2 + e] = 0.0f;
+						}
+		}
+		// O += P·V.
+#pragma unroll
+		for (int kc = 0; kc < KC; kc++) {
+			u32 a[MT][4];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				a[mt][0] = pack2<BF>(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+				a[mt][1] = pack2<BF>(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+				a[mt][2] = pack2<BF>(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+				a[mt][3] = pack2<BF>(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+			}
+#pragma unroll
+			for (int dn = 0; dn < ND; dn += 2) {
+				u32 bb[4];
+				ldsm4t(bb, smem_addr(cV + swz<D>(kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dn + (lane >> 4))));
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					mma<BF>(o[mt][dn], a[mt], bb[0], bb[1]);
+					mma<BF>(o[mt][dn + 1], a[mt], bb[2], bb[3]);
+				}
+			}
+		}
+		if constexpr (DB) __syncthreads();
+	}
+	// Epilogue: normalise, stage the warp's rows in its own part of sQ, store O and LSE.
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			float lt = l[mt][hh];
+			lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+			lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+			float inv = lt > 0.0f ? p.dscale / lt : 0.0f;
+			int r = wr + mt * 16 + g + hh * 8, i = q0 + r;
+			if (tig == 0 && i < Tq) {
+				float lse = NEG_INF;
+				if (lt > 0.0f) lse = fast ? (m[mt][hh] + log2f(lt)) * LN2 : m[mt][hh] + log2f(lt) * LN2;
+				p.lse[((i64)b * p.Hq + h) * Tq + i] = lse;
+			}
+#pragma unroll
+			for (int dn = 0; dn < ND; dn++)
+				*(u32 *)(sQ + swz<D>(r, dn) + tig * 2) = store2<BF>(o[mt][dn][hh * 2] * inv, o[mt][dn][hh * 2 + 1] * inv);
+		}
+	__syncwarp();
+	store_rows<D, 16 * MT>((u16 *)p.o + b * p.os[0] + h * p.os[1] + (i64)q0 * p.os[2], p.os[2], sQ, wr, Tq - q0, lane);
+#endif
+}
+
+template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
+#ifdef TC_OK
+	constexpr int BC = 64, BR = 64, NQ = BR / 8, ND = D / 8, KD = D / 16, KQ = BR / 16;
+	constexpr bool KVREG = D == 64;
+	extern __shared__ __align__(128) u16 smem[];
+	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + 2 * BR * D;
+	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq, j0 = kb * BC;
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16;
+
+	int qb0 = 0;
+	if (p.causal) {
+		int imin = j0 - shift;
+		qb0 = imin > 0 ? imin / BR : 0;
+	}
+	const int nqb = (Tq + BR - 1) / BR, nit = nqb > qb0 ? nqb - qb0 : 0, total = G * nit;
+
+	float mk[2];
+	int sj[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int j = j0 + wr + g + hh * 8;
+		mk[hh] = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+		sj[hh] = (p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+	}
+
+	auto prefetch = [&](int it, int buf) {
+		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		load_tile<D, BR>(sQ + buf * BR * D, (const u16 *)p.q + b * p.qs[0] + hq * p.qs[1] + (i64)i0 * p.qs[2], p.qs[2], Tq - i0, tid);
+		load_tile<D, BR>(sO + buf * BR * D, (const u16 *)p.dout + b * p.dos[0] + hq * p.dos[1] + (i64)i0 * p.dos[2], p.dos[2], Tq - i0, tid);
+		for (int r = tid; r < BR; r += 128) {
+			int i = i0 + r;
+			float lv = POS_INF, dv = 0.0f;
+			if (i < Tq) {
+				i64 row = ((i64)b * p.Hq + hq) * Tq + i;
+				float x = p.lse[row];
+				lv = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
+				dv = p.delta[row];
+			}
+			sL[buf * BR + r] = lv;
+			sDl[buf * BR + r] = dv;
+		}
+	};
+
+	load_tile<D, BC>(sK, (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1] + (i64)j0 * p.ks[2], p.ks[2], Tk - j0, tid);
+	load_tile<D, BC>(sV, (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1] + (i64)j0 * p.vs[2], p.vs[2], Tk - j0, tid);
+	if (total > 0) prefetch(0, 0);
+	cp_commit();
+	cp_wait<0>();
+	__syncthreads();
+	u32 kf[KVREG ? KD : 1][4], vf[KVREG ? KD : 1][4];
+	if constexpr (KVREG) {
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			ldsm4(kf[kk], smem_addr(sK + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			ldsm4(vf[kk], smem_addr(sV + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+		}
+	}
+	float dk[ND][4], dv[ND][4];
+#pragma unroll
+	for (int dn = 0; dn < ND; dn++)
+#pragma unroll
+		for (int c = 0; c < 4; c++) dk[dn][c] = dv[dn][c] = 0.0f;
+
+	for (int it = 0; it < total; it++) {
+		const int buf = it & 1;
+		if (it + 1 < total) {
+			prefetch(it + 1, buf ^ 1);
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		__syncthreads();
+		const int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		const u16 *cQ = sQ + buf * BR * D, *cO = sO + buf * BR * D;
+		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
+		float s[NQ][4], dp[NQ][4];
+#pragma unroll
+		for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+		// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (rows: this warp's 16 keys; columns: the block's queries).
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			u32 a[4], av[4];
+			if constexpr (KVREG) {
+#pragma unroll
+				for (int c = 0; c < 4; c++) a[c] = kf[kk][c], av[c] = vf[kk][c];
+			} else {
+				ldsm4(a, smem_addr(sK + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+				ldsm4(av, smem_addr(sV + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			}
+#pragma unroll
+			for (int nt = 0; nt < NQ; nt += 2) {
+				u32 bb[4], bo[4];
+				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				ldsm4(bb, smem_addr(cQ + swz<D>(r, ch)));
+				ldsm4(bo, smem_addr(cO + swz<D>(r, ch)));
+				mma<BF>(s[nt], a, bb[0], bb[1]);
+				mma<BF>(s[nt + 1], a, bb[2], bb[3]);
+				mma<BF>(dp[nt], av, bo[0], bo[1]);
+				mma<BF>(dp[nt + 1], av, bo[2], bo[3]);
+			}
+		}
+		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
+		u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
+		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh, drawn in a rolled loop
+		if (drop) {
+#pragma unroll 1
+			for (int x = 0; x < NQ * 4; x++) {
+				int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + g + (x & 1) * 8;
+				bits |= (u32)keep1((hbase + (u64)i) * (u64)Tk + (u64)j, p, thr) << x;
+			}
+		}
+#pragma unroll
+		for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
+				float lv = cL[ic], dl = cD[ic];
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int j = j0 + wr + g + hh * 8, c = hh * 2 + e;
+					float x = s[nt][c];
+					float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[hh]) - lv) * LOG2E);
+					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
+					float dpv = dp[nt][c], pd = pv;
+					if (drop) {
+						bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
+						pd = kp ? pv * p.dscale : 0.0f;
+						dpv = kp ? dpv * p.dscale : 0.0f;
+					}
+					dp[nt][c] = pv * (dpv - dl);
+					s[nt][c] = pd;
+				}
+			}
+		// dV += P'ᵀ·dO, dK += dSᵀ·Q (A: this warp's keys × queries; B: the query tile, transposed by ldmatrix).
+#pragma unroll
+		for (int kq = 0; kq < KQ; kq++) {
+			u32 a[4], ad[4];
+			a[0] = pack2<BF>(s[2 * kq][0], s[2 * kq][1]);
+			a[1] = pack2<BF>(s[2 * kq][2], s[2 * kq][3]);
+			a[2] = pack2<BF>(s[2 * kq + 1][0], s[2 * kq + 1][1]);
+			a[3] = pack2<BF>(s[2 * kq + 1][2], s[2 * kq + 1][3]);
+			ad[0] = pack2<BF>(dp[2 * kq][0], dp[2 * kq][1]);
+			ad[1] = pack2<BF>(dp[2 * kq][2], dp[2 * kq][3]);
+			ad[2] = pack2<BF>(dp[2 * kq + 1][0], dp[2 * kq + 1][1]);
+			ad[3] = pack2<BF>(dp[2 * kq + 1][2], dp[2 * kq + 1][3]);
+#pragma unroll
+			for (int dn = 0; dn < ND; dn += 2) {
+				u32 bo[4], bq[4];
+				int r = kq * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = dn + (lane >> 4);
+				ldsm4t(bo, smem_addr(cO + swz<D>(r, ch)));
+				ldsm4t(bq, smem_addr(cQ + swz<D>(r, ch)));
+				mma<BF>(dv[dn], a, bo[0], bo[1]);
+				mma<BF>(dv[dn + 1], a, bo[2], bo[3]);
+				mma<BF>(dk[dn], ad, bq[0], bq[1]);
+				mma<BF>(dk[dn + 1], ad, bq[2], bq[3]);
+			}
+		}
+		__syncthreads();
+	}
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = wr + g + hh * 8;
+#pragma unroll
+		for (int dn = 0; dn < ND; dn++) {
+			*(u32 *)(sK + swz<D>(r, dn) + tig * 2) = store2<BF>(dk[dn][hh * 2] * p.scale, dk[dn][hh * 2 + 1] * p.scale);
+			*(u32 *)(sV + swz<D>(r, dn) + tig * 2) = store2<BF>(dv[dn][hh * 2], dv[dn][hh * 2 + 1]);
+		}
+	}
+	__syncwarp();
+	store_rows<D, 16>((u16 *)p.dk + b * p.dks[0] + hk * p.dks[1] + (i64)j0 * p.dks[2], p.dks[2], sK, wr, Tk - j0, lane);
+	store_rows<D, 16>((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j0 * p.dvs[2], p.dvs[2], sV, wr, Tk - j0, lane);
+#endif
+}
+
+template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams &p) {
+#ifdef TC_OK
+	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
+	constexpr bool QREG = D == 64;
+	extern __shared__ __align__(128) u16 smem[];
+	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
+	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
+	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
+	int nb = (Tk + BC - 1) / BC;
+	if (p.causal) {
+		int last = min(Tq - 1, q0 + BR - 1) + shift;
+		nb = last < 0 ? 0 : min(nb, last / BC + 1);
+	}
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16;
+
+	float lv[2], dl[2];
+	int si[2];
+	u64 rowb[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int i = q0 + wr + g + hh * 8;
+		lv[hh] = POS_INF, dl[hh] = 0.0f, si[hh] = 0;
+		rowb[hh] = (((u64)((i64)b * p.Hq + h)) * (u64)Tq + (u64)i) * (u64)Tk;
+		if (i < Tq) {
+			i64 row = ((i64)b * p.Hq + h) * Tq + i;
+			float x = p.lse[row];
+			lv[hh] = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
+			if (p.seg) si[hh] = p.seg[(i64)b * Tq + i];
+		}
+	}
+
+	load_tile<D, BR>(sQ, (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2], p.qs[2], Tq - q0, tid);
+	load_tile<D, BR>(sO, (const u16 *)p.dout + b * p.dos[0] + h * p.dos[1] + (i64)q0 * p.dos[2], p.dos[2], Tq - q0, tid);
+	cp_commit();
+	if (nb > 0) {
+		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
+		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
+	}
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+	u32 qf[QREG ? KD : 1][4], of[QREG ? KD : 1][4];
+	if constexpr (QREG) {
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			ldsm4(qf[kk], smem_addr(sQ + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			ldsm4(of[kk], smem_addr(sO + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+		}
+	}
+	float dq[ND][4];
+#pragma unroll
+	for (int dn = 0; dn < ND; dn++) dq[dn][0] = dq[dn][1] = dq[dn][2] = dq[dn][3] = 0.0f;
+
+	// Two sweeps over the key blocks: the first sums Δ_i = Σ_j P_ij·dP_ij (FP32, from S and dP only), the
+	// second forms dS = P∘(dP − Δ) and dQ. Step it works on block it % nb in buffer it & 1.
+	float dsum[2] = {0.0f, 0.0f};
+	for (int it = 0; it < 2 * nb; it++) {
+		const int pass = it >= nb, n = it - pass * nb, buf = it & 1, k0 = n * BC;
+		if (it + 1 < 2 * nb) {
+			const int k1 = ((it + 1) % nb) * BC;
+			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
+			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		__syncthreads();
+		const u16 *cK = sK + buf * BC * D, *cV = sV + buf * BC * D;
+		float s[NT][4], dp[NT][4];
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			u32 a[4], ao[4];
+			if constexpr (QREG) {
+#pragma unroll
+				for (int c = 0; c < 4; c++) a[c] = qf[kk][c], ao[c] = of[kk][c];
+			} else {
+				ldsm4(a, smem_addr(sQ + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+				ldsm4(ao, smem_addr(sO + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			}
+#pragma unroll
+			for (int nt = 0; nt < NT; nt += 2) {
+				u32 bk[4], bv[4];
+				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				ldsm4(bk, smem_addr(cK + swz<D>(r, ch)));
+				ldsm4(bv, smem_addr(cV + swz<D>(r, ch)));
+				mma<BF>(s[nt], a, bk[0], bk[1]);
+				mma<BF>(s[nt + 1], a, bk[2], bk[3]);
+				mma<BF>(dp[nt], ao, bv[0], bv[1]);
+				mma<BF>(dp[nt + 1], ao, bv[2], bv[3]);
+			}
+		}
+		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e, drawn in a rolled loop
+		if (drop) {
+#pragma unroll 1
+			for (int x = 0; x < NT * 2; x++) {
+				bool k0b, k1b;
+				keep2(rowb[x & 1] + (u64)(k0 + (x >> 1) * 8 + tig * 2), p, thr, k0b, k1b);
+				bits |= ((u32)k0b | ((u32)k1b << 1)) << (2 * x);
+			}
+		}
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int j = k0 + nt * 8 + tig * 2 + e;
+				float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+				int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int i = q0 + wr + g + hh * 8, c = hh * 2 + e;
+					float x = s[nt][c];
+					float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
+					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
+					float dpv = dp[nt][c];
+					if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
+					if (pass) dp[nt][c] = pv * (dpv - dl[hh]);
+					else dsum[hh] += pv * dpv;
+				}
+			}
+		if (!pass) {
+			if (n == nb - 1) {
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					float t = dsum[hh];
+					t += __shfl_xor_sync(0xffffffffu, t, 1);
+					t += __shfl_xor_sync(0xffffffffu, t, 2);
+					dl[hh] = t;
+					int i = q0 + wr + g + hh * 8;
+					if (tig == 0 && i < Tq) p.delta[((i64)b * p.Hq + h) * Tq + i] = t;
+				}
+			}
+			__syncthreads();
+			continue;
+		}
+		// dQ += dS·K.
+#pragma unroll
+		for (int kc = 0; kc < KC; kc++) {
+			u32 a[4];
+			a[0] = pack2<BF>(dp[2 * kc][0], dp[2 * kc][1]);
+			a[1] = pack2<BF>(dp[2 * kc][2], dp[2 * kc][3]);
+			a[2] = pack2<BF>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]);
+			a[3] = pack2<BF>(dp[2 * kc + 1][2], dp[2 * kc + 1][3]);
+#pragma unroll
+			for (int dn = 0; dn < ND; dn += 2) {
+				u32 bb[4];
+				ldsm4t(bb, smem_addr(cK + swz<D>(kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dn + (lane >> 4))));
+				mma<BF>(dq[dn], a, bb[0], bb[1]);
+				mma<BF>(dq[dn + 1], a, bb[2], bb[3]);
+			}
+		}
+		__syncthreads();
+	}
+	if (nb == 0) {
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int i = q0 + wr + g + hh * 8;
+			if (tig == 0 && i < Tq) p.delta[((i64)b * p.Hq + h) * Tq + i] = 0.0f;
+		}
+	}
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = wr + g + hh * 8;
+#pragma unroll
+		for (int dn = 0; dn < ND; dn++) *(u32 *)(sQ + swz<D>(r, dn) + tig * 2) = store2<BF>(dq[dn][hh * 2] * p.scale, dq[dn][hh * 2 + 1] * p.scale);
+	}
+	__syncwarp();
+	store_rows<D, 16>((u16 *)p.dq + b * p.dqs[0] + h * p.dqs[1] + (i64)q0 * p.dqs[2], p.dqs[2], sQ, wr, Tq - q0, lane);
+#endif
+}
+
+#define TC_KERNELS(D, NAME, BF, MT)                                                                               \
+	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, MT, 64, D == 64, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
+
+// Forward query rows per block: 128 (MT = 2 m-tiles per warp) for D = 64, 64 for D = 128, where two m-tiles
+// spill registers. Variants kept for the microbenchmark to compare (BF16 only): _m2 (D = 128 with 128 rows),
+// _bc128 (D = 64 with 128 keys per step and Q read from shared memory), _db (K and V both double-buffered,
+// the next step's tiles loading during the whole current step, instead of V during Q·Kᵀ and K during P·V).
+TC_KERNELS(64, bf16, true, 2)
+TC_KERNELS(64, f16, false, 2)
+TC_KERNELS(128, bf16, true, 1)
+TC_KERNELS(128, f16, false, 1)
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_db(const AttnParams p) { fwd_tc<64, true, 2, 64, true, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
+
+// ---------------------------------------------------------------------------------------------------------
+// The general path.
+
+#define REF_MAXD 256
+#define REF_PER (REF_MAXD / 32)
+
+// ref_rnd rounds a product input to the operands' half dtype (identity for F32), as tensor/cpu's reference
+// rounds P' and dS.
+__device__ __forceinline__ float ref_rnd(float x, int dt) { return dt == DT_F32 ? x : half_to_f32(f32_to_half(x, dt), dt); }
+
+// ref_visible reports whether query i sees key j, and its additive mask value.
+__device__ __forceinline__ bool ref_visible(const AttnParams &p, i64 b, i64 i, i64 j, float &mk) {
+	if (p.causal && j > i + (p.Tk - p.Tq)) return false;
+	if (p.seg && p.seg[b * p.Tq + i] != p.seg[b * p.Tk + j]) return false;
+	mk = p.mask ? p.mask[b * p.Tk + j] : 0.0f;
+	return mk != NEG_INF;
+}
+
+// ref_dot returns Σ_d x[xb + d]·y[yb + d] over the warp's lanes (x held in registers xr).
+__device__ __forceinline__ float ref_dot(const float xr[REF_PER], const void *y, int dt, i64 yb, int D, int lane) {
+	float s = 0.0f;
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) {
+		int d = lane + 32 * k;
+		if (d < D) s += xr[k] * ld(y, dt, yb + d);
+	}
+	return warp_sum(s);
+}
+
+__device__ __forceinline__ void ref_load(float r[REF_PER], const void *x, int dt, i64 base, int D, int lane) {
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) {
+		int d = lane + 32 * k;
+		r[k] = d < D ? ld(x, dt, base + d) : 0.0f;
+	}
+}
+
+// attn_fwd_ref: one warp per query row; a first sweep over the keys finds the row's max and sum (online, FP32,
+// expf), the second accumulates O = Σ_j rnd(P_ij·f_ij)·V_j with P normalised first, as tensor/cpu rounds it.
+extern "C" __global__ void attn_fwd_ref(const AttnParams p) {
+	i64 i = (i64)blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+	int lane = threadIdx.x % 32, dt = (int)p.dtype, D = (int)p.D;
+	if (i >= p.Tq) return;
+	i64 hk = h / (p.Hq / p.Hkv);
+	float q[REF_PER], o[REF_PER];
+	ref_load(q, p.q, dt, b * p.qs[0] + h * p.qs[1] + i * p.qs[2], D, lane);
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) o[k] = 0.0f;
+	float m = NEG_INF, l = 0.0f;
+	u32 thr = keep_thr(p.p);
+	u64 rowbase = ((u64)(b * p.Hq + h) * (u64)p.Tq + (u64)i) * (u64)p.Tk;
+	for (i64 j = 0; j < p.Tk; j++) {
+		float mk;
+		if (!ref_visible(p, b, i, j, mk)) continue;
+		float sc = ref_dot(q, p.k, dt, b * p.ks[0] + hk * p.ks[1] + j * p.ks[2], D, lane) * p.scale + mk;
+		if (sc == NEG_INF) continue;
+		float mn = fmaxf(m, sc);
+		l = l * expf(m - mn) + expf(sc - mn);
+		m = mn;
+	}
+	float inv = l > 0.0f ? 1.0f / l : 0.0f;
+	for (i64 j = 0; j < p.Tk && l > 0.0f; j++) {
+		float mk;
+		if (!ref_visible(p, b, i, j, mk)) continue;
+		float sc = ref_dot(q, p.k, dt, b * p.ks[0] + hk * p.ks[1] + j * p.ks[2], D, lane) * p.scale + mk;
+		if (sc == NEG_INF) continue;
+		float f = (p.p > 0.0f && !keep1(rowbase + (u64)j, p, thr)) ? 0.0f : p.dscale;
+		float pd = ref_rnd(expf(sc - m) * inv * f, dt);
+		if (pd == 0.0f) continue;
+		i64 vb = b * p.vs[0] + hk * p.vs[1] + j * p.vs[2];
+#pragma unroll
+		for (int k = 0; k < REF_PER; k++) {
+			int d = lane + 32 * k;
+			if (d < D) o[k] += pd * ld(p.v, dt, vb + d);
+		}
+	}
+	i64 obase = b * p.os[0] + h * p.os[1] + i * p.os[2];
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) {
+		int d = lane + 32 * k;
+		if (d < D) st(p.o, dt, obase + d, o[k]);
+	}
+	if (lane == 0) p.lse[(b * p.Hq + h) * p.Tq + i] = l > 0.0f ? m + logf(l) : NEG_INF;
+}
+
+// attn_bwd_dq_ref: one warp per query row: dQ_i = scale·Σ_j dS_ij·K_j.
+extern "C" __global__ void attn_bwd_dq_ref(const AttnParams p) {
+	i64 i = (i64)blockIdx.x * 8 + threadIdx.x / 32, h = blockIdx.y, b = blockIdx.z;
+	int lane = threadIdx.x % 32, dt = (int)p.dtype, D = (int)p.D;
+	if (i >= p.Tq) return;
+	i64 hk = h / (p.Hq / p.Hkv), row = (b * p.Hq + h) * p.Tq + i;
+	float q[REF_PER], dO[REF_PER], dq[REF_PER];
+	ref_load(q, p.q, dt, b * p.qs[0] + h * p.qs[1] + i * p.qs[2], D, lane);
+	ref_load(dO, p.dout, dt, b * p.dos[0] + h * p.dos[1] + i * p.dos[2], D, lane);
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) dq[k] = 0.0f;
+	float lse = p.lse[row], dl = 0.0f;
+	u32 thr = keep_thr(p.p);
+	u64 rowbase = (u64)row * (u64)p.Tk;
+	for (i64 j = 0; j < p.Tk && lse != NEG_INF; j++) { // Δ = Σ_j P_ij·dP_ij
+		float mk;
+		if (!ref_visible(p, b, i, j, mk)) continue;
+		float sc = ref_dot(q, p.k, dt, b * p.ks[0] + hk * p.ks[1] + j * p.ks[2], D, lane) * p.scale + mk;
+		float dpv = ref_dot(dO, p.v, dt, b * p.vs[0] + hk * p.vs[1] + j * p.vs[2], D, lane);
+		if (p.p > 0.0f) dpv = keep1(rowbase + (u64)j, p, thr) ? dpv * p.dscale : 0.0f;
+		dl += expf(sc - lse) * dpv;
+	}
+	if (lane == 0) p.delta[row] = dl;
+	for (i64 j = 0; j < p.Tk && lse != NEG_INF; j++) {
+		float mk;
+		if (!ref_visible(p, b, i, j, mk)) continue;
+		i64 kb = b * p.ks[0] + hk * p.ks[1] + j * p.ks[2];
+		float sc = ref_dot(q, p.k, dt, kb, D, lane) * p.scale + mk;
+		float pr = expf(sc - lse);
+		float dpv = ref_dot(dO, p.v, dt, b * p.vs[0] + hk * p.vs[1] + j * p.vs[2], D, lane);
+		if (p.p > 0.0f) dpv = keep1(rowbase + (u64)j, p, thr) ? dpv * p.dscale : 0.0f;
+		float ds = ref_rnd(pr * (dpv - dl), dt);
+#pragma unroll
+		for (int k = 0; k < REF_PER; k++) {
+			int d = lane + 32 * k;
+			if (d < D) dq[k] += ds * ld(p.k, dt, kb + d);
+		}
+	}
+	i64 base = b * p.dqs[0] + h * p.dqs[1] + i * p.dqs[2];
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) {
+		int d = lane + 32 * k;
+		if (d < D) st(p.dq, dt, base + d, dq[k] * p.scale);
+	}
+}
+
+// attn_bwd_dkdv_ref: one warp per key row of one KV head: dV_j = Σ_h Σ_i P'_ij·dO_i, dK_j = scale·Σ_h Σ_i
+// dS_ij·Q_i over the group's query heads h in order.
+extern "C" __global__ void attn_bwd_dkdv_ref(const AttnParams p) {
+	i64 j = (i64)blockIdx.x * 8 + threadIdx.x / 32, hk = blockIdx.y, b = blockIdx.z;
+	int lane = threadIdx.x % 32, dt = (int)p.dtype, D = (int)p.D;
+	if (j >= p.Tk) return;
+	i64 G = p.Hq / p.Hkv;
+	float kr[REF_PER], vr[REF_PER], dk[REF_PER], dv[REF_PER];
+	ref_load(kr, p.k, dt, b * p.ks[0] + hk * p.ks[1] + j * p.ks[2], D, lane);
+	ref_load(vr, p.v, dt, b * p.vs[0] + hk * p.vs[1] + j * p.vs[2], D, lane);
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) dk[k] = dv[k] = 0.0f;
+	u32 thr = keep_thr(p.p);
+	for (i64 h = hk * G; h < (hk + 1) * G; h++)
+		for (i64 i = 0; i < p.Tq; i++) {
+			float mk;
+			if (!ref_visible(p, b, i, j, mk)) continue;
+			i64 row = (b * p.Hq + h) * p.Tq + i;
+			float lse = p.lse[row];
+			if (lse == NEG_INF) continue;
+			i64 qb = b * p.qs[0] + h * p.qs[1] + i * p.qs[2], ob = b * p.dos[0] + h * p.dos[1] + i * p.dos[2];
+			float sc = ref_dot(kr, p.q, dt, qb, D, lane) * p.scale + mk;
+			float pr = expf(sc - lse), pd = pr;
+			float dpv = ref_dot(vr, p.dout, dt, ob, D, lane);
+			if (p.p > 0.0f) {
+				bool kp = keep1((u64)row * (u64)p.Tk + (u64)j, p, thr);
+				pd = kp ? pr * p.dscale : 0.0f;
+				dpv = kp ? dpv * p.dscale : 0.0f;
+			}
+			pd = ref_rnd(pd, dt);
+			float ds = ref_rnd(pr * (dpv - p.delta[row]), dt);
+#pragma unroll
+			for (int k = 0; k < REF_PER; k++) {
+				int d = lane + 32 * k;
+				if (d < D) {
+					dv[k] += pd * ld(p.dout, dt, ob + d);
+					dk[k] += ds * ld(p.q, dt, qb + d);
+				}
+			}
+		}
+	i64 kb = b * p.dks[0] + hk * p.dks[1] + j * p.dks[2], vb = b * p.dvs[0] + hk * p.dvs[1] + j * p.dvs[2];
+#pragma unroll
+	for (int k = 0; k < REF_PER; k++) {
+		int d = lane + 32 * k;
+		if (d < D) {
+			st(p.dk, dt, kb + d, dk[k] * p.scale);
+			st(p.dv, dt, vb + d, dv[k]);
+		}
+	}
+}

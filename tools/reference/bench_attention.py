@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""PyTorch reference of cuda's BenchmarkAttention: scaled_dot_product_attention on the same shapes and GPU.
+
+Run on the GPU machine (torch 2.11), in the same device call as the Go benchmark:
+
+    python3 tools/reference/bench_attention.py [--iters 50] [--json OUT.json]
+
+For (B, H, T, D) = (64, 12, 512, 64) without a mask and (8, 32, 2048, 128) causal, BF16, (B, H, T, D)
+contiguous tensors, it times torch.nn.functional.scaled_dot_product_attention under
+torch.nn.attention.sdpa_kernel with each of the FLASH_ATTENTION and CUDNN_ATTENTION backends: the forward
+alone (no grad) and the backward alone (torch.autograd.grad of the output with a fixed dO, the forward run
+before the timed region). Each is run 5 times untimed, then --iters times between torch.cuda.Event records;
+the median is reported. FLOPs are counted as FlashAttention counts them (and as the Go benchmark does):
+forward 4*B*H*T^2*D, halved when causal; backward 2.5x the forward.
+"""
+import argparse
+import json
+import statistics
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+SHAPES = [(64, 12, 512, 64, False), (8, 32, 2048, 128, True), (8, 32, 2048, 128, False)]
+BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
+def timed(fn, iters):
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())
+    rows = []
+    for B, H, T, D, causal in SHAPES:
+        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        do = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16)
+        fwd_flops = 4 * B * H * T * T * D / (2 if causal else 1)
+        for name, be in BACKENDS.items():
+            try:
+                with sdpa_kernel([be]):
+                    def fwd():
+                        with torch.no_grad():
+                            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                    ms_f = timed(fwd, args.iters)
+                    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+                    def bwd():
+                        torch.autograd.grad(out, (q, k, v), do, retain_graph=True)
+                    ms_b = timed(bwd, args.iters)
+            except RuntimeError as e:
+                print(f"{name} B={B} H={H} T={T} D={D} causal={causal}: unavailable: {str(e).splitlines()[0]}")
+                continue
+            r = dict(backend=name, B=B, H=H, T=T, D=D, causal=causal, fwd_ms=ms_f, bwd_ms=ms_b,
+                     fwd_tflops=fwd_flops / ms_f / 1e9, bwd_tflops=2.5 * fwd_flops / ms_b / 1e9)
+            rows.append(r)
+            print(f"torch {name:5s} bf16 {B}x{H}x{T}x{D} causal={causal}: fwd {ms_f*1e3:9.1f} us {r['fwd_tflops']:6.1f} TFLOP/s"
+                  f"   bwd {ms_b*1e3:9.1f} us {r['bwd_tflops']:6.1f} TFLOP/s")
+        del q, k, v, do
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
