@@ -72,6 +72,17 @@ func TestPredictFromStdin(t *testing.T) {
 	if code, _, stderr := runCLIStdin("", "predict", "--device", "cpu", "--model", out, "--input", "-"); code != exitUsage || !strings.Contains(stderr, "standard input is empty") {
 		t.Errorf("empty stdin: exit %d %s", code, stderr)
 	}
+	// Standard input is copied line by line: a line over 1 MiB is refused naming its line, not read whole.
+	long := "fine\n" + strings.Repeat("good ", 250_000) + "\n"
+	if code, _, stderr := runCLIStdin(long, "predict", "--device", "cpu", "--model", out, "--input", "-"); code == exitOK ||
+		!strings.Contains(stderr, "standard input (--input -):2: row too long") {
+		t.Errorf("a 1.25 MB line on stdin: exit %d %s", code, stderr)
+	}
+	// Blank lines keep their place: line 3 is the third prediction.
+	code, stdout, stderr := runCLIStdin("\na gripping film\n\nnot good at all\n\n", "predict", "--device", "cpu", "--model", out, "--input", "-")
+	if code != exitOK || strings.Count(stdout, "\n") < 4 {
+		t.Errorf("blank lines on stdin: exit %d %s %s", code, stdout, stderr)
+	}
 }
 
 // runCLIStdin is runCLI with stdin as standard input.

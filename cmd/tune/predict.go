@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -208,44 +208,82 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 
 // stdinFile saves standard input (--input -) to a temporary file LoadUnlabelled reads, and returns it with its
 // removal. With --format the input is in that format; without, input whose first character is '{' is JSONL, and
-// anything else one text per line (line N of the input is the prediction's line N).
+// anything else one text per line (line N of the input is the prediction's line N). The input is copied line by
+// line (loaders.LineReader: a line over loaders.DefaultMaxRowBytes is an error naming it), so memory does not
+// grow with it.
 func (o *predictOptions) stdinFile() (string, func(), error) {
 	in := o.stdin
 	if in == nil {
 		in = os.Stdin
 	}
-	data, err := io.ReadAll(in)
-	if err != nil {
-		return "", nil, fmt.Errorf("predict: reading standard input (--input -): %w", err)
-	}
-	if len(strings.TrimSpace(string(data))) == 0 {
-		return "", nil, usagef("--input -: standard input is empty; pipe texts in, one per line")
-	}
-	format := o.Format
-	if format == "" && strings.HasPrefix(strings.TrimSpace(string(data)), "{") {
-		format = "jsonl"
-	}
-	if format == "" { // one text per line: JSONL with a "text" field, one object per input line
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		for _, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
-			_ = enc.Encode(map[string]string{"text": strings.TrimSuffix(line, "\r")})
-		}
-		data, format = b.Bytes(), "jsonl"
-		if o.TextColumn == "" {
-			o.TextColumn = "text"
-		}
-	}
 	dir, err := os.MkdirTemp("", "tune-predict-")
 	if err != nil {
 		return "", nil, fmt.Errorf("predict: %w", err)
 	}
-	p := filepath.Join(dir, "stdin."+format)
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("predict: %w", err)
+	cleanup := func() { os.RemoveAll(dir) }
+	fail := func(err error) (string, func(), error) { cleanup(); return "", nil, err }
+	f, err := os.CreateTemp(dir, "stdin-")
+	if err != nil {
+		return fail(fmt.Errorf("predict: %w", err))
 	}
-	return p, func() { os.RemoveAll(dir) }, nil
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	format, blank := o.Format, 0 // blank: empty lines not yet written (trailing ones are dropped)
+	lr := loaders.NewLineReader(in, "standard input (--input -)", 0)
+	for {
+		line, _, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fail(fmt.Errorf("predict: %w", err))
+		}
+		text := string(line)
+		if format == "" {
+			if strings.TrimSpace(text) == "" {
+				blank++
+				continue
+			}
+			format = "text"
+			if strings.HasPrefix(strings.TrimSpace(text), "{") {
+				format = "jsonl"
+				for ; blank > 0; blank-- {
+					w.WriteByte('\n')
+				}
+			}
+		}
+		if format != "text" { // --format's file, or JSONL, as it is
+			w.Write(line)
+			w.WriteByte('\n')
+			continue
+		}
+		if text == "" {
+			blank++
+			continue
+		}
+		for ; blank > 0; blank-- {
+			_ = enc.Encode(map[string]string{"text": ""})
+		}
+		_ = enc.Encode(map[string]string{"text": text})
+	}
+	if format == "" {
+		return fail(usagef("--input -: standard input is empty; pipe texts in, one per line"))
+	}
+	if err := w.Flush(); err != nil {
+		return fail(fmt.Errorf("predict: %w", err))
+	}
+	if format == "text" { // one text per line: JSONL with a "text" field, one object per input line
+		format = "jsonl"
+		if o.TextColumn == "" {
+			o.TextColumn = "text"
+		}
+	}
+	p := filepath.Join(dir, "stdin."+format)
+	if err := os.Rename(f.Name(), p); err != nil {
+		return fail(fmt.Errorf("predict: %w", err))
+	}
+	return p, cleanup, nil
 }
 
 // nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.
