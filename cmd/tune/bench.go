@@ -107,8 +107,8 @@ how much of them is T×T attention buffers, autocast weight copies) and the larg
 	f.BoolVar(&o.LoRA, "lora", false, "train LoRA adapters (and the classifier) instead of every parameter")
 	f.IntVar(&o.LoRARank, "lora-r", 8, "LoRA rank r (lora_alpha is 2r)")
 	f.StringSliceVar(&o.LoRATargets, "lora-targets", []string{"query", "value"}, "modules that get an adapter (target_modules)")
-	f.IntVar(&o.Steps, "steps", 30, "timed steps per precision")
-	f.IntVar(&o.Warmup, "warmup", 5, "untimed steps first (kernel compilation, GEMM plans, allocator warm-up)")
+	f.IntVar(&o.Steps, "steps", -1, "timed steps per precision (default 30 on a GPU, 10 on the CPU)")
+	f.IntVar(&o.Warmup, "warmup", -1, "untimed steps first: kernel compilation, GEMM plans, allocator warm-up (default 5 on a GPU, 2 on the CPU)")
 	f.Float64Var(&o.LR, "lr", 2e-5, "AdamW learning rate")
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the weights, adapters, tokens, labels and dropout")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
@@ -150,6 +150,14 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		s := bench.DefaultSpec()
 		s.Model, s.Config, s.Batch, s.Seq, s.Policy = model, cfg, o.Batch, o.Seq, p
 		s.Steps, s.Warmup, s.LearningRate, s.Seed = o.Steps, o.Warmup, o.LR, o.Seed
+		// The CPU runs a step in emulated half precision far slower than a GPU: fewer steps by default keep
+		// `tune bench --device cpu` under a minute (30 + 5 steps in three precisions took about 3 minutes).
+		if s.Steps < 0 {
+			s.Steps = map[bool]int{true: 30, false: 10}[onGPU]
+		}
+		if s.Warmup < 0 {
+			s.Warmup = map[bool]int{true: 5, false: 2}[onGPU]
+		}
 		s.AttnImplementation = o.Attn
 		if o.LoRA {
 			c := bench.LoRAConfig(o.LoRARank, o.LoRATargets)

@@ -165,3 +165,27 @@ func TestBenchReport(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchCPUDefaults: without --steps and --warmup, the CPU times 10 steps after 2 warm-ups per precision
+// (`tune bench --device cpu` took about 3 minutes with the GPU's 30 + 5), the GPU 30 after 5.
+func TestBenchCPUDefaults(t *testing.T) {
+	o := &benchOptions{Modes: []string{"fp32", "bf16"}, Batch: 32, Seq: 128, Steps: -1, Warmup: -1, LR: 2e-5, Seed: 42, Attn: "sdpa"}
+	for _, c := range []struct {
+		gpu           bool
+		steps, warmup int
+	}{{false, 10, 2}, {true, 30, 5}} {
+		specs, err := o.specs(c.gpu)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range specs {
+			if s.Steps != c.steps || s.Warmup != c.warmup {
+				t.Errorf("gpu %v: %d steps after %d warm-up, want %d after %d", c.gpu, s.Steps, s.Warmup, c.steps, c.warmup)
+			}
+		}
+	}
+	o.Steps, o.Warmup = 7, 0
+	if specs, _ := o.specs(false); specs[0].Steps != 7 || specs[0].Warmup != 0 {
+		t.Errorf("--steps 7 --warmup 0: %d, %d", specs[0].Steps, specs[0].Warmup)
+	}
+}
