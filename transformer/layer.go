@@ -32,14 +32,13 @@ type layerCache struct {
 	r1        *tensor.Tensor // (N, C) F32 dropout(dense_o(ctx)) + x, the LayerNorm input
 	mean1     *tensor.Tensor // (N) F32
 	rstd1     *tensor.Tensor // (N) F32
-	a         *tensor.Tensor // (N, C) F32 attention block output
+	a         *tensor.Tensor // (N, C) F32 attention block output; shared scratch under autocast (ah is kept)
 	ah        *tensor.Tensor // (N, C) h a cast for intermediate.dense; nil under FP32
 	u         *tensor.Tensor // (N, I) h intermediate.dense output, the GELU input
-	g         *tensor.Tensor // (N, I) h GELU output, output.dense input
 	r2        *tensor.Tensor // (N, C) F32 dropout(dense_2(g)) + a
 	mean2     *tensor.Tensor // (N) F32
 	rstd2     *tensor.Tensor // (N) F32
-	out       *tensor.Tensor // (N, C) F32 layer output
+	out       *tensor.Tensor // (N, C) F32 layer output; under autocast one of two buffers the layers alternate
 	drop1Off  uint64
 	drop2Off  uint64
 	drop1Used bool
@@ -50,17 +49,25 @@ type layerCache struct {
 // layerScratch is shared by every layer of a pass.
 type layerScratch struct {
 	attn    attentionScratch
-	q, k, v *tensor.Tensor // (N, C) h projections (eager attention's scratch; nil under sdpa)
-	y       *tensor.Tensor // (N, C) h dense outputs before the residual; in backward their gradients
-	dg      *tensor.Tensor // (N, I) h gradient of the GELU output, then of its input (in place)
-	dctx    *tensor.Tensor // (N, C) h gradient of the attention context
+	q, k, v *tensor.Tensor    // (N, C) h projections (eager attention's scratch; nil under sdpa)
+	y       *tensor.Tensor    // (N, C) h dense outputs before the residual; in backward their gradients
+	g       *tensor.Tensor    // (N, I) h GELU output, output.dense's input; recomputed from u in backward
+	dg      *tensor.Tensor    // (N, I) h gradient of the GELU output, then of its input (in place)
+	dctx    *tensor.Tensor    // (N, C) h gradient of the attention context
+	a       *tensor.Tensor    // (N, C) F32 attention block output under autocast (backward reads only ah)
+	outs    [2]*tensor.Tensor // (N, C) F32 layer outputs under autocast, alternating: the next layer reads
+	// one as its input while writing the other, and backward reads only the half copy xh
+	turn int // the next layer's index into outs during layout
 }
 
 func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt tensor.DType) layerScratch {
 	n := b * t
 	sc := layerScratch{
 		attn: layoutAttentionScratch(a, impl, b, t, heads, c/heads, dt),
-		y:    a.Take(dt, n, c), dg: a.Take(dt, n, inter), dctx: a.Take(dt, n, c),
+		y:    a.Take(dt, n, c), g: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), dctx: a.Take(dt, n, c),
+	}
+	if dt != tensor.F32 {
+		sc.a, sc.outs = a.Take(tensor.F32, n, c), [2]*tensor.Tensor{a.Take(tensor.F32, n, c), a.Take(tensor.F32, n, c)}
 	}
 	if impl != AttnSDPA { // the eager path's projections are scratch (its kept heads are permuted copies)
 		sc.q, sc.k, sc.v = a.Take(dt, n, c), a.Take(dt, n, c), a.Take(dt, n, c)
@@ -68,16 +75,26 @@ func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt ten
 	return sc
 }
 
-// layout takes this layer's kept buffers for a (B, T) pass with attention implementation impl.
+// layout takes this layer's kept buffers for a (B, T) pass with attention implementation impl. Layers are
+// laid out in order (the alternating outputs under autocast follow that order).
+//
+// What backward reads is kept per layer; the rest is shared: the GELU output g is recomputed from u before
+// output.dense's backward (one elementwise pass instead of an (N, I) buffer per layer), and under autocast the
+// F32 block output a and layer output are not read by backward (the GEMMs' half copies ah and the next layer's
+// xh are), so every layer writes a into one scratch and the outputs alternate between two buffers.
 func (l *Layer) layout(a *Arena, sc *layerScratch, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, l.AttnNorm.C, l.Intermediate.Base().Out
 	l.c = layerCache{
 		xh: takeIfCast(a, dt, tensor.F32, n, c), ctx: a.Take(dt, n, c),
 		r1: a.Take(tensor.F32, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
-		a: a.Take(tensor.F32, n, c), ah: takeIfCast(a, dt, tensor.F32, n, c),
-		u: a.Take(dt, n, inter), g: a.Take(dt, n, inter),
+		a: sc.a, ah: takeIfCast(a, dt, tensor.F32, n, c),
+		u:  a.Take(dt, n, inter),
 		r2: a.Take(tensor.F32, n, c), mean2: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
-		out: a.Take(tensor.F32, n, c),
+		out: sc.outs[sc.turn%2],
+	}
+	sc.turn++
+	if dt == tensor.F32 { // the GEMMs read a and the layer output themselves: keep them
+		l.c.a, l.c.out = a.Take(tensor.F32, n, c), a.Take(tensor.F32, n, c)
 	}
 	l.Attention.layout(a, impl, b, t, dt, sc.q, sc.k, sc.v)
 	l.AttnOut.Layout(a, n, dt)
@@ -136,10 +153,10 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 	if err := l.Intermediate.Forward(p, c.u, c.aIn); err != nil {
 		return nil, err
 	}
-	if err := bk.GELU(c.g, c.u); err != nil {
+	if err := bk.GELU(sc.g, c.u); err != nil {
 		return nil, err
 	}
-	if err := l.Output.Forward(p, sc.y, c.g); err != nil {
+	if err := l.Output.Forward(p, sc.y, sc.g); err != nil {
 		return nil, err
 	}
 	if c.drop2Used = p.DropoutActive(l.HiddenDropout); c.drop2Used {
@@ -166,7 +183,10 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	if err != nil {
 		return err
 	}
-	if err := l.Output.Backward(p, sc.dg, dy, c.g, false); err != nil {
+	if err := bk.GELU(sc.g, c.u); err != nil { // recompute output.dense's input (bit-identical to the forward's)
+		return err
+	}
+	if err := l.Output.Backward(p, sc.dg, dy, sc.g, false); err != nil {
 		return err
 	}
 	if err := bk.GELUBackward(sc.dg, sc.dg, c.u); err != nil {
