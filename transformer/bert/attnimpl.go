@@ -35,11 +35,11 @@ func (m *BertForSequenceClassification) SetLogger(l *slog.Logger) { m.attn.SetLo
 // (transformer.Arena.Measure); only the fused-attention probe touches the backend. The pass buffers are laid
 // out anew at the next Forward; a pending Backward is cancelled.
 func (m *BertForSequenceClassification) PlanArena(b, t int) ([]transformer.ArenaBuffer, int64, error) {
-	dt := m.policy.GemmDType()
-	impl, err := m.attn.Resolve(m.b, m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
+	dt := m.Policy().GemmDType()
+	impl, err := m.attn.Resolve(m.Backend(), m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
 	if err != nil {
 		return nil, 0, err
 	}
 	m.shape, m.last.ready = carveKey{}, false
-	return m.arena.Measure(func(a *transformer.Arena) error { return m.layout(a, carveKey{b, t, dt, impl}) })
+	return m.Arena().Measure(func(a *transformer.Arena) error { return m.layout(a, carveKey{b, t, dt, impl}) })
 }

@@ -54,12 +54,12 @@ func TestBaseShapeRuns(t *testing.T) {
 	batch := testBatch(2, 16, cfg.VocabSize, 2, []int{16, 11})
 	out := step(t, m, batch, 3)
 	_, grads, _ := m.Trainable()
-	norm, err := m.b.GlobalNorm([]*tensor.Tensor{grads})
+	norm, err := m.Backend().GlobalNorm([]*tensor.Tensor{grads})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if math.IsNaN(float64(out.Loss)) || math.IsNaN(norm) || norm == 0 {
 		t.Fatalf("loss %v, gradient norm %v", out.Loss, norm)
 	}
-	t.Logf("loss %.4f (ln 2 = 0.6931 expected near init), gradient norm %.4g, arena %d MiB", out.Loss, norm, m.arena.Bytes()>>20)
+	t.Logf("loss %.4f (ln 2 = 0.6931 expected near init), gradient norm %.4g, arena %d MiB", out.Loss, norm, m.Arena().Bytes()>>20)
 }

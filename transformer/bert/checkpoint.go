@@ -27,7 +27,7 @@ func (m *BertForSequenceClassification) Save(dir string) (err error) {
 	for _, np := range list {
 		v := np.Param.Value
 		vals := make([]float32, v.Numel())
-		if err := m.b.Download(vals, v); err != nil {
+		if err := m.Backend().Download(vals, v); err != nil {
 			return errctx.Wrapf(err, "transformer: save: reading %s", np.Name)
 		}
 		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, v.Shape, vals)
@@ -104,7 +104,7 @@ func (m *BertForSequenceClassification) loadParam(ck *loaders.Checkpoint, src st
 	if err != nil {
 		return errctx.Wrapf(err, "tensor %s", src)
 	}
-	return m.b.Upload(v, vals)
+	return m.Backend().Upload(v, vals)
 }
 
 // isHead reports whether a parameter belongs to the pooler or classifier, which a checkpoint of another head

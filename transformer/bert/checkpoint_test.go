@@ -97,7 +97,7 @@ func writeCheckpoint(t *testing.T, m *BertForSequenceClassification, rename func
 		if name == "" {
 			continue
 		}
-		ht, err := loaders.NewHostTensor(name, tensor.F32, p.Value.Shape, tensortest.Download(t, m.b, p.Value))
+		ht, err := loaders.NewHostTensor(name, tensor.F32, p.Value.Shape, tensortest.Download(t, m.Backend(), p.Value))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -140,7 +140,7 @@ func checkWeights(t *testing.T, g *golden, m *BertForSequenceClassification) {
 	for _, p := range m.NamedParameters() {
 		want := g.f32("check/" + p.Name)
 		var sum, sq float64
-		for _, x := range tensortest.Download(t, m.b, p.Value) {
+		for _, x := range tensortest.Download(t, m.Backend(), p.Value) {
 			sum += float64(x)
 			sq += float64(x) * float64(x)
 		}

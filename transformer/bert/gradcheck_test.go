@@ -92,7 +92,7 @@ func argmaxAbs(v []float32) int {
 // upload writes host values into a parameter and invalidates the weight cache.
 func upload(t testing.TB, m *BertForSequenceClassification, np transformer.NamedParameter, w []float32) {
 	t.Helper()
-	if err := m.b.Upload(np.Param.Value, w); err != nil {
+	if err := m.Backend().Upload(np.Param.Value, w); err != nil {
 		t.Fatal(err)
 	}
 	m.WeightsUpdated()

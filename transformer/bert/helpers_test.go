@@ -40,7 +40,7 @@ func newTestModel(t testing.TB, b tensor.Backend, cfg BertConfig, seed uint64) *
 func setDeterministic(m *BertForSequenceClassification, seed uint64) error {
 	for _, np := range m.namedParameters() {
 		v := np.Param.Value
-		if err := m.b.Upload(v, detweights.Values(seed, np.Name, v.Shape)); err != nil {
+		if err := m.Backend().Upload(v, detweights.Values(seed, np.Name, v.Shape)); err != nil {
 			return fmt.Errorf("%s: %w", np.Name, err)
 		}
 	}
@@ -132,7 +132,7 @@ func modelGrads(t testing.TB, m *BertForSequenceClassification) (names []string,
 		names = append(names, np.Name)
 		var g []float32
 		if np.Param.Grad != nil {
-			g = tensortest.Download(t, m.b, np.Param.Grad)
+			g = tensortest.Download(t, m.Backend(), np.Param.Grad)
 		}
 		grads = append(grads, g)
 	}

@@ -57,9 +57,9 @@ func (m *BertForSequenceClassification) initParam(np transformer.NamedParameter,
 	name := np.Name
 	switch {
 	case strings.HasSuffix(name, "LayerNorm.weight"):
-		return m.b.Fill(v, 1)
+		return m.Backend().Fill(v, 1)
 	case strings.HasSuffix(name, "bias") || len(v.Shape) != 2:
-		return m.b.Fill(v, 0)
+		return m.Backend().Fill(v, 0)
 	}
 	rng := rand.New(rand.NewPCG(seed, index))
 	host := make([]float32, v.Numel())
@@ -71,7 +71,7 @@ func (m *BertForSequenceClassification) initParam(np transformer.NamedParameter,
 		c := v.Shape[1]
 		clear(host[m.Config.PadTokenID*c : (m.Config.PadTokenID+1)*c])
 	}
-	if err := m.b.Upload(v, host); err != nil {
+	if err := m.Backend().Upload(v, host); err != nil {
 		return fmt.Errorf("transformer: initialising %s: %w", name, err)
 	}
 	return nil

@@ -95,17 +95,17 @@ func (m *BertForSequenceClassification) upload(batch *loaders.Batch) error {
 		{a.ids, batch.InputIDs, "input ids"}, {a.types, types, "token type ids"}, {a.pos, h.pos, "position ids"},
 		{m.Pooler.c.rows, h.rows, "pooler rows"}, {a.mask, h.mask, "attention mask"},
 	} {
-		if err := m.b.Upload(u.dst, u.src); err != nil {
+		if err := m.Backend().Upload(u.dst, u.src); err != nil {
 			return fmt.Errorf("transformer: uploading %s: %w", u.why, err)
 		}
 	}
 	if batch.Labels != nil {
-		if err := m.b.Upload(a.labels, batch.Labels); err != nil {
+		if err := m.Backend().Upload(a.labels, batch.Labels); err != nil {
 			return fmt.Errorf("transformer: uploading labels: %w", err)
 		}
 	}
 	if batch.Targets != nil {
-		if err := m.b.Upload(a.targets, batch.Targets); err != nil {
+		if err := m.Backend().Upload(a.targets, batch.Targets); err != nil {
 			return fmt.Errorf("transformer: uploading regression targets: %w", err)
 		}
 	}

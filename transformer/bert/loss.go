@@ -56,7 +56,7 @@ func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, err
 	count := batch.B
 	switch pt {
 	case SingleLabel:
-		if count, err = m.b.CrossEntropy(a.losses, logits, a.labels, ignoreIndex); err != nil {
+		if count, err = m.Backend().CrossEntropy(a.losses, logits, a.labels, ignoreIndex); err != nil {
 			return 0, fmt.Errorf("transformer: cross-entropy loss (labels must lie in [0, %d) or be -100): %w", m.Config.NumLabels(), err)
 		}
 	case Regression:
@@ -64,12 +64,12 @@ func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, err
 		if err != nil {
 			return 0, err
 		}
-		if err := m.b.MSELoss(a.losses, pred, a.targets); err != nil {
+		if err := m.Backend().MSELoss(a.losses, pred, a.targets); err != nil {
 			return 0, fmt.Errorf("transformer: MSE loss: %w", err)
 		}
 	}
 	m.host.losses = grow(m.host.losses, batch.B)
-	if err := m.b.Download(m.host.losses, a.losses); err != nil {
+	if err := m.Backend().Download(m.host.losses, a.losses); err != nil {
 		return 0, fmt.Errorf("transformer: reading losses: %w", err)
 	}
 	var sum float64

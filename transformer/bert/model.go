@@ -6,7 +6,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -26,11 +25,8 @@ type BertForSequenceClassification struct {
 	Pooler     *Pooler              // bert.pooler: tanh(dense(h[:, 0]))
 	Head       *ClassificationHead  // dropout, then classifier (C → L)
 
-	b      tensor.Backend
-	policy amp.Policy
-	cache  *amp.WeightCache
-	groups transformer.ParamGroups
-	arena  *transformer.Arena
+	transformer.ModelCore
+
 	shape  carveKey // the shape the arena views are carved for
 	act    activations
 	sc     transformer.LayerScratch
@@ -81,7 +77,8 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if err := checkHostMemory(b, cfg); err != nil {
 		return nil, err
 	}
-	m := &BertForSequenceClassification{Config: cfg, b: b, arena: transformer.NewArena(b), groups: transformer.ParamGroups{B: b}}
+	m := &BertForSequenceClassification{Config: cfg}
+	m.InitCore(b, "transformer", m.namedParameters, m.projectionSlots, m.reset)
 	c, inter := cfg.HiddenSize, cfg.IntermediateSize
 	table := func(rows int) (*transformer.Param, error) {
 		t, err := b.Alloc(tensor.F32, rows, c)
@@ -137,34 +134,18 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	if err != nil {
 		return nil, err
 	}
-	if err := m.groups.Pack(m.namedParameters()); err != nil {
+	if err := m.Pack(); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// Backend returns the backend the model's tensors live on.
-func (m *BertForSequenceClassification) Backend() tensor.Backend { return m.b }
-
-// SetPolicy sets the autocast policy for the following Forward and Backward calls. Changing it drops the
-// weight-cast cache and re-carves the step arena at the next Forward; a pending Backward is cancelled.
-func (m *BertForSequenceClassification) SetPolicy(p amp.Policy) {
-	if p == m.policy {
-		return
-	}
-	m.policy = p
-	if m.cache != nil {
-		m.cache.Free()
-		m.cache = nil
-	}
-	if p.Enabled {
-		m.cache = amp.NewWeightCache(m.b, p.DType)
-	}
+// reset drops the carved arena shape and any pending Backward (ModelCore's changed hook: a new policy, a
+// re-pack that may have put new projections with their own pass buffers in place).
+func (m *BertForSequenceClassification) reset() {
 	m.last.ready = false
+	m.shape = carveKey{}
 }
-
-// Policy returns the autocast policy in effect.
-func (m *BertForSequenceClassification) Policy() amp.Policy { return m.policy }
 
 // Reserve sizes the step arena for batches up to b × t tokens, so that training allocates nothing after it.
 func (m *BertForSequenceClassification) Reserve(b, t int) error {
@@ -173,8 +154,8 @@ func (m *BertForSequenceClassification) Reserve(b, t int) error {
 
 // carve lays out the step arena for a (b, t) batch under the current policy (a no-op when it already is).
 func (m *BertForSequenceClassification) carve(b, t int) error {
-	dt := m.policy.GemmDType()
-	impl, err := m.attn.Resolve(m.b, m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
+	dt := m.Policy().GemmDType()
+	impl, err := m.attn.Resolve(m.Backend(), m.Config.NumAttentionHeads, m.Config.HeadDim(), t, dt, float32(m.Config.AttentionProbsDropoutProb))
 	if err != nil {
 		return err
 	}
@@ -183,7 +164,7 @@ func (m *BertForSequenceClassification) carve(b, t int) error {
 		return nil
 	}
 	m.shape = carveKey{}
-	if err := m.arena.Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
+	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
 		return err
 	}
 	m.shape = key
@@ -227,11 +208,7 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trans
 	if err := m.upload(batch); err != nil {
 		return out, err
 	}
-	if m.cache != nil && !opts.ReuseWeightCasts {
-		m.cache.Invalidate() // every master weight is cast afresh: edits since the last Forward are seen
-	}
-	p := transformer.Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
-		Observe: opts.Observe}
+	p := m.NewPass(opts)
 
 	h, err := m.Embeddings.Forward(&p, m.act.ids, m.act.types, m.act.pos) // (N, C) F32
 	if err != nil {
@@ -265,7 +242,7 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trans
 	out.NumLabels, out.Device = m.Config.NumLabels(), logits
 	if opts.HostLogits {
 		out.Logits = make([]float32, b*out.NumLabels)
-		if err := m.b.Download(out.Logits, logits); err != nil {
+		if err := m.Backend().Download(out.Logits, logits); err != nil {
 			return out, fmt.Errorf("transformer: reading logits: %w", err)
 		}
 	}

@@ -175,7 +175,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 					t.Fatalf("%s: %d allocations in a steady-state step", batch.name, b.allocs-before)
 				}
 			}
-			t.Logf("arena %d bytes", m.arena.Bytes())
+			t.Logf("arena %d bytes", m.Arena().Bytes())
 		})
 	}
 }

@@ -22,7 +22,7 @@ func editWeights(t *testing.T, m *BertForSequenceClassification, seed uint64) {
 		if !ok {
 			t.Fatalf("no parameter %s", name)
 		}
-		if err := m.b.Upload(p.Value, detweights.Values(seed, name, p.Value.Shape)); err != nil {
+		if err := m.Backend().Upload(p.Value, detweights.Values(seed, name, p.Value.Shape)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -86,13 +86,13 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	lr, source := m.match(ck)
 	report = &transformer.LoadReport{LoadReport: lr, Architecture: cfg.Architecture}
 	if len(lr.Missing) > 0 || len(lr.Unexpected) > 0 || len(lr.Mismatched) > 0 {
-		m.free()
+		m.FreeParameters()
 		return nil, report, fmt.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
 			ck.Path, problems(lr), filepath.Join(dir, loaders.ConfigName))
 	}
 	for _, np := range m.namedParameters() {
 		if err := m.loadParam(ck, source[np.Name], np); err != nil {
-			m.free()
+			m.FreeParameters()
 			return nil, report, errctx.Wrapf(err, "llama: load %s", ck.Path)
 		}
 	}
@@ -170,14 +170,7 @@ func (m *ForCausalLM) loadParam(ck *loaders.Checkpoint, src string, np transform
 	if err != nil {
 		return errctx.Wrapf(err, "tensor %s", src)
 	}
-	return m.b.Upload(np.Param.Value, vals)
-}
-
-// free releases the model's parameter buffers (a failed load).
-func (m *ForCausalLM) free() {
-	m.b.Free(m.groups.Train)
-	m.b.Free(m.groups.Grads)
-	m.b.Free(m.groups.Frozen)
+	return m.Backend().Upload(np.Param.Value, vals)
 }
 
 // Save writes the model as save_pretrained does: config.json (the loaded file's keys and layout kept, dtype
@@ -197,7 +190,7 @@ func (m *ForCausalLM) SaveSharded(dir string, maxShardBytes int64) (err error) {
 	for _, np := range list {
 		v := np.Param.Value
 		vals := make([]float32, v.Numel())
-		if err := m.b.Download(vals, v); err != nil {
+		if err := m.Backend().Download(vals, v); err != nil {
 			return errctx.Wrapf(err, "llama: save: reading %s", np.Name)
 		}
 		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, v.Shape, vals)

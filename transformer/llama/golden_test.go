@@ -182,7 +182,7 @@ func compareGrads(t *testing.T, g *golden, m *ForCausalLM, mode string) {
 	tol := goldenTolerance(mode)
 	worst, worstName := 0.0, ""
 	for _, np := range m.namedParameters() {
-		ours := tensortest.Download(t, m.b, np.Param.Grad)
+		ours := tensortest.Download(t, m.Backend(), np.Param.Grad)
 		theirs := g.f32(mode + "/grad/" + np.Name)
 		e, _ := tensortest.RelErr(ours, theirs)
 		if e > worst {

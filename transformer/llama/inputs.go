@@ -175,7 +175,7 @@ func (m *ForCausalLM) upload(batch *loaders.Batch) (passInputs, error) {
 		}{a.labels, h.labels, "labels"})
 	}
 	for _, u := range up {
-		if err := m.b.Upload(u.dst, u.src); err != nil {
+		if err := m.Backend().Upload(u.dst, u.src); err != nil {
 			return in, fmt.Errorf("llama: uploading %s: %w", u.why, err)
 		}
 	}
@@ -195,23 +195,23 @@ func (m *ForCausalLM) ensureRope(p int) error {
 	}
 	cos, sin := ropeTables(r.inv, size)
 	half := len(r.inv)
-	ct, err := m.b.Alloc(tensor.F32, size, half)
+	ct, err := m.Backend().Alloc(tensor.F32, size, half)
 	if err != nil {
 		return fmt.Errorf("llama: rotary tables (%d, %d): %w", size, half, err)
 	}
-	st, err := m.b.Alloc(tensor.F32, size, half)
+	st, err := m.Backend().Alloc(tensor.F32, size, half)
 	if err != nil {
-		m.b.Free(ct)
+		m.Backend().Free(ct)
 		return fmt.Errorf("llama: rotary tables (%d, %d): %w", size, half, err)
 	}
-	if err := m.b.Upload(ct, cos); err != nil {
+	if err := m.Backend().Upload(ct, cos); err != nil {
 		return err
 	}
-	if err := m.b.Upload(st, sin); err != nil {
+	if err := m.Backend().Upload(st, sin); err != nil {
 		return err
 	}
-	m.b.Free(r.cos)
-	m.b.Free(r.sin)
+	m.Backend().Free(r.cos)
+	m.Backend().Free(r.sin)
 	r.cos, r.sin, r.p = ct, st, size
 	return nil
 }

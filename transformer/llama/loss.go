@@ -27,7 +27,7 @@ func (m *ForCausalLM) head(p *transformer.Pass, host []float32, labelled bool) e
 			return err
 		}
 		if labelled && host == nil && m.host.chunkCount(r0, rows) == 0 {
-			if err := m.b.Fill(mustView(a.losses, r0, rows), 0); err != nil {
+			if err := m.Backend().Fill(mustView(a.losses, r0, rows), 0); err != nil {
 				return err
 			}
 			continue // nothing to predict in this chunk
@@ -36,12 +36,12 @@ func (m *ForCausalLM) head(p *transformer.Pass, host []float32, labelled bool) e
 			return fmt.Errorf("llama: lm_head: %w", err)
 		}
 		if host != nil {
-			if err := m.b.Download(host[r0*v:(r0+rows)*v], lg); err != nil {
+			if err := m.Backend().Download(host[r0*v:(r0+rows)*v], lg); err != nil {
 				return fmt.Errorf("llama: reading logits: %w", err)
 			}
 		}
 		if labelled {
-			if _, err := m.b.CrossEntropy(mustView(a.losses, r0, rows), lg, mustView(a.labels, r0, rows), ignoreIndex); err != nil {
+			if _, err := m.Backend().CrossEntropy(mustView(a.losses, r0, rows), lg, mustView(a.labels, r0, rows), ignoreIndex); err != nil {
 				return fmt.Errorf("llama: cross-entropy (labels must lie in [0, %d) or be -100): %w", v, err)
 			}
 		}
@@ -55,7 +55,7 @@ func (m *ForCausalLM) loss() (float32, error) {
 	n := m.shape.b * m.shape.t
 	h := &m.host
 	h.losses = grow(h.losses, n)
-	if err := m.b.Download(h.losses, m.act.losses); err != nil {
+	if err := m.Backend().Download(h.losses, m.act.losses); err != nil {
 		return 0, fmt.Errorf("llama: reading losses: %w", err)
 	}
 	var sum float64
@@ -81,7 +81,7 @@ func (m *ForCausalLM) headBackward(p *transformer.Pass, seed float32) error {
 		rows := min(step, n-r0)
 		dx := mustView(a.dxf, r0*c, rows, c)
 		if m.host.chunkCount(r0, rows) == 0 || scale == 0 {
-			if err := m.b.Fill(dx, 0); err != nil {
+			if err := m.Backend().Fill(dx, 0); err != nil {
 				return err
 			}
 			continue
@@ -94,7 +94,7 @@ func (m *ForCausalLM) headBackward(p *transformer.Pass, seed float32) error {
 			return fmt.Errorf("llama: lm_head: %w", err)
 		}
 		dlg := mustView(a.dlogits, 0, rows, m.Config.VocabSize)
-		if err := m.b.CrossEntropyBackward(dlg, lg, mustView(a.labels, r0, rows), scale, ignoreIndex); err != nil {
+		if err := m.Backend().CrossEntropyBackward(dlg, lg, mustView(a.labels, r0, rows), scale, ignoreIndex); err != nil {
 			return fmt.Errorf("llama: cross-entropy backward: %w", err)
 		}
 		if err := m.LMHead.Backward(p, dx, dlg, x, false); err != nil {

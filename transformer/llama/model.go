@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -31,18 +30,15 @@ type ForCausalLM struct {
 	// LossChunk is the number of logits the head computes at once (DefaultLossChunk).
 	LossChunk int
 
-	b      tensor.Backend
-	policy amp.Policy
-	cache  *amp.WeightCache
-	groups transformer.ParamGroups
-	arena  *transformer.Arena
-	shape  carveKey
-	act    activations
-	sc     layerScratch
-	rope   ropeState
-	host   hostBuffers
-	last   lastForward
-	extra  savedExtras // files of the checkpoint directory saved back (generation_config.json)
+	transformer.ModelCore
+
+	shape carveKey
+	act   activations
+	sc    layerScratch
+	rope  ropeState
+	host  hostBuffers
+	last  lastForward
+	extra savedExtras // files of the checkpoint directory saved back (generation_config.json)
 }
 
 type carveKey struct {
@@ -110,7 +106,8 @@ func build(b tensor.Backend, cfg Config) (m *ForCausalLM, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: config %w", err)
 	}
-	m = &ForCausalLM{Config: cfg, b: b, arena: transformer.NewArena(b), groups: transformer.ParamGroups{B: b}, LossChunk: DefaultLossChunk}
+	m = &ForCausalLM{Config: cfg, LossChunk: DefaultLossChunk}
+	m.InitCore(b, "llama", m.namedParameters, m.projectionSlots, m.reset)
 	c, inter, eps := cfg.HiddenSize, cfg.IntermediateSize, float32(cfg.RMSNormEps)
 	emb, err := b.Alloc(tensor.F32, cfg.VocabSize, c)
 	if err != nil {
@@ -158,33 +155,18 @@ func build(b tensor.Backend, cfg Config) (m *ForCausalLM, err error) {
 		return nil, err
 	}
 	m.rope.inv = invFreq(&m.Config)
-	if err := m.groups.Pack(m.namedParameters()); err != nil {
+	if err := m.Pack(); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
-// Backend returns the backend the model's tensors live on.
-func (m *ForCausalLM) Backend() tensor.Backend { return m.b }
-
-// SetPolicy sets the autocast policy for the following Forward and Backward calls.
-func (m *ForCausalLM) SetPolicy(p amp.Policy) {
-	if p == m.policy {
-		return
-	}
-	m.policy = p
-	if m.cache != nil {
-		m.cache.Free()
-		m.cache = nil
-	}
-	if p.Enabled {
-		m.cache = amp.NewWeightCache(m.b, p.DType)
-	}
+// reset drops the carved arena shape and any pending Backward (ModelCore's changed hook: a new policy, a
+// re-pack).
+func (m *ForCausalLM) reset() {
 	m.last.ready = false
+	m.shape = carveKey{}
 }
-
-// Policy returns the autocast policy in effect.
-func (m *ForCausalLM) Policy() amp.Policy { return m.policy }
 
 // Reserve sizes the step arena for batches up to b × t tokens.
 func (m *ForCausalLM) Reserve(b, t int) error { return m.carve(b, t) }
@@ -196,12 +178,12 @@ func (m *ForCausalLM) chunkRows(n int) int {
 }
 
 func (m *ForCausalLM) carve(b, t int) error {
-	key := carveKey{b, t, m.chunkRows(b * t), m.policy.GemmDType()}
+	key := carveKey{b, t, m.chunkRows(b * t), m.Policy().GemmDType()}
 	if key == m.shape {
 		return nil
 	}
 	m.shape = carveKey{}
-	if err := m.arena.Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
+	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
 		return err
 	}
 	m.shape = key
@@ -247,13 +229,9 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 	if err != nil {
 		return out, err
 	}
-	if m.cache != nil && !opts.ReuseWeightCasts {
-		m.cache.Invalidate()
-	}
-	p := transformer.Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed,
-		Offset: opts.Offset, Observe: opts.Observe}
+	p := m.NewPass(opts)
 	a := &m.act
-	if err := m.b.Embedding(a.hs[0], a.ids, m.Embed.Value); err != nil {
+	if err := m.Backend().Embedding(a.hs[0], a.ids, m.Embed.Value); err != nil {
 		return out, fmt.Errorf("llama: embed_tokens: %w", err)
 	}
 	if err := p.Notify("model.embed_tokens", false, a.hs[0]); err != nil {
@@ -342,15 +320,15 @@ func (m *ForCausalLM) embeddingBackward(grad *tensor.Tensor) error {
 		if row, err = g.View(pad*c, c); err != nil {
 			return err
 		}
-		if err := m.b.Copy(m.act.padRow, row); err != nil {
+		if err := m.Backend().Copy(m.act.padRow, row); err != nil {
 			return err
 		}
 	}
-	if err := m.b.EmbeddingBackward(g, m.act.ids, grad); err != nil {
+	if err := m.Backend().EmbeddingBackward(g, m.act.ids, grad); err != nil {
 		return fmt.Errorf("llama: embed_tokens backward: %w", err)
 	}
 	if row != nil {
-		return m.b.Copy(row, m.act.padRow)
+		return m.Backend().Copy(row, m.act.padRow)
 	}
 	return nil
 }

@@ -1,0 +1,207 @@
+package transformer
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// Slot is one replaceable projection of a model: its module path ("model.layers.0.self_attn.q_proj") and the
+// field that holds it.
+type Slot struct {
+	Path string      // the module path, without ".weight"
+	Proj *Projection // the model's field; ReplaceProjections writes the replacement into it
+}
+
+// ModelCore is the plumbing every model family shares, embedded in each family's model: the backend, the
+// autocast policy with its per-step weight-cast cache, the flat parameter buffers (ParamGroups), the step arena,
+// and the methods of Model and Adaptable that only need the parameter list and the projection slots —
+// Backend, SetPolicy, Policy, Trainable, ZeroGrad, WeightsUpdated, NamedParameters, Parameter, SetTrainable,
+// Projections and ReplaceProjections. A family initialises it with InitCore, then packs once (Pack).
+type ModelCore struct {
+	b       tensor.Backend
+	name    string // error prefix: "transformer" (BERT), "llama", "gpt2"
+	policy  amp.Policy
+	cache   *amp.WeightCache
+	groups  ParamGroups
+	arena   *Arena
+	params  func() []NamedParameter
+	slots   func() []Slot
+	changed func()
+}
+
+// InitCore sets up the core on backend b. params lists the model's parameters with their full Hugging Face
+// names in named_parameters() order (the one source of names: packing, saving, loading and LoRA read it);
+// slots lists the replaceable projections in model order; changed is called whenever the policy changes or
+// the parameters are re-packed, for the family to drop its carved arena shape and any pending Backward. name
+// prefixes error messages.
+func (c *ModelCore) InitCore(b tensor.Backend, name string, params func() []NamedParameter, slots func() []Slot, changed func()) {
+	*c = ModelCore{b: b, name: name, groups: ParamGroups{B: b}, arena: NewArena(b), params: params, slots: slots, changed: changed}
+}
+
+// Backend returns the backend the model's tensors live on.
+func (c *ModelCore) Backend() tensor.Backend { return c.b }
+
+// Arena returns the model's step arena.
+func (c *ModelCore) Arena() *Arena { return c.arena }
+
+// Cache returns the weight-cast cache of the current policy (nil under FP32).
+func (c *ModelCore) Cache() *amp.WeightCache { return c.cache }
+
+// SetPolicy sets the autocast policy for the following Forward and Backward calls. Changing it drops the
+// weight-cast cache; a pending Backward is cancelled.
+func (c *ModelCore) SetPolicy(p amp.Policy) {
+	if p == c.policy {
+		return
+	}
+	c.policy = p
+	if c.cache != nil {
+		c.cache.Free()
+		c.cache = nil
+	}
+	if p.Enabled {
+		c.cache = amp.NewWeightCache(c.b, p.DType)
+	}
+	c.changed()
+}
+
+// Policy returns the autocast policy in effect.
+func (c *ModelCore) Policy() amp.Policy { return c.policy }
+
+// NewPass returns the Pass of one Forward with opts: every master weight is cast afresh under autocast unless
+// opts.ReuseWeightCasts.
+func (c *ModelCore) NewPass(opts ForwardOptions) Pass {
+	if c.cache != nil && !opts.ReuseWeightCasts {
+		c.cache.Invalidate() // every master weight is cast afresh: edits since the last Forward are seen
+	}
+	return Pass{Backend: c.b, Policy: c.policy, Cache: c.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
+		Observe: opts.Observe}
+}
+
+// Pack lays the parameters out again (ParamGroups.Pack over the parameter list) after a change of modules or
+// trainability; gradients restart at zero and the family's changed hook runs.
+func (c *ModelCore) Pack() error {
+	c.changed()
+	if err := c.groups.Pack(c.params()); err != nil {
+		return err
+	}
+	if c.cache != nil {
+		c.cache.Invalidate()
+	}
+	return nil
+}
+
+// FreeParameters releases the flat parameter buffers (a model whose load failed).
+func (c *ModelCore) FreeParameters() {
+	c.b.Free(c.groups.Train)
+	c.b.Free(c.groups.Grads)
+	c.b.Free(c.groups.Frozen)
+	c.groups.Train, c.groups.Grads, c.groups.Frozen = nil, nil, nil
+}
+
+// Trainable returns the flat FP32 buffers of every trainable parameter and its gradient (equal length, in
+// NamedParameters order) and their segments with weight-decay flags. All three are nil when nothing is
+// trainable.
+func (c *ModelCore) Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment) {
+	return c.groups.Train, c.groups.Grads, append([]tensor.Segment(nil), c.groups.Segs...)
+}
+
+// ZeroGrad sets every trainable gradient to 0 (one fill of the flat gradient buffer).
+func (c *ModelCore) ZeroGrad() error {
+	if c.groups.Grads == nil {
+		return nil
+	}
+	return c.b.Fill(c.groups.Grads, 0)
+}
+
+// WeightsUpdated invalidates the weight-cast cache after the optimizer (or a load) changed the master weights.
+func (c *ModelCore) WeightsUpdated() {
+	if c.cache != nil {
+		c.cache.Invalidate()
+	}
+}
+
+// NamedParameters lists all parameters in Hugging Face order and naming, with their weight-decay flags as HF's
+// Trainer sets them (DecayApplies).
+func (c *ModelCore) NamedParameters() []NamedParam {
+	list := c.params()
+	out := make([]NamedParam, len(list))
+	for i, np := range list {
+		out[i] = NamedParam{Name: np.Name, Value: np.Param.Value, Grad: np.Param.Grad,
+			Trainable: np.Param.Grad != nil, Decay: DecayApplies(np.Name)}
+	}
+	return out
+}
+
+// Parameter returns the parameter with the given full name.
+func (c *ModelCore) Parameter(name string) (*Param, bool) {
+	for _, np := range c.params() {
+		if np.Name == name {
+			return np.Param, true
+		}
+	}
+	return nil, false
+}
+
+// SetTrainable sets every parameter's trainability from its full name (keep returns true to train it) and
+// re-packs once; gradients restart at zero. SetTrainable(func(string) bool { return false }) freezes the whole
+// model, as PEFT does before adding adapters.
+func (c *ModelCore) SetTrainable(keep func(name string) bool) error {
+	for _, np := range c.params() {
+		np.Param.Trainable = keep(np.Name)
+	}
+	return c.Pack()
+}
+
+// Projections lists every replaceable projection with its module path, in model order: what LoRA's
+// target_modules are matched against.
+func (c *ModelCore) Projections() []ModuleProjection {
+	slots := c.slots()
+	out := make([]ModuleProjection, len(slots))
+	for i, s := range slots {
+		out[i] = ModuleProjection{Path: s.Path, Projection: *s.Proj}
+	}
+	return out
+}
+
+// ReplaceProjections puts each projection of repl in place of the module at its path (as PEFT swaps a target
+// nn.Linear for a lora.Linear) and re-packs the parameters once. A replacement must compute the same shape as
+// the module it replaces (equal Base().In and Base().Out). The model takes ownership of the replacement's
+// parameter tensors: their values move into the flat buffers, the tensors a replacement allocated itself are
+// freed, and every Param's Value is updated in place. Gradients restart at zero. On an error nothing is
+// replaced.
+func (c *ModelCore) ReplaceProjections(repl map[string]Projection) error {
+	slots := c.slots()
+	byPath := make(map[string]*Projection, len(slots))
+	paths := make([]string, len(slots))
+	for i, s := range slots {
+		byPath[s.Path], paths[i] = s.Proj, s.Path
+	}
+	for path, p := range repl {
+		slot, ok := byPath[path]
+		if !ok {
+			return fmt.Errorf("%s: no projection module %q (closest: %q; Projections lists them)", c.name, path, ClosestName(path, paths))
+		}
+		if p == nil || p.Base() == nil {
+			return fmt.Errorf("%s: replacement for %q is nil", c.name, path)
+		}
+		old, nb := (*slot).Base(), p.Base()
+		if old.In != nb.In || old.Out != nb.Out {
+			return fmt.Errorf("%s: replacement for %q maps %d → %d features, the module maps %d → %d",
+				c.name, path, nb.In, nb.Out, old.In, old.Out)
+		}
+	}
+	saved := make(map[*Projection]Projection, len(repl))
+	for path, p := range repl {
+		saved[byPath[path]] = *byPath[path]
+		*byPath[path] = p
+	}
+	if err := c.Pack(); err != nil {
+		for s, p := range saved {
+			*s = p
+		}
+		return err
+	}
+	return nil
+}
