@@ -1,0 +1,185 @@
+package transformer
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// This file is the checkpoint plumbing the model families share: matching a Hugging Face checkpoint's tensors
+// with the model's parameter list by name and shape (MatchCheckpoint), describing what did not match
+// (CheckpointProblems), and copying tensors in (LoadParams) and out (SaveParams). A family supplies its naming
+// rules (CheckpointRules); the names themselves always come from its parameter list, so there is one table.
+
+// CheckpointTensor is one parameter as a checkpoint stores it: its canonical name and its shape in the file.
+type CheckpointTensor struct {
+	Name  string // the canonical Hugging Face name ("transformer.h.0.attn.c_attn.weight")
+	Shape []int  // the shape in the file (a Transposed parameter's shape is the model's, swapped)
+}
+
+// CheckpointRules tell MatchCheckpoint, LoadParams and SaveParams how a family's checkpoints differ from its
+// parameter list.
+type CheckpointRules struct {
+	// Canonical maps a checkpoint key to the name it fills, given the names the model wants, with ok false when
+	// it fills none. It covers layouts without the head model's prefix (GPT2Model's "h.0…" for
+	// "transformer.h.0…", LlamaModel's "layers.0…" for "model.layers.0…"). nil: a key is its own name.
+	Canonical func(key string, want map[string]bool) (name string, ok bool)
+	// Ignore returns why a checkpoint key that fills no name is harmless to skip ("buffer"), or "".
+	Ignore func(key string) string
+	// Tied maps the name of a tied tensor the model does not hold separately ("lm_head.weight") to the name it
+	// shares; such a key in the checkpoint is reported as Tied, not unexpected.
+	Tied map[string]string
+	// Transposed reports the parameters a checkpoint stores transposed relative to the model: transformers'
+	// Conv1D weights are (in, out), the model's Linear weights (out, in). nil: none.
+	Transposed func(name string) bool
+}
+
+func (r CheckpointRules) transposed(name string) bool {
+	return r.Transposed != nil && r.Transposed(name)
+}
+
+// CheckpointTensors returns list's parameters with their shapes as the checkpoint stores them.
+func CheckpointTensors(list []NamedParameter, rules CheckpointRules) []CheckpointTensor {
+	out := make([]CheckpointTensor, len(list))
+	for i, np := range list {
+		s := slices.Clone([]int(np.Param.Value.Shape))
+		if rules.transposed(np.Name) && len(s) == 2 {
+			s[0], s[1] = s[1], s[0]
+		}
+		out[i] = CheckpointTensor{Name: np.Name, Shape: s}
+	}
+	return out
+}
+
+// MatchCheckpoint pairs the tensors a model expects (specs, in the checkpoint's layout; CheckpointTensors)
+// with a checkpoint's (Checkpoint.Infos: names and shapes from the headers, nothing read) and returns the
+// checkpoint key of every name found and the report: matched, renamed (a key filling another name),
+// mis-shaped, missing, unexpected, ignored (rules.Ignore) and tied (rules.Tied) tensors. When two keys fill
+// one name, the second is unexpected.
+func MatchCheckpoint(specs []CheckpointTensor, infos []loaders.TensorInfo, rules CheckpointRules) (map[string]string, *loaders.LoadReport) {
+	r := &loaders.LoadReport{}
+	want := make(map[string]bool, len(specs))
+	shape := make(map[string][]int, len(specs))
+	for _, s := range specs {
+		want[s.Name], shape[s.Name] = true, s.Shape
+	}
+	canonical := rules.Canonical
+	if canonical == nil {
+		canonical = func(key string, want map[string]bool) (string, bool) { return key, want[key] }
+	}
+	source := map[string]string{}
+	mismatched := map[string]bool{}
+	for _, ti := range infos {
+		name, ok := canonical(ti.Name, want)
+		switch {
+		case ok && source[name] != "":
+			r.Unexpected = append(r.Unexpected, ti.Name)
+		case ok && !slices.Equal(ti.Shape, shape[name]):
+			r.Mismatched = append(r.Mismatched, loaders.ShapeMismatch{Name: name, Key: ti.Name, Checkpoint: ti.Shape, Model: shape[name]})
+			mismatched[name] = true
+		case ok:
+			source[name] = ti.Name
+			r.Matched++
+			if name != ti.Name {
+				r.Renamed = append(r.Renamed, loaders.RenamedTensor{Key: ti.Name, Name: name})
+			}
+		case rules.Ignore != nil && rules.Ignore(ti.Name) != "":
+			r.Ignored = append(r.Ignored, loaders.IgnoredTensor{Key: ti.Name, Reason: rules.Ignore(ti.Name)})
+		case rules.Tied[ti.Name] != "":
+			r.Tied = append(r.Tied, loaders.TiedTensor{Name: ti.Name, Source: rules.Tied[ti.Name]})
+		default:
+			r.Unexpected = append(r.Unexpected, ti.Name)
+		}
+	}
+	for _, s := range specs {
+		if source[s.Name] == "" && !mismatched[s.Name] {
+			r.Missing = append(r.Missing, s.Name)
+		}
+	}
+	return source, r
+}
+
+// CheckpointProblems describes a report's missing, unexpected and mis-shaped tensors in one clause each, or
+// returns "" when there are none (the checkpoint is exactly the model).
+func CheckpointProblems(r *loaders.LoadReport) string {
+	var s []string
+	if len(r.Missing) > 0 {
+		s = append(s, fmt.Sprintf("%d tensors missing from the checkpoint: %s", len(r.Missing), loaders.SummarizeNames(r.Missing, 8)))
+	}
+	if len(r.Unexpected) > 0 {
+		s = append(s, fmt.Sprintf("%d tensors the model does not have: %s", len(r.Unexpected), loaders.SummarizeNames(r.Unexpected, 8)))
+	}
+	for _, mm := range r.Mismatched {
+		s = append(s, mm.String())
+	}
+	return strings.Join(s, "; ")
+}
+
+// LoadParams copies every parameter of list from its checkpoint tensor source[name] (MatchCheckpoint's
+// result), widening F16/BF16 to the FP32 master and transposing the rules' Transposed ones. Shapes were
+// matched; a read error names the tensor.
+func LoadParams(b tensor.Backend, ck *loaders.Checkpoint, list []NamedParameter, source map[string]string, rules CheckpointRules) error {
+	for _, np := range list {
+		key := source[np.Name]
+		ht, err := ck.Get(key)
+		if err != nil {
+			return errctx.Wrapf(err, "tensor %s", key)
+		}
+		vals, err := ht.Float32()
+		if err != nil {
+			return errctx.Wrapf(err, "tensor %s", key)
+		}
+		if rules.transposed(np.Name) {
+			vals = transpose2D(vals, ht.Shape[0], ht.Shape[1])
+		}
+		if err := b.Upload(np.Param.Value, vals); err != nil {
+			return errctx.Wrapf(err, "tensor %s", key)
+		}
+	}
+	return nil
+}
+
+// SaveParams writes list into dir as transformers' save_pretrained(max_shard_size=maxShardBytes) does
+// (loaders.WriteCheckpoint: model.safetensors, or shards with an index above the limit; ≤ 0 means no limit):
+// every parameter in F32 under its name, the rules' Transposed ones back in the checkpoint's layout. dir is
+// created if needed.
+func SaveParams(b tensor.Backend, dir string, list []NamedParameter, rules CheckpointRules, maxShardBytes int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	hosts := make([]loaders.HostTensor, 0, len(list))
+	for _, np := range list {
+		v := np.Param.Value
+		vals := make([]float32, v.Numel())
+		if err := b.Download(vals, v); err != nil {
+			return errctx.Wrapf(err, "reading %s", np.Name)
+		}
+		shape := []int(v.Shape)
+		if rules.transposed(np.Name) {
+			vals, shape = transpose2D(vals, shape[0], shape[1]), []int{shape[1], shape[0]}
+		}
+		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, shape, vals)
+		if err != nil {
+			return err
+		}
+		hosts = append(hosts, ht)
+	}
+	_, err := loaders.WriteCheckpoint(dir, hosts, maxShardBytes)
+	return err
+}
+
+// transpose2D returns the (cols, rows) transpose of a row-major (rows, cols) matrix.
+func transpose2D(v []float32, rows, cols int) []float32 {
+	out := make([]float32, len(v))
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			out[j*rows+i] = v[i*cols+j]
+		}
+	}
+	return out
+}
