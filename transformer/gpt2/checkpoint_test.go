@@ -203,10 +203,10 @@ func TestLoadErrors(t *testing.T) {
 		config func(map[string]any)
 		words  []string
 	}{
-		{"missing tensor", without("transformer.ln_f.bias"), nil, []string{"missing", "transformer.ln_f.bias"}},
-		{"unexpected tensor", append(slices.Clone(all), extra), nil, []string{"unexpected", "transformer.h.0.attn.q_proj.weight"}},
-		{"mis-shaped tensor", append(without("transformer.ln_f.bias"), wrong), nil, []string{"transformer.ln_f.bias", "17"}},
-		{"untied head without lm_head.weight", all, func(m map[string]any) { m["tie_word_embeddings"] = false }, []string{"missing", "lm_head.weight"}},
+		{"missing tensor", without("transformer.ln_f.bias"), nil, []string{"missing from the checkpoint: transformer.ln_f.bias"}},
+		{"unexpected tensor", append(slices.Clone(all), extra), nil, []string{"the model does not have: transformer.h.0.attn.q_proj.weight"}},
+		{"mis-shaped tensor", append(without("transformer.ln_f.bias"), wrong), nil, []string{"transformer.ln_f.bias", "[17]"}},
+		{"untied head without lm_head.weight", all, func(m map[string]any) { m["tie_word_embeddings"] = false }, []string{"missing from the checkpoint: lm_head.weight"}},
 		{"unsupported activation", all, func(m map[string]any) { m["activation_function"] = "relu" }, []string{"activation_function", "relu", "gelu_new"}},
 		{"cross-attention", all, func(m map[string]any) { m["add_cross_attention"] = true }, []string{"add_cross_attention"}},
 		{"a string where a number belongs", all, func(m map[string]any) { m["n_embd"] = "16" }, []string{"n_embd", "integer"}},

@@ -143,8 +143,8 @@ func TestGoldenTinyGPT2(t *testing.T) {
 						worst := 0.0
 						for _, np := range m.namedParameters() {
 							g := tensortest.Download(t, b, np.Param.Grad)
-							if isConv(np.Name) {
-								g = transpose(g, np.Param.Value.Shape[0], np.Param.Value.Shape[1])
+							if isConv(np.Name) { // transformers' Conv1D gradient is (in, out)
+								g = transposed(g, np.Param.Value.Shape[0], np.Param.Value.Shape[1])
 							}
 							e, i := tensortest.RelErr(g, goldenF32(t, ck, pre+"grad/"+np.Name))
 							if e > tol {
@@ -250,4 +250,15 @@ func TestGoldenPEFT(t *testing.T) {
 		}
 		t.Logf("wrote tune's adapter and logits into %s for gpt2_goldens.py --check-tune", dir)
 	})
+}
+
+// transposed returns the (cols, rows) transpose of a row-major (rows, cols) matrix.
+func transposed(v []float32, rows, cols int) []float32 {
+	out := make([]float32, len(v))
+	for i := 0; i < rows; i++ {
+		for j := 0; j < cols; j++ {
+			out[j*rows+i] = v[i*cols+j]
+		}
+	}
+	return out
 }
