@@ -146,7 +146,7 @@ func (m *GPT2LMHeadModel) Save(dir string) error { return m.SaveSharded(dir, Def
 // model-0000i-of-0000N.safetensors shards with model.safetensors.index.json.
 func (m *GPT2LMHeadModel) SaveSharded(dir string, maxShardBytes int64) (err error) {
 	defer recoverError(&err)
-	if err := transformer.SaveParams(m.b, dir, m.namedParameters(), checkpointRules(m.Config), maxShardBytes); err != nil {
+	if err := transformer.SaveParams(m.Backend(), dir, m.namedParameters(), checkpointRules(m.Config), maxShardBytes); err != nil {
 		return errctx.Wrap("gpt2: save", err)
 	}
 	if m.generation != nil {
@@ -174,7 +174,7 @@ func (m *GPT2LMHeadModel) Load(dir string) (err error) {
 	if p := transformer.CheckpointProblems(lr); p != "" {
 		return fmt.Errorf("gpt2: load %s: not a checkpoint of this model: %s", ck.Path, p)
 	}
-	if err := transformer.LoadParams(m.b, ck, m.namedParameters(), source, rules); err != nil {
+	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, rules); err != nil {
 		return errctx.Wrapf(err, "gpt2: load %s", ck.Path)
 	}
 	m.WeightsUpdated()

@@ -43,9 +43,9 @@ func (m *GPT2LMHeadModel) initParam(np transformer.NamedParameter, seed, index u
 	v, name := np.Param.Value, np.Name
 	switch {
 	case strings.Contains(name, "ln_") && strings.HasSuffix(name, ".weight"):
-		return m.b.Fill(v, 1)
+		return m.Backend().Fill(v, 1)
 	case strings.HasSuffix(name, "bias"):
-		return m.b.Fill(v, 0)
+		return m.Backend().Fill(v, 0)
 	}
 	std := m.Config.InitializerRange
 	if strings.HasSuffix(name, "c_proj.weight") {
@@ -56,7 +56,7 @@ func (m *GPT2LMHeadModel) initParam(np transformer.NamedParameter, seed, index u
 	for i := range host {
 		host[i] = float32(rng.NormFloat64() * std)
 	}
-	if err := m.b.Upload(v, host); err != nil {
+	if err := m.Backend().Upload(v, host); err != nil {
 		return fmt.Errorf("gpt2: initialising %s: %w", name, err)
 	}
 	return nil

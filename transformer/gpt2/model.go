@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -26,6 +25,8 @@ import (
 // or written (checkpoint.go), so files match transformers'. NamedParameters therefore reports these weights
 // as (out, in).
 type GPT2LMHeadModel struct {
+	transformer.ModelCore // backend, policy and weight casts, flat parameter buffers, step arena
+
 	Config Config                   // the configuration the model was built from
 	WTE    *transformer.Param       // transformer.wte.weight (V, C)
 	WPE    *transformer.Param       // transformer.wpe.weight (P, C)
@@ -34,15 +35,10 @@ type GPT2LMHeadModel struct {
 	LMHead *transformer.Param       // lm_head.weight (V, C); nil when tied to WTE
 	Head   transformer.CausalLMHead // lm_head and the shifted next-token loss, over WTE or LMHead
 
-	b      tensor.Backend
-	policy amp.Policy
-	cache  *amp.WeightCache
-	groups transformer.ParamGroups
-	arena  *transformer.Arena
-	shape  carveKey
-	act    activations
-	sc     blockScratch
-	last   lastForward
+	shape carveKey
+	act   activations
+	sc    blockScratch
+	last  lastForward
 	// generation is the generation_config.json of the checkpoint the model was loaded from, written back by
 	// Save; nil for a fresh model.
 	generation []byte
@@ -85,7 +81,8 @@ func newModel(b tensor.Backend, cfg Config) (*GPT2LMHeadModel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &GPT2LMHeadModel{Config: cfg, b: b, arena: transformer.NewArena(b), groups: transformer.ParamGroups{B: b}}
+	m := &GPT2LMHeadModel{Config: cfg}
+	m.InitCore(b, "gpt2", m.namedParameters, m.projectionSlots, m.reset)
 	c, inter, eps := cfg.NEmbd, cfg.Inner(), float32(cfg.LayerNormEpsilon)
 	var err error
 	table := func(rows int) *transformer.Param {
@@ -140,10 +137,17 @@ func newModel(b tensor.Backend, cfg Config) (*GPT2LMHeadModel, error) {
 		return nil, err
 	}
 	m.Head = transformer.CausalLMHead{Weight: head, V: cfg.VocabSize, C: c}
-	if err := m.groups.Pack(m.namedParameters()); err != nil {
+	if err := m.Pack(); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// reset drops the carved arena shape and any pending Backward (ModelCore's changed hook: a new policy, a
+// re-pack after LoRA or SetTrainable).
+func (m *GPT2LMHeadModel) reset() {
+	m.shape = carveKey{}
+	m.last.ready = false
 }
 
 // SetAttnImplementation chooses transformers' attn_implementation: "sdpa" (the default: the fused op, with the
@@ -162,36 +166,13 @@ func (m *GPT2LMHeadModel) AttnImplementation() (impl, fallback string) {
 	return m.attn.Want(), m.attn.Fallback()
 }
 
-// Backend returns the backend the model's tensors live on.
-func (m *GPT2LMHeadModel) Backend() tensor.Backend { return m.b }
-
-// SetPolicy sets the autocast policy for the following Forward and Backward calls. Changing it drops the
-// weight-cast cache and re-carves the step arena at the next Forward; a pending Backward is cancelled.
-func (m *GPT2LMHeadModel) SetPolicy(p amp.Policy) {
-	if p == m.policy {
-		return
-	}
-	m.policy = p
-	if m.cache != nil {
-		m.cache.Free()
-		m.cache = nil
-	}
-	if p.Enabled {
-		m.cache = amp.NewWeightCache(m.b, p.DType)
-	}
-	m.last.ready = false
-}
-
-// Policy returns the autocast policy in effect.
-func (m *GPT2LMHeadModel) Policy() amp.Policy { return m.policy }
-
 // carve lays out the step arena for key (a no-op when it already is).
 func (m *GPT2LMHeadModel) carve(key carveKey) error {
 	if key == m.shape {
 		return nil
 	}
 	m.shape = carveKey{}
-	if err := m.arena.Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
+	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
 		return err
 	}
 	m.shape = key
@@ -274,7 +255,7 @@ func hasPadding(mask []int32) bool {
 // upload copies the batch's ids, positions, key mask and segment ids to the device.
 func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
 	b, t := batch.B, batch.T
-	if err := m.b.Upload(m.act.ids, batch.InputIDs); err != nil {
+	if err := m.Backend().Upload(m.act.ids, batch.InputIDs); err != nil {
 		return err
 	}
 	pos := batch.PositionIDs
@@ -284,7 +265,7 @@ func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
 			pos[i] = int32(i % t)
 		}
 	}
-	if err := m.b.Upload(m.act.pos, pos); err != nil {
+	if err := m.Backend().Upload(m.act.pos, pos); err != nil {
 		return err
 	}
 	if m.sc.mask != nil {
@@ -294,12 +275,12 @@ func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
 				mask[i] = transformer.MaskedScore
 			}
 		}
-		if err := m.b.Upload(m.sc.mask, mask); err != nil {
+		if err := m.Backend().Upload(m.sc.mask, mask); err != nil {
 			return err
 		}
 	}
 	if m.sc.segs != nil {
-		if err := m.b.Upload(m.sc.segs, batch.SegmentIDs); err != nil {
+		if err := m.Backend().Upload(m.sc.segs, batch.SegmentIDs); err != nil {
 			return err
 		}
 	}
@@ -308,7 +289,7 @@ func (m *GPT2LMHeadModel) upload(batch *loaders.Batch) error {
 		if hasPadding(batch.AttentionMask) {
 			pad = batch.AttentionMask
 		}
-		return m.b.Upload(m.sc.eager.causal, causalMask(b, t, pad))
+		return m.Backend().Upload(m.sc.eager.causal, causalMask(b, t, pad))
 	}
 	return nil
 }
@@ -325,8 +306,8 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 		return out, err
 	}
 	b, t := batch.B, batch.T
-	key := carveKey{b: b, t: t, dt: m.policy.GemmDType(), mask: hasPadding(batch.AttentionMask), segs: batch.SegmentIDs != nil}
-	if key.impl, err = m.attn.Resolve(m.b, m.Config.NHead, m.Config.HeadDim(), t, key.dt, float32(m.Config.AttnPdrop)); err != nil {
+	key := carveKey{b: b, t: t, dt: m.Policy().GemmDType(), mask: hasPadding(batch.AttentionMask), segs: batch.SegmentIDs != nil}
+	if key.impl, err = m.attn.Resolve(m.Backend(), m.Config.NHead, m.Config.HeadDim(), t, key.dt, float32(m.Config.AttnPdrop)); err != nil {
 		return out, err
 	}
 	if key.impl == transformer.AttnEager && key.segs {
@@ -338,12 +319,8 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 	if err := m.upload(batch); err != nil {
 		return out, err
 	}
-	if m.cache != nil && !opts.ReuseWeightCasts {
-		m.cache.Invalidate()
-	}
-	p := transformer.Pass{Backend: m.b, Policy: m.policy, Cache: m.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
-		Observe: opts.Observe}
-	bk, a := m.b, &m.act
+	p := m.NewPass(opts)
+	bk, a := m.Backend(), &m.act
 	// transformer.wte(ids) + transformer.wpe(pos), then transformer.drop: F32 (embeddings are not autocast).
 	if err := bk.Embedding(a.emb, a.ids, m.WTE.Value); err != nil {
 		return out, fmt.Errorf("gpt2: wte: %w", err)
@@ -421,7 +398,7 @@ func (m *GPT2LMHeadModel) Backward(seed float32) (err error) {
 	}
 	m.last.ready = false
 	p := m.last.pass
-	bk, a := m.b, &m.act
+	bk, a := m.Backend(), &m.act
 	scale := float32(0)
 	if m.last.count > 0 {
 		scale = seed / float32(m.last.count)

@@ -184,7 +184,7 @@ func argmaxAbs(v []float32) int {
 
 func upload(t testing.TB, m *GPT2LMHeadModel, np transformer.NamedParameter, w []float32) {
 	t.Helper()
-	if err := m.b.Upload(np.Param.Value, w); err != nil {
+	if err := m.Backend().Upload(np.Param.Value, w); err != nil {
 		t.Fatal(err)
 	}
 	m.WeightsUpdated()
