@@ -2,11 +2,9 @@ package bert
 
 import (
 	"github.com/tune-ml/tune/transformer"
-	"math"
 	"testing"
 
-	"github.com/tune-ml/tune/tensor/tensortest"
-	"github.com/tune-ml/tune/transformer/detweights"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestGradientMatchesFiniteDifferences checks Backward against central differences of the FP32 loss: for every
@@ -43,50 +41,9 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 				}
 				return float64(out.Loss)
 			}
-			const eps = 1e-2
-			checked, worst := 0, 0.0
-			for _, np := range m.namedParameters() {
-				g := tensortest.Download(t, b, np.Param.Grad)
-				w := tensortest.Download(t, b, np.Param.Value)
-				idx := []int{argmaxAbs(g)}
-				x := detweights.FNV1a64(np.Name)
-				for range 2 {
-					x = detweights.SplitMix64(x)
-					idx = append(idx, int(x%uint64(len(w))))
-				}
-				for _, i := range idx {
-					orig := w[i]
-					w[i] = orig + eps
-					upload(t, m, np, w)
-					lp := loss()
-					w[i] = orig - eps
-					upload(t, m, np, w)
-					lm := loss()
-					w[i] = orig
-					upload(t, m, np, w)
-					fd := (lp - lm) / (2 * eps)
-					an := float64(g[i])
-					diff := math.Abs(fd - an)
-					if diff > 2e-2*math.Abs(an)+3e-4 {
-						t.Errorf("%s[%d]: analytic %.6g, finite difference %.6g", np.Name, i, an, fd)
-					}
-					worst = math.Max(worst, diff)
-					checked++
-				}
-			}
-			t.Logf("%d elements checked, worst absolute difference %.3g", checked, worst)
+			transformertest.GradCheck(t, m, loss, nil, 1e-2, 2e-2, 3e-4)
 		})
 	}
-}
-
-func argmaxAbs(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if math.Abs(float64(x)) > math.Abs(float64(v[best])) {
-			best = i
-		}
-	}
-	return best
 }
 
 // upload writes host values into a parameter and invalidates the weight cache.

@@ -1,12 +1,10 @@
 package llama
 
 import (
-	"math"
 	"testing"
 
-	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
-	"github.com/tune-ml/tune/transformer/detweights"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestGradientMatchesFiniteDifferences checks Backward against central differences of the FP32 loss for every
@@ -41,59 +39,13 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 				}
 				return float64(out.Loss)
 			}
-			const eps = 1e-2
-			checked, worst := 0, 0.0
-			for _, np := range m.namedParameters() {
-				g := tensortest.Download(t, b, np.Param.Grad)
-				w := tensortest.Download(t, b, np.Param.Value)
-				idx := []int{argmaxAbs(g)}
-				x := detweights.FNV1a64(np.Name)
-				for range 2 {
-					x = detweights.SplitMix64(x)
-					idx = append(idx, int(x%uint64(len(w))))
+			extra := func(name string) []int {
+				if name == "model.embed_tokens.weight" && c.cfg.PadTokenID >= 0 {
+					return []int{c.cfg.PadTokenID*c.cfg.HiddenSize + 1}
 				}
-				if np.Name == "model.embed_tokens.weight" && c.cfg.PadTokenID >= 0 {
-					idx = append(idx, c.cfg.PadTokenID*c.cfg.HiddenSize+1)
-				}
-				for _, i := range idx {
-					orig := w[i]
-					w[i] = orig + eps
-					upload(t, m, np, w)
-					lp := loss()
-					w[i] = orig - eps
-					upload(t, m, np, w)
-					lm := loss()
-					w[i] = orig
-					upload(t, m, np, w)
-					fd := (lp - lm) / (2 * eps)
-					an := float64(g[i])
-					diff := math.Abs(fd - an)
-					if diff > 2e-2*math.Abs(an)+3e-4 {
-						t.Errorf("%s[%d]: analytic %.6g, finite difference %.6g", np.Name, i, an, fd)
-					}
-					worst = math.Max(worst, diff)
-					checked++
-				}
+				return nil
 			}
-			t.Logf("%d elements checked, worst absolute difference %.3g", checked, worst)
+			transformertest.GradCheck(t, m, loss, extra, 1e-2, 2e-2, 3e-4)
 		})
 	}
-}
-
-func argmaxAbs(v []float32) int {
-	best := 0
-	for i, x := range v {
-		if math.Abs(float64(x)) > math.Abs(float64(v[best])) {
-			best = i
-		}
-	}
-	return best
-}
-
-func upload(t testing.TB, m *ForCausalLM, np transformer.NamedParameter, w []float32) {
-	t.Helper()
-	if err := m.Backend().Upload(np.Param.Value, w); err != nil {
-		t.Fatal(err)
-	}
-	m.WeightsUpdated()
 }
