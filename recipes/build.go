@@ -25,8 +25,13 @@ type Run struct {
 	Recipe    *Recipe            // the validated recipe the run was built from
 	Backend   tensor.Backend     // the device every tensor lives on (recipe device: cpu or cuda)
 	Tokenizer *loaders.Tokenizer // the recipe's tokenizer (tokenizer.path, else the model's directory)
-	// Train, Eval and Test are nil when the recipe has no such file.
+	// Train, Eval and Test are nil when the recipe has no such file (and for a causal LM, whose data are
+	// SFTTrain and SFTEval).
 	Train, Eval, Test *TextDataset
+	// SFTTrain and SFTEval are a causal LM's data (IsCausalLM); nil otherwise.
+	SFTTrain, SFTEval *SFTDataset
+	// Causal is the causal LM (Base is nil then); nil for BERT recipes.
+	Causal transformer.Adaptable
 	// Base is the BERT model; Model is what is trained and saved: Base itself, or Base with LoRA adapters
 	// (*lora.Model, which saves the adapter in PEFT's format).
 	Base  *bert.BertForSequenceClassification
@@ -101,6 +106,9 @@ func OpenDevice(device string) (tensor.Backend, error) {
 // base_model_name_or_path is model.path made absolute, null for model.config), and creates the Trainer with
 // opts. Errors name the recipe key whose input failed.
 func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
+	if r.IsCausalLM() {
+		return buildCausalLM(r, b, opts...)
+	}
 	run := &Run{Recipe: r, Backend: b}
 	var err error
 	if run.Tokenizer, err = loaders.LoadTokenizer(r.Tokenizer.Path); err != nil {

@@ -25,7 +25,7 @@ import (
 
 // embedded holds the recipes and the tiny dataset, so `tune finetune tiny` works from any directory.
 //
-//go:embed *.yaml data/tiny
+//go:embed *.yaml data/tiny data/tiny-chat
 var embedded embed.FS
 
 // Recipe is one decoded recipe. Its yaml keys are the recipe's sections.
@@ -109,6 +109,18 @@ type Data struct {
 	PadToMultipleOf int `yaml:"pad_to_multiple_of,omitempty"`
 	// GroupByLength batches examples of similar length together (less padding), as HF's group_by_length.
 	GroupByLength bool `yaml:"group_by_length,omitempty"`
+
+	// The keys below apply to causal LMs (IsCausalLM), whose data are JSONL in TRL's SFT formats (package sft);
+	// the names are TRL SFTConfig's.
+
+	// Packing packs several examples into each row, best-fit decreasing (TRL packing=True, "bfd").
+	Packing bool `yaml:"packing,omitempty"`
+	// AssistantOnlyLoss supervises only the assistant turns of "messages" data; unset means true here.
+	AssistantOnlyLoss *bool `yaml:"assistant_only_loss,omitempty"`
+	// CompletionOnlyLoss supervises only the completion of prompt-completion data; unset means true (TRL's).
+	CompletionOnlyLoss *bool `yaml:"completion_only_loss,omitempty"`
+	// DatasetTextField is the key of the text in {"text"} data ("text").
+	DatasetTextField string `yaml:"dataset_text_field,omitempty"`
 }
 
 // Info describes one embedded recipe.

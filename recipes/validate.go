@@ -237,6 +237,8 @@ func (r *Recipe) CheckFiles() error {
 		} else if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
 			modelBad = true
+		} else if r.IsCausalLM() {
+			// A decoder checkpoint: its family checks config.json when Build opens it.
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
 		} else if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.MaxPositionEmbeddings > 0 &&
@@ -302,7 +304,7 @@ func (r *Recipe) CheckFiles() error {
 		} else if n > c.VocabSize {
 			bad("model.config.vocab_size", "%d is smaller than the tokenizer's %d tokens (%s)", c.VocabSize, n, tok)
 		}
-	} else if r.Model.Path != "" && !modelBad && tok != "" {
+	} else if r.Model.Path != "" && !modelBad && tok != "" && !r.IsCausalLM() {
 		// The same check Build makes (checkVocab) for a checkpoint, made here so that the mismatch is a recipe
 		// error (exit 2) whatever the model's source, before the weights load.
 		if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.VocabSize > 0 {

@@ -148,9 +148,9 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	}
 	a := r.Training
 	fmt.Fprintf(stdout, "recipe: %s\nprecision: %s\n%s\n", r.Source, precisionName(a), lora.TrainableReport(run.Model))
-	fmt.Fprintf(stdout, "data: %d training examples", run.Train.Len())
-	if run.Eval != nil {
-		fmt.Fprintf(stdout, ", %d eval examples", run.Eval.Len())
+	fmt.Fprintf(stdout, "data: %d training examples", run.TrainLen())
+	if run.HasEval() {
+		fmt.Fprintf(stdout, ", %d eval examples", run.EvalLen())
 	}
 	fmt.Fprintln(stdout)
 
@@ -188,7 +188,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 // transformers' run_glue does (trainer.save_metrics, with train_samples and eval_samples added).
 func saveResults(dir string, run *recipes.Run, out trainer.TrainOutput, eval map[string]float64) error {
 	train := maps.Clone(out.Metrics)
-	train["train_samples"] = float64(run.Train.Len())
+	train["train_samples"] = float64(run.TrainLen())
 	if err := trainer.SaveMetrics(dir, "train", train); err != nil {
 		return err
 	}
@@ -196,7 +196,7 @@ func saveResults(dir string, run *recipes.Run, out trainer.TrainOutput, eval map
 		return nil
 	}
 	eval = maps.Clone(eval)
-	eval["eval_samples"] = float64(run.Eval.Len())
+	eval["eval_samples"] = float64(run.EvalLen())
 	eval["epoch"] = out.Metrics["epoch"]
 	return trainer.SaveMetrics(dir, "eval", eval)
 }
@@ -216,7 +216,7 @@ func precisionName(a trainer.TrainingArguments) string {
 // load_best_model_at_end restored it, the last logged evaluation when it was at the final step, else a new
 // evaluation. Nil without an eval set.
 func finalMetrics(ctx context.Context, run *recipes.Run) (map[string]float64, error) {
-	if run.Eval == nil {
+	if !run.HasEval() {
 		return nil, nil
 	}
 	s := run.Trainer.State()

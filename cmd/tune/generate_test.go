@@ -83,3 +83,28 @@ func TestGenerateCommand(t *testing.T) {
 		t.Error("--max-new-tokens 0 accepted")
 	}
 }
+
+// TestTinyChatThenGenerate: the embedded SFT default fine-tunes (a few steps here) and tune generate --chat
+// answers from the saved model with its chat template and eos.
+func TestTinyChatThenGenerate(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "run")
+	code, stdout, stderr := runTune(t, "finetune", "--device", "cpu", "tiny-chat", "training.output_dir="+out,
+		"training.max_steps=6", "training.eval_strategy=no", "data.eval=null", "training.logging_steps=3")
+	if code != exitOK {
+		t.Fatalf("finetune exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"1200 messages examples", "data: "} {
+		if !strings.Contains(stdout+stderr, want) {
+			t.Errorf("finetune output lacks %q:\n%s\n%s", want, stdout, stderr)
+		}
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("output lacks %s", f)
+		}
+	}
+	got, err := runGenerate(t, "", "--model", out, "--chat", "--prompt", "What colour is a lime?", "--max-new-tokens", "5")
+	if err != nil || !strings.HasSuffix(got, "\n") {
+		t.Fatalf("generate --chat: %q %v", got, err)
+	}
+}

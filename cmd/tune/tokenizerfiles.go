@@ -12,7 +12,7 @@ import (
 // tokenizerFiles are the files that make up a Hugging Face tokenizer directory: the tokenizer itself
 // (tokenizer.json, or the WordPiece vocab.txt; loaders.LoadTokenizer prefers tokenizer.json) and the settings
 // transformers reads beside it.
-var tokenizerFiles = []string{"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"}
+var tokenizerFiles = []string{"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"}
 
 // copyTokenizer copies the tokenizer that src names (a directory, or a tokenizer.json / vocab.txt file) into
 // dir, byte for byte, so a saved model directory is complete: from a directory every file of tokenizerFiles it

@@ -1,0 +1,163 @@
+package recipes
+
+import (
+	"fmt"
+
+	"github.com/tune-ml/tune/chat"
+	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/sft"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tokenizers"
+	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
+	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
+	_ "github.com/tune-ml/tune/transformer/llama" // registers llama, qwen2, qwen3, mistral
+)
+
+// SFTDataset adapts tokenized SFT data (package sft) to trainer.Dataset: each index is one row (one example,
+// or several packed ones), collated with right padding.
+type SFTDataset struct {
+	*sft.Dataset
+	// Rows are the dataset's rows, packed when data.packing is set.
+	Rows []sft.Row
+	// PadID is the id pads get (pad_token, else eos_token); pads are masked.
+	PadID int32
+}
+
+var _ trainer.Dataset = (*SFTDataset)(nil)
+
+// Len is the number of rows.
+func (d *SFTDataset) Len() int { return len(d.Rows) }
+
+// Batch collates the rows at indices.
+func (d *SFTDataset) Batch(indices []int) (*loaders.Batch, error) {
+	rows := make([]sft.Row, len(indices))
+	for i, k := range indices {
+		if k < 0 || k >= len(d.Rows) {
+			return nil, fmt.Errorf("recipes: row %d of %d", k, len(d.Rows))
+		}
+		rows[i] = d.Rows[k]
+	}
+	return sft.Collate(rows, d.PadID)
+}
+
+// IsCausalLM reports whether the recipe trains a causal language model: model.path is a checkpoint whose
+// config.json names a registered family other than BERT (llama, qwen2, qwen3, mistral, gpt2). Such a recipe
+// reads its data as SFT JSONL (package sft) with the model's BPE tokenizer and chat template.
+func (r *Recipe) IsCausalLM() bool {
+	if r.Model.Path == "" {
+		return false
+	}
+	f, err := transformer.Lookup(r.Model.Path)
+	return err == nil && f.Name != "bert"
+}
+
+// TrainLen is the number of training examples (rows, for packed SFT data); 0 without a training set.
+func (run *Run) TrainLen() int {
+	switch {
+	case run.Train != nil:
+		return run.Train.Len()
+	case run.SFTTrain != nil:
+		return run.SFTTrain.Len()
+	}
+	return 0
+}
+
+// EvalLen is the number of evaluation examples (rows); 0 without an eval set.
+func (run *Run) EvalLen() int {
+	switch {
+	case run.Eval != nil:
+		return run.Eval.Len()
+	case run.SFTEval != nil:
+		return run.SFTEval.Len()
+	}
+	return 0
+}
+
+// HasEval reports whether the run has an eval set.
+func (run *Run) HasEval() bool { return run.Eval != nil || run.SFTEval != nil }
+
+// buildCausalLM is Build for a causal LM: the tokenizer as transformers' AutoTokenizer builds it, the chat
+// template when the tokenizer has one, the model through the registry, LoRA, and the SFT data of data.train and
+// data.eval (TRL's formats; data.max_length, data.packing, data.assistant_only_loss,
+// data.completion_only_loss, data.dataset_text_field). Evaluation reports eval_loss (the mean token loss).
+func buildCausalLM(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
+	run := &Run{Recipe: r, Backend: b}
+	tok, err := tokenizers.LoadForTransformers(r.Tokenizer.Path)
+	if err != nil {
+		return nil, errctx.Wrap("recipes: tokenizer.path", err)
+	}
+	cfg, err := tokenizers.LoadConfig(r.Tokenizer.Path)
+	if err != nil {
+		return nil, errctx.Wrap("recipes: tokenizer.path", err)
+	}
+	tk := sft.Tokenizer{Tok: tok, Config: cfg}
+	if cfg.ChatTemplate != "" {
+		if tk.Template, err = chat.FromConfig(cfg); err != nil {
+			return nil, errctx.Wrap("recipes: tokenizer.path", err)
+		}
+	}
+	base, report, err := transformer.Open(r.Model.Path, b, transformer.LoadOptions{})
+	if err != nil {
+		return nil, errctx.Wrap("recipes: model.path", err)
+	}
+	run.addNotices(report, r.Model.Path)
+	run.Causal, run.Model = base, base
+	if r.LoRA != nil {
+		lm, err := lora.Apply(base, *r.LoRA, seed(r))
+		if err != nil {
+			return nil, errctx.Wrap("recipes: lora", err)
+		}
+		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
+			if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
+				return nil, errctx.Wrap("recipes: model.path", err)
+			}
+		}
+		run.Notices = append(run.Notices, lm.Warnings...)
+		run.Model = lm
+	}
+	d := r.Data
+	so := sft.Options{MaxLength: d.MaxLength, Packing: d.Packing, AssistantOnlyLoss: d.AssistantOnlyLoss,
+		CompletionOnlyLoss: d.CompletionOnlyLoss, DatasetTextField: d.DatasetTextField}
+	load := func(key, path string) (*SFTDataset, error) {
+		if path == "" {
+			return nil, nil
+		}
+		ds, err := sft.Load(path, tk, so)
+		if err != nil {
+			return nil, errctx.Wrap("recipes: "+key, err)
+		}
+		run.Notices = append(run.Notices, ds.Summary())
+		if tok.VocabSize() > 0 {
+			for _, e := range ds.Examples {
+				for _, id := range e.InputIDs {
+					if int(id) >= tok.VocabSize() {
+						return nil, fmt.Errorf("recipes: %s: %s:%d: token id %d is beyond the tokenizer's %d", key, path, e.Line, id, tok.VocabSize())
+					}
+				}
+			}
+		}
+		return &SFTDataset{Dataset: ds, Rows: ds.Rows(d.Packing), PadID: tk.PadID()}, nil
+	}
+	if run.SFTTrain, err = load("data.train", d.Train); err != nil {
+		return nil, err
+	}
+	if run.SFTEval, err = load("data.eval", d.Eval); err != nil {
+		return nil, err
+	}
+	var train, eval trainer.Dataset
+	if run.SFTTrain != nil {
+		train = run.SFTTrain
+	}
+	if run.SFTEval != nil {
+		eval = run.SFTEval
+	}
+	// No per-token logits are gathered for metrics: a causal LM's (B, T, V) logits of a whole eval set do not fit.
+	opts = append(opts, trainer.WithComputeMetrics(nil))
+	if run.Trainer, err = trainer.New(run.Model, r.Training, train, eval, opts...); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
