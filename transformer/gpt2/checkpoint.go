@@ -121,6 +121,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, report, err
 	}
 	if err := m.SetAttnImplementation(opts.AttnImplementation); err != nil {
+		m.FreeParameters()
 		return nil, report, err
 	}
 	if gen, err := os.ReadFile(filepath.Join(dir, generationConfigName)); err == nil {
@@ -129,6 +130,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, report, fmt.Errorf("gpt2: load %s: %w", dir, err)
 	}
 	if err := transformer.LoadParams(b, ck, m.namedParameters(), source, rules); err != nil {
+		m.FreeParameters()
 		return nil, report, errctx.Wrapf(err, "gpt2: load %s", ck.Path)
 	}
 	m.WeightsUpdated()
