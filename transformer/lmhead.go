@@ -14,7 +14,9 @@ import (
 //
 // The (N, V) logits are never held at once: Forward and Backward walk the rows in chunks of ChunkRows, and
 // Backward recomputes each chunk's logits from the kept input instead of storing them, so the head costs two
-// (ChunkRows, V) buffers in the GEMM dtype whatever N and V are (V is 32k–152k for current decoders). Under
+// (ChunkRows, V) buffers in the GEMM dtype whatever N and V are (V is 32k–152k for current decoders). A chunk
+// without a supervised target (a prompt masked with −100 in supervised fine-tuning) costs no GEMM unless its
+// logits are asked for. Under
 // autocast the logits are the GEMM dtype (h) and the cross-entropy reads them in FP32, as PyTorch's
 // logits.float() does.
 //
@@ -37,6 +39,7 @@ type lmHeadCache struct {
 	rows, n int            // R and N
 	in      *tensor.Tensor // (N, C) h the last Forward's input, kept for Backward
 	count   int            // supervised targets of the last Forward
+	host    []int64        // the last Forward's targets (nil without labels), to skip unsupervised chunks
 }
 
 // lmHeadChunkElems bounds a chunk of logits: 2^24 elements (32 MiB in a half dtype), so a chunk of a
@@ -91,7 +94,7 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 	if n != c.n {
 		return 0, 0, fmt.Errorf("transformer: lm head: %d rows, laid out for %d", n, c.n)
 	}
-	c.in, c.count = in, 0
+	c.in, c.count, c.host = in, 0, targets
 	if targets != nil {
 		if len(targets) != n {
 			return 0, 0, fmt.Errorf("transformer: lm head: %d targets for %d rows", len(targets), n)
@@ -106,6 +109,13 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 	}
 	for r0 := 0; r0 < n; r0 += c.rows {
 		m := min(c.rows, n-r0)
+		if host == nil && targets != nil && supervised(targets[r0:r0+m]) == 0 {
+			ls, _ := c.losses.View(r0, m) // a prompt-only chunk (SFT masks prompts): no logits needed
+			if err := bk.Fill(ls, 0); err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
 		lg, err := l.chunkLogits(p, w, r0, m)
 		if err != nil {
 			return 0, 0, err
@@ -161,6 +171,16 @@ func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) erro
 	}
 	for r0 := 0; r0 < c.n; r0 += c.rows {
 		m := min(c.rows, c.n-r0)
+		dh, err := dIn.View(r0*l.C, m, l.C)
+		if err != nil {
+			return err
+		}
+		if scale == 0 || c.host == nil || supervised(c.host[r0:r0+m]) == 0 {
+			if err := bk.Fill(dh, 0); err != nil { // no target in the chunk: no gradient, no GEMM
+				return err
+			}
+			continue
+		}
 		lg, err := l.chunkLogits(p, w, r0, m)
 		if err != nil {
 			return err
@@ -168,10 +188,6 @@ func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) erro
 		dl, _ := c.dlogits.View(0, m, l.V)
 		tg, _ := c.targets.View(r0, m)
 		if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
-			return err
-		}
-		dh, err := dIn.View(r0*l.C, m, l.C)
-		if err != nil {
 			return err
 		}
 		if err := bk.Gemm(tensor.GemmArgs{M: m, N: l.C, K: l.V, A: dl, B: w, C: dh, Alpha: 1, Batch: 1}); err != nil {
@@ -185,6 +201,17 @@ func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) erro
 		}
 	}
 	return nil
+}
+
+// supervised counts the targets that are not −100.
+func supervised(targets []int64) int {
+	n := 0
+	for _, t := range targets {
+		if t != -100 {
+			n++
+		}
+	}
+	return n
 }
 
 // Count returns the supervised targets of the last Forward.

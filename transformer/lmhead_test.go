@@ -94,6 +94,48 @@ func TestCausalLMHeadChunks(t *testing.T) {
 			}
 		}
 	}
+	// A chunk without a supervised target is skipped (no GEMM) yet gives the same loss and zero gradient: rows
+	// 0-2 of the chunked run hold the first two targets and the ignored one, so mask them all.
+	masked := append([]int64(nil), targets...)
+	masked[0], masked[1] = -100, -100
+	for _, chunkElems := range []int{0, 3 * v} {
+		h := tensortest.Upload(t, b, tensor.F32, hv, n, c)
+		w := tensortest.Upload(t, b, tensor.F32, wv, v, c)
+		g := tensortest.Upload(t, b, tensor.F32, make([]float32, v*c), v, c)
+		head := CausalLMHead{Weight: &Param{Value: w, Grad: g, Trainable: true}, V: v, C: c, chunkElems: chunkElems}
+		a := NewArena(b)
+		if err := a.Carve(func(a *Arena) error { head.Layout(a, n, tensor.F32); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		p := &Pass{Backend: b}
+		sum, k, err := head.Forward(p, h, masked, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want float64
+		for i, tg := range masked {
+			if tg != -100 {
+				row := whole.logits[i*v : (i+1)*v]
+				var z float64
+				for _, x := range row {
+					z += math.Exp(float64(x))
+				}
+				want += math.Log(z) - float64(row[tg])
+			}
+		}
+		if k != count-2 || math.Abs(sum-want) > 1e-5*math.Abs(want) {
+			t.Fatalf("chunkElems %d, masked: loss sum %v count %d, want %v and %d", chunkElems, sum, k, want, count-2)
+		}
+		dh := tensortest.Upload(t, b, tensor.F32, normal(n*c), n, c) // garbage: skipped rows must be zeroed
+		if err := head.Backward(p, dh, 0.5); err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range tensortest.Download(t, b, dh)[:3*c] {
+			if x != 0 {
+				t.Fatalf("chunkElems %d: dh[%d] = %v in a row without a target, want 0", chunkElems, i, x)
+			}
+		}
+	}
 	// The last position of each row predicts nothing: its gradient is zero.
 	for j := 0; j < c; j++ {
 		if whole.dh[(tt-1)*c+j] != 0 {
