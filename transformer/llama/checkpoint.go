@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
@@ -42,20 +41,35 @@ func init() {
 
 var _ transformer.Adaptable = (*ForCausalLM)(nil)
 
-// ignorable reports whether a checkpoint key is a buffer transformers never loads (older checkpoints store
-// rotary_emb.inv_freq per layer).
-func ignorable(key string) bool { return strings.HasSuffix(key, "rotary_emb.inv_freq") }
+// rules are the Llama family's checkpoint conventions: a base-model checkpoint (LlamaModel) has no "model."
+// prefix; older checkpoints store rotary_emb.inv_freq buffers per layer, which transformers never loads; a
+// tied model's lm_head.weight, when a checkpoint stores it, is the embedding.
+func (m *ForCausalLM) rules() transformer.CheckpointRules {
+	r := transformer.CheckpointRules{
+		Canonical: func(key string, want map[string]bool) (string, bool) {
+			if want[key] {
+				return key, true
+			}
+			return "model." + key, want["model."+key]
+		},
+		Ignore: func(key string) string {
+			if strings.HasSuffix(key, "rotary_emb.inv_freq") {
+				return "buffer"
+			}
+			return ""
+		},
+	}
+	if m.Config.TieWordEmbeddings {
+		r.Tied = map[string]string{"lm_head.weight": "model.embed_tokens.weight"}
+	}
+	return r
+}
 
-// canonical maps a checkpoint key to the model's name: a base-model checkpoint (LlamaModel) has no "model."
-// prefix.
-func canonical(key string, want map[string]bool) (string, bool) {
-	if want[key] {
-		return key, key != ""
-	}
-	if want["model."+key] {
-		return "model." + key, true
-	}
-	return "", false
+// match pairs the model's parameters with the checkpoint's tensors by name and shape.
+func (m *ForCausalLM) match(ck *loaders.Checkpoint) (*loaders.LoadReport, map[string]string) {
+	rules := m.rules()
+	source, lr := transformer.MatchCheckpoint(transformer.CheckpointTensors(m.namedParameters(), rules), ck.Infos(), rules)
+	return lr, source
 }
 
 // LoadPretrained builds the model from a Hugging Face checkpoint directory: config.json (v4 or v5 layout, see
@@ -88,89 +102,17 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	if len(lr.Missing) > 0 || len(lr.Unexpected) > 0 || len(lr.Mismatched) > 0 {
 		m.FreeParameters()
 		return nil, report, fmt.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
-			ck.Path, problems(lr), filepath.Join(dir, loaders.ConfigName))
+			ck.Path, transformer.CheckpointProblems(lr), filepath.Join(dir, loaders.ConfigName))
 	}
-	for _, np := range m.namedParameters() {
-		if err := m.loadParam(ck, source[np.Name], np); err != nil {
-			m.FreeParameters()
-			return nil, report, errctx.Wrapf(err, "llama: load %s", ck.Path)
-		}
+	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, m.rules()); err != nil {
+		m.FreeParameters()
+		return nil, report, errctx.Wrapf(err, "llama: load %s", ck.Path)
 	}
 	if data, err := os.ReadFile(filepath.Join(dir, GenerationConfigName)); err == nil {
 		m.extra.generationConfig = data
 	}
 	m.WeightsUpdated()
 	return m, report, nil
-}
-
-// problems describes a report's missing, unexpected and mis-shaped tensors in one line each.
-func problems(lr *loaders.LoadReport) string {
-	var s []string
-	if len(lr.Missing) > 0 {
-		s = append(s, fmt.Sprintf("%d tensors missing from the checkpoint: %s", len(lr.Missing), loaders.SummarizeNames(lr.Missing, 8)))
-	}
-	if len(lr.Unexpected) > 0 {
-		s = append(s, fmt.Sprintf("%d tensors the model does not have: %s", len(lr.Unexpected), loaders.SummarizeNames(lr.Unexpected, 8)))
-	}
-	for _, mm := range lr.Mismatched {
-		s = append(s, mm.String())
-	}
-	return strings.Join(s, "; ")
-}
-
-// match pairs the model's parameters with the checkpoint's tensors by name and shape.
-func (m *ForCausalLM) match(ck *loaders.Checkpoint) (*loaders.LoadReport, map[string]string) {
-	list := m.namedParameters()
-	want := make(map[string]bool, len(list))
-	shape := make(map[string][]int, len(list))
-	for _, np := range list {
-		want[np.Name], shape[np.Name] = true, np.Param.Value.Shape
-	}
-	lr := &loaders.LoadReport{}
-	source := map[string]string{}
-	for _, ti := range ck.Infos() {
-		name, ok := canonical(ti.Name, want)
-		switch {
-		case ok:
-			if !slices.Equal(ti.Shape, shape[name]) {
-				lr.Mismatched = append(lr.Mismatched, loaders.ShapeMismatch{Name: name, Key: ti.Name, Checkpoint: ti.Shape, Model: shape[name]})
-				continue
-			}
-			source[name] = ti.Name
-			lr.Matched++
-			if name != ti.Name {
-				lr.Renamed = append(lr.Renamed, loaders.RenamedTensor{Key: ti.Name, Name: name})
-			}
-		case ignorable(ti.Name):
-			lr.Ignored = append(lr.Ignored, loaders.IgnoredTensor{Key: ti.Name, Reason: "buffer"})
-		case ti.Name == "lm_head.weight" && m.Config.TieWordEmbeddings:
-			lr.Ignored = append(lr.Ignored, loaders.IgnoredTensor{Key: ti.Name, Reason: "tied to model.embed_tokens.weight"})
-		default:
-			lr.Unexpected = append(lr.Unexpected, ti.Name)
-		}
-	}
-	for _, np := range list {
-		if _, ok := source[np.Name]; !ok && !slices.ContainsFunc(lr.Mismatched, func(s loaders.ShapeMismatch) bool { return s.Name == np.Name }) {
-			lr.Missing = append(lr.Missing, np.Name)
-		}
-	}
-	if m.Config.TieWordEmbeddings {
-		lr.Tied = append(lr.Tied, loaders.TiedTensor{Name: "lm_head.weight", Source: "model.embed_tokens.weight"})
-	}
-	return lr, source
-}
-
-// loadParam copies checkpoint tensor src into np (shapes already matched), widening F16/BF16 to F32.
-func (m *ForCausalLM) loadParam(ck *loaders.Checkpoint, src string, np transformer.NamedParameter) error {
-	ht, err := ck.Get(src)
-	if err != nil {
-		return errctx.Wrapf(err, "tensor %s", src)
-	}
-	vals, err := ht.Float32()
-	if err != nil {
-		return errctx.Wrapf(err, "tensor %s", src)
-	}
-	return m.Backend().Upload(np.Param.Value, vals)
 }
 
 // Save writes the model as save_pretrained does: config.json (the loaded file's keys and layout kept, dtype
@@ -182,24 +124,7 @@ func (m *ForCausalLM) Save(dir string) error { return m.SaveSharded(dir, Default
 // SaveSharded is Save with a shard size limit in bytes (transformers' max_shard_size).
 func (m *ForCausalLM) SaveSharded(dir string, maxShardBytes int64) (err error) {
 	defer recoverError(&err)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errctx.Wrap("llama: save", err)
-	}
-	list := m.namedParameters()
-	hosts := make([]loaders.HostTensor, 0, len(list))
-	for _, np := range list {
-		v := np.Param.Value
-		vals := make([]float32, v.Numel())
-		if err := m.Backend().Download(vals, v); err != nil {
-			return errctx.Wrapf(err, "llama: save: reading %s", np.Name)
-		}
-		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, v.Shape, vals)
-		if err != nil {
-			return errctx.Wrap("llama: save", err)
-		}
-		hosts = append(hosts, ht)
-	}
-	if _, err := loaders.WriteCheckpoint(dir, hosts, maxShardBytes); err != nil {
+	if err := transformer.SaveParams(m.Backend(), dir, m.namedParameters(), m.rules(), maxShardBytes); err != nil {
 		return errctx.Wrap("llama: save", err)
 	}
 	return m.SaveConfig(dir)
@@ -233,12 +158,10 @@ func (m *ForCausalLM) Load(dir string) (err error) {
 	defer ck.Close()
 	lr, source := m.match(ck)
 	if len(lr.Missing) > 0 || len(lr.Unexpected) > 0 || len(lr.Mismatched) > 0 {
-		return fmt.Errorf("llama: load %s: %s", ck.Path, problems(lr))
+		return fmt.Errorf("llama: load %s: %s", ck.Path, transformer.CheckpointProblems(lr))
 	}
-	for _, np := range m.namedParameters() {
-		if err := m.loadParam(ck, source[np.Name], np); err != nil {
-			return errctx.Wrapf(err, "llama: load %s", ck.Path)
-		}
+	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, m.rules()); err != nil {
+		return errctx.Wrapf(err, "llama: load %s", ck.Path)
 	}
 	m.WeightsUpdated()
 	return nil
