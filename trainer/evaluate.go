@@ -109,8 +109,14 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 		if err := ctx.Err(); err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s interrupted: %w", prefix, err)
 		}
-		idx := make([]int, 0, bs)
-		for j := i; j < min(i+bs, n); j++ {
+		// Sized by the batch, never by per_device_eval_batch_size alone: a batch size far above the
+		// number of examples must not allocate for examples that do not exist.
+		end := n
+		if bs < n-i {
+			end = i + bs
+		}
+		idx := make([]int, 0, end-i)
+		for j := i; j < end; j++ {
 			idx = append(idx, j)
 		}
 		b, err := ds.Batch(idx)

@@ -57,3 +57,23 @@ func TestFullEvalWithoutHalfInference(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalBatchSizeAboveDatasetSize checks that a per_device_eval_batch_size far larger than the evaluation set
+// (a typo such as 1000000000) evaluates the set in one batch instead of allocating for the batch size: it used
+// to end tune finetune with "fatal error: out of memory".
+func TestEvalBatchSizeAboveDatasetSize(t *testing.T) {
+	a := testArgs(t)
+	a.PerDeviceEvalBatchSize = 1 << 62
+	m := &policyModel{bagModel: newBagModel(16, 8, 2, 0)}
+	tr, _, _ := newTestTrainer(t, m, a, nil, toyTask(12, 16, 2))
+	metrics, err := tr.Evaluate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.seen) != 1 {
+		t.Errorf("%d forwards, want the 12 examples in one batch", len(m.seen))
+	}
+	if _, ok := metrics["eval_loss"]; !ok {
+		t.Errorf("no eval_loss in %v", metrics)
+	}
+}
