@@ -7,8 +7,9 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// This file is the reference of fused attention (tensor.AttentionArgs), written plainly: one score row at a
-// time, never the whole (Tq, Tk) matrix. It keeps the numerics contract of docs/ATTENTION.md, which the CUDA
+// This file is the reference of fused attention (tensor.AttentionArgs), written plainly: per (batch, head),
+// blocks of at most attnBlock query rows whose (rows, Tk) scores come from one GEMM (gonum, FP32 accumulation),
+// never the whole (Tq, Tk) matrix of every head. It keeps the numerics contract of docs/ATTENTION.md, which the CUDA
 // kernel (FlashAttention-2: Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
 // Partitioning", 2023, algorithms 1 and 2) keeps too, so the two agree to the rounding of the outputs:
 //
@@ -38,27 +39,6 @@ func (a *attnProblem[T]) allowed(b, i, j int) bool {
 	return a.seg == nil || a.seg[b*a.Tq+i] == a.seg[b*a.Tk+j]
 }
 
-// scores fills s (Tk) with row i of S = q·Kᵀ·scale + mask for batch member b: q the query row (D), k the head's
-// keys (Tk, D); a forbidden pair gets −Inf.
-func (a *attnProblem[T]) scores(s, q, k []T, b, i int) {
-	negInf := T(math.Inf(-1))
-	for j := range s {
-		if !a.allowed(b, i, j) {
-			s[j] = negInf
-			continue
-		}
-		var acc T
-		for d, x := range q {
-			acc += x * k[j*a.D+d]
-		}
-		acc *= a.scale
-		if a.mask != nil {
-			acc += T(a.mask[b*a.Tk+j])
-		}
-		s[j] = acc
-	}
-}
-
 // dropRow fills f (Tk) with the dropout factor of row i of head h of batch member b: 1/(1−p) where
 // tensor.PhiloxKeep keeps element ((b·Hq + h)·Tq + i)·Tk + j of a dense (B, Hq, Tq, Tk) tensor, else 0 (as
 // dropoutKernel computes it, so the fused and the two-pass path keep the same elements); all 1 when p is 0.
@@ -69,11 +49,10 @@ func (a *attnProblem[T]) dropRow(f []T, b, h, i int) {
 		}
 		return
 	}
-	ones := make([]T, len(f))
-	for j := range ones {
-		ones[j] = 1
+	for j := range f {
+		f[j] = 1
 	}
-	dropoutKernel(f, ones, a.p, a.seed, a.offset, ((b*a.Hq+h)*a.Tq+i)*a.Tk)
+	dropoutKernel(f, f, a.p, a.seed, a.offset, ((b*a.Hq+h)*a.Tq+i)*a.Tk) // out may be x
 }
 
 // rnd applies the half rounding of the product inputs (nothing for F32/FP64).
@@ -89,44 +68,70 @@ func (a *attnProblem[T]) heads(b, h int) (qo, ko int) {
 	return (b*a.Hq + h) * a.Tq * a.D, (b*a.Hkv + h/(a.Hq/a.Hkv)) * a.Tk * a.D
 }
 
+// attnBlock is the number of query rows whose score block (attnBlock, Tk) a task holds at once.
+const attnBlock = 64
+
+// rowScores turns row i of a score block, s (Tk) = scale·q_i·Kᵀ, into S: the key mask added and −Inf where
+// the pair is forbidden.
+func (a *attnProblem[T]) rowScores(s []T, b, i int) {
+	negInf := T(math.Inf(-1))
+	for j := range s {
+		switch {
+		case !a.allowed(b, i, j):
+			s[j] = negInf
+		case a.mask != nil:
+			s[j] += T(a.mask[b*a.Tk+j])
+		}
+	}
+}
+
 // attnForwardKernel computes O (B, Hq, Tq, D) and LSE (B, Hq, Tq) from dense Q, K, V, one (b, h) pair per
-// task: P = exp(S − max S)/Σ exp(S − max S) as softmaxKernel computes it, LSE = max S + log Σ, and
-// O_i = Σ_j rnd(P_ij·f_ij)·V_j with f the dropout factor. A row with no allowed key gives O = 0, LSE = −Inf.
+// task, attnBlock query rows at a time: the block's scores S = scale·Q·Kᵀ by one GEMM (FP32 accumulation),
+// then per row P = exp(S − max S)/Σ exp(S − max S) as softmaxKernel computes it, LSE = max S + log Σ and
+// P' = rnd(P·f) with f the dropout factor, then O = P'·V by one GEMM. A row with no allowed key gives O = 0,
+// LSE = −Inf.
 func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
+	if a.Tk == 0 {
+		clear(o)
+		for i := range lse {
+			lse[i] = T(math.Inf(-1))
+		}
+		return
+	}
+	m := min(a.Tq, attnBlock)
 	parallelFor(a.B*a.Hq, a.Tq*a.Tk*a.D*2, func(lo, hi int) {
-		s, f := make([]T, a.Tk), make([]T, a.Tk)
+		sb, f := make([]T, m*a.Tk), make([]T, a.Tk)
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/a.Hq, bh%a.Hq
 			qo, ko := a.heads(b, h)
-			for i := 0; i < a.Tq; i++ {
-				row := o[qo+i*a.D : qo+(i+1)*a.D]
-				clear(row)
-				a.scores(s, q[qo+i*a.D:qo+(i+1)*a.D], k[ko:], b, i)
-				mx := T(math.Inf(-1))
-				for _, x := range s {
-					mx = max(mx, x)
-				}
-				if math.IsInf(float64(mx), -1) {
-					lse[bh*a.Tq+i] = mx
-					continue
-				}
-				var sum T
-				for j, x := range s {
-					s[j] = T(math.Exp(float64(x - mx)))
-					sum += s[j]
-				}
-				lse[bh*a.Tq+i] = mx + T(math.Log(float64(sum)))
-				inv := 1 / sum
-				a.dropRow(f, b, h, i)
-				for j, e := range s {
-					pd := a.rnd(e * inv * f[j])
-					if pd == 0 {
+			for i0 := 0; i0 < a.Tq; i0 += m {
+				n := min(m, a.Tq-i0)
+				blasGemm(false, true, n, a.Tk, a.D, a.scale, q[qo+i0*a.D:], a.D, k[ko:], a.D, 0, sb, a.Tk, false)
+				for r := 0; r < n; r++ {
+					i, s := i0+r, sb[r*a.Tk:(r+1)*a.Tk]
+					a.rowScores(s, b, i)
+					mx := T(math.Inf(-1))
+					for _, x := range s {
+						mx = max(mx, x)
+					}
+					if math.IsInf(float64(mx), -1) {
+						lse[bh*a.Tq+i] = mx
+						clear(s)
 						continue
 					}
-					for d, x := range v[ko+j*a.D : ko+(j+1)*a.D] {
-						row[d] += pd * x
+					var sum T
+					for j, x := range s {
+						s[j] = T(math.Exp(float64(x - mx)))
+						sum += s[j]
+					}
+					lse[bh*a.Tq+i] = mx + T(math.Log(float64(sum)))
+					inv := 1 / sum
+					a.dropRow(f, b, h, i)
+					for j, e := range s {
+						s[j] = a.rnd(e * inv * f[j])
 					}
 				}
+				blasGemm(false, false, n, a.D, a.Tk, 1, sb, a.Tk, v[ko:], a.D, 0, o[qo+i0*a.D:], a.D, false)
 			}
 		}
 	})
@@ -134,14 +139,21 @@ func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
 
 // attnBackwardKernel computes dQ (B, Hq, Tq, D), dK and dV (B, Hkv, Tk, D) from dense dO and the forward's
 // Q, K, V, O and LSE, one (b, key/value head) pair per task so that dK and dV sum their query heads in a fixed
-// order: with P = exp(S − LSE), f the dropout factor, dP_ij = f_ij·dO_i·V_j, Δ_i = Σ_j P_ij·dP_ij (computed
-// from P and dP, not from the stored O: see docs/ATTENTION.md) and dS_ij = P_ij·(dP_ij − Δ_i),
+// order, attnBlock query rows at a time: with P = exp(S − LSE) (S recomputed by a GEMM), f the dropout
+// factor, dP_ij = f_ij·dO_i·V_j (a GEMM), Δ_i = Σ_j P_ij·dP_ij (computed from P and dP, not from the stored O:
+// see docs/ATTENTION.md) and dS_ij = P_ij·(dP_ij − Δ_i),
 //
-//	dV_j += rnd(P_ij·f_ij)·dO_i,   dQ_i = scale·Σ_j rnd(dS_ij)·K_j,   dK_j = scale·Σ_i rnd(dS_ij)·Q_i.
+//	dV += rnd(P·f)ᵀ·dO,   dQ = scale·rnd(dS)·K,   dK += scale·rnd(dS)ᵀ·Q      (three GEMMs per block).
+//
+// o is not read.
 func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse, dout []T) {
-	g := a.Hq / a.Hkv
+	if a.Tk == 0 {
+		clear(dq)
+		return
+	}
+	g, m := a.Hq/a.Hkv, min(a.Tq, attnBlock)
 	parallelFor(a.B*a.Hkv, g*a.Tq*a.Tk*a.D*4, func(lo, hi int) {
-		s, f, dp := make([]T, a.Tk), make([]T, a.Tk), make([]T, a.Tk)
+		sb, db, pb, f := make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, a.Tk)
 		for bk := lo; bk < hi; bk++ {
 			b, kh := bk/a.Hkv, bk%a.Hkv
 			ko := bk * a.Tk * a.D
@@ -150,57 +162,39 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 			clear(dvh)
 			for h := kh * g; h < (kh+1)*g; h++ {
 				qo, _ := a.heads(b, h)
-				for i := 0; i < a.Tq; i++ {
-					qi, doi := q[qo+i*a.D:qo+(i+1)*a.D], dout[qo+i*a.D:qo+(i+1)*a.D]
-					dqi := dq[qo+i*a.D : qo+(i+1)*a.D]
-					clear(dqi)
-					l := lse[(b*a.Hq+h)*a.Tq+i]
-					if math.IsInf(float64(l), -1) {
-						continue
-					}
-					a.scores(s, qi, k[ko:], b, i)
-					a.dropRow(f, b, h, i)
-					// First sweep: P_ij = exp(S_ij − LSE_i) into s, dP_ij = f_ij·dO_i·V_j into dp, and
-					// Δ_i = Σ_j P_ij·dP_ij in T (exact up to T's rounding, whatever O's dtype).
-					var delta T
-					for j, x := range s {
-						if math.IsInf(float64(x), -1) {
-							s[j], dp[j] = 0, 0
+				for i0 := 0; i0 < a.Tq; i0 += m {
+					n := min(m, a.Tq-i0)
+					blasGemm(false, true, n, a.Tk, a.D, a.scale, q[qo+i0*a.D:], a.D, k[ko:], a.D, 0, sb, a.Tk, false)
+					blasGemm(false, true, n, a.Tk, a.D, 1, dout[qo+i0*a.D:], a.D, v[ko:], a.D, 0, db, a.Tk, false)
+					for r := 0; r < n; r++ {
+						i := i0 + r
+						p, dp, pd := sb[r*a.Tk:(r+1)*a.Tk], db[r*a.Tk:(r+1)*a.Tk], pb[r*a.Tk:(r+1)*a.Tk]
+						l := lse[(b*a.Hq+h)*a.Tq+i]
+						if math.IsInf(float64(l), -1) { // no allowed key: no gradient
+							clear(pd)
+							clear(dp)
 							continue
 						}
-						var acc T
-						for d, y := range doi {
-							acc += y * v[ko+j*a.D+d]
-						}
-						s[j], dp[j] = T(math.Exp(float64(x-l))), acc*f[j]
-						delta += s[j] * dp[j]
-					}
-					for j, p := range s {
-						if p == 0 {
-							continue
-						}
-						kj := k[ko+j*a.D : ko+(j+1)*a.D]
-						if pd := a.rnd(p * f[j]); pd != 0 {
-							for d, y := range doi {
-								dvh[j*a.D+d] += pd * y
+						a.rowScores(p, b, i)
+						a.dropRow(f, b, h, i)
+						var delta T
+						for j, x := range p {
+							if math.IsInf(float64(x), -1) {
+								p[j], dp[j] = 0, 0
+								continue
 							}
+							p[j], dp[j] = T(math.Exp(float64(x-l))), dp[j]*f[j]
+							delta += p[j] * dp[j]
 						}
-						ds := a.rnd(p * (dp[j] - delta))
-						if ds == 0 {
-							continue
-						}
-						for d := range dqi {
-							dqi[d] += ds * kj[d]
-							dkh[j*a.D+d] += ds * qi[d]
+						for j, x := range p {
+							pd[j] = a.rnd(x * f[j])
+							dp[j] = a.rnd(x * (dp[j] - delta)) // dS, rounded as the products' input
 						}
 					}
-					for d := range dqi {
-						dqi[d] *= a.scale
-					}
+					blasGemm(true, false, a.Tk, a.D, n, 1, pb, a.Tk, dout[qo+i0*a.D:], a.D, 1, dvh, a.D, false)
+					blasGemm(false, false, n, a.D, a.Tk, a.scale, db, a.Tk, k[ko:], a.D, 0, dq[qo+i0*a.D:], a.D, false)
+					blasGemm(true, false, a.Tk, a.D, n, a.scale, db, a.Tk, q[qo+i0*a.D:], a.D, 1, dkh, a.D, false)
 				}
-			}
-			for d := range dkh {
-				dkh[d] *= a.scale
 			}
 		}
 	})

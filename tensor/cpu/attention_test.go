@@ -441,3 +441,21 @@ func TestAttentionStridedOperands(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkAttention times the reference's forward and backward at BERT-tiny's attention shape with dropout
+// (B 32, H 2, T 128, D 32), reporting GFLOP/s of the 4 + 8 products' 12·B·H·T²·D.
+func BenchmarkAttention(b *testing.B) {
+	c := attnCase{B: 32, Hq: 2, Hkv: 2, Tq: 128, Tk: 128, D: 32, p: 0.1}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pr := &attnProblem[float32]{B: c.B, Hq: c.Hq, Hkv: c.Hkv, Tq: c.Tq, Tk: c.Tk, D: c.D, scale: 0.17, p: c.p, seed: 1}
+	nq := c.B * c.Hq * c.Tq * c.D
+	q, k, v, g := f32s(randn(rng, nq, 1)), f32s(randn(rng, nq, 1)), f32s(randn(rng, nq, 1)), f32s(randn(rng, nq, 1))
+	o, lse := make([]float32, nq), make([]float32, c.B*c.Hq*c.Tq)
+	dq, dk, dv := make([]float32, nq), make([]float32, nq), make([]float32, nq)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		attnForwardKernel(pr, o, lse, q, k, v)
+		attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, lse, g)
+	}
+	b.ReportMetric(12*float64(c.B*c.Hq*c.Tq*c.Tk*c.D)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
