@@ -273,6 +273,8 @@ func (r *Recipe) CheckFiles() error {
 			fail(f.key, "%s", pathError(err))
 		} else if st.IsDir() {
 			bad(f.key, "%s is a directory; name a data file", f.path)
+		} else if st.Mode()&fs.ModeDevice != 0 {
+			bad(f.key, "%s is a device, which would be read without end; name a data file", f.path)
 		}
 	}
 	if len(missing) > 0 {
@@ -434,6 +436,9 @@ func TokenizerFile(p string) (string, error) {
 		return "", err
 	}
 	if !st.IsDir() {
+		if st.Mode()&fs.ModeDevice != 0 {
+			return "", fmt.Errorf("%s is a device, which would be read without end; name tokenizer.json, vocab.txt or their directory", p)
+		}
 		return p, nil
 	}
 	for _, name := range []string{"tokenizer.json", "vocab.txt"} {

@@ -124,15 +124,19 @@ func TestFinetunePathLoops(t *testing.T) {
 		{"output_dir is a dangling link", "training.output_dir=" + dangling, "training.output_dir: " + dangling + " is a symbolic link to " + filepath.Join(dir, "nowhere") + ", which does not exist"},
 		{"data.train is a loop", "data.train=" + loopTSV, "data.train: "},
 		{"tokenizer.path is a loop", "tokenizer.path=" + loop, "tokenizer.path: "},
+		// A device would be read without end (no line break in /dev/zero for the data, no end for the tokenizer).
+		{"data.train is a device", "data.train=/dev/zero", "data.train: /dev/zero is a device, which would be read without end"},
+		{"tokenizer.path is a device", "tokenizer.path=/dev/zero", "tokenizer.path: /dev/zero is a device"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			args := []string{"finetune", tinyRecipe, c.override}
+			args := []string{"finetune", tinyRecipe, c.override, "data.format=tsv"}
 			if !strings.HasPrefix(c.override, "training.output_dir=") {
 				args = append(args, "training.output_dir="+filepath.Join(dir, "out"))
 			}
 			code, stdout, stderr := runCLI(args...)
 			if code != exitUsage || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "too many levels of symbolic links") &&
-				!strings.Contains(stderr, "which does not exist") || strings.Contains(stdout, "device:") {
+				!strings.Contains(stderr, "which does not exist") && !strings.Contains(stderr, "is a device") ||
+				strings.Contains(stdout, "device:") {
 				t.Fatalf("exit %d, stdout %s\nstderr %s\nwant %q", code, stdout, stderr, c.want)
 			}
 		})
