@@ -61,12 +61,16 @@ golden: ## regenerate the Go-side golden files (-update)
 FUZZ_TARGETS = loaders:FuzzReadHeader loaders:FuzzTokenizerEncode loaders:FuzzLoadTokenizerJSON \
 	loaders:FuzzLoadDataset transformer/bert:FuzzBertConfig recipes:FuzzDecodeRecipe lora:FuzzParseAdapterConfig
 FUZZPARALLEL ?= 1
+# Each new interesting input is minimized for at most this long (go test's default is 60s, which on a large seed
+# such as tokenizer.json can take most of a short run).
+FUZZMINIMIZETIME ?= 10s
 
 fuzz: ## fuzz every parser (safetensors, tokenizer.json, text, datasets, config.json, recipes, adapter_config.json) for FUZZTIME (5m) each
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=./$${t%%:*}; name=$${t##*:}; \
-		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel $(FUZZPARALLEL) $$pkg || exit 1; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel $(FUZZPARALLEL) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) \
+			-parallel $(FUZZPARALLEL) $$pkg || exit 1; \
 	done
 
 data: ## regenerate the tiny dataset and vocabulary in recipes/data/tiny
