@@ -1,6 +1,7 @@
 package tokenizers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -158,7 +159,30 @@ func ModelType(path string) (string, error) {
 		} `json:"model"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
-		return "", fmt.Errorf("tokenizers: %s: %w", path, err)
+		return "", fmt.Errorf("tokenizers: %s: not a tokenizer.json: %w", path, describeJSON(data, err))
 	}
 	return j.Model.Type, nil
+}
+
+// describeJSON rewrites encoding/json's errors for people: the line and column of a syntax error, and for a
+// file whose top level is not an object what it is instead (encoding/json names the Go type it decoded into).
+func describeJSON(data []byte, err error) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("the file is empty")
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off := min(int(se.Offset), len(data))
+		line := 1 + bytes.Count(data[:off], []byte("\n"))
+		col := off - bytes.LastIndexByte(data[:off], '\n') - 1
+		return fmt.Errorf("invalid JSON at line %d column %d: %w", line, col, err)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return fmt.Errorf("the top level is a JSON %s, want an object with a \"model\"", te.Value)
+		}
+		return fmt.Errorf("%q is a JSON %s, want an object", te.Field, te.Value)
+	}
+	return err
 }
