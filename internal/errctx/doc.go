@@ -13,7 +13,7 @@
 //	}
 //
 // Wrapf formats the context (errctx.Wrapf(err, "recipes: load %s", dir)); Trim strips the prefixes from a
-// message alone. The prefixes removed are those of tune's own packages (amp, atomicfile, cuda, hub, loaders, lora,
-// recipes, tensor, trainer, transformer), repeatedly, so "loaders: lora: x" becomes "x"; another library's
+// message alone. The prefixes removed are those of tune's own packages (amp, atomicfile, chat, cuda, generate, hub,
+// loaders, lora, recipes, sft, tensor, tokenizers, trainer, transformer), repeatedly, so "loaders: lora: x" becomes "x"; another library's
 // prefix is kept, as it says where the error came from.
 package errctx

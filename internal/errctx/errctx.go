@@ -6,7 +6,7 @@ import (
 )
 
 // packages are the prefixes ("loaders: ") Wrap removes from the front of a wrapped message: tune's packages.
-var packages = []string{"amp", "atomicfile", "cuda", "hub", "loaders", "lora", "recipes", "tensor", "trainer", "transformer"}
+var packages = []string{"amp", "atomicfile", "chat", "cuda", "generate", "hub", "loaders", "lora", "recipes", "sft", "tensor", "tokenizers", "trainer", "transformer"}
 
 // wrapped is an error with a rewritten message that unwraps to the original.
 type wrapped struct {

@@ -20,6 +20,7 @@ func TestWrap(t *testing.T) {
 		{"a message without a prefix is kept", "merge: --model", errors.New("no such directory"), "merge: --model: no such directory"},
 		{"a prefix-like word inside the message is kept", "recipes", errors.New("load x: loaders: y"), "recipes: load x: loaders: y"},
 		{"a name that merely starts like a package is kept", "recipes", errors.New("lorax: y"), "recipes: lorax: y"},
+		{"the prefixes of the decoder-side packages are dropped too", "recipes: tokenizer.path", errors.New("tokenizers: sft: tokenizer.json: x"), "recipes: tokenizer.path: tokenizer.json: x"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
