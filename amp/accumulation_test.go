@@ -42,7 +42,7 @@ func gaWindow(t *testing.T, b tensor.Backend, p Policy, s *GradScaler, ga int) (
 	return logged, gradNorm, tensortest.Download(t, b, m.grads)
 }
 
-// TestAccumulationLoggedLossB15 is CASES B15: micro-batch 1, gradient accumulation 8, one optimizer step, in FP32
+// TestAccumulationLoggedLossB15 checks the unscaled logged loss (transformers' trainer.py): micro-batch 1, gradient accumulation 8, one optimizer step, in FP32
 // and in FP16 with the scale at 65536. The logged loss is the mean unscaled loss over the window and the logged
 // grad norm the unscaled one, both within 1e-2 relative of FP32: never multiplied by the scale or by the
 // accumulation count. The scale stays constant over the window, so the unscaled accumulated gradients match

@@ -11,13 +11,12 @@ import (
 const clipEps = 1e-6
 
 // ClipGradNorm scales grads in place so that their global L2 norm is at most maxNorm, with
-// torch.nn.utils.clip_grad_norm_'s semantics (norm_type 2, FACTS §2.3): the total norm is the L2 norm of the
+// torch.nn.utils.clip_grad_norm_'s semantics (norm_type 2, torch/amp/grad_scaler.py): the total norm is the L2 norm of the
 // per-tensor norms, i.e. sqrt(Σ over every element of every gradient of g²) (Backend.GlobalNorm), and every
 // gradient is multiplied by clamp(maxNorm/(total + 1e-6), max=1), computed in FP32 in the same order as PyTorch
 // (reciprocal, then times maxNorm). It returns the total norm before clipping (what HF logs as grad_norm).
 //
-// Under FP16 loss scaling call it after GradScaler.Unscale, so it sees and reports the true gradients (CASES
-// B09). A non-finite total norm (inf/NaN gradients) leaves the gradients untouched and is returned as is: the
+// Under FP16 loss scaling call it after GradScaler.Unscale, so it sees and reports the true gradients (clipping after unscale_, torch/amp/grad_scaler.py). A non-finite total norm (inf/NaN gradients) leaves the gradients untouched and is returned as is: the
 // GradScaler skips that step anyway, and PyTorch's multiplication by 0 or NaN would only erase the evidence.
 // A factor of exactly 1 is not applied (multiplying by 1 is exact, so the result is the same).
 //

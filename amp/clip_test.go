@@ -9,7 +9,7 @@ import (
 	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
-// TestClipAfterUnscaleB09 is CASES B09: one 2-element parameter at zero, loss = 1.2·p0 + 1.6·p1 (true gradient
+// TestClipAfterUnscaleB09 checks clipping after unscale_ (torch/amp/grad_scaler.py): one 2-element parameter at zero, loss = 1.2·p0 + 1.6·p1 (true gradient
 // [1.2, 1.6], norm 2), FP16 loss scale 65536, max_grad_norm 1, SGD with lr 1. Clipping after Unscale reports
 // 2.0 and moves the parameters to [−0.5999997, −0.7999997]; clipping before Unscale (the bug) reports 131072
 // and barely moves them.

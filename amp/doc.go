@@ -1,4 +1,4 @@
-// Package amp holds tune's mixed-precision machinery, with PyTorch's semantics (reference/FACTS.md §1–§3):
+// Package amp holds tune's mixed-precision machinery, with PyTorch's semantics (aten/src/ATen/autocast_mode.cpp, torch/amp/grad_scaler.py, transformers' trainer.py):
 // the autocast Policy (which op class computes in which dtype), the per-step WeightCache, the GradScaler
 // (dynamic loss scaling with PyTorch's exact update rule and state dict) and ClipGradNorm.
 //

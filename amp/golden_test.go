@@ -74,7 +74,7 @@ func TestGradScalerGoldenPyTorch(t *testing.T) {
 }
 
 // TestGoldenReplayVerifiedSequence runs the replay on a hand-written scenario in the golden's format holding
-// the sequence verified on PyTorch (FACTS §2.2: interval 2, found 0,0,1,0,0 → scales 8,16,8,8,16, trackers
+// the sequence verified on PyTorch (torch/amp/grad_scaler.py and aten/src/ATen/native/cuda/AmpKernels.cu: interval 2, found 0,0,1,0,0 → scales 8,16,8,8,16, trackers
 // 1,0,0,1,0), with a reload after step 3, so the harness itself is checked before the golden exists.
 func TestGoldenReplayVerifiedSequence(t *testing.T) {
 	const one, two, three, four, inf = 1065353216, 1073741824, 1077936128, 1082130432, 2139095040

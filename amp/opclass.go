@@ -7,7 +7,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// OpClass says how autocast treats an op, following PyTorch's CUDA autocast lists (FACTS §1.1–1.2,
+// OpClass says how autocast treats an op, following PyTorch's CUDA autocast lists (the op lists of aten/src/ATen/autocast_mode.cpp; aten/src/ATen/autocast_mode.cpp,
 // torch/include/ATen/autocast_mode.h).
 type OpClass uint8
 
@@ -62,7 +62,7 @@ var opClasses = map[string]OpClass{
 
 // ClassOf returns the autocast class of a tensor.Backend op by its method name ("Gemm", "LayerNorm", ...). A
 // backward op ("GELUBackward") has its forward's class: each op's backward runs in the dtype its forward used,
-// and the gradient of an input has that input's dtype (FACTS §1.4). ok is false for ops outside autocast.
+// and the gradient of an input has that input's dtype (torch/amp/autocast_mode.py). ok is false for ops outside autocast.
 func ClassOf(op string) (c OpClass, ok bool) {
 	c, ok = opClasses[strings.TrimSuffix(op, "Backward")]
 	return c, ok

@@ -13,7 +13,7 @@ import (
 //
 // A Policy is a value, so a region that disables autocast is lexical: a layer that must run in full precision
 // is handed p.Disabled() and the caller's p is untouched, which is what leaving PyTorch's
-// `with autocast(enabled=False):` block restores (FACTS §1.4). Nesting composes the same way:
+// `with autocast(enabled=False):` block restores (torch/amp/autocast_mode.py). Nesting composes the same way:
 // p.Disabled().Enable(tensor.BF16) re-enables inside a disabled region, as a nested `autocast(dtype=bf16)` does.
 // Inside a disabled region nothing is cast: ops run in their inputs' dtype (an F16 activation reaching an F32
 // weight must be cast to F32 by the caller, as PyTorch requires `.float()` there).

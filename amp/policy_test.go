@@ -99,7 +99,7 @@ func TestClassOf(t *testing.T) {
 	}
 }
 
-// TestOutputDType checks the dtype each class returns, including the FACTS §1.2 consequences for BERT
+// TestOutputDType checks the dtype each class returns, including the aten/src/ATen/autocast_mode.cpp consequences for BERT
 // (GELU on an fp16 linear output stays fp16; residual fp16+fp32 gives fp32; embedding of an fp32 table is fp32).
 func TestOutputDType(t *testing.T) {
 	tests := []struct {

@@ -38,7 +38,7 @@ type GradScalerOptions struct {
 }
 
 // DefaultGradScalerOptions returns PyTorch's defaults: init_scale 65536 (2^16), growth_factor 2, backoff_factor
-// 0.5, growth_interval 2000, enabled (FACTS §2.1).
+// 0.5, growth_interval 2000, enabled (torch/amp/grad_scaler.py).
 func DefaultGradScalerOptions() GradScalerOptions {
 	return GradScalerOptions{InitScale: 65536, GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000, Enabled: true}
 }
@@ -53,7 +53,7 @@ const (
 )
 
 // GradScaler is dynamic loss scaling for FP16 mixed precision with torch.amp.GradScaler's exact semantics
-// (FACTS §2, torch/amp/grad_scaler.py and _amp_update_scale_ in aten/src/ATen/native/cuda/AmpKernels.cu).
+// (torch/amp/grad_scaler.py, torch/amp/grad_scaler.py and _amp_update_scale_ in aten/src/ATen/native/cuda/AmpKernels.cu).
 //
 // One optimizer step, whatever the number of micro-batches, is:
 //
@@ -97,7 +97,7 @@ func NewGradScaler(b tensor.Backend, o GradScalerOptions) (*GradScaler, error) {
 }
 
 // NewGradScalerFor returns the scaler a policy needs: PyTorch's defaults for FP16 autocast, and a disabled one
-// for BF16 and FP32, which need no loss scaling (accelerate creates a GradScaler only for fp16, FACTS §1.4).
+// for BF16 and FP32, which need no loss scaling (accelerate creates a GradScaler only for fp16, torch/amp/autocast_mode.py).
 func NewGradScalerFor(b tensor.Backend, p Policy) (*GradScaler, error) {
 	o := DefaultGradScalerOptions()
 	o.Enabled = p.Enabled && p.DType == tensor.F16
@@ -138,7 +138,7 @@ func (s *GradScaler) FoundInf() bool { return s.found }
 
 // CheckGradients returns an error wrapping ErrHalfGradients if a gradient is not F32. The trainer calls it at
 // startup so that a recipe forcing half-precision trainable weights with FP16 loss scaling fails before any
-// training time is spent (CASES B14) rather than at the first Unscale. Nil gradients (frozen parameters) are
+// training time is spent (GradScaler's refusal of FP16 gradients, torch/amp/grad_scaler.py) rather than at the first Unscale. Nil gradients (frozen parameters) are
 // skipped. A disabled scaler accepts anything.
 func (s *GradScaler) CheckGradients(grads []*tensor.Tensor) error {
 	if !s.opts.Enabled {
@@ -199,7 +199,7 @@ func (s *GradScaler) Unscale(grads []*tensor.Tensor) error {
 // has not run since the last Update, Step calls Unscale(grads) first (grads are used only then); clipping needs
 // the explicit Unscale before it. A skipped step leaves weights and optimizer state untouched, so the caller
 // must not advance its LR schedule or the optimizer's own step count t (the trainer checks skipped); the HF
-// Trainer still counts a skipped step in global_step (CASES B11). An error from
+// Trainer still counts a skipped step in global_step (the schedule holding on a skipped step, transformers' trainer.py). An error from
 // optimizerStep is returned as is and leaves the stage unchanged. A second Step before Update is an
 // ErrScalerOrder error. A disabled scaler always runs optimizerStep.
 func (s *GradScaler) Step(optimizerStep func() error, grads ...*tensor.Tensor) (skipped bool, err error) {
@@ -230,7 +230,7 @@ func (s *GradScaler) Step(optimizerStep func() error, grads ...*tensor.Tensor) (
 // state: after an inf/NaN the scale is multiplied by backoff_factor (in float64, rounded to FP32; never below
 // MinScale, where PyTorch has no floor) and the tracker reset to 0; after a clean step the tracker counts it, and when it reaches growth_interval the scale is
 // multiplied by growth_factor, but only if the FP32 result is finite (the scale stops at 2^127 for factor 2,
-// CASES B08), and the tracker is reset to 0. Update before any Unscale or Step of this step is an
+// the loss-scale cap of _amp_update_scale_ in aten/src/ATen/native/cuda/AmpKernels.cu), and the tracker is reset to 0. Update before any Unscale or Step of this step is an
 // ErrScalerOrder error. A disabled scaler does nothing.
 func (s *GradScaler) Update() error {
 	if !s.opts.Enabled {

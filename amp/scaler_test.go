@@ -108,7 +108,7 @@ func TestGradScalerDefaults(t *testing.T) {
 	}
 }
 
-// TestUpdateVerifiedSequence replays the sequence verified on PyTorch (FACTS §2.2): interval 2, init 8, found
+// TestUpdateVerifiedSequence replays the sequence verified on PyTorch (torch/amp/grad_scaler.py and aten/src/ATen/native/cuda/AmpKernels.cu): interval 2, init 8, found
 // 0,0,1,0,0 gives scales 8→8→16→8→8→16 and trackers 1,0,0,1,0.
 func TestUpdateVerifiedSequence(t *testing.T) {
 	f := &scriptBackend{}
@@ -124,7 +124,7 @@ func TestUpdateVerifiedSequence(t *testing.T) {
 	}
 }
 
-// TestScaleCapB08 is CASES B08, first run: growth_interval 1 and clean steps double the scale from 2^16 up to
+// TestScaleCapB08 checks the loss-scale cap (_amp_update_scale_ in aten/src/ATen/native/cuda/AmpKernels.cu), first run: growth_interval 1 and clean steps double the scale from 2^16 up to
 // 2^127, reached at step 111; the growth that would give inf is skipped and the tracker is still reset.
 func TestScaleCapB08(t *testing.T) {
 	f := &scriptBackend{}
@@ -154,7 +154,7 @@ func TestScaleCapB08(t *testing.T) {
 	}
 }
 
-// TestDefaultIntervalB08 is CASES B08, second run: defaults, 3 overflows then 2000 clean steps.
+// TestDefaultIntervalB08 checks the loss-scale cap (_amp_update_scale_ in aten/src/ATen/native/cuda/AmpKernels.cu), second run: defaults, 3 overflows then 2000 clean steps.
 func TestDefaultIntervalB08(t *testing.T) {
 	f := &scriptBackend{}
 	s := newTestScaler(t, f, DefaultGradScalerOptions())
@@ -303,7 +303,7 @@ func TestStepOptimizerError(t *testing.T) {
 	}
 }
 
-// TestHalfGradientsB14 is CASES B14: FP16 (or BF16) gradients under FP16 loss scaling are an error naming the
+// TestHalfGradientsB14 checks GradScaler's refusal of FP16 gradients (torch/amp/grad_scaler.py): FP16 (or BF16) gradients under FP16 loss scaling are an error naming the
 // fix, reported by CheckGradients at startup and by Unscale before the backend is touched.
 func TestHalfGradientsB14(t *testing.T) {
 	for _, tt := range []struct {
@@ -329,7 +329,7 @@ func TestHalfGradientsB14(t *testing.T) {
 	}
 }
 
-// TestDisabledScalerB13 is CASES B13: BF16 and FP32 get a disabled scaler that reports scale 1, never touches
+// TestDisabledScalerB13 checks bf16 without loss scaling (torch.amp's GradScaler is for float16): BF16 and FP32 get a disabled scaler that reports scale 1, never touches
 // the gradients, never skips a step (even with inf gradients) and has an empty state dict.
 func TestDisabledScalerB13(t *testing.T) {
 	for _, p := range []Policy{BF16, FP32} {

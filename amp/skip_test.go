@@ -20,10 +20,10 @@ type lambdaLR struct {
 func (s *lambdaLR) LR() float64 { return s.base * s.lambda(s.step) }
 func (s *lambdaLR) Step()       { s.step++ }
 
-// warmup10 is CASES B11's schedule factor min(1, (s+1)/10).
+// warmup10 is the schedule factor min(1, (s+1)/10) of the skipped-step test (transformers' trainer.py holds the schedule on a skipped step).
 func warmup10(s int) float64 { return min(1, float64(s+1)/10) }
 
-// TestSchedulerNotAdvancedOnSkipB11 is CASES B11: SGD with base lr 1, LambdaLR min(1, (s+1)/10), the default
+// TestSchedulerNotAdvancedOnSkipB11 checks the schedule holding on a skipped step (transformers' trainer.py): SGD with base lr 1, LambdaLR min(1, (s+1)/10), the default
 // scaler; the first 3 iterations overflow and the next 3 are clean. Advancing the schedule only when the step was
 // not skipped gives 0.1, 0.1, 0.1, 0.2, 0.3, 0.4; advancing it always (the bug) gives 0.2 … 0.7.
 func TestSchedulerNotAdvancedOnSkipB11(t *testing.T) {

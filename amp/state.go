@@ -6,8 +6,8 @@ import (
 	"math"
 )
 
-// GradScalerState is GradScaler's state dict with PyTorch's keys (torch.amp.GradScaler.state_dict(), FACTS
-// §2.2), so a checkpoint's JSON reads the same in both: {"scale": 65536.0, "growth_factor": 2.0,
+// GradScalerState is GradScaler's state dict with PyTorch's keys (torch.amp.GradScaler.state_dict() in
+// torch/amp/grad_scaler.py), so a checkpoint's JSON reads the same in both: {"scale": 65536.0, "growth_factor": 2.0,
 // "backoff_factor": 0.5, "growth_interval": 2000, "_growth_tracker": 0}.
 //
 // The zero value is the empty state dict of a disabled scaler and marshals to {}; a state read from {}

@@ -15,7 +15,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// cuBLASLt enum values used here (cublasLt.h / library_types.h; identical in CUDA 11.8 and 13, FACTS §9).
+// cuBLASLt enum values used here (cublasLt.h / library_types.h; identical in CUDA 11.8 and 13).
 const (
 	ltCompute32F     = 68 // CUBLAS_COMPUTE_32F
 	ltCompute32FTF32 = 77 // CUBLAS_COMPUTE_32F_FAST_TF32

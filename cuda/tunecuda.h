@@ -1,7 +1,7 @@
 // tunecuda.h declares the C glue of package cuda (tunecuda.c): the cuInit interposer, dlopen helpers, and
 // function-pointer tables for cuBLASLt and NVRTC, which are opened at run time by soname so that one binary runs
 // with CUDA 11.8, 12.x or 13.x libraries. The 11.8 headers supply the types; the argument and enum layouts used
-// here are the same in 11.8 and 13 (see shared/reference/FACTS.md §9.4).
+// here are the same in 11.8 and 13 (see cublasLt.h of CUDA 11.8 and 13).
 #ifndef TUNECUDA_H
 #define TUNECUDA_H
 

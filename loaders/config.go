@@ -22,7 +22,7 @@ const (
 
 // BertConfig is a BERT-family config.json as transformers reads and writes it (transformers/models/bert/
 // configuration_bert.py plus PretrainedConfig's label fields). Absent fields take transformers' defaults, which are
-// bert-base-uncased's (FACTS §4.1; see DefaultBertConfig). Fields tune does not interpret are kept in Extra and
+// bert-base-uncased's (transformers/models/bert/configuration_bert.py; see DefaultBertConfig). Fields tune does not interpret are kept in Extra and
 // written back unchanged, so a config read and written again round-trips.
 type BertConfig struct {
 	VocabSize                 int     // vocab_size: rows of the word embeddings

@@ -55,7 +55,7 @@ func TestConfigRoundTripShared(t *testing.T) {
 	}
 }
 
-// TestConfigDefaults checks that an empty object gets every default of FACTS §4.1.
+// TestConfigDefaults checks that an empty object gets every default of transformers/models/bert/configuration_bert.py.
 func TestConfigDefaults(t *testing.T) {
 	c, err := ParseBertConfig("config.json", []byte(`{}`))
 	if err != nil {

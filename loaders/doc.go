@@ -50,7 +50,7 @@
 // The zero EncodeOptions is HF's default call (special tokens, no truncation, no padding); Truncation,
 // TruncationSide, Padding, PadToMultipleOf and PaddingSide take HF's strategies. EncodeBatch encodes many
 // inputs (with Padding PadLongest, padded to the longest). Ids match Hugging Face tokenizers 0.23 for
-// BERT-family WordPiece tokenizers, normalization and added tokens included; FACTS §8.1 lists where the
+// BERT-family WordPiece tokenizers, normalization and added tokens included; github.com/sugarme/tokenizer v0.3.0's source lists where the
 // underlying github.com/sugarme/tokenizer differs and tune does its own work.
 //
 // # Datasets and batches

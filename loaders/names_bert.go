@@ -18,7 +18,7 @@ type bertTensor struct {
 	shape func(c *BertConfig) []int
 }
 
-// Shapes of the table, in FACTS §4.2's notation: H hidden, I intermediate, V vocab, P positions, T token types,
+// Shapes of the table, in transformers/models/bert/modeling_bert.py's notation: H hidden, I intermediate, V vocab, P positions, T token types,
 // L labels. Linear weights are [out_features, in_features].
 func shapeH(c *BertConfig) []int  { return []int{c.HiddenSize} }
 func shapeHH(c *BertConfig) []int { return []int{c.HiddenSize, c.HiddenSize} }
@@ -33,7 +33,7 @@ func shapeL(c *BertConfig) []int  { return []int{c.NumLabels()} }
 func shapeLH(c *BertConfig) []int { return []int{c.NumLabels(), c.HiddenSize} }
 
 // bertEmbeddingTensors, bertLayerTensors, bertPoolerTensors, bertClassifierTensors and bertMLMTensors are the
-// name table of transformers' BertForSequenceClassification and BertForMaskedLM (FACTS §4.2, verified with
+// name table of transformers' BertForSequenceClassification and BertForMaskedLM (transformers/models/bert/modeling_bert.py, verified with
 // save_pretrained).
 var (
 	bertEmbeddingTensors = []bertTensor{

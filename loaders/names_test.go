@@ -46,7 +46,7 @@ func legacyName(n string) string {
 	return strings.Replace(n, "LayerNorm.bias", "LayerNorm.beta", 1)
 }
 
-// TestBertTensorTable checks the table against FACTS §4.2's counts and a few shapes.
+// TestBertTensorTable checks the table against transformers/models/bert/modeling_bert.py's counts and a few shapes.
 func TestBertTensorTable(t *testing.T) {
 	c := tinyConfig(t)
 	seq := BertSequenceClassificationTensors(c)
@@ -154,7 +154,7 @@ func TestMapBertCheckpoint(t *testing.T) {
 	}
 }
 
-// TestB23TiedDecoder checks CASES.md B23's loading half: a masked-LM checkpoint without
+// TestB23TiedDecoder checks the loading half of tied weights in safetensors (shared tensors in safetensors/torch.py): a masked-LM checkpoint without
 // cls.predictions.decoder.weight (as transformers saves it) gives no missing-key report because the decoder is tied
 // to the word embeddings, while a missing non-tied key is reported by name.
 func TestB23TiedDecoder(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 // BertNormalizer is the BERT text normalizer of Hugging Face tokenizers ("type": "BertNormalizer" in
 // tokenizer.json, tokenizers/src/normalizers/bert.rs), implemented here rather than taken from
 // github.com/sugarme/tokenizer, whose version differs from Hugging Face on whitespace, control characters, the
-// CJK ranges and strip_accents null (FACTS §8.1). The steps run in Hugging Face's order:
+// CJK ranges and strip_accents null (github.com/sugarme/tokenizer v0.3.0's source). The steps run in Hugging Face's order:
 //
 //  1. CleanText: drop U+0000, U+FFFD and "other" characters (see hfOther: Cc, Cf and six private-use code
 //     points, exactly the unicode_categories crate that tokenizers uses) except \t \n \r; map every Unicode

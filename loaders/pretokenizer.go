@@ -15,7 +15,7 @@ func isBertPunctuation(r rune) bool {
 // bertPreTokenize splits normalized runes into words as HF's BertPreTokenizer does: split on Unicode
 // White_Space (removed), then isolate every punctuation character as a word of its own. It appends to words
 // the half-open rune ranges [start, end) of the words, in order, and returns the result. This replaces
-// github.com/sugarme/tokenizer's BertPreTokenizer, which splits on ASCII whitespace only (FACTS §8.1).
+// github.com/sugarme/tokenizer's BertPreTokenizer, which splits on ASCII whitespace only (github.com/sugarme/tokenizer v0.3.0's source).
 func bertPreTokenize(runes []rune, words [][2]int) [][2]int {
 	start := -1
 	for i, r := range runes {

@@ -42,8 +42,8 @@ func le32(words ...uint32) []byte {
 	return out
 }
 
-// b22Header is the 60-byte JSON of CASES.md B22/B19: {"test": I32 [2,2]} at [0,16].
+// b22Header is the 60-byte JSON of the smallest valid file (header padding and full coverage, safetensors/src/tensor.rs): {"test": I32 [2,2]} at [0,16].
 const b22Header = `{"test":{"dtype":"I32","shape":[2,2],"data_offsets":[0,16]}}`
 
-// b22File is the valid 88-byte file of CASES.md B19/B22.
+// b22File is that valid 88-byte file (safetensors/src/tensor.rs: header padded to 8 bytes, the file fully covered).
 func b22File() []byte { return stFile(b22Header+"    ", make([]byte, 16)) }

@@ -196,7 +196,7 @@ func TestUnsupportedDTypes(t *testing.T) {
 	}
 }
 
-// TestB19ValidFileLoads checks that CASES.md B19's 88-byte file reads as [[0,0],[0,0]] (I32).
+// TestB19ValidFileLoads checks that the valid 88-byte file (safetensors/src/tensor.rs) reads as [[0,0],[0,0]] (I32).
 func TestB19ValidFileLoads(t *testing.T) {
 	c, err := OpenCheckpoint(writeTemp(t, "b19.safetensors", b22File()))
 	if err != nil {

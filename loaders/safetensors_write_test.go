@@ -12,7 +12,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// TestWriteB22ExactBytes checks CASES.md B22: {"test": I32 [2,2] zeros} is written as the 88-byte reference file
+// TestWriteB22ExactBytes checks safetensors' header padding (safetensors/src/tensor.rs): {"test": I32 [2,2] zeros} is written as the 88-byte reference file
 // (prefix 64, the 60-byte JSON plus 4 spaces, data at byte 72).
 func TestWriteB22ExactBytes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "b22.safetensors")
@@ -55,7 +55,7 @@ func TestWriteDefaultMetadata(t *testing.T) {
 	}
 }
 
-// TestWriteOrderAndRoundTrip checks the reference writer's layout (FACTS §5.3: dtype widest first, then name; no
+// TestWriteOrderAndRoundTrip checks the reference writer's layout (prepare in safetensors/src/tensor.rs: dtype widest first, then name; no
 // padding between tensors) and that every value reads back bit for bit after rounding to its dtype.
 func TestWriteOrderAndRoundTrip(t *testing.T) {
 	// src holds the float32 values each floating-point tensor was made from.
@@ -126,7 +126,7 @@ func TestWriteOrderAndRoundTrip(t *testing.T) {
 	}
 }
 
-// TestWriteRefusesSharedMemory checks CASES.md B23's writer half: two names backed by the same memory, or by
+// TestWriteRefusesSharedMemory checks the writer half of tied weights in safetensors (shared tensors in safetensors/torch.py): two names backed by the same memory, or by
 // partly overlapping views, are refused like the reference's "Some tensors share memory" and nothing is written;
 // adjacent views of one buffer are fine.
 func TestWriteRefusesSharedMemory(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 //     (model/wordpiece), built with validated parameters so that it never calls log.Fatal or panics;
 //   - added-token matching (tokenizer_added.go), the BERT normalizer (normalizer.go), the BERT pre-tokenizer
 //     (pretokenizer.go), truncation, the template post-processor and padding (this file): tune's own code,
-//     because sugarme v0.3.0 differs from Hugging Face there (FACTS §8.1 lists the differences).
+//     because sugarme v0.3.0 differs from Hugging Face there (github.com/sugarme/tokenizer v0.3.0's source lists the differences).
 //
 // A Tokenizer is safe for concurrent use: encoding reads it and never writes it.
 type Tokenizer struct {

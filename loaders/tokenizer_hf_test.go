@@ -93,7 +93,7 @@ func TestBertNormalizer(t *testing.T) {
 		in   string
 		want string
 	}{
-		{"FACTS §7 verified example", def, "Café\u00a0CAFÉ\u3000中文x", "cafe cafe  中  文 x"},
+		{"tokenizers' verified example", def, "Café\u00a0CAFÉ\u3000中文x", "cafe cafe  中  文 x"},
 		{"U+0000, U+FFFD, Cf U+200B and BOM are dropped", def, "a\u0000b\ufffdc\u200bd\ufeffe", "abcde"},
 		{"\\v \\f and NEL are controls, dropped before the whitespace mapping", def, "a\vb\fc\u0085d", "abcd"},
 		{"\\t \\n \\r become spaces", def, "a\tb\nc\rd", "a b c d"},

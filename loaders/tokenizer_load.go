@@ -153,7 +153,7 @@ func (c *tokenizerConfig) modelMaxLength() int {
 	return int(*c.ModelMaxLength)
 }
 
-// tokenizerJSON is the top level of a tokenizer.json (FACTS §7).
+// tokenizerJSON is the top level of a tokenizer.json (tokenizers/src/tokenizer/serialization.rs).
 type tokenizerJSON struct {
 	Version      string                 `json:"version"`
 	Truncation   json.RawMessage        `json:"truncation"`

@@ -12,7 +12,7 @@ import (
 )
 
 // bertTokenizers loads shared/data/bert-base-uncased twice: from tokenizer.json and from the bare vocab.txt.
-// Both must give the same ids everywhere (CASES.md: the probe's vocab is byte-identical to vocab.txt).
+// Both must give the same ids everywhere (the probe's vocab is byte-identical to vocab.txt).
 func bertTokenizers(t *testing.T) map[string]*Tokenizer {
 	t.Helper()
 	out := map[string]*Tokenizer{}
@@ -197,7 +197,7 @@ func TestTokenizerPairTruncationLongestFirst(t *testing.T) {
 	}
 	want := ids32(101, 2028, 2048, 2093, 102, 2698, 2809, 102)
 	if !reflect.DeepEqual(e.IDs, want) {
-		t.Fatalf("FACTS §7 verified example: ids %v, want [CLS] 3 [SEP] 2 [SEP] = %v", e.IDs, want)
+		t.Fatalf("tokenizers' verified example: ids %v, want [CLS] 3 [SEP] 2 [SEP] = %v", e.IDs, want)
 	}
 	if !reflect.DeepEqual(e.TypeIDs, ids32(0, 0, 0, 0, 0, 1, 1, 1)) || !reflect.DeepEqual(e.SpecialTokensMask, ids32(1, 0, 0, 0, 1, 0, 0, 1)) {
 		t.Errorf("type ids %v special mask %v", e.TypeIDs, e.SpecialTokensMask)

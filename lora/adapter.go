@@ -22,7 +22,7 @@ const AdapterWeightsName = "adapter_model.safetensors"
 // transformers model).
 const keyPrefix = "base_model.model."
 
-// savedKey returns the adapter-file key of the in-memory parameter name (FACTS §6.3): the PEFT prefix, and for
+// savedKey returns the adapter-file key of the in-memory parameter name (peft/utils/save_and_load.py): the PEFT prefix, and for
 // lora_A/lora_B the adapter name removed ("…query.lora_A.default.weight" → "base_model.model.…query.lora_A.weight").
 // Module paths and every other name are kept as they are, modules_to_save included ("classifier.weight").
 func savedKey(name string) string {
@@ -47,7 +47,7 @@ func memoryName(key string) (string, bool) {
 	return name, true
 }
 
-// Save writes the adapter into dir as PEFT's save_pretrained does (FACTS §6.1, §6.3; CASES B24):
+// Save writes the adapter into dir as PEFT's save_pretrained does (peft/tuners/lora/config.py; peft/utils/save_and_load.py; the classifier saved with the adapter, modules_to_save in peft/utils/save_and_load.py):
 // adapter_config.json (the normalized Config, see MarshalAdapterConfig) and adapter_model.safetensors holding,
 // in F32 with metadata {"format":"pt"}, every parameter the adapter trains under its PEFT key:
 //
@@ -155,7 +155,7 @@ func (m *Model) sameAdapter(cfg Config) error {
 
 // LoadAdapter reads the PEFT adapter in dir (adapter_config.json and adapter_model.safetensors, written by PEFT
 // or by Save) onto base, a freshly loaded base model, as PeftModel.from_pretrained does: Apply with the file's
-// config, then every tensor of the file into its parameter. Keys are PEFT's (FACTS §6.3; the adapter name may
+// config, then every tensor of the file into its parameter. Keys are PEFT's (peft/utils/save_and_load.py; the adapter name may
 // be absent, as PEFT writes them, or present); F16 and BF16 tensors are widened to the FP32 masters.
 //
 // Matching is strict where a mismatch means the wrong adapter or base: a missing lora_A/lora_B or modules_to_save

@@ -14,10 +14,10 @@ import (
 // AdapterConfigName is the file PEFT's save_pretrained writes the LoraConfig to.
 const AdapterConfigName = "adapter_config.json"
 
-// PEFTVersion is the PEFT release whose adapter_config.json layout tune writes (FACTS §6.1).
+// PEFTVersion is the PEFT release whose adapter_config.json layout tune writes (peft/tuners/lora/config.py).
 const PEFTVersion = "0.21.0"
 
-// MarshalAdapterConfig returns c as PEFT 0.21's save_pretrained writes it (FACTS §6.1): peft_type "LORA",
+// MarshalAdapterConfig returns c as PEFT 0.21's save_pretrained writes it (peft/tuners/lora/config.py): peft_type "LORA",
 // inference_mode true, the LoRA variants tune does not implement at their off values (use_dora false,
 // lora_bias false, layers_to_transform null, rank_pattern {} ...), keys sorted, two-space indent. baseModel is
 // base_model_name_or_path; "" writes null. target_modules is written as c holds it (call Normalize first, as

@@ -27,7 +27,7 @@ func loadTinyBert(t testing.TB) *bert.BertForSequenceClassification {
 	return m
 }
 
-// TestSaveLoadB24 is CASES B24: on tiny-bert-random with r 4, alpha 8, [query, value], SEQ_CLS, a non-zero B
+// TestSaveLoadB24 checks the classifier saved with the adapter (modules_to_save in peft/utils/save_and_load.py): on tiny-bert-random with r 4, alpha 8, [query, value], SEQ_CLS, a non-zero B
 // and a changed head, the adapter file holds exactly the 10 tensors PEFT writes (the classifier included, no
 // adapter name in the keys), adapter_config.json has PEFT's fields, and the adapter reloaded onto a freshly
 // loaded base gives the pre-save logits exactly in FP32.
@@ -104,7 +104,7 @@ func TestSaveLoadB24(t *testing.T) {
 	}
 }
 
-// TestSaveKeysPerBias checks which keys Save writes for each bias setting (FACTS §6.3): "all" adds every bias
+// TestSaveKeysPerBias checks which keys Save writes for each bias setting (peft/utils/save_and_load.py): "all" adds every bias
 // (LayerNorm's and the adapted modules' base_layer.bias included), "lora_only" the adapted modules' base biases.
 func TestSaveKeysPerBias(t *testing.T) {
 	for _, c := range []struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
-// TestApplyTargetsB27 runs CASES B27 at the Apply level on the 2-layer tiny BERT: a list and the equivalent
+// TestApplyTargetsB27 runs PEFT's target_modules matching (check_target_module_exists in peft/tuners/tuners_utils.py) at the Apply level on the 2-layer tiny BERT: a list and the equivalent
 // regex adapt the same 4 modules, a scalar "query" is a regex that matches no whole path and is refused with
 // "no modules were targeted", and "all-linear" adapts 13 modules (6 per layer and the pooler; the classifier
 // goes to modules_to_save).

@@ -105,7 +105,7 @@ func benchStep(b *testing.B, adapt bool) {
 }
 
 // BenchmarkLoRAStep is a training step of tiny-bert-random's shape with LoRA r 4 on query/value and the head
-// (CASES B24's config): only the adapters and the classifier have gradients and AdamW state.
+// (SEQ_CLS with the classifier in modules_to_save, peft/utils/save_and_load.py): only the adapters and the classifier have gradients and AdamW state.
 func BenchmarkLoRAStep(b *testing.B) { benchStep(b, true) }
 
 // BenchmarkFullStep is the same step with every parameter trained (the baseline for BenchmarkLoRAStep).

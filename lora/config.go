@@ -52,12 +52,12 @@ var DefaultTargetModulesByType = map[string][]string{
 	"gpt2":    {"c_attn"},
 }
 
-// FanInFanOutWarning is PEFT's message when fan_in_fan_out is set on a plain Linear (CASES B28); Normalize
+// FanInFanOutWarning is PEFT's message when fan_in_fan_out is set on a plain Linear (PEFT's merge and unmerge, peft/tuners/lora/layer.py); Normalize
 // returns it and resets the field.
 const FanInFanOutWarning = "fan_in_fan_out is set to True but the target module is `torch.nn.Linear`. " +
 	"Setting fan_in_fan_out to False."
 
-// Config holds PEFT's LoraConfig fields that tune implements, with PEFT 0.21's names and defaults (FACTS §6.1).
+// Config holds PEFT's LoraConfig fields that tune implements, with PEFT 0.21's names and defaults (peft/tuners/lora/config.py).
 // The yaml keys are a recipe's lora: section; adapter_config.json is written by WriteAdapterConfig.
 type Config struct {
 	// R is the adapter rank r: A is (r, in) and B is (out, r). Default 8.
@@ -93,7 +93,7 @@ func DefaultConfig() Config {
 }
 
 // Scaling returns the factor applied to the adapter's output: lora_alpha/r, or lora_alpha/√r with use_rslora
-// (PEFT's LoraLayer.update_layer; FACTS §6.2: alpha 16, r 8 → 2.0; rslora alpha 16, r 16 → 4.0).
+// (PEFT's LoraLayer.update_layer; peft/tuners/lora/layer.py: alpha 16, r 8 → 2.0; rslora alpha 16, r 16 → 4.0).
 func (c *Config) Scaling() float64 {
 	if c.UseRSLoRA {
 		return c.LoraAlpha / math.Sqrt(float64(c.R))
@@ -117,7 +117,7 @@ func (c *Config) Saves(path string) bool {
 
 // Matches reports whether the Linear module at path (its full name, e.g.
 // "bert.encoder.layer.0.attention.self.query") gets an adapter, as PEFT's check_target_module_exists decides
-// (CASES B27):
+// (PEFT's target_modules matching, check_target_module_exists in peft/tuners/tuners_utils.py):
 //   - a list matches a path equal to an entry or ending in "." + entry ("dense" also hits "bert.pooler.dense");
 //   - a single string is a regular expression that must match the whole path (Python's re.fullmatch);
 //   - "all-linear" matches every Linear except the classification head (SeqClsHeadNames).
@@ -282,9 +282,9 @@ const FanInFanOutConv1DWarning = "fan_in_fan_out is set to False but the target 
 // Normalize applies the adjustments PEFT makes when it wraps a model whose targets are nn.Linear modules, and
 // returns the warnings to show:
 //   - fan_in_fan_out is reset to false, with PEFT's warning (FanInFanOutWarning): every Linear tune targets
-//     stores its weight as (out, in) (CASES B28);
+//     stores its weight as (out, in) (PEFT's merge and unmerge, peft/tuners/lora/layer.py);
 //   - with task_type SEQ_CLS, "classifier" and "score" are added to modules_to_save, so the newly initialised
-//     head is trained and saved with the adapter (CASES B24).
+//     head is trained and saved with the adapter (the classifier saved with the adapter, modules_to_save in peft/utils/save_and_load.py).
 func (c *Config) Normalize() []string { return c.NormalizeFor(false) }
 
 // NormalizeFor is Normalize for a model whose targets are Conv1D modules when conv1D is set (GPT-2, see
@@ -331,7 +331,7 @@ func compileFullMatch(pattern string) (*regexp.Regexp, error) {
 const AllLinear = "all-linear"
 
 // TargetModules is PEFT's target_modules, which is either a list or a single string, and the two follow
-// different rules (CASES B27):
+// different rules (PEFT's target_modules matching, check_target_module_exists in peft/tuners/tuners_utils.py):
 //   - Names (a YAML/JSON list): a module is targeted when its full path equals a name or ends in "." + name;
 //   - Regex (a YAML/JSON string): a regular expression that must match the whole path (re.fullmatch), or the
 //     shorthand AllLinear.

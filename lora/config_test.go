@@ -42,7 +42,7 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
-// TestTargetModulesB27 is CASES B27 on a 2-layer BERT: the list and the regex give the same 4 modules, the
+// TestTargetModulesB27 checks PEFT's target_modules matching (check_target_module_exists in peft/tuners/tuners_utils.py) on a 2-layer BERT: the list and the regex give the same 4 modules, the
 // scalar "query" targets nothing, all-linear gives 13 (the classifier excluded).
 func TestTargetModulesB27(t *testing.T) {
 	paths := bertLinearPaths(2)
@@ -101,7 +101,7 @@ func TestTargetModulesB27(t *testing.T) {
 }
 
 // TestTargetModulesYAMLScalarNotSplit: a YAML scalar stays one string (PEFT's bug turned "all-linear" into a
-// set of characters, CASES B27), a sequence stays a list, and both survive a YAML and JSON round trip.
+// set of characters, PEFT's target_modules matching, check_target_module_exists in peft/tuners/tuners_utils.py), a sequence stays a list, and both survive a YAML and JSON round trip.
 func TestTargetModulesYAMLScalarNotSplit(t *testing.T) {
 	for _, c := range []struct {
 		name, yaml string
@@ -156,8 +156,8 @@ func TestScaling(t *testing.T) {
 		rslora bool
 		want   float64
 	}{
-		{"alpha/r: 16/8 = 2 (FACTS §6.2)", 8, 16, false, 2},
-		{"rslora alpha/√r: 16/√16 = 4 (FACTS §6.2)", 16, 16, true, 4},
+		{"alpha/r: 16/8 = 2 (peft/tuners/lora/layer.py)", 8, 16, false, 2},
+		{"rslora alpha/√r: 16/√16 = 4 (peft/tuners/lora/layer.py)", 16, 16, true, 4},
 		{"defaults: 8/8 = 1", 8, 8, false, 1},
 		{"rslora with a non-square rank", 8, 16, true, 16 / math.Sqrt(8)},
 	} {
@@ -211,8 +211,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestNormalize: fan_in_fan_out on a plain Linear is reset with PEFT's warning (CASES B28), and SEQ_CLS adds
-// the heads to modules_to_save (FACTS §6.1, CASES B24).
+// TestNormalize: fan_in_fan_out on a plain Linear is reset with PEFT's warning (PEFT's merge and unmerge, peft/tuners/lora/layer.py), and SEQ_CLS adds
+// the heads to modules_to_save (peft/tuners/lora/config.py, the classifier saved with the adapter, modules_to_save in peft/utils/save_and_load.py).
 func TestNormalize(t *testing.T) {
 	c := DefaultConfig()
 	c.FanInFanOut, c.TaskType, c.ModulesToSave = true, TaskSeqCls, []string{"classifier"}
@@ -229,7 +229,7 @@ func TestNormalize(t *testing.T) {
 }
 
 // TestAdapterConfigJSON checks the written file against the values PEFT 0.21 writes for LoraConfig(task_type
-// SEQ_CLS, r 8, lora_alpha 16, lora_dropout 0.1, target_modules [query, value]) (FACTS §6.1), and reads it back.
+// SEQ_CLS, r 8, lora_alpha 16, lora_dropout 0.1, target_modules [query, value]) (peft/tuners/lora/config.py), and reads it back.
 func TestAdapterConfigJSON(t *testing.T) {
 	c := DefaultConfig()
 	c.R, c.LoraAlpha, c.LoraDropout, c.TaskType = 8, 16, 0.1, TaskSeqCls
@@ -257,7 +257,7 @@ func TestAdapterConfigJSON(t *testing.T) {
 		"loftq_config": map[string]any{},
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("adapter_config.json\n%s\nwant the values of FACTS §6.1 %v", data, want)
+		t.Errorf("adapter_config.json\n%s\nwant the values of peft/tuners/lora/config.py %v", data, want)
 	}
 	if !strings.Contains(string(data), "\n  \"alpha_pattern\": {},\n  \"base_model_name_or_path\"") {
 		t.Errorf("keys are not sorted with a two-space indent:\n%s", data)

@@ -10,7 +10,7 @@
 //	warnings := cfg.Normalize()                  // PEFT's silent adjustments, reported
 //	if err := cfg.Validate(); err != nil { ... } // every bad field, by name
 //
-// target_modules follows PEFT's two rules (CASES B27): a list matches module paths by exact name or "."+name
+// target_modules follows PEFT's two rules (PEFT's target_modules matching, check_target_module_exists in peft/tuners/tuners_utils.py): a list matches module paths by exact name or "."+name
 // suffix, a single string is a regex that must match the whole path, and "all-linear" takes every Linear but
 // the classification head. Config.Select applies them to a model's Linear paths and refuses a config that
 // targets nothing.
@@ -41,7 +41,7 @@
 // # Saving, loading and merging
 //
 // An adapter is saved as PEFT saves it: adapter_config.json (WriteAdapterConfig, ReadAdapterConfig) beside
-// adapter_model.safetensors with PEFT's tensor names (FACTS §6.3). Save also writes the base model's
+// adapter_model.safetensors with PEFT's tensor names (peft/utils/save_and_load.py). Save also writes the base model's
 // config.json with the run's label names (id2label/label2id): PEFT ignores it, AutoConfig.from_pretrained reads
 // it, and SavedLabels gives the names to load the base with before LoadAdapter, PEFT's
 // PeftModel.from_pretrained:

@@ -13,7 +13,7 @@ import (
 	"github.com/tune-ml/tune/transformer/detweights"
 )
 
-// tinyConfig is the CASES' tiny BERT shape with a small vocabulary: C 64, 2 layers, 4 heads, I 128 (so
+// tinyConfig is the reference goldens' tiny BERT shape (tools/reference) with a small vocabulary: C 64, 2 layers, 4 heads, I 128 (so
 // intermediate.dense is the non-square 64→128 of B28), V 96, 2 labels, dropout off.
 func tinyConfig() bert.BertConfig {
 	c := bert.DefaultBertConfig()
@@ -39,7 +39,7 @@ func newBase(t testing.TB, b tensor.Backend, cfg bert.BertConfig, seed uint64) *
 	return m
 }
 
-// seqCls returns the CASES' LoRA config: r 4, alpha 8, target [query, value], task SEQ_CLS.
+// seqCls returns the reference goldens' LoRA config: r 4, alpha 8, target [query, value], task SEQ_CLS.
 func seqCls() Config {
 	c := DefaultConfig()
 	c.R, c.LoraAlpha, c.TaskType = 4, 8, TaskSeqCls

@@ -11,7 +11,7 @@ import (
 	"github.com/tune-ml/tune/transformer"
 )
 
-// Linear is PEFT's lora.Linear around one base projection (peft/tuners/lora/layer.py; FACTS §6.2):
+// Linear is PEFT's lora.Linear around one base projection (peft/tuners/lora/layer.py; peft/tuners/lora/layer.py):
 //
 //	out = x·Wᵀ + b + scaling · (dropout(x)·Aᵀ)·Bᵀ
 //

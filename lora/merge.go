@@ -6,8 +6,8 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// AddDelta adds alpha·ΔW to the base weight w in place, where ΔW is PEFT's get_delta_weight (FACTS §6.2,
-// CASES B28) for lora_A a (R, In) and lora_B bm (Out, R), all F32:
+// AddDelta adds alpha·ΔW to the base weight w in place, where ΔW is PEFT's get_delta_weight (peft/tuners/lora/layer.py,
+// PEFT's merge and unmerge) for lora_A a (R, In) and lora_B bm (Out, R), all F32:
 //
 //	fanInFanOut false: w (Out, In) += alpha·B·A
 //	fanInFanOut true:  w (In, Out) += alpha·(B·A)ᵀ = alpha·Aᵀ·Bᵀ   (a layer that stores its weight transposed,

@@ -15,7 +15,7 @@ import (
 	"github.com/tune-ml/tune/transformer"
 )
 
-// TestMergeUnmergeB28 is CASES B28: r 4, alpha 8 on query, value and the non-square intermediate.dense
+// TestMergeUnmergeB28 checks PEFT's merge and unmerge (peft/tuners/lora/layer.py): r 4, alpha 8 on query, value and the non-square intermediate.dense
 // (64→128), B filled from a normal distribution. Merged and unmerged logits agree within 1e-6 in FP32, and the
 // base weights after merge → unmerge are within 1e-6 of the originals (the reference measured 6e−8 for both).
 func TestMergeUnmergeB28(t *testing.T) {

@@ -55,7 +55,7 @@ type conv1DModel interface{ FanInFanOut(path string) bool }
 // Apply adapts m as PEFT's get_peft_model does with a LoraConfig:
 //   - cfg is normalized (Config.Normalize: fan_in_fan_out reset with PEFT's warning; SEQ_CLS adds the
 //     classification head to modules_to_save) and validated;
-//   - every projection whose path cfg targets (Config.Select, CASES B27) is replaced by a *Linear whose A and B
+//   - every projection whose path cfg targets (Config.Select, PEFT's target_modules matching, check_target_module_exists in peft/tuners/tuners_utils.py) is replaced by a *Linear whose A and B
 //     are initialised from seed (NewLinear; each module draws from its own stream keyed by its path);
 //   - every parameter is frozen except the adapters, the modules in modules_to_save (trained whole, e.g. the
 //     classifier), and the biases cfg.Bias names: "all" trains every parameter whose name contains "bias"
@@ -264,7 +264,7 @@ func (m *Model) usable() error {
 func (m *Model) Merged() bool { return m.merged }
 
 // Merge adds scaling·B·A to the base weight of every adapted projection (PEFT's merge_adapter) and
-// invalidates the weight-cast cache. The merged model gives the same logits up to FP32 rounding (CASES B28) at
+// invalidates the weight-cast cache. The merged model gives the same logits up to FP32 rounding (PEFT's merge and unmerge, peft/tuners/lora/layer.py) at
 // the cost of the base alone; it can run inference but not train until Unmerge. Errors wrap ErrMerged when
 // already merged.
 func (m *Model) Merge() error {
@@ -290,7 +290,7 @@ func (m *Model) Merge() error {
 }
 
 // Unmerge subtracts the adapters from the base weights again (PEFT's unmerge_adapter); the base weights come
-// back within one FP32 rounding of their values before Merge (CASES B28). A no-op when not merged.
+// back within one FP32 rounding of their values before Merge (PEFT's merge and unmerge, peft/tuners/lora/layer.py). A no-op when not merged.
 func (m *Model) Unmerge() error {
 	if err := m.usable(); err != nil {
 		return err

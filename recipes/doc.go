@@ -33,7 +33,7 @@
 // inputs.
 //
 // Numbers follow YAML 1.2 (go.yaml.in/yaml/v3): 1e-5, 2e-5, 5E-4, 3.e-4 and .5e-3 are floats (PyYAML reads
-// some of them as strings, CASES B34); a quoted "1e-5" is a string and is an error in a number field.
+// some of them as strings, YAML 1.2 floats such as 1e-5, yaml.v3; PyYAML's YAML 1.1 reads them as strings); a quoted "1e-5" is a string and is an error in a number field.
 //
 // # The sections
 //

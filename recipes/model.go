@@ -50,7 +50,7 @@ type ModelConfig struct {
 	ProblemType string `yaml:"problem_type,omitempty" json:"problem_type,omitempty"`
 }
 
-// DefaultModelConfig returns transformers' BertConfig() defaults (bert-base, FACTS §4.1) with 2 labels.
+// DefaultModelConfig returns transformers' BertConfig() defaults (bert-base, transformers/models/bert/configuration_bert.py) with 2 labels.
 func DefaultModelConfig() ModelConfig {
 	return ModelConfig{
 		VocabSize: 30522, HiddenSize: 768, NumHiddenLayers: 12, NumAttentionHeads: 12, IntermediateSize: 3072,

@@ -139,7 +139,7 @@ func TestUnknownKeys(t *testing.T) {
 	}
 }
 
-// TestNumbersB34 is CASES B34: 1e-5-style numbers are floats, a quoted number in a float field is an error
+// TestNumbersB34 checks YAML 1.2 floats such as 1e-5 (yaml.v3; PyYAML's YAML 1.1 reads them as strings): 1e-5-style numbers are floats, a quoted number in a float field is an error
 // naming the line, .inf parses but is rejected by validation, and fp16: yes is true.
 func TestNumbersB34(t *testing.T) {
 	for _, c := range []struct {

@@ -4,7 +4,7 @@
 # Debian's non-free nvidia-cuda-dev (CUDA 11.8) brings /usr/include/{cuda.h,cublasLt.h,nvrtc.h}, a libcuda.so to
 # link against (gorgonia.org/cu links libcuda) and libnvrtc.so.11.2, which compiles tune's kernels without a GPU,
 # so CI can compile-check every .cu file. cuBLASLt and NVRTC are opened at run time, so a binary built against
-# these 11.8 headers runs on newer drivers and CUDA 12/13 libraries (see ../shared/GPU.md). gcc is needed by cgo.
+# these 11.8 headers runs on newer drivers and CUDA 12/13 libraries (see docs/CUDA.md). gcc is needed by cgo.
 #
 # Idempotent: it does nothing when /usr/include/cuda.h exists and gcc is installed. Needs root (apt-get) and
 # network access to the Debian archive; about 775 MB to download the first time.

@@ -21,7 +21,7 @@ const (
 )
 
 // TrainingArguments holds everything that controls a training run, with the names and defaults of Hugging Face
-// transformers 5.17 (FACTS §3.4); the yaml and json keys are the HF names, so a recipe's training: section reads
+// transformers 5.17 (transformers/training_args.py); the yaml and json keys are the HF names, so a recipe's training: section reads
 // like a TrainingArguments call. Start from DefaultTrainingArguments: the zero value is not valid (its
 // learning_rate and batch sizes are 0). Validate reports every bad field at once.
 type TrainingArguments struct {
@@ -43,13 +43,13 @@ type TrainingArguments struct {
 	// optimizer step (the effective batch is N × per_device_train_batch_size). Default 1.
 	//
 	// Loss normalisation in tune: the window's loss is the sum of the per-example losses over all labelled
-	// examples of the N micro-batches divided by their count (CASES B29), so the gradient does not depend on how
+	// examples of the N micro-batches divided by their count (loss normalisation by num_items_in_batch, transformers' trainer.py), so the gradient does not depend on how
 	// the examples are split into micro-batches (a short last micro-batch is not over-weighted), and the logged
 	// loss is that window mean. Each micro-batch's Backward is seeded with its share n_i/Σn of the window.
 	//
 	// transformers 5.17 differs: for BertForSequenceClassification (whose forward takes **kwargs) the Trainer
 	// divides by nothing, so the accumulated gradient is the SUM of the N micro-batch mean-loss gradients and the
-	// logged loss is the sum of the N means, about N·ln 2 at the start of a 2-class run (FACTS §3.2). The two
+	// logged loss is the sum of the N means, about N·ln 2 at the start of a 2-class run (transformers' trainer.py, _inner_training_loop). The two
 	// agree exactly for N = 1; for N > 1 HF's gradient (and its pre-clip grad norm) is about N times tune's,
 	// which changes what max_grad_norm clips (AdamW itself is nearly scale-invariant). v4 releases divided each
 	// micro-batch mean by N, which equals tune's rule only when all micro-batches have the same size.
@@ -58,7 +58,7 @@ type TrainingArguments struct {
 	// LearningRate is the peak learning rate of AdamW; finite and > 0. Default 5e-5.
 	LearningRate float64 `yaml:"learning_rate" json:"learning_rate"`
 	// WeightDecay is AdamW's decoupled weight decay, applied to every weight except biases and LayerNorm
-	// parameters (FACTS §3.5). Default 0.
+	// parameters (get_decay_parameter_names in transformers' trainer.py). Default 0.
 	WeightDecay float64 `yaml:"weight_decay" json:"weight_decay"`
 	// AdamBeta1 and AdamBeta2 are AdamW's moment decay rates, in [0, 1). Defaults 0.9 and 0.999.
 	AdamBeta1 float64 `yaml:"adam_beta1" json:"adam_beta1"`
@@ -73,7 +73,7 @@ type TrainingArguments struct {
 	Optim string `yaml:"optim" json:"optim"`
 
 	// LRSchedulerType is the learning-rate schedule (linear, cosine, constant, constant_with_warmup,
-	// polynomial; FACTS §3.3). Default linear.
+	// polynomial; transformers/optimization.py). Default linear.
 	LRSchedulerType string `yaml:"lr_scheduler_type" json:"lr_scheduler_type"`
 	// WarmupSteps is the warmup length: a value ≥ 1 is a number of optimizer steps (its integer part), a value
 	// in (0, 1) is a fraction of the total steps T, giving ceil(T·x) steps (transformers v5; v4's warmup_ratio
@@ -256,7 +256,7 @@ func (a *TrainingArguments) ClearOutputDir() error {
 	return nil
 }
 
-// DefaultTrainingArguments returns transformers 5.17's defaults (FACTS §3.4) plus tune's Shuffle = true.
+// DefaultTrainingArguments returns transformers 5.17's defaults (transformers/training_args.py) plus tune's Shuffle = true.
 func DefaultTrainingArguments() TrainingArguments {
 	return TrainingArguments{
 		OutputDir:                  "trainer_output",
@@ -300,7 +300,7 @@ func (e *ArgumentError) Error() string { return "trainer: " + e.Key + ": " + e.R
 func (e *ArgumentError) Unwrap() error { return ErrInvalidArguments }
 
 // Validate checks every field the way transformers' TrainingArguments.__post_init__ (and its
-// EarlyStoppingCallback) does, plus the finiteness checks HF leaves to a crash later (CASES B34: a learning rate
+// EarlyStoppingCallback) does, plus the finiteness checks HF leaves to a crash later (YAML 1.2 floats such as 1e-5, yaml.v3; PyYAML's YAML 1.1 reads them as strings: a learning rate
 // of .inf parses but is rejected here). It returns nil or the errors.Join of one *ArgumentError per bad field.
 func (a *TrainingArguments) Validate() error {
 	var errs []error
@@ -457,7 +457,7 @@ func (a *TrainingArguments) evalSteps() float64 {
 }
 
 // NumWarmupSteps returns the number of warmup optimizer steps for a run of total optimizer steps: int(x) for
-// warmup_steps x ≥ 1, ceil(total·x) for x < 1 (transformers 5.17 `get_warmup_steps`, FACTS §3.3).
+// warmup_steps x ≥ 1, ceil(total·x) for x < 1 (transformers 5.17 `get_warmup_steps`, transformers/optimization.py).
 func (a *TrainingArguments) NumWarmupSteps(total int) int {
 	return intervalSteps(a.WarmupSteps, total)
 }

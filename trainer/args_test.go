@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// TestDefaultTrainingArguments checks the defaults against transformers 5.17's table (FACTS §3.4).
+// TestDefaultTrainingArguments checks the defaults against transformers 5.17's table (transformers/training_args.py).
 func TestDefaultTrainingArguments(t *testing.T) {
 	a := DefaultTrainingArguments()
 	for _, c := range []struct {
@@ -64,10 +64,10 @@ func TestValidate(t *testing.T) {
 		key    string // "" = valid
 		reason string
 	}{
-		{"fp16 and bf16 together is an error (CASES B13)", func(a *TrainingArguments) { a.FP16, a.BF16 = true, true }, "bf16", "both true"},
+		{"fp16 and bf16 together is an error (bf16 without loss scaling, torch.amp's GradScaler is for float16)", func(a *TrainingArguments) { a.FP16, a.BF16 = true, true }, "bf16", "both true"},
 		{"fp16 alone is fine", func(a *TrainingArguments) { a.FP16 = true }, "", ""},
 		{"fp16_full_eval and bf16_full_eval together", func(a *TrainingArguments) { a.FP16FullEval, a.BF16FullEval = true, true }, "bf16_full_eval", "both true"},
-		{"learning rate .inf parses but is rejected (CASES B34)", func(a *TrainingArguments) { a.LearningRate = inf }, "learning_rate", "finite"},
+		{"learning rate .inf parses but is rejected (YAML 1.2 floats such as 1e-5, yaml.v3; PyYAML's YAML 1.1 reads them as strings)", func(a *TrainingArguments) { a.LearningRate = inf }, "learning_rate", "finite"},
 		{"learning rate NaN", func(a *TrainingArguments) { a.LearningRate = nan }, "learning_rate", "finite"},
 		{"learning rate 0", func(a *TrainingArguments) { a.LearningRate = 0 }, "learning_rate", "> 0"},
 		{"negative learning rate", func(a *TrainingArguments) { a.LearningRate = -1e-5 }, "learning_rate", "> 0"},
@@ -148,7 +148,7 @@ func TestValidateReportsAll(t *testing.T) {
 	}
 }
 
-// TestNumWarmupSteps follows transformers 5.17's get_warmup_steps: ≥ 1 a count, < 1 ceil(T·x) (FACTS §3.3).
+// TestNumWarmupSteps follows transformers 5.17's get_warmup_steps: ≥ 1 a count, < 1 ceil(T·x) (transformers/optimization.py).
 func TestNumWarmupSteps(t *testing.T) {
 	for _, c := range []struct {
 		name   string

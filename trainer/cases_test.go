@@ -22,7 +22,7 @@ func closeRel(got, want, tol float64) bool {
 	return math.Abs(got-want) <= tol*math.Max(math.Abs(want), 1e-30)
 }
 
-// TestB29WindowLossNormalisedByLabelledExamples: CASES B29. A window of two micro-batches with 6 and 2 labelled
+// TestB29WindowLossNormalisedByLabelledExamples: loss normalisation by num_items_in_batch (transformers' trainer.py). A window of two micro-batches with 6 and 2 labelled
 // examples (per-example losses 0.5 ×6, then 1.0 and 3.0) logs 7/8 = 0.875, not the per-micro-batch mean 1.25,
 // and accumulates the gradient of one batch of all 8 examples.
 func TestB29WindowLossNormalisedByLabelledExamples(t *testing.T) {
@@ -82,7 +82,7 @@ func TestB29BagModelGradientIndependentOfSplit(t *testing.T) {
 	t.Logf("worst absolute difference %g", worst)
 }
 
-// TestB31ClipOncePerOptimizerStep: CASES B31. Micro-batch gradients [2, 0] then [0, 2] with max_grad_norm 1:
+// TestB31ClipOncePerOptimizerStep: one clip per optimizer step (transformers' trainer.py). Micro-batch gradients [2, 0] then [0, 2] with max_grad_norm 1:
 // the step uses [0.70710653, 0.70710653] (clipping per micro-batch would give [0.4472132, 0.8944269]) and logs
 // the pre-clip norm 2.828427.
 func TestB31ClipOncePerOptimizerStep(t *testing.T) {
@@ -102,7 +102,7 @@ func TestB31ClipOncePerOptimizerStep(t *testing.T) {
 	}
 }
 
-// TestB09ClipAfterUnscale: CASES B09. Gradient [1.2, 1.6] (norm 2) under FP16 loss scaling at 65536 with
+// TestB09ClipAfterUnscale: clipping after unscale_ (torch/amp/grad_scaler.py). Gradient [1.2, 1.6] (norm 2) under FP16 loss scaling at 65536 with
 // max_grad_norm 1: the logged norm is 2.0 (not 131072) and the step uses [0.5999997, 0.7999997], the
 // parameter change SGD with lr 1 would make.
 func TestB09ClipAfterUnscale(t *testing.T) {
@@ -123,7 +123,7 @@ func TestB09ClipAfterUnscale(t *testing.T) {
 	}
 }
 
-// TestB11SchedulerDoesNotAdvanceOnSkippedSteps: CASES B11. The first 3 FP16 steps overflow and are skipped,
+// TestB11SchedulerDoesNotAdvanceOnSkippedSteps: the schedule holding on a skipped step (transformers' trainer.py). The first 3 FP16 steps overflow and are skipped,
 // the next 3 are clean. With constant_with_warmup (W=10, base LR 1, so f(s) = s/10 during warmup) the LR after
 // each iteration is 0, 0, 0, 0.1, 0.2, 0.3: the case's 0.1, 0.1, 0.1, 0.2, 0.3, 0.4 for its lambda (s+1)/10.
 // global_step counts the skipped steps, as transformers does; the optimizer does not.
@@ -161,7 +161,7 @@ func TestB11SchedulerDoesNotAdvanceOnSkippedSteps(t *testing.T) {
 	}
 }
 
-// TestB15LoggedLossIsUnscaled: CASES B15. Micro-batch 1, GA 8, one optimizer step, in FP32 and in FP16 at scale
+// TestB15LoggedLossIsUnscaled: the unscaled logged loss (transformers' trainer.py). Micro-batch 1, GA 8, one optimizer step, in FP32 and in FP16 at scale
 // 65536: the logged loss is the mean unscaled loss of the window (within 1e-2 relative of FP32), and so is the
 // grad norm; neither is multiplied by the scale or the GA count.
 func TestB15LoggedLossIsUnscaled(t *testing.T) {

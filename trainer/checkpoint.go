@@ -15,7 +15,7 @@ import (
 
 // Checkpoint layout: output_dir/checkpoint-<global_step>/ holds what Model.Save writes (config.json +
 // model.safetensors, or adapter_config.json + adapter_model.safetensors) and the files below. They mirror
-// transformers' optimizer.pt, scheduler.pt, scaler.pt, rng_state.pth and training_args.bin (FACTS §3.6) in
+// transformers' optimizer.pt, scheduler.pt, scaler.pt, rng_state.pth and training_args.bin (_save_checkpoint in transformers' trainer.py) in
 // formats Go and Python both read without pickle.
 const (
 	// CheckpointPrefix starts every checkpoint directory name (transformers' PREFIX_CHECKPOINT_DIR + "-").

@@ -90,7 +90,7 @@ func TestResumeIsBitIdentical(t *testing.T) {
 	}
 }
 
-// TestB33GradScalerStateSavedAndRestored: CASES B33. An FP16 run with init_scale 256 saves scale 256 and
+// TestB33GradScalerStateSavedAndRestored: the GradScaler state across a resume (GradScaler.state_dict in torch/amp/grad_scaler.py). An FP16 run with init_scale 256 saves scale 256 and
 // growth tracker 5 after 5 clean steps; a fresh Trainer (whose own scaler would start at 65536) resumes with 256
 // and continues exactly like the uninterrupted run. Resuming from a checkpoint without scaler state warns.
 func TestB33GradScalerStateSavedAndRestored(t *testing.T) {

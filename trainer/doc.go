@@ -1,5 +1,5 @@
 // Package trainer trains, evaluates and runs tune's models with the semantics of Hugging Face's Trainer
-// (transformers 5.17; FACTS §3): TrainingArguments with HF's names and defaults, AdamW with decoupled weight
+// (transformers 5.17; transformers' trainer.py): TrainingArguments with HF's names and defaults, AdamW with decoupled weight
 // decay, the LR schedules, gradient accumulation, clipping after unscaling, FP16 dynamic loss scaling
 // (amp.GradScaler), evaluation with metrics, callbacks, early stopping, logging and checkpoints with exact
 // resume.
@@ -26,11 +26,11 @@
 // One optimizer step (one global_step) runs N = gradient_accumulation_steps micro-batches (fewer at the end of
 // an epoch). Micro-batch i's backward is seeded with scale·n_i/Σn, where n_i counts its labelled examples, so
 // the accumulated gradient is that of the mean loss over every labelled example of the window, whatever the
-// split (CASES B29; transformers 5.17 sums the micro-batch means instead, see
+// split (loss normalisation by num_items_in_batch, transformers' trainer.py; transformers 5.17 sums the micro-batch means instead, see
 // TrainingArguments.GradientAccumulationSteps). Then, once: GradScaler.Unscale with its fused inf/NaN check,
-// amp.ClipGradNorm (its pre-clip norm is the logged grad_norm, CASES B09/B31), the AdamW step with the LR the
+// amp.ClipGradNorm (its pre-clip norm is the logged grad_norm, clipping after unscale_, torch/amp/grad_scaler.py; one clip per optimizer step, transformers' trainer.py), the AdamW step with the LR the
 // schedule gives (the logged learning_rate), LRScheduler.Step, GradScaler.Update, Model.ZeroGrad. An FP16 step
-// with inf/NaN gradients is skipped: no update, the schedule holds (CASES B11), the scale backs off; it still
+// with inf/NaN gradients is skipped: no update, the schedule holds (the schedule holding on a skipped step, transformers' trainer.py), the scale backs off; it still
 // counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm, and at once
 // as a warning naming the parameter whose gradient overflowed and a metrics.jsonl line.
 //

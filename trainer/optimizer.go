@@ -6,10 +6,10 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// AdamW is torch.optim.AdamW with decoupled weight decay (FACTS §3.4, _single_tensor_adam) over a model's flat
+// AdamW is torch.optim.AdamW with decoupled weight decay (transformers/training_args.py, _single_tensor_adam) over a model's flat
 // trainable buffer: one Backend.AdamW call updates every trainable parameter, with weight decay only on the
 // segments Model.Trainable flags as decaying (HF's decay group; biases and LayerNorm weights are excluded,
-// FACTS §3.5). The moments exp_avg and exp_avg_sq are FP32 buffers of the same length as the parameters.
+// get_decay_parameter_names in transformers' trainer.py). The moments exp_avg and exp_avg_sq are FP32 buffers of the same length as the parameters.
 type AdamW struct {
 	b                tensor.Backend
 	params, grads    *tensor.Tensor // (P) F32, the model's

@@ -160,7 +160,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 
 // loadScaler restores the GradScaler of an FP16 run. A checkpoint without scaler state is not an error (it may
 // come from a bf16 or fp32 run, or an older tune), but the loss scale then restarts from init_scale and the
-// first resumed steps may overflow and be skipped, so it is logged as a warning (CASES B33).
+// first resumed steps may overflow and be skipped, so it is logged as a warning (the GradScaler state across a resume, GradScaler.state_dict in torch/amp/grad_scaler.py).
 func (t *Trainer) loadScaler(dir string) error {
 	path := filepath.Join(dir, ScalerName)
 	if !t.scaler.Enabled() {

@@ -28,7 +28,7 @@ const (
 	PolynomialPower = 1.0
 )
 
-// LRScheduler is PyTorch's LambdaLR over one of transformers' schedule functions (FACTS §3.3): the learning
+// LRScheduler is PyTorch's LambdaLR over one of transformers' schedule functions (transformers/optimization.py): the learning
 // rate of optimizer step s (counted from 0) is BaseLR·f(s). W (Warmup) and T (Total) count optimizer steps.
 //
 //	linear                s < W: s/max(1,W)   else max(0, (T−s)/max(1,T−W))
@@ -106,7 +106,7 @@ func (s *LRScheduler) LR() float64 { return s.BaseLR * s.Factor(s.LastEpoch) }
 func (s *LRScheduler) Step() { s.LastEpoch++ }
 
 // SchedulerState is the scheduler's checkpoint (scheduler.json), with the keys of PyTorch's LambdaLR
-// state_dict that carry information (FACTS §3.6): base_lrs, last_epoch, _step_count and _last_lr. tune adds
+// state_dict that carry information (_save_checkpoint in transformers' trainer.py): base_lrs, last_epoch, _step_count and _last_lr. tune adds
 // the schedule's own parameters so a resume can check that they match.
 type SchedulerState struct {
 	BaseLRs   []float64 `json:"base_lrs"`           // [BaseLR], one per param group (tune has one)

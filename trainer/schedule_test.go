@@ -6,7 +6,7 @@ import (
 )
 
 func TestLRSchedulerValues(t *testing.T) {
-	// Expected values: FACTS §3.3 (the W=1, T=4 linear row was verified with transformers 5.17) and the formulas
+	// Expected values: transformers/optimization.py (the W=1, T=4 linear row was verified with transformers 5.17) and the formulas
 	// evaluated by hand.
 	tests := []struct {
 		name          string

@@ -71,7 +71,7 @@ func (l *LogEntry) UnmarshalJSON(data []byte) error {
 // keys returns m's keys sorted.
 func keys[M ~map[string]V, V any](m M) []string { return slices.Sorted(maps.Keys(m)) }
 
-// TrainerState is trainer_state.json, with transformers' keys (FACTS §3.6) so that tools reading HF's file read
+// TrainerState is trainer_state.json, with transformers' keys (_save_checkpoint in transformers' trainer.py) so that tools reading HF's file read
 // tune's. Fields are declared in the sorted key order transformers writes.
 type TrainerState struct {
 	// BestGlobalStep is the step of the best evaluation of metric_for_best_model; nil (null) before one.

@@ -214,7 +214,7 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 
 // trainWindow runs forward and backward over the micro-batches of one accumulation window and returns the
 // window's mean loss over its supervised labels (Model.Supervised: examples, or tokens of a causal LM) and its number of tokens. Each micro-batch's Backward is seeded
-// with scale·n_i/Σn (CASES B29), so the accumulated gradient is that of the window's mean loss, scaled.
+// with scale·n_i/Σn (loss normalisation by num_items_in_batch, transformers' trainer.py), so the accumulated gradient is that of the window's mean loss, scaled.
 func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err error) {
 	r := &t.run
 	batches := make([]*loaders.Batch, len(window))
@@ -260,7 +260,7 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 }
 
 // optimizerStep unscales, clips, steps the optimizer and the schedule unless the scaler skips, updates the
-// scaler and zeroes the gradients: once per accumulation window (CASES B09, B11, B31).
+// scaler and zeroes the gradients: once per accumulation window (clipping after unscale_, torch/amp/grad_scaler.py; the schedule holding on a skipped step, transformers' trainer.py; one clip per optimizer step, transformers' trainer.py).
 func (t *Trainer) optimizerStep() error {
 	r, b := &t.run, t.model.Backend()
 	_, g, _ := t.model.Trainable()

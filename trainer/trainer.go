@@ -15,7 +15,7 @@ import (
 // 64×512 tokens uses (~2^30), so no two micro-batches share random numbers and a resumed run draws the same masks.
 const dropoutStride = 1 << 36
 
-// Trainer trains, evaluates and runs a Model with transformers' Trainer semantics (FACTS §3): AdamW over the
+// Trainer trains, evaluates and runs a Model with transformers' Trainer semantics (transformers' trainer.py): AdamW over the
 // trainable parameters, an LR schedule, gradient accumulation, clipping after unscaling, FP16 loss scaling,
 // evaluation with metrics, callbacks, logging, checkpoints and exact resume. Build one with New.
 //

@@ -75,7 +75,7 @@ func TestTrainLearnsAndWritesOutputs(t *testing.T) {
 }
 
 func TestLoggedLearningRateIsTheStepsLR(t *testing.T) {
-	// FACTS §3.3 [V]: linear, W=1, T=4 → the logged LRs are 0, 5e-5, 3.33e-5, 1.67e-5.
+	// transformers/optimization.py, checked with transformers 5.17: linear, W=1, T=4 → the logged LRs are 0, 5e-5, 3.33e-5, 1.67e-5.
 	a := testArgs(t)
 	a.LearningRate = 5e-5
 	a.WarmupSteps = 1
@@ -104,7 +104,7 @@ func TestTrainerStateHasTransformersKeys(t *testing.T) {
 	if err := json.Unmarshal(data, &got); err != nil {
 		t.Fatal(err)
 	}
-	// FACTS §3.6: the keys transformers 5.17 writes.
+	// _save_checkpoint in transformers' trainer.py: the keys transformers 5.17 writes.
 	want := []string{"best_global_step", "best_metric", "best_model_checkpoint", "epoch", "eval_steps", "global_step",
 		"is_hyper_param_search", "is_local_process_zero", "is_world_process_zero", "log_history", "logging_steps",
 		"max_steps", "num_input_tokens_seen", "num_train_epochs", "save_steps", "stateful_callbacks", "total_flos",
@@ -185,9 +185,9 @@ func TestNewErrors(t *testing.T) {
 		want  string
 	}{
 		{"no model", nil, func(*TrainingArguments) {}, nil, "model is nil"},
-		{"fp16 and bf16 together (CASES B13)", newBagModel(4, 2, 2, 0), func(a *TrainingArguments) { a.FP16, a.BF16 = true, true }, nil, "fp16 and bf16"},
+		{"fp16 and bf16 together (bf16 without loss scaling, torch.amp's GradScaler is for float16)", newBagModel(4, 2, 2, 0), func(a *TrainingArguments) { a.FP16, a.BF16 = true, true }, nil, "fp16 and bf16"},
 		{"evaluation without an eval set", newBagModel(4, 2, 2, 0), func(a *TrainingArguments) { a.EvalStrategy = IntervalEpoch }, nil, "needs an eval dataset"},
-		{"FP16 loss scaling over half-precision gradients fails at startup (CASES B14)", half, func(a *TrainingArguments) { a.FP16 = true }, nil, "Attempting to unscale FP16 gradients"},
+		{"FP16 loss scaling over half-precision gradients fails at startup (GradScaler's refusal of FP16 gradients, torch/amp/grad_scaler.py)", half, func(a *TrainingArguments) { a.FP16 = true }, nil, "Attempting to unscale FP16 gradients"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 // 16-bit types and 512-byte aligned for 32-bit ones, which is what cuBLASLt and vectorised kernels like.
 const arenaAlign = 128
 
-// Arena hands out the activation buffers of one training step as views of one flat allocation per dtype (the
-// step arena of ../shared/DESIGN.md). A model describes its buffers once per batch shape with a layout function
+// Arena hands out the activation buffers of one training step as views of one flat allocation per dtype (a
+// step arena, as llm.c carves its activations from one allocation). A model describes its buffers once per batch shape with a layout function
 // that calls Take for each of them; Carve runs that function twice, first to measure and then to hand out views,
 // and allocates only when the measured size exceeds what the arena already holds. So a steady-state step,
 // whose batch shape fits the largest one seen, allocates nothing, and a CUDA graph would see stable addresses.

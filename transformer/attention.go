@@ -9,7 +9,7 @@ import (
 )
 
 // MaskedScore is the additive attention-mask value of a padding key: torch.finfo(float32).min, as transformers
-// builds the eager mask (masking_utils, FACTS §4.4); 0 is added for an attended key. Using the finite minimum
+// builds the eager mask (masking_utils, transformers/models/bert/modeling_bert.py); 0 is added for an attended key. Using the finite minimum
 // rather than -Inf mirrors transformers exactly, including the corner case of a sequence that is all padding,
 // whose rows then attend uniformly instead of giving zeros.
 const MaskedScore = -math.MaxFloat32
@@ -47,7 +47,7 @@ func CheckAttnImplementation(impl string) error {
 // "eager" is the two-pass path below, with dropout drawn from the same Philox elements, so both give the same
 // result up to rounding.
 //
-// Numerics of eager (../shared/DESIGN.md): the three projections and both attention products are GEMM-class
+// Numerics of eager (transformers' eager_attention_forward under PyTorch autocast; docs/ATTENTION.md): the three projections and both attention products are GEMM-class
 // (GEMM dtype h: F32, or F16/BF16 under autocast). The scores GEMM writes F32 (FP32 accumulation, scaling
 // applied in FP32 as its alpha), the mask add and softmax are FP32, dropout runs on the F32 probabilities, and
 // they are rounded to h only as the input of P·V. PyTorch eager instead rounds the QKᵀ product to half before

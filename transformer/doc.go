@@ -24,7 +24,7 @@
 // bert.pooler, classifier) in Forward and the gradient with respect to it in Backward; tune debug nan and tune
 // debug compare are built on it.
 //
-// Numerics (../shared/DESIGN.md, FACTS §1.2): master weights and their gradients are FP32; under autocast the
+// Numerics (PyTorch autocast, aten/src/ATen/autocast_mode.cpp): master weights and their gradients are FP32; under autocast the
 // GEMMs take half inputs with FP32 accumulation, LayerNorm, softmax and the losses are FP32, attention logits
 // and probabilities stay FP32 until the P·V product, GELU/tanh/dropout keep their input's dtype, and residual
 // adds of half and FP32 give FP32. Every activation backward needs lives in a step arena (Arena) carved per

@@ -4,12 +4,12 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// Layer is one BertLayer, post-LayerNorm (FACTS §4.4):
+// Layer is one BertLayer, post-LayerNorm (transformers/models/bert/modeling_bert.py):
 //
 //	a   = LayerNorm(dropout(dense_o(SelfAttention(x))) + x)     attention.output
 //	out = LayerNorm(dropout(dense_2(GELU(dense_1(a)))) + a)      intermediate, output
 //
-// Dtypes under autocast (h = F16/BF16; FACTS §1.2): x and a are F32 (LayerNorm outputs) and are cast to h once
+// Dtypes under autocast (h = F16/BF16; aten/src/ATen/autocast_mode.cpp): x and a are F32 (LayerNorm outputs) and are cast to h once
 // as GEMM inputs; projections, GELU and dropout give h; the residual adds of h and F32 give F32; LayerNorm is F32.
 // Under FP32 every h is F32 and the casts disappear (the buffers alias).
 type Layer struct {

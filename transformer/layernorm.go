@@ -7,7 +7,7 @@ import (
 )
 
 // LayerNorm is torch.nn.LayerNorm over the last axis with FP32 weight (gamma) and bias (beta). It is an
-// FP32-class op under autocast: it reads any float input and writes F32 (FACTS §1.1).
+// FP32-class op under autocast: it reads any float input and writes F32 (the op lists of aten/src/ATen/autocast_mode.cpp).
 type LayerNorm struct {
 	C            int     // the normalized width (hidden_size)
 	Weight, Bias *Param  // (C), (C)

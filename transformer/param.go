@@ -32,7 +32,7 @@ type NamedParameter struct {
 }
 
 // noDecayPatterns are the lowercased-name patterns Hugging Face's Trainer excludes from weight decay
-// (transformers 5.17 trainer.py get_decay_parameter_names; FACTS §3.5). A parameter inside an nn.LayerNorm is
+// (transformers 5.17 trainer.py get_decay_parameter_names; get_decay_parameter_names in transformers' trainer.py). A parameter inside an nn.LayerNorm is
 // also excluded; every LayerNorm here is named "LayerNorm", which the "layernorm" pattern covers.
 var noDecayPatterns = regexp.MustCompile(`bias|layernorm|rmsnorm|(^|\.)norm($|\.)|_norm($|\.)`)
 

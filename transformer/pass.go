@@ -43,7 +43,7 @@ func (p *Pass) observe(module string, grad bool, t *tensor.Tensor) error {
 func (p *Pass) GemmDType() tensor.DType { return p.Policy.GemmDType() }
 
 // Weight returns w (an F32 master weight or bias) as a GEMM-class op reads it: w itself under FP32, else its
-// half copy from the weight-cast cache (cast at most once per optimizer step, FACTS §1.3).
+// half copy from the weight-cast cache (cast at most once per optimizer step, cached_cast in aten/src/ATen/autocast_mode.cpp).
 func (p *Pass) Weight(w *tensor.Tensor) (*tensor.Tensor, error) {
 	if !p.Policy.Enabled || w == nil {
 		return w, nil

@@ -53,7 +53,7 @@ func TestValidate(t *testing.T) {
 			"learning_rate: 0.0005", "", false},
 		{"a typo is exit 2 with the closest key, and creates nothing", []string{"validate", "FILE"}, "  learnig_rate: 2e-5\n",
 			exitUsage, "", "r.yaml:12: unknown key 'learnig_rate' in training; did you mean 'learning_rate'?", true},
-		{"fp16 and bf16 together is exit 2 (CASES B13)", []string{"validate", "FILE"}, "  fp16: true\n  bf16: true\n",
+		{"fp16 and bf16 together is exit 2 (bf16 without loss scaling, torch.amp's GradScaler is for float16)", []string{"validate", "FILE"}, "  fp16: true\n  bf16: true\n",
 			exitUsage, "", "training.bf16: fp16 and bf16 are both true", true},
 		{"a bad override is exit 2", []string{"validate", "FILE", "training.learning_rate=.inf"}, "",
 			exitUsage, "", "override training.learning_rate=.inf: training.learning_rate: must be a finite number", true},

@@ -98,7 +98,7 @@ func preTokenize(s string) []string {
 }
 
 // wordPiece splits one pre-token greedily, longest match first, "##" on non-initial pieces; a word with no
-// full split becomes [UNK] (HF tokenizers' WordPiece, FACTS §7).
+// full split becomes [UNK] (HF tokenizers' WordPiece, tokenizers/src/models/wordpiece).
 func wordPiece(w string, ids map[string]int) []string {
 	var out []string
 	for start := 0; start < len(w); {
@@ -121,7 +121,7 @@ func wordPiece(w string, ids map[string]int) []string {
 	return out
 }
 
-// tokenizerJSON returns an HF tokenizers tokenizer.json for vocab with BERT's pipeline (FACTS §7): BertNormalizer
+// tokenizerJSON returns an HF tokenizers tokenizer.json for vocab with BERT's pipeline (tokenizers/src/normalizers/bert.rs, pre_tokenizers/bert.rs, models/wordpiece): BertNormalizer
 // (lowercase), BertPreTokenizer, WordPiece, the [CLS] $A [SEP] template and the WordPiece decoder.
 func tokenizerJSON(vocab []string) ([]byte, error) {
 	ids := make(map[string]int, len(vocab))

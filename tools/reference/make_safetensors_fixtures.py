@@ -7,7 +7,7 @@ Usage (on the GPU machine, which has torch, transformers and safetensors; no net
 
 It writes, under OUTDIR (about 0.5 MB in all), deterministically (torch.manual_seed(0)):
 
-  b22.safetensors          safetensors.torch.save_file({"test": int32 zeros [2,2]}): CASES.md B22's 88 bytes
+  b22.safetensors          safetensors.torch.save_file({"test": int32 zeros [2,2]}): the smallest valid file, 88 bytes (safetensors/src/tensor.rs)
   mixed.safetensors        one tensor of each dtype tune writes (I64, F32, empty F32, 0-dim F32, BF16, F16),
                            metadata {"format": "pt"}: the reference writer's order and offsets
   seqcls/                  BertForSequenceClassification.save_pretrained (3 labels, hidden 32, 2 layers)

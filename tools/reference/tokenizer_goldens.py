@@ -104,7 +104,7 @@ def edge_cases():
         ("pair without truncation", six, two, None),
         ("pair with an empty second text", "hello world", "", None),
         ("pair of empty texts", "", "", None),
-        ("pair longest_first M=8 (6, 2) FACTS example", six, two, 8),
+        ("pair longest_first M=8 (6, 2) tokenizers docs example", six, two, 8),
         ("pair longest_first M=8 (2, 6)", two, six, 8),
         ("pair longest_first M=10 equal lengths (4, 4)", "a b c d", "e f g h", 10),
         ("pair longest_first M=10 (8, 4)", "a b c d e f g h", "i j k l", 10),
@@ -138,7 +138,7 @@ def edge_cases():
 
 def batches():
     return [
-        ("CASES B04 batch", ["", "hello"], None),
+        ("empty and whitespace-only input (tokenizers' BertPreTokenizer) batch", ["", "hello"], None),
         ("mixed lengths", ["a", "a b c d e f", "Héllo wörld!", "[MASK]"], None),
         ("mixed lengths, multiple of 8", ["a", "a b c d e f g h i j"], 8),
     ]

@@ -24,7 +24,7 @@ Gradient accumulation: with gradient_accumulation_steps 1, as here, transformers
 and gradient. For more than one micro-batch they differ on purpose: transformers 5.17 passes
 num_items_in_batch to BertForSequenceClassification (whose forward takes **kwargs), which ignores it, and then
 skips its 1/N division, so it accumulates the SUM of the micro-batch mean-loss gradients and logs the sum of the
-means; tune normalises the window by its number of labelled examples (CASES B29). See
+means; tune normalises the window by its number of labelled examples (loss normalisation by num_items_in_batch, transformers' trainer.py). See
 trainer.TrainingArguments.GradientAccumulationSteps.
 
 Output: OUT_DIR/compare_golden.json

@@ -9,7 +9,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 )
 
-// Problem types as transformers names them in config.problem_type (FACTS §4.4).
+// Problem types as transformers names them in config.problem_type (transformers/models/bert/modeling_bert.py).
 const (
 	// Regression uses MSELoss on the squeezed logits; chosen when num_labels == 1.
 	Regression = "regression"
@@ -25,7 +25,7 @@ var ErrMultiLabel = errors.New("transformer: multi_label_classification (BCEWith
 	"use single-label classification (integer labels) or regression (num_labels 1)")
 
 // BertConfig is a BERT model's configuration with transformers' field meanings (BertConfig in
-// transformers/models/bert/configuration_bert.py; defaults in FACTS §4.1). It is a plain value: build it with
+// transformers/models/bert/configuration_bert.py; defaults in transformers/models/bert/configuration_bert.py). It is a plain value: build it with
 // DefaultBertConfig and change fields, or from a checkpoint's config.json (BertConfigFromHF).
 type BertConfig struct {
 	VocabSize                 int     // V, vocab_size

@@ -7,9 +7,9 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// Embeddings is BertEmbeddings (FACTS §4.4): word + token type + absolute position embeddings, summed in that
+// Embeddings is BertEmbeddings (transformers/models/bert/modeling_bert.py): word + token type + absolute position embeddings, summed in that
 // order, then LayerNorm and dropout. Every buffer is F32 under every policy: the tables are FP32 masters and an
-// embedding lookup keeps its table's dtype under autocast (FACTS §1.2).
+// embedding lookup keeps its table's dtype under autocast (aten/src/ATen/autocast_mode.cpp).
 type Embeddings struct {
 	Word      *transformer.Param     // (V, C) word_embeddings.weight
 	Position  *transformer.Param     // (P, C) position_embeddings.weight, P = max_position_embeddings

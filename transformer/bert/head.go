@@ -6,7 +6,7 @@ import (
 )
 
 // Pooler is BertPooler: pooled = tanh(dense(h[:, 0])), the first token's hidden state of each sequence.
-// The dense layer is GEMM-class and tanh keeps its dtype, so under autocast pooled is half (FACTS §1.2).
+// The dense layer is GEMM-class and tanh keeps its dtype, so under autocast pooled is half (aten/src/ATen/autocast_mode.cpp).
 type Pooler struct {
 	Dense transformer.Projection // pooler.dense (C → C)
 

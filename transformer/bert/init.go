@@ -10,7 +10,7 @@ import (
 )
 
 // NewBertForSequenceClassification builds a freshly initialised model for cfg on b, as transformers initialises
-// one for training from scratch (PreTrainedModel._init_weights and BERT's, FACTS §4.4): every Linear and
+// one for training from scratch (PreTrainedModel._init_weights and BERT's, transformers/models/bert/modeling_bert.py): every Linear and
 // Embedding weight drawn from N(0, initializer_range²), the word embeddings' padding_idx row zeroed, biases 0,
 // LayerNorm weight 1 and bias 0. The draws come from seed (PCG per parameter, keyed by its index), so the same
 // seed gives the same model on any backend; they do not reproduce PyTorch's generator.

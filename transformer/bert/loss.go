@@ -10,7 +10,7 @@ import (
 // ignoreIndex is PyTorch CrossEntropyLoss's default ignore_index: a row labelled −100 has no loss.
 const ignoreIndex = -100
 
-// problemType resolves the loss as transformers does on the first forward with labels (FACTS §4.4):
+// problemType resolves the loss as transformers does on the first forward with labels (transformers/models/bert/modeling_bert.py):
 // problem_type if set; else num_labels == 1 → regression, integer labels → single-label classification,
 // float targets with num_labels > 1 → multi-label classification. The resolved type is stored in the config.
 func (m *BertForSequenceClassification) problemType(batch *loaders.Batch) (string, error) {
@@ -81,7 +81,7 @@ func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, err
 }
 
 // lossBackward seeds the gradient of the logits: d(seed·mean loss)/d(logits), rounded to the logits' dtype
-// (the gradient of a half tensor is half, FACTS §1.4). A batch with no labelled row contributes zero.
+// (the gradient of a half tensor is half, torch/amp/autocast_mode.py). A batch with no labelled row contributes zero.
 func (m *BertForSequenceClassification) lossBackward(p *transformer.Pass, seed float32) error {
 	a, h := &m.act, &m.Head.c
 	scale := float32(0)

@@ -27,7 +27,7 @@ func (m *BertForSequenceClassification) projectionSlots() []transformer.Slot {
 }
 
 // namedParameters lists every parameter with its full Hugging Face name, in transformers' named_parameters()
-// order (FACTS §4.2).
+// order (transformers/models/bert/modeling_bert.py).
 func (m *BertForSequenceClassification) namedParameters() []transformer.NamedParameter {
 	var ps []transformer.NamedParameter
 	add := func(prefix string, list []transformer.NamedParameter) {

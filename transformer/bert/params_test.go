@@ -10,8 +10,7 @@ import (
 	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
-// TestNamedParametersMatchTransformers checks names, order, shapes and weight-decay flags against FACTS §4.2 and
-// §3.5 for a 2-layer model: 5 + 16·2 + 2 BERT tensors plus the classifier's 2.
+// TestNamedParametersMatchTransformers checks names, order, shapes and weight-decay flags against transformers/models/bert/modeling_bert.py; get_decay_parameter_names in transformers' trainer.py for a 2-layer model: 5 + 16·2 + 2 BERT tensors plus the classifier's 2.
 func TestNamedParametersMatchTransformers(t *testing.T) {
 	cfg := tinyConfig()
 	m := newTestModel(t, cpuBackend(), cfg, 1)
