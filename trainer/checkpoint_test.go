@@ -57,6 +57,9 @@ func TestResumeIsBitIdentical(t *testing.T) {
 		WithCallbacks(&stopAfterSave{step: 4, cancel: cancel}))
 	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
+	} else if want := filepath.Join(dir, "checkpoint-4") + " (step 4) holds the run: resume_from_checkpoint=true"; !strings.Contains(err.Error(), want) {
+		// The interruption names the checkpoint that survives and how to resume (it said only "context canceled").
+		t.Errorf("interrupted run: %v; want %q", err, want)
 	}
 	a := resumeArgs(t, dir)
 	a.ResumeFromCheckpoint = "true"

@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,8 +19,9 @@ import (
 const MetricsName = "metrics.jsonl"
 
 // jsonlWriter appends every log entry to output_dir/metrics.jsonl, opening the file for each entry so that
-// nothing stays open when training stops early (a resumed run appends after the entries of the run it resumes;
-// entries logged after that run's last checkpoint then appear twice, with the same steps).
+// nothing stays open when training stops early. A resumed run first drops the entries logged after the
+// checkpoint it resumes from (the steps it is about to run again), so each step appears once, as in the
+// checkpoint's log_history.
 type jsonlWriter struct {
 	CallbackBase
 	path string
@@ -27,6 +29,37 @@ type jsonlWriter struct {
 
 func newJSONLWriter(outputDir string) *jsonlWriter {
 	return &jsonlWriter{path: filepath.Join(outputDir, MetricsName)}
+}
+
+// OnTrainBegin, in a run resumed at step N, keeps only the file's entries up to step N.
+func (j *jsonlWriter) OnTrainBegin(e *Event) error {
+	if e.State.GlobalStep == 0 {
+		return nil
+	}
+	data, err := os.ReadFile(j.path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var kept []byte
+	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+		var entry struct {
+			Step *float64 `json:"step"`
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if json.Unmarshal(line, &entry) == nil && entry.Step != nil && *entry.Step > float64(e.State.GlobalStep) {
+			continue
+		}
+		kept = append(kept, line...)
+	}
+	if len(kept) == len(data) {
+		return nil
+	}
+	return writeFileAtomic(j.path, kept)
 }
 
 // OnLog appends the entry as one line.

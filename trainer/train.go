@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -43,7 +44,8 @@ type runState struct {
 // TrainOutput is what Train returns (transformers' TrainOutput).
 type TrainOutput struct {
 	GlobalStep   int     // optimizer steps taken in all, those before a resume included
-	TrainingLoss float64 // mean of the logged window losses over this call's steps
+	StartStep    int     // the step this call resumed from (0 for a fresh run)
+	TrainingLoss float64 // mean loss per step over the run, the logged steps before a resume included
 	// Metrics holds train_runtime (s), train_samples_per_second, train_steps_per_second, train_loss and epoch.
 	Metrics map[string]float64
 }
@@ -115,6 +117,11 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		}
 	}
 	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
+	if a.ResumeFromCheckpoint != "" && r.startStep >= r.total {
+		return TrainOutput{}, fmt.Errorf("trainer: %w: resume_from_checkpoint %s is at step %d, the end of training (max_steps %d): "+
+			"the run finished; raise max_steps or num_train_epochs to train on, or use the model saved in %s",
+			ErrNothingToTrain, a.ResumeFromCheckpoint, r.startStep, r.total, a.OutputDir)
+	}
 	r.scale = t.scaler.Scale()
 	if err := t.checkWeights(true, "training did not start"); err != nil {
 		return TrainOutput{}, err
@@ -130,6 +137,25 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	}
 	return t.finish(ctx)
 }
+
+// interrupted says where training stopped and how to go on: the newest complete checkpoint, which a run with
+// resume_from_checkpoint continues from exactly, or that there is none. It wraps err (context.Canceled).
+func (t *Trainer) interrupted(err error) error {
+	step := t.state.GlobalStep
+	all, _ := ScanCheckpoints(t.args.OutputDir)
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].Problem == "" {
+			return fmt.Errorf("trainer: training interrupted at step %d (%w); %s (step %d) holds the run: resume_from_checkpoint=true "+
+				"(training.resume_from_checkpoint=true in a recipe) continues from it as if never stopped", step, err, all[i].Dir, all[i].Step)
+		}
+	}
+	return fmt.Errorf("trainer: training interrupted at step %d (%w); no checkpoint was saved in %s (save_strategy %s), so a "+
+		"new run starts from the beginning", step, err, t.args.OutputDir, t.args.SaveStrategy)
+}
+
+// ErrNothingToTrain is wrapped by Train's error when resume_from_checkpoint names a checkpoint at the end of
+// training: there are no steps left.
+var ErrNothingToTrain = errors.New("nothing left to train")
 
 // newState returns the TrainerState of a fresh run.
 func (t *Trainer) newState(total, epochs int) *TrainerState {
@@ -174,7 +200,7 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 	}
 	for r.epoch == epoch && !t.control.ShouldEpochStop && !t.control.ShouldTrainingStop {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("trainer: training interrupted at step %d: %w", t.state.GlobalStep, err)
+			return t.interrupted(err)
 		}
 		t.control.ShouldLog, t.control.ShouldEvaluate, t.control.ShouldSave = false, false, false
 		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnStepBegin(e) }); err != nil {
@@ -397,7 +423,7 @@ func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
 	}
 	secs := max(time.Since(r.start).Seconds(), 1e-9)
 	steps := s.GlobalStep - r.startStep
-	trainLoss := r.totalLoss / float64(max(steps, 1))
+	trainLoss := t.runLoss(r.totalLoss, steps)
 	metrics := map[string]float64{
 		"train_runtime":            secs,
 		"train_samples_per_second": float64(r.samples) / secs,
@@ -420,5 +446,22 @@ func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainEnd(e) }); err != nil {
 		return TrainOutput{}, err
 	}
-	return TrainOutput{GlobalStep: s.GlobalStep, TrainingLoss: trainLoss, Metrics: metrics}, nil
+	return TrainOutput{GlobalStep: s.GlobalStep, StartStep: r.startStep, TrainingLoss: trainLoss, Metrics: metrics}, nil
+}
+
+// runLoss is the mean training loss over the whole run: this call's steps (lossSum over steps) and, after a
+// resume, the steps before it whose loss log_history holds (each logged loss is the mean of its window since
+// the previous logged step). A window not logged before the checkpoint is not counted.
+func (t *Trainer) runLoss(lossSum float64, steps int) float64 {
+	prev, covered := 0.0, float64(steps)
+	for _, l := range t.state.LogHistory {
+		v, ok := l["loss"]
+		if !ok || l["step"] > float64(t.run.startStep) {
+			continue
+		}
+		lossSum += v * (l["step"] - prev)
+		covered += l["step"] - prev
+		prev = l["step"]
+	}
+	return lossSum / max(covered, 1)
 }

@@ -160,6 +160,9 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	out, err := run.Trainer.Train(ctx)
+	if errors.Is(err, trainer.ErrNothingToTrain) {
+		return usageError{err} // a resume_from_checkpoint with nothing after it: bad usage, nothing written
+	}
 	if err != nil {
 		return err
 	}
@@ -176,7 +179,12 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := saveResults(a.OutputDir, run, out, metrics); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\ntrained %d steps in %.1fs, train_loss %.4f\n", out.GlobalStep, out.Metrics["train_runtime"], out.TrainingLoss)
+	if out.StartStep > 0 {
+		fmt.Fprintf(stdout, "\ntrained steps %d-%d (resumed at step %d) in %.1fs, train_loss %.4f over the run's %d steps\n",
+			out.StartStep+1, out.GlobalStep, out.StartStep, out.Metrics["train_runtime"], out.TrainingLoss, out.GlobalStep)
+	} else {
+		fmt.Fprintf(stdout, "\ntrained %d steps in %.1fs, train_loss %.4f\n", out.GlobalStep, out.Metrics["train_runtime"], out.TrainingLoss)
+	}
 	if metrics != nil {
 		fmt.Fprintf(stdout, "eval:%s\n", formatMetrics(metrics))
 	}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -45,5 +48,67 @@ func TestFinetuneSaysWhereItResumes(t *testing.T) {
 	}
 	if want := "tune: resuming from " + filepath.Join(out, "checkpoint-4") + " (global step 4)\n"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+}
+
+// TestResumeKeepsOneHistory: resuming a run at checkpoint-4 after it had logged step 5 leaves each step once in
+// metrics.jsonl (step 5 appeared twice), the summary names the steps trained and the loss over the whole run
+// (it said "trained 6 steps" with the mean of the resumed steps only), and resuming a finished run is a usage
+// error saying so (it printed "trained 4 steps in 0.0s, train_loss 0").
+func TestResumeKeepsOneHistory(t *testing.T) {
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"finetune", "--device", "cpu", tinyRecipe, "training.output_dir=" + out, "training.eval_strategy=no",
+		"training.save_strategy=steps", "training.save_steps=2", "training.logging_steps=1", "training.save_total_limit=null"}
+	if code, stdout, stderr := runCLI(append(args, "training.max_steps=5")...); code != exitOK {
+		t.Fatalf("first run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := runCLI(append(args, "training.max_steps=6", "training.resume_from_checkpoint="+filepath.Join(out, "checkpoint-4"))...)
+	if code != exitOK {
+		t.Fatalf("resumed run: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stdout, "trained steps 5-6 (resumed at step 4)") || !strings.Contains(stdout, "over the run's 6 steps") {
+		t.Errorf("summary:\n%s", stdout)
+	}
+	data, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[float64]int{}
+	var losses []float64
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var e map[string]float64
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		if l, ok := e["loss"]; ok {
+			seen[e["step"]]++
+			losses = append(losses, l)
+		}
+	}
+	for step, n := range seen {
+		if n != 1 {
+			t.Errorf("step %v logged %d times in metrics.jsonl", step, n)
+		}
+	}
+	if len(seen) != 6 {
+		t.Errorf("metrics.jsonl logs steps %v, want 1..6", seen)
+	}
+	var st struct {
+		LogHistory []map[string]float64 `json:"log_history"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "trainer_state.json"))
+	json.Unmarshal(b, &st)
+	mean := 0.0
+	for _, l := range losses {
+		mean += l / float64(len(losses))
+	}
+	last := st.LogHistory[len(st.LogHistory)-1]
+	if math.Abs(last["train_loss"]-mean) > 1e-6 {
+		t.Errorf("train_loss %v, the mean of the 6 logged step losses is %v", last["train_loss"], mean)
+	}
+	code, _, stderr = runCLI(append(args, "training.max_steps=6", "training.resume_from_checkpoint=true")...)
+	if code != exitUsage || !strings.Contains(stderr, "is at step 6, the end of training (max_steps 6): the run finished") {
+		t.Errorf("resuming a finished run: exit %d %s", code, stderr)
 	}
 }
