@@ -14,9 +14,13 @@ import (
 // tune ls can tell the recipes that run anywhere (tiny) from those that need a checkpoint and data (bert).
 func TestEmbeddedNeeds(t *testing.T) {
 	want := map[string][]string{
-		"tiny":      nil,
-		"bert":      {"model.path", "data.train", "data.eval"},
-		"bert-full": {"model.path", "data.train", "data.eval"},
+		"tiny":       nil,
+		"bert":       {"model.path", "data.train", "data.eval"},
+		"bert-full":  {"model.path", "data.train", "data.eval"},
+		"tiny-chat":  nil,
+		"llama-lora": {"model.path"},
+		"qwen-lora":  {"model.path"},
+		"gpt2-full":  {"model.path"},
 	}
 	for _, info := range List() {
 		t.Run(info.Name, func(t *testing.T) {

@@ -32,8 +32,8 @@ func TestEmbeddedRecipes(t *testing.T) {
 			t.Errorf("%s: description %q should be the first comment line without the name", info.Name, info.Description)
 		}
 	}
-	if !slices.Equal(names, []string{"bert", "bert-full", "tiny", "tiny-chat"}) {
-		t.Fatalf("embedded recipes %v, want [bert bert-full tiny tiny-chat]", names)
+	if !slices.Equal(names, []string{"bert", "bert-full", "gpt2-full", "llama-lora", "qwen-lora", "tiny", "tiny-chat"}) {
+		t.Fatalf("embedded recipes %v, want [bert bert-full gpt2-full llama-lora qwen-lora tiny tiny-chat]", names)
 	}
 	for _, c := range []struct {
 		name  string

@@ -21,10 +21,10 @@ func TestLs(t *testing.T) {
 	}
 	table, _, _ := strings.Cut(out, "\n\n") // the table, without the note below it
 	lines := strings.Split(strings.TrimSpace(table), "\n")
-	if len(lines) != 5 || !strings.HasPrefix(lines[0], "RECIPE") {
-		t.Fatalf("want a header and 4 recipes, got\n%s", out)
+	if len(lines) != 8 || !strings.HasPrefix(lines[0], "RECIPE") {
+		t.Fatalf("want a header and 7 recipes, got\n%s", out)
 	}
-	for i, name := range []string{"bert", "bert-full", "tiny", "tiny-chat"} {
+	for i, name := range []string{"bert", "bert-full", "gpt2-full", "llama-lora", "qwen-lora", "tiny", "tiny-chat"} {
 		f := strings.Fields(lines[i+1])
 		if len(f) < 3 || f[0] != name {
 			t.Errorf("line %d = %q, want %s and its description", i+1, lines[i+1], name)

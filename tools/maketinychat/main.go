@@ -85,4 +85,16 @@ func main() {
 	}
 	write("train.jsonl", 1200)
 	write("dev.jsonl", 100)
+	// text.jsonl: the same kind of exchanges as plain text, for base (non-chat) models: {"text": "Q: ... A: ..."}.
+	var buf bytes.Buffer
+	for k := 0; k < 1200; k++ {
+		q, a := turn(r)
+		line, _ := json.Marshal(map[string]string{"text": "Q: " + q + " A: " + a})
+		buf.Write(line)
+		buf.WriteByte('\n')
+	}
+	if err := atomicfile.WriteFile(filepath.Join(*out, "text.jsonl"), buf.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 }
