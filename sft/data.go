@@ -1,7 +1,6 @@
 package sft
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"github.com/tune-ml/tune/chat"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tokenizers"
 )
 
@@ -137,11 +137,14 @@ func Read(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, error
 		p.hasEOS = true
 	}
 	ds := &Dataset{Path: name, Format: opts.Format, MaxLength: opts.maxLength()}
-	br := bufio.NewReaderSize(r, 1<<20)
-	for line := 1; ; line++ {
-		raw, err := br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("sft: %s: %w", name, err)
+	lr := loaders.NewLineReader(r, name, 0) // bounded lines (1 MiB), UTF-8 checked, file:line errors
+	for {
+		raw, line, err := lr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("sft: %w", err)
 		}
 		if t := bytes.TrimSpace(raw); len(t) > 0 {
 			ex, cut, perr := p.prepare(t, &ds.Format)
@@ -160,9 +163,6 @@ func Read(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, error
 				return nil, fmt.Errorf("sft: %s:%d: the example %s", name, line, msg)
 			}
 			ds.Examples = append(ds.Examples, ex)
-		}
-		if err != nil {
-			break
 		}
 	}
 	if len(ds.Examples) == 0 {

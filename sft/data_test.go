@@ -150,6 +150,7 @@ func TestErrors(t *testing.T) {
 		{tk, `{"question":"?"}`, Options{}, `cannot tell the data format`},
 		{tk, ok, Options{Format: "chat"}, `data format "chat" is not`},
 		{tk, "\n\n", Options{}, "holds no examples"},
+		{tk, ok + "{\"text\":\"bad \xff byte\"}\n", Options{}, "data.jsonl:2: invalid UTF-8"},
 		{Tokenizer{Tok: tk.Tok}, ok, Options{}, "data.jsonl:1: conversational data needs a chat template"},
 	} {
 		_, err := read(t, c.tk, c.data, c.opts)
