@@ -1,0 +1,120 @@
+package recipes
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor/cpu"
+)
+
+// sftCompareOverrides is the configuration tools/reference/sft_trainer_compare.py reproduces with
+// transformers' Trainer: the tiny-chat recipe's model and data in file order, 10 steps, constant LR 1e-3.
+func sftCompareOverrides(out string, packed bool) []string {
+	bs := "4"
+	if packed {
+		bs = "2"
+	}
+	return []string{"training.output_dir=" + out, "training.max_steps=10", "training.per_device_train_batch_size=" + bs,
+		"training.learning_rate=1e-3", "training.lr_scheduler_type=constant", "training.warmup_steps=0",
+		"training.weight_decay=0", "training.max_grad_norm=1.0", "training.logging_steps=1", "training.shuffle=false",
+		"training.eval_strategy=no", "data.eval=null", "training.save_strategy=no", "training.seed=42",
+		"data.packing=" + map[bool]string{true: "true", false: "false"}[packed]}
+}
+
+// TestWriteSFTCompareInputs writes the tokenized examples and the packed steps' example groups that
+// sft_trainer_compare.py trains on, when TUNE_WRITE_SFT_COMPARE names the output file.
+func TestWriteSFTCompareInputs(t *testing.T) {
+	path := os.Getenv("TUNE_WRITE_SFT_COMPARE")
+	if path == "" {
+		t.Skip("set TUNE_WRITE_SFT_COMPARE=FILE to write the inputs of tools/reference/sft_trainer_compare.py")
+	}
+	r, err := Load("tiny-chat", sftCompareOverrides(t.TempDir(), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Build(r, cpu.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Trainer.Close()
+	type ex struct {
+		InputIDs []int32 `json:"input_ids"`
+		Labels   []int32 `json:"labels"`
+	}
+	var out struct {
+		Examples []ex    `json:"examples"`
+		Packed   [][]int `json:"packed_steps"` // per step, the 0-based example indices of its 2 rows
+	}
+	byLine := map[int]int{}
+	for i, e := range run.SFTTrain.Examples {
+		out.Examples = append(out.Examples, ex{e.InputIDs, e.Labels})
+		byLine[e.Line] = i
+	}
+	for s := 0; s < 10; s++ {
+		var group []int
+		for _, row := range run.SFTTrain.Rows[2*s : 2*s+2] {
+			for _, l := range row.Lines {
+				group = append(group, byLine[l])
+			}
+		}
+		out.Packed = append(out.Packed, group)
+	}
+	data, _ := json.Marshal(out)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSFTCompareWithTransformers trains the tiny Llama with tune's Trainer, unpacked (4 examples a step) and
+// packed (2 rows a step), and compares every step's loss with transformers' Trainer on the same examples,
+// init and masks (testdata/sft/trainer_compare.json from tools/reference/sft_trainer_compare.py; the packed
+// steps there are padded batches of the same examples, which packing must equal): 1e-3 absolute, FP32.
+func TestSFTCompareWithTransformers(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "testdata", "sft", "trainer_compare.json"))
+	if err != nil {
+		t.Skipf("testdata/sft/trainer_compare.json absent: run tools/reference/sft_trainer_compare.py on the GPU machine (%v)", err)
+	}
+	var g map[string]struct {
+		Loss []float64 `json:"loss"`
+	}
+	if err := json.Unmarshal(raw, &g); err != nil {
+		t.Fatal(err)
+	}
+	for _, packed := range []bool{false, true} {
+		name := map[bool]string{false: "unpacked", true: "packed"}[packed]
+		r, err := Load("tiny-chat", sftCompareOverrides(t.TempDir(), packed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := Build(r, cpu.New())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.Trainer.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var losses []float64
+		for _, l := range run.Trainer.State().LogHistory {
+			if v, ok := l["loss"]; ok {
+				losses = append(losses, v)
+			}
+		}
+		run.Trainer.Close()
+		want := g[name].Loss
+		if len(losses) != len(want) || len(want) != 10 {
+			t.Fatalf("%s: %d losses, transformers %d", name, len(losses), len(want))
+		}
+		worst := 0.0
+		for i := range want {
+			worst = math.Max(worst, math.Abs(losses[i]-want[i]))
+		}
+		if worst > 1e-3 {
+			t.Errorf("%s: losses %v, transformers %v (max |Δ| %.2g)", name, losses, want, worst)
+		}
+		t.Logf("%s: max |Δ| %.2g over 10 steps (first %.6f vs %.6f)", name, worst, losses[0], want[0])
+	}
+}
