@@ -14,7 +14,7 @@
 //	run, err := recipes.Build(r, b)                   // tokenizer, datasets, model (LoRA-adapted or not), Trainer
 //	for _, n := range run.Notices { log.Print(n) }    // freshly initialised head, unused checkpoint tensors
 //	out, err := run.Trainer.Train(ctx)
-//	err = run.Trainer.SaveModel(r.Training.OutputDir) // config.json + model.safetensors, or the PEFT adapter
+//	err = run.SaveModel(r.Training.OutputDir) // config.json + model.safetensors (or the PEFT adapter) + tokenizer
 //
 // A recipe is a file or the name of one embedded in the binary (List, Lookup): Load("tiny", nil) runs the
 // bundled tiny recipe from any directory, its data unpacked into the user's cache directory. Each embedded

@@ -170,11 +170,8 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := run.Trainer.SaveModel(a.OutputDir); err != nil {
+	if err := run.SaveModel(a.OutputDir); err != nil { // the model or adapter, and the tokenizer files
 		return err
-	}
-	if err := copyTokenizer(r.Tokenizer.Path, a.OutputDir); err != nil {
-		return fmt.Errorf("saving the tokenizer into %s: %w", a.OutputDir, err)
 	}
 	if err := saveResults(a.OutputDir, run, out, metrics); err != nil {
 		return err

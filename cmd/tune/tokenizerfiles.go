@@ -1,65 +1,6 @@
 package main
 
-import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
-)
+import "github.com/tune-ml/tune/recipes"
 
-// tokenizerFiles are the files that make up a Hugging Face tokenizer directory: the tokenizer itself
-// (tokenizer.json, or the WordPiece vocab.txt; loaders.LoadTokenizer prefers tokenizer.json) and the settings
-// transformers reads beside it.
-var tokenizerFiles = []string{"tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"}
-
-// copyTokenizer copies the tokenizer that src names (a directory, or a tokenizer.json / vocab.txt file) into
-// dir, byte for byte, so a saved model directory is complete: from a directory every file of tokenizerFiles it
-// holds; from a file that file, as tokenizer.json (a .json file) or vocab.txt, and the settings files beside it,
-// so dir loads the tokenizer that was used even when the file's directory also holds the other kind. A file
-// dir already holds is replaced only when it differs. It fails, naming src, when src holds no tokenizer
-// (neither tokenizer.json nor vocab.txt) or a file of it cannot be read: dir would otherwise lack the
-// tokenizer its caller reports. Errors carry no command prefix; the caller adds its context.
-func copyTokenizer(src, dir string) error {
-	type file struct{ from, name string }
-	var files []file
-	if st, err := os.Stat(src); err != nil {
-		return fmt.Errorf("the tokenizer %s: %w", src, err)
-	} else if st.IsDir() {
-		for _, name := range tokenizerFiles {
-			files = append(files, file{filepath.Join(src, name), name})
-		}
-	} else {
-		name := "vocab.txt"
-		if strings.EqualFold(filepath.Ext(src), ".json") {
-			name = "tokenizer.json"
-		}
-		files = append(files, file{src, name})
-		for _, n := range tokenizerFiles[2:] {
-			files = append(files, file{filepath.Join(filepath.Dir(src), n), n})
-		}
-	}
-	found := false // tokenizer.json or vocab.txt was copied
-	for _, f := range files {
-		data, err := os.ReadFile(f.from)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("reading the tokenizer file %s: %w", f.from, err)
-		}
-		found = found || f.name == "tokenizer.json" || f.name == "vocab.txt"
-		dst := filepath.Join(dir, f.name)
-		if old, err := os.ReadFile(dst); err == nil && string(old) == string(data) {
-			continue
-		}
-		if err := writeAtomic(dst, data); err != nil {
-			return fmt.Errorf("copying the tokenizer file %s: %w", f.from, err)
-		}
-	}
-	if !found {
-		return fmt.Errorf("the tokenizer %s holds neither tokenizer.json nor vocab.txt: nothing to copy into %s", src, dir)
-	}
-	return nil
-}
+// copyTokenizer is recipes.CopyTokenizer: the tokenizer files a saved model directory carries.
+func copyTokenizer(src, dir string) error { return recipes.CopyTokenizer(src, dir) }
