@@ -30,12 +30,14 @@ build: ## build bin/tune (pure Go, CPU backend)
 test: lint ## go vet, gofmt and doc checks, then every test (no GPU needed)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
-lint: ## go vet, a gofmt check, go mod tidy check, and doccheck (every exported identifier and package documented)
+lint: ## go vet, gofmt, go mod tidy, doccheck (every exported identifier documented), no citations of outside documents
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@unformatted="$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) run ./tools/doccheck -skip tools/reference ./...
+	@if git grep -nE 'FACTS (§|\.md)|CASES(\.md)? ?B[0-9]|shared/(DESIGN|GPU|STYLE)\.md|shared/reference' -- ':!Makefile'; then \
+		echo "cite primary sources (PyTorch/transformers files, papers) or docs in this repository, not documents outside it"; exit 1; fi
 
 cuda: ## build bin/tune-cuda and every package's test binary with -tags cuda (cgo, CUDA headers)
 	CGO_ENABLED=1 $(GO) build -tags cuda -o $(BIN)/tune-cuda ./cmd/tune
