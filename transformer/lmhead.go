@@ -26,7 +26,9 @@ type CausalLMHead struct {
 	Weight *Param // (V, C) FP32 master weight (the embedding table's Param when tied)
 	V, C   int    // vocabulary and hidden size
 
-	chunkElems int // elements per chunk of logits; 0 means lmHeadChunkElems (tests lower it)
+	// ChunkElems bounds the logits computed at once (rows × V); 0 means 2^24. Tests lower it to exercise the
+	// chunking.
+	ChunkElems int
 	c          lmHeadCache
 }
 
@@ -48,7 +50,7 @@ const lmHeadChunkElems = 1 << 24
 
 // ChunkRows returns the rows per chunk for n rows: all of them when they fit lmHeadChunkElems, else as many as do.
 func (l *CausalLMHead) ChunkRows(n int) int {
-	elems := l.chunkElems
+	elems := l.ChunkElems
 	if elems == 0 {
 		elems = lmHeadChunkElems
 	}

@@ -45,7 +45,7 @@ func TestCausalLMHeadChunks(t *testing.T) {
 		h := tensortest.Upload(t, b, tensor.F32, hv, n, c)
 		w := tensortest.Upload(t, b, tensor.F32, wv, v, c)
 		g := tensortest.Upload(t, b, tensor.F32, make([]float32, v*c), v, c)
-		head := CausalLMHead{Weight: &Param{Value: w, Grad: g, Trainable: true}, V: v, C: c, chunkElems: chunkElems}
+		head := CausalLMHead{Weight: &Param{Value: w, Grad: g, Trainable: true}, V: v, C: c, ChunkElems: chunkElems}
 		a := NewArena(b)
 		if err := a.Carve(func(a *Arena) error { head.Layout(a, n, tensor.F32); return nil }); err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestCausalLMHeadChunks(t *testing.T) {
 		h := tensortest.Upload(t, b, tensor.F32, hv, n, c)
 		w := tensortest.Upload(t, b, tensor.F32, wv, v, c)
 		g := tensortest.Upload(t, b, tensor.F32, make([]float32, v*c), v, c)
-		head := CausalLMHead{Weight: &Param{Value: w, Grad: g, Trainable: true}, V: v, C: c, chunkElems: chunkElems}
+		head := CausalLMHead{Weight: &Param{Value: w, Grad: g, Trainable: true}, V: v, C: c, ChunkElems: chunkElems}
 		a := NewArena(b)
 		if err := a.Carve(func(a *Arena) error { head.Layout(a, n, tensor.F32); return nil }); err != nil {
 			t.Fatal(err)

@@ -21,7 +21,7 @@
 // Loss: labels are (B, T) token ids with −100 for tokens without loss; the model shifts them (position t
 // predicts label t+1, as ForCausalLMLoss does) and the loss is the sum over supervised tokens divided by
 // Supervised(batch), which the trainer sums over an accumulation window. The LM head runs chunk by chunk
-// (LossChunk logits at a time), so the (N, V) logits are never held whole; Backward recomputes each chunk's
+// (transformer.CausalLMHead: ChunkElems logits at a time), so the (N, V) logits are never held whole; Backward recomputes each chunk's
 // logits instead of keeping them.
 //
 // Checkpoints: config.json in transformers 4's layout (rope_theta, rope_scaling, torch_dtype) or 5's

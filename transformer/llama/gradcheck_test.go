@@ -28,7 +28,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			b := cpuBackend()
 			m := newModel(t, b, c.cfg, 3)
 			if c.chunk > 0 {
-				m.LossChunk = c.chunk
+				m.Head.ChunkElems = c.chunk
 			}
 			batch := testBatch(3, 6, c.cfg.VocabSize, []int{6, 3, 5})
 			step(t, m, batch)

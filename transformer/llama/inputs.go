@@ -56,7 +56,7 @@ func (m *ForCausalLM) Supervised(batch *loaders.Batch) int {
 	}
 	n := 0
 	for i, l := range batch.Labels {
-		if i%batch.T != 0 && l != ignoreIndex {
+		if i%batch.T != 0 && l != -100 {
 			n++
 		}
 	}
@@ -80,21 +80,9 @@ func mustView(t *tensor.Tensor, off int, shape ...int) *tensor.Tensor {
 	return v
 }
 
-// chunkCount returns the supervised targets among shifted-label rows [r0, r0+rows).
-func (h *hostBuffers) chunkCount(r0, rows int) int {
-	n := 0
-	for _, l := range h.labels[r0 : r0+rows] {
-		if l != ignoreIndex {
-			n++
-		}
-	}
-	return n
-}
-
 // upload copies the batch into the pass buffers and returns what the layers read: ids; positions (the batch's,
 // else 0…T−1 restarting at each segment); the rotary tables grown to the largest position; the additive key
-// mask (nil when nothing is padded); segment ids; and the labels shifted left by one (the target of position t
-// is the label of t+1; the last position of each row has none), as transformers' ForCausalLMLoss shifts them.
+// mask (nil when nothing is padded); and segment ids.
 func (m *ForCausalLM) upload(batch *loaders.Batch) (passInputs, error) {
 	b, t := batch.B, batch.T
 	n, h, a := b*t, &m.host, &m.act
@@ -155,24 +143,6 @@ func (m *ForCausalLM) upload(batch *loaders.Batch) (passInputs, error) {
 			src any
 			why string
 		}{a.segments, batch.SegmentIDs, "segment ids"})
-	}
-	h.count = 0
-	if batch.Labels != nil {
-		h.labels = grow(h.labels, n)
-		for i := range h.labels {
-			h.labels[i] = ignoreIndex
-			if i%t != t-1 {
-				h.labels[i] = batch.Labels[i+1]
-			}
-			if h.labels[i] != ignoreIndex {
-				h.count++
-			}
-		}
-		up = append(up, struct {
-			dst *tensor.Tensor
-			src any
-			why string
-		}{a.labels, h.labels, "labels"})
 	}
 	for _, u := range up {
 		if err := m.Backend().Upload(u.dst, u.src); err != nil {

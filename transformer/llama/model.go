@@ -10,10 +10,6 @@ import (
 	"github.com/tune-ml/tune/transformer"
 )
 
-// DefaultLossChunk is the number of logits (rows × vocabulary) the LM head computes at once: the (N, V)
-// logits are never held whole, in FP32 or otherwise (64 Mi elements: 128 MiB in BF16).
-const DefaultLossChunk = 1 << 26
-
 // ForCausalLM is transformers' LlamaForCausalLM, and with its Config's options Qwen2ForCausalLM,
 // Qwen3ForCausalLM and MistralForCausalLM: token embeddings, L pre-norm decoder layers, a final RMSNorm and the
 // LM head (tied to the embeddings when tie_word_embeddings), trained with the shifted next-token cross-entropy.
@@ -24,11 +20,9 @@ type ForCausalLM struct {
 	Embed  *transformer.Param   // model.embed_tokens.weight (V, C)
 	Layers []*DecoderLayer      // model.layers.0 … L−1
 	Norm   *transformer.RMSNorm // model.norm
-	// LMHead is lm_head (C → V) without bias; when tied its Weight is Embed, and the shared weight's gradient
-	// sums both uses.
-	LMHead *transformer.Linear
-	// LossChunk is the number of logits the head computes at once (DefaultLossChunk).
-	LossChunk int
+	// Head is lm_head (C → V, no bias) with the shifted cross-entropy, run chunk by chunk; when tied its
+	// Weight is Embed, and the shared weight's gradient sums both uses.
+	Head *transformer.CausalLMHead
 
 	transformer.ModelCore
 
@@ -42,8 +36,8 @@ type ForCausalLM struct {
 }
 
 type carveKey struct {
-	b, t, chunk int
-	dt          tensor.DType
+	b, t int
+	dt   tensor.DType
 }
 
 // activations are the model-level buffers of one pass (views of the step arena); N = B·T.
@@ -52,13 +46,9 @@ type activations struct {
 	pos      *tensor.Tensor   // (B, T) I32
 	mask     *tensor.Tensor   // (B, T) F32 additive key mask
 	segments *tensor.Tensor   // (B, T) I32
-	labels   *tensor.Tensor   // (N) I64 shifted targets (−100 ignored)
-	losses   *tensor.Tensor   // (N) F32 per-token losses
 	hs       []*tensor.Tensor // L+1 residual streams (N, C) F32: hs[i] enters layer i, hs[L] leaves the last
 	rstdF    *tensor.Tensor   // (N) F32 of the final norm
 	xf       *tensor.Tensor   // (N, C) h final norm output, the LM head's input
-	logits   *tensor.Tensor   // (chunk, V) h
-	dlogits  *tensor.Tensor   // (chunk, V) h
 	dxf      *tensor.Tensor   // (N, C) F32 gradient of xf
 	grad     *tensor.Tensor   // (N, C) F32 residual gradient
 	padRow   *tensor.Tensor   // (C) F32 the padding row of the embedding gradient, kept across the lookup's backward
@@ -72,11 +62,8 @@ type ropeState struct {
 
 // hostBuffers are reused host-side staging slices (grown, never shrunk).
 type hostBuffers struct {
-	pos    []int32
-	mask   []float32
-	labels []int64 // (N) shifted targets of the last Forward
-	losses []float32
-	count  int // supervised targets among labels
+	pos  []int32
+	mask []float32
 }
 
 type lastForward struct {
@@ -106,7 +93,7 @@ func build(b tensor.Backend, cfg Config) (m *ForCausalLM, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("llama: config %w", err)
 	}
-	m = &ForCausalLM{Config: cfg, LossChunk: DefaultLossChunk}
+	m = &ForCausalLM{Config: cfg}
 	m.InitCore(b, "llama", m.namedParameters, m.projectionSlots, m.reset)
 	c, inter, eps := cfg.HiddenSize, cfg.IntermediateSize, float32(cfg.RMSNormEps)
 	emb, err := b.Alloc(tensor.F32, cfg.VocabSize, c)
@@ -146,10 +133,11 @@ func build(b tensor.Backend, cfg Config) (m *ForCausalLM, err error) {
 		m.Layers = append(m.Layers, l)
 	}
 	m.Norm = norm(c)
-	if cfg.TieWordEmbeddings {
-		m.LMHead = &transformer.Linear{In: c, Out: cfg.VocabSize, Weight: m.Embed}
-	} else {
-		m.LMHead = lin(c, cfg.VocabSize, false)
+	m.Head = &transformer.CausalLMHead{Weight: m.Embed, V: cfg.VocabSize, C: c}
+	if !cfg.TieWordEmbeddings {
+		if head := lin(c, cfg.VocabSize, false); head != nil {
+			m.Head.Weight = head.Weight
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -171,14 +159,8 @@ func (m *ForCausalLM) reset() {
 // Reserve sizes the step arena for batches up to b × t tokens.
 func (m *ForCausalLM) Reserve(b, t int) error { return m.carve(b, t) }
 
-// chunkRows is the number of token rows the LM head computes at once for n tokens.
-func (m *ForCausalLM) chunkRows(n int) int {
-	r := m.LossChunk / m.Config.VocabSize
-	return max(1, min(n, r))
-}
-
 func (m *ForCausalLM) carve(b, t int) error {
-	key := carveKey{b, t, m.chunkRows(b * t), m.Policy().GemmDType()}
+	key := carveKey{b, t, m.Policy().GemmDType()}
 	if key == m.shape {
 		return nil
 	}
@@ -192,17 +174,17 @@ func (m *ForCausalLM) carve(b, t int) error {
 
 func (m *ForCausalLM) layout(a *transformer.Arena, key carveKey) error {
 	b, t, dt := key.b, key.t, key.dt
-	n, c, v := b*t, m.Config.HiddenSize, m.Config.VocabSize
+	n, c := b*t, m.Config.HiddenSize
 	m.act = activations{
 		ids: a.Take(tensor.I32, n), pos: a.Take(tensor.I32, b, t), mask: a.Take(tensor.F32, b, t),
-		segments: a.Take(tensor.I32, b, t), labels: a.Take(tensor.I64, n), losses: a.Take(tensor.F32, n),
-		rstdF: a.Take(tensor.F32, n), xf: a.Take(dt, n, c),
-		logits: a.Take(dt, key.chunk, v), dlogits: a.Take(dt, key.chunk, v),
+		segments: a.Take(tensor.I32, b, t),
+		rstdF:    a.Take(tensor.F32, n), xf: a.Take(dt, n, c),
 		dxf: a.Take(tensor.F32, n, c), grad: a.Take(tensor.F32, n, c), padRow: a.Take(tensor.F32, c),
 	}
 	for range len(m.Layers) + 1 {
 		m.act.hs = append(m.act.hs, a.Take(tensor.F32, n, c))
 	}
+	m.Head.Layout(a, n, dt)
 	m.sc = layoutLayerScratch(a, n, &m.Config, dt)
 	for _, l := range m.Layers {
 		l.layout(a, b, t, &m.Config, dt)
@@ -255,17 +237,23 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 	if opts.HostLogits {
 		out.Logits = make([]float32, b*t*m.Config.VocabSize)
 	}
-	labelled := batch.Labels != nil
-	if err := m.head(&p, out.Logits, labelled); err != nil {
-		return out, err
+	var targets []int64
+	if batch.Labels != nil {
+		targets, _ = transformer.ShiftLabels(batch.Labels, b, t)
 	}
 	out.Loss = float32(math.NaN())
-	if !labelled {
+	if targets == nil && out.Logits == nil {
+		return out, nil // nothing asks for the head
+	}
+	sum, count, err := m.Head.Forward(&p, a.xf, targets, out.Logits)
+	if err != nil {
+		return out, fmt.Errorf("llama: lm_head (labels must lie in [0, %d) or be -100): %w", m.Config.VocabSize, err)
+	}
+	if targets == nil {
 		return out, nil
 	}
-	if out.Loss, err = m.loss(); err != nil {
-		return out, err
-	}
+	out.Loss = float32(sum / float64(count))
+	m.last.count = count
 	if opts.Train {
 		m.last.pass, m.last.key, m.last.ready, m.last.in = p, m.shape, true, in
 	}
@@ -282,8 +270,12 @@ func (m *ForCausalLM) Backward(seed float32) (err error) {
 	}
 	m.last.ready = false
 	p, in, a := m.last.pass, m.last.in, &m.act
-	if err := m.headBackward(&p, seed); err != nil {
-		return err
+	scale := float32(0)
+	if m.last.count > 0 {
+		scale = seed / float32(m.last.count)
+	}
+	if err := m.Head.Backward(&p, a.dxf, scale); err != nil {
+		return fmt.Errorf("llama: lm_head backward: %w", err)
 	}
 	if err := p.Notify("model.norm", true, a.dxf); err != nil {
 		return err

@@ -22,7 +22,7 @@ func (m *ForCausalLM) namedParameters() []transformer.NamedParameter {
 	}
 	ps = append(ps, transformer.NamedParameter{Name: "model.norm.weight", Param: m.Norm.Weight})
 	if !m.Config.TieWordEmbeddings {
-		ps = append(ps, transformer.NamedParameter{Name: "lm_head.weight", Param: m.LMHead.Weight})
+		ps = append(ps, transformer.NamedParameter{Name: "lm_head.weight", Param: m.Head.Weight})
 	}
 	return ps
 }
