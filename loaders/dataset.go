@@ -202,6 +202,9 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 	}
 	if header != nil {
 		records, lines = records[1:], lines[1:]
+		if len(records) == 0 {
+			return nil, fmt.Errorf("loaders: %s: the file has a header row and no examples", path)
+		}
 	}
 	text, pair, label := defaultColumns(opts, header)
 	width := len(header)
@@ -312,6 +315,10 @@ func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, erro
 		}
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(l, &obj); err != nil {
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) {
+				return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: the line is a JSON %s; each line must be one object such as {\"text\": \"...\", \"label\": 1}", path, line, te.Value)
+			}
 			return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: %v", path, line, err)
 		}
 		if opts.TextColumn == "" && len(rows) == 0 {

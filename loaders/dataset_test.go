@@ -125,6 +125,9 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"JSONL missing key", "a.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"b\"}\n", DatasetOptions{}, `:2: no "label" key`},
 		{"JSONL text must be a string", "a.jsonl", "{\"text\": 5, \"label\": 1}\n", DatasetOptions{}, `:1: "text" must be a string`},
 		{"empty file", "a.tsv", "", DatasetOptions{}, "no rows"},
+		{"header and no examples", "a.tsv", "sentence\tlabel\n", DatasetOptions{}, "a header row and no examples"},
+		{"CSV header and no examples", "a.csv", "sentence,label\n\n", DatasetOptions{}, "a header row and no examples"},
+		{"JSONL array line", "a.jsonl", "{\"text\": \"a\", \"label\": 1}\n[1, 2]\n", DatasetOptions{}, ":2: not a JSON object: the line is a JSON array"},
 		{"no label anywhere", "a.tsv", "sentence\tlabel\nx\t\n", DatasetOptions{}, "no row has a label"},
 		{"unknown extension", "a.txt", "x\n", DatasetOptions{}, "cannot tell the format"},
 	}
