@@ -20,7 +20,6 @@ import (
 	"github.com/tune-ml/tune/cmd/tune/internal/bench"
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/lora"
-	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -180,7 +179,7 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 			return usagef("--json %s already exists; remove it or choose another name", o.JSON)
 		}
 	}
-	b, err := recipes.OpenDevice(o.Device)
+	b, err := openDevice(o.Device)
 	if err != nil {
 		return err
 	}

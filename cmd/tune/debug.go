@@ -72,7 +72,7 @@ func (d *debugData) open(stderr io.Writer, labelled bool) (*recipes.Run, []*load
 	if device == "" {
 		device = "auto"
 	}
-	b, err := recipes.OpenDevice(device)
+	b, err := openDevice(device)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,7 +191,7 @@ func (o *debugNaNOptions) run(args []string, stdout, stderr io.Writer) error {
 		if o.Device != "" {
 			device = o.Device
 		}
-		b, err := recipes.OpenDevice(device)
+		b, err := openDevice(device)
 		if err != nil {
 			return err
 		}

@@ -164,7 +164,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.Device != "" {
 		device = o.Device
 	}
-	b, err := recipes.OpenDevice(device)
+	b, err := openDevice(device)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
 	"github.com/tune-ml/tune/lora"
-	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
@@ -174,7 +173,7 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if len(ids) == 0 {
 		return usagef("the prompt is empty")
 	}
-	b, err := recipes.OpenDevice(o.Device)
+	b, err := openDevice(o.Device)
 	if err != nil {
 		return err
 	}

@@ -165,7 +165,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	if err := o.check(stderr); err != nil {
 		return err
 	}
-	b, err := recipes.OpenDevice(o.Device)
+	b, err := openDevice(o.Device)
 	if err != nil {
 		return err
 	}
