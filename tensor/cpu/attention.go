@@ -39,20 +39,19 @@ func (a *attnProblem[T]) allowed(b, i, j int) bool {
 	return a.seg == nil || a.seg[b*a.Tq+i] == a.seg[b*a.Tk+j]
 }
 
-// dropRow fills f (Tk) with the dropout factor of row i of head h of batch member b: 1/(1−p) where
-// tensor.PhiloxKeep keeps element ((b·Hq + h)·Tq + i)·Tk + j of a dense (B, Hq, Tq, Tk) tensor, else 0 (as
-// dropoutKernel computes it, so the fused and the two-pass path keep the same elements); all 1 when p is 0.
-func (a *attnProblem[T]) dropRow(f []T, b, h, i int) {
-	if a.p == 0 {
-		for j := range f {
-			f[j] = 1
-		}
-		return
-	}
+// dropBlock fills f (n·Tk) with the dropout factors of rows i0 … i0+n−1 of head h of batch member b: 1/(1−p)
+// where tensor.PhiloxKeep keeps element ((b·Hq + h)·Tq + i)·Tk + j of a dense (B, Hq, Tq, Tk) tensor, else 0
+// (as dropoutKernel computes it, so the fused and the two-pass path keep the same elements); all 1 when p is 0.
+// The rows are consecutive in that index space, so one dropoutKernel call draws them all (16 Philox blocks at a
+// time where the processor allows).
+func (a *attnProblem[T]) dropBlock(f []T, b, h, i0, n int) {
+	f = f[:n*a.Tk]
 	for j := range f {
 		f[j] = 1
 	}
-	dropoutKernel(f, f, a.p, a.seed, a.offset, ((b*a.Hq+h)*a.Tq+i)*a.Tk) // out may be x
+	if a.p != 0 {
+		dropoutKernel(f, f, a.p, a.seed, a.offset, ((b*a.Hq+h)*a.Tq+i0)*a.Tk) // out may be x
+	}
 }
 
 // rnd applies the half rounding of the product inputs (nothing for F32/FP64).
@@ -100,15 +99,16 @@ func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
 	}
 	m := min(a.Tq, attnBlock)
 	parallelFor(a.B*a.Hq, a.Tq*a.Tk*a.D*2, func(lo, hi int) {
-		sb, f := make([]T, m*a.Tk), make([]T, a.Tk)
+		sb, fb := make([]T, m*a.Tk), make([]T, m*a.Tk)
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/a.Hq, bh%a.Hq
 			qo, ko := a.heads(b, h)
 			for i0 := 0; i0 < a.Tq; i0 += m {
 				n := min(m, a.Tq-i0)
 				blasGemm(false, true, n, a.Tk, a.D, a.scale, q[qo+i0*a.D:], a.D, k[ko:], a.D, 0, sb, a.Tk, false)
+				a.dropBlock(fb, b, h, i0, n)
 				for r := 0; r < n; r++ {
-					i, s := i0+r, sb[r*a.Tk:(r+1)*a.Tk]
+					i, s, f := i0+r, sb[r*a.Tk:(r+1)*a.Tk], fb[r*a.Tk:(r+1)*a.Tk]
 					a.rowScores(s, b, i)
 					mx := T(math.Inf(-1))
 					for _, x := range s {
@@ -126,7 +126,6 @@ func attnForwardKernel[T scalar](a *attnProblem[T], o, lse, q, k, v []T) {
 					}
 					lse[bh*a.Tq+i] = mx + T(math.Log(float64(sum)))
 					inv := 1 / sum
-					a.dropRow(f, b, h, i)
 					for j, e := range s {
 						s[j] = a.rnd(e * inv * f[j])
 					}
@@ -153,7 +152,7 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 	}
 	g, m := a.Hq/a.Hkv, min(a.Tq, attnBlock)
 	parallelFor(a.B*a.Hkv, g*a.Tq*a.Tk*a.D*4, func(lo, hi int) {
-		sb, db, pb, f := make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, a.Tk)
+		sb, db, pb, fb := make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, m*a.Tk), make([]T, m*a.Tk)
 		for bk := lo; bk < hi; bk++ {
 			b, kh := bk/a.Hkv, bk%a.Hkv
 			ko := bk * a.Tk * a.D
@@ -166,9 +165,11 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 					n := min(m, a.Tq-i0)
 					blasGemm(false, true, n, a.Tk, a.D, a.scale, q[qo+i0*a.D:], a.D, k[ko:], a.D, 0, sb, a.Tk, false)
 					blasGemm(false, true, n, a.Tk, a.D, 1, dout[qo+i0*a.D:], a.D, v[ko:], a.D, 0, db, a.Tk, false)
+					a.dropBlock(fb, b, h, i0, n)
 					for r := 0; r < n; r++ {
 						i := i0 + r
 						p, dp, pd := sb[r*a.Tk:(r+1)*a.Tk], db[r*a.Tk:(r+1)*a.Tk], pb[r*a.Tk:(r+1)*a.Tk]
+						f := fb[r*a.Tk : (r+1)*a.Tk]
 						l := lse[(b*a.Hq+h)*a.Tq+i]
 						if math.IsInf(float64(l), -1) { // no allowed key: no gradient
 							clear(pd)
@@ -176,7 +177,6 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 							continue
 						}
 						a.rowScores(p, b, i)
-						a.dropRow(f, b, h, i)
 						var delta T
 						for j, x := range p {
 							if math.IsInf(float64(x), -1) {
@@ -211,8 +211,10 @@ func (bk *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return tensor.Errorf("Attention", gerr, ts...)
 	}
 	pr := newAttnProblem(g)
-	q, k, v := gather(g.Q, g.B, g.Hq, g.Tq, g.D), gather(g.K, g.B, g.Hkv, g.Tk, g.D), gather(g.V, g.B, g.Hkv, g.Tk, g.D)
-	o := make([]float32, g.B*g.Hq*g.Tq*g.D)
+	var sc scratch
+	defer sc.release()
+	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
+	o := sc.get(g.B * g.Hq * g.Tq * g.D)
 	attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
 	scatter(g.O, o, g.B, g.Hq, g.Tq, g.D)
 	return nil
@@ -229,9 +231,11 @@ func (bk *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error)
 	}
 	pr := newAttnProblem(g)
 	nq, nk := g.B*g.Hq*g.Tq*g.D, g.B*g.Hkv*g.Tk*g.D
-	q, k, v := gather(g.Q, g.B, g.Hq, g.Tq, g.D), gather(g.K, g.B, g.Hkv, g.Tk, g.D), gather(g.V, g.B, g.Hkv, g.Tk, g.D)
-	o, dout := gather(g.O, g.B, g.Hq, g.Tq, g.D), gather(g.DO, g.B, g.Hq, g.Tq, g.D)
-	dq, dk, dv := make([]float32, nq), make([]float32, nk), make([]float32, nk)
+	var sc scratch
+	defer sc.release()
+	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
+	o, dout := sc.gather(g.O, g.B, g.Hq, g.Tq, g.D), sc.gather(g.DO, g.B, g.Hq, g.Tq, g.D)
+	dq, dk, dv := sc.get(nq), sc.get(nk), sc.get(nk) // every element is written by the kernel
 	attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
 	scatter(g.DQ, dq, g.B, g.Hq, g.Tq, g.D)
 	scatter(g.DK, dk, g.B, g.Hkv, g.Tk, g.D)
@@ -256,9 +260,27 @@ func newAttnProblem(g opcheck.Attention) *attnProblem[float32] {
 	return pr
 }
 
-// gather copies operand x, (b, h, t, d) through its strides, into a dense FP32 slice (half widened exactly).
-func gather(x opcheck.AttnOperand, b, h, t, d int) []float32 {
-	out := make([]float32, b*h*t*d)
+// scratch hands out FP32 buffers from the packing pool (sgemm.go) for one op call and returns them after it, so
+// steady-state training steps do not allocate them again. Their contents are not cleared.
+type scratch []*[]float32
+
+func (s *scratch) get(n int) []float32 {
+	p := getPack(n)
+	*s = append(*s, p)
+	return *p
+}
+
+func (s *scratch) release() {
+	for _, p := range *s {
+		packPool.Put(p)
+	}
+	*s = nil
+}
+
+// gather copies operand x, (b, h, t, d) through its strides, into a dense FP32 scratch slice (half widened
+// exactly).
+func (s *scratch) gather(x opcheck.AttnOperand, b, h, t, d int) []float32 {
+	out := s.get(b * h * t * d)
 	for r := 0; r < b*h*t; r++ {
 		src := x.T.Offset + x.Index(r/(h*t), r/t%h, r%t)
 		row := out[r*d : (r+1)*d]
