@@ -184,7 +184,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 		return nil // absent (or unreadable: the MkdirAll that follows reports it)
 	}
 	if !info.IsDir() {
-		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is a file, not a folder; choose another training.output_dir", a.OutputDir)}
+		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is a file, not a folder; choose another output_dir", a.OutputDir)}
 	}
 	if a.ResumeFromCheckpoint != "" {
 		return nil
@@ -194,13 +194,14 @@ func (a *TrainingArguments) CheckOutputDir() error {
 		if len(found) > 0 && !slices.Contains(found, TrainerStateName) {
 			return fmt.Errorf("trainer: %w: %s has %s but no %s, so it is not the output of a training run; "+
 				"overwrite_output_dir only replaces a previous run and never deletes other files: choose another "+
-				"training.output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
+				"output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
 		}
 		return nil
 	}
 	if len(found) > 0 {
-		return fmt.Errorf("trainer: %w: %s has %s; set training.overwrite_output_dir=true to replace what a tune run "+
-			"wrote there, training.resume_from_checkpoint=true to continue a run, or choose another training.output_dir",
+		// TrainingArguments' names (HF's): a recipe sets them under training:, a Go program in the struct.
+		return fmt.Errorf("trainer: %w: %s has %s; set overwrite_output_dir to replace what a tune run wrote there, "+
+			"resume_from_checkpoint to continue that run, or choose another output_dir (in a recipe: training.KEY)",
 			ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "))
 	}
 	return nil

@@ -19,6 +19,14 @@
 // anything that implements Dataset (recipes.TextDataset adapts a loaders.Dataset and its Collator). Arguments
 // are checked by New: every bad value is an *ArgumentError naming its HF key, all wrapping ErrInvalidArguments.
 //
+// The device is the model's: the Trainer runs on the tensor.Backend the model's tensors live on
+// (Model.Backend), so the backend is chosen when the model is built or loaded, not here:
+//
+//	b := cpu.New()                  // tensor/cpu: the pure-Go reference backend, always there
+//	b, err := cuda.Open(0)          // package cuda: GPU 0; built with -tags cuda, else an error wrapping tensor.ErrNoDevice
+//	b, err := recipes.OpenDevice("auto") // CUDA device 0 when cuda.Available(), else the CPU (a recipe's device:)
+//	model, _, err := bert.LoadPretrained(dir, b, transformer.LoadOptions{})
+//
 // package recipes builds all of this from a YAML recipe (recipes.Build), and `tune finetune` runs it.
 //
 // # The step

@@ -73,3 +73,14 @@ func TestCurveSizeAndTicks(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputDirErrorSpeaksTrainingArguments: a Go caller is told TrainingArguments' names (overwrite_output_dir,
+// resume_from_checkpoint, output_dir), not recipe keys ("set training.overwrite_output_dir=true").
+func TestOutputDirErrorSpeaksTrainingArguments(t *testing.T) {
+	a := testArgs(t)
+	os.WriteFile(filepath.Join(a.OutputDir, TrainerStateName), []byte("{}"), 0o644)
+	err := a.CheckOutputDir()
+	if err == nil || !strings.Contains(err.Error(), "set overwrite_output_dir to replace") || strings.Contains(err.Error(), "training.overwrite_output_dir") {
+		t.Errorf("err = %v", err)
+	}
+}
