@@ -81,6 +81,52 @@ func (j *jsonlWriter) OnLog(_ *Event, logs LogEntry) (err error) {
 	return err
 }
 
+// terminalColumns returns w's width in columns when it is a terminal, else 0.
+func terminalColumns(w io.Writer) int {
+	if f, ok := w.(*os.File); ok {
+		if cols, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return cols
+		}
+	}
+	return 0
+}
+
+// compactBelow is the terminal width under which the bar leaves out the elapsed and remaining times and the
+// tokens/s (the log lines above it carry them), so that its line fits: an overlong line wraps, and the
+// terminal then shows a new line at every redraw.
+const compactBelow = 110
+
+// barWidth sizes the bar so that its whole line fits in cols columns: "100% |", the bar, "| ", the count
+// (steps of up to 5 digits), the times unless compact, and a description of descLen characters. 24 when the
+// width is unknown; between 8 and 40.
+func barWidth(cols, descLen int, compact bool) int {
+	if cols <= 0 {
+		return 24
+	}
+	used := 6 + 2 + len("(12345/12345)") + 1 + descLen + 1
+	if !compact {
+		used += len(" [12m34s:1h2m3s]")
+	}
+	return min(max(cols-used, 8), 40)
+}
+
+// describe is the bar's description: fixed-width fields, so that the line keeps its length as the numbers
+// change; without tokens/s when compact.
+func (p *progress) describe(compact bool) string {
+	r := &p.t.run
+	desc := fmt.Sprintf("loss %7.4f  lr %.2e", r.lastLoss, r.lr)
+	if !compact {
+		desc += fmt.Sprintf("  %6s tok/s", humanize(p.tokPerSec))
+	}
+	if p.t.scaler.Enabled() { // bf16 has no loss scale
+		desc += fmt.Sprintf("  scale %-6g", r.scale)
+	}
+	if r.skippedTotal > 0 {
+		desc += fmt.Sprintf("  skipped %d", r.skippedTotal)
+	}
+	return desc
+}
+
 // isTerminal reports whether w is a terminal (a variable, so that tests can draw the terminal display).
 var isTerminal = func(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -98,6 +144,8 @@ type progress struct {
 	tty       bool
 	bar       *progressbar.ProgressBar
 	evalBar   *progressbar.ProgressBar
+	cols      int  // the terminal's width (0: unknown)
+	compact   bool // a narrow terminal: no times or tokens/s on the bar
 	start     time.Time
 	lastTime  time.Time
 	lastTok   int64
@@ -119,9 +167,9 @@ func (p *progress) predictStep(prefix string, done, total int) {
 	if p.evalBar == nil {
 		p.bar.Clear()
 		p.evalBar = progressbar.NewOptions(total, progressbar.OptionSetWriter(p.out), progressbar.OptionShowCount(),
-			progressbar.OptionSetDescription(prefix), progressbar.OptionSetWidth(24),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetPredictTime(true), progressbar.OptionSetRenderBlankState(true))
+			progressbar.OptionSetDescription(prefix), progressbar.OptionSetWidth(barWidth(p.cols, len(prefix), p.compact)),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetElapsedTime(!p.compact),
+			progressbar.OptionSetPredictTime(!p.compact), progressbar.OptionSetRenderBlankState(true))
 	}
 	p.evalBar.Set(done)
 	if done >= total {
@@ -134,9 +182,11 @@ func (p *progress) predictStep(prefix string, done, total int) {
 func (p *progress) OnTrainBegin(e *Event) error {
 	p.start, p.lastTime, p.lastTok = time.Now(), time.Now(), e.State.NumInputTokensSeen
 	if p.tty {
+		p.cols = terminalColumns(p.out)
+		p.compact = p.cols > 0 && p.cols < compactBelow
 		p.bar = progressbar.NewOptions(e.State.MaxSteps, progressbar.OptionSetWriter(p.out),
-			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionSetElapsedTime(true),
-			progressbar.OptionSetWidth(24), progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(!p.compact), progressbar.OptionSetElapsedTime(!p.compact),
+			progressbar.OptionSetWidth(barWidth(p.cols, len(p.describe(p.compact)), p.compact)), progressbar.OptionThrottle(100*time.Millisecond),
 			progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetRenderBlankState(true))
 		p.bar.Set(e.State.GlobalStep)
 	}
@@ -156,16 +206,7 @@ func (p *progress) OnStepEnd(e *Event) error {
 	}
 	p.lastTime, p.lastTok = now, e.State.NumInputTokensSeen
 	if p.bar != nil {
-		r := &p.t.run
-		// Fixed-width fields, so the bar does not shift as the numbers change (lr as 2.00e-04, tokens/s right-aligned).
-		desc := fmt.Sprintf("loss %7.4f  lr %.2e  %6s tok/s", r.lastLoss, r.lr, humanize(p.tokPerSec))
-		if p.t.scaler.Enabled() { // bf16 has no loss scale
-			desc += fmt.Sprintf("  scale %-6g", r.scale)
-		}
-		if r.skippedTotal > 0 {
-			desc += fmt.Sprintf("  skipped %d", r.skippedTotal)
-		}
-		p.bar.Describe(desc)
+		p.bar.Describe(p.describe(p.compact))
 		p.bar.Set(e.State.GlobalStep)
 	}
 	return nil

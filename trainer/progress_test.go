@@ -4,6 +4,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor/cpu"
 )
 
 // TestTerminalProgress draws the terminal display into a buffer: each logged step's line is kept above the bar
@@ -35,5 +38,24 @@ func TestTerminalProgress(t *testing.T) {
 		if _, ok := l["loss_scale"]; ok {
 			t.Errorf("bf16 log entry with loss_scale: %v", l)
 		}
+	}
+}
+
+// TestBarFitsTheTerminal: at 80 columns the bar's line, with fp16's scale and a 5-digit step count, fits
+// (it took about 100 columns, so it wrapped and scrolled at every redraw); wide terminals keep the times.
+func TestBarFitsTheTerminal(t *testing.T) {
+	tr := &Trainer{}
+	var err error
+	if tr.scaler, err = amp.NewGradScaler(cpu.New(), amp.DefaultGradScalerOptions()); err != nil {
+		t.Fatal(err)
+	}
+	p := &progress{t: tr}
+	desc := p.describe(true)
+	w := barWidth(80, len(desc), true)
+	if line := 6 + w + 2 + len("(12345/12345)") + 1 + len(desc); line > 80 || w < 8 || !strings.Contains(desc, "scale") {
+		t.Errorf("at 80 columns: bar %d, line %d columns (%q)", w, line, desc)
+	}
+	if barWidth(0, 40, false) != 24 || barWidth(300, 40, false) != 40 {
+		t.Errorf("barWidth: unknown %d, wide %d", barWidth(0, 40, false), barWidth(300, 40, false))
 	}
 }
