@@ -87,6 +87,10 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if st, err := os.Stat(model); err != nil || !st.IsDir() {
 		return usagef("--model %s: not a model directory (config.json and safetensors weights)", o.Model)
 	}
+	if f, err := transformer.Lookup(model); err == nil && f.Name == "bert" {
+		return usagef("--model %s is a BERT encoder (model_type bert in its config.json), not a causal language model: "+
+			"generate continues text with a decoder (llama, mistral, qwen2, qwen3, gpt2); score a BERT model with tune predict", o.Model)
+	}
 	adapter, err := resolveHub("--adapter", o.Adapter, o.Revision)
 	if err != nil {
 		return err
@@ -107,7 +111,11 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		if err == nil {
 			err = fmt.Errorf("%s has no byte-pair-encoding tokenizer.json (generate needs a decoder's tokenizer)", tokPath)
 		}
-		return usagef("--tokenizer: %v", err)
+		flag := "--tokenizer"
+		if o.Tokenizer == "" {
+			flag = "the tokenizer (no --tokenizer given)"
+		}
+		return usagef("%s: %v", flag, err)
 	}
 	tok, err := tokenizers.LoadForTransformers(tokPath)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // checkModelPaths checks the model, adapter and tokenizer paths of eval and predict before anything is loaded,
@@ -49,6 +50,11 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 		return "", usagef("--model %s has no %s: it is not a Hugging Face model directory (config.json and model.safetensors, as tune finetune writes)", model, loaders.ConfigName)
 	case !hasWeights:
 		return "", usagef("--model %s has no %s (nor %s): tune reads safetensors weights only", model, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
+	}
+	if f, err := transformer.Lookup(model); err == nil && f.Name != "bert" {
+		return "", usagef("--model %s is a %s causal language model (its config.json), not a sequence classifier: "+
+			"tune eval and tune predict score BERT sequence classifiers; continue text with tune generate --model %s, "+
+			"and read its eval_loss in the training run's eval_results.json", model, f.Name, model)
 	}
 	if err := recipes.CheckModelConfig(model); err != nil {
 		return "", usagef("--model %s: %s", model, errctx.Trim(err.Error()))
