@@ -22,9 +22,10 @@ type Row struct {
 }
 
 // Rows returns one row per example, or with packing the examples packed best-fit decreasing into rows of at
-// most maxLength tokens (TRL's pack_dataset strategy "bfd"): longest first, each into the row with the least
-// room that still fits it, a new row when none does; ties keep file order. Rows come in the order they were
-// opened.
+// most MaxLength tokens (TRL's pack_dataset strategy "bfd", trl/data_utils.py _pack_bfd): longest first, each
+// into the row with the least room that still fits it (among rows with equal room the one that has had it
+// longest, as TRL's per-room FIFO queues pick), a new row when none does. Equal lengths keep file order (TRL
+// sorts with numpy's argsort, which promises no order for them). Rows come in the order they were opened.
 func (d *Dataset) Rows(packing bool) []Row {
 	if !packing {
 		rows := make([]Row, len(d.Examples))
@@ -42,21 +43,28 @@ func (d *Dataset) Rows(packing bool) []Row {
 	})
 	var bins [][]int
 	var used []int
-	for _, i := range order {
+	var since []int // when each row's room last changed: among rows with the same room the oldest wins
+	for step, i := range order {
 		n := len(d.Examples[i].InputIDs)
 		best := -1
 		for b := range bins {
-			if room := d.MaxLength - used[b]; room >= n && (best < 0 || room < d.MaxLength-used[best]) {
+			room, bestRoom := d.MaxLength-used[b], 0
+			if best >= 0 {
+				bestRoom = d.MaxLength - used[best]
+			}
+			if room >= n && (best < 0 || room < bestRoom || room == bestRoom && since[b] < since[best]) {
 				best = b
 			}
 		}
 		if best < 0 {
 			bins = append(bins, nil)
 			used = append(used, 0)
+			since = append(since, 0)
 			best = len(bins) - 1
 		}
 		bins[best] = append(bins[best], i)
 		used[best] += n
+		since[best] = step
 	}
 	rows := make([]Row, len(bins))
 	for b, members := range bins {
