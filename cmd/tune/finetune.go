@@ -270,6 +270,9 @@ func printOutputs(w io.Writer, dir string) {
 	for _, name := range []string{trainer.MetricsName, trainer.TrainerStateName, trainer.CurveName} {
 		fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
 	}
+	if _, err := os.Stat(filepath.Join(dir, trainer.AllResultsName)); err == nil {
+		fmt.Fprintf(w, "  %s (and train_results.json, eval_results.json, as transformers' example scripts write)\n", filepath.Join(dir, trainer.AllResultsName))
+	}
 	if len(cps) > 0 {
 		fmt.Fprintf(w, "  checkpoints: %s\n", strings.Join(cps, ", "))
 	}
