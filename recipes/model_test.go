@@ -159,7 +159,7 @@ func TestModelConfigRecipeRules(t *testing.T) {
 			[]string{"num_labels: -3 is negative: num_labels is the number of classes",
 				"hidden_dropout_prob: must be a probability in [0, 1) (got 2)"}},
 		{"two million labels", func(c *ModelConfig) { c.NumLabels = 2_000_000 },
-			[]string{"num_labels: 2000000 is more than tune's limit of 1000000 classes"}},
+			[]string{"num_labels: 2000000 is more than tune's limit of 100000 classes"}},
 		{"NaN and Inf", func(c *ModelConfig) {
 			inf := math.Inf(1)
 			c.LayerNormEps, c.ClassifierDropout, c.HiddenAct = math.NaN(), &inf, "tanh"
