@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -115,6 +116,9 @@ func Snapshot(cache, repoID, revision string) (string, error) {
 	if st, err := os.Stat(repo); err != nil || !st.IsDir() {
 		return "", missing(repo)
 	}
+	if !ValidRevision(revision) {
+		return "", fmt.Errorf("hub: revision %q is not a branch, tag or commit name: it must not be absolute or contain \"..\" or a backslash", revision)
+	}
 	commit := revision
 	if !commitPattern.MatchString(revision) {
 		ref := filepath.Join(repo, "refs", filepath.FromSlash(revision))
@@ -139,10 +143,21 @@ func Snapshot(cache, repoID, revision string) (string, error) {
 // of the repository value in CacheDir at revision (see Snapshot). A value that is neither is reported as a
 // missing local path (an *fs.PathError) when it looks like a path, else as a *NotCachedError.
 func Resolve(value, revision string) (string, error) {
-	if _, err := os.Stat(value); err == nil || !LooksLikeRepoID(value) {
+	_, err := os.Stat(value)
+	// Only a path that does not exist can be a Hub id: one that is there but cannot be read (a symbolic-link
+	// loop, a permission problem) is reported as itself, never looked up in the cache.
+	if err == nil || !LooksLikeRepoID(value) || !errors.Is(err, fs.ErrNotExist) {
 		return value, err
 	}
 	return Snapshot(CacheDir(), value, revision)
+}
+
+// ValidRevision reports whether revision can name a branch, tag or commit: git refuses ref names with "..",
+// a leading "/" or a backslash (git-check-ref-format), and such a revision would lead the cache lookup out of
+// the repository's refs/ folder.
+func ValidRevision(revision string) bool {
+	return revision != "" && !strings.Contains(revision, "..") && !strings.HasPrefix(revision, "/") &&
+		!strings.Contains(revision, "\\") && !filepath.IsAbs(revision)
 }
 
 // LooksLikeRepoID reports whether value, which does not exist on disk, is to be read as a Hub repository id

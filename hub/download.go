@@ -138,6 +138,10 @@ func (c *Client) Download(ctx context.Context, repoID string, o Options) (*Resul
 		return nil, fmt.Errorf("hub: %q is not a Hub repository id (NAME or ORG/NAME: letters, digits, '-', '_', '.')", repoID)
 	}
 	rev := revOrMain(o.Revision)
+	if !ValidRevision(rev) {
+		// refs/<rev> is written below: a revision with ".." would write outside the cache.
+		return nil, fmt.Errorf("hub: revision %q is not a branch, tag or commit name: it must not be absolute or contain \"..\" or a backslash", rev)
+	}
 	if c.Offline {
 		return c.fromCache(repoID, rev, "HF_HUB_OFFLINE is set")
 	}
