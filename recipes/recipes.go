@@ -205,7 +205,8 @@ func IsEmbeddedName(ref string) bool {
 		return false
 	}
 	_, err := os.Stat(ref)
-	exists := err == nil
+	// Something that is there but cannot be read (a symbolic-link loop) is a file, reported as itself.
+	exists := err == nil || !errors.Is(err, fs.ErrNotExist)
 	if ext := filepath.Ext(ref); ext == ".yaml" || ext == ".yml" {
 		return !exists && embeddedExists(ref)
 	}
@@ -233,8 +234,21 @@ func Load(ref string, overrides []string) (*Recipe, error) {
 		}
 		return Decode(data, "embedded:"+strings.TrimSuffix(ref, ".yaml"), dir, overrides)
 	}
+	if st, err := os.Stat(ref); err == nil && st.IsDir() {
+		return nil, &Problem{Pos: ref, Msg: "is a directory, not a recipe: name a YAML file in it, or an embedded recipe (tune ls)"}
+	}
 	data, err := os.ReadFile(ref)
 	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			// A symbolic-link loop or a file that cannot be read: a recipe argument that does not work, as a
+			// missing one is.
+			reason := err
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				reason = pe.Err
+			}
+			return nil, &Problem{Pos: ref, Msg: "cannot read the recipe: " + reason.Error()}
+		}
 		return nil, fmt.Errorf("recipes: reading the recipe: %w", err)
 	}
 	return Decode(data, ref, filepath.Dir(ref), overrides)

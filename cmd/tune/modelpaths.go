@@ -128,6 +128,11 @@ func resolveHub(flag, value, revision string) (string, error) {
 	if hub.IsNotCached(err) {
 		return value, usagef("%s %s: no such file or directory here, and %v", flag, value, err)
 	}
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		// A damaged cache or an impossible --revision: the lookup's own message says what to do.
+		return value, usagef("%s %s: %s", flag, value, errctx.Trim(err.Error()))
+	}
 	if err != nil {
 		return value, nil
 	}
