@@ -88,13 +88,15 @@ func (e *NotCachedError) Error() string {
 	if e.Revision != "" && e.Revision != DefaultRevision {
 		rev = " --revision " + e.Revision
 	}
-	why := ""
-	if e.Reason != "" {
-		why = " (" + e.Reason + ")"
+	if e.Reason != "" { // Download could not fetch it: saying "run tune download" would send the user round
+		return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s, and %s: %s does not exist; run "+
+			"`tune download %s%s` again where the Hub can be reached (HF_HUB_OFFLINE unset, HF_ENDPOINT for a mirror), "+
+			"or set HF_HUB_CACHE or HF_HOME to a cache that holds it", e.RepoID, revOrMain(e.Revision), e.Cache,
+			e.Reason, e.Missing, e.RepoID, rev)
 	}
-	return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s%s: %s does not exist; fetch it with "+
+	return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s: %s does not exist; fetch it with "+
 		"`tune download %s%s` (or any Hugging Face tool), or set HF_HUB_CACHE or HF_HOME to the cache that holds it",
-		e.RepoID, revOrMain(e.Revision), e.Cache, why, e.Missing, e.RepoID, rev)
+		e.RepoID, revOrMain(e.Revision), e.Cache, e.Missing, e.RepoID, rev)
 }
 
 func revOrMain(rev string) string {

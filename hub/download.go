@@ -143,12 +143,12 @@ func (c *Client) Download(ctx context.Context, repoID string, o Options) (*Resul
 		return nil, fmt.Errorf("hub: revision %q is not a branch, tag or commit name: it must not be absolute or contain \"..\" or a backslash", rev)
 	}
 	if c.Offline {
-		return c.fromCache(repoID, rev, "HF_HUB_OFFLINE is set")
+		return c.fromCache(repoID, rev, "HF_HUB_OFFLINE is set, so the Hub was not asked")
 	}
 	info, err := c.repoInfo(ctx, repoID, rev)
 	if err != nil {
 		if unreachable(err) {
-			return c.fromCache(repoID, rev, fmt.Sprintf("the Hub at %s cannot be reached: %v", c.Endpoint, errors.Unwrap(err)))
+			return c.fromCache(repoID, rev, fmt.Sprintf("the Hub at %s cannot be reached (%s)", c.Endpoint, netProblem(err)))
 		}
 		return nil, err
 	}
@@ -226,6 +226,19 @@ func (c *Client) fromCache(repoID, rev, reason string) (*Result, error) {
 		return nil
 	})
 	return res, nil
+}
+
+// netProblem says briefly why a connection failed: the DNS or dial error without the request around it.
+func netProblem(err error) string {
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		return "cannot resolve " + de.Name + ": " + de.Err
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return oe.Op + ": " + oe.Err.Error()
+	}
+	return err.Error()
 }
 
 // unreachable reports whether err means the Hub could not be reached at all (no network, refused, DNS).
