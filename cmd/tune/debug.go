@@ -306,5 +306,11 @@ func (o *debugCompareOptions) run(stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return rep.Write(stdout)
+	if err := rep.Write(stdout); err != nil {
+		return err
+	}
+	if bad := rep.FirstRefNonFinite(); bad != nil {
+		return fmt.Errorf("%w: the FP32 output of %s", errFound, bad.Module)
+	}
+	return nil
 }

@@ -27,12 +27,15 @@ type Diff struct {
 	// MaxRef is max |FP32| over the same elements, for scale.
 	MaxRef    float64
 	NonFinite int // elements non-finite under the policy but finite in FP32
-	n         int
-	sum       float64
+	// RefNonFinite counts the elements non-finite in FP32 itself, which no difference is measured on: the
+	// model (or the data) is broken there, whatever the precision.
+	RefNonFinite int
+	n            int
+	sum          float64
 }
 
-// Flagged reports whether the difference is above Threshold (or non-finite).
-func (d Diff) Flagged() bool { return d.Max > Threshold || d.NonFinite > 0 }
+// Flagged reports whether the difference is above Threshold (or non-finite, under AMP or in FP32).
+func (d Diff) Flagged() bool { return d.Max > Threshold || d.NonFinite > 0 || d.RefNonFinite > 0 }
 
 // CompareRow is one module's differences, one Diff per policy (CompareReport.Policies order).
 type CompareRow struct {
@@ -46,6 +49,19 @@ type CompareReport struct {
 	Rows     []CompareRow // module outputs in forward order, then LogitsRow
 	Batches  int          // batches run
 	Examples int          // examples over all batches
+}
+
+// FirstRefNonFinite returns the first row (forward order) whose FP32 output holds non-finite values, or nil: from
+// there on the comparison measures nothing, and tune debug nan finds the cause.
+func (r *CompareReport) FirstRefNonFinite() *CompareRow {
+	for i := range r.Rows {
+		for _, d := range r.Rows[i].Diffs {
+			if d.RefNonFinite > 0 {
+				return &r.Rows[i]
+			}
+		}
+	}
+	return nil
 }
 
 // Row returns the row of module, or nil.
@@ -137,6 +153,7 @@ func (d *Diff) add(ref, got []float32) {
 	for i := range min(len(ref), len(got)) {
 		r, g := float64(ref[i]), float64(got[i])
 		if math.IsNaN(r) || math.IsInf(r, 0) {
+			d.RefNonFinite++
 			continue
 		}
 		d.MaxRef = math.Max(d.MaxRef, math.Abs(r))
@@ -175,6 +192,9 @@ func (r *CompareReport) Write(w io.Writer) error {
 			if d.NonFinite > 0 {
 				max = fmt.Sprintf("%d non-fin!", d.NonFinite)
 			}
+			if d.RefNonFinite > 0 {
+				max = "fp32 n-f!"
+			}
 			ew.printf("  %-5s %-10s %-10.3e", d.DType, max, d.Mean)
 			ref = d.MaxRef
 		}
@@ -184,7 +204,10 @@ func (r *CompareReport) Write(w io.Writer) error {
 	for _, p := range r.Policies {
 		ew.printf("ops under %s autocast: %s\n", p.Precision(), OpDTypes(p))
 	}
-	if flagged > 0 {
+	if bad := r.FirstRefNonFinite(); bad != nil {
+		ew.printf("\nthe FP32 output of %s is itself non-finite (%d values): nothing is compared from there on; "+
+			"find the cause with tune debug nan\n", bad.Module, bad.Diffs[0].RefNonFinite)
+	} else if flagged > 0 {
 		ew.printf("\n%d values above %g: the autocast output drifts from FP32 there; train or serve that module in FP32, or prefer the other dtype\n", flagged, Threshold)
 	} else {
 		ew.printf("\nevery difference is below %g: autocast is safe for this model on these inputs\n", Threshold)
