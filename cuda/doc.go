@@ -27,6 +27,12 @@
 //     (LD_LIBRARY_PATH, the ld.so cache) and /usr/local/cuda/lib64, unless TUNE_CUBLASLT or TUNE_NVRTC names
 //     the file. So a binary built against the CUDA 11.8 headers runs with CUDA 13's libraries. Probe and
 //     DeviceInfo.Libraries report the files loaded (`tune env`).
+//   - NCCL (libnccl.so.2) is opened the same way, on first use, unless TUNE_NCCL names the file: NewUniqueID,
+//     NewComm (ncclCommInitRank; the 128-byte ncclUniqueId passed by value through a shim with self-declared
+//     types, as there is no nccl.h at build time), Comm.AllReduce (Sum or Avg of F32/F16/BF16 tensors in place
+//     on the backend's stream; several tensors form one ncclGroupStart/End group), Comm.AsyncError
+//     (ncclCommGetAsyncError), Comm.Abort. Errors carry NCCL's own strings (ncclGetErrorString,
+//     ncclGetLastError). Without the cuda tag they fail with an error wrapping tensor.ErrNoDevice.
 //   - gorgonia.org/cu calls cuInit from its package init and exits the process if that fails. This package
 //     interposes cuInit (tunecuda.c) so that a CUDA build starts on a machine without a GPU and Open returns
 //     an error wrapping tensor.ErrNoDevice instead; tests then skip.

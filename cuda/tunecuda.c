@@ -253,3 +253,56 @@ int tc_nvrtc_compile(const char *src, const char *name, int nheaders, const char
 	rt.destroy(&prog);
 	return (int)r;
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// NCCL function-pointer table (prototypes as in nccl.h of NCCL 2.x, with the types of tunecuda.h).
+static struct {
+	int (*version)(int *);
+	const char *(*error)(int);
+	const char *(*last_error)(tc_nccl_comm); // 2.13+
+	int (*get_unique_id)(tc_nccl_unique_id *);
+	int (*comm_init_rank)(tc_nccl_comm *, int, tc_nccl_unique_id, int);
+	int (*all_reduce)(const void *, void *, size_t, int, int, tc_nccl_comm, void *);
+	int (*group_start)(void);
+	int (*group_end)(void);
+	int (*comm_get_async_error)(tc_nccl_comm, int *);
+	int (*comm_abort)(tc_nccl_comm);
+	int (*comm_destroy)(tc_nccl_comm);
+} nc;
+
+const char *tc_nccl_bind(void *h) {
+	BIND(nc, h, version, "ncclGetVersion");
+	BIND(nc, h, error, "ncclGetErrorString");
+	BIND(nc, h, get_unique_id, "ncclGetUniqueId");
+	BIND(nc, h, comm_init_rank, "ncclCommInitRank");
+	BIND(nc, h, all_reduce, "ncclAllReduce");
+	BIND(nc, h, group_start, "ncclGroupStart");
+	BIND(nc, h, group_end, "ncclGroupEnd");
+	BIND(nc, h, comm_get_async_error, "ncclCommGetAsyncError");
+	BIND(nc, h, comm_abort, "ncclCommAbort");
+	BIND(nc, h, comm_destroy, "ncclCommDestroy");
+	*(void **)(&nc.last_error) = dlsym(h, "ncclGetLastError");
+	return NULL;
+}
+
+int tc_nccl_version(int *v) { return nc.version(v); }
+const char *tc_nccl_error(int code) { return nc.error(code); }
+const char *tc_nccl_last_error(tc_nccl_comm comm) {
+	const char *s = nc.last_error ? nc.last_error(comm) : NULL;
+	return s ? s : "";
+}
+int tc_nccl_get_unique_id(tc_nccl_unique_id *id) { return nc.get_unique_id(id); }
+int tc_nccl_comm_init_rank(tc_nccl_comm *comm, int nranks, const tc_nccl_unique_id *id, int rank) {
+	return nc.comm_init_rank(comm, nranks, *id, rank);
+}
+int tc_nccl_all_reduce(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op, tc_nccl_comm comm,
+                       void *stream) {
+	return nc.all_reduce((const void *)send, (void *)recv, count, dtype, op, comm, stream);
+}
+int tc_nccl_group_start(void) { return nc.group_start(); }
+int tc_nccl_group_end(void) { return nc.group_end(); }
+int tc_nccl_comm_get_async_error(tc_nccl_comm comm, int *async_err) {
+	return nc.comm_get_async_error(comm, async_err);
+}
+int tc_nccl_comm_abort(tc_nccl_comm comm) { return nc.comm_abort(comm); }
+int tc_nccl_comm_destroy(tc_nccl_comm comm) { return nc.comm_destroy(comm); }

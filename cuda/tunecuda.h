@@ -61,4 +61,30 @@ int tc_nvrtc_archs(int *archs, int cap);
 int tc_nvrtc_compile(const char *src, const char *name, int nheaders, const char **headers, const char **hnames,
                      int nopts, const char **opts, int cubin, char **out, size_t *outlen, char **log);
 
+// --- NCCL ---
+// There is no nccl.h at build time, so the few types used are declared here with NCCL's layout (nccl.h of
+// NCCL 2.x: `typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;` with
+// NCCL_UNIQUE_ID_BYTES 128, `typedef struct ncclComm* ncclComm_t;`, and ncclResult_t, ncclDataType_t and
+// ncclRedOp_t as C enums, i.e. ints).
+typedef struct {
+	char internal[128];
+} tc_nccl_unique_id;
+typedef void *tc_nccl_comm;
+
+const char *tc_nccl_bind(void *handle);
+int tc_nccl_version(int *version);
+const char *tc_nccl_error(int code);
+// tc_nccl_last_error returns ncclGetLastError(comm) (NCCL 2.13+), or "" when this NCCL lacks it.
+const char *tc_nccl_last_error(tc_nccl_comm comm);
+int tc_nccl_get_unique_id(tc_nccl_unique_id *id);
+// tc_nccl_comm_init_rank calls ncclCommInitRank, passing *id by value as NCCL expects.
+int tc_nccl_comm_init_rank(tc_nccl_comm *comm, int nranks, const tc_nccl_unique_id *id, int rank);
+int tc_nccl_all_reduce(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op, tc_nccl_comm comm,
+                       void *stream);
+int tc_nccl_group_start(void);
+int tc_nccl_group_end(void);
+int tc_nccl_comm_get_async_error(tc_nccl_comm comm, int *async_err);
+int tc_nccl_comm_abort(tc_nccl_comm comm);
+int tc_nccl_comm_destroy(tc_nccl_comm comm);
+
 #endif
