@@ -88,10 +88,25 @@ func runGolden(t *testing.T, b tensor.Backend, g *transformertest.Golden) {
 				t.Fatal(err)
 			}
 			tol := transformertest.Tolerance(mode)
-			if e, i := tensortest.RelErr(out.Logits, g.F32(mode+"/logits")); e > tol {
-				t.Errorf("logits: relative error %.3g > %.0e at %d", e, tol, i)
-			} else {
+			e, i := tensortest.RelErr(out.Logits, g.F32(mode+"/logits"))
+			switch {
+			case e <= tol:
 				t.Logf("logits: relative error %.3g", e)
+			case mode != "fp32":
+				// As for the gradients (transformertest.CompareGrads): under autocast tune keeps the attention
+				// scores in FP32 where eager attention rounds Q·Kᵀ to the half type, so the two runs round
+				// differently; tune passes when it is as close to transformers-FP32 as transformers' own
+				// autocast run is, within 2x.
+				truth := g.F32("fp32/logits")
+				mine, _ := tensortest.RelErr(out.Logits, truth)
+				own, _ := tensortest.RelErr(g.F32(mode+"/logits"), truth)
+				if mine > 2*own {
+					t.Errorf("logits: relative error %.3g > %.0e at %d (vs FP32: tune %.3g, transformers %.3g)", e, tol, i, mine, own)
+				} else {
+					t.Logf("logits: relative error vs transformers-%s %.3g > %.0e, but vs FP32 tune %.3g <= 2 x transformers %.3g", mode, e, tol, mine, own)
+				}
+			default:
+				t.Errorf("logits: relative error %.3g > %.0e at %d", e, tol, i)
 			}
 			want := g.F32(mode + "/loss")[0]
 			if e := math.Abs(float64(out.Loss-want)) / math.Abs(float64(want)); e > tol {
