@@ -43,7 +43,7 @@ type attnParams struct {
 const attnRefMaxD = 256
 
 // attnFwdVariant, when set (by the microbenchmark and tests through export_test.go), names a forward
-// variant of the BF16 tensor-core kernel ("_m2", "_bc128", "_db"; see kernels/attention.cu); one that does not
+// variant of the BF16 tensor-core kernel ("_m2", "_bc128", "_db", "_sb"; see kernels/attention.cu); one that does not
 // exist for the head size falls back to the default. attnBwdOnly ("dq" or "dkdv") makes the backward launch
 // only that kernel, for the benchmark's breakdown.
 var attnFwdVariant, attnBwdOnly string
@@ -57,10 +57,11 @@ type fwdShape struct {
 
 // fwdShapes are the forward kernels by name suffix and head size ("" is the default of each).
 var fwdShapes = map[string]map[int]fwdShape{
-	"":       {64: {2, 64, false}, 128: {1, 64, false}},
+	"":       {64: {2, 64, true}, 128: {1, 64, false}},
 	"_m2":    {128: {2, 64, false}},
 	"_bc128": {64: {2, 128, false}},
-	"_db":    {64: {2, 64, true}, 128: {1, 64, true}},
+	"_db":    {128: {1, 64, true}},
+	"_sb":    {64: {2, 64, false}},
 }
 
 // attnPlan is the kernel family chosen for one call.
@@ -111,7 +112,7 @@ func (b *Backend) attnPlan(g opcheck.Attention, ops ...opcheck.AttnOperand) (att
 		stages = 2
 	}
 	p.fwd, p.fwdRows = "attn_fwd_"+p.suffix+v, 64*fs.mt
-	p.fwdSmem = (p.fwdRows + 2*stages*fs.bc) * g.D * 2
+	p.fwdSmem = (p.fwdRows+2*stages*fs.bc)*g.D*2 + 2*p.fwdRows*(fs.bc/16)*2 // tiles, then two keep-bit masks
 	return p, nil
 }
 
@@ -208,7 +209,7 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 	}
 	p.delta = delta
 	if pl.tc {
-		smem := 6 * 64 * g.D * 2
+		smem := 6*64*g.D*2 + 2*64*4*2 // tiles and two 64 × 64 keep-bit masks
 		if attnBwdOnly != "dkdv" {
 			o.attnLaunch("attn_bwd_dq_"+pl.suffix, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
 		}

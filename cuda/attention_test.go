@@ -170,6 +170,10 @@ var attnShapes = []attnShape{
 	{B: 1, Hq: 2, Hkv: 2, Tq: 300, Tk: 65, D: 64, causal: true}, // Tq > Tk: the first rows see no key
 	{B: 2, Hq: 2, Hkv: 2, Tq: 77, Tk: 77, D: 64, mask: true, p: 0.1, unaligned: true},
 	{B: 1, Hq: 2, Hkv: 1, Tq: 70, Tk: 70, D: 96, causal: true, seg: true},
+	// Tk % 4 == 0 with dropout: the keep bits go through shared memory (draw_bits), one Philox block per four.
+	{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1},
+	{B: 1, Hq: 2, Hkv: 1, Tq: 132, Tk: 260, D: 128, causal: true, p: 0.15},
+	{B: 1, Hq: 2, Hkv: 2, Tq: 256, Tk: 256, D: 64, seg: true, causal: true, p: 0.3},
 }
 
 // TestAttentionKernelsMatchCPU compares the CUDA kernels (tensor-core for F16/BF16 with D = 64 or 128 and
@@ -246,7 +250,7 @@ func TestAttentionRefusesLargeHeads(t *testing.T) {
 func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 	gpu := openOrSkip(t)
 	ref := cpu.New()
-	for _, v := range []string{"_db", "_bc128", "_m2"} {
+	for _, v := range []string{"_sb", "_db", "_bc128", "_m2"} {
 		for i, s := range attnShapes[:5] {
 			t.Run(v+"/"+s.String(), func(t *testing.T) {
 				defer cuda.SetAttnFwdVariant(v)()

@@ -15,10 +15,10 @@ import (
 
 // BenchmarkAttention times the fused attention kernels (Attention, AttentionBackward) in BF16 at BERT-base's
 // (B, H, T, D) = (64, 12, 512, 64) without a mask and a decoder's (8, 32, 2048, 128) causal, with CUDA events,
-// and reports the median time and TFLOP/s counted as FlashAttention counts them: forward 4·B·H·T²·D (the two
+// (and the first at attention dropout 0.1, as BERT trains), and reports the median time and TFLOP/s counted as FlashAttention counts them: forward 4·B·H·T²·D (the two
 // products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra sweep for Δ
 // and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
-// scaled_dot_product_attention on the same shapes. Forward variants (fwd_db, fwd_bc128, fwd_m2:
+// scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2:
 // kernels/attention.cu) are timed beside the default, and the backward's two kernels alone ("only dq",
 // "only dkdv", still counted against the whole backward's FLOPs, so their times add up).
 func BenchmarkAttention(b *testing.B) {
@@ -27,11 +27,13 @@ func BenchmarkAttention(b *testing.B) {
 	for _, c := range []struct {
 		B, H, T, D int
 		causal     bool
+		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, false, []string{"", "_db", "_bc128"}, []string{"", "dq", "dkdv"}},
-		{8, 32, 2048, 128, true, []string{"", "_db", "_m2"}, []string{"", "dq", "dkdv"}},
-		{8, 32, 2048, 128, false, []string{""}, []string{""}},
+		{64, 12, 512, 64, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "dq", "dkdv"}},
+		{64, 12, 512, 64, false, 0.1, []string{""}, []string{""}}, // BERT training: dropout 0.1
+		{8, 32, 2048, 128, true, 0, []string{"", "_db", "_m2"}, []string{"", "dq", "dkdv"}},
+		{8, 32, 2048, 128, false, 0, []string{""}, []string{""}},
 	} {
 		n := c.B * c.H * c.T * c.D
 		var live []*tensor.Tensor
@@ -56,14 +58,14 @@ func BenchmarkAttention(b *testing.B) {
 		a := tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: c.H, Tq: c.T, Tk: c.T, D: c.D,
 			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, n, true)}, V: tensor.AttnOperand{T: mk(bf, n, true)},
 			O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
-			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal}
+			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
 		ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
 			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, n, false)}, DV: tensor.AttnOperand{T: mk(bf, n, false)}}
 		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
 		if c.causal {
 			fwdFlops /= 2
 		}
-		name := fmt.Sprintf("bf16 %dx%dx%dx%d causal=%v", c.B, c.H, c.T, c.D, c.causal)
+		name := fmt.Sprintf("bf16 %dx%dx%dx%d causal=%v p=%v", c.B, c.H, c.T, c.D, c.causal, c.p)
 		type pass struct {
 			name    string
 			flops   float64

@@ -36,7 +36,7 @@ func StagedGemmReasons(b *Backend) map[string]int {
 }
 
 // SetAttnFwdVariant selects a forward variant of the BF16 tensor-core attention kernel ("_m2", "_bc128",
-// "_db"; kernels/attention.cu) for the microbenchmark and tests, and returns a function restoring the default.
+// "_db", "_sb"; kernels/attention.cu) for the microbenchmark and tests, and returns a function restoring the default.
 func SetAttnFwdVariant(v string) (restore func()) {
 	old := attnFwdVariant
 	attnFwdVariant = v

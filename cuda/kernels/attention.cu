@@ -187,13 +187,42 @@ __device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int
 	if (p.seg && i < p.Tq && p.seg[(i64)b * p.Tq + i] != p.seg[(i64)b * p.Tk + j]) return true;
 	return false;
 }
+
+// draw_bits fills bits (ROWS rows of COLS/16 words) with the dropout keep bits of a (query, key) tile: bit
+// c % 16 of word r·COLS/16 + c/16 keeps dense element (hbase + r0 + r)·Tk + c0 + c. Needs Tk % 4 == 0 (and c0
+// % 16 == 0), so each Philox block gives the words of four consecutive keys of one row: one block per four
+// scores, shared by the block's threads through shared memory.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid) {
+	constexpr int W = COLS / 16;
+	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
+#pragma unroll 1
+	for (int w = tid; w < ROWS * W; w += 128) {
+		u64 n = (hbase + (u64)(r0 + w / W)) * (u64)p.Tk + (u64)(c0 + (w % W) * 16);
+		u64 ctr = p.offset + (n >> 2);
+		u32 m = 0;
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			u64 c = ctr + q;
+			uint4 blk = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), 0u, 0u), key);
+			m |= ((u32)((blk.x >> 8) >= thr) | ((u32)((blk.y >> 8) >= thr) << 1) | ((u32)((blk.z >> 8) >= thr) << 2) |
+			      ((u32)((blk.w >> 8) >= thr) << 3)) << (4 * q);
+		}
+		bits[w] = (u16)m;
+	}
+}
+
+// bit_at reads bit (r, c) of a draw_bits mask of COLS columns.
+template <int COLS> __device__ __forceinline__ bool bit_at(const u16 *bits, int r, int c) {
+	return (bits[r * (COLS / 16) + (c >> 4)] >> (c & 15)) & 1;
+}
 #endif
 
 template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 4 * 16 * MT, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
-	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + (DB ? 2 : 1) * BC * D;
+	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + (DB ? 2 : 1) * BC * D, *sB = sV + (DB ? 2 : 1) * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
@@ -210,6 +239,11 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
 	const int wr = warp * 16 * MT;
+	// Dropout keep bits through shared memory (two buffers of BR × BC bits: step n+1's are drawn during step n)
+	// when Tk % 4 == 0; otherwise each thread draws its own pairs (keep2).
+	const bool sbits = drop && (Tk & 3) == 0;
+	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
+	if (sbits && nb > 0) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid);
 
 	load_tile<D, BR>(sQ, Q, p.qs[2], Tq - q0, tid);
 	if (nb > 0) load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
@@ -247,6 +281,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 			load_tile<D, BC>(sV, V + (i64)k0 * p.vs[2], p.vs[2], Tk - k0, tid);
 			cp_commit();
 		}
+		if (sbits && n + 1 < nb) draw_bits<BR, BC>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, thr, tid);
 		if (QREG && n == 0) {
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++)
@@ -344,7 +379,18 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 #pragma unroll
 				for (int dn = 0; dn < ND; dn++) o[mt][dn][hh * 2] *= alpha, o[mt][dn][hh * 2 + 1] *= alpha;
 			}
-		if (drop) {
+		if (sbits) {
+			const u16 *cb = sB + (n & 1) * BR * (BC / 16);
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+					for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+						for (int e = 0; e < 2; e++)
+							if (!bit_at<BC>(cb, wr + mt * 16 + g + hh * 8, nt * 8 + tig * 2 + e)) s[mt][nt][hh * 2 + e] = 0.0f;
+		} else if (drop) {
 			// Keep bits of this thread's scores (bit 2·x + e of word x / 32, x = (mt·2 + hh)·NT + nt), drawn in
 			// a rolled loop so that the Philox code appears once per word.
 			constexpr int NX = MT * 2 * NT, NWD = (NX + 31) / 32;
@@ -430,6 +476,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 	extern __shared__ __align__(128) u16 smem[];
 	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + 2 * BR * D;
 	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
+	u16 *sB = (u16 *)(sDl + 2 * BR); // two BR × BC keep-bit masks (draw_bits), rows = queries
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq, j0 = kb * BC;
@@ -438,6 +485,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
 	const int wr = warp * 16;
+	const bool sbits = drop && (Tk & 3) == 0;
 
 	int qb0 = 0;
 	if (p.causal) {
@@ -471,6 +519,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 			sL[buf * BR + r] = lv;
 			sDl[buf * BR + r] = dv;
 		}
+		if (sbits) draw_bits<BR, BC>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, thr, tid);
 	};
 
 	load_tile<D, BC>(sK, (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1] + (i64)j0 * p.ks[2], p.ks[2], Tk - j0, tid);
@@ -537,7 +586,11 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
 		u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
 		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh, drawn in a rolled loop
-		if (drop) {
+		if (sbits) {
+			const u16 *cb = sB + buf * BR * (BC / 16);
+#pragma unroll
+			for (int x = 0; x < NQ * 4; x++) bits |= (u32)bit_at<BC>(cb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), wr + g + (x & 1) * 8) << x;
+		} else if (drop) {
 #pragma unroll 1
 			for (int x = 0; x < NQ * 4; x++) {
 				int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + g + (x & 1) * 8;
@@ -614,7 +667,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	constexpr bool QREG = D == 64;
 	extern __shared__ __align__(128) u16 smem[];
-	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D;
+	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D, *sB = sV + 2 * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
@@ -630,6 +683,8 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
 	const int wr = warp * 16;
+	const bool sbits = drop && (Tk & 3) == 0; // keep bits through shared memory (draw_bits), two buffers
+	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
 
 	float lv[2], dl[2];
 	int si[2];
@@ -653,6 +708,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 	if (nb > 0) {
 		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
 		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
+		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid);
 	}
 	cp_commit();
 	cp_wait<1>();
@@ -679,6 +735,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
 			cp_commit();
+			if (sbits) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid);
 			cp_wait<1>();
 		} else {
 			cp_wait<0>();
@@ -714,7 +771,11 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 		}
 		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
 		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e, drawn in a rolled loop
-		if (drop) {
+		if (sbits) {
+			const u16 *cb = sB + buf * BR * (BC / 16);
+#pragma unroll
+			for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
+		} else if (drop) {
 #pragma unroll 1
 			for (int x = 0; x < NT * 2; x++) {
 				bool k0b, k1b;
@@ -795,21 +856,22 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 }
 
 #define TC_KERNELS(D, NAME, BF, MT)                                                                               \
-	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, MT, 64, D == 64, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, MT, 64, D == 64, D == 64>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
 
 // Forward query rows per block: 128 (MT = 2 m-tiles per warp) for D = 64, 64 for D = 128, where two m-tiles
-// spill registers. Variants kept for the microbenchmark to compare (BF16 only): _m2 (D = 128 with 128 rows),
-// _bc128 (D = 64 with 128 keys per step and Q read from shared memory), _db (K and V both double-buffered,
-// the next step's tiles loading during the whole current step, instead of V during Q·Kᵀ and K during P·V).
+// spill registers; K and V are double-buffered for D = 64 (4% faster at (64, 12, 512, 64)), not for D = 128 (4%
+// slower causal at (8, 32, 2048, 128)). Variants kept for the microbenchmark to compare (BF16 only): _m2 (D = 128
+// with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128 double-buffered),
+// _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V).
 TC_KERNELS(64, bf16, true, 2)
 TC_KERNELS(64, f16, false, 2)
 TC_KERNELS(128, bf16, true, 1)
 TC_KERNELS(128, f16, false, 1)
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_db(const AttnParams p) { fwd_tc<64, true, 2, 64, true, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
 
 // ---------------------------------------------------------------------------------------------------------
