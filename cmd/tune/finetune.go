@@ -86,6 +86,18 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 			return nil, usagef("%q is not a key=value override (e.g. training.learning_rate=2e-5; ~key removes a key)", kv)
 		}
 	}
+	// A flag overrides the recipe file's precision (--fp16 on a bf16 recipe), but not an override given on the
+	// same command line that asks for the other mode: that is both at once.
+	for _, kv := range out {
+		k, v, _ := strings.Cut(kv, "=")
+		on := slices.Contains([]string{"true", "True", "TRUE", "yes", "on", "1"}, strings.TrimSpace(v))
+		switch {
+		case o.FP16 && on && strings.TrimSpace(k) == "training.bf16":
+			return nil, usagef("--fp16 and the override %s are exclusive: choose one mixed-precision mode", kv)
+		case o.BF16 && on && strings.TrimSpace(k) == "training.fp16":
+			return nil, usagef("--bf16 and the override %s are exclusive: choose one mixed-precision mode", kv)
+		}
+	}
 	switch {
 	case o.FP16:
 		out = append(out, "training.fp16=true", "training.bf16=false")
