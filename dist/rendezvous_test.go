@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort(t *testing.T) int {
+// testPort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func testPort(t *testing.T) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,7 @@ func envFor(rank, world, port int) Env {
 // runRanks runs Rendezvous for the given ranks of a world concurrently and returns each rank's result.
 func runRanks(t *testing.T, ranks []int, world int, payload []byte, timeout time.Duration) (map[int][]byte, map[int]error) {
 	t.Helper()
-	port := freePort(t)
+	port := testPort(t)
 	var mu sync.Mutex
 	got, errs := map[int][]byte{}, map[int]error{}
 	var wg sync.WaitGroup
@@ -99,7 +99,7 @@ func TestRendezvousWithoutRank0(t *testing.T) {
 }
 
 func TestRendezvousRefusesMismatchedRanks(t *testing.T) {
-	port := freePort(t)
+	port := testPort(t)
 	errc := make(chan error, 3)
 	go func() {
 		_, err := Rendezvous(context.Background(), envFor(0, 3, port), idBytes(), 5*time.Second)
@@ -138,7 +138,7 @@ func TestRendezvousRefusesMismatchedRanks(t *testing.T) {
 	}
 
 	_, errs := func() (map[int][]byte, map[int]error) {
-		port := freePort(t)
+		port := testPort(t)
 		var wg sync.WaitGroup
 		errs := map[int]error{}
 		var mu sync.Mutex
@@ -165,7 +165,7 @@ func TestRendezvousRefusesMismatchedRanks(t *testing.T) {
 func TestRendezvousCancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	_, err := Rendezvous(ctx, envFor(0, 2, freePort(t)), idBytes(), time.Minute)
+	_, err := Rendezvous(ctx, envFor(0, 2, testPort(t)), idBytes(), time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "context deadline exceeded") {
 		t.Errorf("cancelled rank 0: %v", err)
 	}
@@ -188,7 +188,7 @@ func TestRendezvousAcrossProcesses(t *testing.T) {
 		fmt.Printf("ID %d %s\n", env.Rank, hex.EncodeToString(b))
 		os.Exit(0)
 	}
-	port := freePort(t)
+	port := testPort(t)
 	const world = 3
 	var cmds []*exec.Cmd
 	var outs []*bytes.Buffer
