@@ -225,6 +225,17 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 	if err != nil {
 		return nil, errctx.Wrap("recipes", err)
 	}
+	if adapterDir == "" {
+		// The checkpoint holds a trained head for another number of labels than its config.json names: eval and
+		// predict would score a freshly drawn head (from_pretrained refuses such a size mismatch too).
+		for _, mm := range report.Mismatched {
+			if strings.HasPrefix(mm.Name, "classifier.") {
+				return nil, fmt.Errorf("recipes: %s: the checkpoint's %s is %v but config.json's labels (id2label / num_labels: %d) "+
+					"make it %v: the trained classifier does not fit the config; fix id2label and num_labels in %s",
+					dir, mm.Name, mm.Checkpoint, m.Config.NumLabels(), mm.Model, filepath.Join(dir, loaders.ConfigName))
+			}
+		}
+	}
 	what := "--tokenizer"
 	if tokenizerPath == "" {
 		what = "the model's tokenizer (pass --tokenizer to name another)"
