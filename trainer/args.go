@@ -35,7 +35,10 @@ type TrainingArguments struct {
 	// MaxSteps, when > 0, is the total number of optimizer steps and overrides NumTrainEpochs. Default -1.
 	MaxSteps int `yaml:"max_steps" json:"max_steps"`
 
-	// PerDeviceTrainBatchSize is the number of examples in one training micro-batch. Default 8.
+	// PerDeviceTrainBatchSize is the number of examples in one training micro-batch. Default 8. It is per
+	// process, with Hugging Face's meaning: a data-parallel run of N processes would take a global batch of
+	// N × per_device_train_batch_size × gradient_accumulation_steps per optimizer step (transformers
+	// TrainingArguments.train_batch_size × world size); tune trains in one process today (docs/DISTRIBUTED.md).
 	PerDeviceTrainBatchSize int `yaml:"per_device_train_batch_size" json:"per_device_train_batch_size"`
 	// PerDeviceEvalBatchSize is the number of examples in one evaluation batch. Default 8.
 	PerDeviceEvalBatchSize int `yaml:"per_device_eval_batch_size" json:"per_device_eval_batch_size"`

@@ -114,6 +114,9 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 }
 
 func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if err := checkSingleProcess(os.Getenv); err != nil {
+		return err
+	}
 	overrides, err := o.overrides()
 	if err != nil {
 		return err
