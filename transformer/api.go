@@ -53,6 +53,16 @@ type Adaptable interface {
 	SetTrainable(keep func(name string) bool) error
 }
 
+// GradientCheckpointer is a Model that can trade compute for activation memory as transformers'
+// gradient_checkpointing_enable() does: its Forward keeps only each layer's input and its Backward recomputes
+// each layer's forward from it, with results bit for bit those without it.
+type GradientCheckpointer interface {
+	// SetGradientCheckpointing turns recomputation on or off for the following training passes.
+	SetGradientCheckpointing(on bool)
+	// GradientCheckpointing reports whether it is on.
+	GradientCheckpointing() bool
+}
+
 // Output is what a model's Forward returns.
 type Output struct {
 	// Logits is the host copy of the logits in FP32 whatever the autocast dtype, filled only when

@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/tune-ml/tune/tensor"
 )
@@ -22,6 +23,7 @@ type Arena struct {
 	slabs     map[tensor.DType]*tensor.Tensor // flat 1-D buffers, one per dtype
 	used      map[tensor.DType]int            // elements handed out in the current pass
 	measuring bool
+	shared    bool           // inside an Overlay after its first layout: Take's views overlap earlier ones
 	record    *[]ArenaBuffer // Measure's list of the buffers taken; nil otherwise
 }
 
@@ -29,6 +31,9 @@ type Arena struct {
 type ArenaBuffer struct {
 	DType tensor.DType // element type
 	Shape tensor.Shape // the shape Take was asked for
+	// Shared marks a buffer laid over earlier ones (the second and later layouts of an Overlay): it adds no
+	// bytes to the arena.
+	Shared bool
 }
 
 // Bytes returns the buffer's size in bytes.
@@ -47,13 +52,30 @@ func (a *Arena) Take(dt tensor.DType, shape ...int) *tensor.Tensor {
 	a.used[dt] = off + (s.Numel()+arenaAlign-1)/arenaAlign*arenaAlign
 	t := &tensor.Tensor{Shape: s, DType: dt}
 	if a.record != nil {
-		*a.record = append(*a.record, ArenaBuffer{DType: dt, Shape: s})
+		*a.record = append(*a.record, ArenaBuffer{DType: dt, Shape: s, Shared: a.shared})
 	}
 	if !a.measuring {
 		slab := a.slabs[dt]
 		t.Buf, t.Offset = slab.Buf, slab.Offset+off
 	}
 	return t
+}
+
+// Overlay runs layout(0) … layout(n−1) from the same arena offsets, so the buffers each call takes overlap
+// those of the others (one region the size of the largest call), then lets later Takes continue past that
+// region. Gradient checkpointing lays out the transformer layers' internal activations this way: only one
+// layer's are alive at a time, the forward's and then the backward's recomputation (LayoutLayers).
+func (a *Arena) Overlay(n int, layout func(i int)) {
+	start, end := maps.Clone(a.used), maps.Clone(a.used)
+	outer := a.shared
+	for i := range n {
+		a.used, a.shared = maps.Clone(start), outer || i > 0
+		layout(i)
+		for dt, u := range a.used {
+			end[dt] = max(end[dt], u)
+		}
+	}
+	a.used, a.shared = end, outer
 }
 
 // Carve runs layout to measure the buffers it takes, grows the arena's allocations where they are too small

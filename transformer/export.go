@@ -15,7 +15,7 @@ func LayoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt ten
 // Layout takes this layer's kept buffers for a (b, t) pass in the GEMM dtype dt with attention implementation
 // impl (AttnSDPA or AttnEager).
 func (l *Layer) Layout(a *Arena, sc *LayerScratch, impl string, b, t int, dt tensor.DType) {
-	l.layout(a, sc, impl, b, t, dt)
+	l.layout(a, sc, nil, impl, b, t, dt)
 }
 
 // Notify hands t, the output of module (or, with grad, the gradient with respect to it), to the pass's

@@ -44,6 +44,8 @@ type layerCache struct {
 	drop1Used bool
 	drop2Used bool
 	xIn, aIn  *tensor.Tensor // the GEMM inputs of the last forward (xh or x, ah or a)
+	mask      *tensor.Tensor // the last forward's (B, T) attention mask, for Recompute
+	startOff  uint64         // the Philox offset the last forward started at, for Recompute
 }
 
 // layerScratch is shared by every layer of a pass.
@@ -82,7 +84,10 @@ func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt ten
 // output.dense's backward (one elementwise pass instead of an (N, I) buffer per layer), and under autocast the
 // F32 block output a and layer output are not read by backward (the GEMMs' half copies ah and the next layer's
 // xh are), so every layer writes a into one scratch and the outputs alternate between two buffers.
-func (l *Layer) layout(a *Arena, sc *layerScratch, impl string, b, t int, dt tensor.DType) {
+//
+// With out set (gradient checkpointing, LayoutLayers) the layer writes its output there instead, a buffer of
+// its own that the next layer reads as input and Recompute starts from.
+func (l *Layer) layout(a *Arena, sc *layerScratch, out *tensor.Tensor, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, l.AttnNorm.C, l.Intermediate.Base().Out
 	l.c = layerCache{
 		xh: takeIfCast(a, dt, tensor.F32, n, c), ctx: a.Take(dt, n, c),
@@ -94,7 +99,13 @@ func (l *Layer) layout(a *Arena, sc *layerScratch, impl string, b, t int, dt ten
 	}
 	sc.turn++
 	if dt == tensor.F32 { // the GEMMs read a and the layer output themselves: keep them
-		l.c.a, l.c.out = a.Take(tensor.F32, n, c), a.Take(tensor.F32, n, c)
+		l.c.a = a.Take(tensor.F32, n, c)
+		if out == nil {
+			l.c.out = a.Take(tensor.F32, n, c)
+		}
+	}
+	if out != nil {
+		l.c.out = out
 	}
 	l.Attention.layout(a, impl, b, t, dt, sc.q, sc.k, sc.v)
 	l.AttnOut.Layout(a, n, dt)
@@ -123,7 +134,7 @@ func (l *Layer) Parameters() []NamedParameter {
 // the step arena. x must stay unchanged until Backward.
 func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t int) (*tensor.Tensor, error) {
 	bk, c := p.Backend, &l.c
-	c.x = x
+	c.x, c.mask, c.startOff = x, mask, p.Offset
 	var err error
 	if c.xIn, err = castOrAlias(bk, c.xh, c.x); err != nil {
 		return nil, err
@@ -168,6 +179,37 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 		return nil, err
 	}
 	return c.out, l.OutNorm.Forward(p, c.out, c.mean2, c.rstd2, c.r2)
+}
+
+// Recompute runs the layer's last Forward again from its input, which must be unchanged, with the same mask
+// and the same Philox offsets (so every dropout mask is redrawn identically) and without observing: it
+// refills the layer's activations bit for bit, for a Backward after other layers overwrote them (gradient
+// checkpointing, LayoutLayers). p is the pass of that Forward.
+func (l *Layer) Recompute(p *Pass, sc *layerScratch, b, t int) error {
+	q := *p
+	q.Offset, q.Observe = l.c.startOff, nil
+	_, err := l.Forward(&q, sc, l.c.x, l.c.mask, b, t)
+	return err
+}
+
+// LayoutLayers takes the kept buffers of layers, in order, for a (b, t) pass in GEMM dtype dt with attention
+// implementation impl. Without checkpoint every layer keeps what its Backward reads. With checkpoint
+// (transformers' gradient_checkpointing) each layer keeps only its output, the next layer's input, and the
+// layers' internal activations share one region of the arena (Arena.Overlay): after the forward only the last
+// layer's are intact, so the caller runs Recompute on every other layer just before its Backward. The results
+// are the same bit for bit; the arena holds one layer's activations instead of len(layers).
+func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, impl string, b, t int, dt tensor.DType) {
+	if !checkpoint {
+		for _, l := range layers {
+			l.layout(a, sc, nil, impl, b, t, dt)
+		}
+		return
+	}
+	outs := make([]*tensor.Tensor, len(layers))
+	for i, l := range layers {
+		outs[i] = a.Take(tensor.F32, b*t, l.AttnNorm.C)
+	}
+	a.Overlay(len(layers), func(i int) { layers[i].layout(a, sc, outs[i], impl, b, t, dt) })
 }
 
 // Backward takes in grad (N, C) F32 the gradient of the layer output and leaves there the gradient of the

@@ -43,3 +43,18 @@ func (m *BertForSequenceClassification) PlanArena(b, t int) ([]transformer.Arena
 	m.shape, m.last.ready = carveKey{}, false
 	return m.Arena().Measure(func(a *transformer.Arena) error { return m.layout(a, carveKey{b, t, dt, impl}) })
 }
+
+// SetGradientCheckpointing turns gradient checkpointing on or off, as transformers'
+// model.gradient_checkpointing_enable() / _disable(): with it a training Forward keeps only each encoder
+// layer's input, the layers' internal activations share one region of the step arena, and Backward recomputes
+// each layer's forward (same Philox offsets, so the same dropout masks) just before its backward
+// (transformer.LayoutLayers). Loss and gradients are bit for bit those without it; a step costs about one more
+// encoder forward. The step arena is re-carved at the next Forward; a pending Backward is cancelled.
+func (m *BertForSequenceClassification) SetGradientCheckpointing(on bool) {
+	if on != m.ckpt {
+		m.ckpt, m.shape, m.last.ready = on, carveKey{}, false
+	}
+}
+
+// GradientCheckpointing reports whether gradient checkpointing is on.
+func (m *BertForSequenceClassification) GradientCheckpointing() bool { return m.ckpt }

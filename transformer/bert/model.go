@@ -34,6 +34,7 @@ type BertForSequenceClassification struct {
 	last   lastForward
 	hfBase *loaders.BertConfig    // the config.json read by LoadPretrained (its unknown keys are saved back); nil for a fresh model
 	attn   transformer.AttnChoice // the attention implementation asked for and what the backend covers
+	ckpt   bool                   // gradient checkpointing (SetGradientCheckpointing)
 }
 
 // carveKey identifies an arena layout: batch shape, GEMM dtype and attention implementation.
@@ -182,9 +183,7 @@ func (m *BertForSequenceClassification) layout(a *transformer.Arena, key carveKe
 	}
 	m.Embeddings.layout(a, n, c)
 	m.sc = transformer.LayoutLayerScratch(a, key.impl, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
-	for _, l := range m.Layers {
-		l.Layout(a, &m.sc, key.impl, b, t, dt)
-	}
+	transformer.LayoutLayers(a, &m.sc, m.Layers, m.ckpt, key.impl, b, t, dt)
 	m.Pooler.layout(a, b, c, dt)
 	m.Head.layout(a, b, c, m.Config.NumLabels(), dt)
 	return nil
@@ -294,6 +293,11 @@ func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
 	for i := len(m.Layers) - 1; i >= 0; i-- {
 		if err := p.Notify(layerPath(i), true, grad); err != nil {
 			return err
+		}
+		if m.ckpt && i < len(m.Layers)-1 { // the last layer's activations are still in the shared region
+			if err := m.Layers[i].Recompute(&p, &m.sc, b, t); err != nil {
+				return fmt.Errorf("transformer: encoder layer %d recomputation: %w", i, err)
+			}
 		}
 		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t); err != nil {
 			return fmt.Errorf("transformer: encoder layer %d backward: %w", i, err)
