@@ -96,6 +96,11 @@ type TrainingArguments struct {
 	// TF32 allows TF32 Tensor Core math for FP32 GEMMs on the GPU; nil (the default) leaves the backend's
 	// default, which in tune is off (FP32 GEMMs stay exact FP32).
 	TF32 *bool `yaml:"tf32" json:"tf32"`
+	// GradientCheckpointing recomputes each transformer layer's forward in backward instead of keeping its
+	// activations (HF's gradient_checkpointing: the Trainer calls model.gradient_checkpointing_enable()): less
+	// memory for about one more forward per step, results bit for bit unchanged. The model must implement
+	// transformer.GradientCheckpointer. Default false.
+	GradientCheckpointing bool `yaml:"gradient_checkpointing" json:"gradient_checkpointing"`
 
 	// Seed seeds weight initialisation, dropout (Philox) and the data order. Default 42.
 	Seed int64 `yaml:"seed" json:"seed"`

@@ -38,6 +38,7 @@ func TestDefaultTrainingArguments(t *testing.T) {
 		{"fp16", a.FP16, false},
 		{"bf16", a.BF16, false},
 		{"tf32", a.TF32 == nil, true},
+		{"gradient_checkpointing", a.GradientCheckpointing, false},
 		{"optim", a.Optim, "adamw_torch_fused"},
 		{"save_total_limit (0 = HF's None)", a.SaveTotalLimit, 0},
 		{"label_smoothing_factor", a.LabelSmoothingFactor, 0.0},

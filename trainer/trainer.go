@@ -8,6 +8,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // dropoutStride is the Philox offset distance between consecutive micro-batches: micro-batch k of a run draws
@@ -108,6 +109,14 @@ func New(model Model, args TrainingArguments, train, eval Dataset, opts ...Optio
 	}
 	if t.logger == nil {
 		t.logger = slog.Default()
+	}
+	if args.GradientCheckpointing {
+		gc, ok := model.(transformer.GradientCheckpointer)
+		if !ok {
+			return nil, fmt.Errorf("trainer: gradient_checkpointing: true, but the model (%T) cannot recompute its layers; "+
+				"set gradient_checkpointing: false", model)
+		}
+		gc.SetGradientCheckpointing(true)
 	}
 	switch {
 	case args.FP16:
