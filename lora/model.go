@@ -334,3 +334,19 @@ func (m *Model) MergeAndUnload() (Base, error) {
 	m.unloaded = true
 	return m.Base, nil
 }
+
+// SetGradientCheckpointing turns gradient checkpointing of the base model on or off
+// (transformer.GradientCheckpointer, PeftModel forwarding gradient_checkpointing_enable to its base); a base
+// that cannot recompute is left as it is, and GradientCheckpointing then reports false. The adapters'
+// activations are recomputed with their layer's (same lora_dropout masks).
+func (m *Model) SetGradientCheckpointing(on bool) {
+	if gc, ok := m.Base.(transformer.GradientCheckpointer); ok {
+		gc.SetGradientCheckpointing(on)
+	}
+}
+
+// GradientCheckpointing reports whether the base model recomputes its layers in backward.
+func (m *Model) GradientCheckpointing() bool {
+	gc, ok := m.Base.(transformer.GradientCheckpointer)
+	return ok && gc.GradientCheckpointing()
+}

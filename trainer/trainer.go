@@ -112,11 +112,13 @@ func New(model Model, args TrainingArguments, train, eval Dataset, opts ...Optio
 	}
 	if args.GradientCheckpointing {
 		gc, ok := model.(transformer.GradientCheckpointer)
-		if !ok {
+		if ok {
+			gc.SetGradientCheckpointing(true)
+		}
+		if !ok || !gc.GradientCheckpointing() {
 			return nil, fmt.Errorf("trainer: gradient_checkpointing: true, but the model (%T) cannot recompute its layers; "+
 				"set gradient_checkpointing: false", model)
 		}
-		gc.SetGradientCheckpointing(true)
 	}
 	switch {
 	case args.FP16:

@@ -45,6 +45,7 @@ type benchOptions struct {
 	Breakdown   bool     // --breakdown: per-op time of the profiled steps
 	Plan        bool     // --plan: the memory plan instead of timing
 	Attn        string   // --attn-implementation: sdpa (default) or eager
+	GradCkpt    bool     // --gradient-checkpointing
 }
 
 func newBenchCmd() *cobra.Command {
@@ -80,6 +81,9 @@ train. --breakdown then runs 3 more steps with every op timed alone and prints w
 layout without allocating it, and prints the bytes of each (weights, gradients, AdamW state, activations and
 how much of them is T×T attention buffers, autocast weight copies) and the largest activation buffers.
 --attn-implementation eager times (or plans) the two-pass attention instead of the fused op.
+--gradient-checkpointing keeps only each encoder layer's input and recomputes the layer in backward
+(gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
+counts the model's FLOPs, not the recomputation's.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
 (tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
 		Example: `  tune bench --device cpu
@@ -87,6 +91,7 @@ how much of them is T×T attention buffers, autocast weight copies) and the larg
   tune bench --lora --lora-r 8 --modes fp16,bf16 --json lora.json
   tune bench --modes bf16 --steps 10 --breakdown
   tune bench --plan --model bert-base --batch 1 --seq 512 --device cpu
+  tune bench --plan --gradient-checkpointing --model bert-base --batch 64 --seq 512 --modes bf16,fp32 --device cpu
   tune bench report --png bench.png tune.json pytorch.json`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
@@ -113,6 +118,7 @@ how much of them is T×T attention buffers, autocast weight copies) and the larg
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
 	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
 	f.StringVar(&o.Attn, "attn-implementation", "sdpa", "attention: sdpa (the fused op) or eager (the two-pass path), as transformers' attn_implementation")
+	f.BoolVar(&o.GradCkpt, "gradient-checkpointing", false, "recompute each encoder layer in backward instead of keeping its activations (gradient_checkpointing)")
 	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
 	cmd.AddCommand(newBenchReportCmd())
@@ -157,7 +163,7 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		if s.Warmup < 0 {
 			s.Warmup = map[bool]int{true: 5, false: 2}[onGPU]
 		}
-		s.AttnImplementation = o.Attn
+		s.AttnImplementation, s.GradientCheckpointing = o.Attn, o.GradCkpt
 		if o.LoRA {
 			c := bench.LoRAConfig(o.LoRARank, o.LoRATargets)
 			s.LoRA = &c

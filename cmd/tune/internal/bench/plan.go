@@ -86,6 +86,7 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if base.AttnFallback() != "" {
 		plan.Attention = "eager"
 	}
+	bufs = slices.DeleteFunc(bufs, func(b transformer.ArenaBuffer) bool { return b.Shared }) // laid over others: no bytes of their own
 	for _, bf := range bufs {
 		if n := len(bf.Shape); n >= 3 && bf.Shape[n-1] == s.Seq && bf.Shape[n-2] == s.Seq && s.Seq > 1 {
 			plan.Quadratic += bf.Bytes()

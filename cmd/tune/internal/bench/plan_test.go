@@ -94,3 +94,48 @@ func TestPlanAllocatesNoArena(t *testing.T) {
 		t.Errorf("eager activations %d ≤ sdpa's %d", eager.Activations, sdpa.Activations)
 	}
 }
+
+// TestPlanGradientCheckpointing: with GradientCheckpointing the plan's activation arena is smaller (one
+// layer's internal activations instead of every layer's; weights, gradients and AdamW state unchanged), a
+// timed run allocates exactly that plan on the CPU, and on the eager path only one layer's T×T buffers count.
+func TestPlanGradientCheckpointing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy amp.Policy
+		lora   bool
+		attn   string
+	}{
+		{"fp32", amp.FP32, false, "sdpa"},
+		{"bf16", amp.BF16, false, "sdpa"},
+		{"bf16 LoRA", amp.BF16, true, "sdpa"},
+		{"bf16 eager", amp.BF16, false, "eager"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := smallSpec(tc.policy, tc.lora)
+			s.AttnImplementation = tc.attn
+			plain, err := Plan(cpu.New(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.GradientCheckpointing = true
+			ck, err := Plan(cpu.New(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ck.Activations >= plain.Activations || ck.Parameters != plain.Parameters || ck.Optimizer != plain.Optimizer {
+				t.Errorf("with gradient checkpointing %+v; without %+v", ck, plain)
+			}
+			if tc.attn == "eager" && (ck.Quadratic == 0 || ck.Quadratic >= plain.Quadratic || ck.Quadratic > ck.Activations) {
+				t.Errorf("eager T×T bytes: %d with checkpointing (activations %d), %d without", ck.Quadratic, ck.Activations, plain.Quadratic)
+			}
+			res, err := Run(context.Background(), cpu.New(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.PeakBytes != ck.Total() {
+				t.Errorf("Run's peak %d bytes with checkpointing, the plan's total %d", res.PeakBytes, ck.Total())
+			}
+			t.Logf("activations %d → %d bytes", plain.Activations, ck.Activations)
+		})
+	}
+}

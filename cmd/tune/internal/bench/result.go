@@ -30,7 +30,9 @@ type Result struct {
 	Seq       int    `json:"seq"`                 // T, tokens per sequence (no padding)
 	Mode      string `json:"mode"`                // fp32, fp16 or bf16 (autocast)
 	LoRA      bool   `json:"lora"`                // LoRA fine-tuning instead of full
-	LoRARank  int    `json:"lora_r,omitempty"`    // adapter rank
+	// GradientCheckpointing says the layers were recomputed in backward (gradient_checkpointing).
+	GradientCheckpointing bool `json:"gradient_checkpointing,omitempty"`
+	LoRARank              int  `json:"lora_r,omitempty"` // adapter rank
 	// LoRATargets are the adapted module names (PEFT target_modules).
 	LoRATargets     []string `json:"lora_targets,omitempty"`
 	Params          int64    `json:"params"`           // parameters of the model

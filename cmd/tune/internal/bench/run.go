@@ -231,6 +231,7 @@ func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification,
 	if err := base.SetAttnImplementation(s.AttnImplementation); err != nil {
 		return nil, nil, fmt.Errorf("bench: %w", err)
 	}
+	base.SetGradientCheckpointing(s.GradientCheckpointing)
 	var m trainee = base
 	if s.LoRA != nil {
 		lm, err := lora.Apply(base, *s.LoRA, s.Seed)
@@ -285,7 +286,8 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 // newResult fills the configuration fields of a Result for s on b.
 func newResult(b tensor.Backend, s *Spec, m trainee) *Result {
 	r := &Result{Impl: ImplTune, Device: Describe(b), Backend: b.Name(), Model: s.Model, Batch: s.Batch, Seq: s.Seq,
-		Mode: s.Policy.Precision(), Warmup: s.Warmup, Steps: s.Steps, LossFirst: math.NaN(), LossLast: math.NaN()}
+		Mode: s.Policy.Precision(), Warmup: s.Warmup, Steps: s.Steps, LossFirst: math.NaN(), LossLast: math.NaN(),
+		GradientCheckpointing: s.GradientCheckpointing}
 	if s.LoRA != nil {
 		r.LoRA, r.LoRARank, r.LoRATargets = true, s.LoRA.R, s.LoRA.TargetModules.Names
 	}

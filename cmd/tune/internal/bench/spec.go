@@ -90,6 +90,9 @@ type Spec struct {
 	Profile int
 	// AttnImplementation is the model's attn_implementation: "sdpa" (the default when empty) or "eager".
 	AttnImplementation string
+	// GradientCheckpointing recomputes each encoder layer in backward instead of keeping its activations
+	// (HF's gradient_checkpointing; bert.BertForSequenceClassification.SetGradientCheckpointing).
+	GradientCheckpointing bool
 }
 
 // DefaultSpec returns the defaults of `tune bench`: BERT-base, 32 × 128 tokens, BF16, 5 warm-up and 30 timed
