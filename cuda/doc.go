@@ -29,7 +29,7 @@
 //     DeviceInfo.Libraries report the files loaded (`tune env`).
 //   - NCCL (libnccl.so.2) is opened the same way, on first use, unless TUNE_NCCL names the file: NewUniqueID,
 //     NewComm (ncclCommInitRank; the 128-byte ncclUniqueId passed by value through a shim with self-declared
-//     types, as there is no nccl.h at build time), Comm.AllReduce (Sum or Avg of F32/F16/BF16 tensors in place
+//     types, as there is no nccl.h at build time), Comm.AllReduce (Sum, Max or Avg of F32/F16/BF16 tensors in place
 //     on the backend's stream; several tensors form one ncclGroupStart/End group), Comm.AsyncError
 //     (ncclCommGetAsyncError), Comm.Abort. Errors carry NCCL's own strings (ncclGetErrorString,
 //     ncclGetLastError). Without the cuda tag they fail with an error wrapping tensor.ErrNoDevice.

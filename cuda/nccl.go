@@ -132,7 +132,7 @@ func ncclType(d tensor.DType) (int, bool) {
 	return 0, false
 }
 
-// AllReduce reduces each tensor in place across the ranks with op, queued on the backend's stream; several
+// AllReduce reduces each tensor in place across the ranks with op (Sum, Max or Avg), queued on the backend's stream; several
 // tensors are launched as one NCCL group (ncclGroupStart/End), as one bucket. Every rank must call it with the
 // same tensors' sizes and dtypes in the same order.
 func (c *Comm) AllReduce(op ReduceOp, ts ...*tensor.Tensor) (err error) {
@@ -147,8 +147,8 @@ func (c *Comm) AllReduce(op ReduceOp, ts ...*tensor.Tensor) (err error) {
 	if o.failed() {
 		return nil
 	}
-	if op != Sum && op != Avg {
-		o.fail(fmt.Errorf("reduction %d is not supported (Sum or Avg)", int(op)))
+	if op != Sum && op != Avg && op != Max {
+		o.fail(fmt.Errorf("reduction %d is not supported (Sum, Max or Avg)", int(op)))
 		return nil
 	}
 	if len(ts) > 1 {

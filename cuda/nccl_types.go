@@ -10,6 +10,9 @@ type ReduceOp int
 const (
 	// Sum adds the ranks' values (ncclSum).
 	Sum ReduceOp = 0
+	// Max takes the largest value (ncclMax): what agrees a found-inf flag across ranks, so that every rank
+	// skips or takes the FP16 step together.
+	Max ReduceOp = 2
 	// Avg averages them (ncclAvg, NCCL 2.10+): the sum divided by the number of ranks, as DDP averages
 	// gradients.
 	Avg ReduceOp = 4
@@ -20,6 +23,8 @@ func (op ReduceOp) String() string {
 	switch op {
 	case Sum:
 		return "ncclSum"
+	case Max:
+		return "ncclMax"
 	case Avg:
 		return "ncclAvg"
 	}
