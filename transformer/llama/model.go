@@ -33,6 +33,7 @@ type ForCausalLM struct {
 	host  hostBuffers
 	last  lastForward
 	extra savedExtras // files of the checkpoint directory saved back (generation_config.json)
+	ckpt  checkpointing
 }
 
 type carveKey struct {
@@ -186,9 +187,7 @@ func (m *ForCausalLM) layout(a *transformer.Arena, key carveKey) error {
 	}
 	m.Head.Layout(a, n, dt)
 	m.sc = layoutLayerScratch(a, n, &m.Config, dt)
-	for _, l := range m.Layers {
-		l.layout(a, b, t, &m.Config, dt)
-	}
+	m.layoutLayers(a, b, t, dt)
 	return nil
 }
 
@@ -219,7 +218,9 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 	if err := p.Notify("model.embed_tokens", false, a.hs[0]); err != nil {
 		return out, err
 	}
+	m.ckpt.offs = m.ckpt.offs[:0]
 	for i, l := range m.Layers {
+		m.ckpt.offs = append(m.ckpt.offs, p.Offset)
 		if err := l.Forward(&p, &m.sc, &in, a.hs[i+1], a.hs[i]); err != nil {
 			return out, fmt.Errorf("llama: layer %d: %w", i, err)
 		}
@@ -287,6 +288,9 @@ func (m *ForCausalLM) Backward(seed float32) (err error) {
 	for i := L - 1; i >= 0; i-- {
 		if err := p.Notify(layerPath(i), true, a.grad); err != nil {
 			return err
+		}
+		if err := m.recompute(&p, &in, i); err != nil {
+			return fmt.Errorf("llama: layer %d recomputation: %w", i, err)
 		}
 		if err := m.Layers[i].Backward(&p, &m.sc, &in, a.grad, a.hs[i]); err != nil {
 			return fmt.Errorf("llama: layer %d backward: %w", i, err)
