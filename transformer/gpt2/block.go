@@ -77,8 +77,9 @@ func layoutScratch(a *transformer.Arena, b, t, c, inter int, dt tensor.DType) bl
 }
 
 // layout takes the block's kept buffers for a (b, t) pass in GEMM dtype dt with attention implementation
-// impl.
-func (k *Block) layout(a *transformer.Arena, impl string, b, t int, dt tensor.DType) {
+// impl. With out set (gradient checkpointing) the block writes its output there, a buffer kept outside the
+// region the blocks share.
+func (k *Block) layout(a *transformer.Arena, out *tensor.Tensor, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, k.Ln1.C, k.CFc.Base().Out
 	k.impl, k.e = impl, eagerCache{}
 	if impl == transformer.AttnEager {
@@ -88,8 +89,11 @@ func (k *Block) layout(a *transformer.Arena, impl string, b, t int, dt tensor.DT
 		ln1: a.Take(dt, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
 		qkv: a.Take(dt, n, 3*c), ctx: a.Take(dt, n, c), lse: a.Take(tensor.F32, b, k.Heads, t),
 		r: a.Take(tensor.F32, n, c), ln2: a.Take(dt, n, c), mean2: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
-		u: a.Take(dt, n, inter), g: a.Take(dt, n, inter), out: a.Take(tensor.F32, n, c),
+		u: a.Take(dt, n, inter), g: a.Take(dt, n, inter), out: out,
 		b: b, t: t, c: c, inter: inter,
+	}
+	if out == nil {
+		k.c.out = a.Take(tensor.F32, n, c)
 	}
 	for _, p := range []transformer.Projection{k.CAttn, k.CProj, k.CFc, k.MProj} {
 		p.Layout(a, n, dt)

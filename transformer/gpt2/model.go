@@ -43,6 +43,7 @@ type GPT2LMHeadModel struct {
 	// Save; nil for a fresh model.
 	generation []byte
 	attn       transformer.AttnChoice
+	ckpt       checkpointing
 }
 
 // carveKey identifies an arena layout: batch shape, GEMM dtype, and which optional inputs it holds.
@@ -198,9 +199,7 @@ func (m *GPT2LMHeadModel) layout(a *transformer.Arena, key carveKey) error {
 	if key.segs {
 		m.sc.segs = a.Take(tensor.I32, b, t)
 	}
-	for _, k := range m.Blocks {
-		k.layout(a, key.impl, b, t, dt)
-	}
+	m.layoutBlocks(a, key.impl, b, t, dt)
 	m.Head.Layout(a, n, dt)
 	return nil
 }
@@ -342,7 +341,9 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 		return out, err
 	}
 	h := a.emb
+	m.ckpt.offs = m.ckpt.offs[:0]
 	for i, k := range m.Blocks {
+		m.ckpt.offs = append(m.ckpt.offs, p.Offset)
 		if h, err = k.Forward(&p, &m.sc, h); err != nil {
 			return out, fmt.Errorf("gpt2: block %d: %w", i, err)
 		}
@@ -416,6 +417,9 @@ func (m *GPT2LMHeadModel) Backward(seed float32) (err error) {
 	for i := len(m.Blocks) - 1; i >= 0; i-- {
 		if err := p.Notify(blockPath(i), true, grad); err != nil {
 			return err
+		}
+		if err := m.recompute(&p, i); err != nil {
+			return fmt.Errorf("gpt2: block %d recomputation: %w", i, err)
 		}
 		if err := m.Blocks[i].Backward(&p, &m.sc, grad); err != nil {
 			return fmt.Errorf("gpt2: block %d backward: %w", i, err)
