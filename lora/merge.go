@@ -47,7 +47,7 @@ func (l *Linear) Merge(bk tensor.Backend) error {
 	if l.merged {
 		return fmt.Errorf("lora: merge: %w", ErrMerged)
 	}
-	if err := AddDelta(bk, l.base.Weight.Value, l.A.Value, l.B.Value, l.Scaling, false); err != nil {
+	if err := addDeltaStored(bk, l.base.Weight.Value, l.A.Value, l.B.Value, l.Scaling); err != nil {
 		return err
 	}
 	l.merged = true
@@ -59,9 +59,33 @@ func (l *Linear) Unmerge(bk tensor.Backend) error {
 	if !l.merged {
 		return nil
 	}
-	if err := AddDelta(bk, l.base.Weight.Value, l.A.Value, l.B.Value, -l.Scaling, false); err != nil {
+	if err := addDeltaStored(bk, l.base.Weight.Value, l.A.Value, l.B.Value, -l.Scaling); err != nil {
 		return err
 	}
 	l.merged = false
 	return nil
+}
+
+// addDeltaStored is AddDelta for a base weight w in any float dtype. An F32 w is updated in place as AddDelta
+// does. A w stored in F16/BF16 (transformer.ModelCore.StoreFrozenIn) is widened into an FP32 scratch, gets the
+// FP32 delta there and is rounded back once: W_half = round(widen(W_half) + alpha·B·A). PEFT's merge of a half
+// base rounds the delta to the base's dtype first and adds in that dtype (two roundings,
+// peft/tuners/lora/layer.py Linear.merge and get_delta_weight); here only the sum is rounded. Unmerge of a half
+// base is therefore not exact: the base comes back within one rounding in its dtype per merge/unmerge.
+func addDeltaStored(bk tensor.Backend, w, a, bm *tensor.Tensor, alpha float32) error {
+	if w.DType == tensor.F32 {
+		return AddDelta(bk, w, a, bm, alpha, false)
+	}
+	wide, err := bk.Alloc(tensor.F32, w.Shape...)
+	if err != nil {
+		return fmt.Errorf("lora: merge: %w", err)
+	}
+	defer bk.Free(wide)
+	if err := bk.Cast(wide, w); err != nil {
+		return fmt.Errorf("lora: merge: %w", err)
+	}
+	if err := AddDelta(bk, wide, a, bm, alpha, false); err != nil {
+		return err
+	}
+	return bk.Cast(w, wide)
 }

@@ -265,8 +265,9 @@ func (m *Model) Merged() bool { return m.merged }
 
 // Merge adds scaling·B·A to the base weight of every adapted projection (PEFT's merge_adapter) and
 // invalidates the weight-cast cache. The merged model gives the same logits up to FP32 rounding (PEFT's merge and unmerge, peft/tuners/lora/layer.py) at
-// the cost of the base alone; it can run inference but not train until Unmerge. Errors wrap ErrMerged when
-// already merged.
+// the cost of the base alone; it can run inference but not train until Unmerge. A base stored in half
+// (StoreFrozenIn, as the trainer does under autocast) is merged in its dtype: W + scaling·B·A is formed in FP32
+// and rounded once. Errors wrap ErrMerged when already merged.
 func (m *Model) Merge() error {
 	if err := m.usable(); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // runState is the training loop's position and running sums.
@@ -107,6 +108,13 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		}
 	}()
 	t.model.SetPolicy(t.policy)
+	if fs, ok := t.model.(transformer.FrozenStorage); ok && t.policy.Enabled {
+		// Frozen projection weights (LoRA's base) live in the autocast dtype from here on: cast once, no
+		// FP32 copy, no per-step cast; the GEMMs read the same rounded values the weight cache made each step.
+		if err := fs.StoreFrozenIn(t.policy.DType); err != nil {
+			return TrainOutput{}, fmt.Errorf("trainer: %w", err)
+		}
+	}
 	if a.ResumeFromCheckpoint != "" {
 		dir, err := ResolveCheckpoint(a.OutputDir, a.ResumeFromCheckpoint)
 		if err != nil {

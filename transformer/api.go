@@ -51,6 +51,17 @@ type Adaptable interface {
 	ReplaceProjections(repl map[string]Projection) error
 	// SetTrainable sets each parameter's trainability from its full name and re-packs.
 	SetTrainable(keep func(name string) bool) error
+	FrozenStorage
+}
+
+// FrozenStorage is implemented by a model that can store its frozen projection weights once in the autocast
+// dtype instead of keeping FP32 masters cast every step (ModelCore.StoreFrozenIn, which every family embeds).
+// The trainer calls StoreFrozenIn(policy dtype) before training under FP16/BF16 autocast.
+type FrozenStorage interface {
+	// StoreFrozenIn stores every frozen projection weight and bias in dt (F16, BF16, or F32 to widen them back).
+	StoreFrozenIn(dt tensor.DType) error
+	// FrozenDType returns the dtype frozen projection weights are stored in.
+	FrozenDType() tensor.DType
 }
 
 // GradientCheckpointer is a Model that can trade compute for activation memory as transformers'

@@ -29,6 +29,8 @@ type ModelCore struct {
 	params  func() []NamedParameter
 	slots   func() []Slot
 	changed func()
+	// frozenDT is the dtype frozen projection weights are stored in (StoreFrozenIn; Invalid means F32).
+	frozenDT tensor.DType
 }
 
 // InitCore sets up the core on backend b. params lists the model's parameters with their full Hugging Face
@@ -83,7 +85,7 @@ func (c *ModelCore) NewPass(opts ForwardOptions) Pass {
 // trainability; gradients restart at zero and the family's changed hook runs.
 func (c *ModelCore) Pack() error {
 	c.changed()
-	if err := c.groups.Pack(c.params()); err != nil {
+	if err := c.groups.PackStored(c.params(), c.frozenDT, c.storable()); err != nil {
 		return err
 	}
 	if c.cache != nil {
@@ -97,7 +99,83 @@ func (c *ModelCore) FreeParameters() {
 	c.b.Free(c.groups.Train)
 	c.b.Free(c.groups.Grads)
 	c.b.Free(c.groups.Frozen)
-	c.groups.Train, c.groups.Grads, c.groups.Frozen = nil, nil, nil
+	c.b.Free(c.groups.Half)
+	c.groups.Train, c.groups.Grads, c.groups.Frozen, c.groups.Half = nil, nil, nil, nil
+}
+
+// storable returns the parameters StoreFrozenIn may keep in half: the weights and biases of every projection
+// slot's plain Linear (Slot.Proj's Base()), the only parameters read solely by GEMM-class ops through
+// Pass.Weight. Embeddings (read by the F32 Embedding op, and tied LM heads with them) and LayerNorm/RMSNorm
+// parameters (FP32 ops under autocast) stay F32.
+func (c *ModelCore) storable() func(*Param) bool {
+	set := map[*Param]bool{}
+	for _, s := range c.slots() {
+		if s.Proj == nil || *s.Proj == nil || (*s.Proj).Base() == nil {
+			continue
+		}
+		l := (*s.Proj).Base()
+		set[l.Weight] = true
+		if l.Bias != nil {
+			set[l.Bias] = true
+		}
+	}
+	return func(p *Param) bool { return set[p] }
+}
+
+// StoreFrozenIn stores every frozen projection weight and bias in dt (F16 or BF16: the autocast dtype the
+// model trains in), or back in F32. In half they are cast once here — the same rounding the weight-cast cache
+// applies every step, so Forward and Backward compute exactly what they computed before — and then read
+// directly by the GEMMs: no FP32 copy, no per-step cast, and (being frozen) no gradient or optimizer state.
+// Trainable parameters keep their FP32 masters and buffers untouched (an optimizer built over Trainable stays
+// valid). Later re-packs (SetTrainable, ReplaceProjections, loading) keep the setting. Embeddings and norms
+// stay F32 (storable).
+//
+// What it changes: the FP32 values of the stored weights are gone. Saving writes their rounded values
+// widened to F32; a LoRA merge into such a base rounds W + scaling·B·A once into dt (lora.Linear.Merge);
+// making a stored parameter trainable again widens the rounded value; StoreFrozenIn(tensor.F32) widens too.
+// A Forward under FP32 or under the other half dtype refuses (Pass.Weight) rather than compute with rounded
+// weights: reload the model from its checkpoint for that. Switching F16 ↔ BF16 directly is an error.
+func (c *ModelCore) StoreFrozenIn(dt tensor.DType) error {
+	if dt != tensor.F32 && dt != tensor.F16 && dt != tensor.BF16 {
+		return fmt.Errorf("%s: frozen weights can be stored in F32, F16 or BF16, not %v", c.name, dt)
+	}
+	cur := c.frozenDT
+	if cur == tensor.Invalid {
+		cur = tensor.F32
+	}
+	if dt == cur {
+		return nil
+	}
+	if cur != tensor.F32 && dt != tensor.F32 {
+		return fmt.Errorf("%s: frozen weights are stored in %v; storing them in %v would round them twice: reload the model",
+			c.name, cur, dt)
+	}
+	if err := c.groups.RepackFrozen(c.params(), dt, c.storable()); err != nil {
+		return fmt.Errorf("%s: %w", c.name, err)
+	}
+	c.frozenDT = dt
+	if c.cache != nil {
+		c.cache.Free() // drops the copies of the weights that moved; the next Forward casts the F32 ones afresh
+	}
+	c.changed()
+	return nil
+}
+
+// FrozenDType returns the dtype frozen projection weights are stored in (StoreFrozenIn): F32 unless changed.
+func (c *ModelCore) FrozenDType() tensor.DType {
+	if c.frozenDT == tensor.Invalid {
+		return tensor.F32
+	}
+	return c.frozenDT
+}
+
+// FrozenStoredBytes returns the bytes of the frozen parameters stored in half (the Half buffer): 0 unless
+// StoreFrozenIn chose F16 or BF16 and some projection is frozen.
+func (c *ModelCore) FrozenStoredBytes() int64 {
+	if c.groups.Half == nil {
+		return 0
+	}
+	return int64(c.groups.Half.Bytes())
 }
 
 // Trainable returns the flat FP32 buffers of every trainable parameter and its gradient (equal length, in

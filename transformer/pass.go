@@ -43,10 +43,20 @@ func (p *Pass) observe(module string, grad bool, t *tensor.Tensor) error {
 func (p *Pass) GemmDType() tensor.DType { return p.Policy.GemmDType() }
 
 // Weight returns w (an F32 master weight or bias) as a GEMM-class op reads it: w itself under FP32, else its
-// half copy from the weight-cast cache (cast at most once per optimizer step, cached_cast in aten/src/ATen/autocast_mode.cpp).
+// half copy from the weight-cast cache (cast at most once per optimizer step, cached_cast in
+// aten/src/ATen/autocast_mode.cpp). A frozen weight stored in the autocast dtype (ModelCore.StoreFrozenIn) is
+// returned as it is; one stored in half under FP32 or the other half dtype is an error (its FP32 value is gone:
+// the model must be reloaded to run that way).
 func (p *Pass) Weight(w *tensor.Tensor) (*tensor.Tensor, error) {
-	if !p.Policy.Enabled || w == nil {
+	if w == nil {
+		return nil, nil
+	}
+	switch {
+	case w.DType == p.GemmDType():
 		return w, nil
+	case w.DType != tensor.F32:
+		return nil, fmt.Errorf("transformer: a frozen weight %v is stored in %v (StoreFrozenIn, set for training under "+
+			"autocast) and cannot run under %s: reload the model from its checkpoint", w.Shape, w.DType, p.Policy.Precision())
 	}
 	return p.Cache.Get(w)
 }

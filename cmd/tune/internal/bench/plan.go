@@ -15,7 +15,8 @@ import (
 // MemoryPlan is what a training step of a Spec keeps allocated, by category, in bytes: the memory a step needs
 // before any scratch, measured by building the model, its optimizer and its step arena without running a step.
 type MemoryPlan struct {
-	// Parameters holds the FP32 master weights, frozen ones included (4 bytes per parameter).
+	// Parameters holds the weights: FP32 masters (4 bytes per parameter), except that under FP16/BF16 the
+	// frozen projection weights are stored once in the autocast dtype (2 bytes; ModelCore.StoreFrozenIn).
 	Parameters int64 `json:"parameters"`
 	// Gradients holds the FP32 gradients of the trainable parameters (4 bytes each).
 	Gradients int64 `json:"gradients"`
@@ -31,8 +32,9 @@ type MemoryPlan struct {
 	// transformer.AttnChoice), and Largest the arena's largest buffers, biggest first.
 	Attention string               `json:"attention"`
 	Largest   []ArenaBufferSummary `json:"largest"`
-	// WeightCache is the autocast copies of the projection weights and biases (2 bytes per parameter under
-	// FP16/BF16, 0 in FP32). They are allocated by the first Forward, so this is computed, not measured.
+	// WeightCache is the autocast copies of the FP32 projection weights and biases (2 bytes per parameter under
+	// FP16/BF16, 0 in FP32): the trainable ones and LoRA's adapters; frozen ones stored in half need none. They
+	// are allocated by the first Forward, so this is computed, not measured.
 	WeightCache int64 `json:"weight_cache"`
 }
 
@@ -102,8 +104,12 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 			return plan, err
 		}
 		half := int64(s.Policy.DType.Size())
+		stored := m.FrozenDType() != tensor.F32
 		for _, p := range projs {
-			plan.WeightCache += half * int64(p.In*p.Out+p.Out+p.LoRARank*(p.In+p.Out))
+			if !stored || p.TrainWeight {
+				plan.WeightCache += half * int64(p.In*p.Out+p.Out)
+			}
+			plan.WeightCache += half * int64(p.LoRARank*(p.In+p.Out))
 		}
 	}
 	return plan, nil

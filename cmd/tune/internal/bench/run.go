@@ -241,6 +241,11 @@ func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification,
 		m = lm
 	}
 	m.SetPolicy(s.Policy)
+	if s.Policy.Enabled { // as the trainer does: frozen projection weights stored once in the autocast dtype
+		if err := m.StoreFrozenIn(s.Policy.DType); err != nil {
+			return nil, nil, fmt.Errorf("bench: %w", err)
+		}
+	}
 	return base, m, nil
 }
 
