@@ -20,6 +20,12 @@
 // evaluation loops do. So a Param's Value edited through the Go API, Load, LoRA Merge/Unmerge or an optimizer
 // step never leaves a stale half-precision copy behind; WeightsUpdated remains for callers that reuse casts.
 //
+// Frozen projection weights can instead be stored once in the autocast dtype (ModelCore.StoreFrozenIn, which
+// the trainer calls before training under FP16/BF16): the GEMMs read them directly, with no FP32 copy, no
+// per-step cast, no gradient and no optimizer state, and compute exactly what the per-step cast computed. Their
+// FP32 values are then gone: they save as their rounded values, and a Forward under FP32 or the other half
+// dtype refuses (reload the model for that).
+//
 // Debugging: ForwardOptions.Observe receives each module's output (bert.embeddings, bert.encoder.layer.i,
 // bert.pooler, classifier) in Forward and the gradient with respect to it in Backward; tune debug nan and tune
 // debug compare are built on it.
