@@ -108,7 +108,7 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		}
 	}()
 	t.model.SetPolicy(t.policy)
-	if fs, ok := t.model.(transformer.FrozenStorage); ok && t.policy.Enabled {
+	if fs, ok := t.model.(transformer.FrozenStorage); ok && storeFrozenHalf(*a, t.policy) {
 		// Frozen projection weights (LoRA's base) live in the autocast dtype from here on: cast once, no
 		// FP32 copy, no per-step cast; the GEMMs read the same rounded values the weight cache made each step.
 		if err := fs.StoreFrozenIn(t.policy.DType); err != nil {
@@ -472,4 +472,14 @@ func (t *Trainer) runLoss(lossSum float64, steps int) float64 {
 		prev = l["step"]
 	}
 	return lossSum / max(covered, 1)
+}
+
+// storeFrozenHalf reports whether training under policy stores the frozen projection weights in its autocast
+// dtype (transformer.FrozenStorage): under FP16/BF16 autocast, unless fp16_full_eval/bf16_full_eval asks for
+// evaluation in the other half dtype, which the half-stored weights cannot run in (their FP32 values are gone).
+func storeFrozenHalf(a TrainingArguments, policy amp.Policy) bool {
+	if !policy.Enabled {
+		return false
+	}
+	return !(a.FP16FullEval && policy.DType != tensor.F16) && !(a.BF16FullEval && policy.DType != tensor.BF16)
 }
