@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -15,7 +17,11 @@ import (
 // adapters' kept buffers share the arena region with their layer's, so a recomputation that drew other
 // lora_dropout masks would show here.
 func TestGradientCheckpointingBitExact(t *testing.T) {
-	b := cpuBackend()
+	tensortest.ForEachBackend(t, gradientCheckpointingBitExact)
+}
+
+// gradientCheckpointingBitExact is TestGradientCheckpointingBitExact on backend b.
+func gradientCheckpointingBitExact(t *testing.T, b tensor.Backend) {
 	cfg := tinyConfig()
 	cfg.NumHiddenLayers = 3
 	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0.1, 0.1

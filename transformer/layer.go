@@ -207,6 +207,10 @@ func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, 
 	}
 	outs := make([]*tensor.Tensor, len(layers))
 	for i, l := range layers {
+		if i < len(sc.outs) && sc.outs[i] != nil { // the two alternating outputs of autocast are free: reuse them
+			outs[i] = sc.outs[i]
+			continue
+		}
 		outs[i] = a.Take(tensor.F32, b*t, l.AttnNorm.C)
 	}
 	a.Overlay(len(layers), func(i int) { layers[i].layout(a, sc, outs[i], impl, b, t, dt) })

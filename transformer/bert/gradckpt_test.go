@@ -6,16 +6,23 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 )
 
 // TestGradientCheckpointingBitExact trains two steps (Philox offsets 0 and 1<<20) of a 3-layer model with
 // hidden and attention dropout on and a padded batch, with and without gradient checkpointing, and requires
-// the same bits: loss, logits and every gradient, under FP32, BF16 and FP16 and both attention paths. With
+// the same bits: loss, logits and every gradient, under FP32, BF16 and FP16 and both attention paths, on
+// every backend (a deterministic backend gives the same bits for the same op sequence). With
 // checkpointing the layers' internal activations share one arena region, so a recomputation that drew other
 // dropout masks or read a stale buffer changes the gradients of layers 0 and 1.
 func TestGradientCheckpointingBitExact(t *testing.T) {
-	b := cpuBackend()
+	tensortest.ForEachBackend(t, gradientCheckpointingBitExact)
+}
+
+// gradientCheckpointingBitExact is TestGradientCheckpointingBitExact on backend b.
+func gradientCheckpointingBitExact(t *testing.T, b tensor.Backend) {
 	cfg := tinyConfig()
 	cfg.NumHiddenLayers = 3
 	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0.1, 0.2

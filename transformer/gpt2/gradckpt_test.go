@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -14,6 +16,11 @@ import (
 // and FP16, and requires the same bits: both losses and every gradient. Blocks 0 and 1 are recomputed with
 // their buffers shared with block 2's, so other dropout masks or a stale buffer would show.
 func TestGradientCheckpointingBitExact(t *testing.T) {
+	tensortest.ForEachBackend(t, gradientCheckpointingBitExact)
+}
+
+// gradientCheckpointingBitExact is TestGradientCheckpointingBitExact on backend b.
+func gradientCheckpointingBitExact(t *testing.T, b tensor.Backend) {
 	cfg := tinyConfig()
 	cfg.NLayer = 3
 	cfg.ResidPdrop, cfg.EmbdPdrop, cfg.AttnPdrop = 0.1, 0.1, 0.1
@@ -22,7 +29,6 @@ func TestGradientCheckpointingBitExact(t *testing.T) {
 		for _, pol := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
 			t.Run(impl+"/"+pol.Precision(), func(t *testing.T) {
 				run := func(ckpt bool) (losses []float32, grads [][]float32, arena int) {
-					b := cpu.New()
 					m := newTestModel(t, b, cfg, 13)
 					if err := m.SetAttnImplementation(impl); err != nil {
 						t.Fatal(err)

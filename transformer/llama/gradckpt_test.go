@@ -6,6 +6,8 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -14,6 +16,11 @@ import (
 // without gradient checkpointing, in FP32, BF16 and FP16, and requires the same bits: both losses and every
 // trainable gradient. Layers 0 and 1 are recomputed; their buffers are shared with layer 2's.
 func TestGradientCheckpointingBitExact(t *testing.T) {
+	tensortest.ForEachBackend(t, gradientCheckpointingBitExact)
+}
+
+// gradientCheckpointingBitExact is TestGradientCheckpointingBitExact on backend b.
+func gradientCheckpointingBitExact(t *testing.T, b tensor.Backend) {
 	for _, typ := range []string{"llama", "qwen2", "qwen3"} {
 		for _, withLoRA := range []bool{false, true} {
 			for _, pol := range []amp.Policy{amp.FP32, amp.BF16, amp.FP16} {
@@ -26,7 +33,6 @@ func TestGradientCheckpointingBitExact(t *testing.T) {
 					cfg.NumHiddenLayers = 3
 					batches := [][]int{{6, 3, 5}, {4, 4}}
 					run := func(ckpt bool) (losses []float32, grads [][]float32, names []string) {
-						b := cpuBackend()
 						var m transformer.Model = newModel(t, b, cfg, 3)
 						if withLoRA {
 							lc := lora.DefaultConfig()
