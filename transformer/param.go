@@ -78,6 +78,11 @@ func (g *ParamGroups) RepackFrozen(list []NamedParameter, half tensor.DType, sto
 	return g.pack(list, half, store, true)
 }
 
+// HalfSlot returns the elements a tensor of n elements takes in the Half buffer: n rounded up to a multiple
+// of 8, so that every stored weight starts 16-byte aligned as a separately allocated cast copy did (cuBLASLt
+// chooses its fastest kernels only for 16-byte aligned operands).
+func HalfSlot(n int) int { return (n + 7) &^ 7 }
+
 // pack implements Pack, PackStored and RepackFrozen (frozenOnly).
 func (g *ParamGroups) pack(list []NamedParameter, half tensor.DType, store func(*Param) bool, frozenOnly bool) error {
 	if half == tensor.Invalid {
@@ -106,7 +111,7 @@ func (g *ParamGroups) pack(list []NamedParameter, half tensor.DType, store func(
 		case p.Trainable:
 			nTrain += p.Value.Numel()
 		case inHalf(p):
-			nHalf += p.Value.Numel()
+			nHalf += HalfSlot(p.Value.Numel())
 		default:
 			nFrozen += p.Value.Numel()
 		}
@@ -165,7 +170,7 @@ func (g *ParamGroups) pack(list []NamedParameter, half tensor.DType, store func(
 			offT += n
 		case inHalf(p):
 			vals[i], _ = halves.View(offH, shape...)
-			offH += p.Value.Numel()
+			offH += HalfSlot(p.Value.Numel())
 		default:
 			vals[i], _ = frozen.View(offF, shape...)
 			offF += p.Value.Numel()

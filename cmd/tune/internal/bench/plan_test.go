@@ -6,6 +6,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
 )
 
 func TestPlan(t *testing.T) {
@@ -32,8 +33,8 @@ func TestPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Under autocast the frozen projections (weight and bias) are stored in half: 2 bytes less each.
-			var stored int64
+			// Under autocast the frozen projections (weight and bias) are stored in half, each in a 16-byte aligned slot.
+			var stored, slots int64
 			if tc.policy.Enabled {
 				_, m, err := buildModel(cpu.New(), &s)
 				if err != nil {
@@ -44,16 +45,17 @@ func TestPlan(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, p := range projs {
-					if !p.TrainWeight {
+					if !p.TrainWeight { // weight and bias, each 16-byte aligned in the Half buffer
 						stored += int64(p.In*p.Out + p.Out)
+						slots += int64(transformer.HalfSlot(p.In*p.Out) + transformer.HalfSlot(p.Out))
 					}
 				}
 			}
 			if tc.lora && stored == 0 {
 				t.Error("LoRA under bf16 stores no frozen projection in half")
 			}
-			if plan.Parameters != 4*res.Params-2*stored || plan.Gradients != 4*res.TrainableParams || plan.Optimizer != 8*res.TrainableParams {
-				t.Errorf("plan %+v; want 4·%d − 2·%d parameter bytes, 4·%d gradient bytes and 8·%d moment bytes", plan, res.Params, stored, res.TrainableParams, res.TrainableParams)
+			if plan.Parameters != 4*(res.Params-stored)+2*slots || plan.Gradients != 4*res.TrainableParams || plan.Optimizer != 8*res.TrainableParams {
+				t.Errorf("plan %+v; want 4·(%d − %d) + 2·slots parameter bytes, 4·%d gradient bytes and 8·%d moment bytes", plan, res.Params, stored, res.TrainableParams, res.TrainableParams)
 			}
 			if (plan.WeightCache == 0) != !tc.policy.Enabled || plan.Activations <= 0 {
 				t.Errorf("weight cache %d, activations %d", plan.WeightCache, plan.Activations)
