@@ -42,8 +42,10 @@ func newRootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "tune",
 		Short: "Fine-tune Transformer models, fully or with LoRA, in FP32, FP16 or BF16 mixed precision",
-		Long: `tune fine-tunes Hugging Face Transformer checkpoints (BERT-class encoders) fully or with LoRA adapters,
-in FP32 or in FP16/BF16 mixed precision, on NVIDIA GPUs (cuBLASLt) or on the CPU, from a YAML recipe.
+		Long: `tune fine-tunes Hugging Face Transformer checkpoints fully or with LoRA adapters: BERT-class encoders for
+sequence classification, and Llama, Mistral, Qwen2/3 and GPT-2 decoders for supervised fine-tuning (SFT) on
+text or chat JSONL; in FP32 or in FP16/BF16 mixed precision, on NVIDIA GPUs (cuBLASLt) or on the CPU, from a
+YAML recipe.
 Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hugging Face tools.
 
 Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, recipe keys or values);
