@@ -108,6 +108,16 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	in, name := stdin, "standard input"
+	if o.File != "" && o.File != "-" {
+		// A FILE argument that cannot be opened is bad usage (exit 2), as a missing --tokenizer path is.
+		f, err := os.Open(o.File)
+		if err != nil {
+			return usagef("FILE %s: %s", o.File, pathProblem(err))
+		}
+		defer f.Close()
+		in, name = f, o.File
+	}
 	path, err := resolveHub("--tokenizer", o.Tokenizer, o.Revision)
 	if err != nil {
 		return err
@@ -137,15 +147,6 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 			}
 			return tok.Encode(text, opts)
 		}
-	}
-	in, name := stdin, "standard input"
-	if o.File != "" && o.File != "-" {
-		f, err := os.Open(o.File)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		in, name = f, o.File
 	}
 	lr := loaders.NewLineReader(in, name, 0) // each line at most loaders.DefaultMaxRowBytes
 	w := bufio.NewWriter(stdout)

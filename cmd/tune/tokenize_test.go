@@ -78,7 +78,7 @@ func TestTokenizeCommandErrors(t *testing.T) {
 		{"pair line without a tab names the line", "a\tb\nno tab here\n", []string{"--tokenizer", tok, "--pair"}, false, "standard input:2: --pair expects text<TAB>pair"},
 		{"max length below the special tokens names the line", "x\n", []string{"--tokenizer", tok, "--max-length", "1"}, false, "standard input:1:"},
 		{"tokenizer directory without files", "x\n", []string{"--tokenizer", t.TempDir()}, false, "neither tokenizer.json nor vocab.txt"},
-		{"missing input file", "", []string{"--tokenizer", tok, filepath.Join(t.TempDir(), "nope.txt")}, false, "nope.txt"},
+		{"missing input file", "", []string{"--tokenizer", tok, filepath.Join(t.TempDir(), "nope.txt")}, true, "nope.txt: no such file or directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
