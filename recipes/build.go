@@ -282,11 +282,22 @@ func absPath(p string) (string, error) {
 // tokenizer belongs to another model, and the first batch would fail deep in the embedding lookup.
 func checkVocab(tok *loaders.Tokenizer, tokPath string, m *bert.BertForSequenceClassification, model string) error {
 	if n, v := tok.VocabSize(), m.Config.VocabSize; n > v {
-		return fmt.Errorf("the tokenizer %s has %d tokens but %s has vocab_size %d: they do not belong together (token ids ≥ %d have no embedding)",
-			tokPath, n, model, v, v)
+		return vocabError{fmt.Sprintf("the tokenizer %s has %d tokens but %s has vocab_size %d: they do not belong together (token ids ≥ %d have no embedding)",
+			tokPath, n, model, v, v)}
 	}
 	return nil
 }
+
+// ErrTokenizerMismatch matches (errors.Is) the error of Build and OpenModel for a tokenizer whose ids do not
+// all fit the model's embedding table: the tokenizer and the model given do not belong together, which the
+// CLI reports as bad usage (exit 2) whichever command was given them.
+var ErrTokenizerMismatch = errors.New("recipes: the tokenizer does not fit the model's vocab_size")
+
+// vocabError is checkVocab's error: its own message, matching ErrTokenizerMismatch.
+type vocabError struct{ msg string }
+
+func (e vocabError) Error() string        { return e.msg }
+func (e vocabError) Is(target error) bool { return target == ErrTokenizerMismatch }
 
 // modelSource names where a recipe's model comes from, for messages.
 func modelSource(r *Recipe) string {

@@ -76,7 +76,7 @@ func (d *debugData) open(stderr io.Writer, labelled bool) (*recipes.Run, []*load
 	if err != nil {
 		return nil, nil, err
 	}
-	run, err := recipes.OpenModel(d.Model, d.Adapter, tok, b)
+	run, err := openModel(d.Model, d.Adapter, tok, b)
 	if err != nil {
 		return nil, nil, err
 	}

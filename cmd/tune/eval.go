@@ -168,7 +168,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(modelDir, adapter, o.tokenizer, b)
+	run, err := openModel(modelDir, adapter, o.tokenizer, b)
 	if err != nil {
 		return err
 	}

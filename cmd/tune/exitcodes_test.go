@@ -43,6 +43,17 @@ func TestExitCodesFollowTheClasses(t *testing.T) {
 			t.Errorf("%s with a bigger vocabulary: exit %d %s", cmd, code, stderr)
 		}
 	}
+	// The same mismatch given to eval and predict (--tokenizer, or an adapter's own tokenizer): exit 2 as well.
+	dev := filepath.Join(tiny, "dev.tsv")
+	for _, args := range [][]string{
+		{"eval", "--device", "cpu", "--model", ckpt, "--tokenizer", big, "--data", dev},
+		{"predict", "--device", "cpu", "--model", ckpt, "--tokenizer", big, "--input", dev},
+	} {
+		code, _, stderr := runCLI(args...)
+		if code != exitUsage || !strings.Contains(stderr, "has 306 tokens but the model in "+ckpt+" has vocab_size 256") {
+			t.Errorf("%s with a bigger vocabulary: exit %d %s", args[0], code, stderr)
+		}
+	}
 	// A target_modules typo: exit 2, the names the model has and the closest.
 	code, _, stderr := runCLI(append(append([]string{"finetune"}, base...), "lora.target_modules=[qurey, vlaue]", "training.output_dir="+filepath.Join(t.TempDir(), "o"))...)
 	if code != exitUsage || !strings.Contains(stderr, "the model's Linear modules are named query, key, value, dense") ||

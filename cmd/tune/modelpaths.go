@@ -14,6 +14,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -206,4 +207,14 @@ func printNotices(w io.Writer, run *recipes.Run) {
 	for _, n := range run.Notices {
 		fmt.Fprintf(w, "tune: warning: %s\n", n)
 	}
+}
+
+// openModel is recipes.OpenModel for eval, predict and debug: a tokenizer that does not fit the model (from
+// --tokenizer or an adapter's directory) is bad usage (exit 2), as tune finetune and tune validate report it.
+func openModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*recipes.Run, error) {
+	run, err := recipes.OpenModel(dir, adapterDir, tokenizerPath, b)
+	if errors.Is(err, recipes.ErrTokenizerMismatch) {
+		return nil, usageError{err}
+	}
+	return run, err
 }

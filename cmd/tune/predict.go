@@ -169,7 +169,7 @@ func (o *predictOptions) run(ctx context.Context, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	run, err := recipes.OpenModel(o.Model, o.Adapter, o.tokenizer, b)
+	run, err := openModel(o.Model, o.Adapter, o.tokenizer, b)
 	if err != nil {
 		return err
 	}
