@@ -207,12 +207,35 @@ func (a *TrainingArguments) CheckOutputDir() error {
 		return nil
 	}
 	if len(found) > 0 {
-		// TrainingArguments' names (HF's): a recipe sets them under training:, a Go program in the struct.
-		return fmt.Errorf("trainer: %w: %s has %s; set overwrite_output_dir to replace what a tune run wrote there, "+
-			"resume_from_checkpoint to continue that run, or choose another output_dir (in a recipe: training.KEY)",
-			ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "))
+		return &OutputDirInUseError{Dir: a.OutputDir, Found: found}
 	}
 	return nil
+}
+
+// OutputDirInUseError is CheckOutputDir's error for a fresh run into an output_dir that holds a run or model
+// files while overwrite_output_dir is false. It wraps ErrOutputDirInUse.
+type OutputDirInUseError struct {
+	Dir   string   // the output_dir
+	Found []string // what CheckOutputDir found there (OutputArtifacts names, checkpoint-N folders)
+}
+
+// Error names the way out in TrainingArguments' names (HF's), as a Go program sets them (see Advice).
+func (e *OutputDirInUseError) Error() string {
+	return fmt.Sprintf("trainer: %v: %s has %s; %s", ErrOutputDirInUse, e.Dir, strings.Join(e.Found, ", "), e.Advice(""))
+}
+
+// Unwrap returns ErrOutputDirInUse.
+func (e *OutputDirInUseError) Unwrap() error { return ErrOutputDirInUse }
+
+// Advice says how to go on. With prefix "" it names the TrainingArguments fields; with a prefix (a recipe's
+// "training.") it names the keys with it and the values to give: "set training.overwrite_output_dir=true ...".
+func (e *OutputDirInUseError) Advice(prefix string) string {
+	overwrite, resume := "overwrite_output_dir", "resume_from_checkpoint"
+	if prefix != "" {
+		overwrite, resume = prefix+overwrite+"=true", prefix+resume+"=true"
+	}
+	return fmt.Sprintf("set %s to replace what a tune run wrote there, %s to continue that run, or choose another %soutput_dir",
+		overwrite, resume, prefix)
 }
 
 // IsCheckpointDir reports whether name is a checkpoint folder's name as the Trainer writes it:

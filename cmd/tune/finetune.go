@@ -142,6 +142,10 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		fmt.Fprintf(stderr, "tune: warning: %s\n", lock.Stale)
 	}
 	if err := r.Training.CheckOutputDir(); err != nil {
+		var inUse *trainer.OutputDirInUseError
+		if errors.As(err, &inUse) { // the way out in recipe keys: training.overwrite_output_dir=true, ...
+			return usagef("training.output_dir %s already holds a training run or model files (%s); %s", inUse.Dir, strings.Join(inUse.Found, ", "), inUse.Advice("training."))
+		}
 		return usageError{err}
 	}
 	b, err := recipes.OpenDevice(r.Device)

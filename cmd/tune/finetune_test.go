@@ -51,11 +51,22 @@ func TestFinetuneUsageErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	prev := filepath.Join(dir, "prev") // a previous run's output_dir
+	if err := os.MkdirAll(prev, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(prev, "trainer_state.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name   string
 		args   []string
 		stderr []string // fragments
 	}{
+		{"an output_dir holding a run says the recipe keys to set", []string{"finetune", tinyRecipe, "training.output_dir=" + prev},
+			[]string{"training.output_dir " + prev + " already holds a training run or model files (trainer_state.json); " +
+				"set training.overwrite_output_dir=true to replace what a tune run wrote there, " +
+				"training.resume_from_checkpoint=true to continue that run, or choose another training.output_dir"}},
 		{"a typo names the key, its line and the closest valid key", []string{"finetune", typo, "training.output_dir=" + out},
 			[]string{"learnig_rate", "learning_rate", "typo.yaml:"}},
 		{"--fp16 and --bf16 together", []string{"finetune", "--fp16", "--bf16", tinyRecipe, "training.output_dir=" + out},
