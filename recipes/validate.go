@@ -238,7 +238,8 @@ func (r *Recipe) CheckFiles() error {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
 			modelBad = true
 		} else if r.IsCausalLM() {
-			// A decoder checkpoint: its family checks config.json when Build opens it.
+			// A decoder checkpoint: its family checks the rest of config.json when Build opens it.
+			r.checkCausalMaxLength(bad)
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
 			bad("model.path", "%v", err)
 		} else if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.MaxPositionEmbeddings > 0 &&

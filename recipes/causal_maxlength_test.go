@@ -1,0 +1,53 @@
+package recipes
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer/gpt2"
+)
+
+// TestCausalMaxLengthBeyondPositions: `tune finetune tiny-chat data.max_length=100000` (max_position_embeddings
+// 256) and a GPT-2 recipe whose data.max_length exceeds n_positions are refused before anything loads, naming
+// data.max_length, the value and the config key; before, they were accepted (the tiny-chat run packed rows of
+// ~100k tokens and ran for minutes a step).
+func TestCausalMaxLengthBeyondPositions(t *testing.T) {
+	gpt := t.TempDir()
+	cfg := gpt2.DefaultConfig()
+	cfg.VocabSize, cfg.NPositions, cfg.NEmbd, cfg.NLayer, cfg.NHead = 702, 64, 32, 1, 2
+	m, err := gpt2.NewGPT2LMHeadModel(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(gpt); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join("data", "tiny-chat")
+	for _, c := range []struct {
+		recipe, model, maxLength, want string
+	}{
+		{"tiny-chat", tiny, "100000", "data.max_length: 100000 exceeds the model's max_position_embeddings 256 (" +
+			filepath.Join(tiny, "config.json") + ", model.path): the model was trained on positions below it only"},
+		{"tiny-chat", tiny, "257", "set data.max_length=256 or less"},
+		{"tiny-chat", tiny, "256", ""},
+		{"gpt2-full", gpt, "65", "data.max_length: 65 exceeds the model's n_positions 64 (" + filepath.Join(gpt, "config.json") +
+			", model.path): GPT-2's learned position embedding has that many rows"},
+		{"gpt2-full", gpt, "64", ""},
+	} {
+		r, err := Load(c.recipe, []string{"model.path=" + c.model, "tokenizer.path=" + tiny, "data.max_length=" + c.maxLength,
+			"training.output_dir=" + filepath.Join(t.TempDir(), "out")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = r.CheckFiles()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s max_length %s: %v", c.recipe, c.maxLength, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("%s max_length %s: %v\nwant %s", c.recipe, c.maxLength, err, c.want)
+		}
+	}
+}
