@@ -51,3 +51,26 @@ func TestCausalMaxLengthBeyondPositions(t *testing.T) {
 		}
 	}
 }
+
+// TestCausalDataKeysThatDoNotApply: on a causal-LM recipe, data.text_column and data.label_column (even set to
+// their defaults) and a .tsv/.csv data file are refused naming the key and what to use; before, they were
+// silently ignored and a .tsv file was read as JSONL.
+func TestCausalDataKeysThatDoNotApply(t *testing.T) {
+	for _, c := range []struct{ override, want string }{
+		{"data.text_column=sentence", "data.text_column: does not apply to causal-LM (SFT) data, whose rows are JSONL objects: use data.dataset_text_field"},
+		{"data.label_column=label", "data.label_column: does not apply to causal-LM (SFT) data"},
+		{"data.train=x.tsv", "data.train: x.tsv is a TSV file by its extension, but causal-LM (SFT) data are JSONL"},
+		{"data.eval=dev.csv", "data.eval: dev.csv is a CSV file by its extension"},
+		{"data.format=tsv", "data.format: tsv does not apply to causal-LM (SFT) data, which are JSONL"},
+		{"data.dataset_text_field=body", ""},
+		{"data.format=jsonl", ""},
+	} {
+		_, err := Load("tiny-chat", []string{c.override})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.override, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("%s: %v\nwant %s", c.override, err, c.want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package recipes
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
@@ -53,4 +54,31 @@ func causalPositions(dir string) (n int, key, why string) {
 		return c.MaxPositionEmbeddings, "max_position_embeddings", why
 	}
 	return 0, "", ""
+}
+
+// validateCausalData refuses what a causal LM's (SFT) data do not use: data.text_column and data.label_column
+// set in the recipe or an override (SFT reads {"text"} rows through data.dataset_text_field, as TRL's
+// SFTConfig does, and its labels are the next tokens), and a TSV or CSV data file (SFT data are JSONL). Before,
+// both were silently ignored and a .tsv file was read as JSONL.
+func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a ...any)) {
+	set := func(key string) bool { _, ok := d.pos[key]; return ok }
+	if set("data.text_column") {
+		bad("data.text_column", "does not apply to causal-LM (SFT) data, whose rows are JSONL objects: use data.dataset_text_field "+
+			"to name the key of the text in {\"text\": ...} rows (messages and prompt/completion rows need neither)")
+	}
+	if set("data.label_column") {
+		bad("data.label_column", "does not apply to causal-LM (SFT) data: the labels are the text's next tokens; remove the key")
+	}
+	if f := r.Data.Format; f == FormatTSV || f == FormatCSV {
+		bad("data.format", "%s does not apply to causal-LM (SFT) data, which are JSONL: one JSON object a line ({\"messages\": [...]}, "+
+			"{\"prompt\": ..., \"completion\": ...} or {\"text\": ...}); set data.format=jsonl or remove the key", f)
+		return
+	}
+	for _, f := range r.dataFiles() {
+		if format, err := r.Data.FormatOf(f.path); f.path != "" && err == nil && (format == FormatTSV || format == FormatCSV) {
+			bad(f.key, "%s is a %s file by its extension, but causal-LM (SFT) data are JSONL: one JSON object a line "+
+				"({\"messages\": [...]}, {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}); convert it to a .jsonl file "+
+				"(or, if it already holds JSONL, rename it or set data.format=jsonl)", f.path, strings.ToUpper(format))
+		}
+	}
 }

@@ -74,6 +74,9 @@ func (r *Recipe) validate(d *decoder) error {
 		}
 	}
 	r.validateData(bad)
+	if r.IsCausalLM() {
+		r.validateCausalData(d, bad)
+	}
 	if err := CheckDevice(r.Device); err != nil {
 		bad("device", "%v", err)
 	}
