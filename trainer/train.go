@@ -147,19 +147,29 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 }
 
 // interrupted says where training stopped and how to go on: the newest complete checkpoint, which a run with
-// resume_from_checkpoint continues from exactly, or that there is none. It wraps err (context.Canceled).
+// resume_from_checkpoint continues from exactly, or that there is none. It wraps err (context.Canceled) without
+// printing it: Go's "context canceled" tells the user nothing the message does not.
 func (t *Trainer) interrupted(err error) error {
 	step := t.state.GlobalStep
 	all, _ := ScanCheckpoints(t.args.OutputDir)
 	for i := len(all) - 1; i >= 0; i-- {
 		if all[i].Problem == "" {
-			return fmt.Errorf("trainer: training interrupted at step %d (%w); %s (step %d) holds the run: resume_from_checkpoint=true "+
-				"(training.resume_from_checkpoint=true in a recipe) continues from it as if never stopped", step, err, all[i].Dir, all[i].Step)
+			return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; %s (step %d) holds the run: resume_from_checkpoint=true "+
+				"(training.resume_from_checkpoint=true in a recipe) continues from it as if never stopped", step, all[i].Dir, all[i].Step), err}
 		}
 	}
-	return fmt.Errorf("trainer: training interrupted at step %d (%w); no checkpoint was saved in %s (save_strategy %s), so a "+
-		"new run starts from the beginning", step, err, t.args.OutputDir, t.args.SaveStrategy)
+	return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; no checkpoint was saved in %s (save_strategy %s), so a "+
+		"new run starts from the beginning", step, t.args.OutputDir, t.args.SaveStrategy), err}
 }
+
+// interruptedError is interrupted's error: its message, wrapping the context's error unprinted.
+type interruptedError struct {
+	msg string
+	err error
+}
+
+func (e interruptedError) Error() string { return e.msg }
+func (e interruptedError) Unwrap() error { return e.err }
 
 // ErrNothingToTrain is wrapped by Train's error when resume_from_checkpoint names a checkpoint at the end of
 // training: there are no steps left.
