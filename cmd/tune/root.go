@@ -63,7 +63,28 @@ Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, reci
 		root.AddCommand(c())
 	}
 	markArgErrorsAsUsage(root)
+	failUnknownHelpTopics(root)
 	return root
+}
+
+// failUnknownHelpTopics makes `tune help nosuch` bad usage (exit 2, cobra's "unknown command" message with its
+// suggestions), as `tune nosuch` is: cobra's own help command prints "Unknown help topic" and succeeds.
+func failUnknownHelpTopics(root *cobra.Command) {
+	root.InitDefaultHelpCmd()
+	for _, help := range root.Commands() {
+		if help.Name() != "help" || help.Run == nil {
+			continue
+		}
+		show := help.Run
+		help.Run = nil
+		help.RunE = func(c *cobra.Command, args []string) error {
+			if _, _, err := c.Root().Find(args); err != nil {
+				return usageError{err}
+			}
+			show(c, args)
+			return nil
+		}
+	}
 }
 
 // markArgErrorsAsUsage wraps the argument check of cmd and of every command below it so that its error (cobra's

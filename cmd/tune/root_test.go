@@ -18,6 +18,7 @@ func TestUsageExitCodes(t *testing.T) {
 		{"an unknown flag", []string{"ls", "--bogus"}, "unknown flag"},
 		{"an argument to a command that takes none (cobra.NoArgs)", []string{"merge", "extra"}, `unknown command "extra"`},
 		{"a command's own argument check", []string{"cp", "tiny"}, "cp needs NAME and DEST"},
+		{"help on an unknown command", []string{"help", "nosuch"}, `unknown command "nosuch"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, errOut := runTune(t, c.args...)
@@ -25,6 +26,9 @@ func TestUsageExitCodes(t *testing.T) {
 				t.Errorf("tune %v: exit %d (want %d), stderr %q (want ∋ %q)", c.args, code, exitUsage, errOut, c.stderr)
 			}
 		})
+	}
+	if code, out, _ := runTune(t, "help", "finetune"); code != exitOK || !strings.Contains(out, "finetune") {
+		t.Errorf("tune help finetune: exit %d, want 0 and its help; stdout %q", code, out)
 	}
 	if code, out, _ := runTune(t); code != exitOK || !strings.Contains(out, "Exit codes") {
 		t.Errorf("tune without arguments: exit %d, want 0 and the help; stdout %q", code, out)
