@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // Problem types as transformers names them in config.problem_type (transformers/models/bert/modeling_bert.py).
@@ -72,6 +74,12 @@ func BertConfigFromHF(h *loaders.BertConfig) (BertConfig, error) {
 	}
 	for i := range c.ID2Label {
 		c.ID2Label[i] = h.ID2Label[i]
+	}
+	// Another model_type with BERT-like tensor names (roberta, distilbert, ...) differs in what the names do
+	// not show (RoBERTa's position ids start after padding_idx), so it is refused rather than read as BERT.
+	if h.ModelType != "" && h.ModelType != "bert" {
+		return c, ConfigProblem{Key: "model_type", Msg: fmt.Sprintf("%q is not BERT's (\"bert\"), and tune reads no other "+
+			"encoder; the model_types tune builds are %s", h.ModelType, strings.Join(transformer.ModelTypes(), ", "))}
 	}
 	return c, c.Validate()
 }
