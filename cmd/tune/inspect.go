@@ -18,6 +18,9 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/gpt2"
+	"github.com/tune-ml/tune/transformer/llama"
 )
 
 func init() { register(newInspectCmd) }
@@ -37,7 +40,9 @@ func newInspectCmd() *cobra.Command {
 shape and size in bytes, the totals (tensors, parameters, bytes), the safetensors __metadata__, and, when
 a config.json is beside the weights, a summary of the model (type, hidden size, layers, heads, vocabulary,
 labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors,
-with the renames tune applies: the bert. prefix, LayerNorm gamma/beta).
+with the renames tune applies: the bert. prefix, LayerNorm gamma/beta). A causal LM's config (model_type
+llama, qwen2, qwen3, mistral or gpt2) is summarised with its own keys (heads and key/value heads, positions
+and RoPE); an unknown model_type is an error listing the supported ones.
 
 PATH is a Hub id (bert-base-uncased) of a model in the Hugging Face cache (see tune download), at --revision, or a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
 single .safetensors file, a model.safetensors.index.json, or a config.json. A directory with a config but
@@ -87,7 +92,7 @@ func (o *inspectOptions) run(w io.Writer) error {
 		return inspectAdapter(w, dir)
 	}
 	configPath := filepath.Join(dir, loaders.ConfigName)
-	var cfg *loaders.BertConfig
+	var cfg *modelConfig
 	var cfgErr error // reported after the tensors, which are worth seeing even with a broken config
 	if _, err := os.Stat(configPath); err == nil {
 		cfg, cfgErr = readModelConfig(configPath)
@@ -168,10 +173,31 @@ func inspectAdapter(w io.Writer, dir string) error {
 	return nil
 }
 
-// readModelConfig reads the config.json at path as tune builds a model from it: parsed by loaders, then checked
-// by transformer (BertConfigFromHF), whose error names the key and its value after the file. printConfig
-// relies on the check (it divides by num_attention_heads and lists num_hidden_layers layers of tensors).
-func readModelConfig(path string) (*loaders.BertConfig, error) {
+// modelConfig is a checkpoint's config.json as inspect shows it: a BERT config (with the tensor-name check
+// against it), or the summary rows of another registered family's (a causal LM's).
+type modelConfig struct {
+	bert    *loaders.BertConfig
+	summary [][2]string // rows of a non-BERT config: label, value
+}
+
+// readModelConfig reads the config.json at path as tune builds a model from it: the family its model_type
+// names (transformer.Lookup; an unknown model_type is an error listing the supported ones), then that family's
+// reader, whose error names the key and its value after the file. A BERT config is parsed by loaders and
+// checked by BertConfigFromHF; printConfig relies on the check (it divides by num_attention_heads and lists
+// num_hidden_layers layers of tensors).
+func readModelConfig(path string) (*modelConfig, error) {
+	dir := filepath.Dir(path)
+	f, err := transformer.Lookup(dir)
+	if err != nil {
+		return nil, err
+	}
+	if f.Name != "bert" {
+		rows, err := decoderSummary(dir, f.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &modelConfig{summary: rows}, nil
+	}
 	c, err := loaders.ReadBertConfig(path)
 	if err != nil {
 		return nil, err
@@ -179,7 +205,54 @@ func readModelConfig(path string) (*loaders.BertConfig, error) {
 	if _, err := bert.BertConfigFromHF(c); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	return &modelConfig{bert: c}, nil
+}
+
+// decoderSummary returns the summary rows of the config.json in dir of family name (llama: llama, qwen2,
+// qwen3 and mistral; gpt2), read by the family's own ReadConfig. A family inspect has no summary for shows its
+// name alone.
+func decoderSummary(dir, name string) ([][2]string, error) {
+	switch name {
+	case "llama":
+		c, err := llama.ReadConfig(dir)
+		if err != nil {
+			return nil, err
+		}
+		rope := c.Rope.Type
+		if c.Rope.Type == llama.RopeLlama3 {
+			rope = fmt.Sprintf("llama3 (factor %g over %d positions)", c.Rope.Factor, c.Rope.OriginalMaxPositionEmbeddings)
+		}
+		tied := ""
+		if c.TieWordEmbeddings {
+			tied = ", lm_head tied to embed_tokens"
+		}
+		return [][2]string{
+			{"model_type", fmt.Sprintf("%s (%s, a causal LM)", c.ModelType, c.Architecture)},
+			{"hidden", fmt.Sprintf("%d (%d query heads of %d, %d key/value heads), intermediate %d, silu", c.HiddenSize,
+				c.NumAttentionHeads, c.HeadDim, c.NumKeyValueHeads, c.IntermediateSize)},
+			{"layers", strconv.Itoa(c.NumHiddenLayers)},
+			{"vocab", fmt.Sprintf("%d%s", c.VocabSize, tied)},
+			{"positions", fmt.Sprintf("%d (max_position_embeddings), rope %s, rope_theta %g", c.MaxPositionEmbeddings, rope, c.RopeTheta)},
+			{"parameters", commas(c.NumParameters())},
+		}, nil
+	case "gpt2":
+		c, err := gpt2.ReadConfig(dir)
+		if err != nil {
+			return nil, err
+		}
+		tied := ""
+		if c.TieWordEmbeddings {
+			tied = ", lm_head tied to wte"
+		}
+		return [][2]string{
+			{"model_type", "gpt2 (GPT2LMHeadModel, a causal LM)"},
+			{"hidden", fmt.Sprintf("%d (%d heads of %d), inner %d, %s", c.NEmbd, c.NHead, c.HeadDim(), c.Inner(), c.ActivationFunc)},
+			{"layers", strconv.Itoa(c.NLayer)},
+			{"vocab", fmt.Sprintf("%d%s", c.VocabSize, tied)},
+			{"positions", fmt.Sprintf("%d (n_positions, a learned table)", c.NPositions)},
+		}, nil
+	}
+	return [][2]string{{"family", name}}, nil
 }
 
 // orDash returns s, or "-" when it is empty.
@@ -235,7 +308,17 @@ func printTensors(w io.Writer, ck *loaders.Checkpoint) {
 }
 
 // printConfig writes the model summary and, for BERT, the name check of the checkpoint against the config.
-func printConfig(w io.Writer, path string, c *loaders.BertConfig, ck *loaders.Checkpoint) {
+func printConfig(w io.Writer, path string, mc *modelConfig, ck *loaders.Checkpoint) {
+	if mc.bert == nil {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "config:\t%s\n", path)
+		for _, r := range mc.summary {
+			fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
+		}
+		tw.Flush()
+		return
+	}
+	c := mc.bert
 	arch := "-"
 	if len(c.Architectures) > 0 {
 		arch = strings.Join(c.Architectures, ", ")

@@ -45,6 +45,16 @@ func TestInspect(t *testing.T) {
 			"renamed: 10, e.g. bert.embeddings.LayerNorm.beta -> bert.embeddings.LayerNorm.bias"}},
 		{"tied MLM decoder", func(t *testing.T) string { return testutil.Testdata(t, "safetensors", "bert-mlm-tied") },
 			[]string{"against BertForMaskedLM", "0 missing", "tied: cls.predictions.decoder.weight shares bert.embeddings.word_embeddings.weight"}},
+		{"a llama causal LM: its config summarised, no BERT rules", func(t *testing.T) string {
+			return filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny-chat")
+		}, []string{"total: 21 tensors", "model_type:  llama (LlamaForCausalLM, a causal LM)",
+			"hidden:      64 (4 query heads of 16, 2 key/value heads), intermediate 128, silu", "layers:      2",
+			"positions:   256 (max_position_embeddings), rope default, rope_theta 10000"}},
+		{"a qwen2 causal LM", func(t *testing.T) string { return testutil.Testdata(t, "decoder", "ckpt", "qwen2_v4_f32") },
+			[]string{"model_type:  qwen2 (Qwen2ForCausalLM, a causal LM)", "vocab:       64, lm_head tied to embed_tokens"}},
+		{"a gpt2 causal LM", func(t *testing.T) string { return testutil.Testdata(t, "gpt2", "tiny") },
+			[]string{"model_type:  gpt2 (GPT2LMHeadModel, a causal LM)", "hidden:      32 (4 heads of 8), inner 128, gelu_new",
+				"positions:   32 (n_positions, a learned table)"}},
 		{"a config.json path shows its directory", func(t *testing.T) string {
 			return testutil.Testdata(t, "safetensors", "bert-tiny", "config.json")
 		}, []string{"total: 41 tensors", "labels:        3"}},
@@ -78,6 +88,9 @@ func TestInspectErrors(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(badConfig, "model.safetensors"), tiny, 0o644)
 	os.WriteFile(filepath.Join(badConfig, "config.json"), []byte(`{"hidden_size": 100}`), 0o644)
+	roberta := t.TempDir()
+	os.WriteFile(filepath.Join(roberta, "model.safetensors"), tiny, 0o644)
+	os.WriteFile(filepath.Join(roberta, "config.json"), []byte(`{"model_type": "roberta", "hidden_size": 64}`), 0o644)
 	tests := []struct {
 		name string
 		args []string
@@ -89,6 +102,8 @@ func TestInspectErrors(t *testing.T) {
 		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitUsage, "no such file"},
 		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
 		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
+		{"model_type roberta over BERT weights: tensors shown, then the error", []string{"inspect", roberta}, exitError,
+			`model_type "roberta" is not supported; tune builds model_type bert, gpt2, llama, mistral, qwen2, qwen3`},
 		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitError,
 			"config.json: transformer: config num_attention_heads: hidden_size 100 is not a multiple of num_attention_heads 12"},
 	}
@@ -98,7 +113,7 @@ func TestInspectErrors(t *testing.T) {
 			if code != tt.code || !strings.Contains(errOut, tt.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, tt.code, tt.want)
 			}
-			if strings.HasPrefix(tt.name, "invalid config") && !strings.Contains(out, "total: 41 tensors") {
+			if strings.Contains(tt.name, "tensors shown") && !strings.Contains(out, "total: 41 tensors") {
 				t.Errorf("the tensors were not shown before the config error:\n%s", out)
 			}
 		})
