@@ -116,9 +116,10 @@ func TestEvalPredictModelPaths(t *testing.T) {
 			nil, "warning"},
 		{"predict --bf16 likewise", []string{"predict", "--bf16", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", tiny, "--input", dev}, exitOK,
 			nil, "warning"},
-		{"eval: a tokenizer larger than the model's vocabulary", []string{"eval", "--device", "cpu", "--model", model, "--tokenizer", big, "--data", dev}, exitError,
+		// A tokenizer that does not fit the model is bad usage, as in tune finetune and tune validate.
+		{"eval: a tokenizer larger than the model's vocabulary", []string{"eval", "--device", "cpu", "--model", model, "--tokenizer", big, "--data", dev}, exitUsage,
 			[]string{"304 tokens", "vocab_size 256", "do not belong together"}, "Embedding"},
-		{"predict: an adapter's tokenizer larger than the model's vocabulary", []string{"predict", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", big, "--input", dev}, exitError,
+		{"predict: an adapter's tokenizer larger than the model's vocabulary", []string{"predict", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", big, "--input", dev}, exitUsage,
 			[]string{"304 tokens", "vocab_size 256", "the base model the adapter was trained on"}, "Embedding"},
 	}
 	for _, tt := range tests {
