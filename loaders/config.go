@@ -108,7 +108,7 @@ func ReadBertConfig(path string) (*BertConfig, error) {
 func ParseBertConfig(name string, data []byte) (*BertConfig, error) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, fmt.Errorf("loaders: %s: invalid JSON: %w", name, describeJSONError(data, err))
+		return nil, fmt.Errorf("loaders: %s: invalid JSON: %w", name, DescribeJSONError(data, err))
 	}
 	if raw == nil {
 		return nil, fmt.Errorf("loaders: %s: the config is null, want a JSON object", name)
@@ -200,8 +200,9 @@ func (c *BertConfig) Validate() error {
 	return nil
 }
 
-// describeJSONError adds the line and column of a syntax error.
-func describeJSONError(data []byte, err error) error {
+// DescribeJSONError adds to err, when it is a *json.SyntaxError in data, the line and column (1-based, in
+// bytes) where the JSON breaks: "line 3 column 7: invalid character ...". Other errors are returned as they are.
+func DescribeJSONError(data []byte, err error) error {
 	var se *json.SyntaxError
 	if !errors.As(err, &se) {
 		return err

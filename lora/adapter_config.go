@@ -9,6 +9,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
 )
 
 // AdapterConfigName is the file PEFT's save_pretrained writes the LoraConfig to.
@@ -115,7 +116,7 @@ type adapterFile struct {
 func ParseAdapterConfig(data []byte) (Config, string, error) {
 	f := adapterFile{Config: DefaultConfig()}
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Config{}, "", fmt.Errorf("lora: %s: %w", AdapterConfigName, err)
+		return Config{}, "", fmt.Errorf("lora: %s: invalid JSON: %w", AdapterConfigName, loaders.DescribeJSONError(data, err))
 	}
 	if f.PEFTType != "LORA" {
 		return Config{}, "", fmt.Errorf("lora: %s: peft_type is %q; tune reads LoRA adapters only (peft_type \"LORA\")",

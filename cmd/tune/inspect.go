@@ -130,7 +130,7 @@ func inspectAdapter(w io.Writer, dir string) error {
 	fmt.Fprintln(w)
 	cfg, base, err := lora.ReadAdapterConfig(dir)
 	if err != nil {
-		return err
+		return usageError{err} // as a broken config.json given to eval is (exit 2)
 	}
 	cfg.Normalize()
 	adapted, kinds := 0, map[string]int{} // adapted modules, counted by their last name (query, value, ...)

@@ -108,6 +108,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if !isFile(filepath.Join(o.Adapter, lora.AdapterConfigName)) {
 		return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", o.Adapter, lora.AdapterConfigName)
 	}
+	if err := checkAdapterConfig(o.Adapter); err != nil {
+		return err
+	}
 	var opts transformer.LoadOptions // the adapter's labels: its config.json's names, else its head's size
 	var err error
 	if opts.Labels, err = lora.SavedLabels(o.Adapter); err == nil && opts.Labels == nil {

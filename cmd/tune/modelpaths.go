@@ -67,6 +67,9 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 		if !recipes.HasAdapter(adapter) {
 			return "", usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
 		}
+		if err := checkAdapterConfig(adapter); err != nil {
+			return "", err
+		}
 	}
 	if tokenizer != "" {
 		if _, err := recipes.TokenizerFile(tokenizer); err != nil {
@@ -217,4 +220,14 @@ func openModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*recipe
 		return nil, usageError{err}
 	}
 	return run, err
+}
+
+// checkAdapterConfig reads the adapter_config.json of the adapter directory dir: one that cannot be parsed or
+// used (invalid JSON, named by line and column; another PEFT method) is bad usage (exit 2) naming --adapter, as
+// a broken config.json of --model is.
+func checkAdapterConfig(dir string) error {
+	if _, _, err := lora.ReadAdapterConfig(dir); err != nil {
+		return usagef("--adapter %s: %s", dir, errctx.Trim(err.Error()))
+	}
+	return nil
 }
