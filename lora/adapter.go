@@ -201,6 +201,11 @@ func (m *Model) loadWeights(dir string) (err error) {
 		}
 	}
 	var unexpected, missing, mismatched []string
+	// The lora_A/lora_B tensors whose rank alone differs from the config's r, their ranks, and how many
+	// lora_A/lora_B tensors fit: all of one other rank means adapter_config.json's r is wrong, not the base.
+	var offRank []string
+	ranks := map[int]bool{}
+	fitting := 0
 	found := map[string]bool{}
 	type load struct {
 		key string
@@ -216,9 +221,17 @@ func (m *Model) loadWeights(dir string) (err error) {
 		}
 		found[name] = true
 		info, _ := ck.Info(key)
+		r, isLoRA := loraRank(key, info.Shape, list[i].Value.Shape)
 		if want := list[i].Value.Shape; !slices.Equal(info.Shape, []int(want)) {
 			mismatched = append(mismatched, fmt.Sprintf("%s has shape %v, the model's %s has %v", key, info.Shape, name, want))
+			if isLoRA {
+				offRank = append(offRank, fmt.Sprintf("%s %v", key, info.Shape))
+				ranks[r] = true
+			}
 			continue
+		}
+		if isLoRA {
+			fitting++
 		}
 		loads = append(loads, load{key, i})
 	}
@@ -234,15 +247,26 @@ func (m *Model) loadWeights(dir string) (err error) {
 	}
 	sort.Strings(missing)
 	sort.Strings(keptBiases)
+	if len(offRank) > 0 && len(offRank) == len(mismatched) && len(ranks) == 1 && fitting == 0 && len(missing) == 0 && len(unexpected) == 0 {
+		r := 0
+		for k := range ranks {
+			r = k
+		}
+		sort.Strings(offRank)
+		cfgPath := filepath.Join(dir, AdapterConfigName)
+		return fmt.Errorf("lora: %s says r = %d but %s holds rank-%d lora_A/lora_B weights (%s): the config's r "+
+			"disagrees with the weights' rank; set \"r\": %d in %s, or use the adapter_config.json saved with these weights",
+			cfgPath, m.config.R, path, r, firstFew(offRank, ", "), r, cfgPath)
+	}
 	var problems []string
 	if len(missing) > 0 {
-		problems = append(problems, fmt.Sprintf("missing tensors: %s", strings.Join(missing, ", ")))
+		problems = append(problems, fmt.Sprintf("missing tensors: %s", firstFew(missing, ", ")))
 	}
 	if len(unexpected) > 0 {
-		problems = append(problems, fmt.Sprintf("tensors this adapter does not train: %s", strings.Join(unexpected, ", ")))
+		problems = append(problems, fmt.Sprintf("tensors this adapter does not train: %s", firstFew(unexpected, ", ")))
 	}
 	if len(mismatched) > 0 {
-		problems = append(problems, "mis-shaped tensors: "+strings.Join(mismatched, "; "))
+		problems = append(problems, "mis-shaped tensors: "+firstFew(mismatched, "; "))
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("lora: %s does not fit this model and adapter config (was it trained on another base model?): %w",
@@ -301,4 +325,28 @@ func SavedNumLabels(dir string) (int, error) {
 		return info.Shape[0], nil
 	}
 	return 0, nil
+}
+
+// loraRank returns the rank a lora_A ([r, in]) or lora_B ([out, r]) tensor of the file has, and whether key is
+// one whose other dimension fits the model's tensor (want), so that only the rank can differ.
+func loraRank(key string, shape []int, want []int) (int, bool) {
+	if len(shape) != 2 || len(want) != 2 {
+		return 0, false
+	}
+	switch {
+	case strings.HasSuffix(key, ".lora_A.weight") && shape[1] == want[1]:
+		return shape[0], true
+	case strings.HasSuffix(key, ".lora_B.weight") && shape[0] == want[0]:
+		return shape[1], true
+	}
+	return 0, false
+}
+
+// firstFew joins the first two items of list with sep and counts the rest: "a, b and 6 more (8 in all)".
+func firstFew(list []string, sep string) string {
+	const shown = 2
+	if len(list) <= shown {
+		return strings.Join(list, sep)
+	}
+	return fmt.Sprintf("%s and %d more (%d in all)", strings.Join(list[:shown], sep), len(list)-shown, len(list))
 }

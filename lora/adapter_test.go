@@ -207,6 +207,37 @@ func TestLoadRejectsMismatches(t *testing.T) {
 	}
 }
 
+// TestLoadNamesAWrongRank: an adapter_config.json whose r disagrees with the rank of every lora_A/lora_B in
+// adapter_model.safetensors is reported as that, naming two tensors and the count, not as another base model.
+func TestLoadNamesAWrongRank(t *testing.T) {
+	cfg := seqCls()
+	cfg.R = 8
+	src, err := Apply(newBase(t, cpuBackend(), tinyConfig(), 1), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	must(t, src.Save(dir))
+	cfg.R = 4
+	must(t, WriteAdapterConfig(dir, cfg, ""))
+	_, err = LoadAdapter(newBase(t, cpuBackend(), tinyConfig(), 1), dir)
+	if err == nil {
+		t.Fatal("loaded rank-8 weights under r = 4")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		filepath.Join(dir, AdapterConfigName) + " says r = 4 but " + filepath.Join(dir, AdapterWeightsName) + " holds rank-8 lora_A/lora_B weights (",
+		" and 6 more (8 in all)", "the config's r disagrees with the weights' rank", `set "r": 8`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "another base model") {
+		t.Errorf("error %q blames the base model", msg)
+	}
+}
+
 // TestLoadResumes is the trainer.Loader path: Load puts back what Save wrote, bit for bit, into a model whose
 // adapter weights changed since; a checkpoint of another adapter config is refused naming the difference.
 func TestLoadResumes(t *testing.T) {
