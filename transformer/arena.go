@@ -78,6 +78,22 @@ func (a *Arena) Overlay(n int, layout func(i int)) {
 	a.used, a.shared = end, outer
 }
 
+// CarveFor re-carves a for the batch shape key unless *have already equals it, then records key in *have: a
+// model keeps the key its views were carved for (batch, sequence, dtype, ...) and calls this at every Forward.
+// *have is zeroed while carving, so a failed layout leaves no stale key and the next call carves again.
+func CarveFor[K comparable](a *Arena, have *K, key K, layout func(a *Arena, key K) error) error {
+	if key == *have {
+		return nil
+	}
+	var zero K
+	*have = zero
+	if err := a.Carve(func(a *Arena) error { return layout(a, key) }); err != nil {
+		return err
+	}
+	*have = key
+	return nil
+}
+
 // Carve runs layout to measure the buffers it takes, grows the arena's allocations where they are too small
 // (freeing the old ones), then runs layout again to hand out the views. Views from an earlier Carve are
 // invalid afterwards. Errors: an Alloc failure (out of memory), or an error returned by layout.

@@ -161,15 +161,7 @@ func (m *BertForSequenceClassification) carve(b, t int) error {
 		return err
 	}
 	key := carveKey{b, t, dt, impl}
-	if key == m.shape {
-		return nil
-	}
-	m.shape = carveKey{}
-	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
-		return err
-	}
-	m.shape = key
-	return nil
+	return transformer.CarveFor(m.Arena(), &m.shape, key, m.layout)
 }
 
 // layout takes every pass buffer of the model for key's batch shape and dtype.

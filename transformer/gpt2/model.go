@@ -169,15 +169,7 @@ func (m *GPT2LMHeadModel) AttnImplementation() (impl, fallback string) {
 
 // carve lays out the step arena for key (a no-op when it already is).
 func (m *GPT2LMHeadModel) carve(key carveKey) error {
-	if key == m.shape {
-		return nil
-	}
-	m.shape = carveKey{}
-	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
-		return err
-	}
-	m.shape = key
-	return nil
+	return transformer.CarveFor(m.Arena(), &m.shape, key, m.layout)
 }
 
 // layout takes every pass buffer of the model for key's batch shape and dtype.

@@ -162,15 +162,7 @@ func (m *ForCausalLM) Reserve(b, t int) error { return m.carve(b, t) }
 
 func (m *ForCausalLM) carve(b, t int) error {
 	key := carveKey{b, t, m.Policy().GemmDType()}
-	if key == m.shape {
-		return nil
-	}
-	m.shape = carveKey{}
-	if err := m.Arena().Carve(func(a *transformer.Arena) error { return m.layout(a, key) }); err != nil {
-		return err
-	}
-	m.shape = key
-	return nil
+	return transformer.CarveFor(m.Arena(), &m.shape, key, m.layout)
 }
 
 func (m *ForCausalLM) layout(a *transformer.Arena, key carveKey) error {
