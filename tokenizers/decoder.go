@@ -170,17 +170,11 @@ func parseDecoder(raw json.RawMessage, where string) (decoder, error) {
 		if err := strict(raw, &j, where); err != nil {
 			return nil, err
 		}
-		var q decSequence
-		for i, r := range j.Decoders {
-			d, err := parseDecoder(r, fmt.Sprintf("%s.decoders[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			if d != nil {
-				q = append(q, d)
-			}
+		q, err := parseEach(j.Decoders, where+".decoders", parseDecoder)
+		if err != nil {
+			return nil, err
 		}
-		return q, nil
+		return decSequence(q), nil
 	case "ByteLevel":
 		var j byteLevelJSON
 		if err := strict(raw, &j, where); err != nil {

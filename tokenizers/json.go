@@ -100,3 +100,20 @@ func patternOf(p patternJSON, where string) (string, bool, error) {
 	}
 	return "", false, fmt.Errorf("%s.pattern: want exactly one of {\"String\": ...} or {\"Regex\": ...}", where)
 }
+
+// parseEach parses the components of a Sequence (normalizers, pretokenizers or decoders), naming each by its
+// index under where, and drops the null ones.
+func parseEach[T comparable](list []json.RawMessage, where string, parse func(json.RawMessage, string) (T, error)) ([]T, error) {
+	var out []T
+	var none T
+	for i, r := range list {
+		c, err := parse(r, fmt.Sprintf("%s[%d]", where, i))
+		if err != nil {
+			return nil, err
+		}
+		if c != none {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}

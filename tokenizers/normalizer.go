@@ -99,17 +99,11 @@ func parseNormalizer(raw json.RawMessage, where string) (normalizer, error) {
 		if err := strict(raw, &j, where); err != nil {
 			return nil, err
 		}
-		var q normSequence
-		for i, r := range j.Normalizers {
-			n, err := parseNormalizer(r, fmt.Sprintf("%s.normalizers[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			if n != nil {
-				q = append(q, n)
-			}
+		q, err := parseEach(j.Normalizers, where+".normalizers", parseNormalizer)
+		if err != nil {
+			return nil, err
 		}
-		return q, nil
+		return normSequence(q), nil
 	case "NFC", "NFD", "NFKC", "NFKD", "Lowercase":
 		var j struct {
 			Type string `json:"type"`

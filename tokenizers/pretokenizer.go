@@ -298,17 +298,11 @@ func parsePreTokenizer(raw json.RawMessage, where string) (preTokenizer, error) 
 		if err := strict(raw, &j, where); err != nil {
 			return nil, err
 		}
-		var q preSequence
-		for i, r := range j.PreTokenizers {
-			p, err := parsePreTokenizer(r, fmt.Sprintf("%s.pretokenizers[%d]", where, i))
-			if err != nil {
-				return nil, err
-			}
-			if p != nil {
-				q = append(q, p)
-			}
+		q, err := parseEach(j.PreTokenizers, where+".pretokenizers", parsePreTokenizer)
+		if err != nil {
+			return nil, err
 		}
-		return q, nil
+		return preSequence(q), nil
 	case "Split":
 		var j struct {
 			Type     string      `json:"type"`
