@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-	"sync/atomic"
 )
 
 // A blocked, packed FP32 GEMM in the style of BLIS (Van Zee and van de Geijn, "BLIS: A Framework for Rapidly
@@ -137,7 +136,8 @@ func sgemmPacked(mk *microKernel, tA, tB bool, m, n, k int, alpha float32, a []f
 	}
 }
 
-// forEachTask runs fn(0..n-1) on up to workers goroutines; which goroutine runs a task never changes its result.
+// forEachTask runs fn(0..n-1), on every core when workers > 1 (parallelChunks, one task per chunk for tasks this
+// large); which goroutine runs a task never changes its result.
 func forEachTask(n, workers int, fn func(i int)) {
 	if workers <= 1 || n <= 1 {
 		for i := 0; i < n; i++ {
@@ -145,27 +145,11 @@ func forEachTask(n, workers int, fn func(i int)) {
 		}
 		return
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var panicked atomic.Value
-	for w := 0; w < min(workers, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if r := recover(); r != nil {
-					panicked.CompareAndSwap(nil, r)
-				}
-			}()
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
-	if r := panicked.Load(); r != nil {
-		panic(r) // re-raised on the op's goroutine, where guard turns it into an error
-	}
+	parallelChunks(n, minChunkWork, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			fn(i)
+		}
+	})
 }
 
 // macroKernel multiplies one packed A block (mc × kc) by the packed B block (kc × nc) into c (row stride ldc):
