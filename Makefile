@@ -70,9 +70,7 @@ FUZZMINIMIZETIME ?= 10s
 fuzz: ## fuzz every parser (safetensors, tokenizer.json, text, datasets, config.json, recipes, adapter_config.json) for FUZZTIME (5m) each
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=./$${t%%:*}; name=$${t##*:}; \
-		echo "$(GO) test -run '^$$' -fuzz '^$$name\$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) -parallel $(FUZZPARALLEL) $$pkg"; \
-		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) \
-			-parallel $(FUZZPARALLEL) $$pkg || exit 1; \
+		GO=$(GO) scripts/fuzz-one.sh $$pkg $$name $(FUZZTIME) $(FUZZMINIMIZETIME) $(FUZZPARALLEL) || exit 1; \
 	done
 
 data: ## regenerate the tiny dataset and vocabulary in recipes/data/tiny
