@@ -75,14 +75,16 @@ func TestWriteSFTCompareInputs(t *testing.T) {
 // TestSFTCompareWithTransformers trains the tiny Llama with tune's Trainer, unpacked (4 examples a step) and
 // packed (2 rows a step), and compares every step's loss with transformers' Trainer on the same examples,
 // init and masks (testdata/sft/trainer_compare.json from tools/reference/sft_trainer_compare.py; the packed
-// steps there are padded batches of the same examples, which packing must equal): 1e-3 absolute, FP32.
+// steps there are padded batches of the same examples, which packing must equal): losses within 1e-3
+// absolute and the gradient norms (before clipping) within 1e-3 relative, FP32.
 func TestSFTCompareWithTransformers(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "testdata", "sft", "trainer_compare.json"))
 	if err != nil {
 		t.Skipf("testdata/sft/trainer_compare.json absent: run tools/reference/sft_trainer_compare.py on the GPU machine (%v)", err)
 	}
 	var g map[string]struct {
-		Loss []float64 `json:"loss"`
+		Loss     []float64 `json:"loss"`
+		GradNorm []float64 `json:"grad_norm"`
 	}
 	if err := json.Unmarshal(raw, &g); err != nil {
 		t.Fatal(err)
@@ -100,10 +102,11 @@ func TestSFTCompareWithTransformers(t *testing.T) {
 		if _, err := run.Trainer.Train(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		var losses []float64
+		var losses, norms []float64
 		for _, l := range run.Trainer.State().LogHistory {
 			if v, ok := l["loss"]; ok {
 				losses = append(losses, v)
+				norms = append(norms, l["grad_norm"])
 			}
 		}
 		run.Trainer.Close()
@@ -111,14 +114,23 @@ func TestSFTCompareWithTransformers(t *testing.T) {
 		if len(losses) != len(want) || len(want) != 10 {
 			t.Fatalf("%s: %d losses, transformers %d", name, len(losses), len(want))
 		}
-		worst := 0.0
+		wantNorm := g[name].GradNorm
+		if len(wantNorm) != len(want) {
+			t.Fatalf("%s: %d grad norms in the reference, %d losses", name, len(wantNorm), len(want))
+		}
+		worst, worstNorm := 0.0, 0.0
 		for i := range want {
 			worst = math.Max(worst, math.Abs(losses[i]-want[i]))
+			worstNorm = math.Max(worstNorm, math.Abs(norms[i]-wantNorm[i])/wantNorm[i])
 		}
 		if worst > 1e-3 {
 			t.Errorf("%s: losses %v, transformers %v (max |Δ| %.2g)", name, losses, want, worst)
 		}
-		t.Logf("%s: max |Δ| %.2g over 10 steps (first %.6f vs %.6f)", name, worst, losses[0], want[0])
+		if worstNorm > 1e-3 {
+			t.Errorf("%s: grad norms %v, transformers %v (max relative Δ %.2g)", name, norms, wantNorm, worstNorm)
+		}
+		t.Logf("%s: max |Δ| %.2g over 10 steps (first %.6f vs %.6f), grad_norm max relative Δ %.2g",
+			name, worst, losses[0], want[0], worstNorm)
 	}
 }
 
