@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/datasets"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
@@ -27,9 +28,9 @@ type Run struct {
 	Tokenizer *loaders.Tokenizer // the recipe's tokenizer (tokenizer.path, else the model's directory)
 	// Train, Eval and Test are nil when the recipe has no such file (and for a causal LM, whose data are
 	// SFTTrain and SFTEval).
-	Train, Eval, Test *TextDataset
+	Train, Eval, Test *datasets.Text
 	// SFTTrain and SFTEval are a causal LM's data (IsCausalLM); nil otherwise.
-	SFTTrain, SFTEval *SFTDataset
+	SFTTrain, SFTEval *datasets.SFT
 	// Causal is the causal LM (Base is nil then); nil for BERT recipes.
 	Causal transformer.Adaptable
 	// Base is the BERT model; Model is what is trained and saved: Base itself, or Base with LoRA adapters
@@ -41,37 +42,6 @@ type Run struct {
 	Trainer *trainer.Trainer // trains Model on Train, evaluating on Eval, with the recipe's training arguments
 
 	fixedLabels bool // the model is trained: data labels map through its id2label (OpenModel)
-}
-
-// TextDataset adapts a loaders.Dataset and its Collator to trainer.Dataset: Batch collates (tokenize,
-// truncate to max_length, pad dynamically), and with GroupByLength the epoch order groups examples of similar
-// length (loaders.EpochOrder, HF's group_by_length).
-type TextDataset struct {
-	*loaders.Dataset
-	Collator      *loaders.Collator // tokenizes, truncates to data.max_length and pads each batch
-	GroupByLength bool              // data.group_by_length: epochs visit similar lengths together
-}
-
-var (
-	_ trainer.Dataset = (*TextDataset)(nil)
-	_ trainer.Orderer = (*TextDataset)(nil)
-)
-
-// Batch collates the examples at indices.
-func (d *TextDataset) Batch(indices []int) (*loaders.Batch, error) {
-	return d.Collator.Collate(indices)
-}
-
-// EpochOrder returns epoch's order: loaders.EpochOrder with the tokenized lengths when GroupByLength is set.
-func (d *TextDataset) EpochOrder(epoch int, shuffle bool, seed uint64, batchSize int) ([]int, error) {
-	opts := loaders.SamplerOptions{Shuffle: shuffle, Seed: seed, GroupByLength: d.GroupByLength, BatchSize: batchSize}
-	if d.GroupByLength {
-		var err error
-		if opts.Lengths, err = d.Collator.Lengths(); err != nil {
-			return nil, err
-		}
-	}
-	return loaders.EpochOrder(d.Len(), epoch, opts)
 }
 
 // OpenDevice opens the backend a recipe's device names: "cpu"; "cuda" or "cuda:N" (an error wrapping
@@ -330,16 +300,16 @@ func hasTokenizer(dir string) bool {
 // transformers' placeholder names (LABEL_0, ...) takes the ids from labels when non-nil, else from the file
 // (integers as they are, strings sorted), as HF's run_glue does. A file with more classes than the model's
 // num_labels is an error. A regression model (num_labels 1) reads float targets.
-func (run *Run) LoadDataset(key, path string, d Data, labels map[string]int) (*TextDataset, error) {
+func (run *Run) LoadDataset(key, path string, d Data, labels map[string]int) (*datasets.Text, error) {
 	return run.loadDataset(key, path, d, labels, false)
 }
 
 // LoadUnlabelled reads a data file of inputs without labels (for prediction), like LoadDataset.
-func (run *Run) LoadUnlabelled(key, path string, d Data) (*TextDataset, error) {
+func (run *Run) LoadUnlabelled(key, path string, d Data) (*datasets.Text, error) {
 	return run.loadDataset(key, path, d, nil, true)
 }
 
-func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unlabelled bool) (*TextDataset, error) {
+func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unlabelled bool) (*datasets.Text, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -356,7 +326,8 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	if !regression && !unlabelled {
 		opts.NumLabels = cfg.NumLabels() // integer labels are checked against it before any table is sized
 	}
-	ds, err := loaders.LoadDataset(path, opts)
+	ds, err := datasets.LoadText(path, run.Tokenizer, datasets.TextOptions{DatasetOptions: opts, MaxLength: d.MaxLength,
+		PadToMultipleOf: d.PadToMultipleOf, GroupByLength: d.GroupByLength})
 	var lre *loaders.LabelRangeError
 	if errors.As(err, &lre) && lre.NumLabels > 0 {
 		return nil, labelOutOfRange(key, lre)
@@ -365,14 +336,9 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		return nil, errctx.Wrapf(err, "recipes: %s", key)
 	}
 	if !regression && len(ds.LabelNames) > cfg.NumLabels() {
-		return nil, tooManyLabels(key, ds, cfg.NumLabels())
+		return nil, tooManyLabels(key, ds.Dataset, cfg.NumLabels())
 	}
-	c, err := loaders.NewCollator(run.Tokenizer, ds, loaders.CollatorOptions{MaxLength: d.MaxLength,
-		PadToMultipleOf: d.PadToMultipleOf, Cache: true})
-	if err != nil {
-		return nil, errctx.Wrapf(err, "recipes: %s", key)
-	}
-	return &TextDataset{Dataset: ds, Collator: c, GroupByLength: d.GroupByLength}, nil
+	return ds, nil
 }
 
 // isDefaultLabels reports whether names are transformers' placeholders LABEL_0, LABEL_1, ...

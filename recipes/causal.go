@@ -1,11 +1,9 @@
 package recipes
 
 import (
-	"fmt"
-
 	"github.com/tune-ml/tune/chat"
+	"github.com/tune-ml/tune/datasets"
 	"github.com/tune-ml/tune/internal/errctx"
-	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/sft"
 	"github.com/tune-ml/tune/tensor"
@@ -15,33 +13,6 @@ import (
 	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
 	_ "github.com/tune-ml/tune/transformer/llama" // registers llama, qwen2, qwen3, mistral
 )
-
-// SFTDataset adapts tokenized SFT data (package sft) to trainer.Dataset: each index is one row (one example,
-// or several packed ones), collated with right padding.
-type SFTDataset struct {
-	*sft.Dataset
-	// Rows are the dataset's rows, packed when data.packing is set.
-	Rows []sft.Row
-	// PadID is the id pads get (pad_token, else eos_token); pads are masked.
-	PadID int32
-}
-
-var _ trainer.Dataset = (*SFTDataset)(nil)
-
-// Len is the number of rows.
-func (d *SFTDataset) Len() int { return len(d.Rows) }
-
-// Batch collates the rows at indices.
-func (d *SFTDataset) Batch(indices []int) (*loaders.Batch, error) {
-	rows := make([]sft.Row, len(indices))
-	for i, k := range indices {
-		if k < 0 || k >= len(d.Rows) {
-			return nil, fmt.Errorf("recipes: row %d of %d", k, len(d.Rows))
-		}
-		rows[i] = d.Rows[k]
-	}
-	return sft.Collate(rows, d.PadID)
-}
 
 // IsCausalLM reports whether the recipe trains a causal language model: model.path is a checkpoint whose
 // config.json names a registered family other than BERT (llama, qwen2, qwen3, mistral, gpt2). Such a recipe
@@ -121,25 +92,16 @@ func buildCausalLM(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, e
 	d := r.Data
 	so := sft.Options{MaxLength: d.MaxLength, Packing: d.Packing, AssistantOnlyLoss: d.AssistantOnlyLoss,
 		CompletionOnlyLoss: d.CompletionOnlyLoss, DatasetTextField: d.DatasetTextField}
-	load := func(key, path string) (*SFTDataset, error) {
+	load := func(key, path string) (*datasets.SFT, error) {
 		if path == "" {
 			return nil, nil
 		}
-		ds, err := sft.Load(path, tk, so)
+		ds, err := datasets.LoadSFT(path, tk, so)
 		if err != nil {
 			return nil, errctx.Wrap("recipes: "+key, err)
 		}
 		run.Notices = append(run.Notices, ds.Summary())
-		if tok.VocabSize() > 0 {
-			for _, e := range ds.Examples {
-				for _, id := range e.InputIDs {
-					if int(id) >= tok.VocabSize() {
-						return nil, fmt.Errorf("recipes: %s: %s:%d: token id %d is beyond the tokenizer's %d", key, path, e.Line, id, tok.VocabSize())
-					}
-				}
-			}
-		}
-		return &SFTDataset{Dataset: ds, Rows: ds.Rows(d.Packing), PadID: tk.PadID()}, nil
+		return ds, nil
 	}
 	if run.SFTTrain, err = load("data.train", d.Train); err != nil {
 		return nil, err

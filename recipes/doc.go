@@ -47,7 +47,7 @@
 // # Full control
 //
 // Build returns a Run whose parts can be used alone: Run.Model (the model the Trainer trains: the BERT itself
-// or a *lora.Model), Run.Base (the BERT), Run.Tokenizer, Run.Train/Eval/Test (TextDatasets: a
+// or a *lora.Model), Run.Base (the BERT), Run.Tokenizer, Run.Train/Eval/Test (datasets.Text: a
 // loaders.Dataset with its Collator, satisfying trainer.Dataset) and Run.Trainer. OpenModel loads a trained
 // model (and optionally a PEFT adapter on top) for evaluation and prediction, with its labels final, as
 // `tune eval` and `tune predict` do. Decode reads a recipe from bytes, Marshal writes one back.

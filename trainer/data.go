@@ -8,7 +8,7 @@ import (
 
 // Dataset is a set of examples the Trainer reads by index: the training set, the eval set or the inputs of
 // Predict. A loaders.Dataset with its loaders.Collator satisfies it through a small adapter
-// (recipes.TextDataset).
+// (datasets.Text; datasets.SFT for SFT data).
 type Dataset interface {
 	// Len returns the number of examples.
 	Len() int

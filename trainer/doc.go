@@ -16,7 +16,7 @@
 //	t.Close()                                       // frees the optimizer state; the model stays the caller's
 //
 // The model is anything that implements Model (a BERT, or a LoRA-adapted one: lora.Model); the datasets are
-// anything that implements Dataset (recipes.TextDataset adapts a loaders.Dataset and its Collator). Arguments
+// anything that implements Dataset (datasets.Text adapts a loaders.Dataset and its Collator). Arguments
 // are checked by New: every bad value is an *ArgumentError naming its HF key, all wrapping ErrInvalidArguments.
 //
 // The device is the model's: the Trainer runs on the tensor.Backend the model's tensors live on

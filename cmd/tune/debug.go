@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/datasets"
 	"github.com/tune-ml/tune/internal/probe"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/recipes"
@@ -85,7 +86,7 @@ func (d *debugData) open(stderr io.Writer, labelled bool) (*recipes.Run, []*load
 		return run, nil, nil
 	}
 	data := recipes.Data{MaxLength: d.MaxLength}
-	var ds *recipes.TextDataset
+	var ds *datasets.Text
 	if labelled {
 		ds, err = run.LoadDataset("--input", d.Input, data, nil)
 	}
@@ -110,7 +111,7 @@ func (d *debugData) open(stderr io.Writer, labelled bool) (*recipes.Run, []*load
 }
 
 // collate returns up to n batches of size bs from order.
-func collate(ds *recipes.TextDataset, order []int, bs, n int) ([]*loaders.Batch, error) {
+func collate(ds *datasets.Text, order []int, bs, n int) ([]*loaders.Batch, error) {
 	var out []*loaders.Batch
 	for _, idx := range loaders.Batches(order, bs, false) {
 		if len(out) == n {

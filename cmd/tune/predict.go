@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/datasets"
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
@@ -301,7 +302,7 @@ func (o *predictOptions) nonFiniteHint() string {
 // (mode 0644) moved into place once complete, so a failed run leaves no partial file: without --force it is
 // hard-linked, which fails rather than replace a file created at that name while predict ran; with --force it is
 // renamed over the file (the file a symbolic link points to, the link kept).
-func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *recipes.TextDataset, out trainer.PredictionOutput) error {
+func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *datasets.Text, out trainer.PredictionOutput) error {
 	emit := func(w io.Writer) error {
 		names := run.Base.Config.ID2Label
 		L := out.NumLabels
