@@ -170,6 +170,47 @@ func (c *Config) Select(linearPaths []string) ([]string, error) {
 		ErrNoTargets, t, len(linearPaths), hint)
 }
 
+// CheckTargets checks target_modules against linearPaths (the model's Linear module paths, which
+// transformer.ProjectionPaths reads from config.json before any weight loads), with Select's rules, and is
+// stricter than PEFT in one way: every name of a list must match some module. PEFT refuses a config that
+// matches nothing but drops an entry that matches nothing in silence, so [query, vlaue] trains query alone; a
+// name no module has is a typo, and the error names it with the model's module names and the closest one. The
+// error wraps ErrNoTargets and carries no package prefix, for the caller to prefix with its key.
+func (c *Config) CheckTargets(linearPaths []string) error {
+	t := c.Targets()
+	if _, err := c.Select(linearPaths); err != nil {
+		return targetsError{strings.TrimPrefix(err.Error(), "lora: "+ErrNoTargets.Error()+": target_modules ")}
+	}
+	if t.Regex != "" || t.IsAllLinear() {
+		return nil
+	}
+	var unmatched []string
+	for _, n := range t.Names {
+		if !slices.ContainsFunc(linearPaths, func(p string) bool { return matchesName(p, n) }) {
+			unmatched = append(unmatched, strconv.Quote(n))
+		}
+	}
+	if len(unmatched) == 0 {
+		return nil
+	}
+	verb := "matches"
+	if len(unmatched) > 1 {
+		verb = "match"
+	}
+	names := make([]string, len(unmatched))
+	for i, q := range unmatched {
+		names[i], _ = strconv.Unquote(q)
+	}
+	return targetsError{fmt.Sprintf("%s in %s %s none of the model's %d Linear modules%s", strings.Join(unmatched, ", "), t,
+		verb, len(linearPaths), namesHint(names, linearPaths))}
+}
+
+// targetsError is CheckTargets' error: its own message, matching ErrNoTargets.
+type targetsError struct{ msg string }
+
+func (e targetsError) Error() string        { return e.msg }
+func (e targetsError) Is(target error) bool { return target == ErrNoTargets }
+
 // namesHint lists the module names a target_modules list can use (the last parts of the model's Linear
 // paths), with the closest one (at most two edits away) to each entry, for a list that matched nothing.
 func namesHint(entries, linearPaths []string) string {
@@ -193,8 +234,13 @@ func namesHint(entries, linearPaths []string) string {
 			fixes = append(fixes, fmt.Sprintf("%q → %q", e, best))
 		}
 	}
+	example := "attention.output.dense"
+	if len(linearPaths) > 0 && !slices.ContainsFunc(linearPaths, func(p string) bool { return strings.HasSuffix(p, "."+example) }) {
+		parts := strings.Split(linearPaths[0], ".")
+		example = strings.Join(parts[max(len(parts)-2, 0):], ".")
+	}
 	hint := "; the model's Linear modules are named " + strings.Join(names, ", ") +
-		" (a name matches every module whose path ends in it; a dotted suffix such as attention.output.dense picks one)"
+		" (a name matches every module whose path ends in it; a dotted suffix such as " + example + " narrows the match)"
 	if len(fixes) > 0 {
 		hint += "; did you mean " + strings.Join(fixes, ", ") + "?"
 	}

@@ -38,7 +38,9 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 			return err
 		}, "recipes: data.train: " + badTrain + ":3: 1 columns", nil, []string{"loaders:"}},
 		{"a LoRA config that targets nothing", func() error {
-			r := labelRecipe(t, dir, "lora:\n  target_modules: [foo]\n")
+			// Set in code, past Load's check (TestTargetModulesTypoBeforeLoad), as a Go caller may.
+			r := labelRecipe(t, dir, "lora:\n  r: 4\n")
+			r.LoRA.TargetModules = lora.TargetModules{Names: []string{"foo"}}
 			_, err := Build(r, cpu.New(), trainer.WithOutput(nil))
 			return err
 		}, "recipes: lora: no modules were targeted", lora.ErrNoTargets, []string{"lora: lora:"}},

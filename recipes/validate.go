@@ -81,7 +81,11 @@ func (r *Recipe) validate(d *decoder) error {
 		bad("device", "%v", err)
 	}
 	if r.LoRA != nil {
-		addFieldErrors(r.LoRA.Validate(), "lora.", bad)
+		if err := r.LoRA.Validate(); err != nil {
+			addFieldErrors(err, "lora.", bad)
+		} else {
+			r.checkTargets(bad)
+		}
 	}
 	addFieldErrors(r.Training.Validate(), "training.", bad)
 	r.validateBestMetric(bad)
@@ -89,6 +93,32 @@ func (r *Recipe) validate(d *decoder) error {
 		return errors.Join(d.problems...)
 	}
 	return nil
+}
+
+// checkTargets refuses a lora.target_modules that names no module of the model (lora.Config.CheckTargets),
+// with the model's module names and the closest to each bad one, before anything loads: the module paths come
+// from model.config or from the checkpoint's config.json alone (transformer.ProjectionPaths). A checkpoint
+// whose config.json cannot be read is left to CheckFiles and Build, which name what is wrong with it.
+func (r *Recipe) checkTargets(bad func(key, format string, a ...any)) {
+	if !r.LoRA.TargetModules.IsSet() {
+		return // lora.Apply takes PEFT's default for the model's type
+	}
+	var paths []string
+	switch {
+	case r.Model.Config != nil:
+		paths = bert.ProjectionPaths(bert.BertConfig{NumHiddenLayers: r.Model.Config.NumHiddenLayers})
+	case r.Model.Path != "":
+		var err error
+		if paths, err = transformer.ProjectionPaths(r.Model.Path); err != nil {
+			return
+		}
+	}
+	if len(paths) == 0 {
+		return
+	}
+	if err := r.LoRA.CheckTargets(paths); err != nil {
+		bad("lora.target_modules", "for %s: %v", modelSource(r), err)
+	}
 }
 
 func (r *Recipe) validateData(bad func(key, format string, a ...any)) {

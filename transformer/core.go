@@ -283,3 +283,12 @@ func (c *ModelCore) ReplaceProjections(repl map[string]Projection) error {
 	}
 	return nil
 }
+
+// SlotPaths returns the Path of each slot, in order.
+func SlotPaths(slots []Slot) []string {
+	paths := make([]string, len(slots))
+	for i, s := range slots {
+		paths[i] = s.Path
+	}
+	return paths
+}

@@ -27,6 +27,10 @@ type Family struct {
 	Architectures []string
 	// Load builds the model on b from the checkpoint directory dir (config.json and safetensors weights).
 	Load func(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error)
+	// ProjectionPaths returns the module paths of the model's projections, in model order, as ModelCore's
+	// Projections would list them once the model is built (what LoRA's target_modules are matched against),
+	// read from the config.json in dir alone: nothing is allocated and no weight is read.
+	ProjectionPaths func(dir string) ([]string, error)
 }
 
 var registry = struct {
@@ -106,6 +110,20 @@ func modelTypesLocked() []string {
 	}
 	sort.Strings(ts)
 	return ts
+}
+
+// ProjectionPaths returns the module paths of the projections of the model the checkpoint in dir builds
+// (Lookup), from its config.json alone, so that a LoRA target_modules that names no module can be refused
+// before the weights load.
+func ProjectionPaths(dir string) ([]string, error) {
+	f, err := Lookup(dir)
+	if err != nil {
+		return nil, err
+	}
+	if f.ProjectionPaths == nil {
+		return nil, fmt.Errorf("transformer: the %s family cannot list its modules without loading the model", f.Name)
+	}
+	return f.ProjectionPaths(dir)
 }
 
 // Open loads the checkpoint in dir with the family its config.json names (Lookup), as transformers'

@@ -54,10 +54,22 @@ func TestExitCodesFollowTheClasses(t *testing.T) {
 			t.Errorf("%s with a bigger vocabulary: exit %d %s", args[0], code, stderr)
 		}
 	}
-	// A target_modules typo: exit 2, the names the model has and the closest.
-	code, _, stderr := runCLI(append(append([]string{"finetune"}, base...), "lora.target_modules=[qurey, vlaue]", "training.output_dir="+filepath.Join(t.TempDir(), "o"))...)
-	if code != exitUsage || !strings.Contains(stderr, "the model's Linear modules are named query, key, value, dense") ||
-		!strings.Contains(stderr, `did you mean "qurey" → "query", "vlaue" → "value"?`) {
-		t.Errorf("a target_modules typo: exit %d %s", code, stderr)
+	// A target_modules typo: exit 2, the names the model has and the closest, from validate as from finetune,
+	// before the weights load (a checkpoint with its config.json and no weights gives the same message).
+	weightless := filepath.Join(t.TempDir(), "weightless")
+	os.Mkdir(weightless, 0o755)
+	cfg, _ := os.ReadFile(filepath.Join(ckpt, "config.json"))
+	os.WriteFile(filepath.Join(weightless, "config.json"), cfg, 0o644)
+	for _, args := range [][]string{
+		append([]string{"validate"}, base...),
+		append([]string{"finetune"}, base...),
+		append(append([]string{"finetune"}, base...), "model.path="+weightless, "tokenizer.path="+tiny),
+	} {
+		code, _, stderr := runCLI(append(args, "lora.target_modules=[qurey, vlaue]", "training.output_dir="+filepath.Join(t.TempDir(), "o"))...)
+		if code != exitUsage || !strings.Contains(stderr, "lora.target_modules: for the model in ") ||
+			!strings.Contains(stderr, "the model's Linear modules are named query, key, value, dense") ||
+			!strings.Contains(stderr, `did you mean "qurey" → "query", "vlaue" → "value"?`) {
+			t.Errorf("%s: a target_modules typo: exit %d %s", args[0], code, stderr)
+		}
 	}
 }

@@ -43,3 +43,14 @@ func (m *BertForSequenceClassification) namedParameters() []transformer.NamedPar
 	add("classifier.", m.Head.Classifier.Parameters())
 	return ps
 }
+
+// ProjectionPaths returns the module paths of the projections a model of cfg has (projectionSlots' paths, the
+// names LoRA's target_modules are matched against), without building it: the slots of a skeleton with
+// cfg.NumHiddenLayers empty layers, which holds no tensor.
+func ProjectionPaths(cfg BertConfig) []string {
+	m := &BertForSequenceClassification{Pooler: &Pooler{}, Head: &ClassificationHead{}}
+	for range max(cfg.NumHiddenLayers, 0) {
+		m.Layers = append(m.Layers, &transformer.Layer{})
+	}
+	return transformer.SlotPaths(m.projectionSlots())
+}

@@ -1,6 +1,7 @@
 package bert
 
 import (
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -17,6 +18,13 @@ func init() {
 				return nil, r, err
 			}
 			return m, r, nil
+		},
+		ProjectionPaths: func(dir string) ([]string, error) {
+			h, err := loaders.ReadBertConfig(dir)
+			if err != nil {
+				return nil, err
+			}
+			return ProjectionPaths(BertConfig{NumHiddenLayers: h.NumHiddenLayers}), nil
 		},
 	})
 }

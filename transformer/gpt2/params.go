@@ -47,3 +47,14 @@ func (m *GPT2LMHeadModel) namedParameters() []transformer.NamedParameter {
 	}
 	return ps
 }
+
+// ProjectionPaths returns the module paths of the projections a model of cfg has (projectionSlots' paths, the
+// names LoRA's target_modules are matched against), without building it: the slots of a skeleton with
+// cfg.NLayer empty blocks, which holds no tensor.
+func ProjectionPaths(cfg Config) []string {
+	m := &GPT2LMHeadModel{Config: cfg}
+	for range max(cfg.NLayer, 0) {
+		m.Blocks = append(m.Blocks, &Block{})
+	}
+	return transformer.SlotPaths(m.projectionSlots())
+}

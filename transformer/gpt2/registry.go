@@ -18,5 +18,12 @@ func init() {
 			}
 			return m, r, nil
 		},
+		ProjectionPaths: func(dir string) ([]string, error) {
+			cfg, err := ReadConfig(dir)
+			if err != nil {
+				return nil, err
+			}
+			return ProjectionPaths(cfg), nil
+		},
 	})
 }

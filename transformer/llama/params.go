@@ -77,3 +77,14 @@ func (m *ForCausalLM) initParam(np transformer.NamedParameter, seed, index uint6
 	}
 	return nil
 }
+
+// ProjectionPaths returns the module paths of the projections a model of cfg has (projectionSlots' paths, the
+// names LoRA's target_modules are matched against), without building it: the slots of a skeleton with
+// cfg.NumHiddenLayers empty layers, which holds no tensor.
+func ProjectionPaths(cfg Config) []string {
+	m := &ForCausalLM{Config: cfg}
+	for range max(cfg.NumHiddenLayers, 0) {
+		m.Layers = append(m.Layers, &DecoderLayer{})
+	}
+	return transformer.SlotPaths(m.projectionSlots())
+}

@@ -1,0 +1,61 @@
+package recipes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestTargetModulesTypoBeforeLoad: a lora.target_modules name that no module of the model has is a recipe
+// error from Load, naming the recipe's line, the key, the bad name and the closest valid one, read from the
+// checkpoint's config.json alone (the checkpoints here have no weights at all) or from model.config (issue 20,
+// item 8). Before, the typo surfaced from lora.Apply only after the weights had loaded.
+func TestTargetModulesTypoBeforeLoad(t *testing.T) {
+	for _, tt := range []struct {
+		name, config, data, targets string
+		want                        []string
+	}{
+		{"llama", filepath.Join("data", "tiny-chat", "config.json"), "train.jsonl", "[q_proj, v_prj]",
+			[]string{`"v_prj" in [q_proj, v_prj] matches none`, `did you mean "v_prj" → "v_proj"?`, "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"}},
+		{"bert", filepath.Join("..", "testdata", "bert", "saved_by_tune", "config.json"), "train.tsv", "[qurey, value]",
+			[]string{`"qurey" in [qurey, value] matches none`, `"qurey" → "query"`, "query, key, value, dense, classifier"}},
+		{"gpt2", filepath.Join("..", "testdata", "gpt2", "tiny", "config.json"), "train.jsonl", "[c_atn]",
+			[]string{"[c_atn] matched none", `"c_atn" → "c_attn"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ckpt := filepath.Join(dir, "ckpt")
+			if err := os.Mkdir(ckpt, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := os.ReadFile(tt.config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			os.WriteFile(filepath.Join(ckpt, "config.json"), cfg, 0o644)
+			recipe := filepath.Join(dir, "r.yaml")
+			os.WriteFile(recipe, []byte("model:\n  path: ckpt\ndata:\n  train: "+tt.data+"\nlora:\n  r: 4\n  target_modules: "+
+				tt.targets+"\ntraining:\n  output_dir: out\n"), 0o644)
+			_, err = Load(recipe, nil)
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("Load: got %v, want a recipe problem (ErrInvalid)", err)
+			}
+			msg := err.Error()
+			for _, w := range append(tt.want, recipe+":7: lora.target_modules: for the model in "+ckpt+" (model.path): ") {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+	// A new model (model.config): the names of the BERT it would build.
+	_, err := Load("tiny.yaml", []string{"lora.target_modules=[query, vlaue]"})
+	if err == nil || !strings.Contains(err.Error(), `lora.target_modules: for model.config: "vlaue" in [query, vlaue] matches none`) {
+		t.Fatalf("model.config: got %v", err)
+	}
+	if _, err := Load("tiny.yaml", []string{"lora.target_modules=[query, value]"}); err != nil {
+		t.Fatalf("valid names: %v", err)
+	}
+}

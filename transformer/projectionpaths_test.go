@@ -1,0 +1,44 @@
+package transformer_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer"
+	_ "github.com/tune-ml/tune/transformer/bert"
+	_ "github.com/tune-ml/tune/transformer/gpt2"
+	_ "github.com/tune-ml/tune/transformer/llama"
+)
+
+// TestProjectionPathsMatchBuiltModel checks that each family's ProjectionPaths, read from config.json alone,
+// lists the same module paths, in the same order, as the loaded model's Projections: what a recipe's
+// lora.target_modules is checked against before loading is what LoRA will match after.
+func TestProjectionPathsMatchBuiltModel(t *testing.T) {
+	for _, dir := range [][]string{
+		{"bert", "saved_by_tune"},
+		{"gpt2", "tiny"},
+		{"decoder", "ckpt", "qwen2_v4_f32"},
+		{"decoder", "ckpt", "mistral_sharded_f16"},
+	} {
+		p := testutil.Testdata(t, dir...)
+		t.Run(dir[len(dir)-1], func(t *testing.T) {
+			got, err := transformer.ProjectionPaths(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, _, err := transformer.Open(p, cpu.New(), transformer.LoadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, mp := range m.Projections() {
+				want = append(want, mp.Path)
+			}
+			if len(want) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("ProjectionPaths from config.json:\n%q\nthe built model's Projections:\n%q", got, want)
+			}
+		})
+	}
+}
