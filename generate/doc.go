@@ -14,7 +14,10 @@
 // another generator). Generation stops after MaxNewTokens tokens or at any of the EOS ids, which is kept in
 // the output, as transformers keeps it.
 //
-// The models do not keep a key/value cache yet: each step runs the whole sequence again (the logits of the
-// last position are the same), so the cost of n new tokens grows as n². Stream (StreamText) prints the text of
-// the tokens as they come, holding back an incomplete UTF-8 character.
+// With Options.UseCache (Config.Options sets it, as transformers' use_cache defaults to true) a model that is
+// a transformer.IncrementalDecoder (the Llama family and GPT-2, with or without LoRA adapters) decodes with a
+// key/value cache sized by the request (prompt + MaxNewTokens − 1 positions): the prompt in one pass, then
+// one token per pass. Without it each step runs the whole sequence again; both give the same tokens
+// (TestCachedGreedyEqualsUncached), and BenchmarkGenerate measures the two. Stream (StreamText) prints the
+// text of the tokens as they come, holding back an incomplete UTF-8 character.
 package generate

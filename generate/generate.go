@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -31,6 +32,10 @@ type Options struct {
 	Seed uint64
 	// EOS are the ids that end generation (eos_token_id); empty: only MaxNewTokens stops.
 	EOS []int32
+	// UseCache decodes with a key/value cache when the model has one (transformer.IncrementalDecoder): the
+	// prompt in one pass, then one token per pass (use_cache; Config.Options sets it, as transformers
+	// defaults to it). Without it every step runs the whole sequence again.
+	UseCache bool
 }
 
 // Config is what generation_config.json holds that tune uses.
@@ -41,6 +46,7 @@ type Config struct {
 	TopK         *int     // top_k
 	TopP         *float64 // top_p
 	MaxNewTokens *int     // max_new_tokens
+	UseCache     *bool    // use_cache; nil when absent (true)
 	Path         string   // the file read; "" when there was none
 }
 
@@ -66,6 +72,7 @@ func ReadConfig(dir string) (*Config, error) {
 		TopK         *int            `json:"top_k"`
 		TopP         *float64        `json:"top_p"`
 		MaxNewTokens *int            `json:"max_new_tokens"`
+		UseCache     *bool           `json:"use_cache"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
 		return nil, fmt.Errorf("generate: %s: %w", path, err)
@@ -81,14 +88,18 @@ func ReadConfig(dir string) (*Config, error) {
 	}
 	if strings.HasSuffix(path, "generation_config.json") {
 		c.DoSample, c.Temperature, c.TopK, c.TopP, c.MaxNewTokens = j.DoSample, j.Temperature, j.TopK, j.TopP, j.MaxNewTokens
+		c.UseCache = j.UseCache
 	}
 	return c, nil
 }
 
 // Options returns the file's settings over transformers' defaults (greedy, max_new_tokens 20 when the file
-// sets none, temperature 1, top_k 50, top_p 1).
+// sets none, temperature 1, top_k 50, top_p 1, use_cache true).
 func (c *Config) Options() Options {
-	o := Options{MaxNewTokens: 20, DoSample: c.DoSample, Temperature: 1, TopK: 50, TopP: 1, EOS: c.EOS}
+	o := Options{MaxNewTokens: 20, DoSample: c.DoSample, Temperature: 1, TopK: 50, TopP: 1, EOS: c.EOS, UseCache: true}
+	if c.UseCache != nil {
+		o.UseCache = *c.UseCache
+	}
 	if c.Temperature != nil {
 		o.Temperature = *c.Temperature
 	}
@@ -126,7 +137,9 @@ func (o Options) Check() error {
 }
 
 // Generate continues prompt and returns the new ids (the EOS that ended it included). emit, when not nil,
-// is called with each new id as it is chosen; an error from it stops generation and is returned.
+// is called with each new id as it is chosen; an error from it stops generation and is returned. With
+// opts.UseCache and a model that is a transformer.IncrementalDecoder it decodes with a key/value cache of
+// len(prompt)+MaxNewTokens−1 positions; otherwise each step runs the whole sequence (the same logits).
 func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]int32, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
@@ -134,20 +147,25 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: the prompt has no tokens")
 	}
-	rng := rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15))
-	seq := append([]int32(nil), prompt...)
-	var out []int32
-	for len(out) < opts.MaxNewTokens {
-		b := &loaders.Batch{B: 1, T: len(seq), InputIDs: seq, TokenTypeIDs: make([]int32, len(seq)), AttentionMask: ones(len(seq))}
-		res, err := m.Forward(b, transformer.ForwardOptions{HostLogits: true})
+	next := fullForward(m, prompt)
+	if d, ok := m.(transformer.IncrementalDecoder); ok && opts.UseCache {
+		cache, err := d.NewKVCache(len(prompt) + opts.MaxNewTokens - 1)
 		if err != nil {
-			return out, err
+			return nil, err
 		}
-		V := res.NumLabels
-		if V <= 0 || len(res.Logits) != len(seq)*V {
-			return out, fmt.Errorf("generate: the model returned %d logits for %d positions (vocabulary %d)", len(res.Logits), len(seq), V)
+		defer cache.Free()
+		pending := prompt
+		next = func(id int32) ([]float32, error) {
+			if id >= 0 {
+				pending = []int32{id}
+			}
+			return d.Decode(cache, pending, false)
 		}
-		last := res.Logits[(len(seq)-1)*V:]
+	}
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15))
+	var out []int32
+	last, err := next(-1)
+	for err == nil {
 		var id int32
 		if opts.DoSample {
 			id = sample(last, opts, rng)
@@ -155,19 +173,38 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 			id = argmax(last)
 		}
 		out = append(out, id)
-		seq = append(seq, id)
 		if emit != nil {
 			if err := emit(id); err != nil {
 				return out, err
 			}
 		}
-		for _, e := range opts.EOS {
-			if id == e {
-				return out, nil
-			}
+		if len(out) == opts.MaxNewTokens || slices.Contains(opts.EOS, id) {
+			return out, nil
 		}
+		last, err = next(id)
 	}
-	return out, nil
+	return out, err
+}
+
+// fullForward returns the step function of generation without a cache: each call appends id (none when
+// negative) to the sequence, runs the whole sequence and returns the last position's logits.
+func fullForward(m LM, prompt []int32) func(id int32) ([]float32, error) {
+	seq := slices.Clone(prompt)
+	return func(id int32) ([]float32, error) {
+		if id >= 0 {
+			seq = append(seq, id)
+		}
+		b := &loaders.Batch{B: 1, T: len(seq), InputIDs: seq, TokenTypeIDs: make([]int32, len(seq)), AttentionMask: ones(len(seq))}
+		res, err := m.Forward(b, transformer.ForwardOptions{HostLogits: true})
+		if err != nil {
+			return nil, err
+		}
+		V := res.NumLabels
+		if V <= 0 || len(res.Logits) != len(seq)*V {
+			return nil, fmt.Errorf("generate: the model returned %d logits for %d positions (vocabulary %d)", len(res.Logits), len(seq), V)
+		}
+		return res.Logits[(len(seq)-1)*V:], nil
+	}
 }
 
 func ones(n int) []int32 {

@@ -115,7 +115,8 @@ func TestReadConfig(t *testing.T) {
 }
 
 // TestGreedyGolden reproduces transformers' greedy generate on the tiny random Llama of testdata/sft
-// (tools/reference/decoder_sft_goldens.py) token for token, once a package registers model_type llama.
+// (tools/reference/decoder_sft_goldens.py) token for token, with the key/value cache and without it, once a
+// package registers model_type llama.
 func TestGreedyGolden(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "sft", "tiny-llama")
 	if _, err := transformer.Lookup(dir); err != nil {
@@ -140,12 +141,17 @@ func TestGreedyGolden(t *testing.T) {
 		t.Fatal(err)
 	}
 	gc, _ := ReadConfig(dir)
+	if !gc.Options().UseCache {
+		t.Fatal("use_cache is not the default")
+	}
 	for _, c := range g.Greedy {
-		o := gc.Options()
-		o.MaxNewTokens = 20
-		out, err := Generate(m, c.InputIDs, o, nil)
-		if err != nil || !slices.Equal(out, c.OutputIDs) {
-			t.Errorf("%q: got %v (%v), want %v", c.Prompt, out, err, c.OutputIDs)
+		for _, cached := range []bool{true, false} {
+			o := gc.Options()
+			o.MaxNewTokens, o.UseCache = 20, cached
+			out, err := Generate(m, c.InputIDs, o, nil)
+			if err != nil || !slices.Equal(out, c.OutputIDs) {
+				t.Errorf("%q (use_cache %v): got %v (%v), want %v", c.Prompt, cached, out, err, c.OutputIDs)
+			}
 		}
 	}
 }

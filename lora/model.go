@@ -351,3 +351,36 @@ func (m *Model) GradientCheckpointing() bool {
 	gc, ok := m.Base.(transformer.GradientCheckpointer)
 	return ok && gc.GradientCheckpointing()
 }
+
+var _ transformer.IncrementalDecoder = (*Model)(nil)
+
+// NewKVCache allocates the base model's key/value cache (transformer.IncrementalDecoder; a causal LM). The
+// adapters, merged or not, compute in the base's decode passes as in its Forward.
+func (m *Model) NewKVCache(maxLen int) (*transformer.KVCache, error) {
+	d, err := m.decoder()
+	if err != nil {
+		return nil, err
+	}
+	return d.NewKVCache(maxLen)
+}
+
+// Decode decodes ids with the base model's key/value cache (transformer.IncrementalDecoder), adapters applied.
+func (m *Model) Decode(cache *transformer.KVCache, ids []int32, all bool) ([]float32, error) {
+	d, err := m.decoder()
+	if err != nil {
+		return nil, err
+	}
+	return d.Decode(cache, ids, all)
+}
+
+// decoder returns the base as an incremental decoder, or why it is not one.
+func (m *Model) decoder() (transformer.IncrementalDecoder, error) {
+	if err := m.usable(); err != nil {
+		return nil, err
+	}
+	d, ok := m.Base.(transformer.IncrementalDecoder)
+	if !ok {
+		return nil, fmt.Errorf("lora: the base model %T has no key/value cache (only causal language models decode)", m.Base)
+	}
+	return d, nil
+}

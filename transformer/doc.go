@@ -26,6 +26,11 @@
 // FP32 values are then gone: they save as their rounded values, and a Forward under FP32 or the other half
 // dtype refuses (reload the model for that).
 //
+// Generation: a causal LM that is an IncrementalDecoder decodes with a KVCache it allocates for the caller's
+// maximum length (NewKVCache): Decode runs the prompt once, storing each layer's keys and values, then one
+// token per call through the same layers, its query attending to the cached keys through the fused op
+// (causal, aligned bottom-right for Tq < Tk). Package generate drives it.
+//
 // Debugging: ForwardOptions.Observe receives each module's output (bert.embeddings, bert.encoder.layer.i,
 // bert.pooler, classifier) in Forward and the gradient with respect to it in Backward; tune debug nan and tune
 // debug compare are built on it.

@@ -150,6 +150,33 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 	return sum, c.count, nil
 }
 
+// Logits computes the logits of in (M, C) h, any M up to the rows laid out, chunk by chunk into host (M·V)
+// FP32 (the GEMM dtype's values widened), with no loss: an incremental decoder's last-token logits. It
+// leaves nothing for Backward.
+func (l *CausalLMHead) Logits(p *Pass, in *tensor.Tensor, host []float32) error {
+	c := &l.c
+	n := in.Numel() / l.C
+	if n > c.n || n*l.C != in.Numel() || len(host) != n*l.V {
+		return fmt.Errorf("transformer: lm head logits: %v input, %d host values, laid out for %d rows of %d", in.Shape, len(host), c.n, l.C)
+	}
+	w, err := p.Weight(l.Weight.Value) // (V, C) h
+	if err != nil {
+		return err
+	}
+	c.in, c.count, c.host = in, 0, nil
+	for r0 := 0; r0 < n; r0 += c.rows {
+		m := min(c.rows, n-r0)
+		lg, err := l.chunkLogits(p, w, r0, m)
+		if err != nil {
+			return err
+		}
+		if err := p.Backend.Download(host[r0*l.V:(r0+m)*l.V], lg); err != nil {
+			return fmt.Errorf("transformer: reading logits: %w", err)
+		}
+	}
+	return nil
+}
+
 // chunkLogits computes rows [r0, r0+m) of the logits into the chunk buffer and returns that view.
 func (l *CausalLMHead) chunkLogits(p *Pass, w *tensor.Tensor, r0, m int) (*tensor.Tensor, error) {
 	c := &l.c

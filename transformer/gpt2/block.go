@@ -138,9 +138,22 @@ func (k *Block) operand(buf *tensor.Tensor, i int) tensor.AttnOperand {
 	return tensor.AttnOperand{T: v, StrideB: c.t * w, StrideH: c.c / k.Heads, StrideT: w}
 }
 
+// blockKV is a decode pass's view of one block's key/value cache (transformer.KVCache), rows of C = (H, D).
+type blockKV struct {
+	k, v       *tensor.Tensor // (n, C) h: cache rows [start, start+n), the new tokens'
+	kAll, vAll *tensor.Tensor // (start+n, C) h: cache rows [0, start+n)
+}
+
 // Forward runs the block on x (N, C) F32 and returns its output (N, C) F32, a view of the step arena. x must
 // stay unchanged until Backward.
 func (k *Block) Forward(p *transformer.Pass, sc *blockScratch, x *tensor.Tensor) (*tensor.Tensor, error) {
+	return k.forward(p, sc, x, nil)
+}
+
+// forward is Forward; with kv (a decode pass, B = 1, fused attention) the keys and values of c_attn's output
+// are copied into the cache rows and the T new queries attend to all start+T cached positions (causal,
+// bottom-right aligned).
+func (k *Block) forward(p *transformer.Pass, sc *blockScratch, x *tensor.Tensor, kv *blockKV) (*tensor.Tensor, error) {
 	bk, c := p.Backend, &k.c
 	c.x = x
 	if err := k.Ln1.Forward(p, c.ln1, c.mean1, c.rstd1, x); err != nil {
@@ -154,7 +167,11 @@ func (k *Block) Forward(p *transformer.Pass, sc *blockScratch, x *tensor.Tensor)
 		c.attnP = k.AttnDrop
 		c.attnOff = p.DropoutOffset(c.b * k.Heads * c.t * c.t)
 	}
-	if k.impl == transformer.AttnEager {
+	if kv != nil {
+		if err := k.attendCached(p, sc, kv); err != nil {
+			return nil, err
+		}
+	} else if k.impl == transformer.AttnEager {
 		if err := k.forwardEager(p, sc); err != nil {
 			return nil, err
 		}
@@ -184,6 +201,37 @@ func (k *Block) Forward(p *transformer.Pass, sc *blockScratch, x *tensor.Tensor)
 		return nil, err
 	}
 	return c.out, k.residual(p, c.out, c.r, sc.y, &c.used2, &c.drop2)
+}
+
+// attendCached is the decode pass's attention: c_attn's (T, 3, C) output is split into (3, T, C) blocks in
+// the dqkv scratch (one Transpose12), K and V are copied into the cache rows, and the fused op runs the T
+// queries over the cache.
+func (k *Block) attendCached(p *transformer.Pass, sc *blockScratch, kv *blockKV) error {
+	bk, c := p.Backend, &k.c
+	n, ch := c.t, c.c
+	if err := bk.Transpose12(sc.dqkv, c.qkv, 1, n, 3, ch); err != nil { // (1, T, 3, C) → (1, 3, T, C)
+		return err
+	}
+	split := func(i int) *tensor.Tensor {
+		v, err := sc.dqkv.View(i*n*ch, n, ch)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+	if err := bk.Copy(kv.k, split(1)); err != nil {
+		return err
+	}
+	if err := bk.Copy(kv.v, split(2)); err != nil {
+		return err
+	}
+	d, tk := ch/k.Heads, kv.kAll.Numel()/ch
+	return bk.Attention(tensor.AttentionArgs{
+		B: 1, Hq: k.Heads, Hkv: k.Heads, Tq: n, Tk: tk, D: d,
+		Q: transformer.RowHeads(split(0), n, ch, d), K: transformer.RowHeads(kv.kAll, tk, ch, d),
+		V: transformer.RowHeads(kv.vAll, tk, ch, d), O: k.operand(c.ctx, 0),
+		LSE: c.lse, Scale: k.Scale, Causal: true,
+	})
 }
 
 // residual sets out (N, C) F32 = x + dropout(y), y the branch output in h (dropped in place).

@@ -169,22 +169,44 @@ func (l *DecoderLayer) project(p *transformer.Pass, sc *layerScratch, in *passIn
 	return bk.Cast(dst, f)
 }
 
+// layerKV is a decode pass's view of one layer's key/value cache (transformer.KVCache): k_proj and v_proj
+// (after RoPE) write the new positions' rows, and attention reads every cached position.
+type layerKV struct {
+	k, v       *tensor.Tensor // (n, Hkv·D) h: cache rows [start, start+n), the new tokens'
+	kAll, vAll *tensor.Tensor // (start+n, Hkv·D) h: cache rows [0, start+n)
+}
+
 // Forward runs the layer on x (N, C) F32 into out (N, C) F32.
 func (l *DecoderLayer) Forward(p *transformer.Pass, sc *layerScratch, in *passInputs, out, x *tensor.Tensor) error {
+	return l.forward(p, sc, in, nil, out, x)
+}
+
+// forward is Forward; with kv (a decode pass, B = 1) the keys and values go into the cache rows and the
+// queries of the T new tokens attend to all start+T cached positions (causal, bottom-right aligned).
+func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passInputs, kv *layerKV, out, x *tensor.Tensor) error {
 	bk, c, at := p.Backend, &l.c, &l.Attn
+	kdst, vdst := c.k, c.v
+	if kv != nil {
+		kdst, vdst = kv.k, kv.v
+	}
 	if err := l.InputNorm.Forward(p, c.xh, c.rstd1, x); err != nil {
 		return err
 	}
 	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, c.xh, at.Hq); err != nil {
 		return err
 	}
-	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, c.k, c.xh, at.Hkv); err != nil {
+	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, kdst, c.xh, at.Hkv); err != nil {
 		return err
 	}
-	if err := at.V.Forward(p, c.v, c.xh); err != nil {
+	if err := at.V.Forward(p, vdst, c.xh); err != nil {
 		return err
 	}
-	if err := bk.Attention(l.attnArgs(in)); err != nil {
+	args := l.attnArgs(in)
+	if kv != nil {
+		tk := kv.kAll.Numel() / (at.Hkv * at.D)
+		args.Tk, args.K, args.V = tk, heads(kv.kAll, tk, at.Hkv, at.D), heads(kv.vAll, tk, at.Hkv, at.D)
+	}
+	if err := bk.Attention(args); err != nil {
 		return err
 	}
 	if err := at.O.Forward(p, sc.y, c.o); err != nil {
