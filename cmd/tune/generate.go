@@ -30,6 +30,7 @@ type generateOptions struct {
 	Temperature, TopP                   float64
 	TopK                                int
 	Seed                                uint64
+	UseCache                            bool
 }
 
 func newGenerateCmd() *cobra.Command {
@@ -49,7 +50,9 @@ Greedy search unless --do-sample; generation stops after --max-new-tokens tokens
 model's generation_config.json. The defaults of --do-sample, --temperature, --top-k, --top-p and
 --max-new-tokens are that file's (transformers' own defaults where it has none: greedy, 20 tokens,
 temperature 1, top_k 50, top_p 1); flags given override them. --adapter adds a PEFT LoRA adapter (what a LoRA
-run saves) on top of --model. The models keep no key/value cache yet: each token runs the whole sequence.`,
+run saves) on top of --model. Decoding keeps a key/value cache (use_cache): the prompt runs in one pass,
+then each new token alone; --use-cache=false reruns the whole sequence for every token (the same tokens,
+slower). --device picks the backend (auto: CUDA when the binary is built with it and a GPU is present).`,
 		Example: `  tune generate --model runs/gpt2 --prompt "Once upon a time" --max-new-tokens 40
   tune generate --model Qwen/Qwen3-0.6B --chat --prompt "Name a colour." --do-sample --seed 1
   echo "def fib(n):" | tune generate --model runs/base --adapter runs/lora`,
@@ -73,6 +76,7 @@ run saves) on top of --model. The models keep no key/value cache yet: each token
 	f.IntVar(&o.TopK, "top-k", 50, "sample from the k most likely tokens (0: all)")
 	f.Float64Var(&o.TopP, "top-p", 1, "sample from the most likely tokens whose probability reaches p")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the sampling generator")
+	f.BoolVar(&o.UseCache, "use-cache", true, "decode with a key/value cache (use_cache; default: generation_config.json's, else true)")
 	return cmd
 }
 
@@ -145,6 +149,9 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	}
 	if f.Changed("top-p") {
 		opts.TopP = o.TopP
+	}
+	if f.Changed("use-cache") {
+		opts.UseCache = o.UseCache
 	}
 	opts.Seed = o.Seed
 	if err := opts.Check(); err != nil {

@@ -108,3 +108,17 @@ func TestTinyChatThenGenerate(t *testing.T) {
 		t.Fatalf("generate --chat: %q %v", got, err)
 	}
 }
+
+// TestGenerateUseCache: --use-cache=false (every step reruns the sequence) prints what the cached default
+// prints, greedy and sampling.
+func TestGenerateUseCache(t *testing.T) {
+	dir := tinyGPT2(t)
+	for _, extra := range [][]string{nil, {"--do-sample", "--seed", "4"}} {
+		args := append([]string{"--model", dir, "--prompt", "Hello world", "--max-new-tokens", "30"}, extra...)
+		cached, err1 := runGenerate(t, "", args...)
+		plain, err2 := runGenerate(t, "", append(args, "--use-cache=false")...)
+		if err1 != nil || err2 != nil || cached != plain || cached == "\n" {
+			t.Errorf("%v: cached %q (%v), uncached %q (%v)", extra, cached, err1, plain, err2)
+		}
+	}
+}
