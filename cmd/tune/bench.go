@@ -35,7 +35,8 @@ type benchOptions struct {
 	Modes       []string // --modes: fp32, fp16, bf16
 	LoRA        bool     // --lora
 	LoRARank    int      // --lora-r
-	LoRATargets []string // --lora-targets
+	LoRAAlpha   float64  // --lora-alpha (0: 2r)
+	LoRATargets []string // --lora-targets (empty: PEFT's default for the architecture)
 	Steps       int      // --steps: timed steps
 	Warmup      int      // --warmup: untimed steps first
 	LR          float64  // --lr
@@ -51,7 +52,7 @@ type benchOptions struct {
 func newBenchCmd() *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
-		Use:   "bench [--model bert-base|tiny|...] [--batch 32 --seq 128] [--modes fp32,fp16,bf16] [--lora]",
+		Use:   "bench [--model bert-base|tiny|smollm2-135m|...] [--batch 32 --seq 128] [--modes fp32,fp16,bf16] [--lora]",
 		Short: "Time full training steps per precision: ms/step, tokens/s, TFLOP/s, peak memory",
 		Long: `bench builds a freshly initialised BertForSequenceClassification (no checkpoint needed) and times full
 training steps on a synthetic batch of --batch sequences of --seq tokens, once per precision in --modes.
@@ -73,21 +74,30 @@ with the wall clock on the CPU — and the table shows per precision:
   skipped            FP16 steps the GradScaler skipped for inf/NaN gradients
   loss first→last    the loss of the first and last timed step
 
-Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or a config.json path. Without
---model, bert-base on a GPU and tiny on the CPU. --lora adapts the model with PEFT's LoraConfig(r=--lora-r,
-lora_alpha=2r, target_modules=--lora-targets, task_type=SEQ_CLS) first: only the adapters and the classifier
-train. --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
+Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or a BERT config.json path; and
+the causal LMs smollm2-135m, qwen2.5-0.5b, llama-3.2-1b (the published shapes of HuggingFaceTB/SmolLM2-135M,
+Qwen/Qwen2.5-0.5B and meta-llama/Llama-3.2-1B, randomly initialised: nothing is downloaded) or a config.json of
+model_type llama, qwen2, qwen3 or mistral. A causal LM trains with the shifted next-token cross-entropy on
+random token ids that are also its labels (no padding, no attention mask); its FLOPs count causal attention
+as half the T×T products and include the LM head. Without --model, bert-base on a GPU and tiny on the CPU.
+--lora adapts the model with PEFT's LoraConfig(r=--lora-r, lora_alpha=--lora-alpha (2r by default),
+target_modules=--lora-targets, task_type=SEQ_CLS for BERT, CAUSAL_LM for a causal LM) first: only the adapters
+(and BERT's classifier) train. --lora-targets all-linear adapts every Linear but the head; without it, PEFT's
+default for the architecture (query,value; q_proj,v_proj). --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
 --plan times nothing: it builds the model and AdamW, computes the activation arena for the batch from its
 layout without allocating it, and prints the bytes of each (weights, gradients, AdamW state, activations and
 how much of them is T×T attention buffers, autocast weight copies) and the largest activation buffers.
 --attn-implementation eager times (or plans) the two-pass attention instead of the fused op.
---gradient-checkpointing keeps only each encoder layer's input and recomputes the layer in backward
+--gradient-checkpointing keeps only each encoder or decoder layer's input and recomputes the layer in backward
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
 counts the model's FLOPs, not the recomputation's.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
 (tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
 		Example: `  tune bench --device cpu
   tune bench --model bert-base --batch 64 --seq 512 --modes bf16
+  tune bench --model smollm2-135m --batch 8 --seq 2048 --modes bf16 --breakdown
+  tune bench --model qwen2.5-0.5b --batch 8 --seq 2048 --modes bf16 --lora --lora-r 16 --lora-targets all-linear
+  tune bench --plan --model qwen2.5-0.5b --batch 8 --seq 2048 --modes bf16 --lora --lora-r 16 --lora-targets all-linear --device cpu
   tune bench --lora --lora-r 8 --modes fp16,bf16 --json lora.json
   tune bench --modes bf16 --steps 10 --breakdown
   tune bench --plan --model bert-base --batch 1 --seq 512 --device cpu
@@ -104,13 +114,14 @@ counts the model's FLOPs, not the recomputation's.
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Model, "model", "", "bert-base, tiny, mini, small, bert-large or a config.json (default: bert-base on a GPU, tiny on the CPU)")
+	f.StringVar(&o.Model, "model", "", "bert-base, tiny, mini, small, bert-large, smollm2-135m, qwen2.5-0.5b, llama-3.2-1b or a config.json (default: bert-base on a GPU, tiny on the CPU)")
 	f.IntVar(&o.Batch, "batch", 32, "sequences per step (per_device_train_batch_size)")
 	f.IntVar(&o.Seq, "seq", 128, "tokens per sequence (all real, no padding)")
 	f.StringSliceVar(&o.Modes, "modes", []string{"fp32", "fp16", "bf16"}, "precisions to time, in order: fp32, fp16, bf16")
 	f.BoolVar(&o.LoRA, "lora", false, "train LoRA adapters (and the classifier) instead of every parameter")
-	f.IntVar(&o.LoRARank, "lora-r", 8, "LoRA rank r (lora_alpha is 2r)")
-	f.StringSliceVar(&o.LoRATargets, "lora-targets", []string{"query", "value"}, "modules that get an adapter (target_modules)")
+	f.IntVar(&o.LoRARank, "lora-r", 8, "LoRA rank r")
+	f.Float64Var(&o.LoRAAlpha, "lora-alpha", 0, "LoRA lora_alpha (default 2r)")
+	f.StringSliceVar(&o.LoRATargets, "lora-targets", nil, "modules that get an adapter (target_modules), or all-linear (default: query,value for BERT, q_proj,v_proj for a causal LM)")
 	f.IntVar(&o.Steps, "steps", -1, "timed steps per precision (default 30 on a GPU, 10 on the CPU)")
 	f.IntVar(&o.Warmup, "warmup", -1, "untimed steps first: kernel compilation, GEMM plans, allocator warm-up (default 5 on a GPU, 2 on the CPU)")
 	f.Float64Var(&o.LR, "lr", 2e-5, "AdamW learning rate")
@@ -134,10 +145,6 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 			model = "bert-base"
 		}
 	}
-	cfg, err := bench.ModelConfig(model)
-	if err != nil {
-		return nil, usageError{err}
-	}
 	if len(o.Modes) == 0 {
 		return nil, usagef("--modes is empty; give one or more of fp32, fp16, bf16")
 	}
@@ -153,7 +160,10 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		}
 		seen[p.Precision()] = true
 		s := bench.DefaultSpec()
-		s.Model, s.Config, s.Batch, s.Seq, s.Policy = model, cfg, o.Batch, o.Seq, p
+		if err := s.SetModel(model); err != nil {
+			return nil, usageError{err}
+		}
+		s.Batch, s.Seq, s.Policy = o.Batch, o.Seq, p
 		s.Steps, s.Warmup, s.LearningRate, s.Seed = o.Steps, o.Warmup, o.LR, o.Seed
 		// The CPU runs a step in emulated half precision far slower than a GPU: fewer steps by default keep
 		// `tune bench --device cpu` under a minute (30 + 5 steps in three precisions took about 3 minutes).
@@ -165,7 +175,7 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		}
 		s.AttnImplementation, s.GradientCheckpointing = o.Attn, o.GradCkpt
 		if o.LoRA {
-			c := bench.LoRAConfig(o.LoRARank, o.LoRATargets)
+			c := s.LoRAFor(o.LoRARank, o.LoRAAlpha, o.LoRATargets)
 			s.LoRA = &c
 		}
 		if o.Breakdown {
@@ -224,7 +234,10 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 	r0 := &file.Results[0]
 	tuned := "full fine-tuning"
 	if s0.LoRA != nil {
-		tuned = fmt.Sprintf("LoRA r=%d on %s + classifier", s0.LoRA.R, strings.Join(s0.LoRA.TargetModules.Names, ","))
+		tuned = fmt.Sprintf("LoRA r=%d alpha=%g on %s", s0.LoRA.R, s0.LoRA.LoraAlpha, strings.Join(r0.LoRATargets, ","))
+		if s0.Decoder == nil {
+			tuned += " + classifier"
+		}
 	}
 	fmt.Fprintf(stdout, "%s (%s); AdamW lr %g, clip 1.0; %d warm-up + %d timed steps, %s\n",
 		tuned, lora.FormatTrainable(int(r0.TrainableParams), int(r0.Params)), s0.LearningRate, s0.Warmup, s0.Steps, r0.Timing)

@@ -26,7 +26,7 @@ func TestBenchCPU(t *testing.T) {
 		{"full fine-tuning in three precisions", []string{"--modes", "fp32,fp16,bf16"}, []string{"fp32", "fp16", "bf16"},
 			[]string{"tiny on cpu", "full fine-tuning (trainable params: 2,057,666 || all params: 2,057,666", "wall clock", "GFLOP per token"}},
 		{"LoRA with a breakdown", []string{"--modes", "bf16", "--lora", "--lora-r", "4", "--breakdown"}, []string{"bf16"},
-			[]string{"LoRA r=4 on query,value + classifier", "per-op time of tiny 2×16 bf16 LoRA r=4 (3 profiled steps", "Gemm weight-grad (bf16)", "GEMM shape"}},
+			[]string{"LoRA r=4 alpha=8 on query,value + classifier", "per-op time of tiny 2×16 bf16 LoRA r=4 (3 profiled steps", "Gemm weight-grad (bf16)", "GEMM shape"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
@@ -187,5 +187,41 @@ func TestBenchCPUDefaults(t *testing.T) {
 	o.Steps, o.Warmup = 7, 0
 	if specs, _ := o.specs(false); specs[0].Steps != 7 || specs[0].Warmup != 0 {
 		t.Errorf("--steps 7 --warmup 0: %d, %d", specs[0].Steps, specs[0].Warmup)
+	}
+}
+
+// TestBenchDecoder benchmarks a tiny causal LM (a config.json of model_type llama) on the CPU: LoRA r 2 on
+// all-linear with a breakdown, and the memory plan of full fine-tuning with gradient checkpointing; a decoder
+// preset plans too (nothing allocated, so SmolLM2's 8×2048 shape fits here).
+func TestBenchDecoder(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfg, []byte(`{"model_type": "llama", "vocab_size": 64, "hidden_size": 32,
+		"intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+		"tie_word_embeddings": true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dec := func(extra ...string) []string {
+		return append([]string{"bench", "--device", "cpu", "--model", cfg, "--batch", "2", "--seq", "16", "--steps", "2", "--warmup", "1"}, extra...)
+	}
+	code, out, stderr := runTune(t, dec("--modes", "bf16", "--lora", "--lora-r", "2", "--lora-alpha", "8", "--lora-targets", "all-linear", "--breakdown")...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, w := range []string{"LoRA r=2 alpha=8 on all-linear (trainable params: 1,856 ||", "per-op time of", "RMSNorm", "Attention", "CrossEntropy"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "classifier") {
+		t.Errorf("a causal LM's LoRA names a classifier:\n%s", out)
+	}
+	code, out, stderr = runTune(t, dec("--plan", "--gradient-checkpointing", "--modes", "bf16,fp32")...)
+	if code != exitOK || !strings.Contains(out, "activations") || !strings.Contains(out, "fp32") {
+		t.Fatalf("plan: exit %d\n%s\n%s", code, out, stderr)
+	}
+	code, out, stderr = runTune(t, "bench", "--device", "cpu", "--plan", "--model", "smollm2-135m", "--batch", "8", "--seq", "2048", "--modes", "bf16")
+	if code != exitOK || !strings.Contains(out, "smollm2-135m on cpu") || !strings.Contains(out, "BF16[16384 1536]") {
+		t.Fatalf("smollm2-135m plan: exit %d\n%s\n%s", code, out, stderr)
 	}
 }

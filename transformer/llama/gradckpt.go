@@ -49,3 +49,14 @@ func (m *ForCausalLM) recompute(p *transformer.Pass, in *passInputs, i int) erro
 	q.Offset, q.Observe = m.ckpt.offs[i], nil
 	return m.Layers[i].Forward(&q, &m.sc, in, m.act.hs[i+1], m.act.hs[i])
 }
+
+// PlanArena returns the buffers of the step arena for a (b, t) batch under the current policy and
+// gradient-checkpointing setting, and the bytes Reserve(b, t) would allocate for them, without allocating
+// anything (transformer.Arena.Measure). The pass buffers are laid out anew at the next Forward; a pending
+// Backward is cancelled.
+func (m *ForCausalLM) PlanArena(b, t int) ([]transformer.ArenaBuffer, int64, error) {
+	m.reset()
+	return m.Arena().Measure(func(a *transformer.Arena) error {
+		return m.layout(a, carveKey{b, t, m.Policy().GemmDType()})
+	})
+}

@@ -2,10 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"github.com/tune-ml/tune/transformer/bert"
 	"strings"
 
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/transformer/bert"
 )
 
 // FLOPs is the floating-point work of one training step, GEMMs only (a multiply-add counts 2), split by pass.
@@ -35,6 +35,7 @@ type Projection struct {
 	Rows         int    // input rows per step: B·T, or B for the pooler and classifier
 	In, Out      int    // in_features and out_features
 	TrainWeight  bool   // the dense weight trains, so backward has its weight-gradient GEMM
+	Bias         bool   // the Linear has a bias
 	LoRARank     int    // r of the LoRA adapter on it; 0 without one
 	TrainAdapter bool   // the adapter's A or B trains (they have weight-gradient GEMMs)
 }
@@ -57,19 +58,40 @@ func (f *FLOPs) add(p Projection) {
 	}
 }
 
+// modelShape is what the FLOP count needs of a model beyond its projections: L layers whose attention is
+// attnWidth = H·D wide (causal or not), and a causal LM's head (V × C, 0 for a classifier; headTrained when its
+// weight trains).
+type modelShape struct {
+	layers, attnWidth int
+	causal            bool
+	headV, headC      int
+	headTrained       bool
+}
+
 // attentionFLOPs adds the two attention products of every layer: per sequence and layer QKᵀ is H products of
 // (T, D)·(D, T) and P·V is H products of (T, T)·(T, D), each 2·T²·D·H = 2·T²·C FLOPs, so the forward is
 // 4·B·L·T²·C; the backward computes two gradients of each product (dQ, dK; dP, dV), 8·B·L·T²·C. None of them
-// has a weight.
-func (f *FLOPs) attention(cfg bert.BertConfig, b, t int) {
-	fwd := 4 * float64(b) * float64(cfg.NumHiddenLayers) * float64(t) * float64(t) * float64(cfg.HiddenSize)
+// has a weight. Causal attention computes only the scores at or below the diagonal, half of them (the
+// convention of FlashAttention's benchmarks), so a decoder counts half of each.
+func (f *FLOPs) attention(sh modelShape, b, t int) {
+	fwd := 4 * float64(b) * float64(sh.layers) * float64(t) * float64(t) * float64(sh.attnWidth)
+	if sh.causal {
+		fwd /= 2
+	}
 	f.Forward += fwd
 	f.BackwardData += 2 * fwd
 }
 
-// Projections lists the projections of m (a BertForSequenceClassification, or one adapted by lora.Apply) for a
-// (b, t) batch: the encoder's six per layer over B·T rows, the pooler and the classifier over B rows (the
-// pooler reads the first token only), with their trainability and LoRA rank as m has them now.
+// head adds a causal LM's lm_head over every position: 2·B·T·C·V forward, the same for the input gradient, and
+// again for the weight gradient when the (possibly tied) weight trains. The chunked head's recomputation of the
+// logits in backward is not counted (it is the implementation's, not the model's, work).
+func (f *FLOPs) head(sh modelShape, b, t int) {
+	f.add(Projection{Rows: b * t, In: sh.headC, Out: sh.headV, TrainWeight: sh.headTrained})
+}
+
+// Projections lists the projections of m (a BertForSequenceClassification or a causal LM, or one adapted by
+// lora.Apply) for a (b, t) batch: BERT's six per layer over B·T rows, its pooler and classifier over B rows (the
+// pooler reads the first token only), a decoder's seven per layer over B·T rows, with their trainability and LoRA rank as m has them now.
 func Projections(m lora.Base, b, t int) ([]Projection, error) {
 	var out []Projection
 	for _, mp := range m.Projections() {
@@ -77,9 +99,10 @@ func Projections(m lora.Base, b, t int) ([]Projection, error) {
 		if lin == nil || lin.Weight == nil {
 			return nil, fmt.Errorf("bench: projection %s has no weight", mp.Path)
 		}
-		p := Projection{Path: mp.Path, Rows: b, In: lin.In, Out: lin.Out, TrainWeight: lin.Weight.Grad != nil}
-		if strings.HasPrefix(mp.Path, "bert.encoder.") {
-			p.Rows = b * t
+		p := Projection{Path: mp.Path, Rows: b * t, In: lin.In, Out: lin.Out, TrainWeight: lin.Weight.Grad != nil,
+			Bias: lin.Bias != nil}
+		if strings.HasPrefix(mp.Path, "bert.pooler.") || mp.Path == "classifier" {
+			p.Rows = b // BERT's pooler reads the first token only
 		}
 		if l, ok := mp.Projection.(*lora.Linear); ok && !l.Merged() {
 			p.LoRARank = l.R
@@ -107,6 +130,11 @@ func Projections(m lora.Base, b, t int) ([]Projection, error) {
 // The input gradients of the first layer's projections are counted even when the embeddings are frozen, as
 // tune computes them (PyTorch's autograd skips them: about 1% of a LoRA step of BERT-base).
 func CountFLOPs(m lora.Base, cfg bert.BertConfig, b, t int) (FLOPs, error) {
+	return countFLOPs(m, modelShape{layers: cfg.NumHiddenLayers, attnWidth: cfg.HiddenSize}, b, t)
+}
+
+// countFLOPs is CountFLOPs for any model shape; a causal LM adds its head (modelShape.head).
+func countFLOPs(m lora.Base, sh modelShape, b, t int) (FLOPs, error) {
 	projs, err := Projections(m, b, t)
 	if err != nil {
 		return FLOPs{}, err
@@ -115,6 +143,20 @@ func CountFLOPs(m lora.Base, cfg bert.BertConfig, b, t int) (FLOPs, error) {
 	for _, p := range projs {
 		f.add(p)
 	}
-	f.attention(cfg, b, t)
+	f.attention(sh, b, t)
+	if sh.headV > 0 {
+		f.head(sh, b, t)
+	}
 	return f, nil
+}
+
+// countFLOPs counts one step of s's model m: CountFLOPs for a BERT; for a causal LM the decoder layers'
+// projections over B·T rows, causal attention over Hq·D and the LM head.
+func (s *Spec) countFLOPs(m trainee) (FLOPs, error) {
+	if s.Decoder == nil {
+		return CountFLOPs(m, s.Config, s.Batch, s.Seq)
+	}
+	sh := decoderShape(s.Decoder)
+	sh.headTrained = headTrained(m, s.Decoder)
+	return countFLOPs(m, sh, s.Batch, s.Seq)
 }

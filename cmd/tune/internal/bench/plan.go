@@ -38,11 +38,32 @@ type MemoryPlan struct {
 	WeightCache int64 `json:"weight_cache"`
 }
 
-// ArenaBufferSummary is one buffer of the step arena: dtype, shape and bytes.
+// ArenaBufferSummary is one kind of buffer of the step arena: dtype, shape, how many buffers of that dtype and
+// shape the arena holds (one per layer, typically) and their bytes together.
 type ArenaBufferSummary struct {
 	DType string `json:"dtype"` // "F32", "BF16", ...
 	Shape []int  `json:"shape"` // the buffer's shape
-	Bytes int64  `json:"bytes"` // its size
+	Count int    `json:"count"` // buffers of this dtype and shape
+	Bytes int64  `json:"bytes"` // their size together
+}
+
+// largest groups bufs by dtype and shape and returns the n groups of the most bytes, biggest first.
+func largest(bufs []transformer.ArenaBuffer, n int) []ArenaBufferSummary {
+	idx := map[string]int{}
+	var out []ArenaBufferSummary
+	for _, bf := range bufs {
+		key := fmt.Sprint(bf.DType, bf.Shape)
+		i, ok := idx[key]
+		if !ok {
+			i = len(out)
+			idx[key] = i
+			out = append(out, ArenaBufferSummary{DType: bf.DType.String(), Shape: bf.Shape})
+		}
+		out[i].Count++
+		out[i].Bytes += bf.Bytes()
+	}
+	slices.SortStableFunc(out, func(x, y ArenaBufferSummary) int { return cmp.Compare(y.Bytes, x.Bytes) })
+	return out[:min(len(out), n)]
 }
 
 // Total returns the sum of the categories.
@@ -84,9 +105,15 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if err != nil {
 		return plan, fmt.Errorf("bench: planning activations for %d×%d: %w", s.Batch, s.Seq, err)
 	}
-	plan.Activations, plan.Attention = arena, base.AttnImplementation()
-	if base.AttnFallback() != "" {
-		plan.Attention = "eager"
+	plan.Activations, plan.Attention = arena, "sdpa" // the causal LMs always run the fused op
+	if a, ok := base.(interface {
+		AttnImplementation() string
+		AttnFallback() string
+	}); ok {
+		plan.Attention = a.AttnImplementation()
+		if a.AttnFallback() != "" {
+			plan.Attention = "eager"
+		}
 	}
 	bufs = slices.DeleteFunc(bufs, func(b transformer.ArenaBuffer) bool { return b.Shared }) // laid over others: no bytes of their own
 	for _, bf := range bufs {
@@ -94,10 +121,7 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 			plan.Quadratic += bf.Bytes()
 		}
 	}
-	slices.SortStableFunc(bufs, func(x, y transformer.ArenaBuffer) int { return cmp.Compare(y.Bytes(), x.Bytes()) })
-	for _, bf := range bufs[:min(len(bufs), 8)] {
-		plan.Largest = append(plan.Largest, ArenaBufferSummary{DType: bf.DType.String(), Shape: bf.Shape, Bytes: bf.Bytes()})
-	}
+	plan.Largest = largest(bufs, 12)
 	if s.Policy.Enabled {
 		projs, err := Projections(m, 1, 1)
 		if err != nil {
@@ -107,9 +131,16 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 		stored := m.FrozenDType() != tensor.F32
 		for _, p := range projs {
 			if !stored || p.TrainWeight {
-				plan.WeightCache += half * int64(p.In*p.Out+p.Out)
+				n := p.In * p.Out
+				if p.Bias {
+					n += p.Out
+				}
+				plan.WeightCache += half * int64(n)
 			}
 			plan.WeightCache += half * int64(p.LoRARank*(p.In+p.Out))
+		}
+		if s.Decoder != nil { // the LM head's weight (the embedding table when tied) is cast too
+			plan.WeightCache += half * int64(s.Decoder.VocabSize*s.Decoder.HiddenSize)
 		}
 	}
 	return plan, nil
@@ -134,8 +165,11 @@ func WritePlan(w io.Writer, labels []string, plans []MemoryPlan) error {
 		parts := make([]string, len(p.Largest))
 		for j, b := range p.Largest {
 			parts[j] = fmt.Sprintf("%s%v %.3f", b.DType, b.Shape, float64(b.Bytes)/gib)
+			if b.Count > 1 {
+				parts[j] = fmt.Sprintf("%d×%s%v %.3f", b.Count, b.DType, b.Shape, float64(b.Bytes)/gib)
+			}
 		}
-		if _, err := fmt.Fprintf(w, "%s largest activation buffers (GiB): %s\n", labels[i], strings.Join(parts, ", ")); err != nil {
+		if _, err := fmt.Fprintf(w, "%s largest activation buffers (count×dtype[shape] GiB together): %s\n", labels[i], strings.Join(parts, ", ")); err != nil {
 			return err
 		}
 	}

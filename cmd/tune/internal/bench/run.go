@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/bert"
 )
 
 // dropoutStride is the Philox offset distance between the steps' dropout draws (as the trainer's).
@@ -205,7 +205,7 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	res.PeakBytes = mem.peak()
 	sum := Summarize(res.StepMS)
 	res.MedianMS, res.P10MS, res.P90MS = sum.Median, sum.P10, sum.P90
-	flops, err := CountFLOPs(st.m, s.Config, s.Batch, s.Seq)
+	flops, err := s.countFLOPs(st.m)
 	if err != nil {
 		return nil, err
 	}
@@ -221,20 +221,30 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	return res, nil
 }
 
-// buildModel makes the model of s on b (a Meter) and adapts it when s.LoRA is set, under s.Policy. It returns
-// the BERT and the model to train (the same BERT, or its LoRA wrapper).
-func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification, trainee, error) {
-	base, err := bert.NewBertForSequenceClassification(b, s.Config, s.Seed)
-	if err != nil {
-		return nil, nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
+// buildModel makes the model of s on b (a Meter) — a BERT, or the causal LM of s.Decoder — and adapts it when
+// s.LoRA is set, under s.Policy. It returns the base model (for its step arena) and the model to train (the
+// same model, or its LoRA wrapper).
+func buildModel(b tensor.Backend, s *Spec) (arenaModel, trainee, error) {
+	var base arenaModel
+	var m trainee
+	if s.Decoder != nil {
+		var err error
+		if base, m, err = buildDecoder(b, s); err != nil {
+			return nil, nil, err
+		}
+	} else {
+		bm, err := bert.NewBertForSequenceClassification(b, s.Config, s.Seed)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bench: building %s: %w", s.Model, err)
+		}
+		if err := bm.SetAttnImplementation(s.AttnImplementation); err != nil {
+			return nil, nil, fmt.Errorf("bench: %w", err)
+		}
+		bm.SetGradientCheckpointing(s.GradientCheckpointing)
+		base, m = bm, bm
 	}
-	if err := base.SetAttnImplementation(s.AttnImplementation); err != nil {
-		return nil, nil, fmt.Errorf("bench: %w", err)
-	}
-	base.SetGradientCheckpointing(s.GradientCheckpointing)
-	var m trainee = base
 	if s.LoRA != nil {
-		lm, err := lora.Apply(base, *s.LoRA, s.Seed)
+		lm, err := lora.Apply(m, *s.LoRA, s.Seed)
 		if err != nil {
 			return nil, nil, fmt.Errorf("bench: %w", err)
 		}
@@ -250,7 +260,7 @@ func buildModel(b tensor.Backend, s *Spec) (*bert.BertForSequenceClassification,
 }
 
 // reserve carves base's step arena for s's batch shape.
-func reserve(base *bert.BertForSequenceClassification, s *Spec) error {
+func reserve(base arenaModel, s *Spec) error {
 	if err := base.Reserve(s.Batch, s.Seq); err != nil {
 		return fmt.Errorf("bench: reserving activations for %d×%d: %w", s.Batch, s.Seq, err)
 	}
@@ -285,6 +295,9 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	batch := SyntheticBatch(s.Batch, s.Seq, s.Config.VocabSize, s.Config.NumLabels(), s.Seed)
+	if s.Decoder != nil {
+		batch = SyntheticCausalBatch(s.Batch, s.Seq, s.Decoder.VocabSize, s.Seed)
+	}
 	return &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}, nil
 }
 
@@ -295,6 +308,13 @@ func newResult(b tensor.Backend, s *Spec, m trainee) *Result {
 		GradientCheckpointing: s.GradientCheckpointing}
 	if s.LoRA != nil {
 		r.LoRA, r.LoRARank, r.LoRATargets = true, s.LoRA.R, s.LoRA.TargetModules.Names
+		if lm, ok := m.(*lora.Model); ok { // PEFT's default or the all-linear shorthand, as Apply resolved it
+			if t := lm.Config().TargetModules; t.Names != nil {
+				r.LoRATargets = t.Names
+			} else if t.Regex != "" {
+				r.LoRATargets = []string{t.Regex}
+			}
+		}
 	}
 	for _, np := range m.NamedParameters() {
 		r.Params += int64(np.Value.Numel())

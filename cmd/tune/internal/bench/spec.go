@@ -3,13 +3,14 @@ package bench
 import (
 	"errors"
 	"fmt"
-	"github.com/tune-ml/tune/transformer/bert"
 	"slices"
 	"strings"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/transformer/bert"
+	"github.com/tune-ml/tune/transformer/llama"
 )
 
 // preset is a named model shape: L layers, hidden size C, H heads, intermediate size I.
@@ -29,7 +30,7 @@ var presets = []preset{
 	{"bert-large", 24, 1024, 16, 4096, "bert-large-uncased's shape"},
 }
 
-// ModelNames lists the preset names ModelConfig accepts, smallest first.
+// ModelNames lists the BERT preset names ModelConfig accepts, smallest first.
 func ModelNames() []string {
 	names := make([]string, len(presets))
 	for i, p := range presets {
@@ -38,11 +39,35 @@ func ModelNames() []string {
 	return names
 }
 
+// isJSONPath reports whether a --model value names a config.json file rather than a preset.
+func isJSONPath(name string) bool { return strings.HasSuffix(name, ".json") }
+
+// SetModel points s at the model name names: a BERT preset (ModelNames) or BERT config.json, which sets
+// s.Config and clears s.Decoder, or a causal-LM preset (DecoderNames) or a Llama-family config.json
+// (model_type llama, qwen2, qwen3, mistral), which sets s.Decoder. s.Model becomes name.
+func (s *Spec) SetModel(name string) error {
+	dec, ok, err := decoderConfig(name)
+	if err != nil {
+		return err
+	}
+	s.Model, s.Decoder = name, nil
+	if ok {
+		s.Decoder = dec
+		return nil
+	}
+	cfg, err := ModelConfig(name)
+	if err != nil {
+		return err
+	}
+	s.Config = cfg
+	return nil
+}
+
 // ModelConfig returns the BertConfig of a preset name (ModelNames) or of a config.json file (a path ending in
 // .json, read with loaders.ReadBertConfig); the weights are always freshly initialised, so no checkpoint is
 // needed. A preset has BertConfig's defaults (dropout 0.1, 2 labels) with its own L, C, H and I.
 func ModelConfig(name string) (bert.BertConfig, error) {
-	if strings.HasSuffix(name, ".json") {
+	if isJSONPath(name) {
 		h, err := loaders.ReadBertConfig(name)
 		if err != nil {
 			return bert.BertConfig{}, fmt.Errorf("bench: --model %s: %w", name, err)
@@ -60,8 +85,8 @@ func ModelConfig(name string) (bert.BertConfig, error) {
 			return cfg, nil
 		}
 	}
-	return bert.BertConfig{}, fmt.Errorf("bench: unknown model %q: want one of %s, or a config.json path",
-		name, strings.Join(ModelNames(), ", "))
+	return bert.BertConfig{}, fmt.Errorf("bench: unknown model %q: want one of %s (BERT), %s (causal LMs), or a "+
+		"config.json path", name, strings.Join(ModelNames(), ", "), strings.Join(DecoderNames(), ", "))
 }
 
 // Spec is one benchmark configuration: a freshly initialised model trained on one synthetic batch shape in one
@@ -72,11 +97,15 @@ func ModelConfig(name string) (bert.BertConfig, error) {
 // to MaxGradNorm, AdamW (trainer.AdamW: one fused update of the flat trainable buffer) unless the scaler skips,
 // GradScaler.Update, WeightsUpdated and ZeroGrad.
 type Spec struct {
-	Model  string          // the name reported ("bert-base", "tiny", a config path)
-	Config bert.BertConfig // the model's shape
-	Batch  int             // B, sequences per step
-	Seq    int             // T, tokens per sequence; every token is real (no padding)
-	Policy amp.Policy      // FP32, FP16 (with a GradScaler) or BF16 autocast
+	Model  string          // the name reported ("bert-base", "tiny", "smollm2-135m", a config path)
+	Config bert.BertConfig // the BERT's shape, when Decoder is nil
+	// Decoder, when set, is the shape of a causal LM (llama.ForCausalLM: Llama, Qwen2/3, Mistral) trained with
+	// the shifted next-token cross-entropy on a synthetic batch whose labels are its ids (SyntheticCausalBatch);
+	// Config is then unused. SetModel fills one or the other from a name.
+	Decoder *llama.Config
+	Batch   int        // B, sequences per step
+	Seq     int        // T, tokens per sequence; every token is real (no padding)
+	Policy  amp.Policy // FP32, FP16 (with a GradScaler) or BF16 autocast
 	// LoRA, when set, adapts the model with lora.Apply before training (PEFT's get_peft_model); nil trains
 	// every parameter.
 	LoRA          *lora.Config
@@ -104,14 +133,43 @@ func DefaultSpec() Spec {
 		LearningRate: 2e-5, MaxGradNorm: 1, Seed: 42}
 }
 
-// LoRAConfig returns the adapter configuration tune bench uses: PEFT's LoraConfig(r, lora_alpha=2r,
-// lora_dropout=0, target_modules=targets, task_type=SEQ_CLS), which also trains the classifier.
+// LoRAConfig returns the adapter configuration tune bench uses for a BERT: PEFT's LoraConfig(r,
+// lora_alpha=2r, lora_dropout=0, target_modules=targets, task_type=SEQ_CLS), which also trains the classifier.
+// targets ["all-linear"] is PEFT's all-linear shorthand. For a causal LM use Spec.LoRAFor.
 func LoRAConfig(r int, targets []string) lora.Config {
 	c := lora.DefaultConfig()
 	c.R, c.LoraAlpha = r, float64(2*r)
-	c.TargetModules = lora.TargetModules{Names: slices.Clone(targets)}
+	c.TargetModules = targetModules(targets)
 	c.TaskType = lora.TaskSeqCls
 	return c
+}
+
+// LoRAFor returns the adapter configuration for s's model: PEFT's LoraConfig(r, lora_alpha=alpha (2r when
+// alpha is 0), lora_dropout=0, target_modules=targets, task_type) with task_type SEQ_CLS for a BERT (the
+// classifier trains too) and CAUSAL_LM for a causal LM. Empty targets leave target_modules unset: PEFT's default
+// for the architecture (query,value for BERT; q_proj,v_proj for Llama and Qwen). ["all-linear"] is PEFT's
+// shorthand for every Linear but the head.
+func (s *Spec) LoRAFor(r int, alpha float64, targets []string) lora.Config {
+	c := LoRAConfig(r, targets)
+	if alpha != 0 {
+		c.LoraAlpha = alpha
+	}
+	if len(targets) == 0 {
+		c.TargetModules = lora.TargetModules{}
+		if s.Decoder == nil {
+			c.TargetModules = lora.TargetModules{Names: []string{"query", "value"}}
+		}
+	}
+	c.TaskType = s.loraTask()
+	return c
+}
+
+// targetModules reads a --lora-targets list: ["all-linear"] is the shorthand, anything else module names.
+func targetModules(targets []string) lora.TargetModules {
+	if len(targets) == 1 && targets[0] == lora.AllLinear {
+		return lora.TargetModules{Regex: lora.AllLinear}
+	}
+	return lora.TargetModules{Names: slices.Clone(targets)}
 }
 
 // Validate reports every field of s that cannot run, joined.
@@ -121,8 +179,12 @@ func (s *Spec) Validate() error {
 	if s.Batch <= 0 {
 		bad("batch %d must be positive", s.Batch)
 	}
-	if s.Seq <= 0 || s.Seq > s.Config.MaxPositionEmbeddings {
-		bad("seq %d must be in [1, %d] (max_position_embeddings)", s.Seq, s.Config.MaxPositionEmbeddings)
+	maxPos := s.Config.MaxPositionEmbeddings
+	if s.Decoder != nil {
+		maxPos = s.Decoder.MaxPositionEmbeddings
+	}
+	if s.Seq <= 0 || s.Seq > maxPos {
+		bad("seq %d must be in [1, %d] (max_position_embeddings)", s.Seq, maxPos)
 	}
 	if s.Steps <= 0 {
 		bad("steps %d must be positive (30 or more for stable percentiles)", s.Steps)
@@ -137,7 +199,11 @@ func (s *Spec) Validate() error {
 	if err := s.Policy.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("bench: %w", err))
 	}
-	if err := s.Config.Validate(); err != nil {
+	if s.Decoder != nil {
+		if err := s.Decoder.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("bench: model %s: %w", s.Model, err))
+		}
+	} else if err := s.Config.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("bench: model %s: %w", s.Model, err))
 	}
 	if s.LoRA != nil {
