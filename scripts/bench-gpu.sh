@@ -19,6 +19,9 @@
 #                              64x512 full and 32x128 LoRA (every op timed alone between CUDA events)        BREAKDOWN_S=90
 #   pytorch-compile.json       the same in PyTorch under torch.compile, only BF16 64x512 full and 32x128 LoRA
 #                              (COMPILE="64x512:full 32x128:lora"; compiling takes ~1 min each)             COMPILE_S=220
+#   tune-dec-*.json,           the causal LMs in DECODERS ("smollm2-135m:full qwen2.5-0.5b:lora"), DECODER_BT
+#   pytorch-dec-*.json         (8x2048), BF16: tune bench --model (LoRA r=16 all-linear; --breakdown) and
+#                              tools/reference/bench_decoder_pytorch.py on the same step, 10 + 3 steps  DECODER_S=150
 #   nsys-*.txt                 if nsys is installed (NSYS=1): the CUDA kernel summary of tune's BF16 step
 #   report.txt, report.md      tune bench report over everything: the table with tune/PyTorch ratios of time
 #                              and memory, the targets, the per-op breakdowns; bench.png the chart
@@ -129,16 +132,36 @@ if ! skip compile; then
 	done
 fi
 
-# 5. Optional: nsys kernel summary of tune's BF16 32x128 step (nsys is not always installed).
+# 5. The causal LMs: tune and PyTorch eager on the same step (BF16, AdamW, clip 1.0), one preset at a time.
+if ! skip decoders; then
+	DECODER_BT=${DECODER_BT:-8x2048}
+	b=${DECODER_BT%x*} t=${DECODER_BT#*x}
+	for target in ${DECODERS:-smollm2-135m:full qwen2.5-0.5b:lora}; do
+		model=${target%:*} tuning=${target#*:}
+		flags=() pyflags=()
+		[[ $tuning == lora ]] && flags=(--lora --lora-r 16 --lora-targets all-linear) pyflags=(--lora "$model")
+		rm -f "$OUT/tune-dec-$model-$tuning.json" "$OUT/pytorch-dec-$model-$tuning.json"
+		if [[ -x $BIN ]]; then
+			step "tune $model $tuning" "${DECODER_S:-150}" "$OUT/decoders.log" "$BIN" bench --device cuda --model "$model" \
+				--batch "$b" --seq "$t" --modes bf16 "${flags[@]}" --steps 10 --warmup 3 --breakdown \
+				--json "$OUT/tune-dec-$model-$tuning.json"
+		fi
+		step "pytorch $model $tuning" "${DECODER_S:-150}" "$OUT/decoders.log" python3 tools/reference/bench_decoder_pytorch.py \
+			--presets "$model" --bt "$DECODER_BT" "${pyflags[@]}" --steps 10 --warmup 3 \
+			--json "$OUT/pytorch-dec-$model-$tuning.json"
+	done
+fi
+
+# 6. Optional: nsys kernel summary of tune's BF16 32x128 step (nsys is not always installed).
 if [[ -x $BIN ]] && [[ ${NSYS:-0} == 1 ]] && command -v nsys >/dev/null; then
 	step "nsys tune bf16" 120 "$OUT/nsys.log" nsys profile --stats=true --force-overwrite true -o "$OUT/nsys-tune" \
 		"$BIN" bench --device cuda --model bert-base --modes bf16 --steps 5 --warmup 3
 	grep -A 40 'cuda_gpu_kern_sum' "$OUT/nsys.log" >"$OUT/nsys-kernels.txt" 2>/dev/null
 fi
 
-# 6. The report: tune/PyTorch ratios, the targets, the chart; then the breakdowns.
+# 7. The report: tune/PyTorch ratios, the targets, the chart; then the breakdowns.
 shopt -s nullglob
-results=("$OUT"/tune-*.json "$OUT"/pytorch.jso[n] "$OUT"/pytorch-compile-*.json)
+results=("$OUT"/tune-*.json "$OUT"/pytorch.jso[n] "$OUT"/pytorch-compile-*.json "$OUT"/pytorch-dec-*.json)
 breakdowns=("$OUT"/breakdown-*.json)
 if [[ -x $BIN ]] && ((${#results[@]} > 0)); then
 	rm -f "$OUT/bench.png"

@@ -214,3 +214,18 @@ func TestWriteNewErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestDecoderTargets: the decoder goals appear once a decoder configuration is measured, and are judged against
+// PyTorch eager: 100 ms against 130 ms is 1.3× (met), 12 GiB against 20 GiB is 0.6× (missed).
+func TestDecoderTargets(t *testing.T) {
+	tune := Result{Impl: ImplTune, Model: "smollm2-135m", Batch: 8, Seq: 2048, Mode: "bf16", MedianMS: 100, PeakBytes: 12 << 30}
+	torch := tune
+	torch.Impl, torch.Attention, torch.MedianMS, torch.PeakBytes = ImplPyTorchEager, "sdpa", 130, 20<<30
+	if n := len(Targets(sampleResults())); n != 3 {
+		t.Errorf("%d targets without a decoder result, want BERT's 3", n)
+	}
+	ts := Targets([]Result{tune, torch})
+	if len(ts) != 5 || !ts[3].Measured || !ts[3].Met || math.Abs(ts[3].Got-1.3) > 1e-9 || !ts[4].Measured || ts[4].Met || math.Abs(ts[4].Got-0.6) > 1e-9 {
+		t.Errorf("decoder targets %+v", ts)
+	}
+}
