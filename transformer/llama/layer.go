@@ -32,26 +32,32 @@ type DecoderLayer struct {
 }
 
 // layerCache holds what one layer's backward needs from its forward (views of the step arena); h is the GEMM
-// dtype, N = B·T.
+// dtype, N = B·T. Bandwidth-cheap values are not kept but recomputed in backward by the same kernels, so bit
+// for bit (selective recomputation, as Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+// Transformer Models", and unsloth/Liger do): the normed inputs of the attention and MLP projections
+// (input_layernorm(x) from x and post_attention_layernorm(x2) from x2, into layerScratch.xn) and silu(gate)·up
+// (from g and u, into layerScratch.dg). They cost one RMSNorm or SwiGLU pass each and save 2·N·C + N·I
+// half-precision values per layer.
 type layerCache struct {
 	rstd1, rstd2 *tensor.Tensor // (N) F32
-	xh, h2h      *tensor.Tensor // (N, C) h: the normed inputs of the attention and MLP projections
 	qpre, kpre   *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: q_proj/k_proj outputs before q_norm/k_norm (Qwen3)
 	qrstd, krstd *tensor.Tensor // (N·Hq), (N·Hkv) F32 (Qwen3)
 	q, k, v      *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: the attention operands, after RoPE
 	o            *tensor.Tensor // (N, Hq·D) h attention output
 	lse          *tensor.Tensor // (B, Hq, T) F32
 	x2           *tensor.Tensor // (N, C) F32 the residual after attention
-	g, u, s      *tensor.Tensor // (N, I) h gate, up and silu(gate)·up
+	g, u         *tensor.Tensor // (N, I) h gate and up
 }
 
 // layerScratch is shared by every layer of a pass.
 type layerScratch struct {
 	y          *tensor.Tensor // (N, C) h o_proj and down_proj outputs; in backward the residual gradient in h
+	xn         *tensor.Tensor // (N, C) h a norm's output, the input of the q/k/v or gate/up projections
+	rstd       *tensor.Tensor // (N) F32 the rstd a recomputed norm writes (equal to the kept one)
 	dh, dxn    *tensor.Tensor // (N, C) F32 gradient of a norm's output, and of its input
 	do, dq     *tensor.Tensor // (N, Hq·D) h
 	dk, dv     *tensor.Tensor // (N, Hkv·D) h
-	ds, dg, du *tensor.Tensor // (N, I) h
+	ds, dg, du *tensor.Tensor // (N, I) h; dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward
 	qf, kf     *tensor.Tensor // (N, Hq·D), (N, Hkv·D) F32: Qwen3's normed q/k before RoPE (and their gradients)
 }
 
@@ -67,7 +73,8 @@ type passInputs struct {
 func layoutLayerScratch(a *transformer.Arena, n int, cfg *Config, dt tensor.DType) layerScratch {
 	c, inter, qd, kvd := cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
 	s := layerScratch{
-		y: a.Take(dt, n, c), dh: a.Take(tensor.F32, n, c), dxn: a.Take(tensor.F32, n, c),
+		y: a.Take(dt, n, c), xn: a.Take(dt, n, c), rstd: a.Take(tensor.F32, n),
+		dh: a.Take(tensor.F32, n, c), dxn: a.Take(tensor.F32, n, c),
 		do: a.Take(dt, n, qd), dq: a.Take(dt, n, qd), dk: a.Take(dt, n, kvd), dv: a.Take(dt, n, kvd),
 		ds: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), du: a.Take(dt, n, inter),
 	}
@@ -81,10 +88,9 @@ func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt te
 	n, c, inter, qd, kvd := b*t, cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
 	l.c = layerCache{
 		rstd1: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
-		xh: a.Take(dt, n, c), h2h: a.Take(dt, n, c),
 		q: a.Take(dt, n, qd), k: a.Take(dt, n, kvd), v: a.Take(dt, n, kvd), o: a.Take(dt, n, qd),
 		lse: a.Take(tensor.F32, b, l.Attn.Hq, t), x2: a.Take(tensor.F32, n, c),
-		g: a.Take(dt, n, inter), u: a.Take(dt, n, inter), s: a.Take(dt, n, inter),
+		g: a.Take(dt, n, inter), u: a.Take(dt, n, inter),
 	}
 	if l.Attn.QNorm != nil {
 		l.c.qpre, l.c.kpre = a.Take(dt, n, qd), a.Take(dt, n, kvd)
@@ -189,16 +195,17 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	if kv != nil {
 		kdst, vdst = kv.k, kv.v
 	}
-	if err := l.InputNorm.Forward(p, c.xh, c.rstd1, x); err != nil {
+	xh := sc.xn
+	if err := l.InputNorm.Forward(p, xh, c.rstd1, x); err != nil {
 		return err
 	}
-	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, c.xh, at.Hq); err != nil {
+	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, xh, at.Hq); err != nil {
 		return err
 	}
-	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, kdst, c.xh, at.Hkv); err != nil {
+	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, kdst, xh, at.Hkv); err != nil {
 		return err
 	}
-	if err := at.V.Forward(p, vdst, c.xh); err != nil {
+	if err := at.V.Forward(p, vdst, xh); err != nil {
 		return err
 	}
 	args := l.attnArgs(in)
@@ -215,19 +222,21 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	if err := bk.Add(c.x2, x, sc.y); err != nil {
 		return err
 	}
-	if err := l.PostNorm.Forward(p, c.h2h, c.rstd2, c.x2); err != nil {
+	h2h := sc.xn
+	if err := l.PostNorm.Forward(p, h2h, c.rstd2, c.x2); err != nil {
 		return err
 	}
-	if err := l.MLP.Gate.Forward(p, c.g, c.h2h); err != nil {
+	if err := l.MLP.Gate.Forward(p, c.g, h2h); err != nil {
 		return err
 	}
-	if err := l.MLP.Up.Forward(p, c.u, c.h2h); err != nil {
+	if err := l.MLP.Up.Forward(p, c.u, h2h); err != nil {
 		return err
 	}
-	if err := bk.SwiGLU(c.s, c.g, c.u); err != nil {
+	s := sc.dg
+	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
 		return err
 	}
-	if err := l.MLP.Down.Forward(p, sc.y, c.s); err != nil {
+	if err := l.MLP.Down.Forward(p, sc.y, s); err != nil {
 		return err
 	}
 	return bk.Add(out, c.x2, sc.y)
@@ -265,16 +274,24 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err != nil {
 		return err
 	}
-	if err := l.MLP.Down.Backward(p, sc.ds, dy, c.s, false); err != nil {
+	s := sc.dg // recomputed: the forward's SwiGLU on the kept g and u, bit for bit
+	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
+		return err
+	}
+	if err := l.MLP.Down.Backward(p, sc.ds, dy, s, false); err != nil {
 		return err
 	}
 	if err := bk.SwiGLUBackward(sc.dg, sc.du, sc.ds, c.g, c.u); err != nil {
 		return err
 	}
-	if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, c.h2h, false); err != nil {
+	h2h := sc.xn // recomputed: post_attention_layernorm(x2), as the forward computed it
+	if err := l.PostNorm.Forward(p, h2h, sc.rstd, c.x2); err != nil {
 		return err
 	}
-	if err := l.MLP.Up.Backward(p, sc.dh, sc.du, c.h2h, true); err != nil {
+	if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, h2h, false); err != nil {
+		return err
+	}
+	if err := l.MLP.Up.Backward(p, sc.dh, sc.du, h2h, true); err != nil {
 		return err
 	}
 	if err := l.PostNorm.Backward(p, sc.dxn, sc.dh, c.x2, c.rstd2); err != nil {
@@ -296,13 +313,17 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err := bk.AttentionBackward(a); err != nil {
 		return err
 	}
-	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, c.xh, sc.dh, at.Hq, false); err != nil {
+	xh := sc.xn // recomputed: input_layernorm(x)
+	if err := l.InputNorm.Forward(p, xh, sc.rstd, x); err != nil {
 		return err
 	}
-	if err := l.unproject(p, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, sc.dk, c.xh, sc.dh, at.Hkv, true); err != nil {
+	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, xh, sc.dh, at.Hq, false); err != nil {
 		return err
 	}
-	if err := at.V.Backward(p, sc.dh, sc.dv, c.xh, true); err != nil {
+	if err := l.unproject(p, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, sc.dk, xh, sc.dh, at.Hkv, true); err != nil {
+		return err
+	}
+	if err := at.V.Backward(p, sc.dh, sc.dv, xh, true); err != nil {
 		return err
 	}
 	if err := l.InputNorm.Backward(p, sc.dxn, sc.dh, x, c.rstd1); err != nil {
