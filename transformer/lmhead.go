@@ -26,8 +26,8 @@ type CausalLMHead struct {
 	Weight *Param // (V, C) FP32 master weight (the embedding table's Param when tied)
 	V, C   int    // vocabulary and hidden size
 
-	// ChunkElems bounds the logits computed at once (rows × V); 0 means 2^24. Tests lower it to exercise the
-	// chunking.
+	// ChunkElems bounds the logits computed at once (rows × V); 0 means 2^27 (lmHeadChunkElems). Tests lower
+	// it to exercise the chunking.
 	ChunkElems int
 	c          lmHeadCache
 }
@@ -44,17 +44,26 @@ type lmHeadCache struct {
 	host    []int64        // the last Forward's targets (nil without labels), to skip unsupervised chunks
 }
 
-// lmHeadChunkElems bounds a chunk of logits: 2^24 elements (32 MiB in a half dtype), so a chunk of a
-// 152k-word vocabulary still has over 100 rows for the GEMMs.
-const lmHeadChunkElems = 1 << 24
+// lmHeadChunkElems bounds a chunk of logits: 2^27 elements, 256 MiB per buffer in a half dtype (the chunk's
+// logits and their gradient: 512 MiB, against the 3–10 GB of FP32 logits transformers holds for 16k tokens).
+// Big chunks keep the head's GEMMs big: a chunk of a 152k-word vocabulary has 768 rows, and the
+// input-gradient product (rows × C, summed over V) and the weight-gradient product (which reads and writes
+// the whole FP32 (V, C) gradient once per chunk) run a few dozen times per step, not hundreds (2^24 gave 110
+// rows and 149 chunks for 16,384 tokens of Qwen2.5).
+const lmHeadChunkElems = 1 << 27
 
-// ChunkRows returns the rows per chunk for n rows: all of them when they fit lmHeadChunkElems, else as many as do.
+// ChunkRows returns the rows per chunk for n rows: all of them when they fit ChunkElems, else as many as do,
+// rounded down to a multiple of 128 (whole GEMM tiles) when that leaves at least 256.
 func (l *CausalLMHead) ChunkRows(n int) int {
 	elems := l.ChunkElems
 	if elems == 0 {
 		elems = lmHeadChunkElems
 	}
-	return max(1, min(n, elems/max(1, l.V)))
+	r := max(1, min(n, elems/max(1, l.V)))
+	if r < n && r >= 256 {
+		r = r / 128 * 128
+	}
+	return r
 }
 
 // Layout takes the head's pass buffers for n = B·T rows in GEMM dtype dt.
