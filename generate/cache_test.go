@@ -6,25 +6,29 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/gpt2"
 )
 
-// openModel opens a checkpoint directory of the repository on the CPU.
-func openModel(t testing.TB, rel ...string) (transformer.Model, string) {
+// openModel opens a checkpoint directory of the repository (a path relative to its root) on b.
+func openModel(t testing.TB, b tensor.Backend, rel ...string) transformer.Model {
 	t.Helper()
 	dir := filepath.Join(append([]string{".."}, rel...)...)
-	m, _, err := transformer.Open(dir, cpu.New(), transformer.LoadOptions{})
+	m, _, err := transformer.Open(dir, b, transformer.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m, dir
+	return m
 }
 
-// TestCachedGreedyEqualsUncached: on the embedded tiny-chat Llama, the tiny GPT-2 and the tiny Llama of
-// testdata/sft, greedy generation with the key/value cache gives the tokens of generation without it, over
-// long continuations (the GPT-2 one up to its n_positions), from prompts of one and several tokens.
+// TestCachedGreedyEqualsUncached: on the embedded tiny-chat Llama, the tiny Llama of testdata/sft and the tiny
+// GPT-2, greedy generation with the key/value cache gives the tokens of generation without it, on every
+// backend the tokens the CPU gives (FP32), over long continuations (the GPT-2 one up to its n_positions) from
+// prompts of one and several tokens.
 func TestCachedGreedyEqualsUncached(t *testing.T) {
 	for _, c := range []struct {
 		rel    []string
@@ -37,47 +41,61 @@ func TestCachedGreedyEqualsUncached(t *testing.T) {
 		{[]string{"testdata", "gpt2", "tiny"}, []int32{3, 17, 40}, 29},
 	} {
 		t.Run(fmt.Sprintf("%s/prompt%d", c.rel[len(c.rel)-1], len(c.prompt)), func(t *testing.T) {
-			m, _ := openModel(t, c.rel...)
-			if _, ok := m.(transformer.IncrementalDecoder); !ok {
-				t.Fatalf("%T has no key/value cache", m)
-			}
 			o := Options{MaxNewTokens: c.n}
-			plain, err := Generate(m, c.prompt, o, nil)
-			if err != nil {
-				t.Fatal(err)
+			ref, err := Generate(openModel(t, cpu.New(), c.rel...), c.prompt, o, nil)
+			if err != nil || len(ref) != c.n {
+				t.Fatalf("CPU without the cache: %v %v", ref, err)
 			}
-			o.UseCache = true
-			cached, err := Generate(m, c.prompt, o, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(plain) != c.n || !slices.Equal(plain, cached) {
-				t.Errorf("cached %v\nuncached %v", cached, plain)
-			}
+			tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+				m := openModel(t, b, c.rel...)
+				if _, ok := m.(transformer.IncrementalDecoder); !ok {
+					t.Fatalf("%T has no key/value cache", m)
+				}
+				for _, cached := range []bool{true, false} {
+					o.UseCache = cached
+					out, err := Generate(m, c.prompt, o, nil)
+					if err != nil || !slices.Equal(out, ref) {
+						t.Errorf("use_cache %v: %v (%v)\nCPU uncached %v", cached, out, err, ref)
+					}
+				}
+			})
 		})
 	}
 }
 
 // BenchmarkGenerate measures greedy generation of 64 tokens after a 32-token prompt with the tiny-chat Llama
-// on the CPU, with the key/value cache and without it (each step rerunning the whole sequence): tokens/s.
+// on every backend, FP32 and BF16 autocast, with the key/value cache and without it (each step rerunning
+// the whole sequence): tokens/s.
+//
+//	go test ./generate -run '^$' -bench Generate
 func BenchmarkGenerate(b *testing.B) {
-	m, _ := openModel(b, "recipes", "data", "tiny-chat")
 	prompt := make([]int32, 32)
 	for i := range prompt {
 		prompt[i] = int32(3 + 7*i%700)
 	}
-	for _, cached := range []bool{true, false} {
-		b.Run(map[bool]string{true: "cache", false: "nocache"}[cached], func(b *testing.B) {
-			o := Options{MaxNewTokens: 64, UseCache: cached}
-			n := 0
-			for b.Loop() {
-				out, err := Generate(m, prompt, o, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				n += len(out)
+	for _, f := range tensor.Backends() {
+		bk, err := f.Open()
+		if err != nil {
+			continue
+		}
+		m := openModel(b, bk, "recipes", "data", "tiny-chat")
+		for _, pol := range []amp.Policy{amp.FP32, amp.BF16} {
+			for _, cached := range []bool{true, false} {
+				name := fmt.Sprintf("%s/%s/%s", f.Name, pol.Precision(), map[bool]string{true: "cache", false: "nocache"}[cached])
+				b.Run(name, func(b *testing.B) {
+					m.SetPolicy(pol)
+					o := Options{MaxNewTokens: 64, UseCache: cached}
+					n := 0
+					for b.Loop() {
+						out, err := Generate(m, prompt, o, nil)
+						if err != nil {
+							b.Fatal(err)
+						}
+						n += len(out)
+					}
+					b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
+				})
 			}
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "tokens/s")
-		})
+		}
 	}
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/loaders"
-	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/llama"
@@ -115,16 +116,12 @@ func TestReadConfig(t *testing.T) {
 }
 
 // TestGreedyGolden reproduces transformers' greedy generate on the tiny random Llama of testdata/sft
-// (tools/reference/decoder_sft_goldens.py) token for token, with the key/value cache and without it, once a
-// package registers model_type llama.
+// (tools/reference/decoder_sft_goldens.py) token for token, with the key/value cache and without it, on every
+// backend (FP32), once a package registers model_type llama.
 func TestGreedyGolden(t *testing.T) {
 	dir := filepath.Join("..", "testdata", "sft", "tiny-llama")
 	if _, err := transformer.Lookup(dir); err != nil {
 		t.Skipf("no llama family registered yet: %v", err)
-	}
-	m, _, err := transformer.Open(dir, cpu.New(), transformer.LoadOptions{})
-	if err != nil {
-		t.Fatal(err)
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "goldens.json"))
 	if err != nil {
@@ -144,14 +141,20 @@ func TestGreedyGolden(t *testing.T) {
 	if !gc.Options().UseCache {
 		t.Fatal("use_cache is not the default")
 	}
-	for _, c := range g.Greedy {
-		for _, cached := range []bool{true, false} {
-			o := gc.Options()
-			o.MaxNewTokens, o.UseCache = 20, cached
-			out, err := Generate(m, c.InputIDs, o, nil)
-			if err != nil || !slices.Equal(out, c.OutputIDs) {
-				t.Errorf("%q (use_cache %v): got %v (%v), want %v", c.Prompt, cached, out, err, c.OutputIDs)
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		m, _, err := transformer.Open(dir, b, transformer.LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range g.Greedy {
+			for _, cached := range []bool{true, false} {
+				o := gc.Options()
+				o.MaxNewTokens, o.UseCache = 20, cached
+				out, err := Generate(m, c.InputIDs, o, nil)
+				if err != nil || !slices.Equal(out, c.OutputIDs) {
+					t.Errorf("%q (use_cache %v): got %v (%v), want %v", c.Prompt, cached, out, err, c.OutputIDs)
+				}
 			}
 		}
-	}
+	})
 }
