@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
 	"github.com/tune-ml/tune/lora"
@@ -31,6 +32,7 @@ type generateOptions struct {
 	TopK                                int
 	Seed                                uint64
 	UseCache                            bool
+	FP16, BF16                          bool // generate under FP16 / BF16 autocast (weights stay FP32)
 }
 
 func newGenerateCmd() *cobra.Command {
@@ -52,7 +54,8 @@ model's generation_config.json. The defaults of --do-sample, --temperature, --to
 temperature 1, top_k 50, top_p 1); flags given override them. --adapter adds a PEFT LoRA adapter (what a LoRA
 run saves) on top of --model. Decoding keeps a key/value cache (use_cache): the prompt runs in one pass,
 then each new token alone; --use-cache=false reruns the whole sequence for every token (the same tokens,
-slower). --device picks the backend (auto: CUDA when the binary is built with it and a GPU is present).`,
+slower). --device picks the backend (auto: CUDA when the binary is built with it and a GPU is present);
+--fp16 / --bf16 run the model under autocast in that dtype (the cache then holds that dtype).`,
 		Example: `  tune generate --model runs/gpt2 --prompt "Once upon a time" --max-new-tokens 40
   tune generate --model Qwen/Qwen3-0.6B --chat --prompt "Name a colour." --do-sample --seed 1
   echo "def fib(n):" | tune generate --model runs/base --adapter runs/lora`,
@@ -76,6 +79,8 @@ slower). --device picks the backend (auto: CUDA when the binary is built with it
 	f.IntVar(&o.TopK, "top-k", 50, "sample from the k most likely tokens (0: all)")
 	f.Float64Var(&o.TopP, "top-p", 1, "sample from the most likely tokens whose probability reaches p")
 	f.Uint64Var(&o.Seed, "seed", 0, "seed of the sampling generator")
+	f.BoolVar(&o.FP16, "fp16", false, "run under FP16 autocast (weights stay FP32)")
+	f.BoolVar(&o.BF16, "bf16", false, "run under BF16 autocast (weights stay FP32)")
 	f.BoolVar(&o.UseCache, "use-cache", true, "decode with a key/value cache (use_cache; default: generation_config.json's, else true)")
 	return cmd
 }
@@ -83,6 +88,9 @@ slower). --device picks the backend (auto: CUDA when the binary is built with it
 func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Writer) error {
 	if o.Model == "" {
 		return usagef("--model is required")
+	}
+	if o.FP16 && o.BF16 {
+		return usagef("--fp16 and --bf16 are exclusive")
 	}
 	model, err := resolveHub("--model", o.Model, o.Revision)
 	if err != nil {
@@ -195,6 +203,12 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	base, _, err := transformer.Open(model, b, transformer.LoadOptions{})
 	if err != nil {
 		return err
+	}
+	switch {
+	case o.FP16:
+		base.SetPolicy(amp.FP16)
+	case o.BF16:
+		base.SetPolicy(amp.BF16)
 	}
 	var lm generate.LM = base
 	if adapter != "" {

@@ -110,10 +110,13 @@ func TestTinyChatThenGenerate(t *testing.T) {
 }
 
 // TestGenerateUseCache: --use-cache=false (every step reruns the sequence) prints what the cached default
-// prints, greedy and sampling.
+// prints, greedy and sampling, FP32 and under BF16/FP16 autocast; --fp16 with --bf16 is refused.
 func TestGenerateUseCache(t *testing.T) {
 	dir := tinyGPT2(t)
-	for _, extra := range [][]string{nil, {"--do-sample", "--seed", "4"}} {
+	if _, err := runGenerate(t, "", "--model", dir, "--prompt", "Hi", "--fp16", "--bf16"); err == nil || !strings.Contains(err.Error(), "exclusive") {
+		t.Errorf("--fp16 --bf16: %v", err)
+	}
+	for _, extra := range [][]string{nil, {"--do-sample", "--seed", "4"}, {"--bf16"}, {"--fp16", "--do-sample"}} {
 		args := append([]string{"--model", dir, "--prompt", "Hello world", "--max-new-tokens", "30"}, extra...)
 		cached, err1 := runGenerate(t, "", args...)
 		plain, err2 := runGenerate(t, "", append(args, "--use-cache=false")...)
