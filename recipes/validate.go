@@ -328,6 +328,8 @@ func (r *Recipe) CheckFiles() error {
 		bad("training.output_dir", "%v", err)
 	} else if f := fileInPath(r.Training.OutputDir); f != "" {
 		bad("training.output_dir", "%s is a file, not a directory; set training.output_dir to a directory (tune does not replace files)", f)
+	} else if ae := (*trainer.ArgumentError)(nil); errors.As(r.Training.CheckOutputDir(), &ae) {
+		bad("training.output_dir", "%s", ae.Reason)
 	} else if key, in := r.inputInOutputDir(); key != "" {
 		bad("training.output_dir", "%s would overwrite what %s reads (%s): a run writes config.json, model and "+
 			"tokenizer files and checkpoint-N folders there (and overwrite_output_dir removes old ones); choose another "+

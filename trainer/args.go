@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/dirlock"
 )
 
 // IntervalStrategy says when an action (logging, evaluation, saving) happens, as HF's *_strategy fields do.
@@ -179,14 +181,23 @@ var OutputArtifacts = []string{
 	"config.json", "model.safetensors", "model.safetensors.index.json",
 	"adapter_config.json", "adapter_model.safetensors",
 	"tokenizer.json", "tokenizer_config.json", "vocab.txt",
+	"train_results.json", "eval_results.json", "test_results.json", AllResultsName,
 }
 
-// CheckOutputDir returns an error when output_dir cannot take a run: it is an existing file (wrapping
-// ErrInvalidArguments), or a fresh run (no resume_from_checkpoint) would write into a folder that already holds
-// a training run or model files (trainer_state.json, a checkpoint-N folder, config.json, model or adapter
-// safetensors) while overwrite_output_dir is false (wrapping ErrOutputDirInUse). A missing or unrelated folder is
-// fine.
+// CheckOutputDir returns an error when output_dir cannot take a run: it is an existing file or the root of the
+// file system (wrapping ErrInvalidArguments), or a fresh run (no resume_from_checkpoint) would write into a
+// folder that is not empty while overwrite_output_dir is false (an *OutputDirInUseError, wrapping
+// ErrOutputDirInUse), as transformers' example scripts refuse an output_dir that "already exists and is not
+// empty" (run_glue.py's last-checkpoint check). A folder that holds a previous run or model files (trainer_state.json, a checkpoint-N
+// folder, config.json, model or adapter safetensors) is named as such; any other non-empty folder is named by
+// its entries. With overwrite_output_dir a run replaces a previous run (ClearOutputDir) or writes beside a
+// user's files, deleting none of them; model files without a trainer_state.json are still refused, since the
+// run would replace them. A missing or empty folder is fine.
 func (a *TrainingArguments) CheckOutputDir() error {
+	if abs, err := filepath.Abs(a.OutputDir); err == nil && filepath.Dir(abs) == abs {
+		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is the root of the file system; a run writes its model, "+
+			"checkpoint-N folders and logs into output_dir: choose a folder of its own", a.OutputDir)}
+	}
 	info, err := os.Stat(a.OutputDir)
 	if err != nil {
 		return nil // absent (or unreadable: the MkdirAll that follows reports it)
@@ -209,19 +220,59 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	if len(found) > 0 {
 		return &OutputDirInUseError{Dir: a.OutputDir, Found: found}
 	}
+	if other := otherEntries(a.OutputDir); len(other) > 0 {
+		return &OutputDirInUseError{Dir: a.OutputDir, Found: other, NotRun: true}
+	}
 	return nil
 }
 
-// OutputDirInUseError is CheckOutputDir's error for a fresh run into an output_dir that holds a run or model
-// files while overwrite_output_dir is false. It wraps ErrOutputDirInUse.
+// otherEntries lists up to five entries of dir (sorted, folders with a trailing /) and "N more" for the rest,
+// leaving out the run lock file (internal/dirlock), which the CLI creates before the check.
+func otherEntries(dir string) []string {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() == dirlock.Name {
+			continue
+		}
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		names = append(names, n)
+	}
+	if len(names) > 5 {
+		names = append(names[:5], fmt.Sprintf("%d more", len(names)-5))
+	}
+	return names
+}
+
+// OutputDirInUseError is CheckOutputDir's error for a fresh run into an output_dir that is not empty while
+// overwrite_output_dir is false. It wraps ErrOutputDirInUse.
 type OutputDirInUseError struct {
 	Dir   string   // the output_dir
-	Found []string // what CheckOutputDir found there (OutputArtifacts names, checkpoint-N folders)
+	Found []string // what CheckOutputDir found there (OutputArtifacts names, checkpoint-N folders, or other entries)
+	// NotRun is set when the folder holds none of a run's files, only other entries (Found lists them).
+	NotRun bool
 }
 
 // Error names the way out in TrainingArguments' names (HF's), as a Go program sets them (see Advice).
 func (e *OutputDirInUseError) Error() string {
-	return fmt.Sprintf("trainer: %v: %s has %s; %s", ErrOutputDirInUse, e.Dir, strings.Join(e.Found, ", "), e.Advice(""))
+	return "trainer: " + e.Message("")
+}
+
+// Message is the error's text without the package prefix, with keys named with prefix (see Advice): what
+// output_dir holds and how to go on.
+func (e *OutputDirInUseError) Message(prefix string) string {
+	if e.NotRun {
+		return fmt.Sprintf("%soutput_dir %s is not empty (%s) and holds no training run; %s", prefix, e.Dir,
+			strings.Join(e.Found, ", "), e.Advice(prefix))
+	}
+	return fmt.Sprintf("%soutput_dir %s already holds a training run or model files (%s); %s", prefix, e.Dir,
+		strings.Join(e.Found, ", "), e.Advice(prefix))
 }
 
 // Unwrap returns ErrOutputDirInUse.
@@ -233,6 +284,10 @@ func (e *OutputDirInUseError) Advice(prefix string) string {
 	overwrite, resume := "overwrite_output_dir", "resume_from_checkpoint"
 	if prefix != "" {
 		overwrite, resume = prefix+overwrite+"=true", prefix+resume+"=true"
+	}
+	if e.NotRun {
+		return fmt.Sprintf("choose an empty or new %soutput_dir, or set %s to write the run beside those files (tune deletes none of them)",
+			prefix, overwrite)
 	}
 	return fmt.Sprintf("set %s to replace what a tune run wrote there, %s to continue that run, or choose another %soutput_dir",
 		overwrite, resume, prefix)

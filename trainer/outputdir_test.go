@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -16,7 +17,9 @@ func TestCheckOutputDir(t *testing.T) {
 		wantInUse bool
 	}{
 		{"missing output_dir is fine", nil, false, "", false},
-		{"unrelated files are fine", []string{"notes.txt", "data/"}, false, "", false},
+		{"a folder of a user's files is refused", []string{"notes.txt", "data/"}, false, "", true},
+		{"overwrite_output_dir writes beside a user's files", []string{"notes.txt", "data/"}, true, "", false},
+		{"the run lock alone is an empty folder", []string{".tune.lock"}, false, "", false},
 		{"a finished run is refused", []string{"trainer_state.json"}, false, "", true},
 		{"a checkpoint is refused", []string{"checkpoint-500/"}, false, "", true},
 		{"a user's model folder is refused", []string{"config.json", "model.safetensors"}, false, "", true},
@@ -48,6 +51,34 @@ func TestCheckOutputDir(t *testing.T) {
 				t.Fatalf("CheckOutputDir() = %v, want in-use %v", err, c.wantInUse)
 			}
 		})
+	}
+}
+
+// TestCheckOutputDirUserFolder: a fresh run into a non-empty folder that holds no run is refused, as
+// transformers' example scripts refuse it, naming the entries and the two ways on; the filesystem root is
+// refused even with overwrite_output_dir.
+func TestCheckOutputDirUserFolder(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.txt", "b.txt", "c.txt", "d.txt", "e.txt", "f.txt", "g.txt"} {
+		os.WriteFile(filepath.Join(dir, f), []byte("mine"), 0o644)
+	}
+	os.Mkdir(filepath.Join(dir, "data"), 0o755)
+	a := DefaultTrainingArguments()
+	a.OutputDir = dir
+	var inUse *OutputDirInUseError
+	if err := a.CheckOutputDir(); !errors.As(err, &inUse) || !inUse.NotRun {
+		t.Fatalf("CheckOutputDir = %v, want an *OutputDirInUseError with NotRun", err)
+	}
+	want := "training.output_dir " + dir + " is not empty (a.txt, b.txt, c.txt, d.txt, data/, 3 more) and holds no training run; " +
+		"choose an empty or new training.output_dir, or set training.overwrite_output_dir=true to write the run beside those files (tune deletes none of them)"
+	if got := inUse.Message("training."); got != want {
+		t.Fatalf("Message:\n got %s\nwant %s", got, want)
+	}
+	for _, root := range []string{"/", "/.."} {
+		a.OutputDir, a.OverwriteOutputDir = root, true
+		if err := a.CheckOutputDir(); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "root of the file system") {
+			t.Errorf("CheckOutputDir(%q) = %v, want the root refused", root, err)
+		}
 	}
 }
 

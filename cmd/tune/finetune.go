@@ -144,7 +144,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := r.Training.CheckOutputDir(); err != nil {
 		var inUse *trainer.OutputDirInUseError
 		if errors.As(err, &inUse) { // the way out in recipe keys: training.overwrite_output_dir=true, ...
-			return usagef("training.output_dir %s already holds a training run or model files (%s); %s", inUse.Dir, strings.Join(inUse.Found, ", "), inUse.Advice("training."))
+			return usagef("%s", inUse.Message("training."))
 		}
 		return usageError{err}
 	}

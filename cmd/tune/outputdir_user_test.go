@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// TestFinetuneRefusesAUserFolder: a training.output_dir that is not empty but holds no run is refused (exit 2)
+// with the key and both ways on, and nothing in it changes; with overwrite_output_dir the run is written beside
+// the user's files. The filesystem root is refused by validate and finetune alike, before a lock file is made.
+func TestFinetuneRefusesAUserFolder(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := filepath.Join(t.TempDir(), "mine")
+	os.MkdirAll(filepath.Join(dir, "photos"), 0o755)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("keep me"), 0o644)
+	run := []string{"finetune", "--device", "cpu", tinyRecipe, "training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no"}
+	code, _, stderr := runCLI(append(run, "training.output_dir="+dir)...)
+	if code != exitUsage || !strings.Contains(stderr, "training.output_dir "+dir+" is not empty (notes.txt, photos/) and holds no training run") ||
+		!strings.Contains(stderr, "training.overwrite_output_dir=true") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Fatalf("the refused run changed the folder: %v", entries)
+	}
+	if code, _, stderr := runCLI(append(run, "training.output_dir="+dir, "training.overwrite_output_dir=true")...); code != exitOK {
+		t.Fatalf("with overwrite_output_dir: exit %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "keep me" {
+		t.Fatalf("notes.txt became %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"validate", "finetune"} {
+		code, _, stderr := runCLI(cmd, "--device", "cpu", tinyRecipe, "training.output_dir=/", "training.overwrite_output_dir=true")
+		if code != exitUsage || !strings.Contains(stderr, "training.output_dir: / is the root of the file system") {
+			t.Errorf("%s with output_dir /: exit %d %s", cmd, code, stderr)
+		}
+	}
+}
