@@ -132,6 +132,8 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 		needsEval = "training.eval_strategy is " + string(r.Training.EvalStrategy)
 	case r.Training.LoadBestModelAtEnd:
 		needsEval = "training.load_best_model_at_end is set"
+	case r.Training.DoEval:
+		needsEval = "training.do_eval is set"
 	}
 	if dt.Eval == "" && needsEval != "" {
 		bad("data.eval", "is required because %s", needsEval)

@@ -124,6 +124,11 @@ type TrainingArguments struct {
 
 	// EvalStrategy says when the eval set is evaluated (no, steps, epoch). Default no.
 	EvalStrategy IntervalStrategy `yaml:"eval_strategy" json:"eval_strategy"`
+	// DoEval evaluates the final model once training ends (tune finetune's eval line and eval_results.json), as
+	// transformers' example scripts do under --do_eval; an eval_strategy other than no implies it, as
+	// TrainingArguments.__post_init__ sets do_eval then. The Trainer itself only reads EvalStrategy. With
+	// neither, an eval set is not evaluated at all. Default false.
+	DoEval bool `yaml:"do_eval" json:"do_eval"`
 	// EvalSteps is the evaluation interval under eval_strategy steps, read like LoggingSteps; 0 (unset) uses
 	// logging_steps, as HF does.
 	EvalSteps float64 `yaml:"eval_steps" json:"eval_steps"`
@@ -170,6 +175,9 @@ type TrainingArguments struct {
 	// model files, so a finished run or a user's checkpoint is never clobbered by accident. Default false.
 	OverwriteOutputDir bool `yaml:"overwrite_output_dir" json:"overwrite_output_dir"`
 }
+
+// EvaluatesAtEnd reports whether the final model is to be evaluated: do_eval, or an eval_strategy other than no.
+func (a *TrainingArguments) EvaluatesAtEnd() bool { return a.DoEval || a.EvalStrategy != IntervalNo }
 
 // ErrOutputDirInUse is wrapped by CheckOutputDir's error.
 var ErrOutputDirInUse = errors.New("output_dir already holds a training run or model files")

@@ -172,6 +172,10 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, ", %d eval examples", run.EvalLen())
 	}
 	fmt.Fprintln(stdout)
+	if run.HasEval() && !a.EvaluatesAtEnd() {
+		fmt.Fprintf(stderr, "tune: note: data.eval is set but training.eval_strategy is no: the eval set is not evaluated "+
+			"(set training.do_eval=true to evaluate the final model, or training.eval_strategy=epoch or steps)\n")
+	}
 
 	if ctx == nil {
 		ctx = context.Background()
@@ -238,9 +242,10 @@ func precisionName(a trainer.TrainingArguments) string {
 
 // finalMetrics returns the eval metrics of the final model: the logged evaluation of the best step when
 // load_best_model_at_end restored it, the last logged evaluation when it was at the final step, else a new
-// evaluation. Nil without an eval set.
+// evaluation. Nil without an eval set, and when the recipe asks for no evaluation (eval_strategy no and no
+// do_eval: transformers' example scripts evaluate only under do_eval, which eval_strategy implies).
 func finalMetrics(ctx context.Context, run *recipes.Run) (map[string]float64, error) {
-	if !run.HasEval() {
+	if !run.HasEval() || !run.Recipe.Training.EvaluatesAtEnd() {
 		return nil, nil
 	}
 	s := run.Trainer.State()
@@ -290,7 +295,13 @@ func printOutputs(w io.Writer, dir string) {
 		fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
 	}
 	if _, err := os.Stat(filepath.Join(dir, trainer.AllResultsName)); err == nil {
-		fmt.Fprintf(w, "  %s (and train_results.json, eval_results.json, as transformers' example scripts write)\n", filepath.Join(dir, trainer.AllResultsName))
+		var also []string
+		for _, f := range []string{"train_results.json", "eval_results.json"} {
+			if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+				also = append(also, f)
+			}
+		}
+		fmt.Fprintf(w, "  %s (and %s, as transformers' example scripts write)\n", filepath.Join(dir, trainer.AllResultsName), strings.Join(also, ", "))
 	}
 	if len(cps) > 0 {
 		fmt.Fprintf(w, "  checkpoints: %s\n", strings.Join(cps, ", "))
