@@ -192,10 +192,17 @@ func Lookup(name string) ([]byte, error) {
 		if c := closest(name, names); c != "" {
 			msg += fmt.Sprintf("; did you mean %q?", c)
 		}
-		return nil, fmt.Errorf("%s: %w", msg, fs.ErrNotExist)
+		return nil, notEmbeddedError{msg}
 	}
 	return data, nil
 }
+
+// notEmbeddedError is Lookup's error for a name no embedded recipe has: its own message (no "file does not
+// exist" from the embedded file system), matching fs.ErrNotExist.
+type notEmbeddedError struct{ msg string }
+
+func (e notEmbeddedError) Error() string        { return e.msg }
+func (e notEmbeddedError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // IsEmbeddedName reports whether ref names an embedded recipe rather than a file. A ref with a path separator
 // is a file. A bare "name.yaml" is a file when it exists, else an embedded recipe when one has that name. A

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +31,11 @@ func newCpCmd() *cobra.Command {
 		Use:   "cp NAME DEST",
 		Short: "Copy an embedded recipe to a file to edit",
 		Long: `cp writes the embedded recipe NAME (see tune ls) to DEST, a file name or a directory: an existing one, or
-one ending in "/", which is created (the copy is then DEST/NAME.yaml), so you can edit it and run it with
-tune finetune. When the recipe reads data embedded in tune (the tiny recipe does), that data is copied
-beside it too, keeping the relative paths working.
+one ending in "/", which is created inside an existing folder (the copy is then DEST/NAME.yaml), so you can
+edit it and run it with tune finetune. As with cp(1), the folder DEST goes into must exist. When the recipe
+reads data embedded in tune (the tiny recipe does), that data is copied beside it too, keeping the relative
+paths working; paths to files tune does not embed (a checkpoint, SST-2) are copied as written, and cp says
+which keys to edit or override.
 
 cp never overwrites a file that differs from what it would write, unless --force is given; it checks every
 destination before writing any. Each file is written to a temporary name and renamed into place.`,
@@ -61,6 +65,13 @@ type cpFile struct {
 
 func (o *cpOptions) run(w io.Writer) error {
 	name := strings.TrimSuffix(o.Name, ".yaml")
+	if strings.ContainsRune(name, '/') || strings.ContainsRune(name, filepath.Separator) {
+		hint := "copy a file with cp(1)"
+		if _, err := recipes.Lookup(filepath.Base(name)); err == nil {
+			hint = fmt.Sprintf("to copy the embedded %s recipe write: tune cp %s %s", filepath.Base(name), filepath.Base(name), o.Dest)
+		}
+		return usagef("cp copies an embedded recipe by its name (tune ls lists them); %s is a path: %s", o.Name, hint)
+	}
 	text, err := recipes.Lookup(name)
 	if err != nil {
 		return usageError{err}
@@ -68,6 +79,9 @@ func (o *cpOptions) run(w io.Writer) error {
 	dest := o.Dest
 	if intoDir(dest) {
 		dest = filepath.Join(dest, name+".yaml")
+	}
+	if err := checkDestFolder(dest, o.Dest); err != nil {
+		return err
 	}
 	files := []cpFile{{dest, text}}
 	data, err := recipes.EmbeddedFiles(name)
@@ -104,7 +118,48 @@ func (o *cpOptions) run(w io.Writer) error {
 	if len(write) == 0 {
 		fmt.Fprintf(w, "%s is already a copy of %s\n", dest, name)
 	}
+	for _, info := range recipes.List() {
+		if info.Name == name && len(info.Needs) > 0 {
+			kv := make([]string, len(info.Needs))
+			for i, k := range info.Needs {
+				kv[i] = k + "=" + placeholder(k)
+			}
+			fmt.Fprintf(w, "note: %s names %s by paths relative to the recipes/ folder of tune's source tree, which tune "+
+				"does not embed: edit them in %s, or give them when you run it: tune finetune %s %s\n",
+				dest, strings.Join(info.Needs, ", "), dest, dest, strings.Join(kv, " "))
+		}
+	}
 	return nil
+}
+
+// placeholder is what an input key takes in a usage line: FILE for data, DIR for a model or tokenizer.
+func placeholder(key string) string {
+	if strings.HasPrefix(key, "data.") {
+		return "FILE"
+	}
+	return "DIR"
+}
+
+// checkDestFolder refuses a copy whose folder does not exist, as cp(1) does, so that a mistyped DEST does not
+// create folders in unexpected places; a DEST ending in a slash is a folder to create, inside an existing one.
+func checkDestFolder(dest, given string) error {
+	dir := filepath.Dir(dest)
+	if strings.HasSuffix(given, "/") || strings.HasSuffix(given, string(filepath.Separator)) {
+		if st, err := os.Stat(dir); err == nil && st.IsDir() {
+			return nil
+		}
+		dir = filepath.Dir(dir) // DEST/ itself is created
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case err == nil && st.IsDir():
+		return nil
+	case err == nil:
+		return usagef("cannot copy into %s: %s is a file, not a folder", given, dir)
+	case errors.Is(err, fs.ErrNotExist):
+		return usagef("cannot copy into %s: there is no folder %s; create it first (mkdir -p %s) or name an existing folder", given, dir, dir)
+	}
+	return fmt.Errorf("cp: %w", err)
 }
 
 // intoDir reports whether cp's DEST names a directory to copy into: one ending in a path separator (created

@@ -67,7 +67,8 @@ func TestCp(t *testing.T) {
 }
 
 // TestCpIntoDirectory: a DEST ending in a slash, or naming an existing directory, means "into that directory":
-// it is created when missing and the copy is DEST/NAME.yaml, with the embedded data beside it.
+// it is created when missing (inside an existing folder) and the copy is DEST/NAME.yaml, with the embedded
+// data beside it.
 func TestCpIntoDirectory(t *testing.T) {
 	testutil.IsolateCache(t)
 	for _, c := range []struct {
@@ -76,7 +77,7 @@ func TestCpIntoDirectory(t *testing.T) {
 		want               []string // files under the directory
 	}{
 		{"a new directory named with a trailing slash", "bert", "experiments/", false, []string{"bert.yaml"}},
-		{"a new nested directory with its data", "tiny", "a/b/", false, []string{"tiny.yaml", "data/tiny/train.tsv", "data/tiny/vocab.txt"}},
+		{"a new directory inside an existing one, with its data", "tiny", "a/b/", false, []string{"tiny.yaml", "data/tiny/train.tsv", "data/tiny/vocab.txt"}},
 		{"an existing directory without a slash", "tiny", "exp", true, []string{"tiny.yaml", "data/tiny/dev.tsv"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -85,6 +86,7 @@ func TestCpIntoDirectory(t *testing.T) {
 			if strings.HasSuffix(c.dest, "/") {
 				dest += string(filepath.Separator)
 			}
+			os.Mkdir(filepath.Join(root, "a"), 0o755)
 			if c.mkdir {
 				if err := os.Mkdir(dest, 0o755); err != nil {
 					t.Fatal(err)
@@ -106,5 +108,39 @@ func TestCpIntoDirectory(t *testing.T) {
 				t.Errorf("the copy does not validate: %s", errOut)
 			}
 		})
+	}
+}
+
+// TestCpAsCpDoes: cp creates no missing folders (a mistyped DEST is refused, naming the folder, and nothing is
+// written), a NAME given as a path says to give the recipe's name, and a copy whose paths point into tune's
+// source tree says which keys to edit or override.
+func TestCpAsCpDoes(t *testing.T) {
+	testutil.IsolateCache(t)
+	root := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tiny", filepath.Join(root, "deep", "nested", "x.yaml")}, "there is no folder " + filepath.Join(root, "deep", "nested") + "; create it first"},
+		{[]string{"tiny", filepath.Join(root, "deep", "nested") + "/"}, "there is no folder " + filepath.Join(root, "deep") + "; create it first"},
+		{[]string{"recipes/bert.yaml", filepath.Join(root, "b.yaml")}, "recipes/bert.yaml is a path: to copy the embedded bert recipe write: tune cp bert "},
+		{[]string{"tny", filepath.Join(root, "b.yaml")}, `no embedded recipe named "tny"`},
+	} {
+		code, _, errOut := runTune(t, append([]string{"cp"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(errOut, c.want) || strings.Contains(errOut, "file does not exist") {
+			t.Errorf("tune cp %s: exit %d %s", c.args, code, errOut)
+		}
+	}
+	if ents, _ := os.ReadDir(root); len(ents) != 0 {
+		t.Fatalf("refused copies wrote %v", ents)
+	}
+	dest := filepath.Join(root, "mybert.yaml")
+	code, out, errOut := runTune(t, "cp", "bert", dest)
+	if code != exitOK || !strings.Contains(out, "note: "+dest+" names model.path, data.train, data.eval by paths relative to the recipes/ folder") ||
+		!strings.Contains(out, "tune finetune "+dest+" model.path=DIR data.train=FILE data.eval=FILE") {
+		t.Fatalf("tune cp bert: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, out, _ := runTune(t, "cp", "tiny", filepath.Join(root, "t.yaml")); strings.Contains(out, "note:") {
+		t.Errorf("tiny runs from anywhere, yet cp noted: %s", out)
 	}
 }
