@@ -80,6 +80,9 @@ type NotCachedError struct {
 	Missing string
 	// Reason, when set, says why the cache was the only place looked in (offline, the Hub unreachable).
 	Reason string
+	// Links, when set, are the snapshot's files (paths relative to the snapshot) whose links point at blobs
+	// that are not there (Missing is the first such blob): the snapshot exists but the cache is incomplete.
+	Links []string
 }
 
 // Error says what is missing from which cache and how to fetch it.
@@ -87,6 +90,19 @@ func (e *NotCachedError) Error() string {
 	rev := ""
 	if e.Revision != "" && e.Revision != DefaultRevision {
 		rev = " --revision " + e.Revision
+	}
+	if len(e.Links) > 0 {
+		what := fmt.Sprintf("%s links to %s, which is missing", e.Links[0], e.Missing)
+		if len(e.Links) > 1 {
+			what = fmt.Sprintf("%s (and %s) link to blobs that are missing, such as %s", e.Links[0], strings.Join(e.Links[1:], ", "), e.Missing)
+		}
+		where := ""
+		if e.Reason != "" {
+			where = fmt.Sprintf(" where the Hub can be reached (here %s)", e.Reason)
+		}
+		return fmt.Sprintf("the Hugging Face cache %s holds %s at revision %s incomplete: in its snapshot, %s (a download "+
+			"that was cut short, or a blob deleted by hand); run `tune download %s%s` again%s to fetch it, or set HF_HUB_CACHE "+
+			"or HF_HOME to a complete cache", e.Cache, e.RepoID, revOrMain(e.Revision), what, e.RepoID, rev, where)
 	}
 	if e.Reason != "" { // Download could not fetch it: saying "run tune download" would send the user round
 		return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s, and %s: %s does not exist; run "+
@@ -137,7 +153,31 @@ func Snapshot(cache, repoID, revision string) (string, error) {
 	if st, err := os.Stat(snap); err != nil || !st.IsDir() {
 		return "", missing(snap)
 	}
+	if links, blob := brokenLinks(snap); len(links) > 0 {
+		return "", &NotCachedError{RepoID: repoID, Revision: revision, Cache: cache, Missing: blob, Links: links}
+	}
 	return snap, nil
+}
+
+// brokenLinks returns the files of the snapshot snap (relative paths, sorted) that are links to blobs that do
+// not exist, and the first such blob's path: reading one would fail with a bare "no such file or directory"
+// that names neither the repository nor the fix.
+func brokenLinks(snap string) (links []string, blob string) {
+	filepath.WalkDir(snap, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		if _, err := os.Stat(p); errors.Is(err, fs.ErrNotExist) {
+			rel, _ := filepath.Rel(snap, p)
+			links = append(links, filepath.ToSlash(rel))
+			if blob == "" {
+				target, _ := os.Readlink(p)
+				blob = filepath.Clean(filepath.Join(filepath.Dir(p), target))
+			}
+		}
+		return nil
+	})
+	return links, blob
 }
 
 // Resolve returns the directory or file that value names: value itself when it exists on disk or cannot be a

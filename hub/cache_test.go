@@ -147,3 +147,32 @@ func TestGlobMatchesAsFnmatch(t *testing.T) {
 		}
 	}
 }
+
+// TestResolveIncompleteSnapshot: a snapshot whose link points at a blob that is gone is reported as an
+// incomplete cache, naming the file, the missing blob and the tune download that repairs it, not as a bare
+// "no such file or directory" when the file is read.
+func TestResolveIncompleteSnapshot(t *testing.T) {
+	cache := t.TempDir()
+	mainDir, _ := writeHFCache(t, cache)
+	t.Setenv("HF_HUB_CACHE", cache)
+	blob, err := filepath.EvalSymlinks(filepath.Join(mainDir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(blob)
+	_, err = Resolve("google-bert/bert-base-uncased", "")
+	var nc *NotCachedError
+	if !errors.As(err, &nc) || !IsNotCached(err) || len(nc.Links) != 1 || nc.Links[0] != "model.safetensors" || nc.Missing != blob {
+		t.Fatalf("Resolve: %v (%+v); want a NotCachedError naming model.safetensors and its blob", err, nc)
+	}
+	for _, w := range []string{"the Hugging Face cache " + cache + " holds google-bert/bert-base-uncased at revision main incomplete",
+		"model.safetensors links to " + blob + ", which is missing", "run `tune download google-bert/bert-base-uncased` again"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("%q lacks %q", err, w)
+		}
+	}
+	// The other revision, whose snapshot links only config.json, is complete.
+	if _, err := Resolve("google-bert/bert-base-uncased", "refs/pr/1"); err != nil {
+		t.Errorf("the complete snapshot: %v", err)
+	}
+}
