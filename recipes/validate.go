@@ -367,7 +367,7 @@ func CheckModelConfig(dir string) error {
 		return err
 	}
 	if _, err := bert.BertConfigFromHF(hf); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(dir, loaders.ConfigName), err)
+		return &bert.ConfigFileError{Path: filepath.Join(dir, loaders.ConfigName), Err: err}
 	}
 	return nil
 }

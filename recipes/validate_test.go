@@ -132,7 +132,7 @@ func TestModelSizes(t *testing.T) {
 		r := Default()
 		r.Source, r.Model.Path = "r.yaml", dir
 		err := r.CheckFiles()
-		want := "model.path: " + filepath.Join(dir, "config.json") + ": transformer: config vocab_size: 3000000000 is more than 2147483647"
+		want := "model.path: " + filepath.Join(dir, "config.json") + ": vocab_size: 3000000000 is more than 2147483647"
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("error\n%v\nwant\n%s", err, want)
 		}

@@ -95,7 +95,9 @@ func (o *inspectOptions) run(w io.Writer) error {
 	var cfg *modelConfig
 	var cfgErr error // reported after the tensors, which are worth seeing even with a broken config
 	if _, err := os.Stat(configPath); err == nil {
-		cfg, cfgErr = readModelConfig(configPath)
+		if cfg, cfgErr = readModelConfig(configPath); cfgErr != nil {
+			cfgErr = usageError{cfgErr} // bad input, as a broken config.json given to eval is (exit 2)
+		}
 	}
 	ck, err := loaders.OpenCheckpoint(weights)
 	switch {
@@ -166,7 +168,7 @@ func inspectAdapter(w io.Writer, dir string) error {
 	}
 	c, err := readModelConfig(configPath)
 	if err != nil {
-		return err
+		return usageError{err}
 	}
 	fmt.Fprintln(w, "\nbase config saved with the adapter (its labels are the ones the adapter was trained with):")
 	printConfig(w, configPath, c, nil)
@@ -203,7 +205,7 @@ func readModelConfig(path string) (*modelConfig, error) {
 		return nil, err
 	}
 	if _, err := bert.BertConfigFromHF(c); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, &bert.ConfigFileError{Path: path, Err: err}
 	}
 	return &modelConfig{bert: c}, nil
 }

@@ -102,10 +102,10 @@ func TestInspectErrors(t *testing.T) {
 		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitUsage, "no such file"},
 		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
 		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
-		{"model_type roberta over BERT weights: tensors shown, then the error", []string{"inspect", roberta}, exitError,
+		{"model_type roberta over BERT weights: tensors shown, then the error", []string{"inspect", roberta}, exitUsage,
 			`model_type "roberta" is not supported; tune builds model_type bert, gpt2, llama, mistral, qwen2, qwen3`},
-		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitError,
-			"config.json: transformer: config num_attention_heads: hidden_size 100 is not a multiple of num_attention_heads 12"},
+		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitUsage,
+			"config.json: num_attention_heads: hidden_size 100 is not a multiple of num_attention_heads 12"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -143,7 +143,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	cfg, err := BertConfigFromHF(hf)
 	if err != nil { // name the file: loaders parsed it, the values are what this package cannot build
-		return nil, nil, errctx.Wrapf(err, "transformer: load %s", filepath.Join(dir, loaders.ConfigName))
+		return nil, nil, &ConfigFileError{Path: filepath.Join(dir, loaders.ConfigName), Err: err}
 	}
 	ck, err := loaders.OpenCheckpoint(dir)
 	if err != nil {

@@ -116,7 +116,7 @@ func (c *BertConfig) ToHF(base *loaders.BertConfig) (*loaders.BertConfig, error)
 	}
 	if !same {
 		if err := h.SetLabels(c.ID2Label); err != nil {
-			return nil, fmt.Errorf("transformer: config labels: %w", err)
+			return nil, fmt.Errorf("transformer: config.json labels: %w", err)
 		}
 	}
 	return &h, nil

@@ -4,13 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 )
 
 // ConfigProblem is one reason this package cannot build a model from a BertConfig (Problems), or cannot train
 // one on labels (TrainingProblems): the config.json key to fix and what is wrong with its value. It is the one
 // list of these rules; a checkpoint's config.json (BertConfigFromHF, LoadPretrained) and a recipe's
 // model.config (package recipes) are both checked through it, so all three name the same key with the same
-// message. As an error it reads "transformer: config KEY: MSG" and unwraps to Err.
+// message. As an error it reads "KEY: MSG" (ConfigFileError puts the file's path before it) and unwraps to Err.
 type ConfigProblem struct {
 	// Key is the config.json key to fix: "hidden_dropout_prob", "num_attention_heads", ... "num_labels" stands
 	// for the number of labels, len(id2label).
@@ -21,8 +22,28 @@ type ConfigProblem struct {
 	Err error
 }
 
-// Error formats the problem as "transformer: config KEY: MSG".
-func (p ConfigProblem) Error() string { return "transformer: config " + p.Key + ": " + p.Msg }
+// Error formats the problem as "KEY: MSG", the key being config.json's.
+func (p ConfigProblem) Error() string { return p.Key + ": " + p.Msg }
+
+// ConfigFileError is the problems of the config.json at Path (Err, the errors.Join of ConfigProblems that
+// Validate or BertConfigFromHF returns), each line naming the file and the key:
+// "ckpt/config.json: num_attention_heads: hidden_size 100 is not a multiple of num_attention_heads 12".
+type ConfigFileError struct {
+	Path string // the config.json
+	Err  error  // its problems
+}
+
+// Error puts Path before each line of Err.
+func (e *ConfigFileError) Error() string {
+	lines := strings.Split(e.Err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = e.Path + ": " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns Err.
+func (e *ConfigFileError) Unwrap() error { return e.Err }
 
 // Unwrap returns Err, so that errors.As finds a *SizeError and errors.Is finds ErrMultiLabel.
 func (p ConfigProblem) Unwrap() error { return p.Err }
@@ -141,8 +162,8 @@ func regressionProblem(numLabels int) *ConfigProblem {
 }
 
 // Validate returns nil when this package can build a model from c, else the errors.Join of every problem
-// (Problems), each a ConfigProblem naming the config.json key and its value: "transformer: config
-// hidden_dropout_prob: must be a probability in [0, 1) (got 1.5)". A size beyond CheckSize's limits is found
+// (Problems), each a ConfigProblem naming the config.json key and its value: "hidden_dropout_prob: must be a
+// probability in [0, 1) (got 1.5)". A size beyond CheckSize's limits is found
 // with errors.As as a *SizeError.
 func (c *BertConfig) Validate() error {
 	ps := c.Problems()

@@ -83,7 +83,7 @@ func TestProblems(t *testing.T) {
 			if len(ps) != 1 || ps[0].Key != tt.key || ps[0].Msg != tt.msg {
 				t.Fatalf("Problems = %+v, want one for %s: %q", ps, tt.key, tt.msg)
 			}
-			want := "transformer: config " + tt.key + ": " + tt.msg
+			want := tt.key + ": " + tt.msg
 			if err == nil || err.Error() != want {
 				t.Errorf("Validate = %v, want %q", err, want)
 			}
@@ -107,8 +107,15 @@ func TestProblemsReportsEveryKey(t *testing.T) {
 	if !errors.As(err, &se) || se.Key != "vocab_size" {
 		t.Errorf("Validate: %v, want a *SizeError for vocab_size in it", err)
 	}
-	if n := strings.Count(err.Error(), "transformer: config "); n != len(want) {
-		t.Errorf("Validate names %d problems, want %d:\n%v", n, len(want), err)
+	if n := strings.Count(err.Error(), "\n") + 1; n != len(want) || strings.Contains(err.Error(), "transformer:") {
+		t.Errorf("Validate names %d problems, want %d, each without a package prefix:\n%v", n, len(want), err)
+	}
+	// In a file, each line names the file and the key.
+	fe := (&ConfigFileError{Path: "ckpt/config.json", Err: err}).Error()
+	for i, line := range strings.Split(fe, "\n") {
+		if !strings.HasPrefix(line, "ckpt/config.json: "+want[i]+": ") {
+			t.Errorf("line %d %q does not start with the file and %s", i, line, want[i])
+		}
 	}
 	t.Run("sizes below 1 skip the checks that divide by them", func(t *testing.T) {
 		c := DefaultBertConfig()

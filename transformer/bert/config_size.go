@@ -28,8 +28,8 @@ type SizeError struct {
 	Reason string // the value and the bound it exceeds
 }
 
-// Error formats as "transformer: config vocab_size: 3000000000 is more than 2147483647 ...".
-func (e *SizeError) Error() string { return "transformer: config " + e.Key + ": " + e.Reason }
+// Error formats as "vocab_size: 3000000000 is more than 2147483647 ...", the key being config.json's.
+func (e *SizeError) Error() string { return e.Key + ": " + e.Reason }
 
 // sizes lists the size keys with their values and bert-base's (DefaultBertConfig), the reference for which key
 // is unusually large.

@@ -20,7 +20,7 @@ func TestLoadPretrainedRefusesAnotherModelType(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ modelType, want string }{
-		{"roberta", `config model_type: "roberta" is not BERT's ("bert"), and tune reads no other encoder; the model_types tune builds are bert`},
+		{"roberta", `config.json: model_type: "roberta" is not BERT's ("bert"), and tune reads no other encoder; the model_types tune builds are bert`},
 		{"distilbert", `"distilbert" is not BERT's`},
 		{"bert", ""},
 	} {
