@@ -254,9 +254,9 @@ func (m *Model) loadWeights(dir string) (err error) {
 		}
 		sort.Strings(offRank)
 		cfgPath := filepath.Join(dir, AdapterConfigName)
-		return fmt.Errorf("lora: %s says r = %d but %s holds rank-%d lora_A/lora_B weights (%s): the config's r "+
+		return rankError{fmt.Sprintf("lora: %s says r = %d but %s holds rank-%d lora_A/lora_B weights (%s): the config's r "+
 			"disagrees with the weights' rank; set \"r\": %d in %s, or use the adapter_config.json saved with these weights",
-			cfgPath, m.config.R, path, r, firstFew(offRank, ", "), r, cfgPath)
+			cfgPath, m.config.R, path, r, firstFew(offRank, ", "), r, cfgPath)}
 	}
 	var problems []string
 	if len(missing) > 0 {
@@ -350,3 +350,14 @@ func firstFew(list []string, sep string) string {
 	}
 	return fmt.Sprintf("%s and %d more (%d in all)", strings.Join(list[:shown], sep), len(list)-shown, len(list))
 }
+
+// ErrRankMismatch matches (errors.Is) LoadAdapter's error for an adapter_config.json whose r disagrees with the
+// rank of every lora_A/lora_B in the adapter's weights: the adapter directory's two files do not belong
+// together, which the CLI reports as bad input (exit 2).
+var ErrRankMismatch = errors.New("lora: adapter_config.json's r disagrees with the weights' rank")
+
+// rankError is LoadAdapter's rank-mismatch error: its own message, matching ErrRankMismatch.
+type rankError struct{ msg string }
+
+func (e rankError) Error() string        { return e.msg }
+func (e rankError) Is(target error) bool { return target == ErrRankMismatch }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,40 @@ func TestCorruptAdapterConfig(t *testing.T) {
 		code, _, stderr := runTune(t, args...)
 		if code != exitUsage || !strings.Contains(stderr, "adapter_config.json: invalid JSON: line 3 column 3: invalid character 'o'") ||
 			!strings.Contains(stderr, adapter) {
+			t.Errorf("tune %s: exit %d (want %d), stderr %q", args[0], code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestAdapterRankMismatchIsBadInput: an adapter_config.json whose r disagrees with the rank of the adapter's
+// weights is bad input (exit 2) in eval, predict and merge, like a broken adapter_config.json, and the message
+// says which r the weights have.
+func TestAdapterRankMismatchIsBadInput(t *testing.T) {
+	model, adapter, _, _ := mergeFixture(t)
+	cfgPath := filepath.Join(adapter, "adapter_config.json")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	r := int(cfg["r"].(float64))
+	cfg["r"] = r * 2
+	b, _ = json.Marshal(cfg)
+	os.WriteFile(cfgPath, b, 0o644)
+	dev := filepath.Join("..", "..", "recipes", "data", "tiny", "dev.tsv")
+	vocab := filepath.Join(t.TempDir(), "vocab.txt") // fits the fixture's 60 embeddings
+	os.WriteFile(vocab, []byte("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n"+strings.Join(strings.Split("abcdefghijklmnopqrstuvwxyz", ""), "\n")+"\n"), 0o644)
+	for _, args := range [][]string{
+		{"eval", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", vocab, "--data", dev},
+		{"predict", "--device", "cpu", "--model", model, "--adapter", adapter, "--tokenizer", vocab, "--input", dev},
+		{"merge", "--model", model, "--adapter", adapter, "--output", filepath.Join(t.TempDir(), "merged")},
+	} {
+		code, _, stderr := runTune(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, fmt.Sprintf("says r = %d but", 2*r)) ||
+			!strings.Contains(stderr, fmt.Sprintf(`set "r": %d in`, r)) {
 			t.Errorf("tune %s: exit %d (want %d), stderr %q", args[0], code, exitUsage, stderr)
 		}
 	}

@@ -125,6 +125,9 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		return errctx.Wrap("merge: --model", err)
 	}
 	lm, err := lora.LoadAdapter(base, o.Adapter)
+	if errors.Is(err, lora.ErrRankMismatch) {
+		return usageError{errctx.Wrap("merge: --adapter", err)} // bad input, as a broken adapter_config.json is
+	}
 	if err != nil {
 		return errctx.Wrap("merge: --adapter", err)
 	}

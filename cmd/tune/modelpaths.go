@@ -213,10 +213,11 @@ func printNotices(w io.Writer, run *recipes.Run) {
 }
 
 // openModel is recipes.OpenModel for eval, predict and debug: a tokenizer that does not fit the model (from
-// --tokenizer or an adapter's directory) is bad usage (exit 2), as tune finetune and tune validate report it.
+// --tokenizer or an adapter's directory) is bad usage (exit 2), as tune finetune and tune validate report it,
+// and so is an adapter_config.json whose r disagrees with the adapter's weights.
 func openModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*recipes.Run, error) {
 	run, err := recipes.OpenModel(dir, adapterDir, tokenizerPath, b)
-	if errors.Is(err, recipes.ErrTokenizerMismatch) {
+	if errors.Is(err, recipes.ErrTokenizerMismatch) || errors.Is(err, lora.ErrRankMismatch) {
 		return nil, usageError{err}
 	}
 	return run, err
