@@ -31,8 +31,10 @@ func TestPresetSizes(t *testing.T) {
 
 // BenchmarkDecoderStep measures one full fine-tuning step of a preset decoder shape under BF16 autocast —
 // Forward + Backward of the shifted cross-entropy, one fused AdamW over the flat trainable buffer (lr 2e-5),
-// ZeroGrad — and reports tokens/s and, on CUDA, the peak device memory
-// (GiB, model included: run one preset per process, TUNE_BENCH_PRESETS). The backend is
+// ZeroGrad — and reports tokens/s and, on CUDA, the peak device memory allocated since before the model was
+// built (GiB: weights, gradients, moments, activations, scratch). Everything is freed after each run, since
+// testing.B runs the body once with N = 1 before the timed N. `tune bench --model` is the full harness (LoRA,
+// breakdown, plan, PyTorch comparison); this benchmark is the package-level check. The backend is
 // TUNE_BENCH_BACKEND (default "cuda", falling back to "cpu"), the batch TUNE_BENCH_BT ("8x2048"; on the CPU
 // "1x128"), the presets TUNE_BENCH_PRESETS (all). Run on the GPU machine with a -tags cuda test binary:
 //
@@ -68,10 +70,26 @@ func BenchmarkDecoderStep(b *testing.B) {
 	for _, name := range names {
 		b.Run(name+"/"+strconv.Itoa(B)+"x"+strconv.Itoa(T), func(b *testing.B) {
 			cfg, _ := Preset(name)
+			ms, hasStats := bk.(interface {
+				MemoryStats() cuda.MemoryStats
+				ResetPeakMemoryStats()
+			})
+			var base int64
+			if hasStats {
+				base = ms.MemoryStats().Allocated
+				ms.ResetPeakMemoryStats()
+			}
 			m, err := New(bk, cfg, 1)
 			if err != nil {
 				b.Skip(err)
 			}
+			defer m.FreeParameters()
+			defer m.Arena().Free()
+			defer func() {
+				if c := m.Cache(); c != nil {
+					c.Free()
+				}
+			}()
 			m.SetPolicy(amp.BF16)
 			batch := &loaders.Batch{B: B, T: T, InputIDs: make([]int32, B*T), Labels: make([]int64, B*T)}
 			for i := range batch.InputIDs {
@@ -84,6 +102,8 @@ func BenchmarkDecoderStep(b *testing.B) {
 			if err1 != nil || err2 != nil {
 				b.Skip(err1, err2)
 			}
+			defer bk.Free(mom)
+			defer bk.Free(vel)
 			bk.Fill(mom, 0)
 			bk.Fill(vel, 0)
 			n := 0
@@ -113,8 +133,8 @@ func BenchmarkDecoderStep(b *testing.B) {
 				step()
 			}
 			b.ReportMetric(float64(b.N*B*T)/b.Elapsed().Seconds(), "tokens/s")
-			if ms, ok := bk.(interface{ MemoryStats() cuda.MemoryStats }); ok {
-				b.ReportMetric(float64(ms.MemoryStats().PeakAllocated)/(1<<30), "peak-GiB")
+			if hasStats {
+				b.ReportMetric(float64(ms.MemoryStats().PeakAllocated-base)/(1<<30), "peak-GiB")
 			}
 		})
 	}
