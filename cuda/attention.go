@@ -31,12 +31,12 @@ import (
 // attnParams mirrors struct AttnParams of kernels/attention.cu field for field (every field 8 bytes, or two
 // 4-byte floats, so the layouts agree without padding).
 type attnParams struct {
-	q, k, v, o, lse, mask, seg, dout, dq, dk, dv, delta uint64
-	qs, ks, vs, os, dos, dqs, dks, dvs                  [3]int64
-	B, Hq, Hkv, Tq, Tk, D                               int64
-	scale, p, dscale, pad0                              float32
-	seed, offset                                        uint64
-	causal, dtype                                       int64
+	q, k, v, o, lse, mask, seg, dout, dq, dk, dv, delta, bits uint64
+	qs, ks, vs, os, dos, dqs, dks, dvs                        [3]int64
+	B, Hq, Hkv, Tq, Tk, D                                     int64
+	scale, p, dscale, pad0                                    float32
+	seed, offset                                              uint64
+	causal, dtype, bitsw                                      int64
 }
 
 // attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention.cu).
@@ -47,6 +47,15 @@ const attnRefMaxD = 256
 // exist for the head size falls back to the default. attnBwdOnly ("dq" or "dkdv") makes the backward launch
 // only that kernel, for the benchmark's breakdown.
 var attnFwdVariant, attnBwdOnly string
+
+// attnDQVariant, when set (by the microbenchmark and tests through export_test.go), picks another dQ kernel:
+// "dq2" the two-sweep attn_bwd_dq2_* (Δ from a first sweep, the design before the one-sweep kernel), "smq" the
+// one-sweep BF16 D = 64 kernel with Q's and dO's fragments read from shared memory each step.
+var attnDQVariant string
+
+// attnBwdRedraw, when set (by the microbenchmark through export_test.go), makes every backward kernel draw
+// its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
+var attnBwdRedraw bool
 
 // fwdShape is a forward kernel's tiling: MT row tiles of 16 per warp (64·MT queries per block), BC keys per
 // step, K/V double-buffered (db) or not.
@@ -181,10 +190,10 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	return
 }
 
-// AttentionBackward computes dQ, dK and dV: first the dQ kernel (one block per 64 queries; two sweeps over the
-// keys, the first of which also stores Δ_i = Σ_j P_ij·dP_ij in a scratch buffer), then the dK/dV kernel (one
-// block per 64 keys of a KV head, summing the group's query heads in order). No atomics: the results are
-// bit-identical from run to run.
+// AttentionBackward computes dQ, dK and dV: first the dQ kernel (one block per 64 queries, one sweep over the
+// keys, which also stores Δ_i = Σ_j P_ij·dP_ij in a scratch buffer and, with dropout, the keep bits it draws),
+// then the dK/dV kernel (one block per 64 keys of a KV head, summing the group's query heads in order, reading
+// Δ and the stored bits). No atomics: the results are bit-identical from run to run.
 func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) {
 	o := b.begin("AttentionBackward", opcheck.AttentionBackwardTensors(a)...)
 	defer o.end(&err)
@@ -208,10 +217,28 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		delta = uint64(d)
 	}
 	p.delta = delta
+	if pl.tc && g.DropoutP > 0 && g.Tk%4 == 0 && !attnBwdRedraw {
+		// The dQ kernel's first sweep stores the keep bits it draws (one bit per score, rows padded to whole
+		// 64-key tiles); its second sweep and the dK/dV kernel load them instead of drawing again.
+		p.bitsw = 4 * int64(cdiv(g.Tk, 64))
+		bits := o.scratch(2 * rows * int(p.bitsw))
+		if o.failed() {
+			return
+		}
+		defer o.release(bits)
+		p.bits = uint64(bits)
+	}
 	if pl.tc {
 		smem := 6*64*g.D*2 + 2*64*4*2 // tiles and two 64 × 64 keep-bit masks
+		dq := "attn_bwd_dq_" + pl.suffix
+		switch {
+		case attnDQVariant == "dq2":
+			dq = "attn_bwd_dq2_" + pl.suffix
+		case attnDQVariant == "smq" && pl.suffix == "bf16_d64":
+			dq += "_smq"
+		}
 		if attnBwdOnly != "dkdv" {
-			o.attnLaunch("attn_bwd_dq_"+pl.suffix, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
+			o.attnLaunch(dq, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
 		}
 		if attnBwdOnly != "dq" {
 			o.attnLaunch("attn_bwd_dkdv_"+pl.suffix, cdiv(g.Tk, 64), g.Hkv, g.B, 128, smem+4*64*4, &p)

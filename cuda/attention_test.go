@@ -263,3 +263,74 @@ func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionBwdBitsReuseMatchesRedraw: with dropout and Tk % 4 == 0 the dQ kernel's first sweep stores the
+// keep bits for its second sweep and the dK/dV kernel; the gradients must be bit-identical to every kernel
+// drawing its own bits (tails, causal blocks past the diagonal, GQA, Tq ≠ Tk).
+func TestAttentionBwdBitsReuseMatchesRedraw(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, s := range []attnShape{
+		{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1},
+		{B: 1, Hq: 2, Hkv: 1, Tq: 132, Tk: 260, D: 128, causal: true, p: 0.15},
+		{B: 1, Hq: 2, Hkv: 2, Tq: 300, Tk: 68, D: 64, causal: true, p: 0.3},
+		{B: 2, Hq: 2, Hkv: 2, Tq: 256, Tk: 256, D: 64, seg: true, causal: true, p: 0.5},
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			d := s.data(7)
+			r1 := runAttention(t, gpu, s, tensor.BF16, d)
+			restore := cuda.SetAttnBwdRedraw(true)
+			r2 := runAttention(t, gpu, s, tensor.BF16, d)
+			restore()
+			for _, x := range []struct {
+				name string
+				a, b []float32
+			}{{"dQ", r1.dq, r2.dq}, {"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
+				for i := range x.a {
+					if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
+						t.Fatalf("%s[%d] = %v with stored keep bits, %v with redrawn ones", x.name, i, x.a[i], x.b[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAttentionDQVariantsMatch: the one-sweep dQ kernel (the default) stores the same Δ as the two-sweep one
+// (same FP32 sums in the same order), so dK and dV must be bit-identical between them, and dQ of every
+// variant (two-sweep, one-sweep with Q from shared memory) must match the CPU reference.
+func TestAttentionDQVariantsMatch(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	for i, s := range attnShapes {
+		if s.unaligned || (s.D != 64 && s.D != 128) {
+			continue
+		}
+		for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(i + 1))
+				c := runAttention(t, ref, s, dt, d)
+				r1 := runAttention(t, gpu, s, dt, d)
+				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
+				for _, v := range []string{"dq2", "smq"} {
+					restore := cuda.SetAttnDQVariant(v)
+					r2 := runAttention(t, gpu, s, dt, d)
+					restore()
+					closeTo(t, v+" dQ", r2.dq, c.dq, 2*tol)
+					if v != "dq2" {
+						continue
+					}
+					for _, x := range []struct {
+						name string
+						a, b []float32
+					}{{"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
+						for k := range x.a {
+							if math.Float32bits(x.a[k]) != math.Float32bits(x.b[k]) {
+								t.Fatalf("%s[%d] = %v after the one-sweep dQ kernel, %v after the two-sweep one: Δ differs", x.name, k, x.a[k], x.b[k])
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}

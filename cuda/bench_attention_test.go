@@ -19,8 +19,10 @@ import (
 // products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra sweep for Δ
 // and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
 // scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2:
-// kernels/attention.cu) are timed beside the default, and the backward's two kernels alone ("only dq",
-// "only dkdv", still counted against the whole backward's FLOPs, so their times add up).
+// kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
+// two-sweep dQ kernel; "redraw": every kernel drawing its own dropout bits), the "smq" dQ variant and its two
+// kernels alone ("only dq", "only dkdv", still counted against the whole backward's FLOPs, so their times add
+// up; "only dkdv" with dropout reads bits nobody stored, which is fine for timing).
 func BenchmarkAttention(b *testing.B) {
 	gpu := openOrSkip(b)
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -30,10 +32,11 @@ func BenchmarkAttention(b *testing.B) {
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "dq", "dkdv"}},
-		{64, 12, 512, 64, false, 0.1, []string{""}, []string{""}}, // BERT training: dropout 0.1
-		{8, 32, 2048, 128, true, 0, []string{"", "_db", "_m2"}, []string{"", "dq", "dkdv"}},
-		{8, 32, 2048, 128, false, 0, []string{""}, []string{""}},
+		{64, 12, 512, 64, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "dq2", "smq", "dq", "dkdv"}},
+		{64, 12, 512, 64, false, 0.1, []string{""}, []string{"", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
+		{8, 32, 2048, 128, true, 0, []string{"", "_db", "_m2"}, []string{"", "dq2", "dq", "dkdv"}},
+		{8, 32, 2048, 128, false, 0, []string{""}, []string{"", "dq2"}},
+		{8, 32, 2048, 64, true, 0, []string{""}, []string{"", "dq2"}}, // a decoder with 64-wide heads (SmolLM2, Llama-3.2-1B)
 	} {
 		n := c.B * c.H * c.T * c.D
 		var live []*tensor.Tensor
@@ -79,11 +82,23 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		for _, part := range c.bwd {
 			n := "bwd"
-			if part != "" {
+			switch part {
+			case "":
+			case "redraw", "dq2", "smq":
+				n += " " + part
+			default:
 				n += " only " + part
 			}
 			passes = append(passes, pass{n, 2.5 * fwdFlops, func() error { return gpu.AttentionBackward(ba) },
-				func() func() { return cuda.SetAttnBwdOnly(part) }})
+				func() func() {
+					switch part {
+					case "redraw": // every kernel draws its own keep bits (the earlier design)
+						return cuda.SetAttnBwdRedraw(true)
+					case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
+						return cuda.SetAttnDQVariant(part)
+					}
+					return cuda.SetAttnBwdOnly(part)
+				}})
 		}
 		for _, pass := range passes {
 			b.Run(pass.name+" "+name, func(b *testing.B) {

@@ -50,3 +50,21 @@ func SetAttnBwdOnly(which string) (restore func()) {
 	attnBwdOnly = which
 	return func() { attnBwdOnly = old }
 }
+
+// SetAttnBwdRedraw makes every backward attention kernel draw its own dropout keep bits (the design before
+// the dQ kernel stored them for the others), for the microbenchmark and the bit-identity test, and returns a
+// function restoring the default.
+func SetAttnBwdRedraw(on bool) (restore func()) {
+	old := attnBwdRedraw
+	attnBwdRedraw = on
+	return func() { attnBwdRedraw = old }
+}
+
+// SetAttnDQVariant picks another dQ kernel of the attention backward ("dq2": the two-sweep kernel; "smq": the
+// BF16 D = 64 one-sweep kernel reading Q and dO fragments from shared memory; "" the default) for the
+// microbenchmark and tests, and returns a function restoring the default.
+func SetAttnDQVariant(v string) (restore func()) {
+	old := attnDQVariant
+	attnDQVariant = v
+	return func() { attnDQVariant = old }
+}

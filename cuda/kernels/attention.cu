@@ -20,10 +20,13 @@
 //                                    through a cp.async double buffer, over every query block and every query
 //                                    head of the group in a fixed order (GQA sums are deterministic).
 //   attn_bwd_dq_{bf16,f16}_d{64,128}    runs first: one block per 64 queries, K/V tiles streaming through a
-//                                    double buffer in two sweeps: the first sums Δ_i = Σ_j P_ij·dP_ij in FP32
-//                                    (docs/ATTENTION.md: not rowsum(dO∘O) over a half O) and stores it for the
-//                                    dK/dV kernel, the second accumulates dQ in registers. dQ has its own pass
-//                                    instead of FlashAttention-2's atomicAdd, so results are bit-identical.
+//                                    double buffer in one sweep (dq1_tc): dQ from FlashAttention-2's Δ̃ = dO·O
+//                                    over the half O, corrected by the exact Δ_i = Σ_j P_ij·dP_ij summed in FP32
+//                                    in the same sweep (docs/ATTENTION.md: not rowsum(dO∘O) over a half O),
+//                                    which it stores for the dK/dV kernel. With dropout it also stores the
+//                                    keep bits it draws, which the dK/dV kernel loads instead of drawing.
+//                                    dQ has its own pass instead of FlashAttention-2's atomicAdd, so results
+//                                    are bit-identical. attn_bwd_dq2_* is the earlier two-sweep kernel (dq_tc).
 //   attn_fwd_ref, attn_bwd_dq_ref (also writes Δ), attn_bwd_dkdv_ref   the general path: one warp per query (or key) row,
 //                                    FP32 with expf/logf, P' and dS rounded where tensor/cpu rounds them (P
 //                                    normalised first), any float dtype, any strides, D ≤ 256.
@@ -55,11 +58,12 @@ struct AttnParams {
 	const void *dout;
 	void *dq, *dk, *dv;
 	float *delta;
+	u16 *bits; // backward scratch: the dropout keep bits of every (query, key), bitsw words per query row
 	i64 qs[3], ks[3], vs[3], os[3], dos[3], dqs[3], dks[3], dvs[3];
 	i64 B, Hq, Hkv, Tq, Tk, D;
 	float scale, p, dscale, pad0;
 	u64 seed, offset;
-	i64 causal, dtype;
+	i64 causal, dtype, bitsw;
 };
 
 // keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
@@ -191,9 +195,10 @@ __device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int
 // draw_bits fills bits (ROWS rows of COLS/16 words) with the dropout keep bits of a (query, key) tile: bit
 // c % 16 of word r·COLS/16 + c/16 keeps dense element (hbase + r0 + r)·Tk + c0 + c. Needs Tk % 4 == 0 (and c0
 // % 16 == 0), so each Philox block gives the words of four consecutive keys of one row: one block per four
-// scores, shared by the block's threads through shared memory.
+// scores, shared by the block's threads through shared memory. With gb (the backward's p.bits) the words of
+// rows r0 + r < Tq are also stored there, at word (hbase + r0 + r)·bitsw + c0/16 + c/16, for load_bits.
 template <int ROWS, int COLS>
-__device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid) {
+__device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid, u16 *gb = nullptr) {
 	constexpr int W = COLS / 16;
 	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
 #pragma unroll 1
@@ -209,6 +214,24 @@ __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hb
 			      ((u32)((blk.w >> 8) >= thr) << 3)) << (4 * q);
 		}
 		bits[w] = (u16)m;
+		if (gb && r0 + w / W < p.Tq) gb[(hbase + (u64)(r0 + w / W)) * (u64)p.bitsw + (u64)(c0 / 16 + w % W)] = (u16)m;
+	}
+}
+
+// cp8 copies 8 bytes global → shared, or writes 8 zero bytes when !valid.
+__device__ __forceinline__ void cp8(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+}
+
+// load_bits queues the keep bits draw_bits stored in p.bits for the 64-key tile at key c0 of ROWS query rows
+// r0.. (rows ≥ Tq read as zeros) into bits, laid out as draw_bits<ROWS, 64> lays them out: one 8-byte chunk
+// per row (bitsw is a multiple of 4 and c0 of 64, so every chunk is aligned).
+template <int ROWS> __device__ __forceinline__ void load_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, int tid) {
+#pragma unroll 1
+	for (int r = tid; r < ROWS; r += 128) {
+		bool ok = r0 + r < p.Tq;
+		const u16 *src = p.bits + (ok ? (hbase + (u64)(r0 + r)) * (u64)p.bitsw + (u64)(c0 / 16) : 0);
+		cp8(smem_addr(bits + r * 4), src, ok);
 	}
 }
 
@@ -519,7 +542,8 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 			sL[buf * BR + r] = lv;
 			sDl[buf * BR + r] = dv;
 		}
-		if (sbits) draw_bits<BR, BC>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, thr, tid);
+		if (sbits && p.bits) load_bits<BR>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, tid);
+		else if (sbits) draw_bits<BR, BC>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, thr, tid);
 	};
 
 	load_tile<D, BC>(sK, (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1] + (i64)j0 * p.ks[2], p.ks[2], Tk - j0, tid);
@@ -708,7 +732,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 	if (nb > 0) {
 		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
 		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
-		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid);
+		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
 	}
 	cp_commit();
 	cp_wait<1>();
@@ -734,8 +758,12 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 			const int k1 = ((it + 1) % nb) * BC;
 			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
+			// With p.bits the first sweep draws each tile's keep bits once and stores them; the second
+			// sweep (and the dK/dV kernel) loads them back instead of drawing again.
+			const bool reuse = sbits && p.bits && it + 1 >= nb;
+			if (reuse) load_bits<BR>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, tid);
 			cp_commit();
-			if (sbits) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid);
+			if (sbits && !reuse) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
 			cp_wait<1>();
 		} else {
 			cp_wait<0>();
@@ -855,10 +883,245 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 #endif
 }
 
+// dq1_tc is the dQ kernel in one sweep over the keys (the default; dq_tc is the two-sweep design it
+// replaced). It starts from Δ̃_i = dO_i·O_i over the stored (half) O, which FlashAttention-2 uses as Δ but which
+// carries O's rounding (docs/ATTENTION.md), and forms dS̃ = P∘(dP − Δ̃) for dQ̃ = dS̃·K. In the same sweep it sums
+// the exact Δ_i = Σ_j P_ij·dP_ij in FP32 (the first sweep of dq_tc, in the same order, so the Δ it stores for
+// the dK/dV kernel is bit-identical) and R_i = Σ_j P_ij·K_j; since dS = dS̃ − P∘ε with ε_i = Δ_i − Δ̃_i,
+// dQ = scale·(dQ̃ − ε·R). Four products per tile instead of five, and each K fragment read by ldmatrix feeds two
+// MMAs (dS̃ and P as A operands). QREG keeps Q's and dO's fragments in registers.
+template <int D, bool BF, bool QREG> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
+#ifdef TC_OK
+	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
+	extern __shared__ __align__(128) u16 smem[];
+	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D, *sB = sV + 2 * BC * D;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
+	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
+	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
+	int nb = (Tk + BC - 1) / BC;
+	if (p.causal) {
+		int last = min(Tq - 1, q0 + BR - 1) + shift;
+		nb = last < 0 ? 0 : min(nb, last / BC + 1);
+	}
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16;
+	const bool sbits = drop && (Tk & 3) == 0; // keep bits through shared memory (draw_bits), two buffers
+	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
+
+	float lv[2];
+	int si[2];
+	u64 rowb[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int i = q0 + wr + g + hh * 8;
+		lv[hh] = POS_INF, si[hh] = 0;
+		rowb[hh] = (((u64)((i64)b * p.Hq + h)) * (u64)Tq + (u64)i) * (u64)Tk;
+		if (i < Tq) {
+			i64 row = ((i64)b * p.Hq + h) * Tq + i;
+			float x = p.lse[row];
+			lv[hh] = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
+			if (p.seg) si[hh] = p.seg[(i64)b * Tq + i];
+		}
+	}
+
+	load_tile<D, BR>(sQ, (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2], p.qs[2], Tq - q0, tid);
+	load_tile<D, BR>(sO, (const u16 *)p.dout + b * p.dos[0] + h * p.dos[1] + (i64)q0 * p.dos[2], p.dos[2], Tq - q0, tid);
+	cp_commit();
+	if (nb > 0) {
+		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
+		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
+		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
+	}
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+	// Δ̃ of the thread's rows g and g + 8: the quad's four threads take D/4 columns each (dO from shared
+	// memory, O from global memory, 16 bytes at a time), summed by two shuffles.
+	float dt[2];
+	{
+		const u16 *O = (const u16 *)p.o + b * p.os[0] + h * p.os[1];
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int r = wr + g + hh * 8, i = q0 + r;
+			float acc = 0.0f;
+			if (i < Tq) {
+#pragma unroll
+				for (int c = 0; c < D / 32; c++) {
+					int ch = tig * (D / 32) + c;
+					uint4 ov = *(const uint4 *)(O + (i64)i * p.os[2] + ch * 8);
+					uint4 dv = *(const uint4 *)(sO + swz<D>(r, ch));
+					const u32 ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						float o0, o1, d0, d1;
+						if constexpr (BF) {
+							o0 = __uint_as_float(ow[e] << 16), o1 = __uint_as_float(ow[e] & 0xffff0000u);
+							d0 = __uint_as_float(dw[e] << 16), d1 = __uint_as_float(dw[e] & 0xffff0000u);
+						} else {
+							o0 = f16_to_f32((u16)(ow[e] & 0xffffu)), o1 = f16_to_f32((u16)(ow[e] >> 16));
+							d0 = f16_to_f32((u16)(dw[e] & 0xffffu)), d1 = f16_to_f32((u16)(dw[e] >> 16));
+						}
+						acc = fmaf(d0, o0, acc);
+						acc = fmaf(d1, o1, acc);
+					}
+				}
+			}
+			acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+			acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+			dt[hh] = acc;
+		}
+	}
+	u32 qf[QREG ? KD : 1][4], of[QREG ? KD : 1][4];
+	if constexpr (QREG) {
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			ldsm4(qf[kk], smem_addr(sQ + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			ldsm4(of[kk], smem_addr(sO + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+		}
+	}
+	float dq[ND][4], rk[ND][4];
+#pragma unroll
+	for (int dn = 0; dn < ND; dn++)
+#pragma unroll
+		for (int c = 0; c < 4; c++) dq[dn][c] = rk[dn][c] = 0.0f;
+
+	float dsum[2] = {0.0f, 0.0f};
+	for (int n = 0; n < nb; n++) {
+		const int buf = n & 1, k0 = n * BC;
+		if (n + 1 < nb) {
+			const int k1 = k0 + BC;
+			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
+			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
+			cp_commit();
+			if (sbits) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		__syncthreads();
+		const u16 *cK = sK + buf * BC * D, *cV = sV + buf * BC * D;
+		float s[NT][4], dp[NT][4];
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			u32 a[4], ao[4];
+			if constexpr (QREG) {
+#pragma unroll
+				for (int c = 0; c < 4; c++) a[c] = qf[kk][c], ao[c] = of[kk][c];
+			} else {
+				ldsm4(a, smem_addr(sQ + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+				ldsm4(ao, smem_addr(sO + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
+			}
+#pragma unroll
+			for (int nt = 0; nt < NT; nt += 2) {
+				u32 bk[4], bv[4];
+				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				ldsm4(bk, smem_addr(cK + swz<D>(r, ch)));
+				ldsm4(bv, smem_addr(cV + swz<D>(r, ch)));
+				mma<BF>(s[nt], a, bk[0], bk[1]);
+				mma<BF>(s[nt + 1], a, bk[2], bk[3]);
+				mma<BF>(dp[nt], ao, bv[0], bv[1]);
+				mma<BF>(dp[nt + 1], ao, bv[2], bv[3]);
+			}
+		}
+		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
+		if (sbits) {
+			const u16 *cb = sB + buf * BR * (BC / 16);
+#pragma unroll
+			for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
+		} else if (drop) {
+#pragma unroll 1
+			for (int x = 0; x < NT * 2; x++) {
+				bool k0b, k1b;
+				keep2(rowb[x & 1] + (u64)(k0 + (x >> 1) * 8 + tig * 2), p, thr, k0b, k1b);
+				bits |= ((u32)k0b | ((u32)k1b << 1)) << (2 * x);
+			}
+		}
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int j = k0 + nt * 8 + tig * 2 + e;
+				float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+				int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int i = q0 + wr + g + hh * 8, c = hh * 2 + e;
+					float x = s[nt][c];
+					float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
+					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
+					float dpv = dp[nt][c];
+					if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
+					dsum[hh] += pv * dpv;
+					dp[nt][c] = pv * (dpv - dt[hh]);
+					s[nt][c] = pv;
+				}
+			}
+		// dQ̃ += dS̃·K and R += P·K (one K fragment, two MMAs).
+#pragma unroll
+		for (int kc = 0; kc < KC; kc++) {
+			u32 a[4], ap[4];
+			a[0] = pack2<BF>(dp[2 * kc][0], dp[2 * kc][1]);
+			a[1] = pack2<BF>(dp[2 * kc][2], dp[2 * kc][3]);
+			a[2] = pack2<BF>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]);
+			a[3] = pack2<BF>(dp[2 * kc + 1][2], dp[2 * kc + 1][3]);
+			ap[0] = pack2<BF>(s[2 * kc][0], s[2 * kc][1]);
+			ap[1] = pack2<BF>(s[2 * kc][2], s[2 * kc][3]);
+			ap[2] = pack2<BF>(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+			ap[3] = pack2<BF>(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+#pragma unroll
+			for (int dn = 0; dn < ND; dn += 2) {
+				u32 bb[4];
+				ldsm4t(bb, smem_addr(cK + swz<D>(kc * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), dn + (lane >> 4))));
+				mma<BF>(dq[dn], a, bb[0], bb[1]);
+				mma<BF>(dq[dn + 1], a, bb[2], bb[3]);
+				mma<BF>(rk[dn], ap, bb[0], bb[1]);
+				mma<BF>(rk[dn + 1], ap, bb[2], bb[3]);
+			}
+		}
+		__syncthreads();
+	}
+	// Δ for the dK/dV kernel, ε = Δ − Δ̃, dQ = scale·(dQ̃ − ε·R).
+	float eps[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		float t = dsum[hh];
+		t += __shfl_xor_sync(0xffffffffu, t, 1);
+		t += __shfl_xor_sync(0xffffffffu, t, 2);
+		eps[hh] = t - dt[hh];
+		int i = q0 + wr + g + hh * 8;
+		if (tig == 0 && i < Tq) p.delta[((i64)b * p.Hq + h) * Tq + i] = t;
+	}
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = wr + g + hh * 8;
+#pragma unroll
+		for (int dn = 0; dn < ND; dn++) {
+			float x0 = dq[dn][hh * 2] - eps[hh] * rk[dn][hh * 2], x1 = dq[dn][hh * 2 + 1] - eps[hh] * rk[dn][hh * 2 + 1];
+			*(u32 *)(sQ + swz<D>(r, dn) + tig * 2) = store2<BF>(x0 * p.scale, x1 * p.scale);
+		}
+	}
+	__syncwarp();
+	store_rows<D, 16>((u16 *)p.dq + b * p.dqs[0] + h * p.dqs[1] + (i64)q0 * p.dqs[2], p.dqs[2], sQ, wr, Tq - q0, lane);
+#endif
+}
+
 #define TC_KERNELS(D, NAME, BF, MT)                                                                               \
 	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, MT, 64, D == 64, D == 64>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
-	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
 
 // Forward query rows per block: 128 (MT = 2 m-tiles per warp) for D = 64, 64 for D = 128, where two m-tiles
 // spill registers; K and V are double-buffered for D = 64 (4% faster at (64, 12, 512, 64)), not for D = 128 (4%
@@ -873,6 +1136,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const At
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
 
 // ---------------------------------------------------------------------------------------------------------
 // The general path.

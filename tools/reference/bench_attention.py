@@ -5,8 +5,8 @@ Run on the GPU machine (torch 2.11), in the same device call as the Go benchmark
 
     python3 tools/reference/bench_attention.py [--iters 50] [--json OUT.json]
 
-For (B, H, T, D) = (64, 12, 512, 64) without a mask and (8, 32, 2048, 128) causal, BF16, (B, H, T, D)
-contiguous tensors, it times torch.nn.functional.scaled_dot_product_attention under
+For (B, H, T, D) = (64, 12, 512, 64) without a mask, (8, 32, 2048, 128) causal and not, and (8, 32, 2048, 64)
+causal, BF16, (B, H, T, D) contiguous tensors, it times torch.nn.functional.scaled_dot_product_attention under
 torch.nn.attention.sdpa_kernel with each of the FLASH_ATTENTION and CUDNN_ATTENTION backends: the forward
 alone (no grad) and the backward alone (torch.autograd.grad of the output with a fixed dO, the forward run
 before the timed region). Each is run 5 times untimed, then --iters times between torch.cuda.Event records;
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-SHAPES = [(64, 12, 512, 64, False), (8, 32, 2048, 128, True), (8, 32, 2048, 128, False)]
+SHAPES = [(64, 12, 512, 64, False), (8, 32, 2048, 128, True), (8, 32, 2048, 128, False), (8, 32, 2048, 64, True)]
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
