@@ -39,6 +39,29 @@ func BenchmarkTinyBertStep(b *testing.B) {
 	}
 }
 
+// BenchmarkTinyRecipeStep measures one training step (Forward + Backward, dropout 0.1) of recipes/tiny.yaml's
+// model (vocabulary 256, hidden 64, 2 layers, 4 heads, intermediate 128) on a batch shaped like that recipe's
+// (32 sentences of 12–20 tokens, padded to 20), in FP32 on the CPU backend: the step `make run` repeats 500
+// times. It reports ms/step; `-cpuprofile` on it shows where a `make run` step goes.
+func BenchmarkTinyRecipeStep(b *testing.B) {
+	cfg := DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads = 256, 64, 2, 4
+	cfg.IntermediateSize, cfg.MaxPositionEmbeddings = 128, 64
+	cfg.HiddenDropoutProb, cfg.AttentionProbsDropoutProb = 0.1, 0.1
+	m := newTestModel(b, cpuBackend(), cfg, 1)
+	lens := make([]int, 32)
+	for i := range lens {
+		lens[i] = 12 + (i*5)%9
+	}
+	batch := testBatch(32, 20, cfg.VocabSize, 2, lens)
+	step(b, m, batch, 0)
+	b.ResetTimer()
+	for i := range b.N {
+		step(b, m, batch, uint64(i))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/step")
+}
+
 // TestBaseShapeRuns runs the bert-base shape (12 layers, hidden 768, 12 heads, vocab 30,522) forward and
 // backward on the CPU for a 2 × 16 batch with dropout and checks the outputs and gradients are finite and
 // non-zero. (TestGoldenBaseShape compares the same shape with transformers once its golden exists.)
