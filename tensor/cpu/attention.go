@@ -200,7 +200,8 @@ func attnBackwardKernel[T scalar](a *attnProblem[T], dq, dk, dv, q, k, v, o, lse
 	})
 }
 
-// Attention computes fused attention (tensor.AttentionArgs) with the reference kernel above: operands are
+// Attention computes fused attention (tensor.AttentionArgs) with the reference kernel above, or for FP32 with
+// its fast twin (attention_fast.go) where the processor has AVX-512: operands are
 // gathered from their strided layout into dense FP32 (B, H, T, D) scratch, and O is rounded into its own
 // elements only. Argument errors are those of opcheck.AttentionGeometry; the CPU supports every valid shape.
 func (bk *Backend) Attention(a tensor.AttentionArgs) (err error) {
@@ -215,13 +216,17 @@ func (bk *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	defer sc.release()
 	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
 	o := sc.get(g.B * g.Hq * g.Tq * g.D)
-	attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
+	if attnFast(pr) {
+		attnForwardFast(pr, o, f32Of(g.LSE), q, k, v)
+	} else {
+		attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
+	}
 	scatter(g.O, o, g.B, g.Hq, g.Tq, g.D)
 	return nil
 }
 
 // AttentionBackward computes dQ, dK and dV of Attention (tensor.AttentionBackwardArgs) with the reference
-// kernel above, recomputing P from the saved LSE and the dropout mask from (Seed, Offset).
+// kernel above (or the fast one, as Attention), recomputing P from the saved LSE and the dropout mask from (Seed, Offset).
 func (bk *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) {
 	ts := opcheck.AttentionBackwardTensors(a)
 	defer guard(&err, "AttentionBackward", ts...)
@@ -236,7 +241,11 @@ func (bk *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error)
 	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
 	o, dout := sc.gather(g.O, g.B, g.Hq, g.Tq, g.D), sc.gather(g.DO, g.B, g.Hq, g.Tq, g.D)
 	dq, dk, dv := sc.get(nq), sc.get(nk), sc.get(nk) // every element is written by the kernel
-	attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
+	if attnFast(pr) {
+		attnBackwardFast(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
+	} else {
+		attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
+	}
 	scatter(g.DQ, dq, g.B, g.Hq, g.Tq, g.D)
 	scatter(g.DK, dk, g.B, g.Hkv, g.Tk, g.D)
 	scatter(g.DV, dv, g.B, g.Hkv, g.Tk, g.D)

@@ -459,3 +459,44 @@ func BenchmarkAttention(b *testing.B) {
 	}
 	b.ReportMetric(12*float64(c.B*c.Hq*c.Tq*c.Tk*c.D)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
+
+// TestAttentionFastMatchesReference compares the fast FP32 kernels with the reference kernels directly on every
+// case of attnCases and on larger shapes (several query blocks, BERT-tiny's and BERT-base's head sizes, GQA,
+// mask and dropout): O, LSE, dQ, dK and dV to FP32 rounding (2e-6·max(1, |reference|)). That both drop the
+// same elements is TestAttentionDropoutMaskIsDropouts's, which runs the backend's (fast) path.
+func TestAttentionFastMatchesReference(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	cases := append([]attnCase{
+		{name: "tiny BERT head", B: 4, Hq: 4, Hkv: 4, Tq: 20, Tk: 20, D: 16, mask: true, p: 0.1},
+		{name: "blocks", B: 2, Hq: 2, Hkv: 1, Tq: 131, Tk: 77, D: 64, mask: true, causal: true, p: 0.2},
+		{name: "wide", B: 1, Hq: 3, Hkv: 3, Tq: 65, Tk: 65, D: 33, segments: true, p: 0.1},
+	}, attnCases...)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rng := newRNG(t)
+			mask, seg := c.inputs(rng)
+			pr := &attnProblem[float32]{B: c.B, Hq: c.Hq, Hkv: c.Hkv, Tq: c.Tq, Tk: c.Tk, D: c.D,
+				scale: float32(1 / math.Sqrt(float64(c.D))), mask: mask, seg: seg, causal: c.causal, p: c.p, seed: 7, offset: 3}
+			nq, nk := c.B*c.Hq*c.Tq*c.D, c.B*c.Hkv*c.Tk*c.D
+			q, k, v, g := f32s(randn(rng, nq, 1)), f32s(randn(rng, nk, 1)), f32s(randn(rng, nk, 1)), f32s(randn(rng, nq, 1))
+			run := func(fast bool) [][]float32 {
+				o, lse := make([]float32, nq), make([]float32, c.B*c.Hq*c.Tq)
+				dq, dk, dv := make([]float32, nq), make([]float32, nk), make([]float32, nk)
+				if fast {
+					attnForwardFast(pr, o, lse, q, k, v)
+					attnBackwardFast(pr, dq, dk, dv, q, k, v, o, lse, g)
+				} else {
+					attnForwardKernel(pr, o, lse, q, k, v)
+					attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, lse, g)
+				}
+				return [][]float32{o, lse, dq, dk, dv}
+			}
+			got, want := run(true), run(false)
+			for i, name := range []string{"O", "LSE", "dQ", "dK", "dV"} {
+				near(t, name, got[i], f64(want[i]), 2e-6)
+			}
+		})
+	}
+}

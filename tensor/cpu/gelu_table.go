@@ -58,19 +58,40 @@ func normCDF(x float64) float64 {
 	return (1+2*t)*s*s*a[0] + t*s*s*h*a[1] + t*t*(3-2*t)*b[0] - t*t*s*h*b[1]
 }
 
-// geluF32 and geluBackwardF32 are geluKernel and geluBackwardKernel for float32 through the table.
+// geluF32 and geluBackwardF32 are geluKernel and geluBackwardKernel for float32 through the table. With AVX-512
+// (hasSIMD) the table is interpolated eight elements at a time by the same float64 operations in the same order
+// (simd_amd64.s), which gives the same bits; elements outside the table then go through the scalar code.
 func geluF32(out, x []float32) {
 	out = out[:len(x)]
+	if hasSIMD && len(x) > 0 && !geluTableAVX512(&out[0], &x[0], len(x), &normTable[0][0]) {
+		return
+	}
 	for i, v := range x {
 		f := float64(v)
+		if hasSIMD && inNormTable(f) {
+			continue
+		}
 		out[i] = float32(f * normCDF(f))
 	}
 }
 
 func geluBackwardF32(dx, dout, x []float32) {
+	dx, dout = dx[:len(x)], dout[:len(x)]
+	if hasSIMD && len(x) > 0 && !geluBackwardTableAVX512(&dx[0], &dout[0], &x[0], len(x), &normTable[0][0]) {
+		return
+	}
 	for i, v := range x {
 		f := float64(v)
+		if hasSIMD && inNormTable(f) {
+			continue
+		}
 		c, p := normCDFPDF(f)
 		dx[i] = dout[i] * float32(c+f*p)
 	}
+}
+
+// inNormTable reports whether normCDF interpolates x from the table (the range the SIMD kernels compute).
+func inNormTable(x float64) bool {
+	u := (x + normTableMax) * normTableInvH
+	return u >= 0 && u < normTableN-1
 }

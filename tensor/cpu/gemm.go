@@ -45,6 +45,14 @@ func gemmKernel[T scalar](g gemmGeom, alpha T, a, b []T, beta T, c, bias []T) {
 	if g.M == 0 || g.N == 0 || g.Batch == 0 {
 		return
 	}
+	if cc, ok := any(c).([]float32); ok && useSmallGemm(g) {
+		var bias32 []float32
+		if bias != nil {
+			bias32 = any(bias).([]float32)
+		}
+		smallGemm(g, float32(alpha), any(a).([]float32), any(b).([]float32), float32(beta), cc, bias32)
+		return
+	}
 	blocks := ((g.M + 63) / 64) * ((g.N + 63) / 64)
 	batchParallel := g.Batch > 1 && blocks < 4
 	one := func(i int) {

@@ -42,6 +42,7 @@ func init() {
 		fmt.Fprintf(os.Stderr, "tune: warning: %v\n", err)
 	}
 	gemmPath = k
+	hasSIMD = hasSIMD && k != nil && k.name == "avx512" // a forced slower path runs no AVX-512 code at all
 }
 
 // GemmKernel names the FP32 GEMM path the CPU backend uses: "avx512 (12x32)", "avx2 (6x16)" or "gonum".

@@ -12,9 +12,9 @@ import (
 // withGemmPath runs fn with the FP32 GEMM forced to path k (nil: gonum), restoring the selection after.
 func withGemmPath(t *testing.T, k *microKernel, fn func(t *testing.T)) {
 	t.Helper()
-	saved := gemmPath
-	gemmPath = k
-	defer func() { gemmPath = saved }()
+	saved, savedSmall := gemmPath, smallGemmOn
+	gemmPath, smallGemmOn = k, false // the micro-kernel itself, also on the shapes the small path would take
+	defer func() { gemmPath, smallGemmOn = saved, savedSmall }()
 	fn(t)
 }
 
@@ -34,36 +34,59 @@ func pathName(k *microKernel) string {
 func TestGemmPaths(t *testing.T) {
 	for _, k := range gemmPathsToTest() {
 		t.Run(pathName(k), func(t *testing.T) {
-			withGemmPath(t, k, func(t *testing.T) {
-				rng := newRNG(t)
-				b := New()
-				shapes := []gemmGeom{
-					{M: 1, N: 1, K: 1},
-					{M: 13, N: 33, K: 7},
-					{M: 97, N: 65, K: 257},
-					{M: 25, N: 3100, K: 3},
-					{M: 200, N: 70, K: 600},
-				}
-				for _, s := range shapes {
-					for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
-						for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
-							g := s
-							g.TransA, g.TransB, g.Batch = tr[0], tr[1], 1
-							_, ac := g.StoredA()
-							_, bc := g.StoredB()
-							g.LDA, g.LDB, g.LDC = ac+1, bc+3, g.N+2
-							name := fmt.Sprintf("%dx%dx%d/transA=%v/transB=%v/%v", g.M, g.N, g.K, tr[0], tr[1], dt)
-							t.Run(name, func(t *testing.T) { runGemmCase(t, rng, b, g, dt, tensor.F32, 0.75, 0.5, true) })
-						}
-					}
-				}
-				t.Run("batched, padded strides", func(t *testing.T) {
-					g := randomGeom(rng, false, true, 5, true, false)
-					runGemmCase(t, rng, b, g, tensor.F32, tensor.F32, 1, 0, false)
-				})
-			})
+			withGemmPath(t, k, func(t *testing.T) { gemmPathCases(t) })
 		})
 	}
+}
+
+// TestGemmSmallPath runs TestGemmPaths's cases with the small-product path on (gemm_small.go), which takes every
+// product of them whose B fits smallGemmMaxB.
+func TestGemmSmallPath(t *testing.T) {
+	if !hasSIMD || gemmPath == nil || gemmPath.name != "avx512" {
+		t.Skip("the small path needs the AVX-512 kernels")
+	}
+	if !useSmallGemm(gemmGeom{M: 200, N: 70, K: 600, Batch: 1}) || useSmallGemm(gemmGeom{M: 25, N: 3100, K: 300, Batch: 1}) {
+		t.Fatal("useSmallGemm does not take the products it is meant to")
+	}
+	gemmPathCases(t)
+}
+
+// gemmPathCases is the body of TestGemmPaths under the current path selection.
+func gemmPathCases(t *testing.T) {
+	rng := newRNG(t)
+	b := New()
+	shapes := []gemmGeom{
+		{M: 1, N: 1, K: 1},
+		{M: 13, N: 33, K: 7},
+		{M: 97, N: 65, K: 257},
+		{M: 25, N: 3100, K: 3},
+		{M: 200, N: 70, K: 600},
+	}
+	for _, s := range shapes {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+				g := s
+				g.TransA, g.TransB, g.Batch = tr[0], tr[1], 1
+				_, ac := g.StoredA()
+				_, bc := g.StoredB()
+				g.LDA, g.LDB, g.LDC = ac+1, bc+3, g.N+2
+				name := fmt.Sprintf("%dx%dx%d/transA=%v/transB=%v/%v", g.M, g.N, g.K, tr[0], tr[1], dt)
+				t.Run(name, func(t *testing.T) { runGemmCase(t, rng, b, g, dt, tensor.F32, 0.75, 0.5, true) })
+				if dt == tensor.F32 { // beta 0 (C not read, the bias written first) and 1 (C accumulated)
+					t.Run(name+"/beta=0", func(t *testing.T) { runGemmCase(t, rng, b, g, dt, tensor.F32, 0.75, 0, true) })
+					t.Run(name+"/beta=1", func(t *testing.T) { runGemmCase(t, rng, b, g, dt, tensor.F32, 1, 1, false) })
+				}
+			}
+		}
+	}
+	t.Run("batched, padded strides", func(t *testing.T) {
+		g := randomGeom(rng, false, true, 5, true, false)
+		runGemmCase(t, rng, b, g, tensor.F32, tensor.F32, 1, 0, false)
+	})
+	t.Run("batched, B broadcast, bias", func(t *testing.T) {
+		g := randomGeom(rng, true, true, 3, true, true)
+		runGemmCase(t, rng, b, g, tensor.F32, tensor.F32, 1, 0, true)
+	})
 }
 
 // TestGemmPathDeterministic checks that the packed paths give the same bits whatever the core count.

@@ -1,0 +1,27 @@
+//go:build amd64 && !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// The kernels of simd_amd64.s (their comments there give the exact contracts).
+//
+//go:noescape
+func sgemmSmallAVX512(m, n, k int, a *float32, rsa, csa int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool)
+
+//go:noescape
+func expShiftSumAVX512(x *float32, n int, shift float32) float32
+
+//go:noescape
+func geluTableAVX512(out, x *float32, n int, table *float64) (outside bool)
+
+//go:noescape
+func geluBackwardTableAVX512(dx, dout, x *float32, n int, table *float64) (outside bool)
+
+//go:noescape
+func dropApply64AVX512(out, x *float32, wide *[64]uint32, threshold uint32, scale float32)
+
+// hasSIMD says whether the AVX-512 kernels above may run (AVX-512 F and BW for the masks, BMI2 for PDEP;
+// golang.org/x/sys/cpu also checks that the OS saves the ZMM registers). TUNE_CPU_GEMM=avx2|gonum turns them off
+// too, so a forced path runs without any AVX-512 code.
+var hasSIMD = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2

@@ -1,0 +1,21 @@
+//go:build !amd64 || purego
+
+package cpu
+
+// Without the AVX-512 kernels of simd_amd64.s these are never called (hasSIMD is false).
+
+var hasSIMD = false
+
+func sgemmSmallAVX512(m, n, k int, a *float32, rsa, csa int, b *float32, ldb int, c *float32, ldc int, alpha float32, acc bool) {
+	panic("unreachable")
+}
+
+func expShiftSumAVX512(x *float32, n int, shift float32) float32 { panic("unreachable") }
+
+func geluTableAVX512(out, x *float32, n int, table *float64) bool { panic("unreachable") }
+
+func geluBackwardTableAVX512(dx, dout, x *float32, n int, table *float64) bool { panic("unreachable") }
+
+func dropApply64AVX512(out, x *float32, wide *[64]uint32, threshold uint32, scale float32) {
+	panic("unreachable")
+}

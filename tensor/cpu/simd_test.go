@@ -1,0 +1,225 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// simdInputs returns n values of N(0, scale) with the edge cases of the SIMD kernels mixed in: the table's
+// ends (±8 and just inside), huge values, ±Inf, NaN, ±0.
+func simdInputs(n int, scale float64) []float32 {
+	rng := rand.New(rand.NewPCG(7, 8))
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64() * scale)
+	}
+	special := []float32{8, -8, math.Nextafter32(8, 0), math.Nextafter32(-8, 0), 1e30, -1e30,
+		float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 0, float32(math.Copysign(0, -1))}
+	for i, v := range special {
+		if j := i * 37; j < n {
+			x[j] = v
+		}
+	}
+	return x
+}
+
+// TestGELUSIMDMatchesScalar checks that the AVX-512 GELU and GELU backward give exactly the scalar table's bits
+// on every length up to 40 (the masked tail) and on a long vector with the edge cases.
+func TestGELUSIMDMatchesScalar(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	long := simdInputs(4099, 4)
+	dout := simdInputs(4099, 1)
+	for n := 0; n <= 40; n++ {
+		checkGELU(t, n, long[:n], dout[:n])
+	}
+	checkGELU(t, len(long), long, dout)
+	// all inside the table: the fast return
+	in := simdInputs(1000, 1)
+	for i, v := range in {
+		if !inNormTable(float64(v)) {
+			in[i] = 0.5
+		}
+	}
+	checkGELU(t, len(in), in, dout[:len(in)])
+}
+
+// TestGELUSIMDInPlace runs the SIMD GELU in place (out = x, and the backward's dx = dout, as the transformer
+// layer calls it) with elements outside the table, which the scalar fix-up computes from the inputs the
+// kernels must not have overwritten.
+func TestGELUSIMDInPlace(t *testing.T) {
+	for _, n := range []int{7, 8, 24, 100, 333} {
+		x := simdInputs(n, 2)
+		d := simdInputs(n, 1)
+		want := make([]float32, n)
+		for i, v := range x {
+			f := float64(v)
+			c, p := normCDFPDF(f)
+			want[i] = d[i] * float32(c+f*p)
+		}
+		geluBackwardF32(d, d, x)
+		for i := range d {
+			if math.Float32bits(d[i]) != math.Float32bits(want[i]) && !(d[i] != d[i]) {
+				t.Fatalf("n %d i %d: %v want %v", n, i, d[i], want[i])
+			}
+		}
+		y := append([]float32(nil), x...)
+		geluF32(y, y)
+		for i, v := range x {
+			f := float64(v)
+			w := float32(f * normCDF(f))
+			if math.Float32bits(y[i]) != math.Float32bits(w) && !(w != w) {
+				t.Fatalf("fwd n %d i %d: %v want %v", n, i, y[i], w)
+			}
+		}
+	}
+}
+
+func checkGELU(t *testing.T, n int, x, dout []float32) {
+	t.Helper()
+	got, gotd := make([]float32, n), make([]float32, n)
+	geluF32(got, x)
+	geluBackwardF32(gotd, dout, x)
+	for i, v := range x {
+		f := float64(v)
+		want := float32(f * normCDF(f))
+		c, p := normCDFPDF(f)
+		wantd := dout[i] * float32(c+f*p)
+		if math.Float32bits(got[i]) != math.Float32bits(want) && !(isNaN32(got[i]) && isNaN32(want)) {
+			t.Fatalf("n %d: GELU(%v) = %v, scalar %v", n, v, got[i], want)
+		}
+		if math.Float32bits(gotd[i]) != math.Float32bits(wantd) && !(isNaN32(gotd[i]) && isNaN32(wantd)) {
+			t.Fatalf("n %d: GELU'(%v)·%v = %v, scalar %v", n, v, dout[i], gotd[i], wantd)
+		}
+	}
+}
+
+func isNaN32(x float32) bool { return x != x }
+
+// TestDropoutUnalignedStart checks the 64-at-a-time dropout (Philox from any block boundary, the AVX-512
+// products) against tensor.PhiloxKeep for chunks that start at every residue of the stream index mod 64,
+// with NaN inputs staying NaN where dropped.
+func TestDropoutUnalignedStart(t *testing.T) {
+	x := simdInputs(300, 2)
+	for first := 0; first < 70; first++ {
+		out := make([]float32, len(x))
+		dropoutKernel(out, x, 0.3, 99, 5, first)
+		for i, v := range x {
+			want := float32(0)
+			if tensor.PhiloxKeep(99, 5, first+i, 0.3) {
+				want = 1 / (1 - float32(0.3))
+			}
+			want *= v
+			if math.Float32bits(out[i]) != math.Float32bits(want) && !(isNaN32(out[i]) && isNaN32(want)) {
+				t.Fatalf("first %d: element %d = %v, want %v", first, i, out[i], want)
+			}
+		}
+	}
+}
+
+// TestExpShiftSum checks the vectorised exp of the attention softmax against math.Exp: at most 2 ulp over
+// [−103, 0] (gradual underflow below −87.3 to the same denormal ±1 unit), exactly 0 for −Inf and below −104,
+// NaN for NaN, and a sum within FP32 rounding of the float64 sum.
+func TestExpShiftSum(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	for _, n := range []int{0, 1, 5, 16, 17, 33, 1000} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = -float32(i) * 103 / float32(max(1, n-1))
+		}
+		orig := append([]float32(nil), x...)
+		sum := expShiftSumAVX512(ptr(x), n, 0.25)
+		var want float64
+		for i, v := range orig {
+			e := math.Exp(float64(v - 0.25))
+			want += float64(float32(e))
+			w := float32(e)
+			if d := ulps(x[i], w); d > 2 {
+				t.Fatalf("n %d: exp(%v) = %v, want %v (%d ulp)", n, v-0.25, x[i], w, d)
+			}
+		}
+		if math.Abs(float64(sum)-want) > 1e-6*want {
+			t.Fatalf("n %d: sum %v, want %v", n, sum, want)
+		}
+	}
+	x := []float32{float32(math.Inf(-1)), -200, float32(math.NaN()), 0, -1e30}
+	expShiftSumAVX512(&x[0], len(x), 0)
+	if x[0] != 0 || x[1] != 0 || !isNaN32(x[2]) || x[3] != 1 || x[4] != 0 {
+		t.Fatalf("exp of −Inf, −200, NaN, 0, −1e30 = %v", x)
+	}
+}
+
+func ptr(x []float32) *float32 {
+	if len(x) == 0 {
+		return nil
+	}
+	return &x[0]
+}
+
+// ulps is the distance between two finite non-negative float32 values in units in the last place.
+func ulps(a, b float32) int64 {
+	d := int64(math.Float32bits(a)) - int64(math.Float32bits(b))
+	if d < 0 {
+		d = -d
+	}
+	return d
+}
+
+// TestSgemmSmall checks the unpacked small product against a float64 loop for row-major and transposed A,
+// accumulation, alpha, odd sizes and row strides larger than the width.
+func TestSgemmSmall(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, s := range [][3]int{{1, 1, 1}, {4, 16, 16}, {5, 17, 3}, {20, 20, 16}, {7, 33, 0}, {13, 48, 31}, {64, 16, 64}} {
+		m, n, k := s[0], s[1], s[2]
+		for _, tA := range []bool{false, true} {
+			for _, acc := range []bool{false, true} {
+				lda, ldb, ldc := k+3, n+2, n+5
+				rsa, csa := lda, 1
+				if tA {
+					lda = m + 3
+					rsa, csa = 1, lda
+				}
+				a := randf(rng, max(m, k)*lda+1)
+				b := randf(rng, k*ldb+1)
+				c := randf(rng, m*ldc+1)
+				want := append([]float32(nil), c...)
+				for i := 0; i < m; i++ {
+					for j := 0; j < n; j++ {
+						var sum float64
+						for p := 0; p < k; p++ {
+							sum += float64(a[i*rsa+p*csa]) * float64(b[p*ldb+j])
+						}
+						v := 0.5 * sum
+						if acc {
+							v += float64(want[i*ldc+j])
+						}
+						want[i*ldc+j] = float32(v)
+					}
+				}
+				sgemmSmallAVX512(m, n, k, &a[0], rsa, csa, &b[0], ldb, &c[0], ldc, 0.5, acc)
+				for i := range c {
+					if math.Abs(float64(c[i]-want[i])) > 1e-5*(1+math.Abs(float64(want[i]))) {
+						t.Fatalf("%dx%dx%d tA %v acc %v: c[%d] = %v, want %v", m, n, k, tA, acc, i, c[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+func randf(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
