@@ -44,8 +44,9 @@ func newEvalCmd() *cobra.Command {
 		Long: `eval runs a trained model over a labelled TSV, CSV or JSONL file and prints eval_loss, eval_accuracy,
 eval_f1 (binary for 2 labels, macro otherwise) and eval_matthews_correlation, as the Trainer's evaluation does.
 
-The model is --model DIR (a Hub id such as bert-base-uncased in the Hugging Face cache, see tune download, or a directory with config.json, model.safetensors and the tokenizer, as tune finetune
-writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint), with
+The model is --model DIR (a directory with config.json, model.safetensors and the tokenizer, as tune finetune
+writes into training.output_dir, or any Hugging Face BertForSequenceClassification checkpoint; or a Hub id
+such as bert-base-uncased of a model in the Hugging Face cache, see tune download), with
 --adapter DIR a PEFT LoRA adapter on top of it; or else the model the RECIPE trained (its training.output_dir:
 the full model, or the LoRA adapter there on top of the recipe's model.path). The tokenizer is --tokenizer, else
 the one in the adapter directory, else the model's; a checkpoint-N folder holds none, and takes its training

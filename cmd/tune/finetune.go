@@ -38,16 +38,21 @@ func newFinetuneCmd() *cobra.Command {
 		Use:   "finetune [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Fine-tune a model as a recipe says: train, evaluate, save",
 		Long: `finetune reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the key=value
-overrides (key=null or ~key removes a key: lora=null trains in full), checks everything (exit status 2 and no output directory when the recipe is wrong), then loads the
-model and the data, trains with Hugging Face Trainer semantics, evaluates and saves.
+overrides (key=null or ~key removes a key: lora=null trains in full), checks everything (exit status 2 and
+no output directory when the recipe is wrong), then loads the model and the data, trains with Hugging Face
+Trainer semantics, evaluates and saves.
 
 It prints the device, the precision and PEFT's trainable-parameter line, then progress: a progress bar on a
 terminal (step/total, loss, learning rate, loss scale, tokens/s, ETA), one line per logged step otherwise.
-At the end it prints the eval metrics and where the outputs went, all under training.output_dir:
+At the end it prints the eval metrics of the final model (when the recipe evaluates: training.eval_strategy
+epoch or steps, or training.do_eval=true, as in Hugging Face's example scripts) and where the outputs went,
+all under training.output_dir, which must be new, empty, or a previous run's (training.overwrite_output_dir
+replaces that run and deletes nothing else):
   model.safetensors + config.json (or the LoRA adapter) and the tokenizer files: the trained model, which
       tune eval, tune predict and Hugging Face's from_pretrained read;
   checkpoint-N/: checkpoints (resume with training.resume_from_checkpoint=true);
-  metrics.jsonl, trainer_state.json, training_curve.png: the logs and the loss/metric curves.
+  metrics.jsonl, trainer_state.json, training_curve.png: the logs and the loss/metric curves;
+  train_results.json, eval_results.json, all_results.json: the final metrics, as the example scripts write.
 
 --fp16 trains with FP16 autocast and dynamic loss scaling, --bf16 with BF16 autocast; without them the
 recipe's training.fp16/bf16 decide. The device defaults to the recipe's (auto: CUDA when this binary has it

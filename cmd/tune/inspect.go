@@ -44,13 +44,15 @@ with the renames tune applies: the bert. prefix, LayerNorm gamma/beta). A causal
 llama, qwen2, qwen3, mistral or gpt2) is summarised with its own keys (heads and key/value heads, positions
 and RoPE); an unknown model_type is an error listing the supported ones.
 
-PATH is a Hub id (bert-base-uncased) of a model in the Hugging Face cache (see tune download), at --revision, or a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
-single .safetensors file, a model.safetensors.index.json, or a config.json. A directory with a config but
-no weights (a tokenizer-and-config download) shows the config alone. A PEFT LoRA adapter directory (what a
+PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
+single .safetensors file, a model.safetensors.index.json, or a config.json; or a Hub id (bert-base-uncased)
+of a model in the Hugging Face cache (see tune download), at --revision. A directory with a config but no
+weights (a tokenizer-and-config download) shows the config alone. A PEFT LoRA adapter directory (what a
 LoRA run writes into its output_dir and checkpoint-N/: adapter_config.json and adapter_model.safetensors)
 shows the adapter's tensors, a summary of adapter_config.json (r, lora_alpha, scaling, targets, saved
-modules, base model) with the modules it adapts, and the base config saved beside it, if any. Every file is validated as it is
-opened: a truncated or corrupt file is reported with its name and what is wrong. Only the headers are read.`,
+modules, base model) with the modules it adapts, and the base config saved beside it, if any. Every file
+is validated as it is opened: a truncated or corrupt file is reported with its name and what is wrong. Only
+the headers are read. A config.json tune cannot build a model from is bad input (exit 2), as in eval.`,
 		Example: `  tune inspect ../bert-base-uncased
   tune inspect out/checkpoint-500/model.safetensors
   tune inspect runs/bert-lora/checkpoint-500

@@ -50,9 +50,9 @@ and tune load with no missing or unexpected tensor.
 base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
 there). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
 number from the adapter's classifier when it saved one. The merge runs on the CPU in FP32 (one small matrix
-product per adapted module). --model and --adapter are only read. merge never overwrites: --output must not
-exist or be an empty directory; the checkpoint is written into a temporary directory beside it and renamed into place, so a failed
-merge leaves nothing behind.`,
+product per adapted module). --model and --adapter are only read. merge never overwrites: --output must be a
+new or an empty directory; the checkpoint is written into a temporary directory beside it and renamed into
+place, so a failed merge leaves nothing behind.`,
 		Example: `  tune merge --model ../bert-base-uncased --adapter runs/bert --output runs/bert-merged
   tune eval --model runs/bert-merged --data dev.tsv`,
 		Args: cobra.NoArgs,

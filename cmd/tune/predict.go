@@ -69,14 +69,15 @@ are ignored) and writes one JSON object per input, in input order:
 
 label is the model's id2label name of the argmax (the training file's label names when they were strings, as
 transformers' run_glue saves them; LABEL_0, LABEL_1, ... for integer labels); for a regression model
-(num_labels 1) it is the predicted value. The predictions go to standard output (no --output, or --output -), or to --output FILE,
-which must not exist unless --force is given (it is then replaced only once every prediction is written; a
-symbolic link to a file is kept and the file it points to replaced). --output must not be a directory, a device
+(num_labels 1) it is the predicted value. The predictions go to standard output (no --output, or --output -),
+or to --output FILE, which must not exist unless --force is given (it is then replaced only once every
+prediction is written; a symbolic link to a file is kept and the file it points to replaced). --output must not be a directory, a device
 or other special file, or the --input file, and its directory must exist: all checked before the model loads.
 
 --model, --adapter and --tokenizer also take Hub ids (bert-base-uncased) of models in the Hugging Face cache
-(see tune download), at --revision. The model directory holds config.json, model.safetensors and the tokenizer (what tune finetune writes into
-training.output_dir after full fine-tuning, or a Hugging Face checkpoint); --adapter adds a PEFT LoRA adapter
+(see tune download), at --revision. The model directory holds config.json, model.safetensors and the
+tokenizer (what tune finetune writes into training.output_dir after full fine-tuning, or a Hugging Face
+checkpoint); --adapter adds a PEFT LoRA adapter
 (what a LoRA run writes into training.output_dir) on top of it. The tokenizer is --tokenizer, else the one in
 the adapter directory, else the model's; a checkpoint-N folder (--model or --adapter) holds none, and takes its
 training run's (the output_dir above it).

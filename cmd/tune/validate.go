@@ -38,8 +38,10 @@ every default filled in, relative paths resolved.
 
 Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
 lora.target_modules=[query,key,value], data.train=other.tsv; key=null or ~key removes a key (lora=null: full
-fine-tuning, as if the recipe had no lora section). --fp16, --bf16 and --device are tune finetune's. Paths in overrides are relative to the working
-directory; paths in the recipe file are relative to the file's directory.
+fine-tuning, as if the recipe had no lora section). --fp16, --bf16 and --device are tune finetune's. Paths
+in overrides are relative to the working directory; paths in the recipe file are relative to the file's
+directory. A lora.target_modules name that no module of the model has is reported here too, from the
+checkpoint's config.json alone, with the model's module names.
 
 Exit status 2 when the recipe is invalid.`,
 		Example: `  tune validate recipes/tiny.yaml
