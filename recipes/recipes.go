@@ -256,9 +256,34 @@ func Load(ref string, overrides []string) (*Recipe, error) {
 			}
 			return nil, &Problem{Pos: ref, Msg: "cannot read the recipe: " + reason.Error()}
 		}
-		return nil, fmt.Errorf("recipes: reading the recipe: %w", err)
+		return nil, fmt.Errorf("recipes: reading the recipe: %w%s", err, recipeHint(ref))
 	}
 	return Decode(data, ref, filepath.Dir(ref), overrides)
+}
+
+// recipeHint suggests, for a recipe file ref that does not exist, the closest recipe file in its directory
+// or the embedded recipe of its name: "; did you mean recipes/tiny.yaml?". "" when nothing is close.
+func recipeHint(ref string) string {
+	dir, base := filepath.Split(ref)
+	var names []string
+	if ents, err := os.ReadDir(filepath.Clean(dir + ".")); err == nil {
+		for _, e := range ents {
+			if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+				names = append(names, e.Name())
+			}
+		}
+	}
+	if c := closest(base, names); c != "" {
+		return fmt.Sprintf("; did you mean %s?", dir+c)
+	}
+	var embedded []string
+	for _, i := range List() {
+		embedded = append(embedded, i.Name+".yaml")
+	}
+	if c := closest(base, embedded); c != "" {
+		return fmt.Sprintf("; did you mean the embedded recipe %s (tune ls)?", strings.TrimSuffix(c, ".yaml"))
+	}
+	return ""
 }
 
 // Decode decodes recipe text: source names it in messages, dir is where its relative paths resolve. See Load.

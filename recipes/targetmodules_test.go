@@ -59,3 +59,17 @@ func TestTargetModulesTypoBeforeLoad(t *testing.T) {
 		t.Fatalf("valid names: %v", err)
 	}
 }
+
+// TestMissingRecipeSuggestsTheClosest: a recipe file that is not there names the closest recipe in its folder,
+// or the embedded recipe of that name.
+func TestMissingRecipeSuggestsTheClosest(t *testing.T) {
+	for _, tt := range []struct{ ref, want string }{
+		{"./tny.yaml", "; did you mean ./tiny.yaml?"},
+		{filepath.Join(t.TempDir(), "bert-ful.yaml"), "; did you mean the embedded recipe bert-full (tune ls)?"},
+	} {
+		_, err := Load(tt.ref, nil)
+		if !errors.Is(err, os.ErrNotExist) || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("Load(%q) = %v, want it to end %q", tt.ref, err, tt.want)
+		}
+	}
+}
