@@ -80,6 +80,9 @@ type NotCachedError struct {
 	Missing string
 	// Reason, when set, says why the cache was the only place looked in (offline, the Hub unreachable).
 	Reason string
+	// Local, when set, says that the id's namespace is a local folder (runs/ of runs/nope), so the value was
+	// perhaps meant as a path into it, and what that folder holds.
+	Local string
 	// Links, when set, are the snapshot's files (paths relative to the snapshot) whose links point at blobs
 	// that are not there (Missing is the first such blob): the snapshot exists but the cache is incomplete.
 	Links []string
@@ -110,9 +113,13 @@ func (e *NotCachedError) Error() string {
 			"or set HF_HUB_CACHE or HF_HOME to a cache that holds it", e.RepoID, revOrMain(e.Revision), e.Cache,
 			e.Reason, e.Missing, e.RepoID, rev)
 	}
+	local := ""
+	if e.Local != "" {
+		local = "; " + e.Local
+	}
 	return fmt.Sprintf("%s at revision %s is not in the Hugging Face cache %s: %s does not exist; fetch it with "+
-		"`tune download %s%s` (or any Hugging Face tool), or set HF_HUB_CACHE or HF_HOME to the cache that holds it",
-		e.RepoID, revOrMain(e.Revision), e.Cache, e.Missing, e.RepoID, rev)
+		"`tune download %s%s` (or any Hugging Face tool), or set HF_HUB_CACHE or HF_HOME to the cache that holds it%s",
+		e.RepoID, revOrMain(e.Revision), e.Cache, e.Missing, e.RepoID, rev, local)
 }
 
 func revOrMain(rev string) string {
@@ -191,7 +198,39 @@ func Resolve(value, revision string) (string, error) {
 	if err == nil || !LooksLikeRepoID(value) || !errors.Is(err, fs.ErrNotExist) {
 		return value, err
 	}
-	return Snapshot(CacheDir(), value, revision)
+	snap, err := Snapshot(CacheDir(), value, revision)
+	var nc *NotCachedError
+	if errors.As(err, &nc) && len(nc.Links) == 0 {
+		nc.Local = localNote(value)
+	}
+	return snap, err
+}
+
+// localNote says, for an id "ns/name" whose namespace ns is a local folder (a run's output folder, such as
+// runs/ of runs/tiny), that the value may be a path into it and what the folder holds; "" otherwise.
+func localNote(value string) string {
+	ns, name, ok := strings.Cut(value, "/")
+	if !ok {
+		return ""
+	}
+	ents, err := os.ReadDir(ns)
+	if err != nil {
+		return ""
+	}
+	var dirs []string
+	for _, e := range ents {
+		if e.IsDir() && !strings.HasPrefix(e.Name(), ".") {
+			dirs = append(dirs, e.Name())
+		}
+	}
+	holds := "no folders"
+	if len(dirs) > 0 {
+		if len(dirs) > 8 {
+			dirs = append(dirs[:8], "...")
+		}
+		holds = "the folders " + strings.Join(dirs, ", ")
+	}
+	return fmt.Sprintf("if %s is meant as a local path: the folder %s has no %s (it holds %s)", value, ns, name, holds)
 }
 
 // ValidRevision reports whether revision can name a branch, tag or commit: git refuses ref names with "..",

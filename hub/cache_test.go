@@ -176,3 +176,18 @@ func TestResolveIncompleteSnapshot(t *testing.T) {
 		t.Errorf("the complete snapshot: %v", err)
 	}
 }
+
+// TestResolveNotesALocalNamespace: a value such as runs/tny that is neither a path nor cached, whose first part
+// is a local folder, says so and lists that folder's folders: it was most likely a mistyped local path.
+func TestResolveNotesALocalNamespace(t *testing.T) {
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	t.Chdir(t.TempDir())
+	os.MkdirAll(filepath.Join("runs", "tiny"), 0o755)
+	_, err := Resolve("runs/tny", "")
+	if !IsNotCached(err) || !strings.HasSuffix(err.Error(), "; if runs/tny is meant as a local path: the folder runs has no tny (it holds the folders tiny)") {
+		t.Errorf("Resolve(runs/tny): %v", err)
+	}
+	if _, err := Resolve("google-bert/bert-base-uncased", ""); !IsNotCached(err) || strings.Contains(err.Error(), "local path") {
+		t.Errorf("an id whose namespace is no local folder: %v", err)
+	}
+}
