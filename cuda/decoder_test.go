@@ -51,6 +51,27 @@ func TestDecoderOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 					r.check("dx", dx, false)
 					r.check("dweight", dw, false)
 				}},
+				{"CrossEntropy over a 49152-word vocabulary (a block per row, four per access) and its backward", func(r *rig) {
+					const n, v = 37, 49152
+					labels := make([]int64, n)
+					for i := range labels {
+						labels[i] = int64(r.rng.IntN(v))
+						if i%7 == 3 {
+							labels[i] = -100
+						}
+					}
+					lg, ls, dl := r.in(dt, 3, n, v), r.out(tensor.F32, n), r.out(dt, n, v)
+					lab := r.ids(tensor.I64, labels)
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						c, err := b.CrossEntropy(p(ls), p(lg), p(lab), -100)
+						if err != nil {
+							return err
+						}
+						return b.CrossEntropyBackward(p(dl), p(lg), p(lab), 1.0/float32(c), -100)
+					})
+					r.check("losses", ls, false)
+					r.check("dlogits", dl, false)
+				}},
 				{"RMSNorm over heads (Qwen3 q/k norm, D=128, dt weight)", func(r *rig) {
 					x, w := r.in(dt, 1, N*16, 128), r.in(dt, 1, 128)
 					o, rs := r.out(dt, N*16, 128), r.out(tensor.F32, N*16)

@@ -5,6 +5,7 @@ package cuda
 import (
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
+	"os"
 )
 
 // LayerNorm normalizes the last axis: x (N, C) → out (N, C) = (x − μ)·rstd·gamma + beta with the biased
@@ -118,8 +119,34 @@ func (b *Backend) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreInde
 			count++
 		}
 	}
+	if xentRowsPerBlock(v) {
+		o.launch("softmax.cu", "xent_fwd_rows", n, 1, xentBlock, 1, addr(losses), addr(logits), dt(logits), addr(labels),
+			dt(labels), i64(n), i64(v), i64(ignoreIndex), xentVec(v, logits))
+		return count, o.err
+	}
 	o.rowsLaunch("softmax.cu", "xent_fwd", n, addr(losses), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), i64(ignoreIndex))
 	return count, o.err
+}
+
+// xentBlock is the block size of the block-per-row cross-entropy kernels.
+const xentBlock = 256
+
+// xentWarpRows forces the warp-per-row cross-entropy kernels at every vocabulary size (TUNE_CUDA_XENT=warp):
+// a benchmark knob, to compare the two in one run.
+var xentWarpRows = os.Getenv("TUNE_CUDA_XENT") == "warp"
+
+// xentRowsPerBlock reports whether rows of v classes take the block-per-row kernels (softmax.cu's *_rows):
+// a vocabulary (v ≥ 2048), where a warp per row leaves most of the GPU idle; a classifier's few logits keep
+// a warp per row (eight rows per block).
+func xentRowsPerBlock(v int) bool { return v >= 2048 && !xentWarpRows }
+
+// xentVec is the *_rows kernels' vec flag: four elements per access when rows start at multiples of four and
+// the buffers are aligned for it.
+func xentVec(v int, ts ...*tensor.Tensor) uint64 {
+	if v%4 != 0 {
+		return 0
+	}
+	return vec(ts...)
 }
 
 // CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0
@@ -133,6 +160,11 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 	o.numel("labels", labels, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
 	o.indices("labels", labels, v, &ignoreIndex)
 	if o.failed() {
+		return
+	}
+	if xentRowsPerBlock(v) {
+		o.launch("softmax.cu", "xent_bwd_rows", n, 1, xentBlock, 1, addr(dlogits), dt(dlogits), addr(logits), dt(logits),
+			addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits))
 		return
 	}
 	o.rowsLaunch("softmax.cu", "xent_bwd", n, addr(dlogits), dt(dlogits), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex))

@@ -2,8 +2,8 @@
 // forward and backward.
 //
 // Variants: one warp per row (8 rows per 256-thread block) for all four kernels; each pass re-reads the row,
-// which stays in L1/L2 for the row lengths of attention (≤ a few thousand) and is still correct, if slower,
-// for a vocabulary-sized row. Max and sums are FP32; max propagates NaN, so a NaN or +Inf anywhere gives a NaN
+// which stays in L1/L2 for the row lengths of attention (≤ a few thousand). Cross-entropy over a vocabulary
+// (V ≥ 2048) takes xent_fwd_rows / xent_bwd_rows at the end of the file instead: one block per row. Max and sums are FP32; max propagates NaN, so a NaN or +Inf anywhere gives a NaN
 // row and a row that is −Inf everywhere gives zeros, exactly as tensor/cpu. Only the summation order differs
 // from the CPU (a warp tree instead of a left-to-right loop), and expf/logf instead of float64 exp/log.
 #include "common.cuh"
@@ -103,5 +103,110 @@ extern "C" __global__ void xent_bwd(void *dlogits, int dtd, const void *logits, 
 		float p = expf(ld(logits, dtl, base + c) - lse);
 		if (c == lab) p = p - 1.0f;
 		st(dlogits, dtd, base + c, scale * p);
+	}
+}
+
+// Vocabulary-sized rows (a causal LM's head: V = 32k–152k): one 256-thread block per row instead of one warp,
+// and with vec=1 (V % 4 == 0, the buffers aligned) four elements per access. A warp per row left a chunk of
+// a few hundred rows with fewer warps than the GPU has SMs, each walking a 300 KB row with 2-byte loads; a
+// block per row spreads every row over the SM and its passes re-read the row from L2 (a row per block, at most
+// a few hundred blocks resident, fits the 50 MB L2). Same arithmetic as the warp kernels (max pass, then
+// Σ exp(z − max), expf/logf); only the summation tree differs.
+
+// block_max and block_sum reduce v over a block of whole warps (≤ 32 of them) through sh; every thread gets
+// the result. The leading barrier lets sh be reused by consecutive calls.
+__device__ __forceinline__ float block_max(float v, float *sh) {
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+	v = warp_max(v);
+	__syncthreads();
+	if (lane == 0) sh[w] = v;
+	__syncthreads();
+	return warp_max(lane < nw ? sh[lane] : NEG_INF);
+}
+
+__device__ __forceinline__ float block_sum(float v, float *sh) {
+	int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+	v = warp_sum(v);
+	__syncthreads();
+	if (lane == 0) sh[w] = v;
+	__syncthreads();
+	return warp_sum(lane < nw ? sh[lane] : 0.0f);
+}
+
+// block_lse returns logsumexp of the row at base as max + log Σ exp(z − max) (NaN-propagating max).
+__device__ __forceinline__ float block_lse(const void *x, int dtx, i64 base, int V, int vec, float *sh) {
+	int t = threadIdx.x, nt = blockDim.x;
+	float mx = NEG_INF;
+	if (vec) {
+		for (int c = 4 * t; c < V; c += 4 * nt) {
+			F4 a = ld4(x, dtx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) mx = maxnan(mx, a.v[k]);
+		}
+	} else {
+		for (int c = t; c < V; c += nt) mx = maxnan(mx, ld(x, dtx, base + c));
+	}
+	mx = block_max(mx, sh);
+	float s = 0.0f;
+	if (vec) {
+		for (int c = 4 * t; c < V; c += 4 * nt) {
+			F4 a = ld4(x, dtx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) s += expf(a.v[k] - mx);
+		}
+	} else {
+		for (int c = t; c < V; c += nt) s += expf(ld(x, dtx, base + c) - mx);
+	}
+	return logf(block_sum(s, sh)) + mx;
+}
+
+// xent_fwd_rows: xent_fwd with one block per row (grid N).
+extern "C" __global__ void xent_fwd_rows(float *losses, const void *logits, int dtl, const void *labels, int dtlab,
+                                         i64 N, int V, i64 ignore, int vec) {
+	__shared__ float sh[32];
+	i64 row = blockIdx.x;
+	if (row >= N) return;
+	i64 lab = ldi(labels, dtlab, row);
+	if (lab == ignore) {
+		if (threadIdx.x == 0) losses[row] = 0.0f;
+		return;
+	}
+	i64 base = row * V;
+	float lse = block_lse(logits, dtl, base, V, vec, sh);
+	if (threadIdx.x == 0) losses[row] = lse - ld(logits, dtl, base + lab);
+}
+
+// xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads of
+// the row end before block_sum's barriers, the writes come after.
+extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
+                                         int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
+	__shared__ float sh[32];
+	i64 row = blockIdx.x;
+	if (row >= N) return;
+	int t = threadIdx.x, nt = blockDim.x;
+	i64 lab = ldi(labels, dtlab, row);
+	i64 base = row * V;
+	if (lab == ignore) {
+		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
+		return;
+	}
+	float lse = block_lse(logits, dtl, base, V, vec, sh);
+	if (vec) {
+		for (int c = 4 * t; c < V; c += 4 * nt) {
+			F4 a = ld4(logits, dtl, base + c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float p = expf(a.v[k] - lse);
+				if (c + k == lab) p = p - 1.0f;
+				o.v[k] = scale * p;
+			}
+			st4(dlogits, dtd, base + c, o);
+		}
+	} else {
+		for (int c = t; c < V; c += nt) {
+			float p = expf(ld(logits, dtl, base + c) - lse);
+			if (c == lab) p = p - 1.0f;
+			st(dlogits, dtd, base + c, scale * p);
+		}
 	}
 }
