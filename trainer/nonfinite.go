@@ -46,7 +46,8 @@ type NonFiniteError struct {
 	Hint      string  // what to try
 }
 
-// Error reads "trainer: step 12: the loss is NaN (fp16, loss scale 65536): DETAIL; HINT".
+// Error reads "trainer: step 12: the loss is NaN (fp16, loss scale 65536): DETAIL; HINT"; an fp32 or bf16 run,
+// which has no loss scale, reads "(fp32)" or "(bf16)".
 func (e *NonFiniteError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "trainer: step %d: ", e.Step)
@@ -60,7 +61,14 @@ func (e *NonFiniteError) Error() string {
 	case NonFiniteWeights:
 		fmt.Fprintf(&b, "the weights of %s are %v (element %d)", e.Param, e.Value, e.Index)
 	}
-	fmt.Fprintf(&b, " (precision %s, loss scale %v)", e.Precision, e.Scale)
+	switch e.Precision {
+	case "fp16":
+		fmt.Fprintf(&b, " (fp16, loss scale %v)", e.Scale)
+	case "no", "":
+		b.WriteString(" (fp32)")
+	default:
+		fmt.Fprintf(&b, " (%s)", e.Precision)
+	}
 	if e.Detail != "" {
 		b.WriteString(": " + e.Detail)
 	}
@@ -185,7 +193,8 @@ func (t *Trainer) lossError(loss float32, i, n int, b *loaders.Batch) error {
 	case t.state.GlobalStep > t.run.startStep && math.Abs(float64(largest.value)) > 1e4:
 		e.Detail = fmt.Sprintf("%s; the weights are finite but large (|%s[%d]| = %.3g): the updates are diverging; %s",
 			where, largest.name, largest.index, math.Abs(float64(largest.value)), t.lastCheckpointNote())
-		e.Hint = fmt.Sprintf("lower learning_rate (it was %g), keep max_grad_norm clipping on, add warmup_steps", t.run.lr)
+		e.Hint = fmt.Sprintf("lower learning_rate (%g, scheduled %g at this step), keep max_grad_norm clipping on, add warmup_steps",
+			t.args.LearningRate, t.run.lr)
 	default:
 		e.Detail = fmt.Sprintf("%s; the weights are finite, so the forward pass produces it (the data, or an overflow); %s", where, t.lastCheckpointNote())
 		e.Hint = "check the data for bad values; " + debugHint

@@ -141,7 +141,8 @@ func TestNaNLossEveryStep(t *testing.T) {
 		if nf.What != NonFiniteLoss || nf.Step != 1 || !math.IsNaN(float64(nf.Value)) {
 			t.Errorf("got %+v; want the loss at step 1", nf)
 		}
-		wantIn(t, nf.Error(), "step 1: the loss is NaN", "micro-batch 1 of 1", "precision "+a.MixedPrecision(),
+		precision := map[string]string{"no": "(fp32)", "bf16": "(bf16)", "fp16": "(fp16, loss scale"}[a.MixedPrecision()]
+		wantIn(t, nf.Error(), "step 1: the loss is NaN", "micro-batch 1 of 1", precision,
 			"the weights are finite", "no checkpoint was written", "tune debug nan")
 		if fp16 {
 			wantIn(t, nf.Error(), "loss scale 65536", "try bf16")
@@ -262,7 +263,7 @@ func TestConsecutiveSkipsStop(t *testing.T) {
 		if nf.What != NonFiniteSkipped || nf.Step != 4 || nf.Param != name || nf.Scale != 8192 {
 			t.Errorf("got %+v; want a stop at step 4 (steps 2-4 skipped), %s named, scale 65536/8", nf, name)
 		}
-		wantIn(t, nf.Error(), "step 4: the GradScaler skipped too many steps in a row (precision fp16, loss scale 8192)",
+		wantIn(t, nf.Error(), "step 4: the GradScaler skipped too many steps in a row (fp16, loss scale 8192)",
 			"3 steps in a row (max_consecutive_skipped_steps)", name, "the last good checkpoint, checkpoint-3, is kept", "try bf16")
 		// Steps 2 and 3 were skipped but completed, so their checkpoints exist; the weights are finite.
 		if cps := checkpoints(t, a.OutputDir); len(cps) != 3 {
@@ -462,4 +463,19 @@ func TestInfTargetInOneMicroBatch(t *testing.T) {
 		wantIn(t, nf.Error(), "step 1: the loss is +Inf", "micro-batch 2 of 2 has the regression target +Inf in row 2",
 			"the training data holds a non-finite value", "no checkpoint was written", "fix that example")
 	})
+}
+
+// TestNonFiniteErrorNamesThePrecision: the message names the precision as recipes do (fp32, bf16, fp16) and
+// the loss scale only where there is one (fp16); it read "(precision no, loss scale 1)" for an fp32 run.
+func TestNonFiniteErrorNamesThePrecision(t *testing.T) {
+	for _, tt := range []struct{ precision, want string }{
+		{"no", "step 3: the loss is NaN (fp32): "},
+		{"bf16", "step 3: the loss is NaN (bf16): "},
+		{"fp16", "step 3: the loss is NaN (fp16, loss scale 1024): "},
+	} {
+		e := &NonFiniteError{Step: 3, What: NonFiniteLoss, Value: float32(math.NaN()), Scale: 1024, Precision: tt.precision, Detail: "d"}
+		if got := e.Error(); got != "trainer: "+tt.want+"d" {
+			t.Errorf("%s: %q, want %q", tt.precision, got, "trainer: "+tt.want+"d")
+		}
+	}
 }
