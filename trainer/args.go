@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/dirlock"
 )
 
@@ -235,7 +236,8 @@ func (a *TrainingArguments) CheckOutputDir() error {
 }
 
 // otherEntries lists up to five entries of dir (sorted, folders with a trailing /) and "N more" for the rest,
-// leaving out the run lock file (internal/dirlock), which the CLI creates before the check.
+// leaving out the run lock file (internal/dirlock), which the CLI creates before the check, and the temporary
+// files and folders an interrupted tune write leaves (atomicfile.TempPrefix), which no run reads.
 func otherEntries(dir string) []string {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -243,7 +245,7 @@ func otherEntries(dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() == dirlock.Name {
+		if e.Name() == dirlock.Name || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			continue
 		}
 		n := e.Name()

@@ -20,6 +20,7 @@ func TestCheckOutputDir(t *testing.T) {
 		{"a folder of a user's files is refused", []string{"notes.txt", "data/"}, false, "", true},
 		{"overwrite_output_dir writes beside a user's files", []string{"notes.txt", "data/"}, true, "", false},
 		{"the run lock alone is an empty folder", []string{".tune.lock"}, false, "", false},
+		{"a killed run's temporaries are no user files", []string{".tmp-checkpoint-20-123/", ".tmp-metrics.jsonl-9"}, false, "", false},
 		{"a finished run is refused", []string{"trainer_state.json"}, false, "", true},
 		{"a checkpoint is refused", []string{"checkpoint-500/"}, false, "", true},
 		{"a user's model folder is refused", []string{"config.json", "model.safetensors"}, false, "", true},
