@@ -212,15 +212,15 @@ func (bk *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return tensor.Errorf("Attention", gerr, ts...)
 	}
 	pr := newAttnProblem(g)
+	if attnFast(pr) {
+		attnForwardFast(pr, viewOf(g.O), f32Of(g.LSE), viewOf(g.Q), viewOf(g.K), viewOf(g.V))
+		return nil
+	}
 	var sc scratch
 	defer sc.release()
 	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
 	o := sc.get(g.B * g.Hq * g.Tq * g.D)
-	if attnFast(pr) {
-		attnForwardFast(pr, o, f32Of(g.LSE), q, k, v)
-	} else {
-		attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
-	}
+	attnForwardKernel(pr, o, f32Of(g.LSE), q, k, v)
 	scatter(g.O, o, g.B, g.Hq, g.Tq, g.D)
 	return nil
 }
@@ -235,17 +235,18 @@ func (bk *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error)
 		return tensor.Errorf("AttentionBackward", gerr, ts...)
 	}
 	pr := newAttnProblem(g)
+	if attnFast(pr) {
+		attnBackwardFast(pr, viewOf(g.DQ), viewOf(g.DK), viewOf(g.DV), viewOf(g.Q), viewOf(g.K), viewOf(g.V),
+			f32Of(g.LSE), viewOf(g.DO))
+		return nil
+	}
 	nq, nk := g.B*g.Hq*g.Tq*g.D, g.B*g.Hkv*g.Tk*g.D
 	var sc scratch
 	defer sc.release()
 	q, k, v := sc.gather(g.Q, g.B, g.Hq, g.Tq, g.D), sc.gather(g.K, g.B, g.Hkv, g.Tk, g.D), sc.gather(g.V, g.B, g.Hkv, g.Tk, g.D)
 	o, dout := sc.gather(g.O, g.B, g.Hq, g.Tq, g.D), sc.gather(g.DO, g.B, g.Hq, g.Tq, g.D)
 	dq, dk, dv := sc.get(nq), sc.get(nk), sc.get(nk) // every element is written by the kernel
-	if attnFast(pr) {
-		attnBackwardFast(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
-	} else {
-		attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
-	}
+	attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, f32Of(g.LSE), dout)
 	scatter(g.DQ, dq, g.B, g.Hq, g.Tq, g.D)
 	scatter(g.DK, dk, g.B, g.Hkv, g.Tk, g.D)
 	scatter(g.DV, dv, g.B, g.Hkv, g.Tk, g.D)

@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/tune-ml/tune/internal/opcheck"
+)
 
 // The fast FP32 attention kernels: the reference's algorithm (attention.go: the same blocks of query rows, the
 // same dropout factors from the same Philox elements, the same softmax, LSE and Δ definitions), with its
@@ -28,29 +32,12 @@ func sgemmSmall(m, n, k int, a []float32, rsa, csa int, b []float32, ldb int, c 
 	sgemmSmallAVX512(m, n, k, &a[0], rsa, csa, &b[0], ldb, &c[0], ldc, alpha, acc)
 }
 
-// transposeInto sets dst (cols × rows, row stride rows) to the transpose of the dense rows × cols src.
-func transposeInto(dst, src []float32, rows, cols int) {
-	dst = dst[:rows*cols]
-	for i := 0; i < rows; i++ {
-		row := src[i*cols : (i+1)*cols]
-		for j, x := range row {
-			dst[j*rows+i] = x
-		}
+// maskRow returns batch member b's key mask row, or nil without a mask.
+func (a *attnProblem[T]) maskRow(b int) *float32 {
+	if a.mask == nil {
+		return nil
 	}
-}
-
-// scoresFast is rowScores for the common case without causal masking or segments: the key mask row added.
-func (a *attnProblem[T]) scoresFast(s []T, b, i int) {
-	if a.causal || a.seg != nil {
-		a.rowScores(s, b, i)
-		return
-	}
-	if a.mask != nil {
-		m := a.mask[b*a.Tk : (b+1)*a.Tk]
-		for j := range s {
-			s[j] += T(m[j])
-		}
-	}
+	return &a.mask[b*a.Tk]
 }
 
 // expShift sets s[j] = exp(s[j] − shift) and returns Σ s[j].
@@ -61,37 +48,84 @@ func expShift(s []float32, shift float32) float32 {
 	return expShiftSumAVX512(&s[0], len(s), shift)
 }
 
-// attnForwardFast is attnForwardKernel (same contract) with the fast primitives.
-func attnForwardFast(a *attnProblem[float32], o, lse, q, k, v []float32) {
+// attnView is an FP32 operand read or written in place: element (b, h, t, d) at v[b·sb + h·sh + t·st + d].
+type attnView struct {
+	v          []float32
+	sb, sh, st int
+}
+
+// at returns the slice from row t of head h of batch member b.
+func (x attnView) at(b, h, t int) []float32 { return x.v[b*x.sb+h*x.sh+t*x.st:] }
+
+// denseView is the view of a dense (B, H, T, D) slice.
+func denseView(v []float32, h, t, d int) attnView { return attnView{v, h * t * d, t * d, d} }
+
+// viewOf is the view of an F32 operand in its own layout.
+func viewOf(x opcheck.AttnOperand) attnView { return attnView{f32Of(x.T), x.SB, x.SH, x.ST} }
+
+// transposeRows sets dst (cols × rows, row stride rows) to the transpose of rows × cols src with row stride ld.
+func transposeRows(dst, src []float32, rows, cols, ld int) {
+	dst = dst[:rows*cols]
+	for i := 0; i < rows; i++ {
+		row := src[i*ld : i*ld+cols]
+		for j, x := range row {
+			dst[j*rows+i] = x
+		}
+	}
+}
+
+// attnForwardFast is attnForwardKernel (same contract) with the fast primitives, reading Q, K, V and writing O
+// in their own layouts (no gather or scatter; the outputs must not overlap the inputs, as for the CUDA kernel).
+func attnForwardFast(a *attnProblem[float32], o attnView, lse []float32, q, k, v attnView) {
 	if a.Tk == 0 {
-		clear(o)
+		for bh := 0; bh < a.B*a.Hq; bh++ {
+			for t := 0; t < a.Tq; t++ {
+				clear(o.at(bh/a.Hq, bh%a.Hq, t)[:a.D])
+			}
+		}
 		for i := range lse {
 			lse[i] = float32(math.Inf(-1))
 		}
 		return
 	}
-	m, D, Tk := min(a.Tq, attnBlock), a.D, a.Tk
+	m, D, Tk, g := min(a.Tq, attnBlock), a.D, a.Tk, a.Hq/a.Hkv
 	parallelFor(a.B*a.Hq, a.Tq*Tk*D*2, func(lo, hi int) {
 		var sc scratch
 		defer sc.release()
 		sb, fb, kt := sc.get(m*Tk), sc.get(m*Tk), sc.get(D*Tk)
+		mb, sums := sc.get(m), sc.get(m)
+		rowsAsm := !a.causal && a.seg == nil // the whole block's softmax in one call
+		var fp *float32
+		if a.p != 0 {
+			fp = &fb[0]
+		}
 		lastK := -1
 		for bh := lo; bh < hi; bh++ {
 			b, h := bh/a.Hq, bh%a.Hq
-			qo, ko := a.heads(b, h)
-			if ko != lastK { // grouped query heads share K
-				transposeInto(kt, k[ko:], Tk, D)
-				lastK = ko
+			if kh := b*a.Hkv + h/g; kh != lastK { // grouped query heads share K
+				transposeRows(kt, k.at(b, h/g, 0), Tk, D, k.st)
+				lastK = kh
 			}
 			for i0 := 0; i0 < a.Tq; i0 += m {
 				n := min(m, a.Tq-i0)
-				sgemmSmall(n, Tk, D, q[qo+i0*D:], D, 1, kt, Tk, sb, Tk, a.scale, false)
+				sgemmSmall(n, Tk, D, q.at(b, h, i0), q.st, 1, kt, Tk, sb, Tk, a.scale, false)
 				if a.p != 0 {
 					a.dropBlock(fb, b, h, i0, n)
 				}
-				for r := 0; r < n; r++ {
+				if rowsAsm {
+					softmaxRowsAVX512(&sb[0], n, Tk, a.maskRow(b), fp, &mb[0], &sums[0])
+					for r := 0; r < n; r++ {
+						if l := &lse[bh*a.Tq+i0+r]; math.IsInf(float64(mb[r]), -1) {
+							*l = mb[r]
+							clear(sb[r*Tk : (r+1)*Tk])
+						} else {
+							*l = mb[r] + float32(math.Log(float64(sums[r])))
+						}
+					}
+				}
+				for r := 0; r < n && !rowsAsm; r++ {
 					i, s := i0+r, sb[r*Tk:(r+1)*Tk]
-					a.scoresFast(s, b, i)
+					a.rowScores(s, b, i)
 					mx := float32(math.Inf(-1))
 					for _, x := range s {
 						mx = max(mx, x)
@@ -115,16 +149,21 @@ func attnForwardFast(a *attnProblem[float32], o, lse, q, k, v []float32) {
 						s[j] = e * inv * f[j]
 					}
 				}
-				sgemmSmall(n, D, Tk, sb, Tk, 1, v[ko:], D, o[qo+i0*D:], D, 1, false)
+				sgemmSmall(n, D, Tk, sb, Tk, 1, v.at(b, h/g, 0), v.st, o.at(b, h, i0), o.st, 1, false)
 			}
 		}
 	})
 }
 
-// attnBackwardFast is attnBackwardKernel (same contract) with the fast primitives.
-func attnBackwardFast(a *attnProblem[float32], dq, dk, dv, q, k, v, o, lse, dout []float32) {
+// attnBackwardFast is attnBackwardKernel (same contract) with the fast primitives, in the operands' own layouts
+// as attnForwardFast.
+func attnBackwardFast(a *attnProblem[float32], dq, dk, dv, q, k, v attnView, lse []float32, dout attnView) {
 	if a.Tk == 0 {
-		clear(dq)
+		for bh := 0; bh < a.B*a.Hq; bh++ {
+			for t := 0; t < a.Tq; t++ {
+				clear(dq.at(bh/a.Hq, bh%a.Hq, t)[:a.D])
+			}
+		}
 		return
 	}
 	g, m, D, Tk := a.Hq/a.Hkv, min(a.Tq, attnBlock), a.D, a.Tk
@@ -133,24 +172,33 @@ func attnBackwardFast(a *attnProblem[float32], dq, dk, dv, q, k, v, o, lse, dout
 		defer sc.release()
 		sb, db, pb, fb := sc.get(m*Tk), sc.get(m*Tk), sc.get(m*Tk), sc.get(m*Tk)
 		kt, vt := sc.get(D*Tk), sc.get(D*Tk)
+		rowsAsm := !a.causal && a.seg == nil
+		var fp *float32
+		if a.p != 0 {
+			fp = &fb[0]
+		}
 		for bk := lo; bk < hi; bk++ {
 			b, kh := bk/a.Hkv, bk%a.Hkv
-			ko := bk * Tk * D
-			dkh, dvh := dk[ko:ko+Tk*D], dv[ko:ko+Tk*D]
-			clear(dkh)
-			clear(dvh)
-			transposeInto(kt, k[ko:], Tk, D)
-			transposeInto(vt, v[ko:], Tk, D)
+			for t := 0; t < Tk; t++ {
+				clear(dk.at(b, kh, t)[:D])
+				clear(dv.at(b, kh, t)[:D])
+			}
+			dkh, dvh := dk.at(b, kh, 0), dv.at(b, kh, 0)
+			transposeRows(kt, k.at(b, kh, 0), Tk, D, k.st)
+			transposeRows(vt, v.at(b, kh, 0), Tk, D, v.st)
 			for h := kh * g; h < (kh+1)*g; h++ {
-				qo, _ := a.heads(b, h)
 				for i0 := 0; i0 < a.Tq; i0 += m {
 					n := min(m, a.Tq-i0)
-					sgemmSmall(n, Tk, D, q[qo+i0*D:], D, 1, kt, Tk, sb, Tk, a.scale, false)
-					sgemmSmall(n, Tk, D, dout[qo+i0*D:], D, 1, vt, Tk, db, Tk, 1, false)
+					qi, doi := q.at(b, h, i0), dout.at(b, h, i0)
+					sgemmSmall(n, Tk, D, qi, q.st, 1, kt, Tk, sb, Tk, a.scale, false)
+					sgemmSmall(n, Tk, D, doi, dout.st, 1, vt, Tk, db, Tk, 1, false)
 					if a.p != 0 {
 						a.dropBlock(fb, b, h, i0, n)
 					}
-					for r := 0; r < n; r++ {
+					if rowsAsm {
+						softmaxBackRowsAVX512(&sb[0], &db[0], &pb[0], n, Tk, a.maskRow(b), fp, &lse[(b*a.Hq+h)*a.Tq+i0])
+					}
+					for r := 0; r < n && !rowsAsm; r++ {
 						i := i0 + r
 						p, dp, pd := sb[r*Tk:(r+1)*Tk], db[r*Tk:(r+1)*Tk], pb[r*Tk:(r+1)*Tk]
 						l := lse[(b*a.Hq+h)*a.Tq+i]
@@ -159,7 +207,7 @@ func attnBackwardFast(a *attnProblem[float32], dq, dk, dv, q, k, v, o, lse, dout
 							clear(dp)
 							continue
 						}
-						a.scoresFast(p, b, i)
+						a.rowScores(p, b, i)
 						expShift(p, l) // forbidden keys (−Inf) give P = 0
 						if a.p != 0 {
 							f := fb[r*Tk : (r+1)*Tk]
@@ -185,9 +233,9 @@ func attnBackwardFast(a *attnProblem[float32], dq, dk, dv, q, k, v, o, lse, dout
 							dp[j] = x * (dp[j] - delta) // dS
 						}
 					}
-					sgemmSmall(Tk, D, n, pb, 1, Tk, dout[qo+i0*D:], D, dvh, D, 1, true)
-					sgemmSmall(n, D, Tk, db, Tk, 1, k[ko:], D, dq[qo+i0*D:], D, a.scale, false)
-					sgemmSmall(Tk, D, n, db, 1, Tk, q[qo+i0*D:], D, dkh, D, a.scale, true)
+					sgemmSmall(Tk, D, n, pb, 1, Tk, doi, dout.st, dvh, dv.st, 1, true)
+					sgemmSmall(n, D, Tk, db, Tk, 1, k.at(b, kh, 0), k.st, dq.at(b, h, i0), dq.st, a.scale, false)
+					sgemmSmall(Tk, D, n, db, 1, Tk, qi, q.st, dkh, dk.st, a.scale, true)
 				}
 			}
 		}

@@ -472,6 +472,7 @@ func TestAttentionFastMatchesReference(t *testing.T) {
 		{name: "tiny BERT head", B: 4, Hq: 4, Hkv: 4, Tq: 20, Tk: 20, D: 16, mask: true, p: 0.1},
 		{name: "blocks", B: 2, Hq: 2, Hkv: 1, Tq: 131, Tk: 77, D: 64, mask: true, causal: true, p: 0.2},
 		{name: "wide", B: 1, Hq: 3, Hkv: 3, Tq: 65, Tk: 65, D: 33, segments: true, p: 0.1},
+		{name: "long rows", B: 3, Hq: 2, Hkv: 1, Tq: 70, Tk: 77, D: 16, mask: true, fullyMasked: true, p: 0.1},
 	}, attnCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -485,8 +486,10 @@ func TestAttentionFastMatchesReference(t *testing.T) {
 				o, lse := make([]float32, nq), make([]float32, c.B*c.Hq*c.Tq)
 				dq, dk, dv := make([]float32, nq), make([]float32, nk), make([]float32, nk)
 				if fast {
-					attnForwardFast(pr, o, lse, q, k, v)
-					attnBackwardFast(pr, dq, dk, dv, q, k, v, o, lse, g)
+					dn := func(x []float32, h, t int) attnView { return denseView(x, h, t, c.D) }
+					attnForwardFast(pr, dn(o, c.Hq, c.Tq), lse, dn(q, c.Hq, c.Tq), dn(k, c.Hkv, c.Tk), dn(v, c.Hkv, c.Tk))
+					attnBackwardFast(pr, dn(dq, c.Hq, c.Tq), dn(dk, c.Hkv, c.Tk), dn(dv, c.Hkv, c.Tk), dn(q, c.Hq, c.Tq),
+						dn(k, c.Hkv, c.Tk), dn(v, c.Hkv, c.Tk), lse, dn(g, c.Hq, c.Tq))
 				} else {
 					attnForwardKernel(pr, o, lse, q, k, v)
 					attnBackwardKernel(pr, dq, dk, dv, q, k, v, o, lse, g)

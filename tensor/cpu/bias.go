@@ -16,10 +16,16 @@ func biasAddKernel[T scalar](y, bias []T) {
 	}
 }
 
-// biasGradKernel: dbias (C) += Σ_rows dy (N, C), rows summed in order in T.
+// biasGradKernel: dbias (C) += Σ_rows dy (N, C), rows summed in order in T. With the AVX-512 kernels, F32 sums
+// the rows in order from 0 (the product 1ᵀ·dy, one row of sgemmSmall) and then adds dbias.
 func biasGradKernel[T scalar](dbias, dy []T) {
 	c := len(dbias)
 	if c == 0 {
+		return
+	}
+	if d32, ok := any(dbias).([]float32); ok && hasSIMD && len(dy) >= c {
+		one := []float32{1}
+		sgemmSmall(1, c, len(dy)/c, one, 0, 0, any(dy).([]float32), c, d32, c, 1, true)
 		return
 	}
 	for r := 0; r+c <= len(dy); r += c {

@@ -14,6 +14,10 @@ import (
 // as torch.nn.LayerNorm, and saves mean (N) and rstd (N) for the backward. out may be x.
 func layerNormKernel[T scalar](out, mean, rstd, x, gamma, beta []T, eps T) {
 	c := len(gamma)
+	if o, ok := any(out).([]float32); ok && hasSIMD && len(mean) > 0 && c > 0 {
+		layerNormF32(o, any(mean).([]float32), any(rstd).([]float32), any(x).([]float32), any(gamma).([]float32), any(beta).([]float32), float32(eps))
+		return
+	}
 	for i := range mean {
 		row, o := x[i*c:(i+1)*c], out[i*c:(i+1)*c]
 		var sum T
@@ -44,6 +48,20 @@ func layerNormKernel[T scalar](out, mean, rstd, x, gamma, beta []T, eps T) {
 // dx may be dout or x.
 func layerNormBackwardKernel[T scalar](dx, dgamma, dbeta, dout, x, gamma, mean, rstd []T) {
 	c := len(gamma)
+	if d, ok := any(dx).([]float32); ok && hasSIMD && len(mean) > 0 && c > 0 {
+		n := len(mean) * c
+		d, do, xv := d[:n], any(dout).([]float32)[:n], any(x).([]float32)[:n]
+		g, m, r := any(gamma).([]float32), any(mean).([]float32), any(rstd).([]float32)[:len(mean)]
+		var pg, pb *float32
+		if dgamma != nil {
+			pg = &any(dgamma).([]float32)[:c][0]
+		}
+		if dbeta != nil {
+			pb = &any(dbeta).([]float32)[:c][0]
+		}
+		layerNormBackAVX512(&d[0], pg, pb, &do[0], &xv[0], &g[0], &m[0], &r[0], len(mean), c)
+		return
+	}
 	for i := range mean {
 		xr, dr, dxr := x[i*c:(i+1)*c], dout[i*c:(i+1)*c], dx[i*c:(i+1)*c]
 		m, r := mean[i], rstd[i]
@@ -65,6 +83,19 @@ func layerNormBackwardKernel[T scalar](dx, dgamma, dbeta, dout, x, gamma, mean, 
 			dxr[j] = r * (dr[j]*gamma[j] - meanG - n*meanGN)
 		}
 	}
+}
+
+// layerNormF32 is layerNormKernel for float32 with the AVX-512 row kernels: the same per-element operations in
+// the same order, the row sums formed in 16 lanes (simd_amd64.s), rstd computed as the reference does.
+func layerNormF32(out, mean, rstd, x, gamma, beta []float32, eps float32) {
+	rows, c := len(mean), len(gamma)
+	n := rows * c
+	out, x, rstd, beta = out[:n], x[:n], rstd[:rows], beta[:c]
+	layerNormStatsAVX512(&x[0], rows, c, &mean[0], &rstd[0]) // rstd holds Σ(x − μ)² for now
+	for i, ss := range rstd {
+		rstd[i] = float32(1 / math.Sqrt(float64(ss/float32(c)+eps)))
+	}
+	layerNormApplyAVX512(&out[0], &x[0], rows, c, &mean[0], &rstd[0], &gamma[0], &beta[0])
 }
 
 // LayerNorm normalizes the last axis: x (N, C) → out (N, C) = (x − μ)·rstd·gamma + beta with the biased

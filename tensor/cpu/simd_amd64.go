@@ -25,3 +25,18 @@ func dropApply64AVX512(out, x *float32, wide *[64]uint32, threshold uint32, scal
 // golang.org/x/sys/cpu also checks that the OS saves the ZMM registers). TUNE_CPU_GEMM=avx2|gonum turns them off
 // too, so a forced path runs without any AVX-512 code.
 var hasSIMD = cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasBMI2
+
+//go:noescape
+func softmaxRowsAVX512(s *float32, rows, cols int, mask, f, mx, sum *float32)
+
+//go:noescape
+func softmaxBackRowsAVX512(p, dp, pd *float32, rows, cols int, mask, f, lse *float32)
+
+//go:noescape
+func layerNormStatsAVX512(x *float32, rows, cols int, mean, ss *float32)
+
+//go:noescape
+func layerNormApplyAVX512(out, x *float32, rows, cols int, mean, rstd, gamma, beta *float32)
+
+//go:noescape
+func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32, rows, cols int)

@@ -664,3 +664,553 @@ TEXT ·dropApply64AVX512(SB), NOSPLIT, $0-32
 	VMOVUPS      Z1, 192(DI)
 	VZEROUPPER
 	RET
+
+// The row kernels of the fast attention (attention_fast.go). EXPCONST loads expShiftSumAVX512's constants
+// (Z17, Z18, Z21–Z30); EXPZ0 sets Z2 = exp(Z0) as that function does (Z0, Z1, Z3 clobbered); TAILMASK sets K1 to
+// the min(R11, 16) low lanes (AX, R9 clobbered).
+#define EXPCONST \
+	MOVL         $0x3fb8aa3b, AX \
+	VPBROADCASTD AX, Z21 \
+	MOVL         $0x3f318000, AX \
+	VPBROADCASTD AX, Z22 \
+	MOVL         $0xb95e8083, AX \
+	VPBROADCASTD AX, Z23 \
+	MOVL         $0x39506967, AX \
+	VPBROADCASTD AX, Z24 \
+	MOVL         $0x3ab743ce, AX \
+	VPBROADCASTD AX, Z25 \
+	MOVL         $0x3c088908, AX \
+	VPBROADCASTD AX, Z26 \
+	MOVL         $0x3d2aa9c1, AX \
+	VPBROADCASTD AX, Z27 \
+	MOVL         $0x3e2aaaaa, AX \
+	VPBROADCASTD AX, Z28 \
+	MOVL         $0x3f000000, AX \
+	VPBROADCASTD AX, Z29 \
+	MOVL         $0x3f800000, AX \
+	VPBROADCASTD AX, Z30 \
+	MOVL         $0x42b0c0a5, AX \
+	VPBROADCASTD AX, Z18 \
+	MOVL         $0xc2d00000, AX \
+	VPBROADCASTD AX, Z17
+
+#define EXPZ0 \
+	VMINPS       Z0, Z18, Z0 \
+	VMAXPS       Z0, Z17, Z0 \
+	VMULPS       Z21, Z0, Z1 \
+	VRNDSCALEPS  $0, Z1, Z1 \
+	VFNMADD231PS Z22, Z1, Z0 \
+	VFNMADD231PS Z23, Z1, Z0 \
+	VMOVAPS      Z24, Z2 \
+	VFMADD213PS  Z25, Z0, Z2 \
+	VFMADD213PS  Z26, Z0, Z2 \
+	VFMADD213PS  Z27, Z0, Z2 \
+	VFMADD213PS  Z28, Z0, Z2 \
+	VFMADD213PS  Z29, Z0, Z2 \
+	VMULPS       Z0, Z0, Z3 \
+	VFMADD213PS  Z0, Z3, Z2 \
+	VADDPS       Z30, Z2, Z2 \
+	VSCALEFPS    Z1, Z2, Z2
+
+#define TAILMASK \
+	MOVQ    $16, R9 \
+	CMPQ    R11, R9 \
+	CMOVQLT R11, R9 \
+	LEAQ    lowmask<>(SB), AX \
+	MOVWLZX (AX)(R9*2), AX \
+	KMOVW   AX, K1
+
+// HSUM19 leaves the sum of Z19's lanes in X0 (the same tree as expShiftSumAVX512).
+#define HSUM19 \
+	VEXTRACTF64X4 $1, Z19, Y1 \
+	VADDPS        Y1, Y19, Y0 \
+	VEXTRACTF128  $1, Y0, X1 \
+	VADDPS        X1, X0, X0 \
+	VPERMILPS     $0x4e, X0, X1 \
+	VADDPS        X1, X0, X0 \
+	VPERMILPS     $0xb1, X0, X1 \
+	VADDSS        X1, X0, X0
+
+// lowmask[i] = 2^i − 1 for i = 0 … 16.
+DATA lowmask<>+0(SB)/2, $0x0000
+DATA lowmask<>+2(SB)/2, $0x0001
+DATA lowmask<>+4(SB)/2, $0x0003
+DATA lowmask<>+6(SB)/2, $0x0007
+DATA lowmask<>+8(SB)/2, $0x000f
+DATA lowmask<>+10(SB)/2, $0x001f
+DATA lowmask<>+12(SB)/2, $0x003f
+DATA lowmask<>+14(SB)/2, $0x007f
+DATA lowmask<>+16(SB)/2, $0x00ff
+DATA lowmask<>+18(SB)/2, $0x01ff
+DATA lowmask<>+20(SB)/2, $0x03ff
+DATA lowmask<>+22(SB)/2, $0x07ff
+DATA lowmask<>+24(SB)/2, $0x0fff
+DATA lowmask<>+26(SB)/2, $0x1fff
+DATA lowmask<>+28(SB)/2, $0x3fff
+DATA lowmask<>+30(SB)/2, $0x7fff
+DATA lowmask<>+32(SB)/2, $0xffff
+GLOBL lowmask<>(SB), RODATA|NOPTR, $34
+
+// func softmaxRowsAVX512(s *float32, rows, cols int, mask, f, mx, sum *float32)
+//
+// For each of rows rows of s (cols each, dense): s += mask (cols values, the same for every row; nil: none),
+// mx[r] = max s; if that is −Inf the row is left as it is and sum[r] = 0; else s = exp(s − mx) (EXPZ0), sum[r] =
+// Σ s, then s = s·(1/sum[r]) and, when f is not nil, s ·= f (f dense like s, advancing by cols per row).
+TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-56
+	EXPCONST
+	MOVQ         s+0(FP), SI
+	MOVQ         f+32(FP), BX
+	MOVQ         mx+40(FP), DI
+	MOVQ         sum+48(FP), R10
+	MOVQ         rows+8(FP), R8
+	MOVQ         cols+16(FP), R13
+	SHLQ         $2, R13 // row bytes
+	MOVL         $0xff800000, AX // −Inf
+	VPBROADCASTD AX, Z16
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X15 // 1
+
+smrow:
+	TESTQ   R8, R8
+	JLE     smdone
+	MOVQ    mask+24(FP), DX
+	MOVQ    cols+16(FP), R11
+	XORQ    R12, R12
+	VMOVAPS Z16, Z5
+
+smp1:
+	TESTQ     R11, R11
+	JLE       smp1end
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	TESTQ     DX, DX
+	JZ        smnomask
+	VMOVUPS.Z (DX)(R12*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (SI)(R12*1)
+
+smnomask:
+	VMAXPS Z0, Z5, K1, Z5
+	ADDQ   $64, R12
+	SUBQ   $16, R11
+	JMP    smp1
+
+smp1end:
+	VEXTRACTF64X4 $1, Z5, Y6
+	VMAXPS        Y6, Y5, Y5
+	VEXTRACTF128  $1, Y5, X6
+	VMAXPS        X6, X5, X5
+	VPERMILPS     $0x4e, X5, X6
+	VMAXPS        X6, X5, X5
+	VPERMILPS     $0xb1, X5, X6
+	VMAXPS        X6, X5, X5
+	VMOVSS        X5, (DI)
+	VUCOMISS      X16, X5
+	JP            smexp
+	JNE           smexp
+	MOVL          $0, (R10)
+	JMP           smnext
+
+smexp:
+	VBROADCASTSS X5, Z20
+	VPXORD       Z19, Z19, Z19
+	MOVQ         cols+16(FP), R11
+	XORQ         R12, R12
+
+smp2:
+	TESTQ     R11, R11
+	JLE       smp2end
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VSUBPS    Z20, Z0, Z0
+	EXPZ0
+	VMOVAPS.Z Z2, K1, Z2
+	VADDPS    Z2, Z19, Z19
+	VMOVUPS   Z2, K1, (SI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       smp2
+
+smp2end:
+	HSUM19
+	VMOVSS       X0, (R10)
+	VDIVSS       X0, X15, X1
+	VBROADCASTSS X1, Z4
+	MOVQ         cols+16(FP), R11
+	XORQ         R12, R12
+
+smp3:
+	TESTQ     R11, R11
+	JLE       smnext
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VMULPS    Z4, Z0, Z0
+	TESTQ     BX, BX
+	JZ        smnof
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z0, Z0
+
+smnof:
+	VMOVUPS Z0, K1, (SI)(R12*1)
+	ADDQ    $64, R12
+	SUBQ    $16, R11
+	JMP     smp3
+
+smnext:
+	ADDQ  R13, SI
+	TESTQ BX, BX
+	JZ    smnofadv
+	ADDQ  R13, BX
+
+smnofadv:
+	ADDQ $4, DI
+	ADDQ $4, R10
+	DECQ R8
+	JMP  smrow
+
+smdone:
+	VZEROUPPER
+	RET
+
+// func softmaxBackRowsAVX512(p, dp, pd *float32, rows, cols int, mask, f, lse *float32)
+//
+// For each row r (p, dp, pd and f dense, cols per row; mask as softmaxRowsAVX512's): if lse[r] is −Inf, pd and
+// dp are zeroed; else with P = exp(p + mask − lse[r]) and dP = dp·f (f nil: 1), Δ = Σ P·dP over the keys with
+// P ≠ 0 (a forbidden key's dP may be anything), pd = P·f, dp = P·(dP − Δ) (dS), and p = P.
+TEXT ·softmaxBackRowsAVX512(SB), NOSPLIT, $0-64
+	EXPCONST
+	MOVQ         p+0(FP), SI
+	MOVQ         dp+8(FP), CX
+	MOVQ         pd+16(FP), R14
+	MOVQ         rows+24(FP), R8
+	MOVQ         f+48(FP), BX
+	MOVQ         lse+56(FP), DI
+	MOVQ         cols+32(FP), R13
+	SHLQ         $2, R13
+	MOVL         $0xff800000, AX
+	VPBROADCASTD AX, Z16
+	VPXORD       Z15, Z15, Z15
+
+sbrow:
+	TESTQ    R8, R8
+	JLE      sbdone
+	VMOVSS   (DI), X5
+	VUCOMISS X16, X5
+	JP       sbgo
+	JNE      sbgo
+	MOVQ     cols+32(FP), R11
+	XORQ     R12, R12
+
+sbclear:
+	TESTQ   R11, R11
+	JLE     sbnext
+	TAILMASK
+	VMOVUPS Z15, K1, (R14)(R12*1)
+	VMOVUPS Z15, K1, (CX)(R12*1)
+	ADDQ    $64, R12
+	SUBQ    $16, R11
+	JMP     sbclear
+
+sbgo:
+	VBROADCASTSS X5, Z20
+	VPXORD       Z19, Z19, Z19
+	MOVQ         mask+40(FP), DX
+	MOVQ         cols+32(FP), R11
+	XORQ         R12, R12
+
+sbp1:
+	TESTQ     R11, R11
+	JLE       sbp1end
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	TESTQ     DX, DX
+	JZ        sbnomask
+	VMOVUPS.Z (DX)(R12*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+
+sbnomask:
+	VSUBPS    Z20, Z0, Z0
+	EXPZ0
+	VMOVAPS.Z Z2, K1, Z2
+	VMOVUPS   Z2, K1, (SI)(R12*1)
+	VMOVUPS.Z (CX)(R12*1), K1, Z7
+	TESTQ     BX, BX
+	JZ        sbnof1
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z7, Z7
+	VMOVUPS   Z7, K1, (CX)(R12*1)
+
+sbnof1:
+	VCMPPS      $4, Z15, Z2, K1, K2
+	VFMADD231PS Z7, Z2, K2, Z19
+	ADDQ        $64, R12
+	SUBQ        $16, R11
+	JMP         sbp1
+
+sbp1end:
+	HSUM19
+	VBROADCASTSS X0, Z4
+	MOVQ         cols+32(FP), R11
+	XORQ         R12, R12
+
+sbp2:
+	TESTQ     R11, R11
+	JLE       sbnext
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z2
+	VMOVUPS.Z (CX)(R12*1), K1, Z7
+	VMOVAPS   Z2, Z8
+	TESTQ     BX, BX
+	JZ        sbnof2
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z8, Z8
+
+sbnof2:
+	VMOVUPS Z8, K1, (R14)(R12*1)
+	VSUBPS  Z4, Z7, Z7
+	VMULPS  Z7, Z2, Z7
+	VMOVUPS Z7, K1, (CX)(R12*1)
+	ADDQ    $64, R12
+	SUBQ    $16, R11
+	JMP     sbp2
+
+sbnext:
+	ADDQ  R13, SI
+	ADDQ  R13, CX
+	ADDQ  R13, R14
+	TESTQ BX, BX
+	JZ    sbnofadv
+	ADDQ  R13, BX
+
+sbnofadv:
+	ADDQ $4, DI
+	DECQ R8
+	JMP  sbrow
+
+sbdone:
+	VZEROUPPER
+	RET
+
+
+// LayerNorm rows (norm.go): the reference's operations per element in the same order, with the row sums
+// formed in 16 lanes and then a fixed tree (HSUM19), so they differ from the scalar sums by FP32 rounding only.
+
+// func layerNormStatsAVX512(x *float32, rows, cols int, mean, ss *float32)
+//
+// Per row: mean = (Σ x)/cols, ss = Σ (x − mean)².
+TEXT ·layerNormStatsAVX512(SB), NOSPLIT, $0-40
+	MOVQ      x+0(FP), SI
+	MOVQ      rows+8(FP), R8
+	MOVQ      mean+24(FP), DI
+	MOVQ      ss+32(FP), R10
+	MOVQ      cols+16(FP), R13
+	VCVTSI2SSQ R13, X14, X14 // float32(cols)
+	SHLQ      $2, R13
+
+lsrow:
+	TESTQ  R8, R8
+	JLE    lsdone
+	VPXORD Z19, Z19, Z19
+	MOVQ   cols+16(FP), R11
+	XORQ   R12, R12
+
+lsp1:
+	TESTQ     R11, R11
+	JLE       lsp1end
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VADDPS    Z0, Z19, Z19
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       lsp1
+
+lsp1end:
+	HSUM19
+	VDIVSS       X14, X0, X0
+	VMOVSS       X0, (DI)
+	VBROADCASTSS X0, Z20
+	VPXORD       Z19, Z19, Z19
+	MOVQ         cols+16(FP), R11
+	XORQ         R12, R12
+
+lsp2:
+	TESTQ       R11, R11
+	JLE         lsp2end
+	TAILMASK
+	VMOVUPS.Z   (SI)(R12*1), K1, Z0
+	VSUBPS      Z20, Z0, Z0
+	VMULPS      Z0, Z0, Z0
+	VMOVAPS.Z   Z0, K1, Z0
+	VADDPS      Z0, Z19, Z19
+	ADDQ        $64, R12
+	SUBQ        $16, R11
+	JMP         lsp2
+
+lsp2end:
+	HSUM19
+	VMOVSS X0, (R10)
+	ADDQ   R13, SI
+	ADDQ   $4, DI
+	ADDQ   $4, R10
+	DECQ   R8
+	JMP    lsrow
+
+lsdone:
+	VZEROUPPER
+	RET
+
+// func layerNormApplyAVX512(out, x *float32, rows, cols int, mean, rstd, gamma, beta *float32)
+//
+// out = (x − mean)·rstd·gamma + beta per row (out may be x).
+TEXT ·layerNormApplyAVX512(SB), NOSPLIT, $0-64
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ rows+16(FP), R8
+	MOVQ mean+32(FP), R10
+	MOVQ rstd+40(FP), R14
+	MOVQ gamma+48(FP), BX
+	MOVQ beta+56(FP), DX
+	MOVQ cols+24(FP), R13
+	SHLQ $2, R13
+
+larow:
+	TESTQ        R8, R8
+	JLE          ladone
+	VBROADCASTSS (R10), Z20
+	VBROADCASTSS (R14), Z21
+	MOVQ         cols+24(FP), R11
+	XORQ         R12, R12
+
+lacol:
+	TESTQ     R11, R11
+	JLE       lanext
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VSUBPS    Z20, Z0, Z0
+	VMULPS    Z21, Z0, Z0
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z0, Z0
+	VMOVUPS.Z (DX)(R12*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       lacol
+
+lanext:
+	ADDQ R13, SI
+	ADDQ R13, DI
+	ADDQ $4, R10
+	ADDQ $4, R14
+	DECQ R8
+	JMP  larow
+
+ladone:
+	VZEROUPPER
+	RET
+
+// func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32, rows, cols int)
+//
+// layerNormBackwardKernel per row: g = dout·gamma, Σg and Σ g·(x − mean)·rstd in lanes, then dgamma +=
+// dout·n̂ and dbeta += dout (each skipped when nil) and dx = rstd·(g − mean(g) − n̂·mean(g·n̂)). dx may be dout or x.
+TEXT ·layerNormBackAVX512(SB), NOSPLIT, $0-80
+	MOVQ      dx+0(FP), DI
+	MOVQ      dout+24(FP), CX
+	MOVQ      x+32(FP), SI
+	MOVQ      gamma+40(FP), BX
+	MOVQ      mean+48(FP), R10
+	MOVQ      rstd+56(FP), R14
+	MOVQ      rows+64(FP), R8
+	MOVQ      cols+72(FP), R13
+	VCVTSI2SSQ R13, X14, X14
+	SHLQ      $2, R13
+
+lbrow:
+	TESTQ        R8, R8
+	JLE          lbdone
+	VBROADCASTSS (R10), Z20
+	VBROADCASTSS (R14), Z21
+	VPXORD       Z19, Z19, Z19
+	VPXORD       Z18, Z18, Z18
+	MOVQ         cols+72(FP), R11
+	XORQ         R12, R12
+
+lbp1:
+	TESTQ     R11, R11
+	JLE       lbp1end
+	TAILMASK
+	VMOVUPS.Z (CX)(R12*1), K1, Z0
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z0, Z0 // g
+	VADDPS    Z0, Z19, Z19
+	VMOVUPS.Z (SI)(R12*1), K1, Z2
+	VSUBPS    Z20, Z2, Z2
+	VMULPS    Z2, Z0, Z0
+	VMULPS    Z21, Z0, Z0
+	VMOVAPS.Z Z0, K1, Z0
+	VADDPS    Z0, Z18, Z18
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       lbp1
+
+lbp1end:
+	HSUM19
+	VDIVSS        X14, X0, X0
+	VBROADCASTSS  X0, Z22 // mean(g)
+	VMOVAPS       Z18, Z19
+	HSUM19
+	VDIVSS        X14, X0, X0
+	VBROADCASTSS  X0, Z23 // mean(g·n̂)
+	MOVQ          dgamma+8(FP), R9
+	MOVQ          dbeta+16(FP), DX
+	MOVQ          cols+72(FP), R11
+	XORQ          R12, R12
+
+lbp2:
+	TESTQ     R11, R11
+	JLE       lbnext
+	MOVQ      R9, R15 // TAILMASK clobbers R9
+	TAILMASK
+	MOVQ      R15, R9
+	VMOVUPS.Z (SI)(R12*1), K1, Z2
+	VSUBPS    Z20, Z2, Z2
+	VMULPS    Z21, Z2, Z2 // n̂
+	VMOVUPS.Z (CX)(R12*1), K1, Z0 // dout
+	TESTQ     R9, R9
+	JZ        lbnog
+	VMULPS    Z2, Z0, Z3
+	VMOVUPS.Z (R9)(R12*1), K1, Z4
+	VADDPS    Z3, Z4, Z4
+	VMOVUPS   Z4, K1, (R9)(R12*1)
+
+lbnog:
+	TESTQ     DX, DX
+	JZ        lbnob
+	VMOVUPS.Z (DX)(R12*1), K1, Z4
+	VADDPS    Z0, Z4, Z4
+	VMOVUPS   Z4, K1, (DX)(R12*1)
+
+lbnob:
+	VMOVUPS.Z (BX)(R12*1), K1, Z1
+	VMULPS    Z1, Z0, Z0
+	VSUBPS    Z22, Z0, Z0
+	VMULPS    Z23, Z2, Z2
+	VSUBPS    Z2, Z0, Z0
+	VMULPS    Z0, Z21, Z0
+	VMOVUPS   Z0, K1, (DI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       lbp2
+
+lbnext:
+	ADDQ R13, SI
+	ADDQ R13, CX
+	ADDQ R13, DI
+	ADDQ $4, R10
+	ADDQ $4, R14
+	DECQ R8
+	JMP  lbrow
+
+lbdone:
+	VZEROUPPER
+	RET

@@ -19,3 +19,19 @@ func geluBackwardTableAVX512(dx, dout, x *float32, n int, table *float64) bool {
 func dropApply64AVX512(out, x *float32, wide *[64]uint32, threshold uint32, scale float32) {
 	panic("unreachable")
 }
+
+func softmaxRowsAVX512(s *float32, rows, cols int, mask, f, mx, sum *float32) { panic("unreachable") }
+
+func softmaxBackRowsAVX512(p, dp, pd *float32, rows, cols int, mask, f, lse *float32) {
+	panic("unreachable")
+}
+
+func layerNormStatsAVX512(x *float32, rows, cols int, mean, ss *float32) { panic("unreachable") }
+
+func layerNormApplyAVX512(out, x *float32, rows, cols int, mean, rstd, gamma, beta *float32) {
+	panic("unreachable")
+}
+
+func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32, rows, cols int) {
+	panic("unreachable")
+}
