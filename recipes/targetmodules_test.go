@@ -73,3 +73,15 @@ func TestMissingRecipeSuggestsTheClosest(t *testing.T) {
 		}
 	}
 }
+
+// TestMissingModelPathSaysWhatToGive: a model.path that does not exist says that a directory or a Hub id of
+// the Hugging Face cache goes there, and what fills the cache.
+func TestMissingModelPathSaysWhatToGive(t *testing.T) {
+	r := Default()
+	r.Source, r.Model.Path = "r.yaml", filepath.Join(t.TempDir(), "ckpt")
+	err := r.CheckFiles()
+	want := "model.path: " + r.Model.Path + ": no such file or directory; set model.path to a checkpoint directory, or to a Hub id"
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "tune download") {
+		t.Fatalf("CheckFiles: %v\nwant %q", err, want)
+	}
+}

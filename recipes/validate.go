@@ -267,7 +267,12 @@ func (r *Recipe) CheckFiles() error {
 		modelBad = true
 	default:
 		if _, err := os.Stat(r.Model.Path); err != nil {
-			fail("model.path", "%s", pathError(err))
+			hint := ""
+			if errors.Is(err, fs.ErrNotExist) {
+				hint = "; set model.path to a checkpoint directory, or to a Hub id (such as bert-base-uncased) of a model " +
+					"in the Hugging Face cache, which tune download fills"
+			}
+			fail("model.path", "%s%s", pathError(err), hint)
 			modelBad = true
 		} else if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
