@@ -281,8 +281,25 @@ func (e *OutputDirInUseError) Message(prefix string) string {
 		return fmt.Sprintf("%soutput_dir %s is not empty (%s) and holds no training run; %s", prefix, e.Dir,
 			strings.Join(e.Found, ", "), e.Advice(prefix))
 	}
+	found := e.Found
+	if len(found) > 6 { // a finished run has a dozen files: name those that say what it is
+		rank := func(n string) int {
+			switch {
+			case n == TrainerStateName:
+				return 0
+			case IsCheckpointDir(n):
+				return 1
+			case strings.HasSuffix(n, ".safetensors"):
+				return 2
+			}
+			return 3
+		}
+		found = slices.Clone(found)
+		slices.SortStableFunc(found, func(a, b string) int { return rank(a) - rank(b) })
+		found = append(found[:5], fmt.Sprintf("%d more", len(e.Found)-5))
+	}
 	return fmt.Sprintf("%soutput_dir %s already holds a training run or model files (%s); %s", prefix, e.Dir,
-		strings.Join(e.Found, ", "), e.Advice(prefix))
+		strings.Join(found, ", "), e.Advice(prefix))
 }
 
 // Unwrap returns ErrOutputDirInUse.

@@ -158,3 +158,14 @@ func TestClearOutputDirNeedsARun(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputDirInUseNamesTheRun: a finished run's dozen files are summed up by those that say what it is.
+func TestOutputDirInUseNamesTheRun(t *testing.T) {
+	e := &OutputDirInUseError{Dir: "runs/tiny", Found: []string{"all_results.json", "checkpoint-500", "config.json",
+		"eval_results.json", "metrics.jsonl", "model.safetensors", "tokenizer.json", "trainer_state.json", "vocab.txt"}}
+	want := "training.output_dir runs/tiny already holds a training run or model files (trainer_state.json, checkpoint-500, " +
+		"model.safetensors, all_results.json, config.json, 4 more); "
+	if got := e.Message("training."); !strings.HasPrefix(got, want) {
+		t.Errorf("Message:\n got %s\nwant %s...", got, want)
+	}
+}
