@@ -171,6 +171,21 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 	return
 }
 
+// ArgMax sets out (N) I32 to the index of the largest entry of each row of x (N, V): the first among equal
+// maxima, a NaN counting as larger than any number, as torch.argmax. One warp per row.
+func (b *Backend) ArgMax(out, x *tensor.Tensor) (err error) {
+	o := b.begin("ArgMax", out, x)
+	defer o.end(&err)
+	o.tensor("out", out, tensor.I32).float("x", x)
+	n, v := o.rows("x", x)
+	o.numel("out", out, n).that(v > 0, tensor.ErrShape, "x has no columns")
+	if o.failed() || n == 0 {
+		return
+	}
+	o.rowsLaunch("softmax.cu", "argmax_rows", n, addr(out), addr(x), dt(x), i64(n), i64(v))
+	return
+}
+
 // indices downloads an I32/I64 tensor of ids (waiting for queued work) and checks them against [0, v);
 // ignore, if non-nil, is a value allowed outside the range (CrossEntropy's ignore_index).
 func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {

@@ -135,6 +135,10 @@ type Backend interface {
 	// CrossEntropyBackward: dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for
 	// ignored rows. For a mean loss seeded with the loss scale S over n counted rows, scale = S/n.
 	CrossEntropyBackward(dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) error
+	// ArgMax: out (N) I32 = the index of the largest entry of each row of x (N, V), the first among equal
+	// maxima, a NaN counting as larger than any number (torch.argmax): a language-model head's greedy
+	// prediction, which token accuracy compares with the labels.
+	ArgMax(out, x *Tensor) error
 	// MSELoss: losses (N) F32 = (pred − target)², pred and target (N).
 	MSELoss(losses, pred, target *Tensor) error
 	// MSELossBackward: dpred (N) = scale·2·(pred − target); for a mean loss scale = S/N.

@@ -1,9 +1,9 @@
-// softmax.cu: softmax over the last axis (with the additive attention mask), its backward, and cross-entropy
-// forward and backward.
+// softmax.cu: softmax over the last axis (with the additive attention mask), its backward, cross-entropy
+// forward and backward, and the row arg-max.
 //
 // Variants: one warp per row (8 rows per 256-thread block) for all four kernels; each pass re-reads the row,
 // which stays in L1/L2 for the row lengths of attention (≤ a few thousand). Cross-entropy over a vocabulary
-// (V ≥ 2048) takes xent_fwd_rows / xent_bwd_rows at the end of the file instead: one block per row. Max and sums are FP32; max propagates NaN, so a NaN or +Inf anywhere gives a NaN
+// (V ≥ 2048) takes xent_fwd_rows / xent_bwd_rows instead: one block per row. Max and sums are FP32; max propagates NaN, so a NaN or +Inf anywhere gives a NaN
 // row and a row that is −Inf everywhere gives zeros, exactly as tensor/cpu. Only the summation order differs
 // from the CPU (a warp tree instead of a left-to-right loop), and expf/logf instead of float64 exp/log.
 #include "common.cuh"
@@ -209,4 +209,40 @@ extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *log
 			st(dlogits, dtd, base + c, scale * p);
 		}
 	}
+}
+
+// argmax_better reports whether (v, i) beats (bv, bi): larger, or NaN over a number, or equal (both NaN
+// included) with a lower index: torch.argmax's first maximum, NaN counting as the largest.
+__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
+	bool vn = v != v, bn = bv != bv;
+	if (vn != bn) return vn;
+	if (vn || v == bv) return i < bi;
+	return v > bv;
+}
+
+// argmax_rows: out[row] (I32) = the first index of the largest entry of each row of V in x, one warp per
+// row; -Inf rows give 0 as on the CPU.
+extern "C" __global__ void argmax_rows(int *out, const void *x, int dtx, i64 N, int V) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * V;
+	float bv = NEG_INF;
+	int bi = V;
+	for (int c = lane; c < V; c += 32) {
+		float v = ld(x, dtx, base + c);
+		if (bi == V || argmax_better(v, c, bv, bi)) {
+			bv = v;
+			bi = c;
+		}
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_down_sync(0xffffffffu, bv, off);
+		int oi = __shfl_down_sync(0xffffffffu, bi, off);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if (lane == 0) out[row] = bi == V ? 0 : bi;
 }

@@ -56,6 +56,20 @@ func crossEntropyBackwardKernel[T scalar](dlogits, logits []T, labels []int, v i
 	}
 }
 
+// argMaxKernel: out[i] = the first index of the largest entry of row i (v entries), a NaN beating any number.
+func argMaxKernel(out []int32, x []float32, v int) {
+	for i := range out {
+		row := x[i*v : (i+1)*v]
+		best := 0
+		for j, z := range row {
+			if z > row[best] || (z != z && row[best] == row[best]) {
+				best = j
+			}
+		}
+		out[i] = int32(best)
+	}
+}
+
 // mseKernel: losses = (pred − target)².
 func mseKernel[T scalar](losses, pred, target []T) {
 	for i := range losses {
@@ -113,6 +127,21 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 		crossEntropyBackwardKernel(o.V[lo*v:hi*v], lv[lo*v:hi*v], lab[lo:hi], v, scale, ignoreIndex)
 	})
 	o.Store()
+	return nil
+}
+
+// ArgMax sets out (N) I32 to the index of the largest entry of each row of x (N, V): the first among equal
+// maxima, a NaN counting as larger than any number, as torch.argmax.
+func (b *Backend) ArgMax(out, x *tensor.Tensor) (err error) {
+	defer guard(&err, "ArgMax", out, x)
+	c := newCheck("ArgMax", out, x).tensor("out", out, tensor.I32).float("x", x)
+	n, v := c.rows("x", x)
+	c.numel("out", out, n).that(v > 0, tensor.ErrShape, "x has no columns")
+	if c.Err() != nil {
+		return c.Err()
+	}
+	xv, o := load(x), i32Of(out)
+	parallelFor(n, v, func(lo, hi int) { argMaxKernel(o[lo:hi], xv[lo*v:hi*v], v) })
 	return nil
 }
 

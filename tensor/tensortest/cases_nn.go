@@ -208,7 +208,8 @@ func layoutCases(dt tensor.DType) []opCase {
 	return cases
 }
 
-// lossCases: CrossEntropy (with ignore_index −100 rows) and MSE, forward and backward.
+// lossCases: CrossEntropy (with ignore_index −100 rows) and MSE, forward and backward, and ArgMax (compared as
+// scalar results: every row's index, ties and NaNs included).
 func lossCases(dt tensor.DType) []opCase {
 	g := newGen("loss" + dt.String())
 	var cases []opCase
@@ -230,6 +231,34 @@ func lossCases(dt tensor.DType) []opCase {
 				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 					return none(b.CrossEntropyBackward(ts[0], ts[1], ts[2], 1.0/3, -100))
 				}})
+	}
+	for _, v := range []int{1, 33, 100} {
+		// Rows of random logits, then the corner rows: all equal (0), two NaNs (the first), all −Inf (0), the
+		// maximum repeated (its first position), random logits on a coarse grid (ties after rounding).
+		n := 5 + g.odd()
+		logits := g.normal(n*v, 3)
+		row := func(i int) []float32 { return logits[i*v : (i+1)*v] }
+		for j := range v {
+			row(0)[j], row(2)[j] = 1.5, float32(math.Inf(-1))
+			row(4)[j] = float32(math.Round(float64(row(4)[j])))
+		}
+		row(1)[v/2], row(1)[v-1] = float32(math.NaN()), float32(math.NaN())
+		row(3)[v-1], row(3)[v/3] = 50, 50
+		cases = append(cases, opCase{fmt.Sprintf("ArgMax N=%d V=%d", n, v), []arg{output("out", tensor.I32, n), input("x", dt, logits, n, v)},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				if err := b.ArgMax(ts[0], ts[1]); err != nil {
+					return nil, err
+				}
+				ids := make([]int32, n)
+				if err := b.Download(ids, ts[0]); err != nil {
+					return nil, err
+				}
+				res := make([]float64, n)
+				for i, id := range ids {
+					res[i] = float64(id)
+				}
+				return res, nil
+			}})
 	}
 	n := g.odd() * 3
 	pred, target := g.normal(n, 1), g.normal(n, 1)

@@ -473,6 +473,11 @@ func (m *Meter) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, sca
 	})
 }
 
+// ArgMax is timed as "ArgMax".
+func (m *Meter) ArgMax(out, x *tensor.Tensor) error {
+	return m.run("ArgMax", "", 0, size(out, x), func() error { return m.Backend.ArgMax(out, x) })
+}
+
 // MSELoss is timed as "MSELoss".
 func (m *Meter) MSELoss(losses, pred, target *tensor.Tensor) error {
 	return m.run("MSELoss", "", 0, size(losses, pred, target), func() error { return m.Backend.MSELoss(losses, pred, target) })
