@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/tune-ml/tune/amp"
@@ -20,7 +21,9 @@ type PredictionOutput struct {
 
 // Evaluate runs the eval dataset through the model (no dropout, no gradients) and returns eval_loss, the
 // MetricsFunc's metrics with an "eval_" prefix, eval_runtime (s), eval_samples_per_second and
-// eval_steps_per_second. It logs them (log_history, metrics.jsonl) and calls the callbacks' OnEvaluate.
+// eval_steps_per_second; for a causal LM also eval_mean_token_accuracy (TRL's SFTTrainer: per batch the
+// supervised next-token targets the arg-max logit predicts over all of them, averaged over the batches) and
+// eval_perplexity = exp(eval_loss) (transformers' run_clm.py). It logs them (log_history, metrics.jsonl) and calls the callbacks' OnEvaluate.
 // Precision: the training autocast (fp16/bf16), or with fp16_full_eval / bf16_full_eval autocast in that dtype
 // (see HalfInference for what that means and for models that hold their weights in half).
 func (t *Trainer) Evaluate(ctx context.Context) (map[string]float64, error) {
@@ -103,8 +106,8 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 	bs := t.args.PerDeviceEvalBatchSize
 	n := ds.Len()
 	var out PredictionOutput
-	var lossSum float64
-	labelled, steps := 0, 0
+	var lossSum, accSum float64
+	labelled, steps, accN := 0, 0, 0
 	for i := 0; i < n; i += bs {
 		if err := ctx.Err(); err != nil {
 			return PredictionOutput{}, fmt.Errorf("trainer: %s interrupted: %w", prefix, err)
@@ -141,6 +144,10 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 			lossSum += float64(o.Loss) * float64(k)
 			labelled += k
 		}
+		if o.Targets > 0 {
+			accSum += float64(o.Correct) / float64(o.Targets)
+			accN++
+		}
 	}
 	secs := max(time.Since(start).Seconds(), 1e-9)
 	out.Metrics = map[string]float64{
@@ -150,6 +157,10 @@ func (t *Trainer) predict(ctx context.Context, ds Dataset, prefix string) (Predi
 	}
 	if labelled > 0 {
 		out.Metrics[prefix+"_loss"] = lossSum / float64(labelled)
+		if accN > 0 { // a causal LM: TRL's mean_token_accuracy (the mean over batches), and exp(loss)
+			out.Metrics[prefix+"_mean_token_accuracy"] = accSum / float64(accN)
+			out.Metrics[prefix+"_perplexity"] = math.Exp(out.Metrics[prefix+"_loss"])
+		}
 		if t.metrics != nil {
 			for k, v := range t.metrics(out.EvalPrediction) {
 				out.Metrics[prefix+"_"+k] = v

@@ -240,6 +240,9 @@ func (p *progress) format(e *Event, logs LogEntry, isTrain bool) string {
 		if v := logs["skipped_steps"]; v > 0 {
 			fmt.Fprintf(&b, "  skipped %g", v)
 		}
+		if v, ok := logs["mean_token_accuracy"]; ok {
+			fmt.Fprintf(&b, "  mean_token_accuracy %.4f", v)
+		}
 		fmt.Fprintf(&b, "  %s tok/s  eta %s", humanize(p.tokPerSec), p.eta(s))
 		return b.String()
 	}

@@ -27,6 +27,8 @@ type runState struct {
 
 	startStep           int     // global_step when this Train call began (> 0 after a resume)
 	trLoss              float64 // Σ window losses since the last log
+	accSum              float64 // Σ per-micro-batch token accuracies since the last log (causal LMs)
+	accN                int     // micro-batches in accSum
 	totalLoss           float64 // Σ window losses of this Train call
 	samples             int     // examples trained on in this Train call
 	lastLogged          int     // global_step of the last training log
@@ -296,6 +298,10 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		}
 		loss += float64(out.Loss) * float64(n) / float64(total)
 		tokens += b.NumTokens()
+		if out.Targets > 0 { // TRL's mean_token_accuracy: the mean of the micro-batches' correct/supervised
+			r.accSum += float64(out.Correct) / float64(out.Targets)
+			r.accN++
+		}
 	}
 	if total == 0 {
 		return 0, 0, fmt.Errorf("trainer: the micro-batches of step %d have no labelled example (every label is -100)", t.state.GlobalStep+1)
@@ -371,7 +377,11 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 		if t.scaler.Enabled() {
 			logs["skipped_steps"] = float64(r.skippedSinceLog)
 		}
+		if r.accN > 0 {
+			logs["mean_token_accuracy"] = r.accSum / float64(r.accN)
+		}
 		r.trLoss, r.lastLogged, r.skippedSinceLog = 0, s.GlobalStep, 0
+		r.accSum, r.accN = 0, 0
 		if err := t.log(logs); err != nil {
 			return err
 		}

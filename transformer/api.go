@@ -89,6 +89,9 @@ type Output struct {
 	// Loss is the batch's loss summed over its supervised labels and divided by their count (Model.Supervised),
 	// FP32 and unscaled; NaN when the batch has no labels or none is supervised.
 	Loss float32
+	// Targets and Correct count, for a causal LM given labels, the supervised next-token targets and those
+	// its arg-max logit predicts (TRL's mean_token_accuracy of the batch is Correct/Targets); 0 otherwise.
+	Targets, Correct int
 }
 
 // ForwardOptions control one Forward call.

@@ -38,9 +38,11 @@ type lmHeadCache struct {
 	dlogits *tensor.Tensor // (R, V) h its gradient
 	losses  *tensor.Tensor // (N) F32 per-position losses (0 where the target is ignored)
 	targets *tensor.Tensor // (N) I64 shifted labels: labels[b, t+1], −100 at t = T−1
+	pred    *tensor.Tensor // (N) I32 arg-max of each row's logits (rows of supervised chunks)
 	rows, n int            // R and N
 	in      *tensor.Tensor // (N, C) h the last Forward's input, kept for Backward
 	count   int            // supervised targets of the last Forward
+	correct int            // of those, the ones the arg-max logit predicts
 	host    []int64        // the last Forward's targets (nil without labels), to skip unsupervised chunks
 }
 
@@ -71,7 +73,7 @@ func (l *CausalLMHead) Layout(a *Arena, n int, dt tensor.DType) {
 	r := l.ChunkRows(n)
 	l.c = lmHeadCache{
 		logits: a.Take(dt, r, l.V), dlogits: a.Take(dt, r, l.V),
-		losses: a.Take(tensor.F32, n), targets: a.Take(tensor.I64, n), rows: r, n: n,
+		losses: a.Take(tensor.F32, n), targets: a.Take(tensor.I64, n), pred: a.Take(tensor.I32, n), rows: r, n: n,
 	}
 }
 
@@ -97,15 +99,17 @@ func ShiftLabels(labels []int64, b, t int) (targets []int64, count int) {
 
 // Forward computes the logits of in (N, C) h chunk by chunk. With targets (N, already shifted: ShiftLabels)
 // it returns the loss summed over the supervised targets (float64, summed on the host from the FP32
-// per-position losses) and their count; with host (N·V) non-nil it copies the logits there in FP32 (the
-// GEMM dtype's values widened). in stays in use until Backward. Every target must be −100 or in [0, V).
+// per-position losses) and their count, and counts the supervised targets the arg-max logit predicts (Correct:
+// TRL's mean_token_accuracy, from one ArgMax per chunk and one download of the (N) predictions); with host
+// (N·V) non-nil it copies the logits there in FP32 (the GEMM dtype's values widened). in stays in use until
+// Backward. Every target must be −100 or in [0, V).
 func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host []float32) (sum float64, count int, err error) {
 	bk, c := p.Backend, &l.c
 	n := in.Numel() / l.C
 	if n != c.n {
 		return 0, 0, fmt.Errorf("transformer: lm head: %d rows, laid out for %d", n, c.n)
 	}
-	c.in, c.count, c.host = in, 0, targets
+	c.in, c.count, c.correct, c.host = in, 0, 0, targets
 	if targets != nil {
 		if len(targets) != n {
 			return 0, 0, fmt.Errorf("transformer: lm head: %d targets for %d rows", len(targets), n)
@@ -144,20 +148,34 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 				return 0, 0, err
 			}
 			c.count += k
+			pr, _ := c.pred.View(r0, m)
+			if err := bk.ArgMax(pr, lg); err != nil {
+				return 0, 0, err
+			}
 		}
 	}
 	if targets == nil {
 		return math.NaN(), 0, nil
 	}
-	losses := make([]float32, n)
+	losses, pred := make([]float32, n), make([]int32, n)
 	if err := bk.Download(losses, c.losses); err != nil {
 		return 0, 0, err
 	}
-	for _, v := range losses {
+	if err := bk.Download(pred, c.pred); err != nil {
+		return 0, 0, err
+	}
+	for i, v := range losses {
 		sum += float64(v)
+		if targets[i] != -100 && int64(pred[i]) == targets[i] { // rows of skipped chunks have no target
+			c.correct++
+		}
 	}
 	return sum, c.count, nil
 }
+
+// Correct returns how many supervised targets of the last Forward the arg-max logit predicts (the first
+// maximum, as torch.argmax): TRL's mean_token_accuracy is Correct/Count per batch.
+func (l *CausalLMHead) Correct() int { return l.c.correct }
 
 // Logits computes the logits of in (M, C) h, any M up to the rows laid out, chunk by chunk into host (M·V)
 // FP32 (the GEMM dtype's values widened), with no loss: an incremental decoder's last-token logits. It
@@ -172,7 +190,7 @@ func (l *CausalLMHead) Logits(p *Pass, in *tensor.Tensor, host []float32) error 
 	if err != nil {
 		return err
 	}
-	c.in, c.count, c.host = in, 0, nil
+	c.in, c.count, c.correct, c.host = in, 0, 0, nil
 	for r0 := 0; r0 < n; r0 += c.rows {
 		m := min(c.rows, n-r0)
 		lg, err := l.chunkLogits(p, w, r0, m)

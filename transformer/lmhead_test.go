@@ -143,3 +143,65 @@ func TestCausalLMHeadChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestCausalLMHeadCorrect: Correct counts the supervised targets equal to the arg-max of their row's logits
+// (the host's count over the logits), in one chunk and in chunks of 3 rows with a chunk of ignored targets.
+func TestCausalLMHeadCorrect(t *testing.T) {
+	b := cpu.New()
+	const n, c, v = 10, 6, 11
+	rng := rand.New(rand.NewPCG(3, 4))
+	normal := func(k int) []float32 {
+		x := make([]float32, k)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	hv, wv := normal(n*c), normal(v*c)
+	run := func(chunkElems int, targets []int64) (logits []float32, correct, count int) {
+		h := tensortest.Upload(t, b, tensor.F32, hv, n, c)
+		w := tensortest.Upload(t, b, tensor.F32, wv, v, c)
+		head := CausalLMHead{Weight: &Param{Value: w}, V: v, C: c, ChunkElems: chunkElems}
+		a := NewArena(b)
+		if err := a.Carve(func(a *Arena) error { head.Layout(a, n, tensor.F32); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		logits = make([]float32, n*v)
+		_, count, err := head.Forward(&Pass{Backend: b}, h, targets, logits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return logits, head.Correct(), count
+	}
+	none := make([]int64, n)
+	for i := range none {
+		none[i] = -100
+	}
+	logits, _, _ := run(0, none)
+	targets := make([]int64, n)
+	want := 0
+	for i := range targets {
+		row := logits[i*v : (i+1)*v]
+		best := 0
+		for j := range row {
+			if row[j] > row[best] {
+				best = j
+			}
+		}
+		switch {
+		case i < 3:
+			targets[i] = -100 // the first chunk of 3 rows has no target
+		case i%3 == 0:
+			targets[i] = int64((best + 1) % v)
+		default:
+			targets[i] = int64(best)
+			want++
+		}
+	}
+	for _, chunkElems := range []int{0, 3 * v} {
+		_, correct, count := run(chunkElems, targets)
+		if correct != want || count != n-3 {
+			t.Errorf("chunkElems %d: Correct %d of %d, want %d of %d", chunkElems, correct, count, want, n-3)
+		}
+	}
+}

@@ -365,6 +365,7 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 	out.Loss = float32(math.NaN())
 	if targets != nil && count > 0 {
 		out.Loss = float32(sum / float64(count))
+		out.Targets, out.Correct = count, m.Head.Correct()
 	}
 	if opts.Train && targets != nil {
 		m.last = lastForward{pass: p, key: m.shape, ready: true, count: count, embOff: embOff, embUsed: embUsed}

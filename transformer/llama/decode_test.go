@@ -9,6 +9,7 @@ import (
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
@@ -147,4 +148,61 @@ func TestDecodeErrors(t *testing.T) {
 	if _, err := m.NewKVCache(0); err == nil {
 		t.Error("a cache of 0 positions accepted")
 	}
+}
+
+// TestTokenAccuracyCounts: Forward's Correct (the LM head's device arg-max against the shifted labels) equals
+// the host's count over the logits it returns, on every backend, FP32 and BF16, with half the targets set to
+// the arg-max and one row padded.
+func TestTokenAccuracyCounts(t *testing.T) {
+	cfg := goldenConfig(t, openGolden(t, "llama_rope3.safetensors"))
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		m := detModel(t, b, cfg)
+		for _, mode := range []string{"fp32", "bf16"} {
+			m.SetPolicy(goldenPolicies[mode])
+			batch := testBatch(2, 9, cfg.VocabSize, []int{9, 6})
+			batch.Labels = nil
+			out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := out.NumLabels
+			argmax := func(i int) int64 {
+				row := out.Logits[i*v : (i+1)*v]
+				best := 0
+				for j := range row {
+					if row[j] > row[best] {
+						best = j
+					}
+				}
+				return int64(best)
+			}
+			labels := make([]int64, len(batch.InputIDs))
+			want, total := 0, 0
+			for i := range labels {
+				labels[i] = int64(batch.InputIDs[i])
+				if batch.AttentionMask[i] == 0 {
+					labels[i] = -100
+				}
+				if i%9 > 0 && i%2 == 0 && labels[i] != -100 {
+					labels[i] = argmax(i - 1)
+				}
+			}
+			for i := range labels {
+				if i%9 > 0 && labels[i] != -100 {
+					total++
+					if labels[i] == argmax(i-1) {
+						want++
+					}
+				}
+			}
+			batch.Labels = labels
+			out, err = m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Correct != want || out.Targets != total || want == 0 {
+				t.Errorf("%s: Correct %d of %d, host %d of %d", mode, out.Correct, out.Targets, want, total)
+			}
+		}
+	})
 }

@@ -246,6 +246,7 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 		return out, nil
 	}
 	out.Loss = float32(sum / float64(count))
+	out.Targets, out.Correct = count, m.Head.Correct()
 	m.last.count = count
 	if opts.Train {
 		m.last.pass, m.last.key, m.last.ready, m.last.in = p, m.shape, true, in
