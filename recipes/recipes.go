@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -286,19 +287,34 @@ func recipeHint(ref string) string {
 	return ""
 }
 
+// yamlProblem reports text that is not YAML, with yaml.v3's reason and, for a tab that indents a line (YAML
+// allows only spaces there), what to do.
+func yamlProblem(source string, data []byte, err error) *Problem {
+	msg := "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")
+	var line int
+	if _, scanErr := fmt.Sscanf(strings.TrimPrefix(err.Error(), "yaml: "), "line %d:", &line); scanErr == nil && line > 0 {
+		if lines := strings.Split(string(data), "\n"); line <= len(lines) {
+			if indent := lines[line-1][:len(lines[line-1])-len(strings.TrimLeft(lines[line-1], " \t"))]; strings.Contains(indent, "\t") {
+				msg += "; line " + strconv.Itoa(line) + " is indented with a tab, and YAML indents with spaces only: replace the tab with spaces"
+			}
+		}
+	}
+	return &Problem{Pos: source, Msg: msg}
+}
+
 // Decode decodes recipe text: source names it in messages, dir is where its relative paths resolve. See Load.
 func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error) {
 	d := newDecoder(source)
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, &Problem{Pos: source, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, yamlProblem(source, data, err)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, &Problem{Pos: source, Msg: "not valid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, yamlProblem(source, data, err)
 	case len(next.Content) > 0 && next.Content[0].ShortTag() != "!!null":
 		return nil, &Problem{Pos: fmt.Sprintf("%s:%d", source, next.Content[0].Line),
 			Msg: "a second YAML document starts here (after ---); a recipe is one document: merge it into the first or remove it"}

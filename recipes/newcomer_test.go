@@ -85,3 +85,15 @@ func TestMissingModelPathSaysWhatToGive(t *testing.T) {
 		t.Fatalf("CheckFiles: %v\nwant %q", err, want)
 	}
 }
+
+// TestTabIndentSaysSo: a recipe indented with a tab gets yaml.v3's reason and what to do.
+func TestTabIndentSaysSo(t *testing.T) {
+	_, err := Decode([]byte("model:\n\tpath: x\n"), "r.yaml", ".", nil)
+	want := "r.yaml: not valid YAML: line 2: found character that cannot start any token; line 2 is indented with a tab"
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("got %v, want %q...", err, want)
+	}
+	if _, err := Decode([]byte("model:\n  path: x\n   bad: 1\n"), "r.yaml", ".", nil); err == nil || strings.Contains(err.Error(), "tab") {
+		t.Fatalf("a bad indent of spaces: %v", err)
+	}
+}
