@@ -13,7 +13,8 @@ import (
 	"github.com/tune-ml/tune/transformer"
 )
 
-// TestSFTTokenAccuracyLogged: a causal-LM run logs TRL's mean_token_accuracy with every training loss and
+// TestSFTTokenAccuracyLogged: a causal-LM run logs TRL's mean_token_accuracy and num_tokens (the tokens
+// trained on so far) with every training loss and
 // eval_mean_token_accuracy and eval_perplexity = exp(eval_loss) with the evaluation; the eval accuracy is the
 // mean over the eval batches of sft.TokenAccuracy on the host logits of the trained model.
 func TestSFTTokenAccuracyLogged(t *testing.T) {
@@ -32,10 +33,14 @@ func TestSFTTokenAccuracyLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	var train, eval int
-	var evalAcc, evalLoss, ppl float64
+	var evalAcc, evalLoss, ppl, tokens float64
 	for _, l := range run.Trainer.State().LogHistory {
 		if _, ok := l["loss"]; ok {
 			train++
+			if l["num_tokens"] <= tokens {
+				t.Errorf("step %v: num_tokens %v after %v", l["step"], l["num_tokens"], tokens)
+			}
+			tokens = l["num_tokens"]
 			if a, ok := l["mean_token_accuracy"]; !ok || a < 0 || a > 1 {
 				t.Errorf("step %v: mean_token_accuracy %v (logged %v)", l["step"], a, ok)
 			}
@@ -47,6 +52,9 @@ func TestSFTTokenAccuracyLogged(t *testing.T) {
 	}
 	if train != 2 || eval != 1 {
 		t.Fatalf("%d training logs with mean_token_accuracy (want 2), %d evaluations (want 1)", train, eval)
+	}
+	if seen := run.Trainer.State().NumInputTokensSeen; tokens != float64(seen) {
+		t.Errorf("num_tokens %v at the last log, %d tokens seen", tokens, seen)
 	}
 	jsonl, err := os.ReadFile(filepath.Join(r.Training.OutputDir, "metrics.jsonl"))
 	if err != nil {

@@ -377,8 +377,9 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 		if t.scaler.Enabled() {
 			logs["skipped_steps"] = float64(r.skippedSinceLog)
 		}
-		if r.accN > 0 {
+		if r.accN > 0 { // a causal LM: TRL's SFTTrainer also logs the tokens trained on so far (Σ attention_mask)
 			logs["mean_token_accuracy"] = r.accSum / float64(r.accN)
+			logs["num_tokens"] = float64(s.NumInputTokensSeen)
 		}
 		r.trLoss, r.lastLogged, r.skippedSinceLog = 0, s.GlobalStep, 0
 		r.accSum, r.accN = 0, 0
