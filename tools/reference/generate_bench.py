@@ -46,31 +46,34 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    rows = []
-    tiny = transformers.LlamaForCausalLM.from_pretrained(a.tiny, dtype=torch.float32).cuda().eval()
-    ids = torch.tensor([[3 + (7 * i) % 700 for i in range(32)]], device="cuda")
-    for name, dt in (("fp32", None), ("bf16", torch.bfloat16)):
-        for cache in (True, False):
-            tps, toks = timed(tiny, ids, 64, cache, dt, a.reps)
-            rows.append({"model": "tiny-chat", "precision": name, "use_cache": cache, "tokens_per_s": tps,
-                         "first_tokens": toks[:16]})
-    cfg = transformers.LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                                   num_attention_heads=9, num_key_value_heads=3,
-                                   rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
-                                   rms_norm_eps=1e-5, tie_word_embeddings=True, max_position_embeddings=8192)
-    torch.manual_seed(1)
-    smol = transformers.LlamaForCausalLM(cfg).cuda().eval()
-    ids = torch.tensor([[(i * 7919) % 49152 for i in range(128)]], device="cuda")
-    for cache in (True, False):
-        tps, _ = timed(smol, ids, 128, cache, torch.bfloat16, a.reps)
-        rows.append({"model": "smollm2-135m", "precision": "bf16", "use_cache": cache, "tokens_per_s": tps})
     meta = {"transformers": transformers.__version__, "torch": torch.__version__,
             "device": torch.cuda.get_device_name(0)}
-    with open(a.out, "w") as f:
-        for r in rows:
-            r.update(meta)
-            f.write(json.dumps(r) + "\n")
-            print(json.dumps(r))
+    with open(a.out, "w") as f:  # one line per case as soon as it is measured
+
+        def emit(row):
+            row.update(meta)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            print(json.dumps(row))
+
+        cfg = transformers.LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536,
+                                       num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                       rope_parameters={"rope_type": "default", "rope_theta": 100000.0},
+                                       rms_norm_eps=1e-5, tie_word_embeddings=True, max_position_embeddings=8192)
+        torch.manual_seed(1)
+        smol = transformers.LlamaForCausalLM(cfg).cuda().eval()
+        ids = torch.tensor([[(i * 7919) % 49152 for i in range(128)]], device="cuda")
+        for cache in (True, False):
+            tps, _ = timed(smol, ids, 128, cache, torch.bfloat16, a.reps)
+            emit({"model": "smollm2-135m", "precision": "bf16", "use_cache": cache, "tokens_per_s": tps})
+        del smol
+        tiny = transformers.LlamaForCausalLM.from_pretrained(a.tiny, dtype=torch.float32).cuda().eval()
+        ids = torch.tensor([[3 + (7 * i) % 700 for i in range(32)]], device="cuda")
+        for name, dt in (("fp32", None), ("bf16", torch.bfloat16)):
+            for cache in (True, False):
+                tps, toks = timed(tiny, ids, 64, cache, dt, a.reps)
+                emit({"model": "tiny-chat", "precision": name, "use_cache": cache, "tokens_per_s": tps,
+                      "first_tokens": toks[:16]})
 
 
 if __name__ == "__main__":
