@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -96,4 +97,15 @@ func TestSFTTokenAccuracyLogged(t *testing.T) {
 		t.Errorf("eval_mean_token_accuracy %v, host %v over %d batches", evalAcc, want, batches)
 	}
 	t.Logf("eval_loss %.4f  eval_perplexity %.3f  eval_mean_token_accuracy %.4f over %d batches", evalLoss, ppl, evalAcc, batches)
+}
+
+// TestCausalLMMetricForBestModel: a causal LM's metric_for_best_model is one of loss, mean_token_accuracy and
+// perplexity (a classifier's accuracy is refused with the list), with or without the eval_ prefix.
+func TestCausalLMMetricForBestModel(t *testing.T) {
+	for m, ok := range map[string]bool{"eval_mean_token_accuracy": true, "perplexity": true, "loss": true, "accuracy": false, "mean_token_acc": false} {
+		_, err := Load("tiny-chat", []string{"training.output_dir=" + t.TempDir(), "training.metric_for_best_model=" + m})
+		if ok != (err == nil) || !ok && !strings.Contains(fmt.Sprint(err), "the evaluation of a causal language model reports (loss, mean_token_accuracy, perplexity") {
+			t.Errorf("metric_for_best_model %s: %v", m, err)
+		}
+	}
 }

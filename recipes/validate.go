@@ -162,8 +162,9 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 
 // validateBestMetric checks training.metric_for_best_model against the metrics the evaluation reports
 // (trainer.BestModelMetricNames), so a typo is caught now rather than after the first evaluation. A model
-// built from model.config with num_labels 1 or problem_type regression reports only the loss; for a
-// checkpoint, whose head is read later, every name is allowed that some model reports.
+// built from model.config with num_labels 1 or problem_type regression reports only the loss, a causal LM the
+// loss, mean_token_accuracy and perplexity; for a BERT checkpoint, whose head is read later, every name is
+// allowed that some classifier reports.
 func (r *Recipe) validateBestMetric(bad func(key, format string, a ...any)) {
 	m := r.Training.MetricForBestModel
 	if m == "" {
@@ -174,6 +175,9 @@ func (r *Recipe) validateBestMetric(bad func(key, format string, a ...any)) {
 		classification, what = false, "the evaluation of a regression model (num_labels 1)"
 	}
 	names := trainer.BestModelMetricNames(classification)
+	if r.IsCausalLM() {
+		names, what = trainer.CausalLMMetricNames(), "the evaluation of a causal language model"
+	}
 	name, prefixed := strings.CutPrefix(m, "eval_")
 	if slices.Contains(names, name) {
 		return

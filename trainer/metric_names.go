@@ -18,3 +18,10 @@ func BestModelMetricNames(classification bool) []string {
 	}
 	return slices.Concat([]string{"loss"}, ClassificationMetricNames())
 }
+
+// CausalLMMetricNames returns the metrics a causal LM's evaluation reports, without the "eval_" prefix: loss,
+// mean_token_accuracy and perplexity (Evaluate). As in transformers, greater_is_better defaults to true for any
+// metric but the loss: set it to false to rank checkpoints by perplexity.
+func CausalLMMetricNames() []string {
+	return []string{"loss", "mean_token_accuracy", "perplexity"}
+}
