@@ -218,6 +218,11 @@ __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hb
 	}
 }
 
+// cp4 copies 4 bytes global → shared, or writes 4 zero bytes when !valid.
+__device__ __forceinline__ void cp4(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
 // cp8 copies 8 bytes global → shared, or writes 8 zero bytes when !valid.
 __device__ __forceinline__ void cp8(u32 dst, const void *src, bool valid) {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
@@ -530,17 +535,14 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
 		load_tile<D, BR>(sQ + buf * BR * D, (const u16 *)p.q + b * p.qs[0] + hq * p.qs[1] + (i64)i0 * p.qs[2], p.qs[2], Tq - i0, tid);
 		load_tile<D, BR>(sO + buf * BR * D, (const u16 *)p.dout + b * p.dos[0] + hq * p.dos[1] + (i64)i0 * p.dos[2], p.dos[2], Tq - i0, tid);
-		for (int r = tid; r < BR; r += 128) {
-			int i = i0 + r;
-			float lv = POS_INF, dv = 0.0f;
-			if (i < Tq) {
-				i64 row = ((i64)b * p.Hq + hq) * Tq + i;
-				float x = p.lse[row];
-				lv = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
-				dv = p.delta[row];
-			}
-			sL[buf * BR + r] = lv;
-			sDl[buf * BR + r] = dv;
+		{
+			// LSE (threads 0..63) and Δ (64..127) of the tile's rows by cp.async, so no thread waits on them
+			// here; rows ≥ Tq read as 0, harmless since their dO and Δ are 0. The LSE is converted where used.
+			static_assert(2 * BR == 128, "one LSE or Δ element per thread");
+			const int r = tid & (BR - 1), i = i0 + r;
+			const bool ok = i < Tq;
+			const i64 row = ok ? ((i64)b * p.Hq + hq) * Tq + i : 0;
+			cp4(smem_addr((tid < BR ? sL : sDl) + buf * BR + r), (tid < BR ? p.lse : p.delta) + row, ok);
 		}
 		if (sbits && p.bits) load_bits<BR>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, tid);
 		else if (sbits) draw_bits<BR, BC>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, thr, tid);
@@ -627,6 +629,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 			for (int e = 0; e < 2; e++) {
 				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
 				float lv = cL[ic], dl = cD[ic];
+				lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
 #pragma unroll
 				for (int hh = 0; hh < 2; hh++) {
 					int j = j0 + wr + g + hh * 8, c = hh * 2 + e;
