@@ -36,7 +36,7 @@ type attnParams struct {
 	B, Hq, Hkv, Tq, Tk, D                                     int64
 	scale, p, dscale, pad0                                    float32
 	seed, offset                                              uint64
-	causal, dtype, bitsw                                      int64
+	causal, dtype, bitsw, bitsready                           int64
 }
 
 // attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention.cu).
@@ -56,6 +56,10 @@ var attnDQVariant string
 // attnBwdRedraw, when set (by the microbenchmark through export_test.go), makes every backward kernel draw
 // its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
 var attnBwdRedraw bool
+
+// attnNoKeepBits, when set (by the microbenchmark and tests through export_test.go), ignores
+// AttentionArgs.KeepBits: the backward draws its keep bits as if none were given.
+var attnNoKeepBits bool
 
 // fwdShape is a forward kernel's tiling: MT row tiles of 16 per warp (64·MT queries per block), BC keys per
 // step, K/V double-buffered (db) or not.
@@ -125,6 +129,18 @@ func (b *Backend) attnPlan(g opcheck.Attention, ops ...opcheck.AttnOperand) (att
 	return p, nil
 }
 
+// keepBitsUsable reports whether the tensor-core kernels store (forward) and read (backward) the dropout keep
+// bits in the caller's KeepBits: dropout with Tk % 4 == 0 (the keep bits go through shared memory) and an
+// 8-byte aligned buffer. The backward's plan being tensor-core implies the forward's was (it checks a superset
+// of the operands), so a backward that reads the bits follows a forward that stored them.
+func keepBitsUsable(pl attnPlan, g opcheck.Attention) bool {
+	return pl.tc && g.DropoutP > 0 && g.Tk%4 == 0 && g.KeepBits != nil && addr(g.KeepBits)%8 == 0 && !attnNoKeepBits
+}
+
+// keepBitsWords is the number of 16-bit words of keep bits per query row: whole 64-key tiles (the layout of
+// tensor.AttentionKeepBitsLen).
+func keepBitsWords(tk int) int64 { return 4 * int64(cdiv(tk, 64)) }
+
 // params fills the kernel's argument block from validated arguments.
 func attnParamsOf(g opcheck.Attention) attnParams {
 	st := func(x opcheck.AttnOperand) [3]int64 { return [3]int64{int64(x.SB), int64(x.SH), int64(x.ST)} }
@@ -182,6 +198,9 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return
 	}
 	p := attnParamsOf(g)
+	if keepBitsUsable(pl, g) {
+		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
+	}
 	if pl.tc {
 		o.attnLaunch(pl.fwd, cdiv(g.Tq, pl.fwdRows), g.Hq, g.B, 128, pl.fwdSmem, &p)
 	} else {
@@ -217,10 +236,14 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		delta = uint64(d)
 	}
 	p.delta = delta
-	if pl.tc && g.DropoutP > 0 && g.Tk%4 == 0 && !attnBwdRedraw {
-		// The dQ kernel's first sweep stores the keep bits it draws (one bit per score, rows padded to whole
-		// 64-key tiles); its second sweep and the dK/dV kernel load them instead of drawing again.
-		p.bitsw = 4 * int64(cdiv(g.Tk, 64))
+	switch {
+	case keepBitsUsable(pl, g):
+		// The forward stored every keep bit in KeepBits: no kernel draws.
+		p.bits, p.bitsw, p.bitsready = addr(g.KeepBits), keepBitsWords(g.Tk), 1
+	case pl.tc && g.DropoutP > 0 && g.Tk%4 == 0 && !attnBwdRedraw:
+		// The dQ kernel stores the keep bits it draws (one bit per score, rows padded to whole 64-key tiles)
+		// and the dK/dV kernel loads them instead of drawing again.
+		p.bitsw = keepBitsWords(g.Tk)
 		bits := o.scratch(2 * rows * int(p.bitsw))
 		if o.failed() {
 			return

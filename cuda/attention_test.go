@@ -22,10 +22,11 @@ type attnShape struct {
 	mask, causal, seg     bool
 	p                     float32
 	unaligned             bool // operands start one element into their buffers: the general kernel
+	keepBits              bool // pass AttentionArgs.KeepBits (the forward stores the dropout bits for the backward)
 }
 
 func (s attnShape) String() string {
-	return fmt.Sprintf("B%d_Hq%d_Hkv%d_Tq%d_Tk%d_D%d_mask%v_causal%v_seg%v_p%v_unaligned%v", s.B, s.Hq, s.Hkv, s.Tq, s.Tk, s.D, s.mask, s.causal, s.seg, s.p, s.unaligned)
+	return fmt.Sprintf("B%d_Hq%d_Hkv%d_Tq%d_Tk%d_D%d_mask%v_causal%v_seg%v_p%v_unaligned%v_keep%v", s.B, s.Hq, s.Hkv, s.Tq, s.Tk, s.D, s.mask, s.causal, s.seg, s.p, s.unaligned, s.keepBits)
 }
 
 // attnData is one problem's host inputs.
@@ -112,6 +113,9 @@ func runAttention(t testing.TB, be tensor.Backend, s attnShape, dt tensor.DType,
 	}
 	if d.seg != nil {
 		a.Segments = up(tensor.I32, d.seg, len(d.seg))
+	}
+	if s.keepBits {
+		a.KeepBits = up(tensor.I32, nil, tensor.AttentionKeepBitsLen(s.B, s.Hq, s.Tq, s.Tk))
 	}
 	if err := be.Attention(a); err != nil {
 		t.Fatal(err)
@@ -332,5 +336,44 @@ func TestAttentionDQVariantsMatch(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestAttentionKeepBitsMatchesRedraw: with AttentionArgs.KeepBits the forward stores its dropout keep bits and
+// the backward reads them instead of drawing; O and every gradient must be bit-identical to a backward that
+// draws its own (and KeepBits must not change the forward), on every backend.
+func TestAttentionKeepBitsMatchesRedraw(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	for _, s := range []attnShape{
+		{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1},
+		{B: 1, Hq: 2, Hkv: 1, Tq: 132, Tk: 260, D: 128, causal: true, p: 0.15},
+		{B: 1, Hq: 2, Hkv: 2, Tq: 300, Tk: 68, D: 64, causal: true, p: 0.3},
+		{B: 2, Hq: 2, Hkv: 2, Tq: 256, Tk: 256, D: 64, seg: true, causal: true, p: 0.5},
+		{B: 2, Hq: 2, Hkv: 2, Tq: 77, Tk: 77, D: 64, mask: true, p: 0.1}, // Tk % 4 != 0: KeepBits unused
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			d := s.data(11)
+			plain := runAttention(t, gpu, s, tensor.BF16, d)
+			k := s
+			k.keepBits = true
+			for _, be := range []tensor.Backend{gpu, ref} {
+				want := plain
+				if be == tensor.Backend(ref) {
+					want = runAttention(t, ref, s, tensor.BF16, d)
+				}
+				got := runAttention(t, be, k, tensor.BF16, d)
+				for _, x := range []struct {
+					name string
+					a, b []float32
+				}{{"O", got.o, want.o}, {"dQ", got.dq, want.dq}, {"dK", got.dk, want.dk}, {"dV", got.dv, want.dv}} {
+					for i := range x.a {
+						if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
+							t.Fatalf("%s: %s[%d] = %v with KeepBits, %v without", be.Name(), x.name, i, x.a[i], x.b[i])
+						}
+					}
+				}
+			}
+		})
 	}
 }

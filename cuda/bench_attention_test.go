@@ -20,7 +20,8 @@ import (
 // and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
 // scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2:
 // kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
-// two-sweep dQ kernel; "redraw": every kernel drawing its own dropout bits), the "smq" dQ variant and its two
+// two-sweep dQ kernel; "nokeep": the backward drawing the dropout bits once itself instead of reading those
+// the forward stored in KeepBits; "redraw": every kernel drawing its own), the "smq" dQ variant and its two
 // kernels alone ("only dq", "only dkdv", still counted against the whole backward's FLOPs, so their times add
 // up; "only dkdv" with dropout reads bits nobody stored, which is fine for timing).
 func BenchmarkAttention(b *testing.B) {
@@ -33,7 +34,7 @@ func BenchmarkAttention(b *testing.B) {
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
 		{64, 12, 512, 64, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "dq2", "smq", "dq", "dkdv"}},
-		{64, 12, 512, 64, false, 0.1, []string{""}, []string{"", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
+		{64, 12, 512, 64, false, 0.1, []string{""}, []string{"", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, true, 0, []string{"", "_db", "_m2"}, []string{"", "dq2", "dq", "dkdv"}},
 		{8, 32, 2048, 128, false, 0, []string{""}, []string{"", "dq2"}},
 		{8, 32, 2048, 64, true, 0, []string{""}, []string{"", "dq2"}}, // a decoder with 64-wide heads (SmolLM2, Llama-3.2-1B)
@@ -62,6 +63,9 @@ func BenchmarkAttention(b *testing.B) {
 			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, n, true)}, V: tensor.AttnOperand{T: mk(bf, n, true)},
 			O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
 			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
+		if c.p > 0 { // as the attention layer trains: the forward stores the keep bits for the backward
+			a.KeepBits = mk(tensor.I32, tensor.AttentionKeepBitsLen(c.B, c.H, c.T, c.T), false)
+		}
 		ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
 			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, n, false)}, DV: tensor.AttnOperand{T: mk(bf, n, false)}}
 		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
@@ -84,7 +88,7 @@ func BenchmarkAttention(b *testing.B) {
 			n := "bwd"
 			switch part {
 			case "":
-			case "redraw", "dq2", "smq":
+			case "redraw", "dq2", "smq", "nokeep":
 				n += " " + part
 			default:
 				n += " only " + part
@@ -93,7 +97,10 @@ func BenchmarkAttention(b *testing.B) {
 				func() func() {
 					switch part {
 					case "redraw": // every kernel draws its own keep bits (the earlier design)
-						return cuda.SetAttnBwdRedraw(true)
+						r1, r2 := cuda.SetAttnNoKeepBits(true), cuda.SetAttnBwdRedraw(true)
+						return func() { r2(); r1() }
+					case "nokeep": // KeepBits ignored: the dQ kernel draws the bits and stores them for dK/dV
+						return cuda.SetAttnNoKeepBits(true)
 					case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
 						return cuda.SetAttnDQVariant(part)
 					}

@@ -68,3 +68,11 @@ func SetAttnDQVariant(v string) (restore func()) {
 	attnDQVariant = v
 	return func() { attnDQVariant = old }
 }
+
+// SetAttnNoKeepBits makes the attention kernels ignore AttentionArgs.KeepBits (the backward draws its own
+// dropout bits) for the microbenchmark and the bit-identity test, and returns a function restoring the default.
+func SetAttnNoKeepBits(on bool) (restore func()) {
+	old := attnNoKeepBits
+	attnNoKeepBits = on
+	return func() { attnNoKeepBits = old }
+}

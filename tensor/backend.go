@@ -245,7 +245,17 @@ type AttentionArgs struct {
 	Segments              *Tensor     // optional (B, T) I32 segment ids (needs Tq == Tk): i sees j only when equal
 	DropoutP              float32     // dropout on the probabilities P, in [0, 1); 0 for none
 	Seed, Offset          uint64      // Philox key and counter base for the dropout draw (see PhiloxKeep)
+	// KeepBits is optional scratch for dropout: I32, AttentionKeepBitsLen(B, Hq, Tq, Tk) elements, that a
+	// backend's forward may fill with the keep bits it draws so that its backward reads them instead of
+	// drawing them again. Pass the forward's tensor, unchanged, with the same Seed and Offset to
+	// AttentionBackward. Its contents are the backend's own; a backend that does not use it (tensor/cpu)
+	// leaves it alone, and nil makes every pass draw its own bits.
+	KeepBits *Tensor
 }
+
+// AttentionKeepBitsLen is the number of I32 elements of AttentionArgs.KeepBits: one bit per (query, key)
+// pair of every query head, each query row padded to whole 64-key tiles.
+func AttentionKeepBitsLen(b, hq, tq, tk int) int { return b * hq * tq * ((tk + 63) / 64) * 2 }
 
 // AttentionBackwardArgs describes the backward of Attention: with dP' = dO·Vᵀ, dP = dP'·keep/(1 − DropoutP),
 // Δ_i = Σ_j P_ij·dP_ij in FP32 (dO_i·O_i for an unrounded O; docs/ATTENTION.md says why it is not taken from a

@@ -66,6 +66,7 @@ type attentionCache struct {
 	packed  bool           // sdpa: Q, K, V share the (B, T, 3C) buffer qkv
 	qkv     *tensor.Tensor // sdpa packed: (B, T, 3C) h projections, kept for backward
 	lse     *tensor.Tensor // sdpa: (B, H, T) F32 log-sum-exp of the score rows, kept for backward
+	keep    *tensor.Tensor // sdpa with dropout: the fused op's KeepBits (the forward's dropout bits), kept for backward
 	q, k, v *tensor.Tensor // (B, T, C) h projections: eager's shared scratch, or sdpa's kept unpacked buffers
 	out     *tensor.Tensor // sdpa: the forward's output (B, T, C) h (the layer keeps it), read by the backward
 	mask    *tensor.Tensor // sdpa: the forward's (B, T) F32 key mask
@@ -103,6 +104,17 @@ func layoutAttentionScratch(a *Arena, impl string, b, t, h, d int, dt tensor.DTy
 	}
 }
 
+// takeKeepBits takes the fused op's KeepBits, (B, H, T, ⌈T/64⌉·2) I32, for a layer with attention dropout: one
+// bit per score, 1/32 of the (B, H, T, T) F32 probabilities the eager path keeps, but still growing with T².
+// The CUDA forward stores its dropout bits there and the backward reads them instead of drawing them again
+// (docs/ATTENTION.md). nil without dropout.
+func (s *SelfAttention) takeKeepBits(a *Arena, b, t int) *tensor.Tensor {
+	if s.Dropout <= 0 {
+		return nil
+	}
+	return a.Take(tensor.I32, b, s.Heads, t, tensor.AttentionKeepBitsLen(1, 1, 1, t))
+}
+
 // packable reports whether the three projections are plain Linears with or without biases alike, which the
 // sdpa path runs as three GEMMs into one (B, T, 3C) buffer (a wrapper such as LoRA's computes its own output
 // and gets a (B, T, C) buffer of its own).
@@ -123,9 +135,11 @@ func (s *SelfAttention) layout(a *Arena, impl string, b, t int, dt tensor.DType,
 	case impl == AttnSDPA && s.packable():
 		s.c.packed, s.c.qkv = true, a.Take(dt, n, 3*c)
 		s.c.lse = a.Take(tensor.F32, b, h, t)
+		s.c.keep = s.takeKeepBits(a, b, t)
 	case impl == AttnSDPA:
 		s.c.q, s.c.k, s.c.v = a.Take(dt, n, c), a.Take(dt, n, c), a.Take(dt, n, c)
 		s.c.lse = a.Take(tensor.F32, b, h, t)
+		s.c.keep = s.takeKeepBits(a, b, t)
 	default:
 		s.c.q, s.c.k, s.c.v = q, k, v
 		s.c.qt, s.c.kt, s.c.vt = a.Take(dt, b, h, t, d), a.Take(dt, b, h, t, d), a.Take(dt, b, h, t, d)
@@ -220,7 +234,7 @@ func (s *SelfAttention) args(p *Pass, q, k, v, out *tensor.Tensor, ld int, mask 
 		Q: RowHeads(q, t, ld, d), K: RowHeads(k, t, ld, d), V: RowHeads(v, t, ld, d), O: RowHeads(out, t, h*d, d),
 		LSE: s.c.lse, Scale: float32(1 / math.Sqrt(float64(d))), Mask: mask}
 	if p.DropoutActive(s.Dropout) {
-		a.DropoutP, a.Seed, a.Offset = s.Dropout, p.Seed, p.DropoutOffset(b*h*t*t)
+		a.DropoutP, a.Seed, a.Offset, a.KeepBits = s.Dropout, p.Seed, p.DropoutOffset(b*h*t*t), s.c.keep
 	}
 	return a
 }
@@ -233,7 +247,7 @@ func (s *SelfAttention) backwardSDPA(p *Pass, sc *attentionScratch, dx, dout, x 
 	dq, dk, dv, _ := s.qkvRows(sc.dqkv, nil, nil, nil, n)
 	a := s.args(&Pass{}, q, k, v, c.out, ld, c.mask, b, t) // the forward's arguments, without a new dropout draw
 	if c.dropUsed {
-		a.DropoutP, a.Seed, a.Offset = s.Dropout, p.Seed, c.dropOff
+		a.DropoutP, a.Seed, a.Offset, a.KeepBits = s.Dropout, p.Seed, c.dropOff, c.keep
 	}
 	ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: RowHeads(dout, t, ch, s.HeadDim),
 		DQ: RowHeads(dq, t, ld, s.HeadDim), DK: RowHeads(dk, t, ld, s.HeadDim), DV: RowHeads(dv, t, ld, s.HeadDim)}

@@ -64,6 +64,7 @@ struct AttnParams {
 	float scale, p, dscale, pad0;
 	u64 seed, offset;
 	i64 causal, dtype, bitsw;
+	i64 bitsready; // backward: p.bits already holds every keep bit (the forward drew them into AttentionArgs.KeepBits)
 };
 
 // keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
@@ -271,7 +272,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 	// when Tk % 4 == 0; otherwise each thread draws its own pairs (keep2).
 	const bool sbits = drop && (Tk & 3) == 0;
 	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
-	if (sbits && nb > 0) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid);
+	if (sbits && nb > 0) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits); // p.bits: KeepBits, stored for the backward
 
 	load_tile<D, BR>(sQ, Q, p.qs[2], Tq - q0, tid);
 	if (nb > 0) load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
@@ -309,7 +310,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 			load_tile<D, BC>(sV, V + (i64)k0 * p.vs[2], p.vs[2], Tk - k0, tid);
 			cp_commit();
 		}
-		if (sbits && n + 1 < nb) draw_bits<BR, BC>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, thr, tid);
+		if (sbits && n + 1 < nb) draw_bits<BR, BC>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, thr, tid, p.bits);
 		if (QREG && n == 0) {
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++)
@@ -735,7 +736,8 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 	if (nb > 0) {
 		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
 		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
-		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
+		if (sbits && p.bitsready) load_bits<BR>(sB, p, hbase, q0, 0, tid);
+		else if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
 	}
 	cp_commit();
 	cp_wait<1>();
@@ -763,7 +765,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
 			// With p.bits the first sweep draws each tile's keep bits once and stores them; the second
 			// sweep (and the dK/dV kernel) loads them back instead of drawing again.
-			const bool reuse = sbits && p.bits && it + 1 >= nb;
+			const bool reuse = sbits && p.bits && (it + 1 >= nb || p.bitsready);
 			if (reuse) load_bits<BR>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, tid);
 			cp_commit();
 			if (sbits && !reuse) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
@@ -938,7 +940,8 @@ template <int D, bool BF, bool QREG> __device__ __forceinline__ void dq1_tc(cons
 	if (nb > 0) {
 		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
 		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
-		if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
+		if (sbits && p.bitsready) load_bits<BR>(sB, p, hbase, q0, 0, tid);
+		else if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
 	}
 	cp_commit();
 	cp_wait<1>();
@@ -1000,8 +1003,9 @@ template <int D, bool BF, bool QREG> __device__ __forceinline__ void dq1_tc(cons
 			const int k1 = k0 + BC;
 			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
+			if (sbits && p.bitsready) load_bits<BR>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, tid);
 			cp_commit();
-			if (sbits) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
+			if (sbits && !p.bitsready) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
 			cp_wait<1>();
 		} else {
 			cp_wait<0>();

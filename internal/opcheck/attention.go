@@ -24,6 +24,7 @@ type Attention struct {
 	Q, K, V, O            AttnOperand    // the forward's operands
 	DO, DQ, DK, DV        AttnOperand    // the backward's (zero for a forward)
 	LSE, Mask, Segments   *tensor.Tensor // LSE (B, Hq, Tq) F32; Mask (B, Tk) F32 or nil; Segments (B, T) I32 or nil
+	KeepBits              *tensor.Tensor // I32 dropout keep-bit scratch (tensor.AttentionKeepBitsLen) or nil
 	Scale, DropoutP       float32        // softmax scale and dropout probability
 	Causal                bool           // bottom-right aligned causal mask
 	Seed, Offset          uint64         // the dropout stream
@@ -33,9 +34,9 @@ type Attention struct {
 func (g Attention) Group() int { return g.Hq / g.Hkv }
 
 // AttentionTensors returns the tensors of a forward call in the order errors name them (Q, K, V, O, LSE, Mask,
-// Segments).
+// Segments, KeepBits).
 func AttentionTensors(a tensor.AttentionArgs) []*tensor.Tensor {
-	return []*tensor.Tensor{a.Q.T, a.K.T, a.V.T, a.O.T, a.LSE, a.Mask, a.Segments}
+	return []*tensor.Tensor{a.Q.T, a.K.T, a.V.T, a.O.T, a.LSE, a.Mask, a.Segments, a.KeepBits}
 }
 
 // AttentionBackwardTensors returns the tensors of a backward call in the order errors name them (the forward's,
@@ -48,10 +49,11 @@ func AttentionBackwardTensors(a tensor.AttentionBackwardArgs) []*tensor.Tensor {
 // backend: every tensor a live view of own's (View); Q, K, V and O of one float dtype, LSE and Mask F32,
 // Segments I32 (ErrDType); B, Tq, Tk ≥ 0, Hq, Hkv, D ≥ 1 with Hq a multiple of Hkv, Scale finite, DropoutP in
 // [0, 1) and non-negative strides (ErrArgument); every operand's elements inside its tensor, O's elements
-// distinct, LSE of B·Hq·Tq elements, Mask of B·Tk and Segments of B·Tq with Tq == Tk (ErrShape).
+// distinct, LSE of B·Hq·Tq elements, Mask of B·Tk and Segments of B·Tq with Tq == Tk, KeepBits (I32) of
+// tensor.AttentionKeepBitsLen elements (ErrShape).
 func AttentionGeometry(a tensor.AttentionArgs, own Owner) (Attention, error) {
 	g := Attention{B: a.B, Hq: a.Hq, Hkv: a.Hkv, Tq: a.Tq, Tk: a.Tk, D: a.D, LSE: a.LSE, Mask: a.Mask,
-		Segments: a.Segments, Scale: a.Scale, DropoutP: a.DropoutP, Causal: a.Causal, Seed: a.Seed, Offset: a.Offset}
+		Segments: a.Segments, KeepBits: a.KeepBits, Scale: a.Scale, DropoutP: a.DropoutP, Causal: a.Causal, Seed: a.Seed, Offset: a.Offset}
 	if !(a.B >= 0 && a.Tq >= 0 && a.Tk >= 0 && a.Hq >= 1 && a.Hkv >= 1 && a.D >= 1) {
 		return g, Errorf(tensor.ErrArgument, "B, Hq, Hkv, Tq, Tk, D = %d, %d, %d, %d, %d, %d; want B, Tq, Tk ≥ 0 and Hq, Hkv, D ≥ 1",
 			a.B, a.Hq, a.Hkv, a.Tq, a.Tk, a.D)
@@ -103,6 +105,14 @@ func AttentionGeometry(a tensor.AttentionArgs, own Owner) (Attention, error) {
 			return g, Errorf(tensor.ErrShape, "Segments need Tq == Tk, got Tq = %d, Tk = %d", a.Tq, a.Tk)
 		}
 		if err := Numel("Segments", a.Segments, a.B*a.Tq); err != nil {
+			return g, err
+		}
+	}
+	if a.KeepBits != nil {
+		if err := View("KeepBits", a.KeepBits, own, tensor.I32); err != nil {
+			return g, err
+		}
+		if err := Numel("KeepBits", a.KeepBits, tensor.AttentionKeepBitsLen(a.B, a.Hq, a.Tq, a.Tk)); err != nil {
 			return g, err
 		}
 	}

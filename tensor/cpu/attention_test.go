@@ -327,6 +327,13 @@ func TestAttentionErrors(t *testing.T) {
 	if err := b.Attention(good()); err != nil {
 		t.Fatalf("valid arguments: %v", err)
 	}
+	{
+		a := good()
+		a.KeepBits = mustAlloc(t, b, tensor.I32, tensor.AttentionKeepBitsLen(1, 2, 3, 3)) // 12 elements
+		if err := b.Attention(a); err != nil {
+			t.Fatalf("valid arguments with KeepBits: %v", err)
+		}
+	}
 	cases := []struct {
 		name string
 		edit func(a *tensor.AttentionArgs)
@@ -343,6 +350,8 @@ func TestAttentionErrors(t *testing.T) {
 		}, tensor.ErrShape},
 		{"overlapping O", func(a *tensor.AttentionArgs) { a.O.StrideB, a.O.StrideH, a.O.StrideT = 24, 0, 4 }, tensor.ErrArgument},
 		{"dropout p = 1", func(a *tensor.AttentionArgs) { a.DropoutP = 1 }, tensor.ErrArgument},
+		{"KeepBits of the wrong length", func(a *tensor.AttentionArgs) { a.KeepBits = mustAlloc(t, b, tensor.I32, 11) }, tensor.ErrShape},
+		{"KeepBits of F32", func(a *tensor.AttentionArgs) { a.KeepBits = mustAlloc(t, b, tensor.F32, 12) }, tensor.ErrDType},
 		{"nil Q", func(a *tensor.AttentionArgs) { a.Q.T = nil }, tensor.ErrArgument},
 	}
 	for _, c := range cases {
