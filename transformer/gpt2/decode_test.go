@@ -60,7 +60,8 @@ func TestDecodeMatchesForward(t *testing.T) {
 	}
 }
 
-// TestDecodeCacheBounds: a cache beyond n_positions is refused; a model set to eager attention decodes too.
+// TestDecodeCacheBounds: a cache beyond n_positions is refused; a model set to eager attention decodes too,
+// also with gradient checkpointing on (the blocks' buffers overlaid).
 func TestDecodeCacheBounds(t *testing.T) {
 	b := cpu.New()
 	cfg := tinyConfig()
@@ -72,4 +73,6 @@ func TestDecodeCacheBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	transformertest.CheckDecode(t, m, randomIDs(cfg.NPositions, cfg.VocabSize, 5), 3, 1e-5, 4)
+	m.SetGradientCheckpointing(true)
+	transformertest.CheckDecode(t, m, randomIDs(cfg.NPositions, cfg.VocabSize, 6), 2, 1e-5, 4)
 }

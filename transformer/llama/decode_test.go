@@ -118,6 +118,15 @@ func TestDecodeWithLoRA(t *testing.T) {
 	})
 }
 
+// TestDecodeWithGradientCheckpointing: a model set to recompute its layers (their buffers overlaid in one
+// arena region) decodes the full forward's logits, so generating after such a training run works.
+func TestDecodeWithGradientCheckpointing(t *testing.T) {
+	cfg := goldenConfig(t, openGolden(t, "qwen2_bias.safetensors"))
+	m := detModel(t, cpuBackend(), cfg)
+	m.SetGradientCheckpointing(true)
+	transformertest.CheckDecode(t, m, randomIDs(9, cfg.VocabSize, 6), 3, 1e-5, 5)
+}
+
 // TestDecodeErrors: a cache of another model, of another policy, or too small is refused with a message.
 func TestDecodeErrors(t *testing.T) {
 	cfg := tinyConfig(t, "llama")
