@@ -28,7 +28,8 @@ func dropoutKernel[T scalar](out, x []T, p float32, seed, offset uint64, first i
 	for i < len(x) {
 		g := first + i
 		if philox16 != nil && g%4 == 0 && len(x)-i >= 64 { // 16 blocks at once: element e is word e%4 of block e/4
-			philox16(offset+uint64(g/4), key, &wide)
+			// philox16Fill is philox16 called directly, so that wide stays on the stack
+			philox16Fill(offset+uint64(g/4), key, &wide)
 			if simd { // the same products, 64 at a time
 				dropApply64AVX512(&o32[i], &x32[i], &wide, threshold, float32(scale))
 				i += 64

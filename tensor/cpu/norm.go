@@ -144,12 +144,16 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rst
 	xv, dv, gv, mv, rv := load(x), load(dout), load(gamma), f32Of(mean), f32Of(rstd)
 	o := overwrite(dx)
 	_, chunks := chunking(n, 10*ch)
-	var pg, pb []float32 // per-chunk partial weight gradients (chunks, C)
+	var pg, pb []float32 // per-chunk partial weight gradients (chunks, C), zeroed scratch from the pool
+	var sc scratch
+	defer sc.release()
 	if dgamma != nil {
-		pg = make([]float32, chunks*ch)
+		pg = sc.get(chunks * ch)
+		clear(pg)
 	}
 	if dbeta != nil {
-		pb = make([]float32, chunks*ch)
+		pb = sc.get(chunks * ch)
+		clear(pb)
 	}
 	parallelChunks(n, 10*ch, func(k, lo, hi int) {
 		var g, bb []float32

@@ -15,15 +15,18 @@ func philox16AVX512(ctr *[32]uint32, key0, key1 uint32, out *[64]uint32)
 var philox16 func(ctr0 uint64, key [2]uint32, out *[64]uint32)
 
 func init() {
-	if !cpu.X86.HasAVX512F {
-		return
+	if cpu.X86.HasAVX512F {
+		philox16 = philox16Fill
 	}
-	philox16 = func(ctr0 uint64, key [2]uint32, out *[64]uint32) {
-		var ctr [32]uint32
-		for j := range 16 {
-			c := ctr0 + uint64(j)
-			ctr[j], ctr[16+j] = uint32(c), uint32(c>>32)
-		}
-		philox16AVX512(&ctr, key[0], key[1], out)
+}
+
+// philox16Fill is philox16 where the processor has AVX-512. Called directly (not through the variable), its out
+// does not escape, so a caller's [64]uint32 stays on the stack.
+func philox16Fill(ctr0 uint64, key [2]uint32, out *[64]uint32) {
+	var ctr [32]uint32
+	for j := range 16 {
+		c := ctr0 + uint64(j)
+		ctr[j], ctr[16+j] = uint32(c), uint32(c>>32)
 	}
+	philox16AVX512(&ctr, key[0], key[1], out)
 }
