@@ -10,11 +10,13 @@ import (
 // same dropout factors from the same Philox elements, the same softmax, LSE and Δ definitions), with its
 // primitives replaced by the AVX-512 kernels of simd_amd64.s. The products of a head are small (a BERT-tiny head
 // is 20 × 20 × 16), so the packed GEMM's packing and edge tiles would cost more than the arithmetic; here every
-// product goes through sgemmSmallAVX512, which reads its operands in place (K and V are transposed once per
-// head so that Q·Kᵀ and dO·Vᵀ read rows), and exp is the vectorised Cephes expf (≤ 2 ulp; the reference rounds
-// float64 math.Exp). The results differ from the reference's by FP32 rounding only (TestAttentionFastMatches
-// Reference); like it they are deterministic (fixed order everywhere, one task per (batch, key/value head)).
-// Half operands (P' and dS rounded to the half dtype) stay on the reference.
+// product goes through sgemmSmallAVX512 on the operands in their own strided layouts (no gather or scatter; K
+// and V are transposed once per head so that Q·Kᵀ and dO·Vᵀ read rows), and without causal masking or segments
+// a block's softmax (softmaxRowsAVX512) and its backward (softmaxBackRowsAVX512) are one call each, with the
+// vectorised Cephes expf (≤ 2 ulp; the reference rounds float64 math.Exp). The results differ from the
+// reference's by FP32 rounding only (TestAttentionFastMatchesReference); like it they are deterministic (fixed
+// order everywhere, one task per (batch, key/value head)). Half operands (P' and dS rounded to the half dtype)
+// stay on the reference.
 
 // attnFast reports whether the fast kernels compute a: FP32 operands and the AVX-512 kernels available.
 func attnFast(a *attnProblem[float32]) bool { return hasSIMD && a.round == nil }

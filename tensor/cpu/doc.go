@@ -18,11 +18,16 @@
 // float32 instantiation, and the package's gradient checks run the float64 one against central finite
 // differences, so the code that is checked is the code that runs.
 //
-// GEMM goes through gonum's pure-Go BLAS (gonum.org/v1/gonum/blas/gonum, Sgemm), which splits products into
-// 64×64 blocks computed on GOMAXPROCS goroutines; batched products with small members are instead spread over
-// goroutines one member each. Large row-wise ops (LayerNorm, softmax, GELU, ...) are split into fixed-size row
-// chunks run in parallel; chunk boundaries do not depend on the core count, so results are reproducible
-// bit for bit on any machine.
+// FP32 GEMM is a packed, blocked GEMM with AVX-512 or AVX2 micro-kernels chosen at run time (sgemm.go;
+// TUNE_CPU_GEMM=avx512|avx2|gonum forces one, gonum's pure-Go Sgemm is the fallback); float64 uses gonum's Dgemm.
+// Where the processor has AVX-512 (F, BW) and BMI2 and the avx512 path is selected, the small ops of a small
+// model also have assembly kernels (simd_amd64.s): an unpacked GEMM for products whose B fits L2
+// (gemm_small.go), a fast FP32 fused attention (attention_fast.go, beside the reference in attention.go),
+// GELU, dropout, LayerNorm and BiasGrad. Each is tested against the scalar or float64 kernel it replaces; the
+// GELU and dropout kernels give the same bits, the others differ by FP32 rounding (sums in another order, an
+// exp of ≤ 2 ulp). Large row-wise ops are split into fixed-size row chunks run in parallel; chunk boundaries do
+// not depend on the core count, and every element of a GEMM is summed by one task in a fixed order, so results
+// are reproducible bit for bit on any core count.
 //
 // Ops run synchronously; Synchronize is a no-op. In-place use (an output that is exactly one of the inputs)
 // is supported by the elementwise and row-wise ops; partially overlapping arguments are not (tensor.Tensor).
