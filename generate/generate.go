@@ -151,7 +151,7 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 	if d, ok := m.(transformer.IncrementalDecoder); ok && opts.UseCache {
 		cache, err := d.NewKVCache(len(prompt) + opts.MaxNewTokens - 1)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d: %w (lower max_new_tokens)", len(prompt), opts.MaxNewTokens, err)
 		}
 		defer cache.Free()
 		pending := prompt

@@ -125,3 +125,13 @@ func TestGenerateUseCache(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateBeyondPositions: a prompt plus --max-new-tokens beyond GPT-2's n_positions (64 here) is refused
+// before generating, naming both numbers and the limit.
+func TestGenerateBeyondPositions(t *testing.T) {
+	dir := tinyGPT2(t)
+	_, err := runGenerate(t, "", "--model", dir, "--prompt", "Hello world", "--max-new-tokens", "100")
+	if err == nil || !strings.Contains(err.Error(), "max_new_tokens 100") || !strings.Contains(err.Error(), "n_positions 64") {
+		t.Fatalf("got %v", err)
+	}
+}
