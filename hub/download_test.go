@@ -299,3 +299,35 @@ func TestDownloadRefusesABadID(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 }
+
+// TestDownloadRepairsAnIncompleteSnapshot: after a blob is deleted from the cache, resolving the id says the
+// cache is incomplete and to run tune download again, and that download fetches the blob and the snapshot
+// resolves again: the advice works.
+func TestDownloadRepairsAnIncompleteSnapshot(t *testing.T) {
+	h := hubtest.NewServer(t)
+	h.Add("bert-base-uncased", bertRepo())
+	cache := t.TempDir()
+	c := testClient(h, cache)
+	res, err := c.Download(context.Background(), "bert-base-uncased", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := filepath.EvalSymlinks(filepath.Join(res.Dir, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(blob)
+	if _, err := Snapshot(cache, "bert-base-uncased", ""); !IsNotCached(err) || !strings.Contains(err.Error(), "incomplete") ||
+		!strings.Contains(err.Error(), "run `tune download bert-base-uncased` again") {
+		t.Fatalf("Snapshot after the blob went: %v", err)
+	}
+	if _, err := c.Download(context.Background(), "bert-base-uncased", Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if dir, err := Snapshot(cache, "bert-base-uncased", ""); err != nil || dir != res.Dir {
+		t.Fatalf("Snapshot after tune download: %s, %v", dir, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(res.Dir, "model.safetensors")); err != nil || !bytes.Equal(b, bertRepo().Files["model.safetensors"]) {
+		t.Fatalf("model.safetensors after the repair: %d bytes, %v", len(b), err)
+	}
+}
