@@ -11,6 +11,7 @@ import (
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
@@ -157,4 +158,69 @@ func TestGreedyGolden(t *testing.T) {
 			}
 		}
 	})
+}
+
+// scripted decodes the i-th prefix of ids to texts[i-1].
+type scripted []string
+
+func (s scripted) Decode(ids []int32, _ bool) string { return s[len(ids)-1] }
+
+// TestStreamTextShrinking: a decoding that takes back written text (byte fallback turning "-" plus an
+// incomplete byte into two U+FFFD), or one that is only a prefix of it, is held until it grows past what was
+// written, and never makes StreamText fail; a decoding that differs is written from the first difference.
+func TestStreamTextShrinking(t *testing.T) {
+	for _, c := range []struct {
+		texts []string
+		want  string
+	}{
+		{[]string{"ab", "ab-", "ab\uFFFD\uFFFD", "ab-Ŭ", "ab-Ŭ!"}, "ab-Ŭ!"},
+		{[]string{"ab", "ab-", "a", "", "ab-c"}, "ab-c"},
+		{[]string{"x", "xy", "xz"}, "xyz"},
+		{[]string{"é", "é\uFFFD", "éa"}, "éa"},
+	} {
+		var buf bytes.Buffer
+		emit, flush := StreamText(&buf, scripted(c.texts), true)
+		for i := range c.texts {
+			if err := emit(int32(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := flush(); err != nil || buf.String() != c.want {
+			t.Errorf("%q: streamed %q, want %q (%v)", c.texts, buf.String(), c.want, err)
+		}
+	}
+}
+
+// TestStreamTinyChat: 200 greedy tokens of the tiny-chat Llama after a chat prompt (byte-fallback tokens
+// whose decoding takes back written text along the way) stream to the text of all of them.
+func TestStreamTinyChat(t *testing.T) {
+	dir := filepath.Join("..", "recipes", "data", "tiny-chat")
+	tok, err := tokenizers.LoadForTransformers(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := tok.Encode("<s><|user|>\nWhat colour is a lime?</s>\n<|assistant|>\n", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := transformer.Open(dir, cpu.New(), transformer.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	emit, flush := StreamText(&buf, tok, true)
+	out, err := Generate(m, ids, Options{MaxNewTokens: 200, UseCache: true}, emit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := buf.String(), tok.Decode(out, true); got != want {
+		n := 0
+		for n < len(got) && n < len(want) && got[n] == want[n] {
+			n++
+		}
+		t.Errorf("streamed text differs from the decoding at byte %d: %q vs %q", n, got[max(0, n-20):min(len(got), n+20)], want[max(0, n-20):min(len(want), n+20)])
+	}
 }

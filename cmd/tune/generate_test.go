@@ -135,3 +135,21 @@ func TestGenerateBeyondPositions(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestGenerateChatStream: 200 tokens of the tiny-chat model after a --chat prompt stream without failing
+// (byte-fallback runs that decode to U+FFFD until completed once made StreamText index past its text) and
+// print the same text with the cache and without (generate.TestStreamTinyChat checks it is the decoding).
+func TestGenerateChatStream(t *testing.T) {
+	dir := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
+	var outs []string
+	for _, cache := range []string{"true", "false"} {
+		out, err := runGenerate(t, "", "--model", dir, "--chat", "--prompt", "What colour is a lime?", "--max-new-tokens", "200", "--use-cache="+cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outs = append(outs, out)
+	}
+	if outs[0] != outs[1] || len(outs[0]) < 200 {
+		t.Errorf("cached %q\nuncached %q", outs[0], outs[1])
+	}
+}
