@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"math"
+
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -71,9 +73,13 @@ func (b *Backend) RoPE(x tensor.AttnOperand, bsz, h, t, d int, positions, cos, s
 	if o.fail(gerr) != nil || bsz*h*t*d == 0 {
 		return
 	}
-	pairs := bsz * h * t * g.Half
-	o.launch("decoder.cu", "rope", o.gridFor(pairs), 1, 256, 1, addr(x.T), dt(x.T), addr(positions), addr(cos), addr(sin),
-		i64(bsz), i64(h), i64(t), i64(g.Half), i64(g.StrideB), i64(g.StrideH), i64(g.StrideT), i64(g.P), flag(inverse))
+	if bsz*t > math.MaxInt32 || h*g.Half > math.MaxInt32 || g.P > math.MaxInt32 {
+		o.failf(tensor.ErrUnsupported, "RoPE on CUDA supports B·T, H·D/2 and P up to 2^31 − 1, got %d, %d, %d", bsz*t, h*g.Half, g.P)
+		return
+	}
+	threads := min(256, (h*g.Half+31)/32*32) // one block per token
+	o.launch("decoder.cu", "rope", bsz*t, 1, threads, 1, addr(x.T), dt(x.T), addr(positions), addr(cos), addr(sin),
+		i64(t), i64(h), i64(g.Half), i64(g.StrideB), i64(g.StrideH), i64(g.StrideT), i64(g.P), flag(inverse))
 	return
 }
 

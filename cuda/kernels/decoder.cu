@@ -8,9 +8,11 @@
 //   evaluated in double and rounded once, as tensor/cpu. transformers' LlamaRMSNorm rounds x·rstd to x's
 //   dtype before the weight multiply (round_to), and the backward rounds dout·w to it. The weight gradient is
 //   colsum_partial's mode 2 in norm.cu (deterministic, no atomics).
-// - rope: one thread per rotated pair (x[i], x[i + D/2]) of a strided (B, H, T, D) operand, grid-stride; the
-//   threads of a warp take consecutive pairs of a row, so accesses are contiguous within a head. A position
-//   outside the tables writes NaN into the pair (the host does not read positions, which would synchronize).
+// - rope: one block per token, a thread per rotated pair (x[i], x[i + D/2]) of the token's heads in a strided
+//   (B, H, T, D) operand; the threads of a warp take consecutive pairs, so accesses are contiguous within a
+//   head (and across heads in a (N, H·D) buffer). A position outside the tables writes NaN into the pair (the
+//   host does not read positions, which would synchronize). (A grid-stride thread per pair with 64-bit
+//   index arithmetic ran at ~700 GB/s: five 64-bit divisions per pair.)
 // - swiglu_fwd / swiglu_bwd: elementwise over groups of four (vec=1: one vector access per tensor), silu in
 //   FP32 with expf, the activation rounded to gate's dtype before the multiply as transformers' LlamaMLP.
 // Arithmetic follows tensor/cpu's operation order (--fmad=false), so results differ only where expf or the
@@ -89,16 +91,18 @@ extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int
 
 // rope: pair i of row (b, h, t) at x + b·sb + h·sh + t·stt: x1' = x1·c − x2·s, x2' = x2·c + x1·s with
 // c, s = cos, sin[positions[b, t]][i]; inverse negates s (Rᵀ). transformers' apply_rotary_pos_emb with
-// rotate_half.
-extern "C" __global__ void rope(void *x, int dtx, const int *pos, const float *cosv, const float *sinv, i64 B,
-                                i64 H, i64 T, int half, i64 sb, i64 sh, i64 stt, i64 P, int inverse) {
-	i64 total = B * H * T * half;
-	for (i64 id = (i64)blockIdx.x * blockDim.x + threadIdx.x; id < total; id += (i64)gridDim.x * blockDim.x) {
-		int i = (int)(id % half);
-		i64 row = id / half;
-		i64 t = row % T, h = row / T % H, b = row / (T * H);
-		i64 at = b * sb + h * sh + t * stt + i;
-		int p = pos[b * T + t];
+// rotate_half. One block per token (b, t), its threads over the H·half pairs of the token's heads, so the
+// position is read once per block and the index arithmetic is 32-bit (one division per pair); the heads of a
+// token are contiguous in a (N, H·D) projection buffer, so the block's accesses are too.
+extern "C" __global__ void rope(void *x, int dtx, const int *pos, const float *cosv, const float *sinv, int T,
+                                int H, int half, i64 sb, i64 sh, i64 stt, int P, int inverse) {
+	int tok = blockIdx.x, b = tok / T, t = tok - b * T;
+	int p = pos[tok];
+	i64 base = (i64)b * sb + (i64)t * stt;
+	int n = H * half;
+	for (int k = threadIdx.x; k < n; k += blockDim.x) {
+		int h = k / half, i = k - h * half;
+		i64 at = base + (i64)h * sh + i;
 		float o1, o2;
 		if (p < 0 || p >= P) {
 			o1 = o2 = __int_as_float(0x7fc00000);
