@@ -140,13 +140,18 @@ var xentWarpRows = os.Getenv("TUNE_CUDA_XENT") == "warp"
 // a warp per row (eight rows per block).
 func xentRowsPerBlock(v int) bool { return v >= 2048 && !xentWarpRows }
 
-// xentVec is the *_rows kernels' vec flag: four elements per access when rows start at multiples of four and
-// the buffers are aligned for it.
+// xentVec is the *_rows kernels' vec flag: 16-byte accesses when every row starts at a multiple of 8 elements
+// and the buffers are 16-byte aligned.
 func xentVec(v int, ts ...*tensor.Tensor) uint64 {
-	if v%4 != 0 {
+	if v%8 != 0 {
 		return 0
 	}
-	return vec(ts...)
+	for _, t := range ts {
+		if addr(t)%16 != 0 {
+			return 0
+		}
+	}
+	return 1
 }
 
 // CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0

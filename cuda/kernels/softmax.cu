@@ -106,64 +106,104 @@ extern "C" __global__ void xent_bwd(void *dlogits, int dtd, const void *logits, 
 	}
 }
 
-// Vocabulary-sized rows (a causal LM's head: V = 32k–152k): one 256-thread block per row instead of one warp,
-// and with vec=1 (V % 4 == 0, the buffers aligned) four elements per access. A warp per row left a chunk of
-// a few hundred rows with fewer warps than the GPU has SMs, each walking a 300 KB row with 2-byte loads; a
-// block per row spreads every row over the SM and its passes re-read the row from L2 (a row per block, at most
-// a few hundred blocks resident, fits the 50 MB L2). Same arithmetic as the warp kernels (max pass, then
-// Σ exp(z − max), expf/logf); only the summation tree differs.
+// Vocabulary-sized rows (a causal LM's head: V = 32k–152k): one 256-thread block per row instead of one warp.
+// A warp per row left a chunk of a few hundred rows with fewer warps than the GPU has SMs, each walking a
+// 300 KB row with 2-byte loads (156 GB/s on the H200). Here every thread reads 16 bytes per access (vec=1:
+// V % 8 == 0 and the buffers 16-byte aligned; 8 half or 4 F32 values) and keeps an online (max, Σ exp(z − max))
+// pair, rescaling its sum when its max grows (Milakov & Gimelshein 2018, "Online normalizer calculation for
+// softmax"), so the forward reads the row once and the backward twice (statistics, then the gradient). The
+// pairs are combined across the block in a fixed tree. Semantics as the warp kernels and tensor/cpu: a NaN
+// or +Inf logit makes the row NaN (the reference's exp(z − max) is NaN at an infinite max); summation order
+// and expf/logf differ from the CPU's float64 reference by FP32 rounding only.
 
-// block_max and block_sum reduce v over a block of whole warps (≤ 32 of them) through sh; every thread gets
-// the result. The leading barrier lets sh be reused by consecutive calls.
-__device__ __forceinline__ float block_max(float v, float *sh) {
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-	v = warp_max(v);
-	__syncthreads();
-	if (lane == 0) sh[w] = v;
-	__syncthreads();
-	return warp_max(lane < nw ? sh[lane] : NEG_INF);
+#define POS_INF __int_as_float(0x7f800000)
+
+// lse_add folds logit z into a thread's running (m, s).
+__device__ __forceinline__ void lse_add(float &m, float &s, float z) {
+	if (z > m) {
+		s = z == POS_INF ? __int_as_float(0x7fc00000) : s * expf(m - z) + 1.0f;
+		m = z;
+	} else if (z != z) {
+		m = z, s = z;
+	} else if (z != NEG_INF) {
+		s += expf(z - m);
+	}
 }
 
-__device__ __forceinline__ float block_sum(float v, float *sh) {
-	int w = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
-	v = warp_sum(v);
-	__syncthreads();
-	if (lane == 0) sh[w] = v;
-	__syncthreads();
-	return warp_sum(lane < nw ? sh[lane] : 0.0f);
+// lse_merge combines two (m, s) pairs.
+__device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2) {
+	float mm = maxnan(m, m2);
+	float a = m == NEG_INF ? 0.0f : s * expf(m - mm);
+	float b = m2 == NEG_INF ? 0.0f : s2 * expf(m2 - mm);
+	if (mm != mm) a = mm;
+	m = mm, s = a + b;
 }
 
-// block_lse returns logsumexp of the row at base as max + log Σ exp(z − max) (NaN-propagating max).
-__device__ __forceinline__ float block_lse(const void *x, int dtx, i64 base, int V, int vec, float *sh) {
-	int t = threadIdx.x, nt = blockDim.x;
-	float mx = NEG_INF;
-	if (vec) {
-		for (int c = 4 * t; c < V; c += 4 * nt) {
-			F4 a = ld4(x, dtx, base + c);
+// ld16b reads 8 consecutive values (16 bytes; half dtypes) or 4 (F32) at element i into v; returns the count.
+__device__ __forceinline__ int ld16b(const void *p, int dt, i64 i, float *v) {
+	if (dt == DT_F32) {
+		float4 q = *(const float4 *)((const float *)p + i);
+		v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+		return 4;
+	}
+	uint4 q = *(const uint4 *)((const u16 *)p + i);
+	u32 w[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
-			for (int k = 0; k < 4; k++) mx = maxnan(mx, a.v[k]);
+	for (int k = 0; k < 4; k++) {
+		v[2 * k] = half_to_f32((u16)(w[k] & 0xffffu), dt);
+		v[2 * k + 1] = half_to_f32((u16)(w[k] >> 16), dt);
+	}
+	return 8;
+}
+
+// st16b writes n = 8 (half) or 4 (F32) values at element i with one 16-byte access.
+__device__ __forceinline__ void st16b(void *p, int dt, i64 i, const float *v) {
+	if (dt == DT_F32) {
+		*(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+		return;
+	}
+	uint4 q;
+	u32 *w = &q.x;
+#pragma unroll
+	for (int k = 0; k < 4; k++) w[k] = (u32)f32_to_half(v[2 * k], dt) | ((u32)f32_to_half(v[2 * k + 1], dt) << 16);
+	*(uint4 *)((u16 *)p + i) = q;
+}
+
+// block_lse returns logsumexp of the row at base, every thread of the block getting it.
+__device__ __forceinline__ float block_lse(const void *x, int dtx, i64 base, int V, int vec) {
+	__shared__ float shm[32], shs[32];
+	int t = threadIdx.x, nt = blockDim.x, w = t / 32, lane = t % 32, nw = nt / 32;
+	float m = NEG_INF, s = 0.0f;
+	if (vec) {
+		int per = dtx == DT_F32 ? 4 : 8;
+		for (int c = per * t; c < V; c += per * nt) {
+			float v[8];
+			int n = ld16b(x, dtx, base + c, v);
+#pragma unroll
+			for (int k = 0; k < 8; k++)
+				if (k < n) lse_add(m, s, v[k]);
 		}
 	} else {
-		for (int c = t; c < V; c += nt) mx = maxnan(mx, ld(x, dtx, base + c));
+		for (int c = t; c < V; c += nt) lse_add(m, s, ld(x, dtx, base + c));
 	}
-	mx = block_max(mx, sh);
-	float s = 0.0f;
-	if (vec) {
-		for (int c = 4 * t; c < V; c += 4 * nt) {
-			F4 a = ld4(x, dtx, base + c);
-#pragma unroll
-			for (int k = 0; k < 4; k++) s += expf(a.v[k] - mx);
-		}
-	} else {
-		for (int c = t; c < V; c += nt) s += expf(ld(x, dtx, base + c) - mx);
+	for (int o = 16; o > 0; o >>= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+		lse_merge(m, s, m2, s2);
 	}
-	return logf(block_sum(s, sh)) + mx;
+	if (lane == 0) shm[w] = m, shs[w] = s;
+	__syncthreads();
+	m = lane < nw ? shm[lane] : NEG_INF;
+	s = lane < nw ? shs[lane] : 0.0f;
+	for (int o = 16; o > 0; o >>= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+		lse_merge(m, s, m2, s2);
+	}
+	return logf(s) + m;
 }
 
 // xent_fwd_rows: xent_fwd with one block per row (grid N).
 extern "C" __global__ void xent_fwd_rows(float *losses, const void *logits, int dtl, const void *labels, int dtlab,
                                          i64 N, int V, i64 ignore, int vec) {
-	__shared__ float sh[32];
 	i64 row = blockIdx.x;
 	if (row >= N) return;
 	i64 lab = ldi(labels, dtlab, row);
@@ -172,15 +212,14 @@ extern "C" __global__ void xent_fwd_rows(float *losses, const void *logits, int 
 		return;
 	}
 	i64 base = row * V;
-	float lse = block_lse(logits, dtl, base, V, vec, sh);
+	float lse = block_lse(logits, dtl, base, V, vec);
 	if (threadIdx.x == 0) losses[row] = lse - ld(logits, dtl, base + lab);
 }
 
-// xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads of
-// the row end before block_sum's barriers, the writes come after.
+// xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads for
+// the statistics end before block_lse's barrier, and each element is read before it is written.
 extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
                                          int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
-	__shared__ float sh[32];
 	i64 row = blockIdx.x;
 	if (row >= N) return;
 	int t = threadIdx.x, nt = blockDim.x;
@@ -190,17 +229,20 @@ extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *log
 		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
 		return;
 	}
-	float lse = block_lse(logits, dtl, base, V, vec, sh);
-	if (vec) {
-		for (int c = 4 * t; c < V; c += 4 * nt) {
-			F4 a = ld4(logits, dtl, base + c), o;
+	float lse = block_lse(logits, dtl, base, V, vec);
+	if (vec && dtd == dtl) {
+		int per = dtl == DT_F32 ? 4 : 8;
+		for (int c = per * t; c < V; c += per * nt) {
+			float v[8];
+			int n = ld16b(logits, dtl, base + c, v);
 #pragma unroll
-			for (int k = 0; k < 4; k++) {
-				float p = expf(a.v[k] - lse);
+			for (int k = 0; k < 8; k++) {
+				if (k >= n) break;
+				float p = expf(v[k] - lse);
 				if (c + k == lab) p = p - 1.0f;
-				o.v[k] = scale * p;
+				v[k] = scale * p;
 			}
-			st4(dlogits, dtd, base + c, o);
+			st16b(dlogits, dtd, base + c, v);
 		}
 	} else {
 		for (int c = t; c < V; c += nt) {
@@ -209,40 +251,4 @@ extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *log
 			st(dlogits, dtd, base + c, scale * p);
 		}
 	}
-}
-
-// argmax_better reports whether (v, i) beats (bv, bi): larger, or NaN over a number, or equal (both NaN
-// included) with a lower index: torch.argmax's first maximum, NaN counting as the largest.
-__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
-	bool vn = v != v, bn = bv != bv;
-	if (vn != bn) return vn;
-	if (vn || v == bv) return i < bi;
-	return v > bv;
-}
-
-// argmax_rows: out[row] (I32) = the first index of the largest entry of each row of V in x, one warp per
-// row; -Inf rows give 0 as on the CPU.
-extern "C" __global__ void argmax_rows(int *out, const void *x, int dtx, i64 N, int V) {
-	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int lane = threadIdx.x % 32;
-	if (row >= N) return;
-	i64 base = row * V;
-	float bv = NEG_INF;
-	int bi = V;
-	for (int c = lane; c < V; c += 32) {
-		float v = ld(x, dtx, base + c);
-		if (bi == V || argmax_better(v, c, bv, bi)) {
-			bv = v;
-			bi = c;
-		}
-	}
-	for (int off = 16; off > 0; off >>= 1) {
-		float ov = __shfl_down_sync(0xffffffffu, bv, off);
-		int oi = __shfl_down_sync(0xffffffffu, bi, off);
-		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) {
-			bv = ov;
-			bi = oi;
-		}
-	}
-	if (lane == 0) out[row] = bi == V ? 0 : bi;
 }
