@@ -39,6 +39,18 @@ func adamWKernel[T scalar](p, g, m, v []T, h adamWHyper, decay bool) {
 	df, b1, b2 := T(h.decayFactor), T(h.beta1), T(h.beta2)
 	ob1, ob2 := T(1-h.beta1), T(1-h.beta2)
 	step, bc2, eps := T(h.stepSize), T(h.bc2Sqrt), T(h.eps)
+	if p32, ok := any(p).([]float32); ok && hasSIMD && len(p) > 0 {
+		n := len(p32)
+		g32, m32, v32 := any(g).([]float32)[:n], any(m).([]float32)[:n], any(v).([]float32)[:n]
+		hs := [8]float32{float32(df), float32(b1), float32(b2), float32(ob1), float32(ob2), float32(step), float32(bc2), float32(eps)}
+		adamWAVX512(&p32[0], &g32[0], &m32[0], &v32[0], n, &hs, decay) // adamWLoop 16 at a time (same bits)
+		return
+	}
+	adamWLoop(p, g, m, v, df, b1, b2, ob1, ob2, step, bc2, eps, decay)
+}
+
+// adamWLoop is adamWKernel's scalar loop.
+func adamWLoop[T scalar](p, g, m, v []T, df, b1, b2, ob1, ob2, step, bc2, eps T, decay bool) {
 	for i := range p {
 		if decay {
 			p[i] *= df

@@ -40,3 +40,6 @@ func layerNormApplyAVX512(out, x *float32, rows, cols int, mean, rstd, gamma, be
 
 //go:noescape
 func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32, rows, cols int)
+
+//go:noescape
+func adamWAVX512(w, grad, m, v *float32, n int, h *[8]float32, decay bool)

@@ -1214,3 +1214,63 @@ lbnext:
 lbdone:
 	VZEROUPPER
 	RET
+
+// func adamWAVX512(w, grad, m, v *float32, n int, h *[8]float32, decay bool)
+//
+// adamWKernel for float32, 16 elements at a time, with the same operations in the same order (no FMA) and
+// VSQRTPS, which equals float32(math.Sqrt(float64(x))) (a float64 square root of a float32 rounds to the
+// correctly rounded float32 one), so the results are bit-identical. h = (df, b1, b2, 1−b1, 1−b2, step, bc2, eps)
+// as float32, the values adamWKernel converts its float64 scalars to.
+TEXT ·adamWAVX512(SB), NOSPLIT, $0-49
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         m+16(FP), BX
+	MOVQ         v+24(FP), DX
+	MOVQ         n+32(FP), R11
+	MOVQ         h+40(FP), AX
+	VBROADCASTSS 0(AX), Z20  // df
+	VBROADCASTSS 4(AX), Z21  // b1
+	VBROADCASTSS 8(AX), Z22  // b2
+	VBROADCASTSS 12(AX), Z23 // 1−b1
+	VBROADCASTSS 16(AX), Z24 // 1−b2
+	VBROADCASTSS 20(AX), Z25 // step
+	VBROADCASTSS 24(AX), Z26 // bc2
+	VBROADCASTSS 28(AX), Z27 // eps
+	XORQ         R12, R12
+
+adloop:
+	TESTQ     R11, R11
+	JLE       addone
+	TAILMASK
+	VMOVUPS.Z (DI)(R12*1), K1, Z0 // p
+	CMPB      decay+48(FP), $0
+	JEQ       adnodecay
+	VMULPS    Z20, Z0, Z0
+
+adnodecay:
+	VMOVUPS.Z (SI)(R12*1), K1, Z1 // g
+	VMOVUPS.Z (BX)(R12*1), K1, Z2 // m
+	VMULPS    Z21, Z2, Z2
+	VMULPS    Z1, Z23, Z3
+	VADDPS    Z3, Z2, Z2          // m = b1·m + (1−b1)·g
+	VMOVUPS   Z2, K1, (BX)(R12*1)
+	VMOVUPS.Z (DX)(R12*1), K1, Z4 // v
+	VMULPS    Z22, Z4, Z4
+	VMULPS    Z1, Z24, Z5
+	VMULPS    Z1, Z5, Z5
+	VADDPS    Z5, Z4, Z4          // v = b2·v + (1−b2)·g·g
+	VMOVUPS   Z4, K1, (DX)(R12*1)
+	VSQRTPS   Z4, Z6
+	VDIVPS    Z26, Z6, Z6
+	VADDPS    Z27, Z6, Z6         // denom = √v/bc2 + eps
+	VMULPS    Z2, Z25, Z7
+	VDIVPS    Z6, Z7, Z7          // step·m/denom
+	VSUBPS    Z7, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       adloop
+
+addone:
+	VZEROUPPER
+	RET
