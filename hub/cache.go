@@ -192,7 +192,10 @@ func brokenLinks(snap string) (links []string, blob string) {
 // of the repository value in CacheDir at revision (see Snapshot). A value that is neither is reported as a
 // missing local path (an *fs.PathError) when it looks like a path, else as a *NotCachedError.
 func Resolve(value, revision string) (string, error) {
-	_, err := os.Stat(value)
+	st, err := os.Stat(value)
+	if err == nil && st.IsDir() {
+		return value, snapshotDirProblem(value)
+	}
 	// Only a path that does not exist can be a Hub id: one that is there but cannot be read (a symbolic-link
 	// loop, a permission problem) is reported as itself, never looked up in the cache.
 	if err == nil || !LooksLikeRepoID(value) || !errors.Is(err, fs.ErrNotExist) {
@@ -204,6 +207,28 @@ func Resolve(value, revision string) (string, error) {
 		nc.Local = localNote(value)
 	}
 	return snap, err
+}
+
+// snapshotDirProblem reports a directory given as a path that is a snapshot of a Hugging Face cache
+// (CACHE/models--org--name/snapshots/COMMIT) and holds links to blobs that are gone, as Snapshot does for an id;
+// nil for any other directory.
+func snapshotDirProblem(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil
+	}
+	snaps, commit := filepath.Split(abs)
+	repoDir := filepath.Dir(filepath.Clean(snaps))
+	folder := filepath.Base(repoDir)
+	if filepath.Base(filepath.Clean(snaps)) != "snapshots" || !strings.HasPrefix(folder, "models--") {
+		return nil
+	}
+	links, blob := brokenLinks(abs)
+	if len(links) == 0 {
+		return nil
+	}
+	id := strings.ReplaceAll(strings.TrimPrefix(folder, "models--"), "--", "/")
+	return &NotCachedError{RepoID: id, Revision: commit, Cache: filepath.Dir(repoDir), Missing: blob, Links: links}
 }
 
 // localNote says, for an id "ns/name" whose namespace ns is a local folder (a run's output folder, such as

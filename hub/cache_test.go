@@ -191,3 +191,23 @@ func TestResolveNotesALocalNamespace(t *testing.T) {
 		t.Errorf("an id whose namespace is no local folder: %v", err)
 	}
 }
+
+// TestResolveSnapshotPathIncomplete: a snapshot directory given as a path, not by its id, is checked too.
+func TestResolveSnapshotPathIncomplete(t *testing.T) {
+	cache := t.TempDir()
+	mainDir, prDir := writeHFCache(t, cache)
+	blob, _ := filepath.EvalSymlinks(filepath.Join(mainDir, "model.safetensors"))
+	os.Remove(blob)
+	_, err := Resolve(mainDir, "")
+	var nc *NotCachedError
+	if !errors.As(err, &nc) || nc.RepoID != "google-bert/bert-base-uncased" || len(nc.Links) != 1 ||
+		!strings.Contains(err.Error(), "run `tune download google-bert/bert-base-uncased --revision "+filepath.Base(mainDir)+"` again") {
+		t.Fatalf("Resolve(%s): %v", mainDir, err)
+	}
+	if got, err := Resolve(prDir, ""); err != nil || got != prDir {
+		t.Errorf("a complete snapshot path: %s, %v", got, err)
+	}
+	if got, err := Resolve(t.TempDir(), ""); err != nil || got == "" {
+		t.Errorf("a plain directory: %s, %v", got, err)
+	}
+}

@@ -129,6 +129,9 @@ func resolveHub(flag, value, revision string) (string, error) {
 		return "", nil
 	}
 	p, err := hub.Resolve(value, revision)
+	if nc := (*hub.NotCachedError)(nil); errors.As(err, &nc) && len(nc.Links) > 0 {
+		return value, usagef("%s %s: %v", flag, value, err) // a cache snapshot, by id or by path, lacks blobs
+	}
 	if hub.IsNotCached(err) {
 		return value, usagef("%s %s: no such file or directory here, and %v", flag, value, err)
 	}
