@@ -177,7 +177,8 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 }
 
 // ArgMax sets out (N) I32 to the index of the largest entry of each row of x (N, V): the first among equal
-// maxima, a NaN counting as larger than any number, as torch.argmax. One warp per row.
+// maxima, a NaN counting as larger than any number, as torch.argmax. One warp per row; a block per row for a
+// vocabulary (V ≥ 2048), whose result is the same (ties go to the lower index whatever the visiting order).
 func (b *Backend) ArgMax(out, x *tensor.Tensor) (err error) {
 	o := b.begin("ArgMax", out, x)
 	defer o.end(&err)
@@ -185,6 +186,10 @@ func (b *Backend) ArgMax(out, x *tensor.Tensor) (err error) {
 	n, v := o.rows("x", x)
 	o.numel("out", out, n).that(v > 0, tensor.ErrShape, "x has no columns")
 	if o.failed() || n == 0 {
+		return
+	}
+	if xentRowsPerBlock(v) { // a vocabulary: a block per row, as the cross-entropy
+		o.launch("softmax.cu", "argmax_block", n, 1, xentBlock, 1, addr(out), addr(x), dt(x), i64(n), i64(v), xentVec(v, x))
 		return
 	}
 	o.rowsLaunch("softmax.cu", "argmax_rows", n, addr(out), addr(x), dt(x), i64(n), i64(v))

@@ -252,3 +252,97 @@ extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *log
 		}
 	}
 }
+
+// argmax_better reports whether (v, i) beats (bv, bi): larger, or NaN over a number, or equal (both NaN
+// included) with a lower index: torch.argmax's first maximum, NaN counting as the largest.
+__device__ __forceinline__ bool argmax_better(float v, int i, float bv, int bi) {
+	bool vn = v != v, bn = bv != bv;
+	if (vn != bn) return vn;
+	if (vn || v == bv) return i < bi;
+	return v > bv;
+}
+
+// argmax_rows: out[row] (I32) = the first index of the largest entry of each row of V in x, one warp per
+// row; -Inf rows give 0 as on the CPU.
+extern "C" __global__ void argmax_rows(int *out, const void *x, int dtx, i64 N, int V) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * V;
+	float bv = NEG_INF;
+	int bi = V;
+	for (int c = lane; c < V; c += 32) {
+		float v = ld(x, dtx, base + c);
+		if (bi == V || argmax_better(v, c, bv, bi)) {
+			bv = v;
+			bi = c;
+		}
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_down_sync(0xffffffffu, bv, off);
+		int oi = __shfl_down_sync(0xffffffffu, bi, off);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if (lane == 0) out[row] = bi == V ? 0 : bi;
+}
+
+// argmax_block: argmax_rows with one block per row (grid N) for a vocabulary, 16-byte loads with vec=1 (as
+// xent_*_rows). argmax_better is a total order (ties to the lower index), so the result does not depend on
+// the order the entries are visited in: it equals the warp kernel's and the CPU's.
+extern "C" __global__ void argmax_block(int *out, const void *x, int dtx, i64 N, int V, int vec) {
+	__shared__ float sv[32];
+	__shared__ int si[32];
+	i64 row = blockIdx.x;
+	if (row >= N) return;
+	int t = threadIdx.x, nt = blockDim.x, w = t / 32, lane = t % 32, nw = nt / 32;
+	i64 base = row * V;
+	float bv = NEG_INF;
+	int bi = V;
+	if (vec) {
+		int per = dtx == DT_F32 ? 4 : 8;
+		for (int c = per * t; c < V; c += per * nt) {
+			float v[8];
+			int n = ld16b(x, dtx, base + c, v);
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				if (k < n && (bi == V || argmax_better(v[k], c + k, bv, bi))) {
+					bv = v[k];
+					bi = c + k;
+				}
+			}
+		}
+	} else {
+		for (int c = t; c < V; c += nt) {
+			float v = ld(x, dtx, base + c);
+			if (bi == V || argmax_better(v, c, bv, bi)) {
+				bv = v;
+				bi = c;
+			}
+		}
+	}
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_down_sync(0xffffffffu, bv, off);
+		int oi = __shfl_down_sync(0xffffffffu, bi, off);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if (lane == 0) sv[w] = bv, si[w] = bi;
+	__syncthreads();
+	if (w != 0) return;
+	bv = lane < nw ? sv[lane] : NEG_INF;
+	bi = lane < nw ? si[lane] : V;
+	for (int off = 16; off > 0; off >>= 1) {
+		float ov = __shfl_down_sync(0xffffffffu, bv, off);
+		int oi = __shfl_down_sync(0xffffffffu, bi, off);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) {
+			bv = ov;
+			bi = oi;
+		}
+	}
+	if (lane == 0) out[row] = bi == V ? 0 : bi;
+}
