@@ -115,10 +115,10 @@ func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, 
 	o.launch("norm.cu", "colsum_partial", (ch+127)/128, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
 		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
 	if outA != nil {
-		o.launch("norm.cu", "colsum_finish", (ch+255)/256, 1, 256, 1, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
+		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
 	}
 	if outB != nil {
-		o.launch("norm.cu", "colsum_finish", (ch+255)/256, 1, 256, 1, addr(outB), dt(outB), pb, i64(chunks), i64(ch))
+		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(outB), dt(outB), pb, i64(chunks), i64(ch))
 	}
 }
 
