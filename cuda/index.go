@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"math"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -38,10 +39,11 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 	return
 }
 
-// EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in token order in FP32, each
-// touched table row rounded once. The ids are read on the host (a synchronization), grouped by id with a
-// counting sort and the groups uploaded, so the kernel needs no atomics and the result is deterministic (for
-// an F32 table identical to tensor/cpu).
+// EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in FP32, each touched table row
+// rounded once. The ids are read on the host (a synchronization) and grouped by id with a stable counting sort
+// (token order inside a group); the groups are cut into work items of consecutive rows and uploaded, so the
+// kernels need no atomics and the result is the same on every run (see embeddingItems for the summation
+// order; for an F32 table and groups of at most 32 rows it is tensor/cpu's, bit for bit).
 func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error) {
 	o := b.begin("EmbeddingBackward", dtable, ids, dout)
 	defer o.end(&err)
@@ -55,41 +57,83 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if o.failed() || ch == 0 || len(idx) == 0 {
 		return
 	}
-	// Group token rows by id with a stable counting sort (O(N + V), no per-group allocation): uniq lists the
-	// ids present in ascending order, rows[start[u]:start[u+1]] the token rows of uniq[u] in token order.
-	pos := make([]int32, v+1)
-	for _, id := range idx {
-		pos[id+1]++
-	}
-	var uniq, start []int32
-	for id := 0; id < v; id++ {
-		if c := pos[id+1]; c > 0 {
-			uniq = append(uniq, int32(id))
-			start = append(start, pos[id])
-		}
-		pos[id+1] += pos[id]
-	}
-	start = append(start, int32(len(idx)))
-	rows := make([]int32, len(idx))
-	for n, id := range idx {
-		rows[pos[id]] = int32(n)
-		pos[id]++
-	}
-	host := make([]int32, 0, len(uniq)+len(start)+len(rows))
-	host = append(append(append(host, uniq...), start...), rows...)
+	it := embeddingItems(idx, v)
+	host := make([]int32, 0, len(it.items)+len(it.merges)+len(it.rows))
+	host = append(append(append(host, it.items...), it.merges...), it.rows...)
 	dev := o.scratch(4 * len(host))
+	var part cu.DevicePtr
+	if it.slots > 0 {
+		part = o.scratch(4 * it.slots * ch)
+	}
 	if o.failed() {
 		return
 	}
 	defer o.release(dev)
+	if part != 0 {
+		defer o.release(part)
+	}
 	if o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(dev, ptrOf(host), int64(4*len(host)), b.stream), "embedding groups")) != nil {
 		return
 	}
-	pu := uint64(dev)
-	ps := pu + uint64(4*len(uniq))
-	pr := ps + uint64(4*len(start))
-	o.launch("index.cu", "embedding_bwd", len(uniq), (ch+255)/256, 256, 1, addr(dtable), dt(dtable), addr(dout), dt(dout), pu, ps, pr, i64(ch))
+	pi := uint64(dev)
+	pm := pi + uint64(4*len(it.items))
+	pr := pm + uint64(4*len(it.merges))
+	vv := vec(dtable, dout)
+	if ch%4 != 0 {
+		vv = 0
+	}
+	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
+	o.launch("index.cu", "embedding_bwd_rows", len(it.items)/4, 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
+		uint64(part), pi, pr, i64(ch), vv)
+	if len(it.merges) > 0 {
+		o.launch("index.cu", "embedding_bwd_merge", len(it.merges)/3, 1, threads, 1, addr(dtable), dt(dtable), uint64(part), pm, i64(ch), vv)
+	}
 	return
+}
+
+// embeddingWork is EmbeddingBackward's plan, built on the host from the ids.
+//
+// The token rows are grouped by id (ids ascending, token order inside a group) into rows. A group of n rows is
+// one work item when n ≤ 32, summed as table + r₀ + r₁ + … in token order (tensor/cpu's order). A larger
+// group is cut into consecutive chunks of k = max(32, ⌈√n⌉) rows; item j sums its chunk from zero in token
+// order into FP32 partial slot s, and a merge then forms table + p₀ + p₁ + … over the group's chunks in
+// order. Every sum is FP32 and the table row is rounded once.
+type embeddingWork struct {
+	items  []int32 // 4 per item: id, first row index into rows, end, partial slot (-1: add onto the table)
+	merges []int32 // 3 per split group: id, first slot, slot count
+	rows   []int32 // token row numbers grouped by id
+	slots  int     // partial slots (C floats each)
+}
+
+func embeddingItems(idx []int, v int) embeddingWork {
+	pos := make([]int32, v+1)
+	for _, id := range idx {
+		pos[id+1]++
+	}
+	var w embeddingWork
+	for id := 0; id < v; id++ {
+		lo, n := int(pos[id]), int(pos[id+1])
+		if n > 0 {
+			if n <= 32 {
+				w.items = append(w.items, int32(id), int32(lo), int32(lo+n), -1)
+			} else {
+				k := max(32, int(math.Ceil(math.Sqrt(float64(n)))))
+				first := w.slots
+				for a := lo; a < lo+n; a += k {
+					w.items = append(w.items, int32(id), int32(a), int32(min(a+k, lo+n)), int32(w.slots))
+					w.slots++
+				}
+				w.merges = append(w.merges, int32(id), int32(first), int32(w.slots-first))
+			}
+		}
+		pos[id+1] += pos[id]
+	}
+	w.rows = make([]int32, len(idx))
+	for n, id := range idx {
+		w.rows[pos[id]] = int32(n)
+		pos[id]++
+	}
+	return w
 }
 
 // Transpose12 swaps axes 1 and 2: x (a, b, c, d) → out (a, c, b, d), as between (B, T, H, D) and (B, H, T, D).

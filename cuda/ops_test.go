@@ -311,6 +311,47 @@ func TestOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 					r.check("out", o, true)
 					r.check("dtable", dtab, true)
 				}},
+				{"EmbeddingBackward with groups split into chunks, the same on every run", func(r *rig) {
+					// token-type-like: id 0 owns most rows (a group cut into √n-row chunks), ids 1 and 7
+					// the rest (1 with exactly 33 rows: the smallest split group), a few singletons.
+					const v, n = 40, 3000
+					idv := make([]int64, n)
+					for i := range idv {
+						switch {
+						case i%90 == 5 && i < 33*90:
+							idv[i] = 1
+						case i%97 == 3:
+							idv[i] = 7
+						case i >= 2990:
+							idv[i] = int64(10 + i - 2990)
+						}
+					}
+					dtab, d := r.acc(dt, v, C), r.in(dt, 1, n, C)
+					first := r.acc(dt, v, C)
+					ids := r.ids(tensor.I32, idv)
+					if err := r.gpu.Copy(first.g, dtab.g); err != nil {
+						r.t.Fatal(err)
+					}
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {
+						return b.EmbeddingBackward(p(dtab), p(ids), p(d))
+					})
+					r.check("dtable", dtab, false)
+					if err := r.gpu.EmbeddingBackward(first.g, ids.g, d.g); err != nil {
+						r.t.Fatal(err)
+					}
+					a, bb := make([]float32, v*C), make([]float32, v*C)
+					if err := r.gpu.Download(a, dtab.g); err != nil {
+						r.t.Fatal(err)
+					}
+					if err := r.gpu.Download(bb, first.g); err != nil {
+						r.t.Fatal(err)
+					}
+					for i := range a {
+						if math.Float32bits(a[i]) != math.Float32bits(bb[i]) {
+							r.t.Fatalf("dtable[%d]: %v then %v from the same inputs", i, a[i], bb[i])
+						}
+					}
+				}},
 				{"Transpose12 (B, T, H, D) → (B, H, T, D)", func(r *rig) {
 					x, o := r.in(dt, 1, 2, 128, 12, 64), r.out(dt, 2, 12, 128, 64)
 					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error {

@@ -5,10 +5,13 @@
 // - embedding_fwd: one thread per group of four columns of one output row; with vec=1 (C % 4 == 0, table and
 //   out aligned) each group is one vector load and store. The host has already checked every id against
 //   [0, V) (the op must fail before writing anything, as tensor/cpu does).
-// - embedding_bwd: deterministic, without atomics. The host groups the token rows by id (a stable counting
-//   sort: ids ascending, token order inside a group); block u owns unique id uniq[u] and, for each of its
-//   columns, adds the group's rows in token order onto the FP32-widened table row and rounds once. For an F32 table that is the
-//   same sequence of FP32 additions as tensor/cpu's loop, so the result is bit-identical.
+// - embedding_bwd_rows / embedding_bwd_merge: deterministic, without atomics. The host groups the token rows
+//   by id (a stable counting sort: ids ascending, token order inside a group) and cuts each group into work
+//   items of consecutive rows (cuda/index.go, embeddingWork). A block per item adds its rows in token order,
+//   four columns per thread (vector loads when vec=1), onto the FP32-widened table row (a group of one item:
+//   for an F32 table the same FP32 additions as tensor/cpu's loop, bit-identical) or into an FP32 partial row;
+//   a block per split group then adds its partial rows in order onto the table row and rounds once. A group of
+//   N rows takes O(√N) sequential steps instead of N (the token-type table's two ids own every row).
 // - transpose12: one thread per group of four elements along D; vec=1 when D % 4 == 0 and both tensors are
 //   aligned.
 #include "common.cuh"
@@ -29,17 +32,62 @@ extern "C" __global__ void embedding_fwd(void *out, int dto, const void *ids, in
 	}
 }
 
-// embedding_bwd: grid (nuniq, ceil(C / blockDim.x)); uniq[u] is the id, rows[start[u] .. start[u+1]) its
-// token rows in order.
-extern "C" __global__ void embedding_bwd(void *dtable, int dtt, const void *dout, int dtd, const int *uniq,
-                                         const int *start, const int *rows, int C) {
-	int u = blockIdx.x;
-	int c = blockIdx.y * blockDim.x + threadIdx.x;
-	if (c >= C) return;
-	i64 id = uniq[u];
-	float acc = ld(dtable, dtt, id * C + c);
-	for (int k = start[u]; k < start[u + 1]; k++) acc += ld(dout, dtd, (i64)rows[k] * C + c);
-	st(dtable, dtt, id * C + c, acc);
+// embedding_bwd_rows: block i owns work item i = (id, lo, hi, slot) of the host's plan (cuda/index.go,
+// embeddingWork): for each of its columns it sums dout's rows rows[lo .. hi) in order, starting from the
+// widened table row (slot < 0; the result is rounded into the table) or from zero (the result goes to the FP32
+// partial row slot).
+extern "C" __global__ void embedding_bwd_rows(void *dtable, int dtt, const void *dout, int dtd, float *partial,
+                                              const int *items, const int *rows, int C, int vec) {
+	const int *it = items + 4 * (i64)blockIdx.x;
+	i64 id = it[0];
+	int lo = it[1], hi = it[2], slot = it[3];
+	for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
+		F4 acc;
+		if (vec) {
+			if (slot < 0) acc = ld4(dtable, dtt, id * C + c);
+			else acc.v[0] = acc.v[1] = acc.v[2] = acc.v[3] = 0.0f;
+			for (int k = lo; k < hi; k++) {
+				F4 d = ld4(dout, dtd, (i64)rows[k] * C + c);
+#pragma unroll
+				for (int j = 0; j < 4; j++) acc.v[j] += d.v[j];
+			}
+			if (slot < 0) st4(dtable, dtt, id * C + c, acc);
+			else st4(partial, DT_F32, (i64)slot * C + c, acc);
+		} else {
+			for (int j = 0; j < 4 && c + j < C; j++) {
+				float a = slot < 0 ? ld(dtable, dtt, id * C + c + j) : 0.0f;
+				for (int k = lo; k < hi; k++) a += ld(dout, dtd, (i64)rows[k] * C + c + j);
+				if (slot < 0) st(dtable, dtt, id * C + c + j, a);
+				else partial[(i64)slot * C + c + j] = a;
+			}
+		}
+	}
+}
+
+// embedding_bwd_merge: block g owns split group g = (id, first, n): table row id += partial rows first ..
+// first+n in order, in FP32, rounded once.
+extern "C" __global__ void embedding_bwd_merge(void *dtable, int dtt, const float *partial, const int *merges, int C,
+                                               int vec) {
+	const int *m = merges + 3 * (i64)blockIdx.x;
+	i64 id = m[0];
+	int first = m[1], n = m[2];
+	for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
+		if (vec) {
+			F4 acc = ld4(dtable, dtt, id * C + c);
+			for (int s = first; s < first + n; s++) {
+				F4 p = ld4(partial, DT_F32, (i64)s * C + c);
+#pragma unroll
+				for (int j = 0; j < 4; j++) acc.v[j] += p.v[j];
+			}
+			st4(dtable, dtt, id * C + c, acc);
+		} else {
+			for (int j = 0; j < 4 && c + j < C; j++) {
+				float a = ld(dtable, dtt, id * C + c + j);
+				for (int s = first; s < first + n; s++) a += partial[(i64)s * C + c + j];
+				st(dtable, dtt, id * C + c + j, a);
+			}
+		}
+	}
 }
 
 // transpose12: x (A, B, C, D) → out (A, C, B, D).
