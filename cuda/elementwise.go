@@ -161,6 +161,25 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 	return b.binary("GELUBackward", "gelu_bwd", "x", dx, dout, x)
 }
 
+// GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x) (the same
+// FP32 operations as gelu_fwd, so the same bits), reading x once; dx may be dout.
+func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err error) {
+	o := b.begin("GELUBackwardRecompute", dx, out, dout, x)
+	defer o.end(&err)
+	if o.float("dx", dx).float("dout", dout).float("x", x).failed() {
+		return
+	}
+	n := dx.Numel()
+	if out != nil {
+		o.float("out", out).numel("out", out, n)
+	}
+	if o.numel("dout", dout, n).numel("x", x, n).failed() {
+		return
+	}
+	o.ew("elementwise.cu", "gelu_bwd_recompute", n, addr(dx), dt(dx), addr(out), dt(out), addr(dout), dt(dout), addr(x), dt(x), i64(n), vec(dx, out, dout, x))
+	return
+}
+
 // Tanh sets out = tanh(x).
 func (b *Backend) Tanh(out, x *tensor.Tensor) error { return b.unary("Tanh", "tanh_fwd", out, x) }
 

@@ -219,7 +219,7 @@ func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, 
 // Backward takes in grad (N, C) F32 the gradient of the layer output and leaves there the gradient of the
 // layer input; scratch (N, C) F32 is clobbered. Parameter gradients accumulate (+=).
 func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor, b, t int) error {
-	bk, c := p.Backend, &l.c
+	c := &l.c
 	// output.LayerNorm; then da collects the residual and the FFN branch.
 	da := scratch
 	if err := l.OutNorm.Backward(p, da, grad, c.r2, c.mean2, c.rstd2); err != nil {
@@ -229,13 +229,7 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	if err != nil {
 		return err
 	}
-	if err := bk.GELU(sc.g, c.u); err != nil { // recompute output.dense's input (bit-identical to the forward's)
-		return err
-	}
-	if err := l.Output.Backward(p, sc.dg, dy, sc.g, false); err != nil {
-		return err
-	}
-	if err := bk.GELUBackward(sc.dg, sc.dg, c.u); err != nil {
+	if err := l.ffnOutBackward(p, sc, dy); err != nil {
 		return err
 	}
 	if err := l.Intermediate.Backward(p, da, sc.dg, c.aIn, true); err != nil {
@@ -253,6 +247,35 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 		return err
 	}
 	return l.Attention.Backward(p, &sc.attn, dx, sc.dctx, c.xIn, b, t)
+}
+
+// ffnOutBackward runs output.dense's backward from dy and the GELU's, leaving the gradient of the GELU input
+// in sc.dg. The GELU output g, output.dense's input, was not kept: it is recomputed from u (bit-identical to
+// the forward's). For a plain Linear the input gradient comes first, then one GELUBackwardRecompute pass over
+// u gives both the GELU gradient and g (none when the weight is frozen: no one reads g), then the weight
+// gradient reads g; another projection (a LoRA wrapper) needs g before its Backward, so GELU runs first.
+func (l *Layer) ffnOutBackward(p *Pass, sc *layerScratch, dy *tensor.Tensor) error {
+	bk, c := p.Backend, &l.c
+	if lin, ok := l.Output.(*Linear); ok {
+		if err := lin.backwardInput(p, sc.dg, dy, false); err != nil {
+			return err
+		}
+		var g *tensor.Tensor
+		if lin.Weight.Grad != nil {
+			g = sc.g
+		}
+		if err := bk.GELUBackwardRecompute(sc.dg, g, sc.dg, c.u); err != nil {
+			return err
+		}
+		return lin.backwardParams(p, dy, sc.g)
+	}
+	if err := bk.GELU(sc.g, c.u); err != nil {
+		return err
+	}
+	if err := l.Output.Backward(p, sc.dg, dy, sc.g, false); err != nil {
+		return err
+	}
+	return bk.GELUBackward(sc.dg, sc.dg, c.u)
 }
 
 // branchGrad returns the gradient reaching a dense output through its hidden dropout and the residual add:

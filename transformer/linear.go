@@ -127,6 +127,14 @@ func (l *Linear) backwardRows(p *Pass, dIn, dOut *tensor.Tensor, ld, n int, in *
 // the FP32 master gradient (beta = 1): under autocast the half inputs meet in an FP32 accumulator and nothing is
 // rounded to half on the way (PyTorch instead rounds the weight gradient to half before its FP32 cast).
 func (l *Linear) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error {
+	if err := l.backwardInput(p, dIn, dOut, accumulate); err != nil {
+		return err
+	}
+	return l.backwardParams(p, dOut, in)
+}
+
+// backwardInput is Backward's input gradient: dIn (=, or += when accumulate) = dOut·W; nothing for nil dIn.
+func (l *Linear) backwardInput(p *Pass, dIn, dOut *tensor.Tensor, accumulate bool) error {
 	n := dOut.Numel() / l.Out
 	if dIn != nil {
 		w, err := p.Weight(l.Weight.Value)
@@ -143,6 +151,13 @@ func (l *Linear) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool
 			return err
 		}
 	}
+	return nil
+}
+
+// backwardParams is Backward's parameter gradients: dW += dOutᵀ·in and db += Σ_rows dOut where trainable (in
+// is read only for a trainable W).
+func (l *Linear) backwardParams(p *Pass, dOut, in *tensor.Tensor) error {
+	n := dOut.Numel() / l.Out
 	if g := l.Weight.Grad; g != nil {
 		if err := p.Backend.Gemm(tensor.GemmArgs{
 			TransA: true, M: l.Out, N: l.In, K: n, A: dOut, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1,

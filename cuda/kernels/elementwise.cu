@@ -78,6 +78,38 @@ extern "C" __global__ void gelu_bwd(void *dx, int dtdx, const void *dout, int dt
 	});
 }
 
+// gelu_bwd_recompute: dx = dout·(Φ(x) + x·φ(x)) as gelu_bwd and, when out is not NULL, out = gelu_fwd(x)
+// with the same operations (one erff per element serves both).
+extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int dto, const void *dout, int dtd,
+                                              const void *x, int dtx, i64 n, int vec) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(g, groups) {
+		i64 i = g * 4;
+		if (vec && i + 4 <= n) {
+			F4 v = ld4(x, dtx, i), d = ld4(dout, dtd, i), r, y;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float e = erff(v.v[k] * 0.70710678118654752f);
+				float cdf = 0.5f * (1.0f + e);
+				float pdf = 0.3989422804014327f * expf(-0.5f * v.v[k] * v.v[k]);
+				r.v[k] = d.v[k] * (cdf + v.v[k] * pdf);
+				y.v[k] = 0.5f * v.v[k] * (1.0f + e);
+			}
+			st4(dx, dtdx, i, r);
+			if (out) st4(out, dto, i, y);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) {
+				float v = ld(x, dtx, j), d = ld(dout, dtd, j);
+				float e = erff(v * 0.70710678118654752f);
+				float cdf = 0.5f * (1.0f + e);
+				float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+				st(dx, dtdx, j, d * (cdf + v * pdf));
+				if (out) st(out, dto, j, 0.5f * v * (1.0f + e));
+			}
+		}
+	}
+}
+
 // gelu_tanh_fwd: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (PyTorch gelu with
 // approximate='tanh', aten/src/ATen/native/cuda/ActivationGeluKernel.cu; transformers' gelu_new).
 extern "C" __global__ void gelu_tanh_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {

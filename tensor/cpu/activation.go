@@ -89,6 +89,42 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 	return binaryOp("GELUBackward", dx, dout, x, "x", 60, geluBackwardKernel[float32])
 }
 
+// GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x): the values
+// of GELUBackward and GELU, computed from one read of x (dx may be dout; out must not overlap the others).
+func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err error) {
+	defer guard(&err, "GELUBackwardRecompute", dx, out, dout, x)
+	c := newCheck("GELUBackwardRecompute", dx, out, dout, x).float("dx", dx).float("dout", dout).float("x", x)
+	if out != nil {
+		c.float("out", out)
+	}
+	if c.Err() != nil {
+		return c.Err()
+	}
+	n := dx.Numel()
+	c.numel("dout", dout, n).numel("x", x, n)
+	if out != nil {
+		c.numel("out", out, n)
+	}
+	if err := c.Err(); err != nil {
+		return err
+	}
+	dv, xv := load(dout), load(x)
+	d := overwrite(dx)
+	if out == nil {
+		parallelFor(n, 60, func(lo, hi int) { geluBackwardKernel(d.V[lo:hi], dv[lo:hi], xv[lo:hi]) })
+		d.Store()
+		return nil
+	}
+	o := overwrite(out)
+	parallelFor(n, 100, func(lo, hi int) {
+		geluBackwardKernel(d.V[lo:hi], dv[lo:hi], xv[lo:hi])
+		geluKernel(o.V[lo:hi], xv[lo:hi])
+	})
+	d.Store()
+	o.Store()
+	return nil
+}
+
 // GELUTanh sets out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's tanh-approximate GELU.
 func (b *Backend) GELUTanh(out, x *tensor.Tensor) error {
 	return unaryOp("GELUTanh", out, x, 40, geluTanhKernel[float32])

@@ -54,6 +54,14 @@ func activationCases(dt tensor.DType) []opCase {
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 				return none(b.GELUBackward(ts[0], ts[1], ts[2]))
 			}},
+		{"GELUBackwardRecompute", []arg{output("dx", dt, r, c), output("out", dt, r, c), input("dout", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.GELUBackwardRecompute(ts[0], ts[1], ts[2], ts[3]))
+			}},
+		{"GELUBackwardRecompute without out, in place", []arg{accum("d", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.GELUBackwardRecompute(ts[0], nil, ts[0], ts[1]))
+			}},
 		{"Tanh", []arg{output("out", dt, r, c), input("x", dt, g.normal(r*c, 2), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Tanh(ts[0], ts[1])) }},
 		{"TanhBackward", []arg{output("dx", dt, r, c), input("dout", dt, g.normal(r*c, 1), r, c), input("y", dt, g.uniform(r*c, -1, 1), r, c)},

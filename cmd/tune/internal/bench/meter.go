@@ -311,6 +311,11 @@ func (m *Meter) GELUBackward(dx, dout, x *tensor.Tensor) error {
 	return m.run("GELUBackward", "", 0, size(dx, dout, x), func() error { return m.Backend.GELUBackward(dx, dout, x) })
 }
 
+// GELUBackwardRecompute is timed as "GELUBackwardRecompute".
+func (m *Meter) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) error {
+	return m.run("GELUBackwardRecompute", "", 0, size(dx, out, dout, x), func() error { return m.Backend.GELUBackwardRecompute(dx, out, dout, x) })
+}
+
 // Tanh is timed as "Tanh".
 func (m *Meter) Tanh(out, x *tensor.Tensor) error {
 	return m.run("Tanh", "", 0, size(out, x), func() error { return m.Backend.Tanh(out, x) })
