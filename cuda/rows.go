@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"math"
+
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 	"os"
@@ -27,6 +29,43 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *tensor.Tensor, eps 
 	}
 	o.rowsLaunch("norm.cu", "layernorm_fwd", n, addr(out), dt(out), addr(mean), addr(rstd), addr(x), dt(x),
 		addr(gamma), dt(gamma), addr(beta), dt(beta), i64(n), i64(ch), f32(eps), v)
+	return
+}
+
+// ResidualLayerNorm computes LayerNorm(dropout(Y) + X) in one warp-per-row pass (tensor.ResidualNormArgs):
+// the dropout, the residual add, the statistics, the normalised output and its half copy, with the same FP32
+// operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits.
+func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
+	o := b.begin("ResidualLayerNorm", a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta)
+	defer o.end(&err)
+	o.float("Sum", a.Sum).float("Out", a.Out).f32("Mean", a.Mean).f32("Rstd", a.Rstd).float("Y", a.Y).
+		float("X", a.X).float("Gamma", a.Gamma).float("Beta", a.Beta)
+	if a.OutHalf != nil {
+		o.float("OutHalf", a.OutHalf)
+	}
+	n, ch := o.rows("Sum", a.Sum)
+	o.numel("Out", a.Out, n*ch).numel("Y", a.Y, n*ch).numel("X", a.X, n*ch).numel("Mean", a.Mean, n).
+		numel("Rstd", a.Rstd, n).numel("Gamma", a.Gamma, ch).numel("Beta", a.Beta, ch)
+	if a.OutHalf != nil {
+		o.numel("OutHalf", a.OutHalf, n*ch)
+	}
+	p := a.DropoutP
+	o.that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "DropoutP = %v, want 0 ≤ p < 1", p).
+		that(a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	if o.failed() || ch == 0 {
+		return
+	}
+	v := vec(a.Sum, a.Out, a.OutHalf, a.Y, a.X, a.Gamma, a.Beta)
+	if ch%4 != 0 {
+		v = 0
+	}
+	scale := float32(1)
+	if p > 0 {
+		scale = 1 / (1 - p) // float32, as the dropout kernel
+	}
+	o.rowsLaunch("norm.cu", "residual_layernorm_fwd", n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),
+		addr(a.Mean), addr(a.Rstd), addr(a.Y), dt(a.Y), addr(a.X), dt(a.X), addr(a.Gamma), dt(a.Gamma), addr(a.Beta), dt(a.Beta),
+		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), a.Seed, a.Offset, v)
 	return
 }
 

@@ -69,6 +69,9 @@ type Backend interface {
 	// LayerNormBackward: dx (N, C) =, dgamma (C) +=, dbeta (C) += from dout (N, C) and the forward's x, gamma,
 	// mean, rstd. dgamma/dbeta may be nil for a frozen LayerNorm.
 	LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *Tensor) error
+	// ResidualLayerNorm is a post-LayerNorm block's tail, LayerNorm(dropout(y) + x), in one pass; see
+	// ResidualNormArgs. Its backward is DropoutBackward of LayerNormBackward's dx.
+	ResidualLayerNorm(a ResidualNormArgs) error
 
 	// RMSNorm over the last axis: x (N, C) → out (N, C) = weight·round_x(x·rstd), rstd (N) F32 =
 	// 1/sqrt(mean(x²) + eps), the statistics in FP32. As transformers' LlamaRMSNorm, the normalised value is
@@ -177,6 +180,26 @@ type GemmArgs struct {
 	Batch                     int     // number of independent products; 0 is taken as 1
 	Alpha, Beta               float32 // C = Alpha·op(A)·op(B) + Beta·C; Beta 0 ignores C's old contents
 	Bias                      *Tensor // optional, N elements added to every row of C; nil for none
+}
+
+// ResidualNormArgs describes ResidualLayerNorm, the end of BERT's BertSelfOutput and BertOutput
+// (LayerNorm(dropout(dense(h)) + input_tensor), transformers/models/bert/modeling_bert.py), for (N, C) rows:
+//
+//	y'   = Dropout(Y, DropoutP, Seed, Offset)   rounded to Y's dtype; Y itself is not written
+//	Sum  = y' + X                                rounded to Sum's dtype (=): the LayerNorm backward's input
+//	Out  = LayerNorm(Sum; Gamma, Beta, Eps)      (=), Mean and Rstd (N) F32 (=), as the LayerNorm op
+//	OutHalf = Out converted to OutHalf's dtype   (=) when set: the next GEMM's input, no separate Cast
+//
+// Every output holds the bits the separate ops (Dropout, Add, LayerNorm, Cast) give on the same backend.
+// Outputs must not overlap Y, X or each other.
+type ResidualNormArgs struct {
+	Sum, Out, OutHalf *Tensor // (N, C) written; OutHalf may be nil
+	Mean, Rstd        *Tensor // (N) F32, written
+	Y, X              *Tensor // (N, C) the branch (before its dropout) and the residual
+	Gamma, Beta       *Tensor // (C) LayerNorm weight and bias
+	Eps               float32 // LayerNorm's ε (layer_norm_eps)
+	DropoutP          float32 // dropout probability on Y, in [0, 1); 0 for none
+	Seed, Offset      uint64  // Philox key and counter base of Y's dropout mask (see PhiloxKeep)
 }
 
 // Segment is a contiguous range [Offset, Offset+Len) of a flat parameter buffer with its own weight-decay flag.

@@ -146,20 +146,17 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 	if err := l.AttnOut.Forward(p, sc.y, c.ctx); err != nil {
 		return nil, err
 	}
+	// One ResidualLayerNorm does the dropout, the add, the LayerNorm and the cast of a for intermediate.dense.
+	var prob float32
 	if c.drop1Used = p.DropoutActive(l.HiddenDropout); c.drop1Used {
-		if c.drop1Off, err = p.Dropout(sc.y, sc.y, l.HiddenDropout); err != nil {
-			return nil, err
-		}
+		prob, c.drop1Off = l.HiddenDropout, p.DropoutOffset(sc.y.Numel())
 	}
-	if err := bk.Add(c.r1, sc.y, c.x); err != nil {
-		return nil, err
-	}
-	if err := l.AttnNorm.Forward(p, c.a, c.mean1, c.rstd1, c.r1); err != nil {
+	if err := l.AttnNorm.ForwardResidual(p, c.a, c.ah, c.mean1, c.rstd1, c.r1, sc.y, c.x, prob, c.drop1Off); err != nil {
 		return nil, err
 	}
 	// intermediate and output: r2 = dropout(dense_2(GELU(dense_1(a)))) + a; out = LayerNorm(r2).
-	if c.aIn, err = castOrAlias(bk, c.ah, c.a); err != nil {
-		return nil, err
+	if c.aIn = c.a; c.ah != nil {
+		c.aIn = c.ah
 	}
 	if err := l.Intermediate.Forward(p, c.u, c.aIn); err != nil {
 		return nil, err
@@ -170,15 +167,11 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 	if err := l.Output.Forward(p, sc.y, sc.g); err != nil {
 		return nil, err
 	}
+	prob = 0
 	if c.drop2Used = p.DropoutActive(l.HiddenDropout); c.drop2Used {
-		if c.drop2Off, err = p.Dropout(sc.y, sc.y, l.HiddenDropout); err != nil {
-			return nil, err
-		}
+		prob, c.drop2Off = l.HiddenDropout, p.DropoutOffset(sc.y.Numel())
 	}
-	if err := bk.Add(c.r2, sc.y, c.a); err != nil {
-		return nil, err
-	}
-	return c.out, l.OutNorm.Forward(p, c.out, c.mean2, c.rstd2, c.r2)
+	return c.out, l.OutNorm.ForwardResidual(p, c.out, nil, c.mean2, c.rstd2, c.r2, sc.y, c.a, prob, c.drop2Off)
 }
 
 // Recompute runs the layer's last Forward again from its input, which must be unchanged, with the same mask

@@ -41,6 +41,16 @@ func (l *LayerNorm) Forward(p *Pass, out, mean, rstd, x *tensor.Tensor) error {
 	return p.Backend.LayerNorm(out, mean, rstd, x, l.Weight.Value, l.Bias.Value, l.Eps)
 }
 
+// ForwardResidual is Forward of sum = dropout(y) + x (the residual add of a post-LayerNorm block, sum kept
+// for Backward) fused into one op: with prob > 0 the dropout draws y's mask from (p.Seed, offset). outHalf,
+// when non-nil, also receives out in its dtype (the next GEMM's input). y is not written.
+func (l *LayerNorm) ForwardResidual(p *Pass, out, outHalf, mean, rstd, sum, y, x *tensor.Tensor, prob float32, offset uint64) error {
+	return p.Backend.ResidualLayerNorm(tensor.ResidualNormArgs{
+		Sum: sum, Out: out, OutHalf: outHalf, Mean: mean, Rstd: rstd, Y: y, X: x,
+		Gamma: l.Weight.Value, Beta: l.Bias.Value, Eps: l.Eps, DropoutP: prob, Seed: p.Seed, Offset: offset,
+	})
+}
+
 // Backward: dx (N, C) = from dout (N, C) and the forward's x, mean, rstd; weight and bias gradients (+=) only
 // for the trainable ones.
 func (l *LayerNorm) Backward(p *Pass, dx, dout, x, mean, rstd *tensor.Tensor) error {

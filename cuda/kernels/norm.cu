@@ -6,6 +6,8 @@
 //   L1/L2 for each pass. With vec=1 (C % 4 == 0, every row pointer aligned) a lane moves four elements per
 //   access. Statistics are FP32: two-pass mean then biased variance, as torch.nn.LayerNorm and tensor/cpu;
 //   rstd = 1/sqrt(var + eps) evaluated in double and rounded once (tensor/cpu does the same).
+// - residual_layernorm_fwd: layernorm_fwd with its input formed on the fly, sum = dropout(y) + x (written
+//   once, for the backward), and the output optionally also stored in a second dtype (the next GEMM's copy).
 // - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
 //   128 columns (four per thread, vector loads when aligned) of one chunk of rows; its eight row-strided
 //   partial sums are combined in a fixed order and written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
@@ -59,6 +61,102 @@ extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float 
 	} else {
 		for (int c = lane; c < C; c += 32)
 			st(out, dto, base + c, (ld(x, dtx, base + c) - m) * r * ld(gamma, dtg, c) + ld(beta, dtb, c));
+	}
+	if (lane == 0) {
+		mean[row] = m;
+		rstd[row] = r;
+	}
+}
+
+// dropped returns element i of a dropout input after the mask: v·keep·scale with keep drawn as the dropout
+// kernel of elementwise.cu draws element i (lane i % 4 of Philox block offset + i/4); p == 0 keeps v.
+__device__ __forceinline__ float dropped(float v, i64 i, float p, float scale, uint2 key, u64 offset) {
+	if (p == 0.0f) return v;
+	u64 ctr = offset + (u64)(i / 4);
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+	u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+	float keep = (float)(w[i % 4] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+	return v * keep * scale;
+}
+
+// residual_layernorm_fwd: sum = round_y(dropout(y)) + x (rounded to sum's dtype), then layernorm_fwd over
+// sum, its output also converted into outh when outh is not NULL (tensor.ResidualNormArgs). One warp per
+// row with layernorm_fwd's lane layout and summation order; the first pass writes sum and the later passes
+// read back the lane's own elements, so the statistics see exactly the stored values.
+extern "C" __global__ void residual_layernorm_fwd(void *sum, int dts, void *out, int dto, void *outh, int dth,
+                                                  float *mean, float *rstd, const void *y, int dty, const void *x,
+                                                  int dtx, const void *gamma, int dtg, const void *beta, int dtb,
+                                                  i64 N, int C, float eps, float p, float scale, u64 seed,
+                                                  u64 offset, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	float s = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(y, dty, base + c), b = ld4(x, dtx, base + c), r;
+			if (p != 0.0f) { // one Philox block serves the four elements (base + c is a multiple of 4)
+				u64 ctr = offset + (u64)((base + c) / 4);
+				uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+				u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+					a.v[k] = round_to(a.v[k] * keep * scale, dty);
+				}
+			}
+#pragma unroll
+			for (int k = 0; k < 4; k++) r.v[k] = round_to(a.v[k] + b.v[k], dts);
+			st4(sum, dts, base + c, r);
+			s += r.v[0], s += r.v[1], s += r.v[2], s += r.v[3];
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float a = round_to(dropped(ld(y, dty, base + c), base + c, p, scale, key, offset), dty);
+			float r = round_to(a + ld(x, dtx, base + c), dts);
+			st(sum, dts, base + c, r);
+			s += r;
+		}
+	}
+	float m = warp_sum(s) / (float)C;
+	float ss = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(sum, dts, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float d = a.v[k] - m;
+				ss += d * d;
+			}
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float d = ld(sum, dts, base + c) - m;
+			ss += d * d;
+		}
+	}
+	float var = warp_sum(ss) / (float)C;
+	float r = (float)(1.0 / sqrt((double)(var + eps)));
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(sum, dts, base + c), g = ld4(gamma, dtg, c), b = ld4(beta, dtb, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = (a.v[k] - m) * r * g.v[k] + b.v[k];
+			st4(out, dto, base + c, o);
+			if (outh) {
+#pragma unroll
+				for (int k = 0; k < 4; k++) o.v[k] = round_to(o.v[k], dto);
+				st4(outh, dth, base + c, o);
+			}
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float o = (ld(sum, dts, base + c) - m) * r * ld(gamma, dtg, c) + ld(beta, dtb, c);
+			st(out, dto, base + c, o);
+			if (outh) st(outh, dth, base + c, round_to(o, dto));
+		}
 	}
 	if (lane == 0) {
 		mean[row] = m;

@@ -114,6 +114,24 @@ func normCases(dt tensor.DType) []opCase {
 				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 					return none(b.LayerNormBackward(ts[0], nil, nil, ts[1], ts[2], ts[3], ts[4], ts[5]))
 				}},
+			// The reference holds every value as F32, so the cases keep the op's intermediate roundings (of the
+			// dropped y to y's dtype, of the sum to sum's) exact: BERT's mix without dropout (y in dt, the
+			// residual, sum and output F32, the GEMM copy in dt), and dropout on an F32 y with a dt output.
+			// TestFusedOpsMatchTheirParts checks the roundings themselves against the separate ops.
+			opCase{"ResidualLayerNorm y in dt, F32 sum, a dt copy" + shape, []arg{output("sum", tensor.F32, n, c), output("out", tensor.F32, n, c),
+				output("outh", dt, n, c), output("mean", tensor.F32, n), output("rstd", tensor.F32, n),
+				input("y", dt, g.normal(n*c, 1), n, c), input("x", tensor.F32, g.normal(n*c, 2), n, c), input("gamma", dt, gamma, c), input("beta", dt, beta, c)},
+				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+					return none(b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: ts[0], Out: ts[1], OutHalf: ts[2], Mean: ts[3], Rstd: ts[4],
+						Y: ts[5], X: ts[6], Gamma: ts[7], Beta: ts[8], Eps: eps}))
+				}},
+			opCase{"ResidualLayerNorm dropout, dt output" + shape, []arg{output("sum", tensor.F32, n, c), output("out", dt, n, c),
+				output("mean", tensor.F32, n), output("rstd", tensor.F32, n),
+				input("y", tensor.F32, g.normal(n*c, 1), n, c), input("x", dt, x, n, c), input("gamma", dt, gamma, c), input("beta", dt, beta, c)},
+				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+					return none(b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: ts[0], Out: ts[1], Mean: ts[2], Rstd: ts[3],
+						Y: ts[4], X: ts[5], Gamma: ts[6], Beta: ts[7], Eps: eps, DropoutP: 0.1, Seed: 42, Offset: 7}))
+				}},
 		)
 	}
 	return cases

@@ -1,6 +1,7 @@
 package tensortest
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -9,8 +10,9 @@ import (
 )
 
 // TestFusedOpsMatchTheirParts checks on every backend that a fused op gives, bit for bit, what its unfused
-// parts give on the same backend: GELUBackwardRecompute is GELUBackward plus GELU. The sizes cover the
-// vectorised path (a multiple of four) and a ragged tail.
+// parts give on the same backend: GELUBackwardRecompute is GELUBackward plus GELU, ResidualLayerNorm is
+// Dropout, Add, LayerNorm and Cast. The sizes cover the vectorised paths (multiples of four) and ragged
+// ones.
 func TestFusedOpsMatchTheirParts(t *testing.T) {
 	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
 		rng := rand.New(rand.NewPCG(3, 5))
@@ -35,6 +37,60 @@ func TestFusedOpsMatchTheirParts(t *testing.T) {
 				sameBits(t, dt.String()+" GELU gradient", Download(t, b, dt1), Download(t, b, dt2))
 				for _, x := range []*tensor.Tensor{xt, dt1, dt2, g1, g2} {
 					b.Free(x)
+				}
+			}
+		}
+	})
+}
+
+func TestResidualLayerNormMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(7, 9))
+		normal := func(n int, s float64) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(s * rng.NormFloat64())
+			}
+			return v
+		}
+		for _, h := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+			for _, sumDT := range []tensor.DType{tensor.F32, h} {
+				for _, c := range []int{768, 33} {
+					for _, p := range []float32{0, 0.1} {
+						const n = 37
+						y, x := Upload(t, b, h, normal(n*c, 1), n, c), Upload(t, b, tensor.F32, normal(n*c, 2), n, c)
+						gamma, beta := Upload(t, b, tensor.F32, normal(c, 1), c), Upload(t, b, tensor.F32, normal(c, 1), c)
+						var parts, fused [5]*tensor.Tensor // sum, out, outh, mean, rstd
+						for _, set := range []*[5]*tensor.Tensor{&parts, &fused} {
+							set[0], set[1], set[2] = Alloc(t, b, sumDT, n, c), Alloc(t, b, sumDT, n, c), Alloc(t, b, h, n, c)
+							set[3], set[4] = Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.F32, n)
+						}
+						yd := Alloc(t, b, h, n, c)
+						const seed, off = 0x1234567890, 99
+						if err := b.Dropout(yd, y, p, seed, off); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.Add(parts[0], yd, x); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.LayerNorm(parts[1], parts[3], parts[4], parts[0], gamma, beta, 1e-12); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.Cast(parts[2], parts[1]); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: fused[0], Out: fused[1], OutHalf: fused[2], Mean: fused[3],
+							Rstd: fused[4], Y: y, X: x, Gamma: gamma, Beta: beta, Eps: 1e-12, DropoutP: p, Seed: seed, Offset: off}); err != nil {
+							t.Fatal(err)
+						}
+						what := fmt.Sprintf("y %v sum %v C=%d p=%v", h, sumDT, c, p)
+						for i, name := range []string{"sum", "out", "outh", "mean", "rstd"} {
+							sameBits(t, what+" "+name, Download(t, b, parts[i]), Download(t, b, fused[i]))
+						}
+						for _, x := range append(append([]*tensor.Tensor{y, x, gamma, beta, yd}, parts[:]...), fused[:]...) {
+							b.Free(x)
+						}
+					}
 				}
 			}
 		}

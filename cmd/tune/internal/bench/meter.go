@@ -340,6 +340,13 @@ func (m *Meter) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd 
 	})
 }
 
+// ResidualLayerNorm is timed as "ResidualLayerNorm".
+func (m *Meter) ResidualLayerNorm(a tensor.ResidualNormArgs) error {
+	return m.run("ResidualLayerNorm", "", 0, size(a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta), func() error {
+		return m.Backend.ResidualLayerNorm(a)
+	})
+}
+
 // RMSNorm is timed as "RMSNorm".
 func (m *Meter) RMSNorm(out, rstd, x, weight *tensor.Tensor, eps float32) error {
 	return m.run("RMSNorm", "", 0, size(out, rstd, x, weight), func() error {

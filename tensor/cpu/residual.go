@@ -1,0 +1,54 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// ResidualLayerNorm runs the block tail LayerNorm(dropout(Y) + X) as the ops it fuses, in order: Dropout
+// into a scratch copy of Y's dtype, Add into Sum, LayerNorm into Out, Mean and Rstd, and Cast into OutHalf
+// when set (tensor.ResidualNormArgs). It is the reference the fused kernels of other backends match bit for
+// bit on their own ops.
+func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
+	const op = "ResidualLayerNorm"
+	args := []*tensor.Tensor{a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta}
+	defer guard(&err, op, args...)
+	c := newCheck(op, args...).float("Sum", a.Sum).float("Out", a.Out).f32("Mean", a.Mean).f32("Rstd", a.Rstd).
+		float("Y", a.Y).float("X", a.X).float("Gamma", a.Gamma).float("Beta", a.Beta)
+	if a.OutHalf != nil {
+		c.float("OutHalf", a.OutHalf)
+	}
+	n, ch := c.rows("Sum", a.Sum)
+	c.numel("Out", a.Out, n*ch).numel("Y", a.Y, n*ch).numel("X", a.X, n*ch).numel("Mean", a.Mean, n).
+		numel("Rstd", a.Rstd, n).numel("Gamma", a.Gamma, ch).numel("Beta", a.Beta, ch)
+	if a.OutHalf != nil {
+		c.numel("OutHalf", a.OutHalf, n*ch)
+	}
+	p := a.DropoutP
+	c.that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "DropoutP = %v, want 0 ≤ p < 1", p)
+	c.that(a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	y := a.Y
+	if p > 0 {
+		if y, err = b.Alloc(a.Y.DType, a.Y.Shape...); err != nil {
+			return err
+		}
+		defer b.Free(y)
+		if err := b.Dropout(y, a.Y, p, a.Seed, a.Offset); err != nil {
+			return err
+		}
+	}
+	if err := b.Add(a.Sum, y, a.X); err != nil {
+		return err
+	}
+	if err := b.LayerNorm(a.Out, a.Mean, a.Rstd, a.Sum, a.Gamma, a.Beta, a.Eps); err != nil {
+		return err
+	}
+	if a.OutHalf != nil {
+		return b.Cast(a.OutHalf, a.Out)
+	}
+	return nil
+}
