@@ -284,6 +284,8 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		if n == 0 {
 			continue // contributes nothing to the window's loss or gradient
 		}
+		seed := float32(float64(r.scale) * float64(n) / float64(total))
+		opts.BackwardSeed = seed // a causal LM's head back-propagates during Forward (bit-identical)
 		out, err := t.model.Forward(b, opts)
 		if err != nil {
 			return 0, 0, fmt.Errorf("trainer: forward at step %d: %w", t.state.GlobalStep+1, err)
@@ -292,7 +294,6 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		if !isFinite(float64(out.Loss)) {
 			return 0, 0, t.lossError(out.Loss, i, len(batches), b)
 		}
-		seed := float32(float64(r.scale) * float64(n) / float64(total))
 		if err := t.model.Backward(seed); err != nil {
 			return 0, 0, fmt.Errorf("trainer: backward at step %d: %w", t.state.GlobalStep+1, err)
 		}

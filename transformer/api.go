@@ -112,6 +112,15 @@ type ForwardOptions struct {
 	// it for micro-batches 2..N of one accumulation window and for evaluation batches after the first, where no
 	// user code runs in between. The pass's Backward always uses the copies its Forward used.
 	ReuseWeightCasts bool
+	// BackwardSeed, when non-zero in a training Forward, is the seed the following Backward will be called
+	// with. A causal LM's head then back-propagates each chunk of logits right after computing its loss —
+	// d(logits), the input gradient and the weight gradient (accumulated into the head's FP32 gradient during
+	// Forward) — instead of recomputing the logits in Backward (a fused linear cross-entropy, as Liger-Kernel's
+	// and Wijmans et al. 2024, "Cut Your Losses in Large-Vocabulary Language Models"): one logits GEMM and
+	// one pass over them fewer per chunk. Loss and gradients are bit for bit those without it; Backward must
+	// then be called with exactly this seed (it errors otherwise) before the next Forward. The trainer sets it
+	// (seed = loss scale × the micro-batch's share of the window's labels); other models ignore it.
+	BackwardSeed float32
 	// Observe, when set, is called with every module's output in Forward and with the gradient of the
 	// objective with respect to that output in Backward (in execution order: Backward visits the modules in
 	// reverse). Debugging tools use it (tune debug nan and compare); training leaves it nil.

@@ -44,6 +44,11 @@ type lmHeadCache struct {
 	count   int            // supervised targets of the last Forward
 	correct int            // of those, the ones the arg-max logit predicts
 	host    []int64        // the last Forward's targets (nil without labels), to skip unsupervised chunks
+	// fused is set by ForwardFused: dIn already holds the gradient computed with fusedScale, and Backward
+	// has nothing left to do.
+	fused      bool
+	fusedDIn   *tensor.Tensor
+	fusedScale float32
 }
 
 // lmHeadChunkElems bounds a chunk of logits: 2^27 elements, 256 MiB per buffer in a half dtype (the chunk's
@@ -104,7 +109,30 @@ func ShiftLabels(labels []int64, b, t int) (targets []int64, count int) {
 // (N·V) non-nil it copies the logits there in FP32 (the GEMM dtype's values widened). in stays in use until
 // Backward. Every target must be −100 or in [0, V).
 func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host []float32) (sum float64, count int, err error) {
+	return l.forward(p, in, targets, host, nil, 0)
+}
+
+// ForwardFused is Forward with targets that also back-propagates each chunk while its logits are at hand
+// (ForwardOptions.BackwardSeed): the gradient of the loss sum times seed/count (count: the supervised
+// targets; seed: the d(objective)/d(mean loss) the caller's Backward will get) is written into dIn (N, C) and,
+// when the weight trains, accumulated into its gradient — what Backward(dIn, seed/count) computes, in the
+// same order, without recomputing the logits. The following Backward must get the same dIn and scale; it
+// then does nothing.
+func (l *CausalLMHead) ForwardFused(p *Pass, in *tensor.Tensor, targets []int64, dIn *tensor.Tensor, seed float32) (sum float64, count int, err error) {
+	if targets == nil || dIn == nil {
+		return 0, 0, fmt.Errorf("transformer: lm head: a fused forward needs targets and a gradient buffer")
+	}
+	scale := float32(0)
+	if k := supervised(targets); k > 0 {
+		scale = seed / float32(k)
+	}
+	return l.forward(p, in, targets, nil, dIn, scale)
+}
+
+// forward is Forward, and ForwardFused when dIn is set.
+func (l *CausalLMHead) forward(p *Pass, in *tensor.Tensor, targets []int64, host []float32, dIn *tensor.Tensor, scale float32) (sum float64, count int, err error) {
 	bk, c := p.Backend, &l.c
+	c.fused = false
 	n := in.Numel() / l.C
 	if n != c.n {
 		return 0, 0, fmt.Errorf("transformer: lm head: %d rows, laid out for %d", n, c.n)
@@ -129,6 +157,11 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 			if err := bk.Fill(ls, 0); err != nil {
 				return 0, 0, err
 			}
+			if dIn != nil {
+				if err := l.chunkBackward(p, w, dIn, nil, r0, m, 0); err != nil {
+					return 0, 0, err
+				}
+			}
 			continue
 		}
 		lg, err := l.chunkLogits(p, w, r0, m)
@@ -152,7 +185,15 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 			if err := bk.ArgMax(pr, lg); err != nil {
 				return 0, 0, err
 			}
+			if dIn != nil {
+				if err := l.chunkBackward(p, w, dIn, lg, r0, m, scale); err != nil {
+					return 0, 0, err
+				}
+			}
 		}
+	}
+	if dIn != nil {
+		c.fused, c.fusedDIn, c.fusedScale = true, dIn, scale
 	}
 	if targets == nil {
 		return math.NaN(), 0, nil
@@ -218,21 +259,25 @@ func (l *CausalLMHead) chunkLogits(p *Pass, w *tensor.Tensor, r0, m int) (*tenso
 // Backward back-propagates the last Forward's loss with d(objective)/d(loss sum) = scale (seed/count for a
 // mean loss seeded with seed): per chunk it recomputes the logits, forms dlogits = scale·(softmax − onehot)
 // in the GEMM dtype, writes dIn (N, C) = dlogits·W (F32 or h; =) and accumulates dW += dlogitsᵀ·in when the
-// weight is trainable.
+// weight is trainable. After ForwardFused it only checks that dIn and scale are the ones that computed it.
 func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) error {
-	bk, c := p.Backend, &l.c
+	c := &l.c
+	if c.fused {
+		c.fused = false
+		if dIn != c.fusedDIn || scale != c.fusedScale {
+			return fmt.Errorf("transformer: lm head: Backward with scale %g after a fused Forward computed the gradient "+
+				"with %g (ForwardOptions.BackwardSeed must be the seed Backward gets)", scale, c.fusedScale)
+		}
+		return nil
+	}
 	w, err := p.Weight(l.Weight.Value)
 	if err != nil {
 		return err
 	}
 	for r0 := 0; r0 < c.n; r0 += c.rows {
 		m := min(c.rows, c.n-r0)
-		dh, err := dIn.View(r0*l.C, m, l.C)
-		if err != nil {
-			return err
-		}
 		if scale == 0 || c.host == nil || supervised(c.host[r0:r0+m]) == 0 {
-			if err := bk.Fill(dh, 0); err != nil { // no target in the chunk: no gradient, no GEMM
+			if err := l.chunkBackward(p, w, dIn, nil, r0, m, 0); err != nil {
 				return err
 			}
 			continue
@@ -241,20 +286,36 @@ func (l *CausalLMHead) Backward(p *Pass, dIn *tensor.Tensor, scale float32) erro
 		if err != nil {
 			return err
 		}
-		dl, _ := c.dlogits.View(0, m, l.V)
-		tg, _ := c.targets.View(r0, m)
-		if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
+		if err := l.chunkBackward(p, w, dIn, lg, r0, m, scale); err != nil {
 			return err
 		}
-		if err := bk.Gemm(tensor.GemmArgs{M: m, N: l.C, K: l.V, A: dl, B: w, C: dh, Alpha: 1, Batch: 1}); err != nil {
-			return err
-		}
-		if g := l.Weight.Grad; g != nil {
-			hv, _ := c.in.View(r0*l.C, m, l.C)
-			if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.V, N: l.C, K: m, A: dl, B: hv, C: g, Alpha: 1, Beta: 1, Batch: 1}); err != nil {
-				return err
-			}
-		}
+	}
+	return nil
+}
+
+// chunkBackward back-propagates rows [r0, r0+m) from their logits lg: dlogits = scale·(softmax − onehot),
+// dIn's rows = dlogits·W, dW += dlogitsᵀ·in. Without logits (no target in the chunk, or scale 0) dIn's rows
+// are zeroed and nothing else runs.
+func (l *CausalLMHead) chunkBackward(p *Pass, w, dIn, lg *tensor.Tensor, r0, m int, scale float32) error {
+	bk, c := p.Backend, &l.c
+	dh, err := dIn.View(r0*l.C, m, l.C)
+	if err != nil {
+		return err
+	}
+	if lg == nil || scale == 0 {
+		return bk.Fill(dh, 0) // no target in the chunk: no gradient, no GEMM
+	}
+	dl, _ := c.dlogits.View(0, m, l.V)
+	tg, _ := c.targets.View(r0, m)
+	if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
+		return err
+	}
+	if err := bk.Gemm(tensor.GemmArgs{M: m, N: l.C, K: l.V, A: dl, B: w, C: dh, Alpha: 1, Batch: 1}); err != nil {
+		return err
+	}
+	if g := l.Weight.Grad; g != nil {
+		hv, _ := c.in.View(r0*l.C, m, l.C)
+		return bk.Gemm(tensor.GemmArgs{TransA: true, M: l.V, N: l.C, K: m, A: dl, B: hv, C: g, Alpha: 1, Beta: 1, Batch: 1})
 	}
 	return nil
 }

@@ -238,7 +238,14 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 	if targets == nil && out.Logits == nil {
 		return out, nil // nothing asks for the head
 	}
-	sum, count, err := m.Head.Forward(&p, a.xf, targets, out.Logits)
+	var sum float64
+	var count int
+	if opts.Train && opts.BackwardSeed != 0 && targets != nil && out.Logits == nil {
+		// the head's backward runs now, chunk by chunk, into a.dxf (ForwardOptions.BackwardSeed)
+		sum, count, err = m.Head.ForwardFused(&p, a.xf, targets, a.dxf, opts.BackwardSeed)
+	} else {
+		sum, count, err = m.Head.Forward(&p, a.xf, targets, out.Logits)
+	}
 	if err != nil {
 		return out, fmt.Errorf("llama: lm_head (labels must lie in [0, %d) or be -100): %w", m.Config.VocabSize, err)
 	}

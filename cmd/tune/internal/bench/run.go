@@ -119,7 +119,8 @@ type stepper struct {
 
 // step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
 func (s *stepper) step() error {
-	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride})
+	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
+		BackwardSeed: s.scaler.Scale()}) // as the trainer: a causal LM's head back-propagates in Forward
 	if err != nil {
 		return err
 	}
