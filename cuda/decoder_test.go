@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
@@ -71,6 +72,36 @@ func TestDecoderOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 					})
 					r.check("losses", ls, false)
 					r.check("dlogits", dl, false)
+				}},
+				{"ArgMax over a 49152-word vocabulary (a block per row): ties, NaN and -Inf rows, exact", func(r *rig) {
+					const n, v = 9, 49152
+					vals := r.normal(n*v, 2)
+					for j := 0; j < v; j++ {
+						vals[1*v+j] = float32(j % 7) // ties: the first 6 wins
+						vals[3*v+j] = float32(math.Inf(-1))
+					}
+					vals[2*v+40000], vals[2*v+12] = nan, nan // the first NaN wins
+					vals[5*v+v-1] = 1e4                      // the last entry
+					lg := r.with(dt, vals, false, n, v)
+					idx := r.ids(tensor.I32, make([]int64, n))
+					poison := make([]int32, n)
+					for i := range poison {
+						poison[i] = -7 // the GPU must overwrite every row
+					}
+					if err := r.gpu.Upload(idx.g, poison); err != nil {
+						r.t.Fatal(err)
+					}
+					r.run(func(b tensor.Backend, p func(twin) *tensor.Tensor) error { return b.ArgMax(p(idx), p(lg)) })
+					g, c := make([]int32, n), make([]int32, n)
+					if err := r.gpu.Download(g, idx.g); err != nil {
+						r.t.Fatal(err)
+					}
+					if err := r.cpu.Download(c, idx.c); err != nil {
+						r.t.Fatal(err)
+					}
+					if !slices.Equal(g, c) || c[1] != 6 || c[2] != 12 || c[3] != 0 || c[5] != v-1 {
+						r.t.Errorf("argmax: GPU %v, CPU %v (want row 1 → 6, row 2 → 12, row 3 → 0, row 5 → %d)", g, c, v-1)
+					}
 				}},
 				{"RMSNorm over heads (Qwen3 q/k norm, D=128, dt weight)", func(r *rig) {
 					x, w := r.in(dt, 1, N*16, 128), r.in(dt, 1, 128)
