@@ -22,6 +22,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/tune-ml/tune/internal/opcheck"
@@ -37,6 +38,8 @@ type attnParams struct {
 	scale, p, dscale, pad0                                    float32
 	seed, offset                                              uint64
 	causal, dtype, bitsw, bitsready                           int64
+	dkp, dvp                                                  uint64
+	lpt                                                       int64
 }
 
 // attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention.cu).
@@ -56,6 +59,12 @@ var attnDQVariant string
 // attnBwdRedraw, when set (by the microbenchmark through export_test.go), makes every backward kernel draw
 // its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
 var attnBwdRedraw bool
+
+// attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD: "" (unset) the default kernels, "v3"
+// the same kernels in longest-first block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks
+// per query head summed by attn_bwd_gqa_sum (see v3Backward). Any other value makes AttentionBackward fail
+// naming it. The microbenchmark overrides it through export_test.go.
+var attnBwdVariant = os.Getenv("TUNE_ATTN_BWD")
 
 // attnNoKeepBits, when set (by the microbenchmark and tests through export_test.go), ignores
 // AttentionArgs.KeepBits: the backward draws its keep bits as if none were given.
@@ -251,6 +260,17 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		defer o.release(bits)
 		p.bits = uint64(bits)
 	}
+	switch attnBwdVariant {
+	case "":
+	case "v3":
+		if pl.tc && attnDQVariant == "" {
+			o.v3Backward(pl, g, &p)
+			return
+		}
+	default:
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v3, or unset it for the default)", attnBwdVariant))
+		return
+	}
 	if pl.tc {
 		smem := 6*64*g.D*2 + 2*64*4*2 // tiles and two 64 × 64 keep-bit masks
 		dq := "attn_bwd_dq_" + pl.suffix
@@ -271,4 +291,62 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		o.attnLaunch("attn_bwd_dkdv_ref", cdiv(g.Tk, 8), g.Hkv, g.B, 256, 0, &p)
 	}
 	return
+}
+
+// attnV3ChunkBytes bounds the operand bytes per block-order chunk of the v3 backward (order_block in
+// kernels/attention.cu): the K/V (dQ kernel) or Q/dO (dK/dV kernel) that a chunk's blocks read, kept well under
+// the H100/H200's 50 MB L2.
+const attnV3ChunkBytes = 16 << 20
+
+// v3Chunk is the number of (batch, head) pairs per block-order chunk: 1 (row block fastest, the default
+// kernels' order) without causal masking, where all blocks are equally long; with it, as many pairs as fit
+// attnV3ChunkBytes of perPair bytes each.
+func v3Chunk(causal bool, perPair int) int64 {
+	if !causal || perPair <= 0 {
+		return 1
+	}
+	return int64(max(1, attnV3ChunkBytes/perPair))
+}
+
+// v3Backward is AttentionBackward's variant "v3" (TUNE_ATTN_BWD=v3) on the tensor-core kernels, same
+// numerics: the dQ and dK/dV kernels on one-dimensional grids whose causal blocks run longest first; with GQA
+// each dK/dV block sums one query head's contributions into FP32 partials (B·Hq·Tk·D each for dK and dV, scratch)
+// and attn_bwd_gqa_sum adds the group's partials in head order, so G times as many (G times shorter) blocks
+// share the GPU instead of one block per KV head looping over the group. The order of every sum is fixed:
+// results are bit-identical from run to run (not to the default path: the GQA sum is grouped per head).
+func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams) {
+	smem := 6*64*g.D*2 + 2*64*4*2
+	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, 64)
+	grp := g.Hq / g.Hkv
+	if attnBwdOnly != "dkdv" {
+		p.lpt = v3Chunk(g.Causal, 2*g.Tk*g.D*2)
+		o.attnLaunch("attn_bwd_dq_"+pl.suffix+"_v3", nqb*g.B*g.Hq, 1, 1, 128, smem, p)
+	}
+	if attnBwdOnly == "dq" || g.Tk == 0 {
+		return
+	}
+	if grp == 1 {
+		p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
+		o.attnLaunch("attn_bwd_dkdv_"+pl.suffix+"_v3", nkb*g.B*g.Hkv, 1, 1, 128, smem+4*64*4, p)
+		return
+	}
+	n := g.B * g.Hq * g.Tk * g.D
+	dkp := o.scratch(4 * n)
+	if o.failed() {
+		return
+	}
+	defer o.release(dkp)
+	dvp := o.scratch(4 * n)
+	if o.failed() {
+		return
+	}
+	defer o.release(dvp)
+	p.dkp, p.dvp = uint64(dkp), uint64(dvp)
+	p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
+	o.attnLaunch("attn_bwd_dkdv_"+pl.suffix+"_v3s", nkb*g.B*g.Hq, 1, 1, 128, smem+4*64*4, p)
+	name := "attn_bwd_gqa_sum_bf16"
+	if g.Q.T.DType == tensor.F16 {
+		name = "attn_bwd_gqa_sum_f16"
+	}
+	o.attnLaunch(name, cdiv(g.B*g.Hkv*g.Tk*g.D/2, 256), 1, 1, 256, 0, p)
 }

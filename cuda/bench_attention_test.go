@@ -21,7 +21,8 @@ import (
 // scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2:
 // kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
 // two-sweep dQ kernel; "nokeep": the backward drawing the dropout bits once itself instead of reading those
-// the forward stored in KeepBits; "redraw": every kernel drawing its own), the "smq" dQ variant and its two
+// the forward stored in KeepBits; "redraw": every kernel drawing its own), the variant "v3" (TUNE_ATTN_BWD=v3:
+// longest-first block order, GQA dK/dV per query head; also SmolLM2's GQA 9/3 shape), the "smq" dQ variant and its two
 // kernels alone ("only dq", "only dkdv", still counted against the whole backward's FLOPs, so their times add
 // up; "only dkdv" with dropout reads bits nobody stored, which is fine for timing).
 func BenchmarkAttention(b *testing.B) {
@@ -29,17 +30,23 @@ func BenchmarkAttention(b *testing.B) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct {
 		B, H, T, D int
+		hkv        int // KV heads (GQA); 0 means H
 		causal     bool
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "dq2", "smq", "dq", "dkdv"}},
-		{64, 12, 512, 64, false, 0.1, []string{""}, []string{"", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
-		{8, 32, 2048, 128, true, 0, []string{"", "_db", "_m2"}, []string{"", "dq2", "dq", "dkdv"}},
-		{8, 32, 2048, 128, false, 0, []string{""}, []string{"", "dq2"}},
-		{8, 32, 2048, 64, true, 0, []string{""}, []string{"", "dq2"}}, // a decoder with 64-wide heads (SmolLM2, Llama-3.2-1B)
+		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "v3", "dq2", "smq", "dq", "dkdv"}},
+		{64, 12, 512, 64, 0, false, 0.1, []string{""}, []string{"", "v3", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
+		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
+		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
+		{8, 32, 2048, 64, 0, true, 0, []string{""}, []string{"", "v3", "dq2"}},                           // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{""}, []string{"", "v3", "dq", "dkdv", "v3 dq", "v3 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
-		n := c.B * c.H * c.T * c.D
+		hkv := c.hkv
+		if hkv == 0 {
+			hkv = c.H
+		}
+		n, nkv := c.B*c.H*c.T*c.D, c.B*hkv*c.T*c.D
 		var live []*tensor.Tensor
 		mk := func(dt tensor.DType, n int, fill bool) *tensor.Tensor {
 			x, err := gpu.Alloc(dt, n)
@@ -59,20 +66,23 @@ func BenchmarkAttention(b *testing.B) {
 			return x
 		}
 		bf := tensor.BF16
-		a := tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: c.H, Tq: c.T, Tk: c.T, D: c.D,
-			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, n, true)}, V: tensor.AttnOperand{T: mk(bf, n, true)},
+		a := tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: hkv, Tq: c.T, Tk: c.T, D: c.D,
+			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, nkv, true)}, V: tensor.AttnOperand{T: mk(bf, nkv, true)},
 			O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
 			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
 		if c.p > 0 { // as the attention layer trains: the forward stores the keep bits for the backward
 			a.KeepBits = mk(tensor.I32, tensor.AttentionKeepBitsLen(c.B, c.H, c.T, c.T), false)
 		}
 		ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
-			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, n, false)}, DV: tensor.AttnOperand{T: mk(bf, n, false)}}
+			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, nkv, false)}, DV: tensor.AttnOperand{T: mk(bf, nkv, false)}}
 		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
 		if c.causal {
 			fwdFlops /= 2
 		}
 		name := fmt.Sprintf("bf16 %dx%dx%dx%d causal=%v p=%v", c.B, c.H, c.T, c.D, c.causal, c.p)
+		if hkv != c.H {
+			name = fmt.Sprintf("bf16 %dx%d/%dx%dx%d causal=%v p=%v", c.B, c.H, hkv, c.T, c.D, c.causal, c.p)
+		}
 		type pass struct {
 			name    string
 			flops   float64
@@ -88,23 +98,34 @@ func BenchmarkAttention(b *testing.B) {
 			n := "bwd"
 			switch part {
 			case "":
-			case "redraw", "dq2", "smq", "nokeep":
+			case "redraw", "dq2", "smq", "nokeep", "v3":
 				n += " " + part
+			case "v3 dq", "v3 dkdv":
+				n += " v3 only " + part[3:]
 			default:
 				n += " only " + part
 			}
 			passes = append(passes, pass{n, 2.5 * fwdFlops, func() error { return gpu.AttentionBackward(ba) },
 				func() func() {
-					switch part {
-					case "redraw": // every kernel draws its own keep bits (the earlier design)
-						r1, r2 := cuda.SetAttnNoKeepBits(true), cuda.SetAttnBwdRedraw(true)
-						return func() { r2(); r1() }
-					case "nokeep": // KeepBits ignored: the dQ kernel draws the bits and stores them for dK/dV
-						return cuda.SetAttnNoKeepBits(true)
-					case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
-						return cuda.SetAttnDQVariant(part)
-					}
-					return cuda.SetAttnBwdOnly(part)
+					def := cuda.SetAttnBwdVariant("") // the default kernels unless the pass names v3
+					r := func() func() {
+						switch part {
+						case "redraw": // every kernel draws its own keep bits (the earlier design)
+							r1, r2 := cuda.SetAttnNoKeepBits(true), cuda.SetAttnBwdRedraw(true)
+							return func() { r2(); r1() }
+						case "nokeep": // KeepBits ignored: the dQ kernel draws the bits and stores them for dK/dV
+							return cuda.SetAttnNoKeepBits(true)
+						case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
+							return cuda.SetAttnDQVariant(part)
+						case "v3": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head
+							return cuda.SetAttnBwdVariant("v3")
+						case "v3 dq", "v3 dkdv":
+							r1, r2 := cuda.SetAttnBwdVariant("v3"), cuda.SetAttnBwdOnly(part[3:])
+							return func() { r2(); r1() }
+						}
+						return cuda.SetAttnBwdOnly(part)
+					}()
+					return func() { r(); def() }
 				}})
 		}
 		for _, pass := range passes {

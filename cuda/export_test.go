@@ -18,6 +18,16 @@ func CompileKernelForTest(file string, sm int) (size int, cubin bool, log, nvrtc
 	return len(img.data), img.cubin, img.log, nv.path, nil
 }
 
+// KernelImageForTest compiles the embedded kernel file for compute capability sm and returns NVRTC's image
+// (PTX text or a cubin).
+func KernelImageForTest(file string, sm int) ([]byte, bool, error) {
+	img, err := compileKernel(file, sm)
+	if err != nil {
+		return nil, false, err
+	}
+	return img.data, img.cubin, nil
+}
+
 // NVRTCVersion returns the loaded NVRTC's version, or an error if none can be opened.
 func NVRTCVersion() (major, minor int, path string, err error) {
 	nv, err := loadNVRTC()
@@ -76,3 +86,14 @@ func SetAttnNoKeepBits(on bool) (restore func()) {
 	attnNoKeepBits = on
 	return func() { attnNoKeepBits = old }
 }
+
+// SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" the default backward, "v3") for the microbenchmark and tests,
+// and returns a function restoring the previous value.
+func SetAttnBwdVariant(v string) (restore func()) {
+	old := attnBwdVariant
+	attnBwdVariant = v
+	return func() { attnBwdVariant = old }
+}
+
+// AttnBwdVariant is the backward variant in force (TUNE_ATTN_BWD unless a test overrode it).
+func AttnBwdVariant() string { return attnBwdVariant }

@@ -65,7 +65,22 @@ struct AttnParams {
 	u64 seed, offset;
 	i64 causal, dtype, bitsw;
 	i64 bitsready; // backward: p.bits already holds every keep bit (the forward drew them into AttentionArgs.KeepBits)
+	float *dkp, *dvp; // backward v3 with GQA: FP32 partial dK, dV per query head, (B, Hq, Tk, D) contiguous
+	i64 lpt;          // backward v3: (batch, head) pairs per block-order chunk (order_block)
 };
+
+// order_block maps a v3 kernel's linear block index to (row block rb, pair) for a grid of nrb row blocks of
+// npair (batch, head) pairs: pairs in chunks of p.lpt; within a chunk the row block varies slowest, so every
+// pair's row block 0 comes first, then row block 1, ... With the kernel's heaviest row block at rb = 0
+// (causal) this schedules the longest blocks first (longest-processing-time order, as FlashAttention-3
+// schedules causal blocks), while a chunk's K/V (or Q/dO) stay few enough to live in L2. p.lpt = 1 is the
+// default kernels' order (row block fastest).
+__device__ __forceinline__ void order_block(const AttnParams &p, int nrb, int npair, int &rb, int &pair) {
+	const int C = (int)p.lpt, idx = blockIdx.x, chunk = idx / (C * nrb);
+	const int cs = min(C, npair - chunk * C), w = idx - chunk * C * nrb;
+	rb = w / cs;
+	pair = chunk * C + w % cs;
+}
 
 // keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
 // exact in FP32).
@@ -498,7 +513,9 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 #endif
 }
 
-template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
+// dkdv_tc: with V3 the block comes from order_block; with SPLIT (V3 and GQA) one block per key block of one
+// query head, storing FP32 partial dK (unscaled) and dV to p.dkp/p.dvp for gqa_sum instead of rounding.
+template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BC = 64, BR = 64, NQ = BR / 8, ND = D / 8, KD = D / 16, KQ = BR / 16;
 	constexpr bool KVREG = D == 64;
@@ -507,8 +524,15 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
 	u16 *sB = (u16 *)(sDl + 2 * BR); // two BR × BC keep-bit masks (draw_bits), rows = queries
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-	const int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq, j0 = kb * BC;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq;
+	int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, g0 = 0;
+	if constexpr (V3) {
+		const int gs = SPLIT ? G : 1;
+		int pair;
+		order_block(p, (Tk + BC - 1) / BC, (int)(p.B * p.Hkv) * gs, kb, pair);
+		g0 = pair % gs, hk = (pair / gs) % (int)p.Hkv, b = pair / gs / (int)p.Hkv;
+	}
+	const int j0 = kb * BC, ng = SPLIT ? 1 : G;
 	const bool fast = p.mask == 0 && p.scale > 0.0f;
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
@@ -521,7 +545,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 		int imin = j0 - shift;
 		qb0 = imin > 0 ? imin / BR : 0;
 	}
-	const int nqb = (Tq + BR - 1) / BR, nit = nqb > qb0 ? nqb - qb0 : 0, total = G * nit;
+	const int nqb = (Tq + BR - 1) / BR, nit = nqb > qb0 ? nqb - qb0 : 0, total = ng * nit;
 
 	float mk[2];
 	int sj[2];
@@ -533,7 +557,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 	}
 
 	auto prefetch = [&](int it, int buf) {
-		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
 		load_tile<D, BR>(sQ + buf * BR * D, (const u16 *)p.q + b * p.qs[0] + hq * p.qs[1] + (i64)i0 * p.qs[2], p.qs[2], Tq - i0, tid);
 		load_tile<D, BR>(sO + buf * BR * D, (const u16 *)p.dout + b * p.dos[0] + hq * p.dos[1] + (i64)i0 * p.dos[2], p.dos[2], Tq - i0, tid);
 		{
@@ -579,7 +603,7 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 			cp_wait<0>();
 		}
 		__syncthreads();
-		const int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		const int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
 		const u16 *cQ = sQ + buf * BR * D, *cO = sO + buf * BR * D;
 		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
 		float s[NQ][4], dp[NQ][4];
@@ -674,6 +698,21 @@ template <int D, bool BF> __device__ __forceinline__ void dkdv_tc(const AttnPara
 		__syncthreads();
 	}
 	cp_wait<0>();
+	if constexpr (SPLIT) {
+		const i64 base = ((i64)b * p.Hq + hk * G + g0) * Tk;
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int j = j0 + wr + g + hh * 8;
+			if (j >= Tk) continue;
+#pragma unroll
+			for (int dn = 0; dn < ND; dn++) {
+				i64 off = (base + j) * D + dn * 8 + tig * 2;
+				*(float2 *)(p.dkp + off) = make_float2(dk[dn][hh * 2], dk[dn][hh * 2 + 1]);
+				*(float2 *)(p.dvp + off) = make_float2(dv[dn][hh * 2], dv[dn][hh * 2 + 1]);
+			}
+		}
+		return;
+	}
 	__syncthreads();
 #pragma unroll
 	for (int hh = 0; hh < 2; hh++) {
@@ -895,13 +934,19 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 // the dK/dV kernel is bit-identical) and R_i = Σ_j P_ij·K_j; since dS = dS̃ − P∘ε with ε_i = Δ_i − Δ̃_i,
 // dQ = scale·(dQ̃ − ε·R). Four products per tile instead of five, and each K fragment read by ldmatrix feeds two
 // MMAs (dS̃ and P as A operands). QREG keeps Q's and dO's fragments in registers.
-template <int D, bool BF, bool QREG> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
+template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
 	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D, *sB = sV + 2 * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+	if constexpr (V3) { // heaviest (last) query block first
+		const int nqb = ((int)p.Tq + BR - 1) / BR;
+		int rb, pair;
+		order_block(p, nqb, (int)(p.B * p.Hq), rb, pair);
+		qb = nqb - 1 - rb, h = pair % (int)p.Hq, b = pair / (int)p.Hq;
+	}
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
@@ -1139,6 +1184,40 @@ TC_KERNELS(64, bf16, true, 2)
 TC_KERNELS(64, f16, false, 2)
 TC_KERNELS(128, bf16, true, 1)
 TC_KERNELS(128, f16, false, 1)
+
+// The backward variant v3 (TUNE_ATTN_BWD=v3, cuda/attention.go): one-dimensional grids in order_block's
+// order; with GQA the dK/dV blocks split the group's query heads (_v3s) and gqa_sum adds their partials.
+#define TC_V3_KERNELS(D, NAME, BF)                                                                                \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D##_v3(const AttnParams p) { dq1_tc<D, BF, D == 64, true>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D##_v3(const AttnParams p) { dkdv_tc<D, BF, true, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D##_v3s(const AttnParams p) { dkdv_tc<D, BF, true, true>(p); }
+TC_V3_KERNELS(64, bf16, true)
+TC_V3_KERNELS(64, f16, false)
+TC_V3_KERNELS(128, bf16, true)
+TC_V3_KERNELS(128, f16, false)
+
+// gqa_sum finishes the split dK/dV: dK = round(scale·Σ_g dKp_g), dV = round(Σ_g dVp_g) over the group's query
+// heads g in order (fixed, so bit-identical from run to run); one thread per two adjacent d.
+template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) {
+#ifdef TC_OK
+	const int D = (int)p.D, G = (int)(p.Hq / p.Hkv), Tk = (int)p.Tk;
+	const i64 n = (i64)blockIdx.x * blockDim.x + threadIdx.x, half = D / 2;
+	if (n >= p.B * p.Hkv * Tk * half) return;
+	const int d = (int)(n % half) * 2;
+	const i64 r = n / half;
+	const int j = (int)(r % Tk), hk = (int)(r / Tk % p.Hkv), b = (int)(r / Tk / p.Hkv);
+	float k0 = 0.0f, k1 = 0.0f, v0 = 0.0f, v1 = 0.0f;
+	for (int gi = 0; gi < G; gi++) {
+		const i64 off = (((i64)b * p.Hq + hk * G + gi) * Tk + j) * D + d;
+		const float2 a = *(const float2 *)(p.dkp + off), c = *(const float2 *)(p.dvp + off);
+		k0 += a.x, k1 += a.y, v0 += c.x, v1 += c.y;
+	}
+	*(u32 *)((u16 *)p.dk + b * p.dks[0] + hk * p.dks[1] + (i64)j * p.dks[2] + d) = store2<BF>(k0 * p.scale, k1 * p.scale);
+	*(u32 *)((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j * p.dvs[2] + d) = store2<BF>(v0, v1);
+#endif
+}
+extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_bf16(const AttnParams p) { gqa_sum<true>(p); }
+extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_f16(const AttnParams p) { gqa_sum<false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }

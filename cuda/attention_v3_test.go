@@ -1,0 +1,91 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"bytes"
+	"math"
+	"testing"
+
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
+)
+
+// v3KernelNames are the kernels AttentionBackward's variant v3 looks up (cuda/attention.go, v3Backward).
+func v3KernelNames() []string {
+	var names []string
+	for _, s := range []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"} {
+		names = append(names, "attn_bwd_dq_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3s")
+	}
+	return append(names, "attn_bwd_gqa_sum_bf16", "attn_bwd_gqa_sum_f16")
+}
+
+// TestAttentionV3KernelsExist compiles kernels/attention.cu with NVRTC (no GPU needed) and requires every
+// kernel name the v3 backward launches to be an entry of the image, so a misspelt name cannot first show up
+// on the GPU as CUDA_ERROR_NOT_FOUND.
+func TestAttentionV3KernelsExist(t *testing.T) {
+	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Skipf("no libnvrtc: %v", err)
+	}
+	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
+	img, cubin, err := cuda.KernelImageForTest("attention.cu", 90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range v3KernelNames() {
+		want := []byte(".entry " + n + "(")
+		if cubin {
+			want = []byte("\x00" + n + "\x00")
+		}
+		if !bytes.Contains(img, want) {
+			t.Errorf("kernel %s is not in attention.cu's image (cubin=%v)", n, cubin)
+		}
+	}
+}
+
+// TestAttentionBwdV3MatchesCPU runs the backward variant v3 (TUNE_ATTN_BWD=v3) on the kernel-test shapes:
+// dQ, dK and dV must match the CPU reference at the default path's tolerances and be bit-identical from run
+// to run; dQ (same kernel body, other block order) and, without GQA, dK and dV must be bit-identical to the
+// default path's.
+func TestAttentionBwdV3MatchesCPU(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	shapes := append(append([]attnShape{}, attnShapes...),
+		attnShape{B: 2, Hq: 9, Hkv: 3, Tq: 320, Tk: 320, D: 64, causal: true},  // SmolLM2's grouping
+		attnShape{B: 1, Hq: 6, Hkv: 2, Tq: 200, Tk: 200, D: 128, causal: true}, // GQA, D = 128
+		attnShape{B: 1, Hq: 4, Hkv: 4, Tq: 1100, Tk: 1100, D: 64, causal: true, keepBits: true, p: 0.1})
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		for i, s := range shapes {
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(i + 1))
+				restore := cuda.SetAttnBwdVariant("")
+				def := runAttention(t, gpu, s, dt, d)
+				restore()
+				defer cuda.SetAttnBwdVariant("v3")()
+				g1, g2 := runAttention(t, gpu, s, dt, d), runAttention(t, gpu, s, dt, d)
+				c := runAttention(t, ref, s, dt, d)
+				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
+				closeTo(t, "dQ", g1.dq, c.dq, 2*tol)
+				closeTo(t, "dK", g1.dk, c.dk, 2*tol)
+				closeTo(t, "dV", g1.dv, c.dv, 2*tol)
+				same := func(what string, name string, a, b []float32) {
+					t.Helper()
+					for k := range a {
+						if math.Float32bits(a[k]) != math.Float32bits(b[k]) {
+							t.Fatalf("%s: %s[%d] = %v, then %v", what, name, k, a[k], b[k])
+						}
+					}
+				}
+				same("v3 run to run", "dQ", g1.dq, g2.dq)
+				same("v3 run to run", "dK", g1.dk, g2.dk)
+				same("v3 run to run", "dV", g1.dv, g2.dv)
+				same("v3 vs default", "dQ", g1.dq, def.dq)
+				if s.Hq == s.Hkv {
+					same("v3 vs default", "dK", g1.dk, def.dk)
+					same("v3 vs default", "dV", g1.dv, def.dv)
+				}
+			})
+		}
+	}
+}
