@@ -358,7 +358,14 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 	if opts.HostLogits {
 		out.Logits = make([]float32, b*t*m.Config.VocabSize)
 	}
-	sum, count, err := m.Head.Forward(&p, a.lnf, targets, out.Logits)
+	var sum float64
+	var count int
+	if opts.Train && opts.BackwardSeed != 0 && targets != nil && out.Logits == nil {
+		// the head's backward runs now, chunk by chunk, into a.dlnf (ForwardOptions.BackwardSeed)
+		sum, count, err = m.Head.ForwardFused(&p, a.lnf, targets, a.dlnf, opts.BackwardSeed)
+	} else {
+		sum, count, err = m.Head.Forward(&p, a.lnf, targets, out.Logits)
+	}
 	if err != nil {
 		return out, fmt.Errorf("gpt2: lm_head: %w", err)
 	}
