@@ -60,11 +60,21 @@ var attnDQVariant string
 // its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
 var attnBwdRedraw bool
 
-// attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD: "" (unset) the default kernels, "v3"
-// the same kernels in longest-first block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks
-// per query head summed by attn_bwd_gqa_sum (see v3Backward). Any other value makes AttentionBackward fail
-// naming it. The microbenchmark overrides it through export_test.go.
-var attnBwdVariant = os.Getenv("TUNE_ATTN_BWD")
+// attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v2" (the two kernels with the
+// grids of AttentionBackward) or "v3" (v3Backward).
+const attnBwdDefault = "v2"
+
+// attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD (attnBwdDefault when unset): "v2" (or
+// "") the default kernels on their (blocks, heads, batch) grids, "v3" the same kernels in longest-first
+// block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks per query head summed by
+// attn_bwd_gqa_sum (see v3Backward). Any other value makes AttentionBackward fail naming it. The
+// microbenchmark and tests override it through export_test.go ("" there is v2).
+var attnBwdVariant = func() string {
+	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
+		return v
+	}
+	return attnBwdDefault
+}()
 
 // attnNoKeepBits, when set (by the microbenchmark and tests through export_test.go), ignores
 // AttentionArgs.KeepBits: the backward draws its keep bits as if none were given.
@@ -261,14 +271,14 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		p.bits = uint64(bits)
 	}
 	switch attnBwdVariant {
-	case "":
+	case "", "v2":
 	case "v3":
 		if pl.tc && attnDQVariant == "" {
 			o.v3Backward(pl, g, &p)
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v3, or unset it for the default)", attnBwdVariant))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 or v3, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {

@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -88,4 +89,34 @@ func TestAttentionBwdV3MatchesCPU(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAttentionBwdVariantUnknown: a TUNE_ATTN_BWD value that names no variant is an error naming it.
+func TestAttentionBwdVariantUnknown(t *testing.T) {
+	gpu := openOrSkip(t)
+	const T, D = 64, 64
+	var bufs []*tensor.Tensor
+	mk := func(dt tensor.DType, n int) tensor.AttnOperand {
+		x, err := gpu.Alloc(dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, x)
+		return tensor.AttnOperand{T: x}
+	}
+	defer func() {
+		for _, x := range bufs {
+			gpu.Free(x)
+		}
+	}()
+	a := tensor.AttentionArgs{B: 1, Hq: 1, Hkv: 1, Tq: T, Tk: T, D: D, Q: mk(tensor.BF16, T*D), K: mk(tensor.BF16, T*D),
+		V: mk(tensor.BF16, T*D), O: mk(tensor.BF16, T*D), LSE: mk(tensor.F32, T).T, Scale: 0.125}
+	ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: mk(tensor.BF16, T*D), DQ: mk(tensor.BF16, T*D),
+		DK: mk(tensor.BF16, T*D), DV: mk(tensor.BF16, T*D)}
+	defer cuda.SetAttnBwdVariant("v9")()
+	err := gpu.AttentionBackward(ba)
+	if err == nil || !strings.Contains(err.Error(), `TUNE_ATTN_BWD="v9"`) {
+		t.Fatalf("TUNE_ATTN_BWD=v9: got %v, want an error naming it", err)
+	}
+	t.Log(err)
 }

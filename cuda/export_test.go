@@ -87,7 +87,8 @@ func SetAttnNoKeepBits(on bool) (restore func()) {
 	return func() { attnNoKeepBits = old }
 }
 
-// SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" the default backward, "v3") for the microbenchmark and tests,
+// SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" or "v2" the kernels on their 3-D grids, "v3") for the
+// microbenchmark and tests,
 // and returns a function restoring the previous value.
 func SetAttnBwdVariant(v string) (restore func()) {
 	old := attnBwdVariant
