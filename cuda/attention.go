@@ -305,8 +305,8 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 
 // attnV3ChunkBytes bounds the operand bytes per block-order chunk of the v3 backward (order_block in
 // kernels/attention.cu): the K/V (dQ kernel) or Q/dO (dK/dV kernel) that a chunk's blocks read, kept well under
-// the H100/H200's 50 MB L2.
-const attnV3ChunkBytes = 16 << 20
+// the H100/H200's 50 MB L2. Tests lower it (export_test.go) to reach several chunks on small shapes.
+var attnV3ChunkBytes = 16 << 20
 
 // v3Chunk is the number of (batch, head) pairs per block-order chunk: 1 (row block fastest, the default
 // kernels' order) without causal masking, where all blocks are equally long; with it, as many pairs as fit

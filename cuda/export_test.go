@@ -96,5 +96,13 @@ func SetAttnBwdVariant(v string) (restore func()) {
 	return func() { attnBwdVariant = old }
 }
 
+// SetAttnV3ChunkBytes sets the v3 backward's operand bytes per block-order chunk (16 MiB by default) and
+// returns a function restoring it.
+func SetAttnV3ChunkBytes(n int) (restore func()) {
+	old := attnV3ChunkBytes
+	attnV3ChunkBytes = n
+	return func() { attnV3ChunkBytes = old }
+}
+
 // AttnBwdVariant is the backward variant in force (TUNE_ATTN_BWD unless a test overrode it).
 func AttnBwdVariant() string { return attnBwdVariant }
