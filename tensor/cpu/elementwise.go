@@ -12,15 +12,27 @@ func scaleKernel[T scalar](x []T, alpha T) {
 	}
 }
 
-// addKernel: out = a + b.
+// addKernel: out = a + b (F32 with AVX-512: 16 at a time, the same bits).
 func addKernel[T scalar](out, a, b []T) {
+	if o, ok := any(out).([]float32); ok && hasSIMD && len(o) > 0 {
+		n := len(o)
+		a32, b32 := any(a).([]float32)[:n], any(b).([]float32)[:n]
+		addAVX512(&o[0], &a32[0], &b32[0], n)
+		return
+	}
 	for i := range out {
 		out[i] = a[i] + b[i]
 	}
 }
 
-// axpyKernel: y += alpha·x.
+// axpyKernel: y += alpha·x (F32 with AVX-512: 16 at a time, the same bits).
 func axpyKernel[T scalar](y, x []T, alpha T) {
+	if y32, ok := any(y).([]float32); ok && hasSIMD && len(y32) > 0 {
+		n := len(y32)
+		x32 := any(x).([]float32)[:n]
+		axpyAVX512(&y32[0], &x32[0], n, float32(alpha))
+		return
+	}
 	for i := range y {
 		y[i] += alpha * x[i]
 	}

@@ -43,3 +43,9 @@ func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32,
 
 //go:noescape
 func adamWAVX512(w, grad, m, v *float32, n int, h *[8]float32, decay bool)
+
+//go:noescape
+func addAVX512(out, a, b *float32, n int)
+
+//go:noescape
+func axpyAVX512(y, x *float32, n int, alpha float32)

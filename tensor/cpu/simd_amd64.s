@@ -1274,3 +1274,56 @@ adnodecay:
 addone:
 	VZEROUPPER
 	RET
+
+// func addAVX512(out, a, b *float32, n int)
+//
+// out = a + b, 16 at a time (the same single rounding as addKernel; out may be a or b).
+TEXT ·addAVX512(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), R11
+	XORQ R12, R12
+
+addloop:
+	TESTQ     R11, R11
+	JLE       adddone
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VMOVUPS.Z (DX)(R12*1), K1, Z1
+	VADDPS    Z1, Z0, Z0
+	VMOVUPS   Z0, K1, (DI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func axpyAVX512(y, x *float32, n int, alpha float32)
+//
+// y += alpha·x, 16 at a time with the product rounded before the add (no FMA), as axpyKernel.
+TEXT ·axpyAVX512(SB), NOSPLIT, $0-28
+	MOVQ         y+0(FP), DI
+	MOVQ         x+8(FP), SI
+	MOVQ         n+16(FP), R11
+	VBROADCASTSS alpha+24(FP), Z20
+	XORQ         R12, R12
+
+axloop:
+	TESTQ     R11, R11
+	JLE       axdone
+	TAILMASK
+	VMOVUPS.Z (SI)(R12*1), K1, Z0
+	VMULPS    Z0, Z20, Z0
+	VMOVUPS.Z (DI)(R12*1), K1, Z1
+	VADDPS    Z0, Z1, Z1
+	VMOVUPS   Z1, K1, (DI)(R12*1)
+	ADDQ      $64, R12
+	SUBQ      $16, R11
+	JMP       axloop
+
+axdone:
+	VZEROUPPER
+	RET

@@ -37,3 +37,7 @@ func layerNormBackAVX512(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *float32,
 }
 
 func adamWAVX512(w, grad, m, v *float32, n int, h *[8]float32, decay bool) { panic("unreachable") }
+
+func addAVX512(out, a, b *float32, n int) { panic("unreachable") }
+
+func axpyAVX512(y, x *float32, n int, alpha float32) { panic("unreachable") }

@@ -301,3 +301,27 @@ func TestAdamWSIMDMatchesScalar(t *testing.T) {
 		}
 	}
 }
+
+// TestAddAxpySIMDMatchScalar requires the AVX-512 Add and Axpy to give the scalar loops' bits, in place too.
+func TestAddAxpySIMDMatchScalar(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	for _, n := range []int{1, 15, 16, 17, 1000} {
+		a, b := simdInputs(n, 3), simdInputs(n, 1)
+		out := make([]float32, n)
+		addKernel(out, a, b)
+		y := append([]float32(nil), a...)
+		axpyKernel(y, b, 0.3)
+		inPlace := append([]float32(nil), a...)
+		addKernel(inPlace, inPlace, b)
+		for i := range a {
+			sum, ax := a[i]+b[i], a[i]+0.3*b[i]
+			if !sameBits(out[i], sum) || !sameBits(inPlace[i], sum) || !sameBits(y[i], ax) {
+				t.Fatalf("n %d element %d: add %v (in place %v), axpy %v; scalar %v, %v", n, i, out[i], inPlace[i], y[i], sum, ax)
+			}
+		}
+	}
+}
+
+func sameBits(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || isNaN32(a) && isNaN32(b) }
