@@ -324,4 +324,6 @@ func TestAddAxpySIMDMatchScalar(t *testing.T) {
 	}
 }
 
-func sameBits(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || isNaN32(a) && isNaN32(b) }
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || isNaN32(a) && isNaN32(b)
+}
