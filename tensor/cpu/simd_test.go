@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
@@ -326,4 +327,39 @@ func TestAddAxpySIMDMatchScalar(t *testing.T) {
 
 func sameBits(a, b float32) bool {
 	return math.Float32bits(a) == math.Float32bits(b) || isNaN32(a) && isNaN32(b)
+}
+
+// TestSmallPathsDeterministic requires the small GEMM path and the fast attention to give the same bits on 1
+// and 4 cores (every element is summed by one task in a fixed order).
+func TestSmallPathsDeterministic(t *testing.T) {
+	if !hasSIMD {
+		t.Skip("no AVX-512 kernels on this processor")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	g := gemmGeom{M: 640, N: 64, K: 128, Batch: 1, TransB: true, LDA: 128, LDB: 128, LDC: 64}
+	a, b, bias := randf(rng, 640*128), randf(rng, 64*128), randf(rng, 64)
+	c := attnCase{B: 8, Hq: 4, Hkv: 4, Tq: 20, Tk: 20, D: 16, mask: true, p: 0.1}
+	mask, _ := c.inputs(rand.New(rand.NewPCG(1, 1)))
+	pr := &attnProblem[float32]{B: c.B, Hq: c.Hq, Hkv: c.Hkv, Tq: c.Tq, Tk: c.Tk, D: c.D, scale: 0.25, mask: mask, p: c.p, seed: 3}
+	nq := c.B * c.Hq * c.Tq * c.D
+	q, k, v, dout := randf(rng, nq), randf(rng, nq), randf(rng, nq), randf(rng, nq)
+	run := func(procs int) [][]float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		out := make([]float32, 640*64)
+		smallGemm(g, 1, a, b, 0, out, bias)
+		dn := func(x []float32) attnView { return denseView(x, c.Hq, c.Tq, c.D) }
+		o, lse := make([]float32, nq), make([]float32, c.B*c.Hq*c.Tq)
+		dq, dk, dv := make([]float32, nq), make([]float32, nq), make([]float32, nq)
+		attnForwardFast(pr, dn(o), lse, dn(q), dn(k), dn(v))
+		attnBackwardFast(pr, dn(dq), dn(dk), dn(dv), dn(q), dn(k), dn(v), lse, dn(dout))
+		return [][]float32{out, o, lse, dq, dk, dv}
+	}
+	one, many := run(1), run(4)
+	for i := range one {
+		for j := range one[i] {
+			if math.Float32bits(one[i][j]) != math.Float32bits(many[i][j]) {
+				t.Fatalf("output %d element %d: %v on 1 core, %v on 4", i, j, one[i][j], many[i][j])
+			}
+		}
+	}
 }
