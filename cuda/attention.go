@@ -67,7 +67,8 @@ const attnBwdDefault = "v2"
 // attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD (attnBwdDefault when unset): "v2" (or
 // "") the default kernels on their (blocks, heads, batch) grids, "v3" the same kernels in longest-first
 // block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks per query head summed by
-// attn_bwd_gqa_sum (see v3Backward). Any other value makes AttentionBackward fail naming it. The
+// attn_bwd_gqa_sum (see v3Backward), "v4" v3 with the dK/dV kernel of two key tiles per warp for D = 64
+// (attn_bwd_dkdv2_*; D = 128 as v3). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -272,13 +273,13 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 	}
 	switch attnBwdVariant {
 	case "", "v2":
-	case "v3":
+	case "v3", "v4":
 		if pl.tc && attnDQVariant == "" {
-			o.v3Backward(pl, g, &p)
+			o.v3Backward(pl, g, &p, attnBwdVariant == "v4" && g.D == 64)
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 or v3, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2, v3 or v4, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -324,10 +325,19 @@ func v3Chunk(causal bool, perPair int) int64 {
 // and attn_bwd_gqa_sum adds the group's partials in head order, so G times as many (G times shorter) blocks
 // share the GPU instead of one block per KV head looping over the group. The order of every sum is fixed:
 // results are bit-identical from run to run (not to the default path: the GQA sum is grouped per head).
-func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams) {
+//
+// With v4 (D = 64 only) the dK/dV kernel is attn_bwd_dkdv2_*: 128 keys per block, two 16-key tiles per warp,
+// query tiles of 32 (same sums in the same order, so the same results as v3).
+func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, v4 bool) {
 	smem := 6*64*g.D*2 + 2*64*4*2
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, 64)
 	grp := g.Hq / g.Hkv
+	dkdv, dkdvSmem := "attn_bwd_dkdv_"+pl.suffix+"_v3", smem+4*64*4
+	split := dkdv + "s"
+	if v4 {
+		dkdv = "attn_bwd_dkdv2_" + pl.suffix
+		split, dkdvSmem, nkb = dkdv+"_s", 2*128*64*2+2*2*32*64*2+2*2*32*4+2*2*32*4*2, cdiv(g.Tk, 128)
+	}
 	if attnBwdOnly != "dkdv" {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tk*g.D*2)
 		o.attnLaunch("attn_bwd_dq_"+pl.suffix+"_v3", nqb*g.B*g.Hq, 1, 1, 128, smem, p)
@@ -337,7 +347,7 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams) {
 	}
 	if grp == 1 {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-		o.attnLaunch("attn_bwd_dkdv_"+pl.suffix+"_v3", nkb*g.B*g.Hkv, 1, 1, 128, smem+4*64*4, p)
+		o.attnLaunch(dkdv, nkb*g.B*g.Hkv, 1, 1, 128, dkdvSmem, p)
 		return
 	}
 	n := g.B * g.Hq * g.Tk * g.D
@@ -353,7 +363,7 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams) {
 	defer o.release(dvp)
 	p.dkp, p.dvp = uint64(dkp), uint64(dvp)
 	p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-	o.attnLaunch("attn_bwd_dkdv_"+pl.suffix+"_v3s", nkb*g.B*g.Hq, 1, 1, 128, smem+4*64*4, p)
+	o.attnLaunch(split, nkb*g.B*g.Hq, 1, 1, 128, dkdvSmem, p)
 	name := "attn_bwd_gqa_sum_bf16"
 	if g.Q.T.DType == tensor.F16 {
 		name = "attn_bwd_gqa_sum_f16"

@@ -13,13 +13,14 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 )
 
-// v3KernelNames are the kernels AttentionBackward's variant v3 looks up (cuda/attention.go, v3Backward).
+// v3KernelNames are the kernels AttentionBackward's variants v3 and v4 look up (cuda/attention.go, v3Backward).
 func v3KernelNames() []string {
 	var names []string
 	for _, s := range []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"} {
 		names = append(names, "attn_bwd_dq_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3s")
 	}
-	return append(names, "attn_bwd_gqa_sum_bf16", "attn_bwd_gqa_sum_f16")
+	return append(names, "attn_bwd_gqa_sum_bf16", "attn_bwd_gqa_sum_f16",
+		"attn_bwd_dkdv2_bf16_d64", "attn_bwd_dkdv2_f16_d64", "attn_bwd_dkdv2_bf16_d64_s", "attn_bwd_dkdv2_f16_d64_s")
 }
 
 // TestAttentionV3KernelsExist compiles kernels/attention.cu with NVRTC (no GPU needed) and requires every
@@ -130,4 +131,46 @@ func TestAttentionBwdVariantUnknown(t *testing.T) {
 		t.Fatalf("TUNE_ATTN_BWD=v9: got %v, want an error naming it", err)
 	}
 	t.Log(err)
+}
+
+// TestAttentionBwdV4MatchesV3 runs variant v4 (the D = 64 dK/dV kernel with two key tiles per warp and
+// 32-query steps) on the kernel-test shapes with D = 64 on the tensor-core kernels: its MMAs add the same
+// chunks in the same order as v3's, so dQ, dK and dV must equal v3's (as values: the sign of a zero may
+// differ) and match the CPU reference.
+func TestAttentionBwdV4MatchesV3(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	shapes := append(append([]attnShape{}, attnShapes...),
+		attnShape{B: 2, Hq: 9, Hkv: 3, Tq: 320, Tk: 320, D: 64, causal: true},
+		attnShape{B: 1, Hq: 2, Hkv: 2, Tq: 100, Tk: 300, D: 64, causal: true, p: 0.2},
+		attnShape{B: 1, Hq: 4, Hkv: 4, Tq: 900, Tk: 900, D: 64, causal: true, keepBits: true, p: 0.1})
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		for i, s := range shapes {
+			if s.unaligned || s.D != 64 {
+				continue
+			}
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(i + 1))
+				restore := cuda.SetAttnBwdVariant("v3")
+				v3 := runAttention(t, gpu, s, dt, d)
+				restore()
+				defer cuda.SetAttnBwdVariant("v4")()
+				v4 := runAttention(t, gpu, s, dt, d)
+				c := runAttention(t, ref, s, dt, d)
+				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
+				closeTo(t, "dK", v4.dk, c.dk, 2*tol)
+				closeTo(t, "dV", v4.dv, c.dv, 2*tol)
+				for _, x := range []struct {
+					name string
+					a, b []float32
+				}{{"dQ", v4.dq, v3.dq}, {"dK", v4.dk, v3.dk}, {"dV", v4.dv, v3.dv}} {
+					for k := range x.a {
+						if x.a[k] != x.b[k] {
+							t.Fatalf("%s[%d] = %v with v4, %v with v3", x.name, k, x.a[k], x.b[k])
+						}
+					}
+				}
+			})
+		}
+	}
 }

@@ -1196,6 +1196,248 @@ TC_V3_KERNELS(64, f16, false)
 TC_V3_KERNELS(128, bf16, true)
 TC_V3_KERNELS(128, f16, false)
 
+// dkdv2_tc is the dK/dV kernel of variant v4 (D = 64): 128 keys per block, each warp two 16-key tiles (32
+// keys), query tiles of 32 rows streaming through the double buffer, so every Q and dO fragment ldmatrix reads
+// feeds both key tiles (half the shared-memory reads per MMA of dkdv_tc in the dV/dK products); K and V
+// fragments come from shared memory each step (the registers hold dK and dV of 32 keys). Blocks are in
+// order_block's order; SPLIT as in dkdv_tc. Every accumulator receives the same 16-query MMA chunks in the
+// same order as in dkdv_tc, so dK and dV equal its results (up to the sign of a zero).
+template <bool BF, bool SPLIT> __device__ __forceinline__ void dkdv2_tc(const AttnParams &p) {
+#ifdef TC_OK
+	constexpr int D = 64, BC = 128, BR = 32, NQ = BR / 8, ND = D / 8, KD = D / 16, KQ = BR / 16, MT = 2;
+	extern __shared__ __align__(128) u16 smem[];
+	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + 2 * BR * D;
+	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
+	u16 *sB = (u16 *)(sDl + 2 * BR); // per buffer two BR × 64 keep-bit masks: keys j0.. and j0 + 64..
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq;
+	int kb, hk, b, g0;
+	{
+		const int gs = SPLIT ? G : 1;
+		int pair;
+		order_block(p, (Tk + BC - 1) / BC, (int)(p.B * p.Hkv) * gs, kb, pair);
+		g0 = pair % gs, hk = (pair / gs) % (int)p.Hkv, b = pair / gs / (int)p.Hkv;
+	}
+	const int j0 = kb * BC, ng = SPLIT ? 1 : G;
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 32; // tile t holds keys j0 + wr + 16·t ..
+	const bool sbits = drop && (Tk & 3) == 0;
+
+	int qb0 = 0;
+	if (p.causal) {
+		int imin = j0 - shift;
+		qb0 = imin > 0 ? imin / BR : 0;
+	}
+	const int nqb = (Tq + BR - 1) / BR, nit = nqb > qb0 ? nqb - qb0 : 0, total = ng * nit;
+
+	float mk[MT][2];
+	int sj[MT][2];
+#pragma unroll
+	for (int t = 0; t < MT; t++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int j = j0 + wr + t * 16 + g + hh * 8;
+			mk[t][hh] = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+			sj[t][hh] = (p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+		}
+
+	auto prefetch = [&](int it, int buf) {
+		int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
+		load_tile<D, BR>(sQ + buf * BR * D, (const u16 *)p.q + b * p.qs[0] + hq * p.qs[1] + (i64)i0 * p.qs[2], p.qs[2], Tq - i0, tid);
+		load_tile<D, BR>(sO + buf * BR * D, (const u16 *)p.dout + b * p.dos[0] + hq * p.dos[1] + (i64)i0 * p.dos[2], p.dos[2], Tq - i0, tid);
+		if (tid < 2 * BR) { // LSE (threads 0..31) and Δ (32..63); rows ≥ Tq read as 0
+			const int r = tid & (BR - 1), i = i0 + r;
+			const bool ok = i < Tq;
+			const i64 row = ok ? ((i64)b * p.Hq + hq) * Tq + i : 0;
+			cp4(smem_addr((tid < BR ? sL : sDl) + buf * BR + r), (tid < BR ? p.lse : p.delta) + row, ok);
+		}
+		const u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
+#pragma unroll
+		for (int hf = 0; hf < 2; hf++) {
+			if (j0 + hf * 64 >= Tk) break; // keys past Tk are masked whatever their bits
+			u16 *mb = sB + (buf * 2 + hf) * BR * 4;
+			if (sbits && p.bits) load_bits<BR>(mb, p, hbase, i0, j0 + hf * 64, tid);
+			else if (sbits) draw_bits<BR, 64>(mb, p, hbase, i0, j0 + hf * 64, thr, tid);
+		}
+	};
+
+	load_tile<D, BC>(sK, (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1] + (i64)j0 * p.ks[2], p.ks[2], Tk - j0, tid);
+	load_tile<D, BC>(sV, (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1] + (i64)j0 * p.vs[2], p.vs[2], Tk - j0, tid);
+	if (total > 0) prefetch(0, 0);
+	cp_commit();
+	cp_wait<0>();
+	__syncthreads();
+	float dk[MT][ND][4], dv[MT][ND][4];
+#pragma unroll
+	for (int t = 0; t < MT; t++)
+#pragma unroll
+		for (int dn = 0; dn < ND; dn++)
+#pragma unroll
+			for (int c = 0; c < 4; c++) dk[t][dn][c] = dv[t][dn][c] = 0.0f;
+
+	for (int it = 0; it < total; it++) {
+		const int buf = it & 1;
+		if (it + 1 < total) {
+			prefetch(it + 1, buf ^ 1);
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		__syncthreads();
+		const int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
+		const u16 *cQ = sQ + buf * BR * D, *cO = sO + buf * BR * D;
+		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
+		float s[MT][NQ][4], dp[MT][NQ][4];
+#pragma unroll
+		for (int t = 0; t < MT; t++)
+#pragma unroll
+			for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+				for (int c = 0; c < 4; c++) s[t][nt][c] = dp[t][nt][c] = 0.0f;
+		// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ for both key tiles; each Q/dO fragment feeds both.
+#pragma unroll
+		for (int kk = 0; kk < KD; kk++) {
+			u32 a[MT][4], av[MT][4];
+#pragma unroll
+			for (int t = 0; t < MT; t++) {
+				ldsm4(a[t], smem_addr(sK + swz<D>(wr + t * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+				ldsm4(av[t], smem_addr(sV + swz<D>(wr + t * 16 + (lane & 15), kk * 2 + (lane >> 4))));
+			}
+#pragma unroll
+			for (int nt = 0; nt < NQ; nt += 2) {
+				u32 bb[4], bo[4];
+				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				ldsm4(bb, smem_addr(cQ + swz<D>(r, ch)));
+				ldsm4(bo, smem_addr(cO + swz<D>(r, ch)));
+#pragma unroll
+				for (int t = 0; t < MT; t++) {
+					mma<BF>(s[t][nt], a[t], bb[0], bb[1]);
+					mma<BF>(s[t][nt + 1], a[t], bb[2], bb[3]);
+					mma<BF>(dp[t][nt], av[t], bo[0], bo[1]);
+					mma<BF>(dp[t][nt + 1], av[t], bo[2], bo[3]);
+				}
+			}
+		}
+		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
+		u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
+		u32 bits[MT] = {0u, 0u}; // keep bit of element (nt, e, hh) of tile t at (2·nt + e)·2 + hh
+		if (sbits) {
+			const u16 *mb = sB + (buf * 2 + (warp >> 1)) * BR * 4; // the 64-key half holding this warp's keys
+#pragma unroll
+			for (int t = 0; t < MT; t++)
+#pragma unroll
+				for (int x = 0; x < NQ * 4; x++)
+					bits[t] |= (u32)bit_at<64>(mb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), (warp & 1) * 32 + t * 16 + g + (x & 1) * 8) << x;
+		} else if (drop) {
+#pragma unroll
+			for (int t = 0; t < MT; t++)
+#pragma unroll 1
+				for (int x = 0; x < NQ * 4; x++) {
+					int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + t * 16 + g + (x & 1) * 8;
+					bits[t] |= (u32)keep1((hbase + (u64)i) * (u64)Tk + (u64)j, p, thr) << x;
+				}
+		}
+#pragma unroll
+		for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
+				float lv = cL[ic], dl = cD[ic];
+				lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
+#pragma unroll
+				for (int t = 0; t < MT; t++)
+#pragma unroll
+					for (int hh = 0; hh < 2; hh++) {
+						int j = j0 + wr + t * 16 + g + hh * 8, c = hh * 2 + e;
+						float x = s[t][nt][c];
+						float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[t][hh]) - lv) * LOG2E);
+						if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[t][hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
+						float dpv = dp[t][nt][c], pd = pv;
+						if (drop) {
+							bool kp = (bits[t] >> ((nt * 2 + e) * 2 + hh)) & 1;
+							pd = kp ? pv * p.dscale : 0.0f;
+							dpv = kp ? dpv * p.dscale : 0.0f;
+						}
+						dp[t][nt][c] = pv * (dpv - dl);
+						s[t][nt][c] = pd;
+					}
+			}
+		// dV += P'ᵀ·dO, dK += dSᵀ·Q; each dO/Q fragment (ldmatrix.trans) feeds both key tiles.
+#pragma unroll
+		for (int kq = 0; kq < KQ; kq++) {
+			u32 a[MT][4], ad[MT][4];
+#pragma unroll
+			for (int t = 0; t < MT; t++) {
+				a[t][0] = pack2<BF>(s[t][2 * kq][0], s[t][2 * kq][1]);
+				a[t][1] = pack2<BF>(s[t][2 * kq][2], s[t][2 * kq][3]);
+				a[t][2] = pack2<BF>(s[t][2 * kq + 1][0], s[t][2 * kq + 1][1]);
+				a[t][3] = pack2<BF>(s[t][2 * kq + 1][2], s[t][2 * kq + 1][3]);
+				ad[t][0] = pack2<BF>(dp[t][2 * kq][0], dp[t][2 * kq][1]);
+				ad[t][1] = pack2<BF>(dp[t][2 * kq][2], dp[t][2 * kq][3]);
+				ad[t][2] = pack2<BF>(dp[t][2 * kq + 1][0], dp[t][2 * kq + 1][1]);
+				ad[t][3] = pack2<BF>(dp[t][2 * kq + 1][2], dp[t][2 * kq + 1][3]);
+			}
+#pragma unroll
+			for (int dn = 0; dn < ND; dn += 2) {
+				u32 bo[4], bq[4];
+				int r = kq * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), ch = dn + (lane >> 4);
+				ldsm4t(bo, smem_addr(cO + swz<D>(r, ch)));
+				ldsm4t(bq, smem_addr(cQ + swz<D>(r, ch)));
+#pragma unroll
+				for (int t = 0; t < MT; t++) {
+					mma<BF>(dv[t][dn], a[t], bo[0], bo[1]);
+					mma<BF>(dv[t][dn + 1], a[t], bo[2], bo[3]);
+					mma<BF>(dk[t][dn], ad[t], bq[0], bq[1]);
+					mma<BF>(dk[t][dn + 1], ad[t], bq[2], bq[3]);
+				}
+			}
+		}
+		__syncthreads();
+	}
+	cp_wait<0>();
+	if constexpr (SPLIT) {
+		const i64 base = ((i64)b * p.Hq + hk * G + g0) * Tk;
+#pragma unroll
+		for (int t = 0; t < MT; t++)
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				int j = j0 + wr + t * 16 + g + hh * 8;
+				if (j >= Tk) continue;
+#pragma unroll
+				for (int dn = 0; dn < ND; dn++) {
+					i64 off = (base + j) * D + dn * 8 + tig * 2;
+					*(float2 *)(p.dkp + off) = make_float2(dk[t][dn][hh * 2], dk[t][dn][hh * 2 + 1]);
+					*(float2 *)(p.dvp + off) = make_float2(dv[t][dn][hh * 2], dv[t][dn][hh * 2 + 1]);
+				}
+			}
+		return;
+	}
+	__syncthreads();
+#pragma unroll
+	for (int t = 0; t < MT; t++)
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int r = wr + t * 16 + g + hh * 8;
+#pragma unroll
+			for (int dn = 0; dn < ND; dn++) {
+				*(u32 *)(sK + swz<D>(r, dn) + tig * 2) = store2<BF>(dk[t][dn][hh * 2] * p.scale, dk[t][dn][hh * 2 + 1] * p.scale);
+				*(u32 *)(sV + swz<D>(r, dn) + tig * 2) = store2<BF>(dv[t][dn][hh * 2], dv[t][dn][hh * 2 + 1]);
+			}
+		}
+	__syncwarp();
+	store_rows<D, 32>((u16 *)p.dk + b * p.dks[0] + hk * p.dks[1] + (i64)j0 * p.dks[2], p.dks[2], sK, wr, Tk - j0, lane);
+	store_rows<D, 32>((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j0 * p.dvs[2], p.dvs[2], sV, wr, Tk - j0, lane);
+#endif
+}
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64(const AttnParams p) { dkdv2_tc<true, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64(const AttnParams p) { dkdv2_tc<false, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64_s(const AttnParams p) { dkdv2_tc<true, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64_s(const AttnParams p) { dkdv2_tc<false, true>(p); }
+
 // gqa_sum finishes the split dK/dV: dK = round(scale·Σ_g dKp_g), dV = round(Σ_g dVp_g) over the group's query
 // heads g in order (fixed, so bit-identical from run to run); one thread per two adjacent d.
 template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) {
