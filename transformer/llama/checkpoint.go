@@ -101,6 +101,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, nil, errctx.Wrapf(err, "llama: load %s", dir)
 	}
 	defer ck.Close()
+	if err := checkCovers(cfg, ck, dir); err != nil {
+		return nil, nil, err
+	}
 	if m, err = build(b, cfg); err != nil {
 		return nil, nil, err
 	}

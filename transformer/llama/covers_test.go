@@ -1,0 +1,60 @@
+package llama
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/transformer"
+)
+
+// TestLoadRefusesAConfigLargerThanItsWeights: a config.json edited to describe more layers, or far more
+// parameters, than the checkpoint beside it holds is refused by its keys before the model is built (which
+// would otherwise allocate what the file says: num_hidden_layers 10000000 took 12 GiB in 35 s), naming
+// config.json, the key and what the checkpoint holds.
+func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
+	b := cpuBackend()
+	dir := t.TempDir()
+	if err := newModel(t, b, tinyConfig(t, "llama"), 1).Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, loaders.ConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		key   string
+		value int
+		want  []string
+	}{
+		{"num_hidden_layers", 3, []string{"num_hidden_layers 3", "holds 2 layers"}},
+		{"intermediate_size", 24 * 40, []string{"parameters", "intermediate_size 960"}},
+	} {
+		t.Run(c.key, func(t *testing.T) {
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			cfg[c.key] = c.value
+			edited, _ := json.Marshal(cfg)
+			d := t.TempDir()
+			for _, f := range []string{loaders.SafetensorsWeightsName} {
+				w, _ := os.ReadFile(filepath.Join(dir, f))
+				os.WriteFile(filepath.Join(d, f), w, 0o644)
+			}
+			os.WriteFile(filepath.Join(d, loaders.ConfigName), edited, 0o644)
+			_, _, err := LoadPretrained(d, b, transformer.LoadOptions{})
+			if err == nil {
+				t.Fatal("loaded")
+			}
+			for _, w := range append(c.want, "config.json does not describe these weights") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v\nwant it to say %q", err, w)
+				}
+			}
+		})
+	}
+}
