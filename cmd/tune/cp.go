@@ -77,6 +77,9 @@ func (o *cpOptions) run(w io.Writer) error {
 		return usageError{err}
 	}
 	dest := o.Dest
+	if strings.TrimSpace(dest) == "" {
+		return usagef("cp: DEST is empty: give a file name such as my-%s.yaml, or a folder", name)
+	}
 	if intoDir(dest) {
 		dest = filepath.Join(dest, name+".yaml")
 	}
@@ -98,6 +101,11 @@ func (o *cpOptions) run(w io.Writer) error {
 	// Check every destination before writing any, so a refusal leaves nothing half-copied.
 	var write []cpFile
 	for _, f := range files {
+		// Only a regular file is compared and replaced: reading a named pipe would block, and renaming over a
+		// device or socket (/dev/null with --force, as root) would replace that node with the recipe.
+		if st, err := os.Stat(f.path); err == nil && !st.Mode().IsRegular() {
+			return usagef("%s is not a regular file (%s): cp writes a recipe file; name a new file or a folder", f.path, fileKind(st.Mode()))
+		}
 		old, err := os.ReadFile(f.path)
 		switch {
 		case err == nil && bytes.Equal(old, f.data):

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/tune-ml/tune/internal/testutil"
 )
@@ -142,5 +145,41 @@ func TestCpAsCpDoes(t *testing.T) {
 	}
 	if _, out, _ := runTune(t, "cp", "tiny", filepath.Join(root, "t.yaml")); strings.Contains(out, "note:") {
 		t.Errorf("tiny runs from anywhere, yet cp noted: %s", out)
+	}
+}
+
+// TestCpRefusesWhatIsNotAFile: DEST "" is bad usage, and a DEST that exists but is not a regular file (a named
+// pipe here; a device such as /dev/null the same) is refused even with --force, left as it was: before, cp
+// read the pipe and blocked, and with --force renamed the recipe over a device node (mknod c 1 3 became a
+// regular file).
+func TestCpRefusesWhatIsNotAFile(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := t.TempDir()
+	if code, _, errOut := runTune(t, "cp", "tiny", ""); code != exitUsage || !strings.Contains(errOut, "DEST is empty") {
+		t.Errorf(`cp tiny "": exit %d, %q`, code, errOut)
+	}
+	fifo := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	for _, args := range [][]string{{"cp", "tiny", fifo}, {"cp", "--force", "tiny", fifo}} {
+		done := make(chan struct{})
+		var code int
+		var errOut string
+		go func() { code, _, errOut = runTune(t, args...); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			// Unblock the reader so that the test ends, then fail.
+			if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+				f.Close()
+			}
+			<-done
+			t.Fatalf("tune %v blocked on the named pipe", args)
+		}
+		st, err := os.Lstat(fifo)
+		if code != exitUsage || !strings.Contains(errOut, "not a regular file (a named pipe)") || err != nil || st.Mode()&fs.ModeNamedPipe == 0 {
+			t.Errorf("tune %v: exit %d, %q; the pipe is now %v (%v)", args, code, errOut, st.Mode(), err)
+		}
 	}
 }
