@@ -194,7 +194,8 @@ var OutputArtifacts = []string{
 }
 
 // CheckOutputDir returns an error when output_dir cannot take a run: it is an existing file or the root of the
-// file system (wrapping ErrInvalidArguments), or a fresh run (no resume_from_checkpoint) would write into a
+// file system or the user's home directory (wrapping ErrInvalidArguments; overwrite_output_dir would write a
+// run's dozen files among the user's own), or a fresh run (no resume_from_checkpoint) would write into a
 // folder that is not empty while overwrite_output_dir is false (an *OutputDirInUseError, wrapping
 // ErrOutputDirInUse), as transformers' example scripts refuse an output_dir that "already exists and is not
 // empty" (run_glue.py's last-checkpoint check). A folder that holds a previous run or model files (trainer_state.json, a checkpoint-N
@@ -206,6 +207,11 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	if abs, err := filepath.Abs(a.OutputDir); err == nil && filepath.Dir(abs) == abs {
 		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is the root of the file system; a run writes its model, "+
 			"checkpoint-N folders and logs into output_dir: choose a folder of its own", a.OutputDir)}
+	}
+	if isHomeDir(a.OutputDir) {
+		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is your home directory; a run writes its model, "+
+			"checkpoint-N folders and logs into output_dir, beside your own files: choose a folder of its own, such as %s",
+			a.OutputDir, filepath.Join(a.OutputDir, "runs", "my-run"))}
 	}
 	info, err := os.Stat(a.OutputDir)
 	if err != nil {
@@ -644,3 +650,21 @@ func (a *TrainingArguments) MixedPrecision() string {
 
 // strategyNames are the valid values of the *_strategy fields.
 var strategyNames = []IntervalStrategy{IntervalNo, IntervalSteps, IntervalEpoch}
+
+// isHomeDir reports whether dir is the user's home directory ($HOME), through symbolic links too.
+func isHomeDir(dir string) bool {
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return false
+	}
+	same := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			p = r
+		}
+		return filepath.Clean(p)
+	}
+	return same(dir) == same(home)
+}

@@ -83,6 +83,32 @@ func TestCheckOutputDirUserFolder(t *testing.T) {
 	}
 }
 
+// TestCheckOutputDirHome: the home directory is refused as output_dir, also with overwrite_output_dir (which
+// wrote config.json, model.safetensors, checkpoint-N/ and ten more files among the user's own), also named
+// through a symbolic link or with a trailing slash; a folder inside it is fine.
+func TestCheckOutputDirHome(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".bashrc"), []byte("# mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	link := filepath.Join(t.TempDir(), "h")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	a := DefaultTrainingArguments()
+	for _, dir := range []string{home, home + "/", link} {
+		a.OutputDir, a.OverwriteOutputDir = dir, true
+		if err := a.CheckOutputDir(); !errors.Is(err, ErrInvalidArguments) || !strings.Contains(err.Error(), "your home directory") {
+			t.Errorf("CheckOutputDir(%q) = %v, want the home directory refused", dir, err)
+		}
+	}
+	a.OutputDir = filepath.Join(home, "runs", "x")
+	if err := a.CheckOutputDir(); err != nil {
+		t.Errorf("a folder under the home directory: %v", err)
+	}
+}
+
 func TestCheckOutputDirFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "precious.txt")
 	if err := os.WriteFile(p, []byte("keep me"), 0o644); err != nil {
