@@ -2,6 +2,7 @@ package recipes
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,5 +73,34 @@ func TestCausalDataKeysThatDoNotApply(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrInvalid)):
 			t.Errorf("%s: %v\nwant %s", c.override, err, c.want)
 		}
+	}
+}
+
+// TestCausalConfigChecked: tune validate (CheckFiles) reads a decoder's config.json as the model is built
+// from it, so a config that tune finetune refuses (hidden_size 1000000000 here) is reported by validate too,
+// naming model.path, the file and the key; before, validate printed the recipe and exited 0.
+func TestCausalConfigChecked(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join("data", "tiny-chat")
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			b = []byte(strings.Replace(string(b), `"hidden_size": 64`, `"hidden_size": 1000000000`, 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Load("tiny-chat", []string{"model.path=" + dir, "tokenizer.path=" + dir, "training.output_dir=" + filepath.Join(t.TempDir(), "out")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.CheckFiles()
+	want := "model.path: llama: " + filepath.Join(dir, "config.json") + ": hidden_size: 1000000000 is larger than tune builds"
+	if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "hidden_size: 1000000000") || !strings.Contains(err.Error(), filepath.Join(dir, "config.json")) {
+		t.Errorf("CheckFiles = %v\nwant an ErrInvalid like %s", err, want)
 	}
 }

@@ -82,3 +82,15 @@ func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a .
 		}
 	}
 }
+
+// checkCausalConfig reads the config.json of the causal LM in dir as its family builds from it (the family's
+// ProjectionPaths, which reads the config alone): an error names the file and the first key the model cannot be
+// built from.
+func checkCausalConfig(dir string) error {
+	f, err := transformer.Lookup(dir)
+	if err != nil || f.ProjectionPaths == nil {
+		return nil
+	}
+	_, err = f.ProjectionPaths(dir)
+	return err
+}

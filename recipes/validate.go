@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
@@ -282,10 +283,15 @@ func (r *Recipe) CheckFiles() error {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
 			modelBad = true
 		} else if r.IsCausalLM() {
-			// A decoder checkpoint: its family checks the rest of config.json when Build opens it.
-			r.checkCausalMaxLength(bad)
+			// A decoder checkpoint: config.json as its family reads it (the sizes it can build, no weights read),
+			// so that tune validate reports what Build would.
+			if err := checkCausalConfig(r.Model.Path); err != nil {
+				bad("model.path", "%s", errctx.Trim(err.Error()))
+			} else {
+				r.checkCausalMaxLength(bad)
+			}
 		} else if err := CheckModelConfig(r.Model.Path); err != nil {
-			bad("model.path", "%v", err)
+			bad("model.path", "%s", errctx.Trim(err.Error()))
 		} else if hf, err := loaders.ReadBertConfig(r.Model.Path); err == nil && hf.MaxPositionEmbeddings > 0 &&
 			r.Data.MaxLength > hf.MaxPositionEmbeddings {
 			// The position embeddings have max_position_embeddings rows; a longer sequence has no position to
