@@ -12,6 +12,7 @@ import (
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
@@ -106,6 +107,19 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	adapter, err := resolveHub("--adapter", o.Adapter, o.Revision)
 	if err != nil {
 		return err
+	}
+	if adapter != "" {
+		// As eval and merge check it: a missing path, or a directory that is not a PEFT adapter (a full
+		// model given as --adapter), is bad usage naming --adapter, before the tokenizer is looked for in it.
+		if err := checkDir("--adapter", adapter); err != nil {
+			return err
+		}
+		if !recipes.HasAdapter(adapter) {
+			return usagef("--adapter %s has no %s: it is not a PEFT adapter directory (a LoRA run's output_dir holds one)", o.Adapter, lora.AdapterConfigName)
+		}
+		if err := checkAdapterConfig(adapter); err != nil {
+			return err
+		}
 	}
 	tokPath, err := resolveHub("--tokenizer", o.Tokenizer, o.Revision)
 	if err != nil {

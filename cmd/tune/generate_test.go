@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -151,5 +152,24 @@ func TestGenerateChatStream(t *testing.T) {
 	}
 	if outs[0] != outs[1] || len(outs[0]) < 200 {
 		t.Errorf("cached %q\nuncached %q", outs[0], outs[1])
+	}
+}
+
+// TestGenerateAdapterPaths: a missing --adapter path and a directory without adapter_config.json (a full
+// model) are usage errors naming --adapter; before, the first was exit 1 "reading the adapter config: open
+// .../adapter_config.json" and the second blamed the tokenizer ("the tokenizer (no --tokenizer given): DIR has
+// no byte-pair-encoding tokenizer.json").
+func TestGenerateAdapterPaths(t *testing.T) {
+	dir := tinyGPT2(t)
+	notAdapter := t.TempDir()
+	for _, c := range []struct{ adapter, want string }{
+		{filepath.Join(t.TempDir(), "nosuch"), "nosuch: no such file or directory"},
+		{notAdapter, "has no adapter_config.json: it is not a PEFT adapter directory"},
+	} {
+		_, err := runGenerate(t, "", "--model", dir, "--adapter", c.adapter, "--prompt", "Hello")
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--adapter") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--adapter %s: %v, want a usage error saying %q", c.adapter, err, c.want)
+		}
 	}
 }
