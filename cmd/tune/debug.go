@@ -188,6 +188,13 @@ func (o *debugNaNOptions) run(args []string, stdout, stderr io.Writer) error {
 		if err := r.CheckFiles(); err != nil {
 			return usageError{err}
 		}
+		if r.IsCausalLM() {
+			// The probe walks a sequence classifier's modules and data.train's classification batches; a
+			// decoder recipe has neither (its rows are SFT rows), as --model refuses a decoder.
+			return usagef("recipe %s trains a causal language model (model.path %s): tune debug nan checks BERT sequence "+
+				"classifiers only; tune finetune itself stops at the first non-finite loss or gradient of an SFT run and names "+
+				"the step", r.Source, r.Model.Path)
+		}
 		device := r.Device
 		if o.Device != "" {
 			device = o.Device

@@ -96,6 +96,17 @@ func TestDebugNaNRecipe(t *testing.T) {
 	}
 }
 
+// TestDebugNaNCausalRecipe: tune debug nan tiny-chat (a decoder recipe) is a usage error naming the recipe and
+// what to use; before, it panicked with a nil pointer in datasets.(*Text).EpochOrder (the recipe has SFT rows,
+// no classification set) and printed a goroutine dump.
+func TestDebugNaNCausalRecipe(t *testing.T) {
+	testutil.IsolateCache(t)
+	code, stdout, stderr := runCLI("debug", "nan", "tiny-chat", "--batches", "1")
+	if code != exitUsage || !strings.Contains(stderr, "trains a causal language model") || strings.Contains(stderr, "goroutine") {
+		t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // TestDebugCompareTable: tune debug compare on tiny-bert-random prints every layer, the logits and the op
 // dtypes, and exits 0.
 func TestDebugCompareTable(t *testing.T) {
