@@ -85,6 +85,9 @@ func BenchmarkGenerate(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					m.SetPolicy(pol)
 					o := Options{MaxNewTokens: 64, UseCache: cached}
+					if _, err := Generate(m, prompt, Options{MaxNewTokens: 2, UseCache: cached}, nil); err != nil {
+						b.Fatal(err) // warm-up outside the timing (b.Loop resets the timer)
+					}
 					n := 0
 					for b.Loop() {
 						out, err := Generate(m, prompt, o, nil)
