@@ -189,7 +189,7 @@ var OutputArtifacts = []string{
 	"trainer_state.json", "metrics.jsonl", "training_curve.png",
 	"config.json", "model.safetensors", "model.safetensors.index.json",
 	"adapter_config.json", "adapter_model.safetensors",
-	"tokenizer.json", "tokenizer_config.json", "vocab.txt",
+	"tokenizer.json", "tokenizer_config.json", "vocab.txt", "generation_config.json",
 	"train_results.json", "eval_results.json", "test_results.json", AllResultsName,
 }
 
@@ -225,7 +225,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	}
 	found := outputArtifactsIn(a.OutputDir)
 	if a.OverwriteOutputDir {
-		if len(found) > 0 && !slices.Contains(found, TrainerStateName) {
+		if len(found) > 0 && !isRunOutput(a.OutputDir, found) {
 			return fmt.Errorf("trainer: %w: %s has %s but no %s, so it is not the output of a training run; "+
 				"overwrite_output_dir only replaces a previous run and never deletes other files: choose another "+
 				"output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
@@ -356,16 +356,33 @@ func outputArtifactsIn(dir string) []string {
 	return found
 }
 
+// isRunOutput reports whether the output_dir entries found (outputArtifactsIn) mark the output of a training run:
+// a trainer_state.json, which a run writes at its end, or a checkpoint-N folder holding one, which a run that was
+// killed before its end (SIGTERM from timeout(1) or a scheduler) leaves behind with its metrics.jsonl.
+func isRunOutput(dir string, found []string) bool {
+	for _, name := range found {
+		if name == TrainerStateName {
+			return true
+		}
+		if IsCheckpointDir(name) {
+			if st, err := os.Stat(filepath.Join(dir, name, TrainerStateName)); err == nil && st.Mode().IsRegular() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N
 // folders), when overwrite_output_dir is set and the run does not resume; other files are left alone. It does
-// nothing unless output_dir holds a trainer_state.json (the mark of a run's output): CheckOutputDir refuses such
-// a folder before a run starts.
+// nothing unless output_dir holds a trainer_state.json, itself or in a checkpoint-N folder (the mark of a run's
+// output, isRunOutput): CheckOutputDir refuses such a folder before a run starts.
 func (a *TrainingArguments) ClearOutputDir() error {
 	if !a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
 		return nil
 	}
 	found := outputArtifactsIn(a.OutputDir)
-	if !slices.Contains(found, TrainerStateName) {
+	if !isRunOutput(a.OutputDir, found) {
 		return nil
 	}
 	for _, name := range found {

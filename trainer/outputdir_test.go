@@ -109,6 +109,44 @@ func TestCheckOutputDirHome(t *testing.T) {
 	}
 }
 
+// TestOverwriteKilledRun: a run killed before its end (SIGTERM from timeout(1): checkpoint-N with its
+// trainer_state.json and metrics.jsonl, no top-level trainer_state.json) is a run's output, which
+// overwrite_output_dir replaces, also the generation_config.json a decoder run wrote; the user's other files stay.
+// Before, the killed run was "not the output of a training run" and could only be removed by hand, and a
+// decoder run's generation_config.json survived an overwrite by a BERT run.
+func TestOverwriteKilledRun(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "checkpoint-125")
+	for _, f := range []string{filepath.Join(ck, TrainerStateName), filepath.Join(dir, "metrics.jsonl"),
+		filepath.Join(dir, "generation_config.json"), filepath.Join(dir, "notes.txt")} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := DefaultTrainingArguments()
+	a.OutputDir, a.OverwriteOutputDir = dir, true
+	if err := a.CheckOutputDir(); err != nil {
+		t.Fatalf("CheckOutputDir on a killed run's output: %v", err)
+	}
+	if err := a.ClearOutputDir(); err != nil {
+		t.Fatal(err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 1 || left[0].Name() != "notes.txt" {
+		t.Errorf("after ClearOutputDir: %v, want only notes.txt", left)
+	}
+	// A checkpoint-N folder without trainer_state.json is not a run's mark: still refused.
+	if err := os.Mkdir(filepath.Join(dir, "checkpoint-7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CheckOutputDir(); !errors.Is(err, ErrOutputDirInUse) {
+		t.Errorf("an empty checkpoint-7 folder: %v, want ErrOutputDirInUse", err)
+	}
+}
+
 func TestCheckOutputDirFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "precious.txt")
 	if err := os.WriteFile(p, []byte("keep me"), 0o644); err != nil {
