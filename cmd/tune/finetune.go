@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -185,7 +186,10 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	// SIGTERM (timeout(1), Slurm, Kubernetes, systemd) stops the run as Ctrl-C does: the step in flight ends, the
+	// lock is released and the message names the last checkpoint; before, the default action killed the process
+	// mid-step and left a stale lock.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	out, err := run.Trainer.Train(ctx)
 	if errors.Is(err, trainer.ErrNothingToTrain) {

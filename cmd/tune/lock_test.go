@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,5 +91,35 @@ func TestFinetuneConcurrentRuns(t *testing.T) {
 	}
 	if _, err := os.Stat(lockFile); !os.IsNotExist(err) {
 		t.Fatalf("the lock file outlived its run: %v", err)
+	}
+}
+
+// TestFinetuneSIGTERM: SIGTERM (what timeout(1) and job schedulers send) stops a run as Ctrl-C does: exit 130,
+// the run lock released; before, the process died by the signal mid-step and left a stale .tune.lock.
+func TestFinetuneSIGTERM(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no SIGTERM")
+	}
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "out")
+	child := startCLI(t, "finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=100000",
+		"training.eval_strategy=no", "training.save_strategy=no")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(out, "metrics.jsonl")); err == nil {
+			break // training has begun
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never started training")
+		}
+	}
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	child.Wait()
+	if code := child.ProcessState.ExitCode(); code != exitInterrupt {
+		t.Errorf("after SIGTERM: %v (exit %d), want exit %d", child.ProcessState, code, exitInterrupt)
+	}
+	if _, err := os.Stat(filepath.Join(out, dirlock.Name)); !os.IsNotExist(err) {
+		t.Errorf("the lock file outlived its run: %v", err)
 	}
 }
