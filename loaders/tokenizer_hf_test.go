@@ -218,7 +218,10 @@ func TestLoadTokenizerErrors(t *testing.T) {
 		want    string // substring of the error
 	}{
 		{"not JSON", "{", "not a valid tokenizer.json"},
-		{"BPE model", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}`, `model type "BPE" is not supported`},
+		{"BPE model", `{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}`, `model type "BPE" is not supported here: a BERT model takes a WordPiece tokenizer`},
+		// Before, a Unigram tokenizer (T5, ALBERT) was told "tune reads WordPiece (BERT-family) tokenizers", also
+		// from tune tokenize, which reads BPE too.
+		{"Unigram model", `{"model": {"type": "Unigram", "vocab": [["a", 0.0]]}}`, `model type "Unigram" is not supported: tune reads WordPiece (BERT) and byte-pair-encoding`},
 		{"empty vocab", `{"model": {"type": "WordPiece", "vocab": {}}}`, "model.vocab is empty"},
 		{"negative id", `{"model": {"type": "WordPiece", "unk_token": "a", "vocab": {"a": -1}}}`, "not a valid id"},
 		{"missing unk", `{"model": {"type": "WordPiece", "vocab": {"a": 0}}}`, `unk_token "[UNK]" is not in model.vocab`},

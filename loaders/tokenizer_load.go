@@ -219,21 +219,41 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("loaders: %s: %s", path, fmt.Sprintf(format, a...))
+	}
+	// The model type first: another model's sections (a Unigram vocab is a list of [piece, score]) would
+	// otherwise fail the WordPiece decoding below with a Go type error instead of naming the type.
+	var peek struct {
+		Model struct {
+			Type string `json:"type"`
+		} `json:"model"`
+	}
+	if json.Unmarshal(b, &peek) == nil {
+		switch peek.Model.Type {
+		case "WordPiece", "":
+		case "BPE":
+			// Byte-pair encoding is read by package tokenizers, for decoders; this loader is BERT's.
+			return nil, bad("model type %q is not supported here: a BERT model takes a WordPiece tokenizer (tune reads "+
+				"BPE tokenizers for decoders: GPT-2, Llama, Qwen, Mistral)", peek.Model.Type)
+		default:
+			return nil, bad("model type %q is not supported: tune reads WordPiece (BERT) and byte-pair-encoding (BPE: "+
+				"GPT-2, Llama, Qwen, Mistral) tokenizers", peek.Model.Type)
+		}
+	}
 	var tj tokenizerJSON
 	// Keys are matched exactly, as the tokenizers library (serde) matches them; encoding/json alone would take
 	// "voCAB" for "vocab".
 	if err := strictjson.Unmarshal(b, &tj); err != nil {
 		return nil, fmt.Errorf("loaders: %s: not a valid tokenizer.json: %w", path, err)
 	}
-	bad := func(format string, a ...any) error {
-		return fmt.Errorf("loaders: %s: %s", path, fmt.Sprintf(format, a...))
-	}
 	m := tj.Model
 	if m == nil {
 		return nil, bad(`no "model" section`)
 	}
 	if m.Type != "WordPiece" && m.Type != "" {
-		return nil, bad("model type %q is not supported; tune reads WordPiece (BERT-family) tokenizers", m.Type)
+		return nil, bad("model type %q is not supported: tune reads WordPiece (BERT) and byte-pair-encoding (BPE: GPT-2, "+
+			"Llama, Qwen, Mistral) tokenizers", m.Type)
 	}
 	if len(m.Vocab) == 0 {
 		return nil, bad("model.vocab is empty or missing")
