@@ -132,6 +132,16 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 				tokPath = adapter
 			}
 		}
+		// A checkpoint-N folder holds no tokenizer; its run's output_dir does (as eval and predict find it).
+		if !isFile(filepath.Join(tokPath, "tokenizer.json")) {
+			for _, d := range []struct{ flag, dir string }{{"--adapter", adapter}, {"--model", model}} {
+				if run := checkpointRunDir(d.dir); run != "" && isFile(filepath.Join(run, "tokenizer.json")) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "tune: using the tokenizer in %s: %s %s is a checkpoint of that training run, and checkpoints hold none\n", run, d.flag, d.dir)
+					tokPath = run
+					break
+				}
+			}
+		}
 	}
 	if typ, err := tokenizers.ModelType(tokPath); err != nil || typ != "BPE" {
 		if err == nil {

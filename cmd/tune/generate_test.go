@@ -173,3 +173,31 @@ func TestGenerateAdapterPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateFromCheckpoint: --model RUN/checkpoint-N (which holds no tokenizer) generates with the run's
+// tokenizer, as eval and predict do; before, "the tokenizer (no --tokenizer given): RUN/checkpoint-4 has no
+// byte-pair-encoding tokenizer.json" (exit 2).
+func TestGenerateFromCheckpoint(t *testing.T) {
+	run := tinyGPT2(t)
+	ck := filepath.Join(run, "checkpoint-4")
+	if err := os.Mkdir(ck, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(run, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ck, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := runGenerate(t, "", "--model", run, "--prompt", "Hello world", "--max-new-tokens", "4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runGenerate(t, "", "--model", ck, "--prompt", "Hello world", "--max-new-tokens", "4")
+	if err != nil || got != want {
+		t.Errorf("--model %s: %q, %v; want %q as from the run", ck, got, err, want)
+	}
+}
