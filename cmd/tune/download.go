@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"path"
@@ -80,6 +81,9 @@ func (o *downloadOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	c := hub.NewClient()
+	if u, err := url.Parse(c.Endpoint); !c.Offline && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		return usagef("HF_ENDPOINT %q is not an http(s) URL: set it to the Hub's or a mirror's address, such as %s, or unset it", c.Endpoint, hub.DefaultEndpoint)
+	}
 	if !o.Quiet {
 		c.Progress = stderr
 	}

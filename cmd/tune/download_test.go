@@ -148,3 +148,16 @@ func TestFinetuneFromHuggingFaceWrittenCache(t *testing.T) {
 		t.Errorf("the snapshot now holds %d files, had %d", len(after), len(files))
 	}
 }
+
+// TestDownloadBadEndpoint: an HF_ENDPOINT that is not an http(s) URL is bad usage naming it; before, the Go
+// client's 'Get "notaurl/api/models/gpt2/revision/main": unsupported protocol scheme ""' with exit 1.
+func TestDownloadBadEndpoint(t *testing.T) {
+	testutil.IsolateCache(t)
+	for _, ep := range []string{"notaurl", "ftp://example.com", "https://"} {
+		t.Setenv("HF_ENDPOINT", ep)
+		code, _, stderr := runCLI("download", "gpt2")
+		if code != exitUsage || !strings.Contains(stderr, "HF_ENDPOINT") || !strings.Contains(stderr, "is not an http(s) URL") {
+			t.Errorf("HF_ENDPOINT=%s: exit %d, %s", ep, code, stderr)
+		}
+	}
+}
