@@ -93,6 +93,10 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if o.FP16 && o.BF16 {
 		return usagef("--fp16 and --bf16 are exclusive")
 	}
+	if o.System != "" && !o.Chat {
+		// Without --chat the prompt is plain text and there is no conversation to put a system message in.
+		return usagef("--system needs --chat: the system message goes into the chat template's conversation")
+	}
 	model, err := resolveHub("--model", o.Model, o.Revision)
 	if err != nil {
 		return err

@@ -201,3 +201,14 @@ func TestGenerateFromCheckpoint(t *testing.T) {
 		t.Errorf("--model %s: %q, %v; want %q as from the run", ck, got, err, want)
 	}
 }
+
+// TestGenerateSystemNeedsChat: --system without --chat is bad usage; before, the system message was silently
+// dropped and the prompt continued as plain text.
+func TestGenerateSystemNeedsChat(t *testing.T) {
+	dir := tinyGPT2(t)
+	_, err := runGenerate(t, "", "--model", dir, "--system", "Be brief.", "--prompt", "Hello")
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--system needs --chat") {
+		t.Errorf("got %v, want a usage error saying --system needs --chat", err)
+	}
+}
