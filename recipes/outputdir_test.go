@@ -64,3 +64,24 @@ func relTo(t *testing.T, p string) string {
 	}
 	return rel
 }
+
+// TestOutputDirTilde: training.output_dir=~/runs/x (which the shell does not expand inside the word) is the
+// home directory's runs/x, as transformers expands output_dir; before, the run wrote into ./~/runs/x.
+func TestOutputDirTilde(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	r, err := Load("tiny", []string{"training.output_dir=~/runs/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(home, "runs", "x"); r.Training.OutputDir != want {
+		t.Errorf("output_dir = %q, want %q", r.Training.OutputDir, want)
+	}
+	r, err = Load("tiny", []string{"training.output_dir=a~/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Training.OutputDir != "a~/b" {
+		t.Errorf("output_dir = %q, want a~/b unchanged", r.Training.OutputDir)
+	}
+}

@@ -351,6 +351,7 @@ func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error
 // the working directory, as in transformers.
 // An embedded recipe's paths that leave the embedded tree are recorded in r.outside.
 func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
+	r.Training.OutputDir = expandUser(r.Training.OutputDir)
 	embedded := strings.HasPrefix(r.Source, "embedded:")
 	written := map[string]string{}
 	for _, in := range r.inputs() {
@@ -373,6 +374,21 @@ func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
 	if r.Tokenizer.Path == "" {
 		r.Tokenizer.Path = r.Model.Path
 	}
+}
+
+// expandUser replaces a leading "~" or "~/" of p by the home directory, as transformers' TrainingArguments
+// expands output_dir (os.path.expanduser in __post_init__, transformers issue #10628): a shell leaves the "~" of
+// training.output_dir=~/runs/x alone (it is not at the start of the word), and the run would otherwise write
+// into a folder named "~" in the working directory, which a later rm -rf ~ removes with the home directory.
+func expandUser(p string) string {
+	if p != "~" && !strings.HasPrefix(p, "~/") && !strings.HasPrefix(p, "~"+string(filepath.Separator)) {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil || home == "" {
+		return p
+	}
+	return filepath.Join(home, p[1:])
 }
 
 // resolveHubIDs replaces a model.path or tokenizer.path that is not on disk but is a Hub repository id by
