@@ -137,6 +137,16 @@ func TestGenerateBeyondPositions(t *testing.T) {
 	}
 }
 
+// TestGenerateBeyondContextLlama: a Llama-family max_new_tokens beyond max_position_embeddings is refused
+// before the key/value cache is allocated (1e9 new tokens once died with "fatal error: out of memory").
+func TestGenerateBeyondContextLlama(t *testing.T) {
+	dir := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
+	_, err := runGenerate(t, "", "--model", dir, "--prompt", "hello", "--max-new-tokens", "1000000000")
+	if err == nil || !strings.Contains(err.Error(), "max_new_tokens 1000000000") || !strings.Contains(err.Error(), "max_position_embeddings 256") {
+		t.Fatalf("got %v", err)
+	}
+}
+
 // TestGenerateChatStream: 200 tokens of the tiny-chat model after a --chat prompt stream without failing
 // (byte-fallback runs that decode to U+FFFD until completed once made StreamText index past its text) and
 // print the same text with the cache and without (generate.TestStreamTinyChat checks it is the decoding).

@@ -16,6 +16,12 @@ func (m *ForCausalLM) NewKVCache(maxLen int) (*transformer.KVCache, error) {
 		return nil, fmt.Errorf("llama: a key/value cache of %d positions exceeds the config's sliding_window %d; tune "+
 			"computes full causal attention only, which equals the sliding window for at most %d positions", maxLen, w, w)
 	}
+	// The cache is allocated whole before the first token (transformers' DynamicCache grows instead), so a
+	// max_new_tokens far beyond the model's context would take all memory at once: cap it at the context.
+	if p := m.Config.MaxPositionEmbeddings; p > 0 && maxLen > p {
+		return nil, fmt.Errorf("llama: a key/value cache of %d positions exceeds max_position_embeddings %d, the "+
+			"model's context", maxLen, p)
+	}
 	return transformer.NewKVCache(m.Backend(), m, len(m.Layers), maxLen, m.Config.KVDim(), m.Policy().GemmDType())
 }
 
