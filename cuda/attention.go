@@ -187,10 +187,15 @@ func attnParamsOf(g opcheck.Attention) attnParams {
 // attnLaunch queues kernels/attention.cu's kernel name on a (gx, gy, gz) grid with smem bytes of dynamic
 // shared memory.
 func (o *op) attnLaunch(name string, gx, gy, gz, block, smem int, p *attnParams) {
+	o.attnLaunchIn("attention.cu", name, gx, gy, gz, block, smem, p)
+}
+
+// attnLaunchIn is attnLaunch for a kernel of module file ("attention_v3.cu": the backward variants).
+func (o *op) attnLaunchIn(file, name string, gx, gy, gz, block, smem int, p *attnParams) {
 	if o.err != nil || gx == 0 || gy == 0 || gz == 0 {
 		return
 	}
-	f, err := o.b.function("attention.cu", name)
+	f, err := o.b.function(file, name)
 	if o.fail(err) != nil {
 		return
 	}
@@ -304,6 +309,10 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 	return
 }
 
+// attnV3File is the kernel module of the backward variants v3 and v4 (kernels/attention.cu compiled with
+// ATTN_V3; cuda/nvrtc.go's kernelVariants).
+const attnV3File = "attention_v3.cu"
+
 // attnV3ChunkBytes bounds the operand bytes per block-order chunk of the v3 backward (order_block in
 // kernels/attention.cu): the K/V (dQ kernel) or Q/dO (dK/dV kernel) that a chunk's blocks read, kept well under
 // the H100/H200's 50 MB L2. Tests lower it (export_test.go) to reach several chunks on small shapes.
@@ -340,14 +349,14 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, v4 bool
 	}
 	if attnBwdOnly != "dkdv" {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tk*g.D*2)
-		o.attnLaunch("attn_bwd_dq_"+pl.suffix+"_v3", nqb*g.B*g.Hq, 1, 1, 128, smem, p)
+		o.attnLaunchIn(attnV3File, "attn_bwd_dq_"+pl.suffix+"_v3", nqb*g.B*g.Hq, 1, 1, 128, smem, p)
 	}
 	if attnBwdOnly == "dq" || g.Tk == 0 {
 		return
 	}
 	if grp == 1 {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-		o.attnLaunch(dkdv, nkb*g.B*g.Hkv, 1, 1, 128, dkdvSmem, p)
+		o.attnLaunchIn(attnV3File, dkdv, nkb*g.B*g.Hkv, 1, 1, 128, dkdvSmem, p)
 		return
 	}
 	n := g.B * g.Hq * g.Tk * g.D
@@ -363,10 +372,10 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, v4 bool
 	defer o.release(dvp)
 	p.dkp, p.dvp = uint64(dkp), uint64(dvp)
 	p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-	o.attnLaunch(split, nkb*g.B*g.Hq, 1, 1, 128, dkdvSmem, p)
+	o.attnLaunchIn(attnV3File, split, nkb*g.B*g.Hq, 1, 1, 128, dkdvSmem, p)
 	name := "attn_bwd_gqa_sum_bf16"
 	if g.Q.T.DType == tensor.F16 {
 		name = "attn_bwd_gqa_sum_f16"
 	}
-	o.attnLaunch(name, cdiv(g.B*g.Hkv*g.Tk*g.D/2, 256), 1, 1, 256, 0, p)
+	o.attnLaunchIn(attnV3File, name, cdiv(g.B*g.Hkv*g.Tk*g.D/2, 256), 1, 1, 256, 0, p)
 }

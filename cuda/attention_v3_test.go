@@ -23,25 +23,42 @@ func v3KernelNames() []string {
 		"attn_bwd_dkdv2_bf16_d64", "attn_bwd_dkdv2_f16_d64", "attn_bwd_dkdv2_bf16_d64_s", "attn_bwd_dkdv2_f16_d64_s")
 }
 
-// TestAttentionV3KernelsExist compiles kernels/attention.cu with NVRTC (no GPU needed) and requires every
-// kernel name the v3 backward launches to be an entry of the image, so a misspelt name cannot first show up
-// on the GPU as CUDA_ERROR_NOT_FOUND.
+// TestAttentionV3KernelsExist compiles the module attention_v3.cu with NVRTC (no GPU needed) and requires every
+// kernel name the v3/v4 backward launches to be an entry of its image, so a misspelt name cannot first show up
+// on the GPU as CUDA_ERROR_NOT_FOUND, and the default attention.cu to keep its kernels and none of those.
 func TestAttentionV3KernelsExist(t *testing.T) {
 	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
 		t.Skipf("no libnvrtc: %v", err)
 	}
 	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
-	img, cubin, err := cuda.KernelImageForTest("attention.cu", 90)
+	entry := func(n string, cubin bool) []byte {
+		if cubin {
+			return []byte("\x00" + n + "\x00")
+		}
+		return []byte(".entry " + n + "(")
+	}
+	img, cubin, err := cuda.KernelImageForTest("attention_v3.cu", 90)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range v3KernelNames() {
-		want := []byte(".entry " + n + "(")
-		if cubin {
-			want = []byte("\x00" + n + "\x00")
+		if !bytes.Contains(img, entry(n, cubin)) {
+			t.Errorf("kernel %s is not in attention_v3.cu's image (cubin=%v)", n, cubin)
 		}
-		if !bytes.Contains(img, want) {
-			t.Errorf("kernel %s is not in attention.cu's image (cubin=%v)", n, cubin)
+	}
+	// The default module keeps its kernels and none of the variants'.
+	img, cubin, err = cuda.KernelImageForTest("attention.cu", 90)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"attn_fwd_bf16_d64", "attn_bwd_dq_bf16_d64", "attn_bwd_dkdv_f16_d128", "attn_bwd_dkdv_ref"} {
+		if !bytes.Contains(img, entry(n, cubin)) {
+			t.Errorf("kernel %s is not in attention.cu's image", n)
+		}
+	}
+	for _, n := range v3KernelNames() {
+		if bytes.Contains(img, entry(n, cubin)) {
+			t.Errorf("variant kernel %s is in the default attention.cu image", n)
 		}
 	}
 }

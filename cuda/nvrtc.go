@@ -48,7 +48,14 @@ func optionsFor(file string) []string {
 	return out
 }
 
-// kernelFiles lists the embedded .cu files, sorted.
+// kernelVariants are kernel modules compiled from another embedded file with one macro defined first: the
+// attention backward variants (kernels/attention.cu with ATTN_V3: only their kernels), so that the default
+// attention module neither carries nor compiles them.
+var kernelVariants = map[string]struct{ base, define string }{
+	"attention_v3.cu": {"attention.cu", "ATTN_V3"},
+}
+
+// kernelFiles lists the embedded .cu files and the kernelVariants, sorted.
 func kernelFiles() []string {
 	ents, _ := kernelFS.ReadDir("kernels")
 	var out []string
@@ -56,6 +63,9 @@ func kernelFiles() []string {
 		if strings.HasSuffix(e.Name(), ".cu") {
 			out = append(out, e.Name())
 		}
+	}
+	for v := range kernelVariants {
+		out = append(out, v)
 	}
 	sort.Strings(out)
 	return out
@@ -162,15 +172,20 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	src, err := kernelFS.ReadFile(path.Join("kernels", file))
+	base, prefix := file, ""
+	if v, ok := kernelVariants[file]; ok {
+		base, prefix = v.base, "#define "+v.define+" 1\n"
+	}
+	src, err := kernelFS.ReadFile(path.Join("kernels", base))
 	if err != nil {
 		return nil, fmt.Errorf("cuda: no embedded kernel file %q: %w", file, err)
 	}
+	src = append([]byte(prefix), src...)
 	hdr, err := kernelFS.ReadFile("kernels/common.cuh")
 	if err != nil {
 		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
 	}
-	opts := append([]string{tgt}, optionsFor(file)...)
+	opts := append([]string{tgt}, optionsFor(base)...)
 	h := sha256.New()
 	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
 	h.Write(src)

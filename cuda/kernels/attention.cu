@@ -1180,12 +1180,16 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 // slower causal at (8, 32, 2048, 128)). Variants kept for the microbenchmark to compare (BF16 only): _m2 (D = 128
 // with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128 double-buffered),
 // _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V).
+#ifndef ATTN_V3
 TC_KERNELS(64, bf16, true, 2)
 TC_KERNELS(64, f16, false, 2)
 TC_KERNELS(128, bf16, true, 1)
 TC_KERNELS(128, f16, false, 1)
+#else
 
-// The backward variant v3 (TUNE_ATTN_BWD=v3, cuda/attention.go): one-dimensional grids in order_block's
+// The backward variants v3 and v4 (TUNE_ATTN_BWD, cuda/attention.go) are compiled only into the module
+// "attention_v3.cu" (this file with ATTN_V3 defined: cuda/nvrtc.go's kernelVariants), which holds nothing
+// else, so the default module neither carries nor compiles them. v3: one-dimensional grids in order_block's
 // order; with GQA the dK/dV blocks split the group's query heads (_v3s) and gqa_sum adds their partials.
 #define TC_V3_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D##_v3(const AttnParams p) { dq1_tc<D, BF, D == 64, true>(p); } \
@@ -1460,12 +1464,18 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 }
 extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_bf16(const AttnParams p) { gqa_sum<true>(p); }
 extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_f16(const AttnParams p) { gqa_sum<false>(p); }
+#endif // ATTN_V3
+
+#ifndef ATTN_V3
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
 
+#endif
+
+#ifndef ATTN_V3
 // ---------------------------------------------------------------------------------------------------------
 // The general path.
 
@@ -1647,3 +1657,4 @@ extern "C" __global__ void attn_bwd_dkdv_ref(const AttnParams p) {
 		}
 	}
 }
+#endif // !ATTN_V3
