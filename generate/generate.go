@@ -16,6 +16,10 @@ import (
 	"github.com/tune-ml/tune/transformer"
 )
 
+// ErrTooLong is wrapped by Generate's error when the prompt and max_new_tokens do not fit the model's key/value
+// cache (its context length): the request, not the model, is at fault.
+var ErrTooLong = errors.New("the request is longer than the model's context")
+
 // Options are the generation settings; the names are transformers' GenerationConfig's.
 type Options struct {
 	// MaxNewTokens is the most tokens generated (max_new_tokens).
@@ -151,7 +155,7 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 	if d, ok := m.(transformer.IncrementalDecoder); ok && opts.UseCache {
 		cache, err := d.NewKVCache(len(prompt) + opts.MaxNewTokens - 1)
 		if err != nil {
-			return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d: %w (lower max_new_tokens)", len(prompt), opts.MaxNewTokens, err)
+			return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d: %w (lower max_new_tokens): %w", len(prompt), opts.MaxNewTokens, err, ErrTooLong)
 		}
 		defer cache.Free()
 		pending := prompt

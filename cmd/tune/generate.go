@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -247,7 +248,9 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		lm = am
 	}
 	emit, flush := generate.StreamText(stdout, tok, true)
-	if _, err := generate.Generate(lm, ids, opts, emit); err != nil {
+	if _, err := generate.Generate(lm, ids, opts, emit); errors.Is(err, generate.ErrTooLong) {
+		return usageError{err}
+	} else if err != nil {
 		return err
 	}
 	if err := flush(); err != nil {

@@ -142,8 +142,9 @@ func TestGenerateBeyondPositions(t *testing.T) {
 func TestGenerateBeyondContextLlama(t *testing.T) {
 	dir := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
 	_, err := runGenerate(t, "", "--model", dir, "--prompt", "hello", "--max-new-tokens", "1000000000")
-	if err == nil || !strings.Contains(err.Error(), "max_new_tokens 1000000000") || !strings.Contains(err.Error(), "max_position_embeddings 256") {
-		t.Fatalf("got %v", err)
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "max_new_tokens 1000000000") || !strings.Contains(err.Error(), "max_position_embeddings 256") {
+		t.Fatalf("got %v, want a usage error (exit 2) naming both numbers", err)
 	}
 }
 
