@@ -92,14 +92,20 @@ func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	o.colsumMode(mode, outA, outB, dy, x, mean, rstd, n, ch)
 }
 
+// colsumChunks splits n rows into the chunks of the column sums: 256 rows each, more when the chunk count
+// would pass the grid's y extent (65535).
+func colsumChunks(n int) (rowsPerChunk, chunks int) {
+	rowsPerChunk = max(256, (n+65534)/65535)
+	return rowsPerChunk, (n + rowsPerChunk - 1) / rowsPerChunk
+}
+
 // colsumMode queues colsum_partial's mode (0: Σ dy; 1: LayerNorm's Σ dy·n̂ and Σ dy; 2: RMSNorm's
 // Σ dy·round_x(x·rstd) into outA) and the in-order finish into outA (and outB for mode 1).
 func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	if o.err != nil || n == 0 || (outA == nil && outB == nil) {
 		return
 	}
-	rowsPerChunk := max(256, (n+65534)/65535) // chunks are the grid's y extent (≤ 65535)
-	chunks := (n + rowsPerChunk - 1) / rowsPerChunk
+	rowsPerChunk, chunks := colsumChunks(n)
 	pa := o.scratch(4 * chunks * ch)
 	var pb uint64
 	if mode == 1 {

@@ -32,11 +32,12 @@ var kernelFS embed.FS
 // compute-sanitizer and Nsight.
 var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 
-// optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu, whose
-// tensor-core kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault inside nvrtcCompileProgram)
-// when line information is requested; compute-sanitizer then reports its errors by kernel name and PC.
+// optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu and
+// lnbwd.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault inside
+// nvrtcCompileProgram) when line information is requested; compute-sanitizer then reports their errors by
+// kernel name and PC.
 func optionsFor(file string) []string {
-	if file != "attention.cu" {
+	if file != "attention.cu" && file != "lnbwd.cu" {
 		return kernelOptions
 	}
 	var out []string

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 
 	"github.com/tune-ml/tune/internal/opcheck"
@@ -75,6 +76,26 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *tensor.Tensor) (err error) {
 	o := b.begin("LayerNormBackward", dx, dgamma, dbeta, dout, x, gamma, mean, rstd)
 	defer o.end(&err)
+	o.layerNormBackward(tensor.ResidualNormBackwardArgs{DX: dx, DGamma: dgamma, DBeta: dbeta, DOut: dout, X: x, Gamma: gamma, Mean: mean, Rstd: rstd})
+	return
+}
+
+// ResidualLayerNormBackward is LayerNormBackward with the branch gradient DY = DropoutBackward(DX) (a cast
+// when DropoutP is 0) formed as DX is stored (tensor.ResidualNormBackwardArgs).
+func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (err error) {
+	o := b.begin("ResidualLayerNormBackward", a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)
+	defer o.end(&err)
+	o.float("DY", a.DY)
+	o.layerNormBackward(a)
+	return
+}
+
+// layerNormBackward validates and queues both backward ops (a.DY nil for LayerNormBackward). With both
+// weight gradients, C a multiple of 128 up to 1024 and aligned rows, one kernel (layernorm_bwd_fused_<C/128>)
+// computes dx and the per-chunk column sums from one read of dout and x; otherwise colsum_partial reads them
+// first and layernorm_bwd second. The chunks and their summation order are the same either way.
+func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
+	dx, dy, dgamma, dbeta, dout, x, gamma, mean, rstd := a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd
 	o.float("dx", dx).float("dout", dout).float("x", x).float("gamma", gamma).f32("mean", mean).f32("rstd", rstd)
 	n, ch := o.rows("x", x)
 	o.numel("dx", dx, n*ch).numel("dout", dout, n*ch).numel("gamma", gamma, ch).numel("mean", mean, n).numel("rstd", rstd, n)
@@ -84,18 +105,37 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rst
 	if dbeta != nil {
 		o.float("dbeta", dbeta).numel("dbeta", dbeta, ch)
 	}
+	p := a.DropoutP
+	if dy != nil {
+		o.numel("DY", dy, n*ch).that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "DropoutP = %v, want 0 ≤ p < 1", p)
+	}
 	if o.failed() || ch == 0 {
+		return
+	}
+	scale := float32(1)
+	if p > 0 {
+		scale = 1 / (1 - p) // float32, as the dropout kernel
+	}
+	v := vec(dx, dy, dout, x, gamma)
+	if ch%4 != 0 {
+		v = 0
+	}
+	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 1024 && n > 0 {
+		rows, chunks := colsumChunks(n)
+		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
+		defer o.release(pa)
+		defer o.release(pb)
+		o.launch("lnbwd.cu", fmt.Sprintf("layernorm_bwd_fused_%d", ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
+			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
+			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
+		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
+		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbeta), dt(dbeta), uint64(pb), i64(chunks), i64(ch))
 		return
 	}
 	// The weight gradients read dout and x, so they go first: dx may alias either.
 	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
-	v := vec(dx, dout, x, gamma)
-	if ch%4 != 0 {
-		v = 0
-	}
-	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dout), dt(dout), addr(x), dt(x),
-		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), v)
-	return
+	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
+		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), a.Seed, a.Offset, v)
 }
 
 // Softmax normalizes the last axis with an additive mask: x (…, C) is viewed as (B, R, C) rows where B =

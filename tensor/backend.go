@@ -70,8 +70,11 @@ type Backend interface {
 	// mean, rstd. dgamma/dbeta may be nil for a frozen LayerNorm.
 	LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rstd *Tensor) error
 	// ResidualLayerNorm is a post-LayerNorm block's tail, LayerNorm(dropout(y) + x), in one pass; see
-	// ResidualNormArgs. Its backward is DropoutBackward of LayerNormBackward's dx.
+	// ResidualNormArgs.
 	ResidualLayerNorm(a ResidualNormArgs) error
+	// ResidualLayerNormBackward is its backward: LayerNormBackward, whose dx is the residual's gradient,
+	// and the branch's gradient DropoutBackward(dx) in one pass; see ResidualNormBackwardArgs.
+	ResidualLayerNormBackward(a ResidualNormBackwardArgs) error
 
 	// RMSNorm over the last axis: x (N, C) → out (N, C) = weight·round_x(x·rstd), rstd (N) F32 =
 	// 1/sqrt(mean(x²) + eps), the statistics in FP32. As transformers' LlamaRMSNorm, the normalised value is
@@ -200,6 +203,24 @@ type ResidualNormArgs struct {
 	Eps               float32 // LayerNorm's ε (layer_norm_eps)
 	DropoutP          float32 // dropout probability on Y, in [0, 1); 0 for none
 	Seed, Offset      uint64  // Philox key and counter base of Y's dropout mask (see PhiloxKeep)
+}
+
+// ResidualNormBackwardArgs describes ResidualLayerNormBackward for (N, C) rows:
+//
+//	LayerNormBackward(DX, DGamma, DBeta, DOut, X, Gamma, Mean, Rstd)   DX =, DGamma and DBeta += (nil: frozen)
+//	DY = DropoutBackward(DX, DropoutP, Seed, Offset)                     (=), a Cast of DX when DropoutP is 0
+//
+// X, Mean and Rstd are the forward's Sum and statistics; DX is the gradient of the residual input X of the
+// forward, DY that of its branch Y. Every output holds the bits the separate ops give on the same backend.
+// DX may be DOut or X; DY must not overlap the other arguments.
+type ResidualNormBackwardArgs struct {
+	DX, DY        *Tensor // (N, C) written
+	DGamma, DBeta *Tensor // (C) accumulated; either may be nil
+	DOut, X       *Tensor // (N, C) the output's gradient and the forward's Sum
+	Gamma         *Tensor // (C)
+	Mean, Rstd    *Tensor // (N) F32, as the forward saved them
+	DropoutP      float32 // the forward's dropout on Y, in [0, 1); 0 for none
+	Seed, Offset  uint64  // the forward's Philox key and counter base
 }
 
 // Segment is a contiguous range [Offset, Offset+Len) of a flat parameter buffer with its own weight-decay flag.

@@ -215,10 +215,7 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	c := &l.c
 	// output.LayerNorm; then da collects the residual and the FFN branch.
 	da := scratch
-	if err := l.OutNorm.Backward(p, da, grad, c.r2, c.mean2, c.rstd2); err != nil {
-		return err
-	}
-	dy, err := l.branchGrad(p, sc.y, da, c.drop2Used, c.drop2Off) // (N, C) h
+	dy, err := l.normBackward(p, l.OutNorm, sc.y, da, grad, c.r2, c.mean2, c.rstd2, c.drop2Used, c.drop2Off) // (N, C) h
 	if err != nil {
 		return err
 	}
@@ -230,10 +227,7 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	}
 	// attention.output.LayerNorm; then dx collects the residual and the attention branch.
 	dx := grad
-	if err := l.AttnNorm.Backward(p, dx, da, c.r1, c.mean1, c.rstd1); err != nil {
-		return err
-	}
-	if dy, err = l.branchGrad(p, sc.y, dx, c.drop1Used, c.drop1Off); err != nil {
+	if dy, err = l.normBackward(p, l.AttnNorm, sc.y, dx, da, c.r1, c.mean1, c.rstd1, c.drop1Used, c.drop1Off); err != nil {
 		return err
 	}
 	if err := l.AttnOut.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
@@ -271,15 +265,16 @@ func (l *Layer) ffnOutBackward(p *Pass, sc *layerScratch, dy *tensor.Tensor) err
 	return bk.GELUBackward(sc.dg, sc.dg, c.u)
 }
 
-// branchGrad returns the gradient reaching a dense output through its hidden dropout and the residual add:
-// dres (N, C) F32 (the residual's gradient, left unchanged) passed back through the dropout and rounded to the
-// GEMM dtype into dst, or dres itself when neither applies (FP32, no dropout).
-func (l *Layer) branchGrad(p *Pass, dst, dres *tensor.Tensor, dropUsed bool, off uint64) (*tensor.Tensor, error) {
-	switch {
-	case dropUsed:
-		return dst, p.Backend.DropoutBackward(dst, dres, l.HiddenDropout, p.Seed, off)
-	case dst.DType != dres.DType:
-		return dst, p.Backend.Cast(dst, dres)
+// normBackward runs the backward of a ResidualLayerNorm (norm over dropout(y) + x, saved sum, mean, rstd):
+// dx (N, C) F32 = the residual's gradient, and it returns the branch's gradient, dx passed back through the
+// hidden dropout and rounded to the GEMM dtype into dst, or dx itself when neither applies (FP32, no dropout).
+func (l *Layer) normBackward(p *Pass, n *LayerNorm, dst, dx, dout, sum, mean, rstd *tensor.Tensor, dropUsed bool, off uint64) (*tensor.Tensor, error) {
+	if !dropUsed && dst.DType == dx.DType {
+		return dx, n.Backward(p, dx, dout, sum, mean, rstd)
 	}
-	return dres, nil
+	var prob float32
+	if dropUsed {
+		prob = l.HiddenDropout
+	}
+	return dst, n.BackwardResidual(p, dx, dst, dout, sum, mean, rstd, prob, off)
 }

@@ -146,3 +146,19 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k) {
 	}
 	return c;
 }
+
+// branch_grad returns the branch gradient of the element in lane k of Philox block w from its stored dx value v
+// (already rounded to dx's dtype): v·keep·scale as the dropout kernel (DropoutBackward of dx), or v itself
+// when p == 0 (a cast).
+__device__ __forceinline__ float branch_grad(float v, int k, const u32 *w, float p, float scale) {
+	if (p == 0.0f) return v;
+	float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+	return v * keep * scale;
+}
+
+// philox_words fills w with the Philox block of counter offset + g (the dropout mask of elements 4g .. 4g+3).
+__device__ __forceinline__ void philox_words(u32 *w, u64 g, uint2 key, u64 offset) {
+	u64 ctr = offset + g;
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+	w[0] = blk.x, w[1] = blk.y, w[2] = blk.z, w[3] = blk.w;
+}

@@ -6,6 +6,7 @@
 //   L1/L2 for each pass. With vec=1 (C % 4 == 0, every row pointer aligned) a lane moves four elements per
 //   access. Statistics are FP32: two-pass mean then biased variance, as torch.nn.LayerNorm and tensor/cpu;
 //   rstd = 1/sqrt(var + eps) evaluated in double and rounded once (tensor/cpu does the same).
+// - layernorm_bwd_fused_<C/128> (lnbwd.cu): layernorm_bwd and colsum_partial's mode 1 from one read of each row.
 // - residual_layernorm_fwd: layernorm_fwd with its input formed on the fly, sum = dropout(y) + x (written
 //   once, for the backward), and the output optionally also stored in a second dtype (the next GEMM's copy).
 // - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
@@ -165,14 +166,18 @@ extern "C" __global__ void residual_layernorm_fwd(void *sum, int dts, void *out,
 }
 
 // layernorm_bwd: dx = rstd·(g − mean(g) − n̂·mean(g·n̂)), g = dout·gamma, n̂ = (x − μ)·rstd (llm.c's form, as
-// tensor/cpu). dx may alias dout or x: each lane reads its elements before it writes them.
-extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
-                                         const void *gamma, int dtg, const float *mean, const float *rstd, i64 N,
-                                         int C, int vec) {
+// tensor/cpu). dx may alias dout or x: each lane reads its elements before it writes them. When dy is not
+// NULL it also gets the branch gradient of ResidualLayerNormBackward: the stored dx through the forward's
+// dropout (branch_grad; p == 0: a cast).
+extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, void *dy, int dtdy, const void *dout, int dtd,
+                                         const void *x, int dtx, const void *gamma, int dtg, const float *mean,
+                                         const float *rstd, i64 N, int C, float p, float scale, u64 seed,
+                                         u64 offset, int vec) {
 	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
 	int lane = threadIdx.x % 32;
 	if (row >= N) return;
 	i64 base = row * C;
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
 	float m = mean[row], r = rstd[row];
 	float sg = 0.0f, sgn = 0.0f;
 	if (vec) {
@@ -202,11 +207,25 @@ extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, const void *dout, i
 				o.v[k] = r * (d.v[k] * w.v[k] - mg - n * mgn);
 			}
 			st4(dx, dtdx, base + c, o);
+			if (dy) {
+				u32 wd[4] = {0u, 0u, 0u, 0u};
+				if (p != 0.0f) philox_words(wd, (u64)((base + c) / 4), key, offset);
+#pragma unroll
+				for (int k = 0; k < 4; k++) o.v[k] = branch_grad(round_to(o.v[k], dtdx), k, wd, p, scale);
+				st4(dy, dtdy, base + c, o);
+			}
 		}
 	} else {
 		for (int c = lane; c < C; c += 32) {
 			float n = (ld(x, dtx, base + c) - m) * r;
-			st(dx, dtdx, base + c, r * (ld(dout, dtd, base + c) * ld(gamma, dtg, c) - mg - n * mgn));
+			float o = r * (ld(dout, dtd, base + c) * ld(gamma, dtg, c) - mg - n * mgn);
+			st(dx, dtdx, base + c, o);
+			if (dy) {
+				i64 i = base + c;
+				u32 wd[4] = {0u, 0u, 0u, 0u};
+				if (p != 0.0f) philox_words(wd, (u64)(i / 4), key, offset);
+				st(dy, dtdy, i, branch_grad(round_to(o, dtdx), (int)(i % 4), wd, p, scale));
+			}
 		}
 	}
 }

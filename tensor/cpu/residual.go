@@ -52,3 +52,24 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	}
 	return nil
 }
+
+// ResidualLayerNormBackward runs LayerNormBackward and then DropoutBackward (a Cast when DropoutP is 0) of
+// its dx into DY (tensor.ResidualNormBackwardArgs).
+func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (err error) {
+	const op = "ResidualLayerNormBackward"
+	args := []*tensor.Tensor{a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd}
+	defer guard(&err, op, args...)
+	c := newCheck(op, args...).float("DX", a.DX).float("DY", a.DY)
+	p := a.DropoutP
+	c.numel("DY", a.DY, a.DX.Numel()).that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "DropoutP = %v, want 0 ≤ p < 1", p)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := b.LayerNormBackward(a.DX, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd); err != nil {
+		return err
+	}
+	if p == 0 {
+		return b.Cast(a.DY, a.DX)
+	}
+	return b.DropoutBackward(a.DY, a.DX, p, a.Seed, a.Offset)
+}

@@ -97,6 +97,68 @@ func TestResidualLayerNormMatchesItsParts(t *testing.T) {
 	})
 }
 
+// TestResidualLayerNormBackwardMatchesItsParts checks ResidualLayerNormBackward against LayerNormBackward
+// and DropoutBackward (or Cast), with the weight gradients taken one at a time so that a backend with a
+// one-pass kernel for both (cuda: C = 768, 1024) is compared with its general kernels, bit for bit.
+func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(11, 13))
+		normal := func(n int, s, mu float64) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(mu + s*rng.NormFloat64())
+			}
+			return v
+		}
+		const n = 600 // three column-sum chunks of 256 rows, the last one partial
+		for _, h := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+			for _, c := range []int{768, 1024, 33} {
+				for _, p := range []float32{0, 0.1} {
+					x, gamma, beta := Upload(t, b, tensor.F32, normal(n*c, 2, 0.5), n, c), Upload(t, b, tensor.F32, normal(c, 1, 1), c), Upload(t, b, tensor.F32, normal(c, 1, 0), c)
+					y, mean, rstd := Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.F32, n)
+					if err := b.LayerNorm(y, mean, rstd, x, gamma, beta, 1e-12); err != nil {
+						t.Fatal(err)
+					}
+					dout := Upload(t, b, tensor.F32, normal(n*c, 1, 0), n, c)
+					g0, b0 := normal(c, 1, 0), normal(c, 1, 0)
+					dg1, db1, dg2, db2 := Upload(t, b, tensor.F32, g0, c), Upload(t, b, tensor.F32, b0, c), Upload(t, b, tensor.F32, g0, c), Upload(t, b, tensor.F32, b0, c)
+					dx1, dx1b, dx2 := Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n, c)
+					dy1, dy2 := Alloc(t, b, h, n, c), Alloc(t, b, h, n, c)
+					const seed, off = 77, 12345
+					if err := b.LayerNormBackward(dx1, dg1, nil, dout, x, gamma, mean, rstd); err != nil {
+						t.Fatal(err)
+					}
+					if err := b.LayerNormBackward(dx1b, nil, db1, dout, x, gamma, mean, rstd); err != nil {
+						t.Fatal(err)
+					}
+					var err error
+					if p == 0 {
+						err = b.Cast(dy1, dx1)
+					} else {
+						err = b.DropoutBackward(dy1, dx1, p, seed, off)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := b.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: dx2, DY: dy2, DGamma: dg2, DBeta: db2, DOut: dout,
+						X: x, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: seed, Offset: off}); err != nil {
+						t.Fatal(err)
+					}
+					what := fmt.Sprintf("dy %v C=%d p=%v", h, c, p)
+					sameBits(t, what+" dx", Download(t, b, dx1), Download(t, b, dx2))
+					sameBits(t, what+" dx (dbeta pass)", Download(t, b, dx1b), Download(t, b, dx2))
+					sameBits(t, what+" dy", Download(t, b, dy1), Download(t, b, dy2))
+					sameBits(t, what+" dgamma", Download(t, b, dg1), Download(t, b, dg2))
+					sameBits(t, what+" dbeta", Download(t, b, db1), Download(t, b, db2))
+					for _, t := range []*tensor.Tensor{x, gamma, beta, y, mean, rstd, dout, dg1, db1, dg2, db2, dx1, dx1b, dx2, dy1, dy2} {
+						b.Free(t)
+					}
+				}
+			}
+		}
+	})
+}
+
 func sameBits(t *testing.T, what string, want, got []float32) {
 	t.Helper()
 	for i := range want {

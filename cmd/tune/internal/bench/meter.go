@@ -347,6 +347,13 @@ func (m *Meter) ResidualLayerNorm(a tensor.ResidualNormArgs) error {
 	})
 }
 
+// ResidualLayerNormBackward is timed as "ResidualLayerNormBackward".
+func (m *Meter) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) error {
+	return m.run("ResidualLayerNormBackward", "", 0, size(a.DX, a.DY, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)+2*size(a.DGamma, a.DBeta), func() error {
+		return m.Backend.ResidualLayerNormBackward(a)
+	})
+}
+
 // RMSNorm is timed as "RMSNorm".
 func (m *Meter) RMSNorm(out, rstd, x, weight *tensor.Tensor, eps float32) error {
 	return m.run("RMSNorm", "", 0, size(out, rstd, x, weight), func() error {
