@@ -44,6 +44,8 @@ type layerCache struct {
 	drop1Used bool
 	drop2Used bool
 	xIn, aIn  *tensor.Tensor // the GEMM inputs of the last forward (xh or x, ah or a)
+	nextXh    *tensor.Tensor // the next layer's xh, which OutNorm writes (LayoutLayers without checkpointing)
+	xhByPrev  bool           // xh is written by the previous layer's OutNorm: Forward does not cast x
 	mask      *tensor.Tensor // the last forward's (B, T) attention mask, for Recompute
 	startOff  uint64         // the Philox offset the last forward started at, for Recompute
 }
@@ -136,7 +138,9 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 	bk, c := p.Backend, &l.c
 	c.x, c.mask, c.startOff = x, mask, p.Offset
 	var err error
-	if c.xIn, err = castOrAlias(bk, c.xh, c.x); err != nil {
+	if c.xhByPrev {
+		c.xIn = c.xh
+	} else if c.xIn, err = castOrAlias(bk, c.xh, c.x); err != nil {
 		return nil, err
 	}
 	if err := l.Attention.Forward(p, &sc.attn, c.ctx, c.xIn, mask, b, t); err != nil {
@@ -171,7 +175,7 @@ func (l *Layer) Forward(p *Pass, sc *layerScratch, x, mask *tensor.Tensor, b, t 
 	if c.drop2Used = p.DropoutActive(l.HiddenDropout); c.drop2Used {
 		prob, c.drop2Off = l.HiddenDropout, p.DropoutOffset(sc.y.Numel())
 	}
-	return c.out, l.OutNorm.ForwardResidual(p, c.out, nil, c.mean2, c.rstd2, c.r2, sc.y, c.a, prob, c.drop2Off)
+	return c.out, l.OutNorm.ForwardResidual(p, c.out, c.nextXh, c.mean2, c.rstd2, c.r2, sc.y, c.a, prob, c.drop2Off)
 }
 
 // Recompute runs the layer's last Forward again from its input, which must be unchanged, with the same mask
@@ -191,10 +195,19 @@ func (l *Layer) Recompute(p *Pass, sc *layerScratch, b, t int) error {
 // layers' internal activations share one region of the arena (Arena.Overlay): after the forward only the last
 // layer's are intact, so the caller runs Recompute on every other layer just before its Backward. The results
 // are the same bit for bit; the arena holds one layer's activations instead of len(layers).
+//
+// Without checkpoint and under autocast, each layer's output LayerNorm also writes the next layer's half
+// input copy (ResidualLayerNorm's OutHalf: the bits of the Cast it replaces), so within a pass the layers'
+// Forwards must run in order, each on the previous one's output, as an encoder runs them.
 func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, impl string, b, t int, dt tensor.DType) {
 	if !checkpoint {
 		for _, l := range layers {
 			l.layout(a, sc, nil, impl, b, t, dt)
+		}
+		for i := 0; i+1 < len(layers); i++ {
+			if nx := layers[i+1].c.xh; nx != nil {
+				layers[i].c.nextXh, layers[i+1].c.xhByPrev = nx, true
+			}
 		}
 		return
 	}
