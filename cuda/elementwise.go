@@ -168,9 +168,11 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 }
 
 // GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x) (the same
-// FP32 operations as gelu_fwd, so the same bits), reading x once; dx may be dout.
-func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err error) {
-	o := b.begin("GELUBackwardRecompute", dx, out, dout, x)
+// FP32 operations as gelu_fwd, so the same bits), reading x once; dx may be dout. With dbias it runs as
+// BiasGrad's column tiles (norm.cu's gelu_bwd_colsum) and adds the stored dx values into the same partials
+// BiasGrad would form, so dbias gets BiasGrad's bits too.
+func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) (err error) {
+	o := b.begin("GELUBackwardRecompute", dx, out, dbias, dout, x)
 	defer o.end(&err)
 	if o.float("dx", dx).float("dout", dout).float("x", x).failed() {
 		return
@@ -182,7 +184,24 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err er
 	if o.numel("dout", dout, n).numel("x", x, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "gelu_bwd_recompute", n, addr(dx), dt(dx), addr(out), dt(out), addr(dout), dt(dout), addr(x), dt(x), i64(n), vec(dx, out, dout, x))
+	if dbias == nil {
+		o.ew("elementwise.cu", "gelu_bwd_recompute", n, addr(dx), dt(dx), addr(out), dt(out), addr(dout), dt(dout), addr(x), dt(x), i64(n), vec(dx, out, dout, x))
+		return
+	}
+	rows, ch := o.rows("dx", dx)
+	if o.float("dbias", dbias).numel("dbias", dbias, ch).failed() || rows == 0 || ch == 0 {
+		return
+	}
+	per, chunks := colsumChunks(rows)
+	pa := o.scratch(4 * chunks * ch)
+	defer o.release(pa)
+	v := vec(dx, out, dout, x)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.launch("norm.cu", "gelu_bwd_colsum", (ch+127)/128, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
+		addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
+	o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbias), dt(dbias), uint64(pa), i64(chunks), i64(ch))
 	return
 }
 

@@ -55,8 +55,10 @@ type Backend interface {
 	GELUBackward(dx, dout, x *Tensor) error
 	// GELUBackwardRecompute is GELUBackward and, when out is non-nil, GELU(out, x) in one pass over x: the
 	// backward of a GELU whose output was not kept, recomputed for the next weight gradient (x read once,
-	// the forward's values bit for bit). dx may be dout; out must not overlap dx, dout or x.
-	GELUBackwardRecompute(dx, out, dout, x *Tensor) error
+	// the forward's values bit for bit). When dbias (C) is non-nil it also does BiasGrad(dbias, dx) over dx's
+	// (N, C) rows: the bias gradient of the Linear whose output x is. dx may be dout; out must not overlap
+	// dx, dout or x.
+	GELUBackwardRecompute(dx, out, dbias, dout, x *Tensor) error
 	// Tanh: out = tanh(x).
 	Tanh(out, x *Tensor) error
 	// TanhBackward: dx = dout·(1 − y²) where y = tanh(x) is the forward output.

@@ -232,10 +232,7 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	if err != nil {
 		return err
 	}
-	if err := l.ffnOutBackward(p, sc, dy); err != nil {
-		return err
-	}
-	if err := l.Intermediate.Backward(p, da, sc.dg, c.aIn, true); err != nil {
+	if err := l.ffnBackward(p, sc, da, dy); err != nil {
 		return err
 	}
 	// attention.output.LayerNorm; then dx collects the residual and the attention branch.
@@ -249,33 +246,53 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	return l.Attention.Backward(p, &sc.attn, dx, sc.dctx, c.xIn, b, t)
 }
 
-// ffnOutBackward runs output.dense's backward from dy and the GELU's, leaving the gradient of the GELU input
-// in sc.dg. The GELU output g, output.dense's input, was not kept: it is recomputed from u (bit-identical to
-// the forward's). For a plain Linear the input gradient comes first, then one GELUBackwardRecompute pass over
-// u gives both the GELU gradient and g (none when the weight is frozen: no one reads g), then the weight
-// gradient reads g; another projection (a LoRA wrapper) needs g before its Backward, so GELU runs first.
-func (l *Layer) ffnOutBackward(p *Pass, sc *layerScratch, dy *tensor.Tensor) error {
+// ffnBackward runs the feed-forward block's backward from dy, the gradient of output.dense's output:
+// output.dense, the GELU, and intermediate.dense, whose input gradient it adds into da. The GELU output g,
+// output.dense's input, was not kept: it is recomputed from u (bit-identical to the forward's). For a plain
+// Linear output.dense the input gradient comes first, then one GELUBackwardRecompute pass over u gives the
+// GELU gradient, g (none when the weight is frozen: no one reads g) and, for a plain Linear
+// intermediate.dense with a trainable bias, that bias's gradient; then the weight gradients. Another
+// projection (a LoRA wrapper) needs g before its Backward, so there GELU runs first. The values are the
+// separate ops' bits either way.
+func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor) error {
 	bk, c := p.Backend, &l.c
-	if lin, ok := l.Output.(*Linear); ok {
-		if err := lin.backwardInput(p, sc.dg, dy, false); err != nil {
+	var dbias *tensor.Tensor // intermediate.dense's bias gradient, if the GELU pass forms it
+	inter, interLinear := l.Intermediate.(*Linear)
+	if out, ok := l.Output.(*Linear); ok {
+		if err := out.backwardInput(p, sc.dg, dy, false); err != nil {
 			return err
 		}
 		var g *tensor.Tensor
-		if lin.Weight.Grad != nil {
+		if out.Weight.Grad != nil {
 			g = sc.g
 		}
-		if err := bk.GELUBackwardRecompute(sc.dg, g, sc.dg, c.u); err != nil {
+		if interLinear && inter.Bias != nil && inter.Bias.Grad != nil {
+			dbias = inter.Bias.Grad
+		}
+		if err := bk.GELUBackwardRecompute(sc.dg, g, dbias, sc.dg, c.u); err != nil {
 			return err
 		}
-		return lin.backwardParams(p, dy, sc.g)
+		if err := out.backwardParams(p, dy, sc.g); err != nil {
+			return err
+		}
+	} else {
+		if err := bk.GELU(sc.g, c.u); err != nil {
+			return err
+		}
+		if err := l.Output.Backward(p, sc.dg, dy, sc.g, false); err != nil {
+			return err
+		}
+		if err := bk.GELUBackward(sc.dg, sc.dg, c.u); err != nil {
+			return err
+		}
 	}
-	if err := bk.GELU(sc.g, c.u); err != nil {
+	if dbias == nil {
+		return l.Intermediate.Backward(p, da, sc.dg, c.aIn, true)
+	}
+	if err := inter.backwardInput(p, da, sc.dg, true); err != nil {
 		return err
 	}
-	if err := l.Output.Backward(p, sc.dg, dy, sc.g, false); err != nil {
-		return err
-	}
-	return bk.GELUBackward(sc.dg, sc.dg, c.u)
+	return inter.backwardWeight(p, sc.dg, c.aIn)
 }
 
 // normBackward runs the backward of a ResidualLayerNorm (norm over dropout(y) + x, saved sum, mean, rstd):

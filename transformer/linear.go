@@ -157,16 +157,23 @@ func (l *Linear) backwardInput(p *Pass, dIn, dOut *tensor.Tensor, accumulate boo
 // backwardParams is Backward's parameter gradients: dW += dOutᵀ·in and db += Σ_rows dOut where trainable (in
 // is read only for a trainable W).
 func (l *Linear) backwardParams(p *Pass, dOut, in *tensor.Tensor) error {
-	n := dOut.Numel() / l.Out
-	if g := l.Weight.Grad; g != nil {
-		if err := p.Backend.Gemm(tensor.GemmArgs{
-			TransA: true, M: l.Out, N: l.In, K: n, A: dOut, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1,
-		}); err != nil {
-			return err
-		}
+	if err := l.backwardWeight(p, dOut, in); err != nil {
+		return err
 	}
 	if l.Bias != nil && l.Bias.Grad != nil {
 		return p.Backend.BiasGrad(l.Bias.Grad, dOut)
+	}
+	return nil
+}
+
+// backwardWeight is dW += dOutᵀ·in for a trainable W, without the bias gradient (for a caller that got it
+// from a fused op).
+func (l *Linear) backwardWeight(p *Pass, dOut, in *tensor.Tensor) error {
+	if g := l.Weight.Grad; g != nil {
+		n := dOut.Numel() / l.Out
+		return p.Backend.Gemm(tensor.GemmArgs{
+			TransA: true, M: l.Out, N: l.In, K: n, A: dOut, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1,
+		})
 	}
 	return nil
 }

@@ -293,6 +293,63 @@ extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, 
 	}
 }
 
+// gelu_grad is gelu_bwd_recompute's dx (elementwise.cu) from dout d, x v and e = erff(v/√2).
+__device__ __forceinline__ float gelu_grad(float d, float v, float e) {
+	float cdf = 0.5f * (1.0f + e);
+	float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+	return d * (cdf + v * pdf);
+}
+
+// gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) laid out as
+// colsum_partial's mode 0 over the stored dx: the same block and thread mapping, rows and summation order, so
+// partial[k][c] is what BiasGrad(dbias, dx) would compute from dx afterwards.
+extern "C" __global__ void gelu_bwd_colsum(float *pa, void *dx, int dtdx, void *out, int dto, const void *dout,
+                                           int dtd, const void *x, int dtx, i64 N, int C, i64 rows, int vec) {
+	__shared__ float sa[8][129];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c0 = blockIdx.x * 128 + tx * 4;
+	i64 k = blockIdx.y;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	if (c0 < C) {
+#pragma unroll 4
+		for (i64 r = lo + ty; r < hi; r += 8) {
+			i64 base = r * C + c0;
+			if (vec) {
+				F4 v = ld4(x, dtx, base), d = ld4(dout, dtd, base), g, y;
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					float e = erff(v.v[j] * 0.70710678118654752f);
+					g.v[j] = round_to(gelu_grad(d.v[j], v.v[j], e), dtdx);
+					y.v[j] = 0.5f * v.v[j] * (1.0f + e);
+					a[j] += g.v[j];
+				}
+				st4(dx, dtdx, base, g);
+				if (out) st4(out, dto, base, y);
+			} else {
+				for (int j = 0; j < 4 && c0 + j < C; j++) {
+					float v = ld(x, dtx, base + j), d = ld(dout, dtd, base + j);
+					float e = erff(v * 0.70710678118654752f);
+					float g = round_to(gelu_grad(d, v, e), dtdx);
+					st(dx, dtdx, base + j, g);
+					if (out) st(out, dto, base + j, 0.5f * v * (1.0f + e));
+					a[j] += g;
+				}
+			}
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < 4; j++) sa[ty][tx * 4 + j] = a[j];
+	__syncthreads();
+	int t = ty * 32 + tx;
+	int c = blockIdx.x * 128 + t;
+	if (t < 128 && c < C) {
+		float ta = 0.0f;
+		for (int j = 0; j < 8; j++) ta += sa[j][t];
+		pa[k * C + c] = ta;
+	}
+}
+
 // colsum_finish: block (32, 8), grid ceil(C/32): out[c] += Σ_k partial[k][c] in FP32, rounded to out's
 // dtype once. Thread row ty sums the chunks k ≡ ty (mod 8) in increasing k; the eight sums are then added in
 // order ty = 0..7 onto the widened out[c] (a fixed order: the same result on every run, with an eighth of

@@ -90,12 +90,17 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 }
 
 // GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x): the values
-// of GELUBackward and GELU, computed from one read of x (dx may be dout; out must not overlap the others).
-func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err error) {
-	defer guard(&err, "GELUBackwardRecompute", dx, out, dout, x)
-	c := newCheck("GELUBackwardRecompute", dx, out, dout, x).float("dx", dx).float("dout", dout).float("x", x)
+// of GELUBackward and GELU, computed from one read of x (dx may be dout; out must not overlap the others);
+// then, when dbias is non-nil, BiasGrad(dbias, dx).
+func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) (err error) {
+	defer guard(&err, "GELUBackwardRecompute", dx, out, dbias, dout, x)
+	c := newCheck("GELUBackwardRecompute", dx, out, dbias, dout, x).float("dx", dx).float("dout", dout).float("x", x)
 	if out != nil {
 		c.float("out", out)
+	}
+	if dbias != nil {
+		_, ch := c.float("dbias", dbias).rows("dx", dx)
+		c.numel("dbias", dbias, ch)
 	}
 	if c.Err() != nil {
 		return c.Err()
@@ -113,7 +118,7 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err er
 	if out == nil {
 		parallelFor(n, 60, func(lo, hi int) { geluBackwardKernel(d.V[lo:hi], dv[lo:hi], xv[lo:hi]) })
 		d.Store()
-		return nil
+		return b.geluBiasGrad(dbias, dx)
 	}
 	o := overwrite(out)
 	parallelFor(n, 100, func(lo, hi int) {
@@ -122,7 +127,15 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) (err er
 	})
 	d.Store()
 	o.Store()
-	return nil
+	return b.geluBiasGrad(dbias, dx)
+}
+
+// geluBiasGrad is GELUBackwardRecompute's optional BiasGrad(dbias, dx).
+func (b *Backend) geluBiasGrad(dbias, dx *tensor.Tensor) error {
+	if dbias == nil {
+		return nil
+	}
+	return b.BiasGrad(dbias, dx)
 }
 
 // GELUTanh sets out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's tanh-approximate GELU.

@@ -56,11 +56,16 @@ func activationCases(dt tensor.DType) []opCase {
 			}},
 		{"GELUBackwardRecompute", []arg{output("dx", dt, r, c), output("out", dt, r, c), input("dout", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
-				return none(b.GELUBackwardRecompute(ts[0], ts[1], ts[2], ts[3]))
+				return none(b.GELUBackwardRecompute(ts[0], ts[1], nil, ts[2], ts[3]))
 			}},
 		{"GELUBackwardRecompute without out, in place", []arg{accum("d", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
-				return none(b.GELUBackwardRecompute(ts[0], nil, ts[0], ts[1]))
+				return none(b.GELUBackwardRecompute(ts[0], nil, nil, ts[0], ts[1]))
+			}},
+		{"GELUBackwardRecompute with the bias gradient", []arg{output("dx", dt, r, c), output("out", dt, r, c), accum("dbias", dt, g.normal(c, 1), c),
+			input("dout", dt, g.normal(r*c, 1), r, c), input("x", dt, g.normal(r*c, 3), r, c)},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.GELUBackwardRecompute(ts[0], ts[1], ts[2], ts[3], ts[4]))
 			}},
 		{"Tanh", []arg{output("out", dt, r, c), input("x", dt, g.normal(r*c, 2), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.Tanh(ts[0], ts[1])) }},

@@ -30,12 +30,56 @@ func TestFusedOpsMatchTheirParts(t *testing.T) {
 				if err := b.GELUBackward(dt1, dt1, xt); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.GELUBackwardRecompute(dt2, g2, dt2, xt); err != nil {
+				if err := b.GELUBackwardRecompute(dt2, g2, nil, dt2, xt); err != nil {
 					t.Fatal(err)
 				}
 				sameBits(t, dt.String()+" GELU output", Download(t, b, g1), Download(t, b, g2))
 				sameBits(t, dt.String()+" GELU gradient", Download(t, b, dt1), Download(t, b, dt2))
 				for _, x := range []*tensor.Tensor{xt, dt1, dt2, g1, g2} {
+					b.Free(x)
+				}
+			}
+		}
+	})
+}
+
+// TestGELUBiasGradMatchesItsParts checks GELUBackwardRecompute with a bias gradient against GELU,
+// GELUBackward and BiasGrad, bit for bit, on rows of BERT's intermediate width and a ragged one (600 rows:
+// three column-sum chunks, the last partial).
+func TestGELUBiasGradMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(17, 19))
+		for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+			for _, c := range []int{3072, 33} {
+				const n = 600
+				x, d := make([]float32, n*c), make([]float32, n*c)
+				for i := range x {
+					x[i], d[i] = float32(3*rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				b0 := make([]float32, c)
+				for i := range b0 {
+					b0[i] = float32(rng.NormFloat64())
+				}
+				xt, d1, d2 := Upload(t, b, dt, x, n, c), Upload(t, b, dt, d, n, c), Upload(t, b, dt, d, n, c)
+				db1, db2 := Upload(t, b, tensor.F32, b0, c), Upload(t, b, tensor.F32, b0, c)
+				g1, g2 := Alloc(t, b, dt, n, c), Alloc(t, b, dt, n, c)
+				if err := b.GELU(g1, xt); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.GELUBackward(d1, d1, xt); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.BiasGrad(db1, d1); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.GELUBackwardRecompute(d2, g2, db2, d2, xt); err != nil {
+					t.Fatal(err)
+				}
+				what := fmt.Sprintf("%v C=%d", dt, c)
+				sameBits(t, what+" GELU output", Download(t, b, g1), Download(t, b, g2))
+				sameBits(t, what+" GELU gradient", Download(t, b, d1), Download(t, b, d2))
+				sameBits(t, what+" bias gradient", Download(t, b, db1), Download(t, b, db2))
+				for _, x := range []*tensor.Tensor{xt, d1, d2, db1, db2, g1, g2} {
 					b.Free(x)
 				}
 			}

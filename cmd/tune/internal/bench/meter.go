@@ -312,8 +312,10 @@ func (m *Meter) GELUBackward(dx, dout, x *tensor.Tensor) error {
 }
 
 // GELUBackwardRecompute is timed as "GELUBackwardRecompute".
-func (m *Meter) GELUBackwardRecompute(dx, out, dout, x *tensor.Tensor) error {
-	return m.run("GELUBackwardRecompute", "", 0, size(dx, out, dout, x), func() error { return m.Backend.GELUBackwardRecompute(dx, out, dout, x) })
+func (m *Meter) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) error {
+	return m.run("GELUBackwardRecompute", "", 0, size(dx, out, dout, x)+2*size(dbias), func() error {
+		return m.Backend.GELUBackwardRecompute(dx, out, dbias, dout, x)
+	})
 }
 
 // Tanh is timed as "Tanh".
