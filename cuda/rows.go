@@ -90,6 +90,12 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 	return
 }
 
+// lnBwdFusedMax is the widest layernorm_bwd_fused_<k> of kernels/lnbwd.cu (C = 128·k).
+const lnBwdFusedMax = 8
+
+// lnBwdFused names the one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFusedMax.
+func lnBwdFused(k int) string { return fmt.Sprintf("layernorm_bwd_fused_%d", k) }
+
 // layerNormBackward validates and queues both backward ops (a.DY nil for LayerNormBackward). With both
 // weight gradients, C a multiple of 128 up to 1024 and aligned rows, one kernel (layernorm_bwd_fused_<C/128>)
 // computes dx and the per-chunk column sums from one read of dout and x; otherwise colsum_partial reads them
@@ -120,12 +126,12 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	if ch%4 != 0 {
 		v = 0
 	}
-	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 1024 && n > 0 {
+	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 {
 		rows, chunks := colsumChunks(n)
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
 		defer o.release(pa)
 		defer o.release(pb)
-		o.launch("lnbwd.cu", fmt.Sprintf("layernorm_bwd_fused_%d", ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
+		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
 			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
