@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/tune-ml/tune/transformer/bert"
 	"io"
 	"io/fs"
 	"os"
@@ -40,7 +39,8 @@ func newMergeCmd() *cobra.Command {
 		Long: `merge folds a PEFT LoRA adapter (adapter_config.json and adapter_model.safetensors, as tune finetune
 writes for a LoRA recipe or PEFT's save_pretrained writes) into the base checkpoint it was trained on, as
 PEFT's merge_and_unload does: every adapted weight becomes W + scaling·B·A, and the modules the adapter saved
-whole (the classifier) replace the base's. The result is a full checkpoint in --output: config.json,
+whole (the classifier) replace the base's. Any family tune reads (BERT, Llama/Qwen2/Qwen3/Mistral, GPT-2 with
+its fan_in_fan_out c_attn) is merged, chosen by the base's config.json model_type. The result is a full checkpoint in --output: config.json,
 model.safetensors with transformers' tensor names, and the tokenizer files (from the adapter directory when it
 has them, else from the model directory; merge warns when neither has one), which transformers' from_pretrained
 and tune load with no missing or unexpected tensor.
@@ -54,7 +54,8 @@ product per adapted module). --model and --adapter are only read. merge never ov
 new or an empty directory; the checkpoint is written into a temporary directory beside it and renamed into
 place, so a failed merge leaves nothing behind.`,
 		Example: `  tune merge --model ../bert-base-uncased --adapter runs/bert --output runs/bert-merged
-  tune eval --model runs/bert-merged --data dev.tsv`,
+  tune eval --model runs/bert-merged --data dev.tsv
+  tune merge --model Qwen/Qwen2.5-0.5B --adapter runs/qwen-lora --output runs/qwen-merged`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -120,7 +121,7 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		return errctx.Wrap("merge: --adapter", err)
 	}
 	bk := cpu.New()
-	base, report, err := bert.LoadPretrained(o.Model, bk, opts)
+	base, report, err := transformer.Open(o.Model, bk, opts) // the family config.json's model_type names
 	if err != nil {
 		return errctx.Wrap("merge: --model", err)
 	}
