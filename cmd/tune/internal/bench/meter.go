@@ -2,7 +2,9 @@ package bench
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +63,11 @@ type OpStat struct {
 type Meter struct {
 	tensor.Backend
 
+	// Limit, when positive, is the most bytes the Meter lets be allocated through it: an Alloc beyond it fails
+	// before the inner backend allocates (NewMeter sets it on the CPU backend from the host's available memory,
+	// so a plan or bench of a model too big for the machine is an error instead of the kernel's OOM killer).
+	Limit int64
+
 	mu          sync.Mutex
 	live        map[*tensor.Tensor]int64
 	bytes, peak int64
@@ -75,8 +82,12 @@ var _ tensor.Backend = (*Meter)(nil)
 // NewMeter returns a Meter around inner with profiling off.
 func NewMeter(inner tensor.Backend) *Meter {
 	timer, _ := timeOn(inner)
-	return &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
+	m := &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
 		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}}
+	if inner.Name() == "cpu" {
+		m.Limit = hostAvailable() / 10 * 9
+	}
+	return m
 }
 
 // Bytes returns the bytes of the live buffers allocated through m.
@@ -182,6 +193,20 @@ func size(ts ...*tensor.Tensor) float64 {
 
 // Alloc allocates through the inner backend and counts the bytes.
 func (m *Meter) Alloc(dt tensor.DType, shape ...int) (*tensor.Tensor, error) {
+	if m.Limit > 0 {
+		want := int64(dt.Size())
+		for _, d := range shape {
+			want *= int64(max(d, 0))
+		}
+		m.mu.Lock()
+		have := m.bytes
+		m.mu.Unlock()
+		if have+want > m.Limit {
+			return nil, fmt.Errorf("bench: the model, its gradients, AdamW state and activations need more than the "+
+				"%.1f GiB of memory this machine has available (%.1f GiB allocated, %.1f GiB more asked): choose a "+
+				"smaller --model, --batch or --seq, or run on the GPU machine", float64(m.Limit)/gib, float64(have)/gib, float64(want)/gib)
+		}
+	}
 	t, err := m.Backend.Alloc(dt, shape...)
 	if err != nil {
 		return nil, err
@@ -546,4 +571,23 @@ func (m *Meter) freeAll() {
 	for _, t := range ts {
 		m.Free(t)
 	}
+}
+
+// hostAvailable returns the host memory available for new allocations in bytes (MemAvailable of
+// /proc/meminfo), or 0 when it cannot be read (no limit then).
+func hostAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }

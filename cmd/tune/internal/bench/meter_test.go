@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
@@ -137,5 +138,26 @@ func TestGemmRoles(t *testing.T) {
 				t.Errorf("ops %+v, want one %q", ops, tc.want)
 			}
 		})
+	}
+}
+
+// TestMeterLimit: an Alloc beyond the Meter's Limit fails before the inner backend allocates, with a message
+// that says what to do; below it allocations go through and are counted.
+func TestMeterLimit(t *testing.T) {
+	m := NewMeter(cpu.New())
+	m.Limit = 1 << 20
+	a, err := m.Alloc(tensor.F32, 1<<17) // 512 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free(a)
+	if _, err := m.Alloc(tensor.F32, 1<<17+1); err == nil || !strings.Contains(err.Error(), "smaller --model") {
+		t.Fatalf("got %v, want a refusal past the limit", err)
+	}
+	if m.Bytes() != 1<<19 {
+		t.Errorf("counted %d bytes, want %d", m.Bytes(), 1<<19)
+	}
+	if NewMeter(cpu.New()).Limit <= 0 && hostAvailable() > 0 {
+		t.Errorf("a CPU Meter has no limit although /proc/meminfo says %d bytes are available", hostAvailable())
 	}
 }
