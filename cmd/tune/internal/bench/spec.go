@@ -212,6 +212,15 @@ func (s *Spec) Validate() error {
 		if err := c.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("bench: %w", err))
 		}
+		if c.TargetModules.IsSet() { // a typo is refused before the model is built, as in a recipe
+			paths := bert.ProjectionPaths(s.Config)
+			if s.Decoder != nil {
+				paths = llama.ProjectionPaths(*s.Decoder)
+			}
+			if err := c.CheckTargets(paths); err != nil {
+				errs = append(errs, fmt.Errorf("bench: --lora-targets for %s: %w", s.Model, err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -80,3 +80,33 @@ func TestPercentile(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateLoRATargets: a --lora-targets name that no module of the model has is refused by Validate, before
+// anything is built, for BERT and for a decoder; the family's own names and all-linear pass.
+func TestValidateLoRATargets(t *testing.T) {
+	for _, c := range []struct {
+		model   string
+		targets []string
+		bad     string
+	}{
+		{"bert-base", []string{"query", "value"}, ""},
+		{"bert-base", []string{"query", "vlaue"}, `"value"`},
+		{"smollm2-135m", []string{"all-linear"}, ""},
+		{"smollm2-135m", []string{"q_proj", "v_proj"}, ""},
+		{"smollm2-135m", []string{"q_prj"}, `"q_proj"`},
+	} {
+		s := DefaultSpec()
+		if err := s.SetModel(c.model); err != nil {
+			t.Fatal(err)
+		}
+		lc := s.LoRAFor(8, 16, c.targets)
+		s.LoRA = &lc
+		err := s.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%s %v: %v", c.model, c.targets, err)
+		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%s %v: got %v, want a refusal suggesting %s", c.model, c.targets, err, c.bad)
+		}
+	}
+}
