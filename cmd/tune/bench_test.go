@@ -89,7 +89,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"no timed steps", []string{"--steps", "0"}, exitUsage, "steps 0 must be positive"},
 		{"an unknown model", []string{"--model", "gpt-9"}, exitUsage, "unknown model \"gpt-9\""},
 		{"a sequence past max_position_embeddings", []string{"--seq", "1024"}, exitUsage, "seq 1024 must be in [1, 512]"},
-		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitError, "qkv"},
+		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitUsage, "qkv"},
 		{"a results file that exists", []string{"--json", existing}, exitUsage, "already exists"},
 		{"a positional argument", []string{"extra"}, exitUsage, "takes no arguments"},
 		{"CUDA in a binary without it", []string{"--device", "cuda"}, exitNoDevice, "built without CUDA support"},
