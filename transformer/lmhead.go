@@ -82,6 +82,19 @@ func (l *CausalLMHead) Layout(a *Arena, n int, dt tensor.DType) {
 	}
 }
 
+// SupervisedTargets returns how many next-token targets (B, T) labels with rows of t give: labels[b, i] ≠ −100
+// for i ≥ 1 (a row's first label is the target of no prediction), the count ShiftLabels returns, without
+// building the targets (Model.Supervised).
+func SupervisedTargets(labels []int64, t int) int {
+	n := 0
+	for i, l := range labels {
+		if t > 0 && i%t != 0 && l != -100 {
+			n++
+		}
+	}
+	return n
+}
+
 // ShiftLabels returns the targets of a (B, T) batch's labels: target[b, t] = labels[b, t+1] and −100 at the
 // last position of each row (transformers pads the shifted labels with ignore_index), and how many are not
 // −100 (the loss's denominator; Model.Supervised).

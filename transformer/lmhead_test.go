@@ -205,3 +205,15 @@ func TestCausalLMHeadCorrect(t *testing.T) {
 		}
 	}
 }
+
+// TestSupervisedTargetsMatchesShiftLabels: the count without the targets equals ShiftLabels' count, over rows
+// with −100 at the first, last and inner positions.
+func TestSupervisedTargetsMatchesShiftLabels(t *testing.T) {
+	labels := []int64{-100, 4, -100, 7, 3, 9, 2, -100, -100, 1, 5, 6}
+	for _, rows := range []int{1, 2, 3, 4} {
+		cols := len(labels) / rows
+		if _, want := ShiftLabels(labels, rows, cols); SupervisedTargets(labels, cols) != want {
+			t.Errorf("%d×%d: SupervisedTargets %d, ShiftLabels %d", rows, cols, SupervisedTargets(labels, cols), want)
+		}
+	}
+}

@@ -382,11 +382,7 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 
 // Supervised returns the next-token targets of b that enter the loss: labels[:, 1:] ≠ −100.
 func (m *GPT2LMHeadModel) Supervised(b *loaders.Batch) int {
-	if b.Labels == nil {
-		return 0
-	}
-	_, n := transformer.ShiftLabels(b.Labels, b.B, b.T)
-	return n
+	return transformer.SupervisedTargets(b.Labels, b.T)
 }
 
 // Backward back-propagates the last training Forward with d(objective)/d(mean loss) = seed, accumulating (+=)

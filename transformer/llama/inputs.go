@@ -51,16 +51,10 @@ func (m *ForCausalLM) checkBatch(batch *loaders.Batch) error {
 // Supervised returns the number of next-token targets of batch: labels[b, t] ≠ −100 for t ≥ 1 (the first label
 // of each row is the target of no prediction).
 func (m *ForCausalLM) Supervised(batch *loaders.Batch) int {
-	if batch == nil || batch.Labels == nil || batch.T <= 0 {
+	if batch == nil {
 		return 0
 	}
-	n := 0
-	for i, l := range batch.Labels {
-		if i%batch.T != 0 && l != -100 {
-			n++
-		}
-	}
-	return n
+	return transformer.SupervisedTargets(batch.Labels, batch.T)
 }
 
 // grow returns s resized to n, reallocating only when its capacity is short.
