@@ -16,8 +16,11 @@ import (
 //
 // Size classes: requests are rounded up to 512 bytes, and above 512 bytes to the next of four steps per
 // power of two (512, 640, 768, 896, 1024, 1280, ...), so at most a quarter of a block is slack and tensors
-// whose sizes differ a little (dynamic padding) still share blocks. When cuMemAlloc runs out of memory, the
-// free lists are released to the driver and the allocation is tried once more.
+// whose sizes differ a little (dynamic padding) still share blocks. Above largeClass (16 MiB) a request is
+// rounded up to a multiple of 2 MiB instead, as PyTorch rounds its large allocations (kRoundLarge in
+// c10/cuda/CUDACachingAllocator.cpp): a quarter of a step arena's multi-GiB slab would be a gigabyte of slack
+// (a 6.2 GiB BF16 arena took a 7 GiB block). When cuMemAlloc runs out of memory, the free lists are released
+// to the driver and the allocation is tried once more.
 //
 // The allocator is not safe for concurrent use; the Backend's mutex guards it.
 type allocator struct {
@@ -37,10 +40,16 @@ func newAllocator() *allocator {
 	return &allocator{free: map[int64][]cu.DevicePtr{}, alloc: cu.MemAlloc, release: cu.MemFree}
 }
 
+// largeClass is the request size above which size classes are multiples of largeRound.
+const largeClass, largeRound = 16 << 20, 2 << 20
+
 // classSize rounds a request of n > 0 bytes up to its size class.
 func classSize(n int64) int64 {
 	if n <= 512 {
 		return 512
+	}
+	if n > largeClass {
+		return (n + largeRound - 1) / largeRound * largeRound
 	}
 	e := bits.Len64(uint64(n - 1)) // 2^(e-1) < n ≤ 2^e
 	step := int64(1) << (e - 3)    // four steps between 2^(e-1) and 2^e

@@ -20,6 +20,10 @@ func TestClassSize(t *testing.T) {
 		{1025, 1280, "just above a power of two goes to the first quarter step"},
 		{3 << 20, 3 << 20, "3 MiB is a class (2 MiB + 2·512 KiB)"},
 		{3<<20 + 1, 3<<20 + 512<<10, "one byte more takes the next step"},
+		{16 << 20, 16 << 20, "16 MiB is the last quarter-step class"},
+		{16<<20 + 1, 18 << 20, "above 16 MiB: multiples of 2 MiB"},
+		{6690 << 20, 6690 << 20, "a 6.5 GiB arena slab keeps its size (a quarter step would make it 7 GiB)"},
+		{6689<<20 + 1, 6690 << 20, "a large request wastes less than 2 MiB"},
 	} {
 		t.Run(c.why, func(t *testing.T) {
 			if got := classSize(c.n); got != c.want {
