@@ -91,8 +91,10 @@ func NewLinear(b tensor.Backend, base *transformer.Linear, cfg Config, trainBias
 		b.Free(a.Value)
 		return nil, err
 	}
-	av := make([]float32, cfg.R*base.In)
-	bv := make([]float32, base.Out*cfg.R)
+	var av, bv []float32
+	if !tensor.IsMeta(b) { // on a meta backend (a memory plan) there are no values to draw
+		av, bv = make([]float32, cfg.R*base.In), make([]float32, base.Out*cfg.R)
+	}
 	switch init := cfg.InitLoraWeights; init {
 	case InitDefault, "":
 		uniform(rng, av, 1/math.Sqrt(float64(base.In)))
@@ -108,9 +110,11 @@ func NewLinear(b tensor.Backend, base *transformer.Linear, cfg Config, trainBias
 		b.Free(bw.Value)
 		return nil, fmt.Errorf("lora: init_lora_weights %q is not implemented (want true, false or gaussian)", string(init))
 	}
-	err = b.Upload(a.Value, av)
-	if err == nil {
-		err = b.Upload(bw.Value, bv)
+	if av != nil {
+		err = b.Upload(a.Value, av)
+		if err == nil {
+			err = b.Upload(bw.Value, bv)
+		}
 	}
 	if err != nil {
 		b.Free(a.Value)

@@ -317,3 +317,20 @@ type AttentionBackwardArgs struct {
 	DQ            AttnOperand // (B, Hq, Tq, D)  written (=)
 	DK, DV        AttnOperand // (B, Hkv, Tk, D) written (=), summed over the G query heads of each KV head
 }
+
+// IsMeta reports whether b allocates no memory and computes nothing (package tensor/meta, which only counts
+// bytes): a model built on it skips work nobody can read the result of, such as drawing its initial weights.
+func IsMeta(b Backend) bool {
+	_, ok := b.(interface{ Meta() })
+	return ok
+}
+
+// MetaTarget returns the backend a meta backend stands in for (tensor/meta's New), or nil when b is not a meta
+// backend or stands in for none. A decision that depends on the backend (which shapes a fused kernel covers) is
+// asked of the target.
+func MetaTarget(b Backend) Backend {
+	if t, ok := b.(interface{ Target() Backend }); ok && IsMeta(b) {
+		return t.Target()
+	}
+	return nil
+}

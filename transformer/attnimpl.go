@@ -60,11 +60,16 @@ func (c *AttnChoice) SetLogger(l *slog.Logger) { c.logger = l }
 // attention dropout dropout uses on backend b: AttnEager when asked; else AttnSDPA when the backend's fused op
 // accepts the shape (asked once per head size and dtype, with a one-head probe of length t), else AttnEager,
 // logging the backend's reason the first time. An error other than tensor.ErrUnsupported from the probe is
-// returned.
+// returned. On a meta backend (tensor.IsMeta) the probe runs on the backend it stands in for.
 func (c *AttnChoice) Resolve(b tensor.Backend, h, d, t int, dt tensor.DType, dropout float32) (string, error) {
 	c.reason = ""
 	if c.Want() == AttnEager {
 		return AttnEager, nil
+	}
+	if tensor.IsMeta(b) { // a plan (tensor/meta): the backend it stands in for answers, or sdpa when none
+		if b = tensor.MetaTarget(b); b == nil {
+			return AttnSDPA, nil
+		}
 	}
 	key := attnProbeKey{h, d, dt, dropout > 0}
 	err, seen := c.probes[key]

@@ -61,6 +61,9 @@ func (m *BertForSequenceClassification) initParam(np transformer.NamedParameter,
 	case strings.HasSuffix(name, "bias") || len(v.Shape) != 2:
 		return m.Backend().Fill(v, 0)
 	}
+	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
+		return nil
+	}
 	rng := rand.New(rand.NewPCG(seed, index))
 	host := make([]float32, v.Numel())
 	std := m.Config.InitializerRange

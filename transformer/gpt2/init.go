@@ -47,6 +47,9 @@ func (m *GPT2LMHeadModel) initParam(np transformer.NamedParameter, seed, index u
 	case strings.HasSuffix(name, "bias"):
 		return m.Backend().Fill(v, 0)
 	}
+	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
+		return nil
+	}
 	std := m.Config.InitializerRange
 	if strings.HasSuffix(name, "c_proj.weight") {
 		std /= math.Sqrt(2 * float64(m.Config.NLayer))

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -62,6 +63,9 @@ func (m *ForCausalLM) initParam(np transformer.NamedParameter, seed, index uint6
 		return m.Backend().Fill(v, 1)
 	case strings.HasSuffix(name, "bias") || len(v.Shape) != 2:
 		return m.Backend().Fill(v, 0)
+	}
+	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
+		return nil
 	}
 	rng := rand.New(rand.NewPCG(seed, index))
 	host := make([]float32, v.Numel())
