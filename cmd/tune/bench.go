@@ -84,9 +84,10 @@ as half the T×T products and include the LM head. Without --model, bert-base on
 target_modules=--lora-targets, task_type=SEQ_CLS for BERT, CAUSAL_LM for a causal LM) first: only the adapters
 (and BERT's classifier) train. --lora-targets all-linear adapts every Linear but the head; without it, PEFT's
 default for the architecture (query,value; q_proj,v_proj). --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
---plan times nothing: it builds the model and AdamW, computes the activation arena for the batch from its
-layout without allocating it, and prints the bytes of each (weights, gradients, AdamW state, activations and
-how much of them is T×T attention buffers, autocast weight copies) and the largest activation buffers.
+--plan times nothing and allocates nothing sized by the model: it builds the model and AdamW on a meta
+backend (tensors without storage, no weights drawn), lays out the activation arena for the batch, and prints
+the bytes of each (weights, gradients, AdamW state, activations and how much of them is T×T attention
+buffers, autocast weight copies) and the largest activation buffers.
 --attn-implementation eager times (or plans) the two-pass attention instead of the fused op.
 --gradient-checkpointing keeps only each encoder or decoder layer's input and recomputes the layer in backward
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
@@ -282,7 +283,7 @@ func (o *benchOptions) plan(stdout io.Writer, b tensor.Backend, specs []bench.Sp
 		labels, plans = append(labels, label), append(plans, p)
 	}
 	fmt.Fprintln(stdout, "memory a training step keeps allocated, GiB (weight cache: autocast copies of the projection weights, computed;")
-	fmt.Fprintln(stdout, "the rest measured by building the model, AdamW and the step arena; op scratch comes on top)")
+	fmt.Fprintln(stdout, "the rest counted from the model, AdamW and the step arena's layout, nothing allocated; op scratch comes on top)")
 	fmt.Fprintln(stdout)
 	return bench.WritePlan(stdout, labels, plans)
 }

@@ -9,11 +9,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/meta"
 	"github.com/tune-ml/tune/transformer"
 )
 
 // MemoryPlan is what a training step of a Spec keeps allocated, by category, in bytes: the memory a step needs
-// before any scratch, measured by building the model, its optimizer and its step arena without running a step.
+// before any scratch, counted by building the model and its optimizer on a meta backend and laying out its step
+// arena, without running a step or allocating any of it.
 type MemoryPlan struct {
 	// Parameters holds the weights: FP32 masters (4 bytes per parameter), except that under FP16/BF16 the
 	// frozen projection weights are stored once in the autocast dtype (2 bytes; ModelCore.StoreFrozenIn).
@@ -71,26 +73,27 @@ func (p MemoryPlan) Total() int64 {
 	return p.Parameters + p.Gradients + p.Optimizer + p.Activations + p.WeightCache
 }
 
-// Plan builds the model of s on b (adapted by LoRA when set) and its AdamW, measures their bytes through a
-// Meter, computes the step arena for s.Batch × s.Seq from its layout without allocating it
-// (bert.BertForSequenceClassification.PlanArena), frees everything and returns the plan. It runs no step and
-// allocates no activation, so a 64×512 plan of BERT-base fits any machine that holds the weights.
+// Plan builds the model of s (adapted by LoRA when set) and its AdamW on a meta backend standing in for b
+// (tensor/meta: tensors without storage, no weights drawn), counts their bytes, computes the step arena for
+// s.Batch × s.Seq from its layout (bert.BertForSequenceClassification.PlanArena, llama.ForCausalLM.PlanArena)
+// and returns the plan. Nothing sized by the model or the batch is allocated, on b or on the host, so the plan
+// of a model far larger than the machine prints at once; only the fused-attention probe (one head of length
+// s.Seq) runs on b, to choose the attention implementation as a run on b would.
 func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if err := s.Validate(); err != nil {
 		return plan, err
 	}
-	meter := NewMeter(b)
+	mb := meta.New(b)
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("bench: internal error: %v", r)
 		}
-		meter.freeAll()
 	}()
-	base, m, err := buildModel(meter, &s)
+	base, m, err := buildModel(mb, &s)
 	if err != nil {
 		return plan, err
 	}
-	model := meter.Bytes()
+	model := mb.Bytes()
 	params, grads, _ := m.Trainable()
 	if params == nil || grads == nil {
 		return plan, fmt.Errorf("bench: the model has no trainable parameters")
@@ -100,7 +103,7 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if _, err := newAdamW(m, &s); err != nil {
 		return plan, err
 	}
-	plan.Optimizer = meter.Bytes() - model
+	plan.Optimizer = mb.Bytes() - model
 	bufs, arena, err := base.PlanArena(s.Batch, s.Seq)
 	if err != nil {
 		return plan, fmt.Errorf("bench: planning activations for %d×%d: %w", s.Batch, s.Seq, err)

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"context"
+	"runtime"
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/llama"
 )
 
 func TestPlan(t *testing.T) {
@@ -159,5 +161,50 @@ func TestPlanGradientCheckpointing(t *testing.T) {
 			}
 			t.Logf("activations %d → %d bytes", plain.Activations, ck.Activations)
 		})
+	}
+}
+
+// TestPlanAllocatesNothing: the plan of a 70B-parameter causal LM (Llama-3-70B's shape) at 8×4096, fully and
+// with LoRA, is counted on a meta backend: the host heap grows by a few MiB (the parameter list and the arena
+// layout), not by the model; the backend sees only the attention probe; and the bytes are the model's.
+func TestPlanAllocatesNothing(t *testing.T) {
+	cfg, err := llama.NewConfig("llama", 128256, 8192, 28672, 80, 64, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxPositionEmbeddings = 8192
+	// embeddings and LM head, per layer q/o (C×C), k/v (C×C/8), gate/up/down (C×I) and two norms, the final norm
+	params := int64(2*128256*8192 + 80*(2*8192*8192+2*8192*1024+3*8192*28672+2*8192) + 8192)
+	for _, lora := range []bool{false, true} {
+		s := DefaultSpec()
+		s.Model, s.Decoder, s.Batch, s.Seq, s.Policy = "llama-70b-shape", &cfg, 8, 4096, amp.BF16
+		if lora {
+			c := s.LoRAFor(16, 0, []string{"all-linear"})
+			s.LoRA = &c
+		}
+		outer := NewMeter(cpu.New())
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		plan, err := Plan(outer, s)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+			t.Errorf("LoRA %v: the plan allocated %d MiB on the host", lora, grew>>20)
+		}
+		if outer.Peak() > 16<<20 || outer.Bytes() != 0 {
+			t.Errorf("LoRA %v: the plan allocated %d bytes on the backend (%d left)", lora, outer.Peak(), outer.Bytes())
+		}
+		switch {
+		case !lora && (plan.Parameters != 4*params || plan.Gradients != 4*params || plan.Optimizer != 8*params):
+			t.Errorf("full: plan %+v; want %d parameters of 4 bytes, gradients alike, 8 bytes of moments each", plan, params)
+		case lora && (plan.Parameters < 2*params || plan.Parameters > 3*params || plan.Gradients > params/50):
+			t.Errorf("LoRA: plan %+v; want the projections in BF16 and the embeddings in F32, and few gradients", plan)
+		}
+		if plan.Activations < 1<<30 || plan.Quadratic != 0 {
+			t.Errorf("LoRA %v: activations %d bytes, %d of them T×T", lora, plan.Activations, plan.Quadratic)
+		}
 	}
 }
