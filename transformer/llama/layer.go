@@ -28,7 +28,8 @@ type DecoderLayer struct {
 	PostNorm  *transformer.RMSNorm // post_attention_layernorm
 	MLP       MLP                  // mlp
 
-	c layerCache
+	c     layerCache
+	stack *transformer.LinearStack // q_proj, k_proj, v_proj as one packed projection (NewLinearStack), or nil
 }
 
 // layerCache holds what one layer's backward needs from its forward (views of the step arena); h is the GEMM
@@ -42,7 +43,9 @@ type layerCache struct {
 	rstd1, rstd2 *tensor.Tensor // (N) F32
 	qpre, kpre   *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: q_proj/k_proj outputs before q_norm/k_norm (Qwen3)
 	qrstd, krstd *tensor.Tensor // (N·Hq), (N·Hkv) F32 (Qwen3)
-	q, k, v      *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: the attention operands, after RoPE
+	qkv          *tensor.Tensor // (N, Hq·D + 2·Hkv·D) h: q, k, v (after RoPE), packed rows or the three below
+	q, k, v      *tensor.Tensor // (N, Hq·D), (N, Hkv·D) h: dense views one after another in qkv (unpacked path)
+	packed       bool           // the last forward wrote q, k, v as column blocks of qkv's rows
 	o            *tensor.Tensor // (N, Hq·D) h attention output
 	lse          *tensor.Tensor // (B, Hq, T) F32
 	x2           *tensor.Tensor // (N, C) F32 the residual after attention
@@ -55,8 +58,9 @@ type layerScratch struct {
 	xn         *tensor.Tensor // (N, C) h a norm's output, the input of the q/k/v or gate/up projections
 	rstd       *tensor.Tensor // (N) F32 the rstd a recomputed norm writes (equal to the kept one)
 	dh, dxn    *tensor.Tensor // (N, C) F32 gradient of a norm's output, and of its input
-	do, dq     *tensor.Tensor // (N, Hq·D) h
-	dk, dv     *tensor.Tensor // (N, Hkv·D) h
+	dqkv       *tensor.Tensor // (N, Hq·D + 2·Hkv·D) h: the attention's dQ, dK, dV, laid out as the forward's qkv
+	do, dq     *tensor.Tensor // (N, Hq·D) h; dq is dqkv's first dense block (unpacked path)
+	dk, dv     *tensor.Tensor // (N, Hkv·D) h dense blocks of dqkv (unpacked path)
 	ds, dg, du *tensor.Tensor // (N, I) h; dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward
 	qf, kf     *tensor.Tensor // (N, Hq·D), (N, Hkv·D) F32: Qwen3's normed q/k before RoPE (and their gradients)
 }
@@ -75,9 +79,10 @@ func layoutLayerScratch(a *transformer.Arena, n int, cfg *Config, dt tensor.DTyp
 	s := layerScratch{
 		y: a.Take(dt, n, c), xn: a.Take(dt, n, c), rstd: a.Take(tensor.F32, n),
 		dh: a.Take(tensor.F32, n, c), dxn: a.Take(tensor.F32, n, c),
-		do: a.Take(dt, n, qd), dq: a.Take(dt, n, qd), dk: a.Take(dt, n, kvd), dv: a.Take(dt, n, kvd),
+		do: a.Take(dt, n, qd), dqkv: a.Take(dt, n, qd+2*kvd),
 		ds: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), du: a.Take(dt, n, inter),
 	}
+	s.dq, s.dk, s.dv = blocks(s.dqkv, n, qd, kvd)
 	if cfg.QKNorm {
 		s.qf, s.kf = a.Take(tensor.F32, n, qd), a.Take(tensor.F32, n, kvd)
 	}
@@ -88,10 +93,11 @@ func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt te
 	n, c, inter, qd, kvd := b*t, cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
 	l.c = layerCache{
 		rstd1: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
-		q: a.Take(dt, n, qd), k: a.Take(dt, n, kvd), v: a.Take(dt, n, kvd), o: a.Take(dt, n, qd),
+		qkv: a.Take(dt, n, qd+2*kvd), o: a.Take(dt, n, qd),
 		lse: a.Take(tensor.F32, b, l.Attn.Hq, t), x2: a.Take(tensor.F32, n, c),
 		g: a.Take(dt, n, inter), u: a.Take(dt, n, inter),
 	}
+	l.c.q, l.c.k, l.c.v = blocks(l.c.qkv, n, qd, kvd)
 	if l.Attn.QNorm != nil {
 		l.c.qpre, l.c.kpre = a.Take(dt, n, qd), a.Take(dt, n, kvd)
 		l.c.qrstd, l.c.krstd = a.Take(tensor.F32, n*l.Attn.Hq), a.Take(tensor.F32, n*l.Attn.Hkv)
@@ -126,6 +132,32 @@ func (l *DecoderLayer) Parameters() []transformer.NamedParameter {
 	return ps
 }
 
+// blocks returns the dense (n, qd), (n, kvd), (n, kvd) views one after another in buf.
+func blocks(buf *tensor.Tensor, n, qd, kvd int) (q, k, v *tensor.Tensor) {
+	view := func(off, c int) *tensor.Tensor {
+		t, err := buf.View(off, n, c)
+		if err != nil {
+			panic(err)
+		}
+		return t
+	}
+	return view(0, qd), view(n*qd, kvd), view(n*(qd+kvd), kvd)
+}
+
+// qkvStack returns q_proj, k_proj and v_proj as one transformer.LinearStack when the layer can run them packed
+// (plain Linears without biases and no Qwen3 q/k norm), else nil. The stack is kept (its joined weight view
+// is what the weight-cast cache knows) and rebuilt when a projection was replaced.
+func (l *DecoderLayer) qkvStack() *transformer.LinearStack {
+	at := &l.Attn
+	if at.QNorm != nil {
+		return nil
+	}
+	if !l.stack.Matches(at.Q, at.K, at.V) {
+		l.stack = transformer.NewLinearStack(at.Q, at.K, at.V)
+	}
+	return l.stack
+}
+
 // heads views a (N, H·D) projection buffer as the (B, H, T, D) attention operand it holds.
 func heads(t *tensor.Tensor, T, h, d int) tensor.AttnOperand {
 	return tensor.AttnOperand{T: t, StrideB: T * h * d, StrideH: d, StrideT: h * d}
@@ -140,15 +172,43 @@ func rows(x *tensor.Tensor, d int) *tensor.Tensor {
 	return v
 }
 
-// attnArgs returns the fused attention's arguments for this layer's buffers.
+// attnArgs returns the fused attention's arguments for this layer's buffers (the q, k, v layout of the last
+// forward).
 func (l *DecoderLayer) attnArgs(in *passInputs) tensor.AttentionArgs {
 	at, c, t := &l.Attn, &l.c, in.t
-	return tensor.AttentionArgs{
+	a := tensor.AttentionArgs{
 		B: in.b, Hq: at.Hq, Hkv: at.Hkv, Tq: t, Tk: t, D: at.D,
 		Q: heads(c.q, t, at.Hq, at.D), K: heads(c.k, t, at.Hkv, at.D), V: heads(c.v, t, at.Hkv, at.D),
 		O: heads(c.o, t, at.Hq, at.D), LSE: c.lse, Scale: float32(1 / sqrtf(float64(at.D))),
 		Mask: in.mask, Causal: true, Segments: in.segments,
 	}
+	if c.packed {
+		a.Q, a.K, a.V = l.packedHeads(c.qkv, t)
+	}
+	return a
+}
+
+// packedHeads views the q, k and v column blocks of a packed (N, Hq·D + 2·Hkv·D) buffer as attention operands.
+func (l *DecoderLayer) packedHeads(buf *tensor.Tensor, t int) (q, k, v tensor.AttnOperand) {
+	at := &l.Attn
+	qd, kvd := at.Hq*at.D, at.Hkv*at.D
+	ld := qd + 2*kvd
+	from := func(off int) *tensor.Tensor {
+		v, err := buf.View(off, buf.Numel()-off)
+		if err != nil {
+			panic(err)
+		}
+		return v
+	}
+	return transformer.RowHeads(buf, t, ld, at.D), transformer.RowHeads(from(qd), t, ld, at.D),
+		transformer.RowHeads(from(qd+kvd), t, ld, at.D)
+}
+
+// ropeQK rotates the q and k heads of a packed buffer (its first Hq + Hkv heads) in one RoPE call.
+func (l *DecoderLayer) ropeQK(bk tensor.Backend, in *passInputs, buf *tensor.Tensor, inverse bool) error {
+	at := &l.Attn
+	h := at.Hq + at.Hkv
+	return bk.RoPE(transformer.RowHeads(buf, in.t, (at.Hq+2*at.Hkv)*at.D, at.D), in.b, h, in.t, at.D, in.pos, in.cos, in.sin, inverse)
 }
 
 // project computes one of q or k: the projection, Qwen3's per-head norm, and RoPE, into dst (N, H·D) h.
@@ -175,6 +235,19 @@ func (l *DecoderLayer) project(p *transformer.Pass, sc *layerScratch, in *passIn
 	return bk.Cast(dst, f)
 }
 
+// projectQKV is the unpacked path of q, k and v: each projection (with Qwen3's norm and RoPE for q and k)
+// into its own dense buffer (k and v into kdst and vdst: the layer's, or a decode pass's cache rows).
+func (l *DecoderLayer) projectQKV(p *transformer.Pass, sc *layerScratch, in *passInputs, kdst, vdst, xh *tensor.Tensor) error {
+	c, at := &l.c, &l.Attn
+	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, xh, at.Hq); err != nil {
+		return err
+	}
+	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, kdst, xh, at.Hkv); err != nil {
+		return err
+	}
+	return at.V.Forward(p, vdst, xh)
+}
+
 // layerKV is a decode pass's view of one layer's key/value cache (transformer.KVCache): k_proj and v_proj
 // (after RoPE) write the new positions' rows, and attention reads every cached position.
 type layerKV struct {
@@ -199,13 +272,17 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	if err := l.InputNorm.Forward(p, xh, c.rstd1, x); err != nil {
 		return err
 	}
-	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, xh, at.Hq); err != nil {
-		return err
-	}
-	if err := l.project(p, sc, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, kdst, xh, at.Hkv); err != nil {
-		return err
-	}
-	if err := at.V.Forward(p, vdst, xh); err != nil {
+	c.packed = false
+	if st := l.qkvStack(); st != nil && kv == nil {
+		// q, k, v as one packed projection, q and k rotated in one call
+		c.packed = true
+		if err := st.Forward(p, c.qkv, xh); err != nil {
+			return err
+		}
+		if err := l.ropeQK(bk, in, c.qkv, false); err != nil {
+			return err
+		}
+	} else if err := l.projectQKV(p, sc, in, kdst, vdst, xh); err != nil {
 		return err
 	}
 	args := l.attnArgs(in)
@@ -310,6 +387,9 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	a := tensor.AttentionBackwardArgs{AttentionArgs: l.attnArgs(in)}
 	a.DO = heads(sc.do, in.t, at.Hq, at.D)
 	a.DQ, a.DK, a.DV = heads(sc.dq, in.t, at.Hq, at.D), heads(sc.dk, in.t, at.Hkv, at.D), heads(sc.dv, in.t, at.Hkv, at.D)
+	if c.packed {
+		a.DQ, a.DK, a.DV = l.packedHeads(sc.dqkv, in.t)
+	}
 	if err := bk.AttentionBackward(a); err != nil {
 		return err
 	}
@@ -317,19 +397,33 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err := l.InputNorm.Forward(p, xh, sc.rstd, x); err != nil {
 		return err
 	}
-	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, xh, sc.dh, at.Hq, false); err != nil {
-		return err
-	}
-	if err := l.unproject(p, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, sc.dk, xh, sc.dh, at.Hkv, true); err != nil {
-		return err
-	}
-	if err := at.V.Backward(p, sc.dh, sc.dv, xh, true); err != nil {
+	if c.packed {
+		if err := l.ropeQK(bk, in, sc.dqkv, true); err != nil {
+			return err
+		}
+		if err := l.stack.Backward(p, sc.dh, sc.dqkv, xh, false); err != nil {
+			return err
+		}
+	} else if err := l.unprojectQKV(p, sc, in, xh); err != nil {
 		return err
 	}
 	if err := l.InputNorm.Backward(p, sc.dxn, sc.dh, x, c.rstd1); err != nil {
 		return err
 	}
 	return bk.Axpy(grad, sc.dxn, 1) // grad = d(x)
+}
+
+// unprojectQKV is projectQKV's backward: the gradients of q, k, v (sc.dq, sc.dk, sc.dv) through RoPE, the
+// norms and the projections into sc.dh.
+func (l *DecoderLayer) unprojectQKV(p *transformer.Pass, sc *layerScratch, in *passInputs, xh *tensor.Tensor) error {
+	c, at := &l.c, &l.Attn
+	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, xh, sc.dh, at.Hq, false); err != nil {
+		return err
+	}
+	if err := l.unproject(p, in, at.K, at.KNorm, c.kpre, c.krstd, sc.kf, sc.dk, xh, sc.dh, at.Hkv, true); err != nil {
+		return err
+	}
+	return at.V.Backward(p, sc.dh, sc.dv, xh, true)
 }
 
 // castGrad returns the residual gradient g (N, C) F32 as the GEMM dtype's dst, as autograd rounds the gradient

@@ -1,0 +1,140 @@
+package transformer
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/cpu"
+)
+
+// TestLinearStack: a stack of three Linears gives the outputs, input gradient and weight gradients of its
+// parts run one by one, both joined (packed adjacent, one GEMM each) and not (a part's weight elsewhere:
+// one GEMM per part into strided rows), under FP32 and BF16 autocast; a biased or LoRA-like part gives no
+// stack.
+func TestLinearStack(t *testing.T) {
+	b := cpu.New()
+	const n, in = 5, 8
+	outs := []int{6, 2, 2}
+	rng := rand.New(rand.NewPCG(1, 2))
+	upload := func(x *tensor.Tensor) {
+		v := make([]float32, x.Numel())
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+		if err := b.Upload(x, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	download := func(x *tensor.Tensor) []float32 {
+		v := make([]float32, x.Numel())
+		if err := b.Download(v, x); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, joined := range []bool{true, false} {
+		for _, pol := range []amp.Policy{amp.FP32, amp.BF16} {
+			var parts []Projection
+			var list []NamedParameter
+			for i, o := range outs {
+				l, err := NewLinear(b, in, o, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				upload(l.Weight.Value)
+				parts = append(parts, l)
+				list = append(list, NamedParameter{Name: "p" + string(rune('0'+i)) + ".weight", Param: l.Weight})
+				if !joined && i == 0 { // a parameter between the first two parts breaks adjacency
+					gap, _ := NewLinear(b, 1, 1, false)
+					list = append(list, NamedParameter{Name: "gap.weight", Param: gap.Weight})
+				}
+			}
+			g := ParamGroups{B: b}
+			if err := g.Pack(list); err != nil {
+				t.Fatal(err)
+			}
+			s := NewLinearStack(parts...)
+			if s == nil || !s.Matches(parts...) || s.Out() != 10 {
+				t.Fatalf("NewLinearStack = %v", s)
+			}
+			if got := s.weights() != nil && s.grads() != nil; got != joined {
+				t.Fatalf("joined = %v, want %v", got, joined)
+			}
+			dt := pol.GemmDType()
+			p := &Pass{Backend: b, Policy: pol, Train: true}
+			if dt != tensor.F32 {
+				p.Cache = amp.NewWeightCache(b, dt)
+			}
+			x, _ := b.Alloc(dt, n, in)
+			dy, _ := b.Alloc(dt, n, 10)
+			upload(x)
+			upload(dy)
+			y, _ := b.Alloc(dt, n, 10)
+			dx, _ := b.Alloc(tensor.F32, n, in)
+			if err := s.Forward(p, y, x); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Backward(p, dx, dy, x, false); err != nil {
+				t.Fatal(err)
+			}
+			gotY, gotDX := download(y), download(dx)
+			var gotG [][]float32
+			for _, l := range s.Parts {
+				gotG = append(gotG, download(l.Weight.Grad))
+				if err := b.Fill(l.Weight.Grad, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// the parts one by one, into dense buffers
+			dyh := download(dy)
+			off := 0
+			wantDX, _ := b.Alloc(tensor.F32, n, in)
+			for i, l := range s.Parts {
+				yi, _ := b.Alloc(dt, n, l.Out)
+				dyi, _ := b.Alloc(dt, n, l.Out)
+				col := make([]float32, n*l.Out)
+				for r := range n {
+					copy(col[r*l.Out:(r+1)*l.Out], dyh[r*10+off:r*10+off+l.Out])
+				}
+				if err := b.Upload(dyi, col); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Forward(p, yi, x); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Backward(p, wantDX, dyi, x, i > 0); err != nil {
+					t.Fatal(err)
+				}
+				want := download(yi)
+				for r := range n {
+					for c := range l.Out {
+						if g, w := gotY[r*10+off+c], want[r*l.Out+c]; g != w {
+							t.Fatalf("joined %v %v: out[%d, %d] = %v, want %v", joined, pol, r, off+c, g, w)
+						}
+					}
+				}
+				closeTo(t, "weight grad", gotG[i], download(l.Weight.Grad))
+				off += l.Out
+			}
+			closeTo(t, "input grad", gotDX, download(wantDX))
+		}
+	}
+	biased, _ := NewLinear(b, 4, 4, true)
+	plain, _ := NewLinear(b, 4, 4, false)
+	if NewLinearStack(plain, biased) != nil || NewLinearStack() != nil {
+		t.Error("a stack with a biased part or no parts")
+	}
+}
+
+// closeTo fails unless got equals want within FP32 summation-order rounding.
+func closeTo(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if d := math.Abs(float64(got[i] - want[i])); d > 1e-5*(1+math.Abs(float64(want[i]))) {
+			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+		}
+	}
+}
