@@ -1,6 +1,8 @@
 package transformer
 
 import (
+	"errors"
+
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -34,7 +36,8 @@ type layerCache struct {
 	rstd1     *tensor.Tensor // (N) F32
 	a         *tensor.Tensor // (N, C) F32 attention block output; shared scratch under autocast (ah is kept)
 	ah        *tensor.Tensor // (N, C) h a cast for intermediate.dense; nil under FP32
-	u         *tensor.Tensor // (N, I) h intermediate.dense output, the GELU input
+	u         *tensor.Tensor // (N, I) h intermediate.dense output, the GELU input; shared scratch when recomputed
+	uShared   bool           // u is not kept: backward recomputes it from aIn into the scratch g (keepPlan)
 	r2        *tensor.Tensor // (N, C) F32 dropout(dense_2(g)) + a
 	mean2     *tensor.Tensor // (N) F32
 	rstd2     *tensor.Tensor // (N) F32
@@ -62,6 +65,62 @@ type layerScratch struct {
 	outs    [2]*tensor.Tensor // (N, C) F32 layer outputs under autocast, alternating: the next layer reads
 	// one as its input while writing the other, and backward reads only the half copy xh
 	turn int // the next layer's index into outs during layout
+	// xh and ah are the (N, C) half GEMM inputs of the layers whose backward does not read them (keepPlan),
+	// a32 the (N, C) F32 block output a of such layers under FP32; each nil until a layer needs it.
+	xh, ah, a32 *tensor.Tensor
+}
+
+// ffnRecomputeBytes is the size of a layer's (N, I) pre-activation u from which a frozen feed-forward block
+// keeps its input instead (keepPlan): a quarter of the bytes, for one more intermediate.dense GEMM in backward.
+// Below it (BERT-base at 32×128: 24 MiB a layer) the GEMM's cost outweighs the memory.
+var ffnRecomputeBytes int64 = 64 << 20
+
+// keepAll makes every layer keep all its inputs and u (the layout before keepPlan), for the tests that compare
+// the two layouts bit for bit.
+var keepAll bool
+
+// keepPlan is what a layer keeps for its backward beyond what every layer keeps: its half input xh (read by
+// the Q/K/V weight gradients and adapters), its block output a (intermediate.dense's input), and u.
+type keepPlan struct {
+	x, a bool // keep xh (the F32 x under FP32 is the previous layer's output) and ah (a under FP32)
+	// recomputeU: the feed-forward block is frozen (both dense layers plain Linears without a trainable
+	// weight: no one reads g, so the scratch g is free in backward) and u is at least ffnRecomputeBytes, so the
+	// layer keeps a (ah) instead of u and backward recomputes u = intermediate.dense(a) — the same GEMM on the
+	// same operands, so the same bits.
+	recomputeU bool
+}
+
+// readsInput reports whether p's Backward reads the forward's input: a plain Linear only for its weight
+// gradient, any other projection (a LoRA wrapper: its adapter's gradients) always.
+func readsInput(p Projection) bool {
+	if l, ok := p.(*Linear); ok {
+		return l.Weight.Grad != nil
+	}
+	return true
+}
+
+// keepPlan returns what the layer keeps for an n-row pass in GEMM dtype dt, from its projections' current
+// trainability (a re-pack after SetTrainable or ReplaceProjections re-carves the arena).
+func (l *Layer) keepPlan(n int, dt tensor.DType) keepPlan {
+	if keepAll {
+		return keepPlan{x: true, a: true}
+	}
+	at := l.Attention
+	k := keepPlan{x: readsInput(at.Query) || readsInput(at.Key) || readsInput(at.Value), a: readsInput(l.Intermediate)}
+	inter, ok1 := l.Intermediate.(*Linear)
+	out, ok2 := l.Output.(*Linear)
+	k.recomputeU = ok1 && ok2 && inter.Weight.Grad == nil && out.Weight.Grad == nil &&
+		int64(n)*int64(inter.Out)*int64(dt.Size()) >= ffnRecomputeBytes
+	k.a = k.a || k.recomputeU
+	return k
+}
+
+// shared returns *t, taking an (n, c) buffer of dt into it first when it is nil.
+func shared(a *Arena, t **tensor.Tensor, dt tensor.DType, n, c int) *tensor.Tensor {
+	if *t == nil {
+		*t = a.Take(dt, n, c)
+	}
+	return *t
 }
 
 func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt tensor.DType) layerScratch {
@@ -85,23 +144,44 @@ func layoutLayerScratch(a *Arena, impl string, b, t, c, inter, heads int, dt ten
 // What backward reads is kept per layer; the rest is shared: the GELU output g is recomputed from u before
 // output.dense's backward (one elementwise pass instead of an (N, I) buffer per layer), and under autocast the
 // F32 block output a and layer output are not read by backward (the GEMMs' half copies ah and the next layer's
-// xh are), so every layer writes a into one scratch and the outputs alternate between two buffers.
+// xh are), so every layer writes a into one scratch and the outputs alternate between two buffers. A GEMM
+// input whose weight gradient no one computes (a frozen projection, as with LoRA) is shared scratch too, and
+// a large frozen feed-forward block keeps its input instead of u (keepPlan).
 //
 // With out set (gradient checkpointing, LayoutLayers) the layer writes its output there instead, a buffer of
 // its own that the next layer reads as input and Recompute starts from.
 func (l *Layer) layout(a *Arena, sc *layerScratch, out *tensor.Tensor, impl string, b, t int, dt tensor.DType) {
 	n, c, inter := b*t, l.AttnNorm.C, l.Intermediate.Base().Out
+	k := l.keepPlan(n, dt)
 	l.c = layerCache{
-		xh: takeIfCast(a, dt, tensor.F32, n, c), ctx: a.Take(dt, n, c),
-		r1: a.Take(tensor.F32, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
-		a: sc.a, ah: takeIfCast(a, dt, tensor.F32, n, c),
-		u:  a.Take(dt, n, inter),
+		ctx: a.Take(dt, n, c),
+		r1:  a.Take(tensor.F32, n, c), mean1: a.Take(tensor.F32, n), rstd1: a.Take(tensor.F32, n),
+		a:  sc.a,
 		r2: a.Take(tensor.F32, n, c), mean2: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
-		out: sc.outs[sc.turn%2],
+		out: sc.outs[sc.turn%2], uShared: k.recomputeU,
 	}
 	sc.turn++
+	if dt != tensor.F32 {
+		if k.x {
+			l.c.xh = a.Take(dt, n, c)
+		} else {
+			l.c.xh = shared(a, &sc.xh, dt, n, c)
+		}
+		if k.a {
+			l.c.ah = a.Take(dt, n, c)
+		} else {
+			l.c.ah = shared(a, &sc.ah, dt, n, c)
+		}
+	}
+	if l.c.u = sc.dg; !k.recomputeU { // recomputed: the forward's u lives in dg, which backward fills later
+		l.c.u = a.Take(dt, n, inter)
+	}
 	if dt == tensor.F32 { // the GEMMs read a and the layer output themselves: keep them
-		l.c.a = a.Take(tensor.F32, n, c)
+		if k.a {
+			l.c.a = a.Take(tensor.F32, n, c)
+		} else {
+			l.c.a = shared(a, &sc.a32, tensor.F32, n, c)
+		}
 		if out == nil {
 			l.c.out = a.Take(tensor.F32, n, c)
 		}
@@ -200,6 +280,18 @@ func (l *Layer) Recompute(p *Pass, sc *layerScratch, b, t int) error {
 // input copy (ResidualLayerNorm's OutHalf: the bits of the Cast it replaces), so within a pass the layers'
 // Forwards must run in order, each on the previous one's output, as an encoder runs them.
 func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, impl string, b, t int, dt tensor.DType) {
+	for _, l := range layers { // the shared inputs of layers that do not keep theirs, outside any overlay
+		n, c, k := b*t, l.AttnNorm.C, l.keepPlan(b*t, dt)
+		if dt == tensor.F32 && !k.a {
+			shared(a, &sc.a32, dt, n, c)
+		}
+		if dt != tensor.F32 && !k.x {
+			shared(a, &sc.xh, dt, n, c)
+		}
+		if dt != tensor.F32 && !k.a {
+			shared(a, &sc.ah, dt, n, c)
+		}
+	}
 	if !checkpoint {
 		for _, l := range layers {
 			l.layout(a, sc, nil, impl, b, t, dt)
@@ -269,7 +361,16 @@ func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor) er
 		if interLinear && inter.Bias != nil && inter.Bias.Grad != nil {
 			dbias = inter.Bias.Grad
 		}
-		if err := bk.GELUBackwardRecompute(sc.dg, g, dbias, sc.dg, c.u); err != nil {
+		u := c.u
+		if c.uShared { // the frozen block kept its input: u again, into the scratch g (no one reads g here)
+			if u = sc.g; g != nil {
+				return errors.New("transformer: internal error: u recomputed into the scratch g that output.dense's weight gradient reads")
+			}
+			if err := inter.Forward(p, u, c.aIn); err != nil {
+				return err
+			}
+		}
+		if err := bk.GELUBackwardRecompute(sc.dg, g, dbias, sc.dg, u); err != nil {
 			return err
 		}
 		if err := out.backwardParams(p, dy, sc.g); err != nil {
