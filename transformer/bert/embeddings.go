@@ -25,14 +25,15 @@ type Embeddings struct {
 
 // embeddingsCache holds the activations of one pass (views of the step arena).
 type embeddingsCache struct {
-	sum      *tensor.Tensor // (N, C) F32 word + type + position, the transformer.LayerNorm input
-	tmp      *tensor.Tensor // (N, C) F32 one looked-up table at a time
-	normed   *tensor.Tensor // (N, C) F32 transformer.LayerNorm output
+	sum      *tensor.Tensor // (N, C) F32 word + type + position, the transformer.LayerNorm input (kept when trained)
+	tmp      *tensor.Tensor // (N, C) F32 one looked-up table at a time; in backward the gradient of sum
+	normed   *tensor.Tensor // (N, C) F32 transformer.LayerNorm output, the dropout's input when it drops
 	mean     *tensor.Tensor // (N) F32
 	rstd     *tensor.Tensor // (N) F32
-	dropped  *tensor.Tensor // (N, C) F32 dropout output; the forward returns normed when dropout is off
+	dropped  *tensor.Tensor // (N, C) F32 the output (the dropout's, or the LayerNorm's when none drops); nil without dropout
 	dropOff  uint64
 	dropUsed bool
+	train    bool // some parameter of the embeddings trains: Backward runs (layout time)
 }
 
 // Parameters lists the embeddings' parameters as BertEmbeddings names them.
@@ -46,14 +47,23 @@ func (e *Embeddings) Parameters() []transformer.NamedParameter {
 	}
 }
 
-// layout takes the pass buffers for n = B·T tokens of width c.
-func (e *Embeddings) layout(a *transformer.Arena, n, c int) {
-	e.c = embeddingsCache{
-		sum: a.Take(tensor.F32, n, c), tmp: a.Take(tensor.F32, n, c), normed: a.Take(tensor.F32, n, c),
-		mean: a.Take(tensor.F32, n), rstd: a.Take(tensor.F32, n),
+// layout takes the pass buffers for n = B·T tokens of width c. g0 and g1 are (N, C) F32 gradient buffers the
+// model uses only in backward: the forward's scratch lives there (the looked-up tables, the LayerNorm output
+// that the dropout reads), and the LayerNorm input too when no parameter of the embeddings trains (frozen, as
+// with LoRA: Backward has nothing to do, and the input is read by no one). Only the output stays (and the
+// LayerNorm input while it is trained).
+func (e *Embeddings) layout(a *transformer.Arena, n, c int, g0, g1 *tensor.Tensor) {
+	e.c = embeddingsCache{sum: g0, tmp: g1, normed: g1, mean: a.Take(tensor.F32, n), rstd: a.Take(tensor.F32, n)}
+	for _, np := range e.Parameters() {
+		e.c.train = e.c.train || np.Param.Grad != nil
+	}
+	if e.c.train {
+		e.c.sum = a.Take(tensor.F32, n, c)
 	}
 	if e.Dropout > 0 {
 		e.c.dropped = a.Take(tensor.F32, n, c)
+	} else {
+		e.c.normed = a.Take(tensor.F32, n, c)
 	}
 }
 
@@ -76,12 +86,16 @@ func (e *Embeddings) Forward(p *transformer.Pass, ids, typeIDs, posIDs *tensor.T
 	if err := b.Add(c.sum, c.sum, c.tmp); err != nil {
 		return nil, err
 	}
-	if err := e.Norm.Forward(p, c.normed, c.mean, c.rstd, c.sum); err != nil {
+	c.dropUsed = p.DropoutActive(e.Dropout)
+	out := c.normed
+	if c.dropped != nil && !c.dropUsed { // normed is scratch: the LayerNorm writes the output itself
+		out = c.dropped
+	}
+	if err := e.Norm.Forward(p, out, c.mean, c.rstd, c.sum); err != nil {
 		return nil, err
 	}
-	c.dropUsed = p.DropoutActive(e.Dropout)
 	if !c.dropUsed {
-		return c.normed, nil
+		return out, nil
 	}
 	var err error
 	c.dropOff, err = p.Dropout(c.dropped, c.normed, e.Dropout)
@@ -89,9 +103,13 @@ func (e *Embeddings) Forward(p *transformer.Pass, ids, typeIDs, posIDs *tensor.T
 }
 
 // Backward consumes dout (N, C) F32, the gradient of Forward's output (overwritten: it is used as scratch), and
-// accumulates (+=) the gradients of the trainable tables and LayerNorm parameters.
+// accumulates (+=) the gradients of the trainable tables and LayerNorm parameters; with none trainable it does
+// nothing. The g1 of layout must not hold anything Backward's caller still needs.
 func (e *Embeddings) Backward(p *transformer.Pass, dout, ids, typeIDs, posIDs *tensor.Tensor) error {
 	b, c := p.Backend, &e.c
+	if !c.train { // every parameter frozen: no gradient to form (and the LayerNorm input was not kept)
+		return nil
+	}
 	if c.dropUsed {
 		if err := b.DropoutBackward(dout, dout, e.Dropout, p.Seed, c.dropOff); err != nil {
 			return err

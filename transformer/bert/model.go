@@ -173,7 +173,7 @@ func (m *BertForSequenceClassification) layout(a *transformer.Arena, key carveKe
 		mask: a.Take(tensor.F32, b, t), labels: a.Take(tensor.I64, b), targets: a.Take(tensor.F32, b),
 		losses: a.Take(tensor.F32, b), g0: a.Take(tensor.F32, n, c), g1: a.Take(tensor.F32, n, c),
 	}
-	m.Embeddings.layout(a, n, c)
+	m.Embeddings.layout(a, n, c, m.act.g0, m.act.g1)
 	m.sc = transformer.LayoutLayerScratch(a, key.impl, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
 	transformer.LayoutLayers(a, &m.sc, m.Layers, m.ckpt, key.impl, b, t, dt)
 	m.Pooler.layout(a, b, c, dt)
