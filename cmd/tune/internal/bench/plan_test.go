@@ -208,3 +208,42 @@ func TestPlanAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanBERTBase64x512 pins the memory plan of the targets' configuration, BERT-base at 64×512 (issues 12 and
+// 13: on the H200 full BF16 ≤ 12 GiB, LoRA r=8 ≤ 8 GiB, full with gradient checkpointing ≤ 6 GiB, FP32 ≤ 1.1×
+// PyTorch's 20.51 GiB; the measured peak adds the CUDA ops' scratch, the cuBLASLt workspace and 2 MiB
+// rounding): no T×T buffer, and no plan larger than it was when these bounds were set (a regression in what the
+// arena keeps fails here).
+func TestPlanBERTBase64x512(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		name   string
+		policy amp.Policy
+		lora   bool
+		ckpt   bool
+		most   float64 // GiB
+	}{
+		{"bf16 full", amp.BF16, false, false, 11.24},
+		{"bf16 LoRA r=8", amp.BF16, true, false, 7.39},
+		{"bf16 full, gradient checkpointing", amp.BF16, false, true, 4.68},
+		{"bf16 LoRA r=8, gradient checkpointing", amp.BF16, true, true, 3.0},
+		{"fp32 full", amp.FP32, false, false, 17.04},
+		{"fp32 LoRA r=8", amp.FP32, true, false, 11.27},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := DefaultSpec()
+			s.Batch, s.Seq, s.Policy, s.GradientCheckpointing = 64, 512, tc.policy, tc.ckpt
+			if tc.lora {
+				c := LoRAConfig(8, []string{"query", "value"})
+				s.LoRA = &c
+			}
+			plan, err := Plan(cpu.New(), s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := float64(plan.Total()) / gib; got > tc.most || plan.Quadratic != 0 || plan.Attention != "sdpa" {
+				t.Errorf("plan %.3f GiB (at most %.2f), %d bytes of T×T buffers, attention %s; largest %v", got, tc.most, plan.Quadratic, plan.Attention, plan.Largest)
+			}
+		})
+	}
+}
