@@ -23,3 +23,11 @@ func (l *Layer) Layout(a *Arena, sc *LayerScratch, impl string, b, t int, dt ten
 func (p *Pass) Notify(module string, grad bool, t *tensor.Tensor) error {
 	return p.observe(module, grad, t)
 }
+
+// AlternateOutputs returns the two (N, C) F32 buffers the layers' outputs alternate between under autocast
+// (nil under FP32). Without gradient checkpointing nothing reads them once the last layer's output has been
+// consumed in the forward, so a model may use them for its backward's gradients; with checkpointing
+// (LayoutLayers) they hold kept layer outputs.
+func (sc *LayerScratch) AlternateOutputs() (*tensor.Tensor, *tensor.Tensor) {
+	return sc.outs[0], sc.outs[1]
+}

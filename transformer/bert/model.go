@@ -51,7 +51,7 @@ type activations struct {
 	labels          *tensor.Tensor // (B) I64 class labels (−100: ignored)
 	targets         *tensor.Tensor // (B) F32 regression targets
 	losses          *tensor.Tensor // (B) F32 per-row losses
-	g0, g1          *tensor.Tensor // (N, C) F32 ping-pong gradients of the hidden states
+	g0, g1          *tensor.Tensor // (N, C) F32 ping-pong gradients of the hidden states (forward scratch of the embeddings)
 }
 
 // hostBuffers are reused host-side staging slices (grown, never shrunk).
@@ -171,10 +171,15 @@ func (m *BertForSequenceClassification) layout(a *transformer.Arena, key carveKe
 	m.act = activations{
 		ids: a.Take(tensor.I32, n), types: a.Take(tensor.I32, n), pos: a.Take(tensor.I32, n),
 		mask: a.Take(tensor.F32, b, t), labels: a.Take(tensor.I64, b), targets: a.Take(tensor.F32, b),
-		losses: a.Take(tensor.F32, b), g0: a.Take(tensor.F32, n, c), g1: a.Take(tensor.F32, n, c),
+		losses: a.Take(tensor.F32, b),
+	}
+	m.sc = transformer.LayoutLayerScratch(a, key.impl, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
+	// The gradients are the layers' alternating outputs under autocast, dead once the pooler has read the last
+	// one (with checkpointing they are kept layer outputs, and under FP32 there are none).
+	if m.act.g0, m.act.g1 = m.sc.AlternateOutputs(); m.ckpt || m.act.g0 == nil {
+		m.act.g0, m.act.g1 = a.Take(tensor.F32, n, c), a.Take(tensor.F32, n, c)
 	}
 	m.Embeddings.layout(a, n, c, m.act.g0, m.act.g1)
-	m.sc = transformer.LayoutLayerScratch(a, key.impl, b, t, c, m.Config.IntermediateSize, m.Config.NumAttentionHeads, dt)
 	transformer.LayoutLayers(a, &m.sc, m.Layers, m.ckpt, key.impl, b, t, dt)
 	m.Pooler.layout(a, b, c, dt)
 	m.Head.layout(a, b, c, m.Config.NumLabels(), dt)
