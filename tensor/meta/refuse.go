@@ -3,8 +3,9 @@ package meta
 import "github.com/tune-ml/tune/tensor"
 
 // refusing implements every compute op of tensor.Backend by returning ErrMeta in an *tensor.OpError naming
-// the op: a meta tensor has no values to compute with.
-type refusing struct{}
+// the op: a meta tensor has no values to compute with. The embedded interface is nil: it only lets an op added
+// to tensor.Backend later compile here before it is written out (calling it panics, which bench.Plan reports).
+type refusing struct{ tensor.Backend }
 
 func refuse(op string) error { return &tensor.OpError{Op: op, Err: ErrMeta} }
 
