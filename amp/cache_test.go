@@ -145,3 +145,71 @@ func TestWeightCacheRejectsHalfMaster(t *testing.T) {
 		}
 	})
 }
+
+// TestWeightCacheFlat: with a flat buffer registered, its aligned weights share one half copy cast once per
+// step whatever their number, hold the values per-weight copies would, and come back as the same views;
+// a weight at an unaligned offset, and one outside the buffer, get copies of their own; registering
+// another buffer serves from it.
+func TestWeightCacheFlat(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		vals := make([]float32, 40)
+		for i := range vals {
+			vals[i] = 1 + float32(i)/3 // not exact in half
+		}
+		flat := tensortest.Upload(t, b, tensor.F32, vals, 40)
+		view := func(off int, shape ...int) *tensor.Tensor {
+			v, err := flat.View(off, shape...)
+			must(t, err)
+			return v
+		}
+		w1, w2, w3 := view(0, 2, 4), view(8, 16), view(27, 3) // w3 unaligned
+		other := tensortest.Upload(t, b, tensor.F32, vals[:5], 5)
+		cb := &castCounter{Backend: b}
+		c := NewWeightCache(cb, tensor.BF16)
+		defer c.Free()
+		c.SetFlat(flat)
+		ref := NewWeightCache(b, tensor.BF16)
+		defer ref.Free()
+		for step := 1; step <= 2; step++ {
+			before := cb.casts
+			var first *tensor.Tensor
+			for range 3 {
+				for i, w := range []*tensor.Tensor{w1, w2, w3, other} {
+					h, err := c.Get(w)
+					must(t, err)
+					want, err := ref.Get(w)
+					must(t, err)
+					if !slices.Equal(tensortest.Download(t, b, h), tensortest.Download(t, b, want)) || !h.Shape.Equal(w.Shape) {
+						t.Fatalf("weight %d: flat copy differs from its own cast", i)
+					}
+					if i == 0 && first == nil {
+						first = h
+					} else if i == 0 && h != first {
+						t.Fatal("Get returned a different view for the same weight")
+					}
+				}
+			}
+			if got := cb.casts - before; got != 3 { // the flat buffer, w3, other
+				t.Fatalf("step %d: %d casts, want 3", step, got)
+			}
+			c.Invalidate()
+			ref.Invalidate()
+		}
+		moved := tensortest.Upload(t, b, tensor.F32, vals, 40)
+		c.SetFlat(moved)
+		w, err := moved.View(8, 16)
+		must(t, err)
+		h, err := c.Get(w)
+		must(t, err)
+		if h.Buf == nil || !slices.Equal(tensortest.Download(t, b, h), tensortest.Download(t, b, mustGet(t, ref, w2))) {
+			t.Fatal("after SetFlat of another buffer the view does not hold its weight")
+		}
+	})
+}
+
+func mustGet(t *testing.T, c *WeightCache, w *tensor.Tensor) *tensor.Tensor {
+	t.Helper()
+	h, err := c.Get(w)
+	must(t, err)
+	return h
+}

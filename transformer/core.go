@@ -64,6 +64,7 @@ func (c *ModelCore) SetPolicy(p amp.Policy) {
 	}
 	if p.Enabled {
 		c.cache = amp.NewWeightCache(c.b, p.DType)
+		c.cache.SetFlat(c.castSpan()) // the trainable projections' casts are one Cast
 	}
 	c.changed()
 }
@@ -89,6 +90,7 @@ func (c *ModelCore) Pack() error {
 		return err
 	}
 	if c.cache != nil {
+		c.cache.SetFlat(c.castSpan())
 		c.cache.Invalidate()
 	}
 	return nil
@@ -96,11 +98,62 @@ func (c *ModelCore) Pack() error {
 
 // FreeParameters releases the flat parameter buffers (a model whose load failed).
 func (c *ModelCore) FreeParameters() {
+	if c.cache != nil {
+		c.cache.SetFlat(nil)
+	}
 	c.b.Free(c.groups.Train)
 	c.b.Free(c.groups.Grads)
 	c.b.Free(c.groups.Frozen)
 	c.b.Free(c.groups.Half)
 	c.groups.Train, c.groups.Grads, c.groups.Frozen, c.groups.Half = nil, nil, nil, nil
+}
+
+// castSpan returns the view of the trainable buffer from the first to the end of the last trainable
+// parameter of a projection slot (a Linear's weight and bias, a LoRA wrapper's adapters: the parameters
+// read through Pass.Weight by GEMMs), which the weight-cast cache casts as one copy (amp.WeightCache.SetFlat);
+// nil when there is none. Embeddings before the first layer stay outside it (a tied LM head's table gets a
+// copy of its own); norms between projections are inside, a few elements each.
+func (c *ModelCore) castSpan() *tensor.Tensor {
+	t := c.groups.Train
+	if t == nil {
+		return nil
+	}
+	lo, hi := -1, -1
+	for _, s := range c.slots() {
+		if s.Proj == nil || *s.Proj == nil {
+			continue
+		}
+		for _, np := range (*s.Proj).Parameters() {
+			v := np.Param.Value
+			if np.Param.Grad == nil || v.Buf != t.Buf {
+				continue
+			}
+			if off := v.Offset - t.Offset; lo < 0 || off < lo {
+				lo = off
+			}
+			if end := v.Offset - t.Offset + v.Numel(); end > hi {
+				hi = end
+			}
+		}
+	}
+	if lo < 0 {
+		return nil
+	}
+	v, err := t.View(lo, hi-lo)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+// WeightCastSpan returns the elements of the trainable parameters the weight-cast cache casts as one copy
+// under autocast (the span of the projections' trainable parameters in the flat buffer; 0 for none), for
+// a memory plan.
+func (c *ModelCore) WeightCastSpan() int {
+	if v := c.castSpan(); v != nil {
+		return v.Numel()
+	}
+	return 0
 }
 
 // storable returns the parameters StoreFrozenIn may keep in half: the weights and biases of every projection

@@ -34,9 +34,11 @@ type MemoryPlan struct {
 	// transformer.AttnChoice), and Largest the arena's largest buffers, biggest first.
 	Attention string               `json:"attention"`
 	Largest   []ArenaBufferSummary `json:"largest"`
-	// WeightCache is the autocast copies of the FP32 projection weights and biases (2 bytes per parameter under
-	// FP16/BF16, 0 in FP32): the trainable ones and LoRA's adapters; frozen ones stored in half need none. They
-	// are allocated by the first Forward, so this is computed, not measured.
+	// WeightCache is the autocast copies of the FP32 weights (2 bytes per parameter under FP16/BF16, 0 in
+	// FP32): one copy of the span of the trainable projections' parameters (LoRA's adapters included; the
+	// norms between them too), plus the frozen FP32 projection weights and biases and the LM head's weight;
+	// frozen ones stored in half need none. They are allocated by the first Forward, so this is computed,
+	// not measured.
 	WeightCache int64 `json:"weight_cache"`
 }
 
@@ -126,21 +128,26 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	}
 	plan.Largest = largest(bufs, 12)
 	if s.Policy.Enabled {
+		// The trainable projections' parameters are cast as one copy of their span in the flat buffer
+		// (amp.WeightCache.SetFlat); frozen FP32 projection weights (not stored in half) and the LM head's
+		// weight get copies of their own.
+		half := int64(s.Policy.DType.Size())
+		if sp, ok := base.(interface{ WeightCastSpan() int }); ok {
+			plan.WeightCache = half * int64(sp.WeightCastSpan())
+		}
 		projs, err := Projections(m, 1, 1)
 		if err != nil {
 			return plan, err
 		}
-		half := int64(s.Policy.DType.Size())
 		stored := m.FrozenDType() != tensor.F32
 		for _, p := range projs {
-			if !stored || p.TrainWeight {
+			if !stored && !p.TrainWeight {
 				n := p.In * p.Out
 				if p.Bias {
 					n += p.Out
 				}
 				plan.WeightCache += half * int64(n)
 			}
-			plan.WeightCache += half * int64(p.LoRARank*(p.In+p.Out))
 		}
 		if s.Decoder != nil { // the LM head's weight (the embedding table when tied) is cast too
 			plan.WeightCache += half * int64(s.Decoder.VocabSize*s.Decoder.HiddenSize)
