@@ -30,6 +30,10 @@ type MemoryPlan struct {
 	// (attention scores and probabilities of the eager path); 0 on the default sdpa path. When the head
 	// size equals T the eager path's (B, H, T, D) heads are counted too.
 	Quadratic int64 `json:"quadratic"`
+	// DropoutBits is the part of Activations held in the fused attention's dropout keep bits
+	// (tensor.AttentionArgs.KeepBits, (B, H, T, ⌈T/64⌉·2) I32 per layer with attention dropout): one bit per
+	// score, T²/8 bytes per head and sequence — growing with T² like Quadratic, at 1/32 of an F32 score.
+	DropoutBits int64 `json:"dropout_bits"`
 	// Attention is the attention implementation the plan is for ("sdpa" or "eager"; see
 	// transformer.AttnChoice), and Largest the arena's largest buffers, biggest first.
 	Attention string               `json:"attention"`
@@ -122,8 +126,12 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	}
 	bufs = slices.DeleteFunc(bufs, func(b transformer.ArenaBuffer) bool { return b.Shared }) // laid over others: no bytes of their own
 	for _, bf := range bufs {
-		if n := len(bf.Shape); n >= 3 && bf.Shape[n-1] == s.Seq && bf.Shape[n-2] == s.Seq && s.Seq > 1 {
+		n := len(bf.Shape)
+		switch {
+		case n >= 3 && bf.Shape[n-1] == s.Seq && bf.Shape[n-2] == s.Seq && s.Seq > 1:
 			plan.Quadratic += bf.Bytes()
+		case n == 4 && bf.DType == tensor.I32 && bf.Shape[2] == s.Seq && bf.Shape[3] == tensor.AttentionKeepBitsLen(1, 1, 1, s.Seq):
+			plan.DropoutBits += bf.Bytes()
 		}
 	}
 	plan.Largest = largest(bufs, 12)
@@ -159,11 +167,11 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 // WritePlan writes one line per plan, in GiB: the label (the precision), each category and the total.
 func WritePlan(w io.Writer, labels []string, plans []MemoryPlan) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tattention\tweights\tgradients\tAdamW state\tactivations\tof which T×T\tweight cache\ttotal GiB\t")
+	fmt.Fprintln(tw, "mode\tattention\tweights\tgradients\tAdamW state\tactivations\tof which T×T\tdropout bits\tweight cache\ttotal GiB\t")
 	g := func(n int64) string { return fmt.Sprintf("%.3f", float64(n)/gib) }
 	for i, p := range plans {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", labels[i], p.Attention, g(p.Parameters), g(p.Gradients),
-			g(p.Optimizer), g(p.Activations), g(p.Quadratic), g(p.WeightCache), g(p.Total()))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", labels[i], p.Attention, g(p.Parameters), g(p.Gradients),
+			g(p.Optimizer), g(p.Activations), g(p.Quadratic), g(p.DropoutBits), g(p.WeightCache), g(p.Total()))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

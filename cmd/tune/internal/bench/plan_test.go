@@ -244,6 +244,14 @@ func TestPlanBERTBase64x512(t *testing.T) {
 			if got := float64(plan.Total()) / gib; got > tc.most || plan.Quadratic != 0 || plan.Attention != "sdpa" {
 				t.Errorf("plan %.3f GiB (at most %.2f), %d bytes of T×T buffers, attention %s; largest %v", got, tc.most, plan.Quadratic, plan.Attention, plan.Largest)
 			}
+			// one keep bit per score of the 12 layers' attention dropout, kept only for the layer being recomputed
+			layers := int64(12)
+			if tc.ckpt {
+				layers = 1
+			}
+			if want := layers * 64 * 12 * 512 * 512 / 8; plan.DropoutBits != want {
+				t.Errorf("dropout keep bits %d bytes, want %d", plan.DropoutBits, want)
+			}
 		})
 	}
 }
