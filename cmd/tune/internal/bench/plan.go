@@ -89,6 +89,9 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if err := s.Validate(); err != nil {
 		return plan, err
 	}
+	if err := checkPlanHost(&s, hostAvailable()); err != nil {
+		return plan, err
+	}
 	mb := meta.New(b)
 	defer func() {
 		if r := recover(); r != nil {
@@ -162,6 +165,24 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 		}
 	}
 	return plan, nil
+}
+
+// planHostPerLayer bounds the host memory a plan takes per layer: the model's module structure, its
+// parameter list and the arena layout's records (about 9 KiB a layer measured for a 100,000-layer Llama).
+const planHostPerLayer = 16 << 10
+
+// checkPlanHost refuses a plan whose module structure alone would not fit in avail bytes of host memory (0:
+// unknown, no check): the plan allocates no tensor, but it still builds every layer.
+func checkPlanHost(s *Spec, avail int64) error {
+	layers := s.Config.NumHiddenLayers
+	if s.Decoder != nil {
+		layers = s.Decoder.NumHiddenLayers
+	}
+	if need := int64(layers) * planHostPerLayer; avail > 0 && need > avail/2 {
+		return fmt.Errorf("bench: --model %s: num_hidden_layers %d would take about %.1f GiB of host memory to plan (%.1f GiB available)",
+			s.Model, layers, float64(need)/gib, float64(avail)/gib)
+	}
+	return nil
 }
 
 // WritePlan writes one line per plan, in GiB: the label (the precision), each category and the total.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
@@ -253,5 +254,30 @@ func TestPlanBERTBase64x512(t *testing.T) {
 				t.Errorf("dropout keep bits %d bytes, want %d", plan.DropoutBits, want)
 			}
 		})
+	}
+}
+
+// TestPlanRefusesLayersBeyondHost: a plan builds every layer's module structure on the host (no tensors), so
+// a configuration whose layers alone would not fit the host's memory is refused before building anything.
+func TestPlanRefusesLayersBeyondHost(t *testing.T) {
+	cfg, err := llama.NewConfig("llama", 1000, 64, 128, 10_000_000, 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := DefaultSpec()
+	s.Model, s.Decoder, s.Batch, s.Seq = "deep.json", &cfg, 1, 16
+	if err := checkPlanHost(&s, 8<<30); err == nil || !strings.Contains(err.Error(), "num_hidden_layers 10000000") {
+		t.Errorf("10M layers on 8 GiB: %v", err)
+	}
+	cfg.NumHiddenLayers = 80
+	if err := checkPlanHost(&s, 8<<30); err != nil {
+		t.Errorf("80 layers on 8 GiB: %v", err)
+	}
+	if err := checkPlanHost(&s, 0); err != nil {
+		t.Errorf("unknown host memory: %v", err)
+	}
+	cfg.NumHiddenLayers = 10_000_000
+	if _, err := Plan(cpu.New(), s); hostAvailable() > 0 && hostAvailable() < 256<<30 && err == nil {
+		t.Error("Plan built a 10M-layer model")
 	}
 }
