@@ -18,8 +18,9 @@ import (
 // Backend is the CUDA implementation of tensor.Backend for one device: the device's primary context, one
 // non-blocking stream on which every op is queued in call order, a caching allocator, cuBLASLt for Gemm and
 // NVRTC-compiled kernels for the other ops. Ops return as soon as their work is queued; Download, the
-// scalar-returning reductions, the index-validating ops (Embedding, EmbeddingBackward, CrossEntropy,
-// CrossEntropyBackward, which read the ids on the host) and Synchronize wait for it.
+// scalar-returning reductions, Synchronize and the index-validating ops (Embedding, EmbeddingBackward,
+// CrossEntropy, CrossEntropyBackward, which check the ids on the host) wait for it — the latter only when
+// their ids were not uploaded from the host (hostids.go). HostWaits counts the waits.
 //
 // A Backend serializes its methods with a mutex, so goroutines may share it; Open returns the same Backend
 // for the same ordinal.
@@ -41,6 +42,8 @@ type Backend struct {
 
 	scratchClass map[cu.DevicePtr]int64 // size classes of live scratch buffers
 	stagedGemms  map[string]int         // GEMMs that took the staged fallback path, by reason
+	waits        map[string]int64       // host waits for the device, by op name (HostWaits)
+	ids          map[uint64]*hostIDs    // host copies of uploaded index tensors, by device address (hostids.go)
 	owner        opcheck.Owner          // which buffers are this backend's (op.tensor's opcheck.View)
 }
 
@@ -91,7 +94,8 @@ func open(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{ordinal: ordinal, info: info, sm: 10*info.Major + info.Minor, alloc: newAllocator(),
-		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}, stagedGemms: map[string]int{}}
+		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}, stagedGemms: map[string]int{},
+		waits: map[string]int64{}, ids: map[uint64]*hostIDs{}}
 	b.owner = b.newOwner()
 	if b.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, driverErr("cuDeviceGet", err, "device %d", ordinal)
@@ -247,7 +251,7 @@ func (b *Backend) GemmStats() (plans, staged int) {
 func (b *Backend) EmptyCache() (err error) {
 	o := b.begin("EmptyCache")
 	defer o.end(&err)
-	if err := b.stream.Synchronize(); err != nil {
+	if err := o.sync(); err != nil {
 		return o.fail(driverErr("cuStreamSynchronize", err, ""))
 	}
 	return o.fail(driverErr("cuMemFree", b.alloc.emptyCache(), "releasing cached blocks"))
@@ -258,7 +262,7 @@ func (b *Backend) EmptyCache() (err error) {
 func (b *Backend) Synchronize() (err error) {
 	o := b.begin("Synchronize")
 	defer o.end(&err)
-	return o.fail(driverErr("cuStreamSynchronize", b.stream.Synchronize(), "a queued op failed"))
+	return o.fail(driverErr("cuStreamSynchronize", o.sync(), "a queued op failed"))
 }
 
 // SetAllowTF32 sets whether FP32 GEMMs of b may use TF32 (see Backend.SetAllowTF32). It fails for a backend
@@ -321,6 +325,7 @@ func (b *Backend) Time(fn func() error) (ms float64, err error) {
 	}
 	o := b.begin("Time")
 	defer o.end(&err)
+	b.countWait("Time")
 	if o.fail(driverErr("cuEventSynchronize", stop.Synchronize(), "stop")) != nil {
 		return 0, o.err
 	}

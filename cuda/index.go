@@ -15,8 +15,8 @@ import (
 func ptrOf[E any](s []E) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
 
 // Embedding gathers out (N, C) = table (V, C)[ids (N)] with ids I32 or I64; out may be any float dtype
-// (values are rounded to it). The ids are read on the host first (a synchronization): an id outside [0, V) is
-// an ErrArgument naming its position, and nothing is written then.
+// (values are rounded to it). The ids are checked on the host first (Upload's copy, else a download that
+// waits): an id outside [0, V) is an ErrArgument naming its position, and nothing is written then.
 func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 	o := b.begin("Embedding", out, ids, table)
 	defer o.end(&err)
@@ -40,7 +40,7 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 }
 
 // EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in FP32, each touched table row
-// rounded once. The ids are read on the host (a synchronization) and grouped by id with a stable counting sort
+// rounded once. The ids are read on the host (Upload's copy, else a download that waits) and grouped by id with a stable counting sort
 // (token order inside a group); the groups are cut into work items of consecutive rows and uploaded, so the
 // kernels need no atomics and the result is the same on every run (see embeddingItems for the summation
 // order; for an F32 table and groups of at most 32 rows it is tensor/cpu's, bit for bit).

@@ -63,6 +63,7 @@ func (b *Backend) Free(t *tensor.Tensor) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.forgetRange(uint64(bf.ptr), uint64(bf.ptr)+uint64(bf.n*bf.dt.Size()))
 	b.alloc.put(bf.ptr, bf.class)
 	bf.freed, bf.ptr, bf.class = true, 0, 0
 }
@@ -121,7 +122,10 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 		return
 	}
 	// From pageable memory the driver stages the whole buffer before returning, so host may be reused after.
-	o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(addr(dst)), host, int64(dst.Bytes()), b.stream), "%d bytes", dst.Bytes()))
+	if o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(addr(dst)), host, int64(dst.Bytes()), b.stream), "%d bytes", dst.Bytes())) == nil &&
+		!dst.DType.IsFloat() {
+		b.rememberIDs(dst, src) // the id-taking ops check these values without reading them back (hostids.go)
+	}
 	runtime.KeepAlive(keep)
 	return
 }
@@ -178,7 +182,7 @@ func (b *Backend) Download(dst any, src *tensor.Tensor) (err error) {
 		o.failf(tensor.ErrDType, "dst is %T; want []float32, []uint16, []int32 or []int64", dst)
 		return
 	}
-	if o.fail(b.toHost(host, addr(src), src.Bytes())) != nil {
+	if o.fail(o.toHost(host, addr(src), src.Bytes())) != nil {
 		return
 	}
 	if widenTo != nil {
@@ -189,12 +193,13 @@ func (b *Backend) Download(dst any, src *tensor.Tensor) (err error) {
 }
 
 // toHost copies bytes from device address p into host memory and waits for the stream (an earlier op's
-// asynchronous failure is reported here).
-func (b *Backend) toHost(host unsafe.Pointer, p uint64, bytes int) error {
+// asynchronous failure is reported here): a host wait of op o, counted (HostWaits).
+func (o *op) toHost(host unsafe.Pointer, p uint64, bytes int) error {
+	b := o.b
 	if err := cu.MemcpyDtoHAsync(host, cu.DevicePtr(p), int64(bytes), b.stream); err != nil {
 		return driverErr("cuMemcpyDtoHAsync", err, "%d bytes", bytes)
 	}
-	return driverErr("cuStreamSynchronize", b.stream.Synchronize(), "waiting for a copy to the host (an earlier op may have failed; TUNE_CUDA_SYNC=1 names it)")
+	return driverErr("cuStreamSynchronize", o.sync(), "waiting for a copy to the host (an earlier op may have failed; TUNE_CUDA_SYNC=1 names it)")
 }
 
 // Copy sets dst = src for tensors of one dtype and equal element count (shapes may differ). Overlapping views

@@ -51,6 +51,9 @@ func (b *Backend) begin(name string, args ...*tensor.Tensor) *op {
 	if err := cu.SetCurrentContext(b.ctx); err != nil {
 		o.fail(driverErr("cuCtxSetCurrent", err, "device %d", b.ordinal))
 	}
+	if len(b.ids) > 0 {
+		b.forgetIDs(name, args)
+	}
 	return o
 }
 
@@ -60,7 +63,7 @@ func (o *op) end(err *error) {
 		o.err = fmt.Errorf("cuda: internal error, please report it: %v", r)
 	}
 	if o.err == nil && debugSync {
-		o.fail(driverErr("cuStreamSynchronize", o.b.stream.Synchronize(), "TUNE_CUDA_SYNC=1"))
+		o.fail(driverErr("cuStreamSynchronize", o.sync(), "TUNE_CUDA_SYNC=1"))
 	}
 	runtime.UnlockOSThread()
 	o.b.mu.Unlock()

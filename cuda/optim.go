@@ -64,7 +64,7 @@ func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 		return 0, o.err
 	}
 	host := make([]float64, cl.count())
-	if o.fail(b.toHost(ptrOf(host), uint64(partial), 8*len(host))) != nil {
+	if o.fail(o.toHost(ptrOf(host), uint64(partial), 8*len(host))) != nil {
 		return 0, o.err
 	}
 	var sum float64
@@ -103,7 +103,7 @@ func (b *Backend) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32
 		return false, o.err
 	}
 	var flag [1]int32
-	if o.fail(b.toHost(ptrOf(flag[:]), uint64(found), 4)) != nil {
+	if o.fail(o.toHost(ptrOf(flag[:]), uint64(found), 4)) != nil {
 		return false, o.err
 	}
 	return flag[0] != 0, nil

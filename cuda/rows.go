@@ -187,8 +187,8 @@ func (b *Backend) SoftmaxBackward(dx, dout, y *tensor.Tensor) (err error) {
 
 // CrossEntropy sets losses (N, F32) = −log softmax(logits (N, V))[label] per row, as logsumexp − logit;
 // labels (N) are I32 or I64. A row whose label equals ignoreIndex gets loss 0 and is not counted; any other
-// label outside [0, V) is ErrArgument naming its position. The labels are read on the host (a
-// synchronization) to validate and count them; the losses are computed on the device.
+// label outside [0, V) is ErrArgument naming its position. The labels are read on the host (Upload's copy,
+// else a download that waits) to validate and count them; the losses are computed on the device.
 func (b *Backend) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex int) (count int, err error) {
 	o := b.begin("CrossEntropy", losses, logits, labels)
 	defer o.end(&err)
@@ -281,7 +281,8 @@ func (b *Backend) ArgMax(out, x *tensor.Tensor) (err error) {
 	return
 }
 
-// indices downloads an I32/I64 tensor of ids (waiting for queued work) and checks them against [0, v);
+// indices reads an I32/I64 tensor of ids — from Upload's host copy when there is one (hostids.go), else by a
+// download that waits for queued work — and checks them against [0, v);
 // ignore, if non-nil, is a value allowed outside the range (CrossEntropy's ignore_index).
 func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
 	if o.err != nil {
@@ -292,9 +293,11 @@ func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
 	if n == 0 {
 		return ids
 	}
-	if t.DType == tensor.I32 {
+	if h := o.b.hostCopy(t); h != nil { // uploaded from the host and not written since: no wait (hostids.go)
+		copy(ids, h)
+	} else if t.DType == tensor.I32 {
 		h := make([]int32, n)
-		if o.fail(o.b.toHost(ptrOf(h), addr(t), 4*n)) != nil {
+		if o.fail(o.toHost(ptrOf(h), addr(t), 4*n)) != nil {
 			return nil
 		}
 		for i, x := range h {
@@ -302,7 +305,7 @@ func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
 		}
 	} else {
 		h := make([]int64, n)
-		if o.fail(o.b.toHost(ptrOf(h), addr(t), 8*n)) != nil {
+		if o.fail(o.toHost(ptrOf(h), addr(t), 8*n)) != nil {
 			return nil
 		}
 		for i, x := range h {

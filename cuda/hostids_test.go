@@ -1,0 +1,147 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// mustAlloc allocates a zero-filled tensor on b, failing the test on error.
+func mustAlloc(t *testing.T, b *cuda.Backend, dt tensor.DType, shape ...int) *tensor.Tensor {
+	t.Helper()
+	x, err := b.Alloc(dt, shape...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Free(x) })
+	return x
+}
+
+// waits is the total of b.HostWaits.
+func waits(b *cuda.Backend) int64 {
+	var n int64
+	for _, v := range b.HostWaits() {
+		n += v
+	}
+	return n
+}
+
+// TestUploadedIDsNeedNoHostWait: the id-taking ops check ids that Upload wrote from its host copy (no wait),
+// still refuse a bad id before writing anything, and read the device again once something else wrote the ids.
+func TestUploadedIDsNeedNoHostWait(t *testing.T) {
+	b := openOrSkip(t)
+	const v, c, n = 7, 8, 5
+	table := mustAlloc(t, b, tensor.F32, v, c)
+	host := make([]float32, v*c)
+	for i := range host {
+		host[i] = float32(i)
+	}
+	if err := b.Upload(table, host); err != nil {
+		t.Fatal(err)
+	}
+	ids := mustAlloc(t, b, tensor.I32, n)
+	out := mustAlloc(t, b, tensor.F32, n, c)
+	dtable := mustAlloc(t, b, tensor.F32, v, c)
+	logits := mustAlloc(t, b, tensor.F32, n, v)
+	losses := mustAlloc(t, b, tensor.F32, n)
+	labels := mustAlloc(t, b, tensor.I64, n)
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	before := waits(b)
+	if err := b.Upload(ids, []int32{3, 0, 6, 3, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Upload(labels, []int64{1, -100, 6, 0, 2}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Embedding(out, ids, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.EmbeddingBackward(dtable, ids, out); err != nil {
+		t.Fatal(err)
+	}
+	count, err := b.CrossEntropy(losses, logits, labels, -100)
+	if err != nil || count != 4 {
+		t.Fatalf("CrossEntropy count %d, %v; want 4", count, err)
+	}
+	if err := b.CrossEntropyBackward(logits, logits, labels, 1, -100); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - before; got != 0 {
+		t.Errorf("uploaded ids: %d host waits, want 0 (%v)", got, b.HostWaits())
+	}
+	got := make([]float32, n*c)
+	if err := b.Download(got, out); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []int{3, 0, 6, 3, 1} {
+		if got[i*c] != float32(id*c) {
+			t.Fatalf("row %d = %v, want table row %d", i, got[i*c:i*c+c], id)
+		}
+	}
+	if got := waits(b) - before; got != 1 {
+		t.Errorf("after one Download: %d host waits, want 1", got)
+	}
+
+	// A bad id is refused from the host copy, before anything is written.
+	if err := b.Upload(ids, []int32{3, 0, 7, 3, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Embedding(out, ids, table); !errors.Is(err, tensor.ErrArgument) {
+		t.Errorf("Embedding with id 7 of 7: %v, want ErrArgument", err)
+	}
+
+	// Written by a device op (Fill): the host copy is gone, the op downloads the device values.
+	if err := b.Fill(ids, 2); err != nil {
+		t.Fatal(err)
+	}
+	w := waits(b)
+	if err := b.Embedding(out, ids, table); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 1 {
+		t.Errorf("ids written by Fill: %d host waits, want 1 (the download)", got)
+	}
+	if err := b.Download(got, out); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != float32(2*c) || got[(n-1)*c] != float32(2*c) {
+		t.Errorf("after Fill(ids, 2): rows start %v, %v; want %v", got[0], got[(n-1)*c], 2*c)
+	}
+
+	// A view inside an upload is not the upload: downloaded, and checked all the same.
+	if err := b.Upload(ids, []int32{1, 2, 3, 4, 5}); err != nil {
+		t.Fatal(err)
+	}
+	part, err := ids.View(1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out3, err := out.View(0, 3, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = waits(b)
+	if err := b.Embedding(out3, part, table); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 1 {
+		t.Errorf("a view of an upload: %d host waits, want 1", got)
+	}
+
+	// Freed and allocated again: nothing of the old copy survives.
+	b.Free(ids)
+	ids2 := mustAlloc(t, b, tensor.I32, n)
+	w = waits(b)
+	if err := b.Embedding(out, ids2, table); err != nil { // zero-filled: every id 0
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 1 {
+		t.Errorf("a fresh allocation: %d host waits, want 1", got)
+	}
+}
