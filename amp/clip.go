@@ -55,3 +55,29 @@ func ClipGradNorm(b tensor.Backend, grads []*tensor.Tensor, maxNorm float64) (to
 	}
 	return total, nil
 }
+
+// ClipGradNormOnDevice is ClipGradNorm without the host waiting for the norm: the total norm is written into
+// norm (an I64 (1) tensor holding the float64's bits, Backend.GlobalNormTo) and the gradients are scaled by
+// the same FP32 coefficient on the device (Backend.ClipByNorm), so the gradients and the norm are bit for bit
+// ClipGradNorm's. A non-finite norm leaves the gradients untouched and sets nonFinite (I32 (1), optional) to
+// 1, which AdamWArgs.Skip reads: the step is then not taken, decided on the device. maxNorm 0 computes the
+// norm and the flag only (max_grad_norm ≤ 0 disables clipping in Hugging Face's Trainer); a negative or
+// non-finite maxNorm is an error.
+func ClipGradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, maxNorm float64, norm, nonFinite *tensor.Tensor) error {
+	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) {
+		return fmt.Errorf("amp: ClipGradNormOnDevice: max_norm %v must be finite and ≥ 0 (0 computes the norm without clipping)", maxNorm)
+	}
+	live := make([]*tensor.Tensor, 0, len(grads))
+	for _, g := range grads {
+		if g != nil {
+			live = append(live, g)
+		}
+	}
+	if err := b.GlobalNormTo(norm, live); err != nil {
+		return fmt.Errorf("amp: ClipGradNormOnDevice: %w", err)
+	}
+	if err := b.ClipByNorm(live, norm, float32(maxNorm), nonFinite); err != nil {
+		return fmt.Errorf("amp: ClipGradNormOnDevice: %w", err)
+	}
+	return nil
+}

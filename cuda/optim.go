@@ -45,25 +45,12 @@ func (o *op) uploadChunks(c chunkList) cu.DevicePtr {
 func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 	o := b.begin("GlobalNorm", ts...)
 	defer o.end(&err)
-	var cl chunkList
-	for i, t := range ts {
-		o.float(fmt.Sprintf("ts[%d]", i), t)
-		if !o.failed() {
-			cl.add(addr(t), t.Numel(), t.DType.Size(), dt(t))
-		}
-	}
-	if o.failed() || cl.count() == 0 {
+	partial, n := o.sumSquares(ts)
+	if o.failed() || n == 0 {
 		return 0, o.err
 	}
-	dc := o.uploadChunks(cl)
-	partial := o.scratch(8 * cl.count())
-	defer o.release(dc)
 	defer o.release(partial)
-	o.launch("optim.cu", "sumsq_partial", cl.count(), 1, 256, 1, uint64(partial), uint64(dc))
-	if o.failed() {
-		return 0, o.err
-	}
-	host := make([]float64, cl.count())
+	host := make([]float64, n)
 	if o.fail(o.toHost(ptrOf(host), uint64(partial), 8*len(host))) != nil {
 		return 0, o.err
 	}
@@ -72,6 +59,85 @@ func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 		sum += p
 	}
 	return math.Sqrt(sum), nil
+}
+
+// GlobalNormTo writes GlobalNorm(ts) into norm (I64 (1): the float64's bits) without waiting: the same
+// partials, added in the same order in float64 by one device thread (IEEE adds and sqrt, so the bits equal
+// GlobalNorm's). An empty list gives 0.
+func (b *Backend) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) (err error) {
+	o := b.begin("GlobalNormTo", append([]*tensor.Tensor{norm}, ts...)...)
+	defer o.end(&err)
+	o.tensor("norm", norm, tensor.I64).numel("norm", norm, 1)
+	if o.failed() {
+		return
+	}
+	partial, n := o.sumSquares(ts)
+	if o.failed() {
+		return
+	}
+	if n == 0 {
+		o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(addr(norm)), 0, 2, b.stream), "norm"))
+		return
+	}
+	defer o.release(partial)
+	o.launch("optim.cu", "norm_finish", 1, 1, 32, 1, addr(norm), uint64(partial), i64(n))
+	return
+}
+
+// sumSquares validates ts as float tensors and queues the float64 partial sums of squares of their chunks into
+// a scratch buffer (release it), returning it and the chunk count (0: nothing queued).
+func (o *op) sumSquares(ts []*tensor.Tensor) (cu.DevicePtr, int) {
+	var cl chunkList
+	for i, t := range ts {
+		o.float(fmt.Sprintf("ts[%d]", i), t)
+		if !o.failed() {
+			cl.add(addr(t), t.Numel(), t.DType.Size(), dt(t))
+		}
+	}
+	if o.failed() || cl.count() == 0 {
+		return 0, 0
+	}
+	dc := o.uploadChunks(cl)
+	partial := o.scratch(8 * cl.count())
+	defer o.release(dc)
+	o.launch("optim.cu", "sumsq_partial", cl.count(), 1, 256, 1, uint64(partial), uint64(dc))
+	if o.failed() {
+		if partial != 0 {
+			o.release(partial)
+		}
+		return 0, 0
+	}
+	return partial, cl.count()
+}
+
+// ClipByNorm multiplies ts in place by clip_grad_norm_'s coefficient computed on the device from norm (I64 (1),
+// GlobalNormTo's bits), one launch over every tensor (kernels/optim.cu clip_scale); a non-finite norm sets
+// nonFinite (I32 (1), optional) instead. Nothing waits.
+func (b *Backend) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) (err error) {
+	o := b.begin("ClipByNorm", append([]*tensor.Tensor{norm, nonFinite}, ts...)...)
+	defer o.end(&err)
+	o.tensor("norm", norm, tensor.I64).numel("norm", norm, 1)
+	if nonFinite != nil {
+		o.tensor("nonFinite", nonFinite, tensor.I32).numel("nonFinite", nonFinite, 1)
+	}
+	o.that(maxNorm >= 0 && !math.IsInf(float64(maxNorm), 0), tensor.ErrArgument, "maxNorm %v must be finite and ≥ 0", maxNorm)
+	var cl chunkList
+	for i, t := range ts {
+		o.float(fmt.Sprintf("ts[%d]", i), t)
+		if !o.failed() {
+			cl.add(addr(t), t.Numel(), t.DType.Size(), dt(t))
+		}
+	}
+	if o.failed() {
+		return
+	}
+	if cl.count() == 0 { // still flag a non-finite norm
+		cl = chunkList{0, 0, 0}
+	}
+	dc := o.uploadChunks(cl)
+	defer o.release(dc)
+	o.launch("optim.cu", "clip_scale", cl.count(), 1, 256, 1, addr(norm), addr(nonFinite), uint64(dc), f32(maxNorm))
+	return
 }
 
 // NonFiniteCheckAndUnscale multiplies every element of every F32 tensor by invScale in place (skipped when
@@ -119,6 +185,9 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	o := b.begin("AdamW", a.Params, a.Grads, a.ExpAvg, a.ExpAvgSq)
 	defer o.end(&err)
 	o.f32("Params", a.Params).f32("Grads", a.Grads).f32("ExpAvg", a.ExpAvg).f32("ExpAvgSq", a.ExpAvgSq)
+	if a.Skip != nil {
+		o.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
+	}
 	if o.failed() {
 		return
 	}
@@ -141,6 +210,6 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	dc := o.uploadChunks(cl)
 	defer o.release(dc)
 	o.launch("optim.cu", "adamw", cl.count(), 1, 256, 1, uint64(dc), base, addr(a.Grads), addr(a.ExpAvg), addr(a.ExpAvgSq),
-		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps))
+		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps), addr(a.Skip))
 	return
 }

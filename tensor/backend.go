@@ -10,7 +10,8 @@ package tensor
 // C channels, B batch, T sequence, H heads, D head size, V vocabulary.
 //
 // Ops may run asynchronously (CUDA): values reach the host only through Download, the scalar-returning
-// reductions (GlobalNorm, NonFiniteCheckAndUnscale), or after Synchronize. Every error is an *OpError naming the
+// reductions (GlobalNorm, NonFiniteCheckAndUnscale), or after Synchronize; GlobalNormTo, ClipByNorm and
+// AdamWArgs.Skip keep an optimizer step's gradient norm on the device (see HostWaitCounter). Every error is an *OpError naming the
 // op and its argument shapes.
 type Backend interface {
 	// Name identifies the backend and device: "cpu", "cuda:0".
@@ -159,6 +160,17 @@ type Backend interface {
 	// GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all tensors, accumulated in float64 on the host side of the
 	// reduction (FP32 per-tensor partials on a GPU). Non-finite inputs give a non-finite norm.
 	GlobalNorm(ts []*Tensor) (float64, error)
+	// GlobalNormTo is GlobalNorm with the result left on the device, so that the host need not wait for it:
+	// norm, an I64 (1) tensor, receives the IEEE-754 bits of the float64 norm (math.Float64bits; read it with
+	// Download and math.Float64frombits), bit for bit the value GlobalNorm returns on the same backend.
+	GlobalNormTo(norm *Tensor, ts []*Tensor) error
+	// ClipByNorm is the scaling of torch.nn.utils.clip_grad_norm_ from a norm on the device (GlobalNormTo's
+	// I64 bits): with total that float64, every element of every tensor of ts is multiplied in place by
+	// coef = (1/(float32(total) + 1e-6))·maxNorm, each step rounded to FP32, when total is finite and coef < 1
+	// (the values amp.ClipGradNorm gives). maxNorm 0 scales nothing (only the flag below). A non-finite total
+	// leaves ts untouched and, when nonFinite (I32 (1)) is non-nil, sets nonFinite to 1: it is never reset
+	// here, so it flags every step since the caller zeroed it (AdamWArgs.Skip reads it).
+	ClipByNorm(ts []*Tensor, norm *Tensor, maxNorm float32, nonFinite *Tensor) error
 	// NonFiniteCheckAndUnscale multiplies every element of every F32 tensor by invScale in place (skipped when
 	// invScale == 1) and reports whether any element was Inf or NaN (PyTorch's
 	// _amp_foreach_non_finite_check_and_unscale_). Half-precision tensors are an ErrDType error.
@@ -247,6 +259,9 @@ type AdamWArgs struct {
 	LR, Beta1, Beta2, Eps           float32   // lr, β1, β2, eps of the update above (HF: 5e-5, 0.9, 0.999, 1e-8)
 	WeightDecay                     float32   // wd, decoupled: p·(1 − lr·wd) on decaying segments
 	Step                            int       // t, the 1-based step count after this step's increment
+	// Skip, when set, is an I32 (1) flag on the device: when it is non-zero the step changes nothing (the
+	// flag ClipByNorm sets for a non-finite gradient norm), decided on the device without the host waiting.
+	Skip *Tensor
 }
 
 // AttnOperand is one (B, H, T, D) operand of fused attention, read (or written) through strides so that the
@@ -333,4 +348,12 @@ func MetaTarget(b Backend) Backend {
 		return t.Target()
 	}
 	return nil
+}
+
+// HostWaitCounter is implemented by a backend whose ops run asynchronously (cuda.Backend): HostWaits returns how
+// many times, since the backend was opened, an op made the host wait for the device, by op name. A training
+// step that keeps its scalars on the device adds nothing between its logging steps.
+type HostWaitCounter interface {
+	// HostWaits returns the waits so far by op name ("Download", "GlobalNorm", ...).
+	HostWaits() map[string]int64
 }

@@ -17,7 +17,8 @@ type AdamW struct {
 	expAvg, expAvgSq *tensor.Tensor // (P) F32, owned
 	// Beta1, Beta2, Eps and WeightDecay are adam_beta1, adam_beta2, adam_epsilon and weight_decay.
 	Beta1, Beta2, Eps, WeightDecay float64
-	step                           int // optimizer steps taken (PyTorch's per-parameter "step")
+	step                           int            // optimizer steps taken (PyTorch's per-parameter "step")
+	skip                           *tensor.Tensor // the device flag of the step in progress (StepUnless)
 }
 
 // NewAdamW returns an AdamW over m's trainable parameters with zeroed moments. It errors when m has no
@@ -54,13 +55,23 @@ func (o *AdamW) Step(lr float64) error {
 	err := o.b.AdamW(tensor.AdamWArgs{
 		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
 		LR: float32(lr), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps),
-		WeightDecay: float32(o.WeightDecay), Step: o.step,
+		WeightDecay: float32(o.WeightDecay), Step: o.step, Skip: o.skip,
 	})
 	if err != nil {
 		o.step--
 		return fmt.Errorf("trainer: AdamW step %d: %w", o.step+1, err)
 	}
 	return nil
+}
+
+// StepUnless is Step with the decision to skip left to the device: when skip (I32 (1), the flag
+// amp.ClipGradNormOnDevice sets for a non-finite gradient norm) is non-zero there, the update changes nothing.
+// The step is counted either way: the host does not know, so the caller reads the flag before it relies on
+// Steps (a set flag ends training with an error).
+func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor) error {
+	o.skip = skip
+	defer func() { o.skip = nil }()
+	return o.Step(lr)
 }
 
 // AdamWState is the optimizer's checkpoint: PyTorch's state ("step", "exp_avg", "exp_avg_sq") for the flat

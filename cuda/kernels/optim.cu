@@ -1,5 +1,6 @@
-// optim.cu: multi-tensor kernels for the optimizer step: the global gradient norm, the fused non-finite check
-// and unscale of GradScaler, and AdamW.
+// optim.cu: multi-tensor kernels for the optimizer step: the global gradient norm (to the host or kept on the
+// device), gradient clipping by a norm on the device, the fused non-finite check and unscale of GradScaler,
+// and AdamW.
 //
 // Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
 // chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
@@ -34,6 +35,34 @@ extern "C" __global__ void sumsq_partial(double *partial, const Chunk *chunks) {
 	}
 }
 
+// norm_finish: *norm = the bits of sqrt(Σ partial[i]), the partials added in order in float64 by one thread:
+// the float64 GlobalNorm returns (the host's loop over the same partials), left on the device.
+extern "C" __global__ void norm_finish(long long *norm, const double *partial, int n) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	double s = 0.0;
+	for (int i = 0; i < n; i++) s += partial[i];
+	*norm = __double_as_longlong(sqrt(s));
+}
+
+// clip_scale: torch.nn.utils.clip_grad_norm_'s scaling from the norm on the device. With total the float64 of
+// *norm: a non-finite total sets *nonfinite (when given) and scales nothing; else coef =
+// (1/(float(total) + 1e-6f))·max_norm, each step rounded to FP32 as the host's amp.ClipGradNorm computes it,
+// multiplies every element of chunk b (of dtype tag) when coef < 1 and max_norm > 0.
+extern "C" __global__ void clip_scale(const long long *norm, int *nonfinite, const Chunk *chunks, float max_norm) {
+	double total = __longlong_as_double(*norm);
+	if (!isfinite(total)) {
+		if (nonfinite && blockIdx.x == 0 && threadIdx.x == 0) *nonfinite = 1;
+		return;
+	}
+	float coef = __fmul_rn(__fdiv_rn(1.0f, __fadd_rn((float)total, 1e-6f)), max_norm);
+	if (!(max_norm > 0.0f) || coef >= 1.0f) return;
+	Chunk ch = chunks[blockIdx.x];
+	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
+		void *x = (void *)ch.ptr;
+		st(x, (int)ch.tag, i, __fmul_rn(ld(x, (int)ch.tag, i), coef));
+	}
+}
+
 // unscale: x = x·inv_scale over every F32 chunk (skipped when inv_scale == 1); *found = 1 if any x was Inf or
 // NaN before scaling (PyTorch's _amp_foreach_non_finite_check_and_unscale_; x − x is NaN exactly for those).
 extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_scale) {
@@ -48,7 +77,7 @@ extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_sc
 	if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
 }
 
-// adamw: one step of torch.optim.AdamW (decoupled weight decay, _single_tensor_adam) over chunk b of the flat
+// adamw: unless *skip (when given) is set, one step of torch.optim.AdamW (decoupled weight decay, _single_tensor_adam) over chunk b of the flat
 // F32 buffers; chunk pointers point into params, and grads, exp_avg, exp_avg_sq are at the same element offsets.
 // The scalars are PyTorch's Python floats, computed by the host in float64 and rounded to float32 (as PyTorch
 // casts a scalar to the tensor's type, and as tensor/cpu does): decay = 1 − lr·wd, ob1 = 1 − β1, ob2 = 1 − β2,
@@ -59,7 +88,8 @@ extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_sc
 //   p = p − step·m / (√v/bc2 + eps)
 extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq,
                                  float decay, float beta1, float beta2, float ob1, float ob2, float step, float bc2,
-                                 float eps) {
+                                 float eps, const int *skip) {
+	if (skip && *skip) return; // a step the device flagged (AdamWArgs.Skip)
 	Chunk ch = chunks[blockIdx.x];
 	i64 off = (i64)(ch.ptr - params) / 4;
 	float *p = (float *)params + off;

@@ -76,9 +76,15 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	if c.Err() != nil {
 		return c.Err()
 	}
+	if a.Skip != nil {
+		c.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
+	}
 	segs, err := opcheck.AdamW(a)
 	if c.record(err).Err() != nil {
 		return c.Err()
+	}
+	if a.Skip != nil && i32Of(a.Skip)[0] != 0 {
+		return nil
 	}
 	h := newAdamWHyper(float64(a.LR), float64(a.Beta1), float64(a.Beta2), float64(a.Eps), float64(a.WeightDecay), a.Step)
 	p, g, m, v := f32Of(a.Params), f32Of(a.Grads), f32Of(a.ExpAvg), f32Of(a.ExpAvgSq)

@@ -85,3 +85,58 @@ func checkAndUnscale(v []float32, invScale float32) bool {
 	}
 	return found
 }
+
+// GlobalNormTo writes GlobalNorm(ts) into norm, an I64 (1) tensor, as the bits of the float64 (math.Float64bits).
+func (b *Backend) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) (err error) {
+	defer guard(&err, "GlobalNormTo", append([]*tensor.Tensor{norm}, ts...)...)
+	if err := newCheck("GlobalNormTo", norm).tensor("norm", norm, tensor.I64).numel("norm", norm, 1).Err(); err != nil {
+		return err
+	}
+	total, err := b.GlobalNorm(ts)
+	if err != nil {
+		return err
+	}
+	i64Of(norm)[0] = int64(math.Float64bits(total))
+	return nil
+}
+
+// ClipByNorm scales ts by torch.nn.utils.clip_grad_norm_'s clip coefficient from the float64 whose bits norm
+// (I64 (1)) holds: (1/(float32(total)+1e-6))·maxNorm in FP32, applied when total is finite and the coefficient
+// is below 1 (maxNorm 0: never); a non-finite total sets nonFinite (I32 (1), when non-nil) to 1 instead.
+func (b *Backend) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) (err error) {
+	defer guard(&err, "ClipByNorm", append([]*tensor.Tensor{norm, nonFinite}, ts...)...)
+	c := newCheck("ClipByNorm", norm).tensor("norm", norm, tensor.I64).numel("norm", norm, 1)
+	if nonFinite != nil {
+		c.tensor("nonFinite", nonFinite, tensor.I32).numel("nonFinite", nonFinite, 1)
+	}
+	for i, t := range ts {
+		c.float(fmt.Sprintf("ts[%d]", i), t)
+	}
+	c.that(maxNorm >= 0 && !math.IsInf(float64(maxNorm), 0), tensor.ErrArgument, "maxNorm %v must be finite and ≥ 0", maxNorm)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	total := math.Float64frombits(uint64(i64Of(norm)[0]))
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		if nonFinite != nil {
+			i32Of(nonFinite)[0] = 1
+		}
+		return nil
+	}
+	coef := clipCoef(total, maxNorm)
+	if maxNorm == 0 || coef >= 1 {
+		return nil
+	}
+	for _, t := range ts {
+		if err := b.Scale(t, coef); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clipCoef is torch.nn.utils.clip_grad_norm_'s clip_coef = max_norm / (total_norm + 1e-6) on FP32 tensors,
+// which Tensor.__rdiv__ evaluates as reciprocal(total_norm + 1e-6) * max_norm, each step rounded to FP32.
+func clipCoef(total float64, maxNorm float32) float32 {
+	return (1 / (float32(total) + 1e-6)) * maxNorm
+}

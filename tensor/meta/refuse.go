@@ -156,5 +156,13 @@ func (refusing) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) 
 	return false, refuse("NonFiniteCheckAndUnscale")
 }
 
+// GlobalNormTo returns ErrMeta.
+func (refusing) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) error { return refuse("GlobalNormTo") }
+
+// ClipByNorm returns ErrMeta.
+func (refusing) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) error {
+	return refuse("ClipByNorm")
+}
+
 // AdamW returns ErrMeta.
 func (refusing) AdamW(a tensor.AdamWArgs) error { return refuse("AdamW") }
