@@ -89,6 +89,12 @@ type Output struct {
 	// Loss is the batch's loss summed over its supervised labels and divided by their count (Model.Supervised),
 	// FP32 and unscaled; NaN when the batch has no labels or none is supervised.
 	Loss float32
+	// LossRows, set instead of Loss (NaN then) by a model that honours ForwardOptions.DeferLoss, holds the
+	// batch's per-row losses on the device (F32, a view of the step arena valid until the next Forward), and
+	// LossCount the divisor: the loss is LossOf(rows, LossCount) of their host copy, bit for bit Loss. The
+	// host need not wait for them until it reads them.
+	LossRows  *tensor.Tensor
+	LossCount int
 	// Targets and Correct count, for a causal LM given labels, the supervised next-token targets and those
 	// its arg-max logit predicts (TRL's mean_token_accuracy of the batch is Correct/Targets); 0 otherwise.
 	Targets, Correct int
@@ -121,6 +127,10 @@ type ForwardOptions struct {
 	// then be called with exactly this seed (it errors otherwise) before the next Forward. The trainer sets it
 	// (seed = loss scale × the micro-batch's share of the window's labels); other models ignore it.
 	BackwardSeed float32
+	// DeferLoss asks the model to leave the loss on the device (Output.LossRows and LossCount instead of
+	// Output.Loss), so that a training step need not wait for the device; a model that cannot fills Loss as
+	// usual and leaves LossRows nil.
+	DeferLoss bool
 	// Observe, when set, is called with every module's output in Forward and with the gradient of the
 	// objective with respect to that output in Backward (in execution order: Backward visits the modules in
 	// reverse). Debugging tools use it (tune debug nan and compare); training leaves it nil.
@@ -142,4 +152,15 @@ type NamedParam struct {
 	Grad      *tensor.Tensor // FP32 gradient; nil for a frozen parameter
 	Trainable bool           // it has a gradient and AdamW state (SetTrainable)
 	Decay     bool           // weight decay applies (false for biases and LayerNorm weights, as HF's Trainer decides)
+}
+
+// LossOf is a batch's mean loss from its per-row losses and the count of supervised rows (Output.LossRows,
+// LossCount): Σ_i rows[i] in float64, in row order, divided by count and rounded to FP32 (NaN for count 0,
+// as PyTorch's mean over no element).
+func LossOf(rows []float32, count int) float32 {
+	var sum float64
+	for _, l := range rows {
+		sum += float64(l)
+	}
+	return float32(sum / float64(count))
 }

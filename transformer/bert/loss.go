@@ -3,6 +3,7 @@ package bert
 import (
 	"fmt"
 	"github.com/tune-ml/tune/transformer"
+	"math"
 
 	"github.com/tune-ml/tune/loaders"
 )
@@ -47,7 +48,9 @@ func (m *BertForSequenceClassification) problemType(batch *loaders.Batch) (strin
 // loss computes the batch's mean loss from the head's logits (FP32-class: half logits are read in FP32) and
 // records what lossBackward needs. Cross-entropy averages over rows whose label is not −100 (NaN when there is
 // none, as PyTorch's mean over zero elements); MSE averages over all B rows.
-func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, error) {
+// With deferred set the per-row losses stay on the device (the returned loss is NaN; Forward hands out the
+// rows and the count, transformer.Output.LossRows).
+func (m *BertForSequenceClassification) loss(batch *loaders.Batch, deferred bool) (float32, error) {
 	pt, err := m.problemType(batch)
 	if err != nil {
 		return 0, err
@@ -68,16 +71,15 @@ func (m *BertForSequenceClassification) loss(batch *loaders.Batch) (float32, err
 			return 0, fmt.Errorf("transformer: MSE loss: %w", err)
 		}
 	}
+	m.last.problem, m.last.count = pt, count
+	if deferred {
+		return float32(math.NaN()), nil
+	}
 	m.host.losses = grow(m.host.losses, batch.B)
 	if err := m.Backend().Download(m.host.losses, a.losses); err != nil {
 		return 0, fmt.Errorf("transformer: reading losses: %w", err)
 	}
-	var sum float64
-	for _, l := range m.host.losses {
-		sum += float64(l)
-	}
-	m.last.problem, m.last.count = pt, count
-	return float32(sum / float64(count)), nil
+	return transformer.LossOf(m.host.losses, count), nil
 }
 
 // lossBackward seeds the gradient of the logits: d(seed·mean loss)/d(logits), rounded to the logits' dtype

@@ -246,8 +246,11 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trans
 	if batch.Labels == nil && batch.Targets == nil {
 		return out, nil
 	}
-	if out.Loss, err = m.loss(batch); err != nil {
+	if out.Loss, err = m.loss(batch, opts.DeferLoss); err != nil {
 		return out, err
+	}
+	if opts.DeferLoss {
+		out.LossRows, out.LossCount = m.act.losses, m.last.count
 	}
 	if opts.Train {
 		m.last.pass, m.last.key, m.last.ready = p, m.shape, true
