@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -75,6 +76,7 @@ type Meter struct {
 	timer       func(fn func() error) (float64, error)
 	ops         map[string]*OpStat
 	gemms       map[string]*OpStat
+	hostReads   map[string]int64
 }
 
 var _ tensor.Backend = (*Meter)(nil)
@@ -83,7 +85,7 @@ var _ tensor.Backend = (*Meter)(nil)
 func NewMeter(inner tensor.Backend) *Meter {
 	timer, _ := timeOn(inner)
 	m := &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
-		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}}
+		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}, hostReads: map[string]int64{}}
 	if inner.Name() == "cpu" {
 		m.Limit = hostAvailable() / 10 * 9
 	}
@@ -236,8 +238,9 @@ func (m *Meter) Upload(dst *tensor.Tensor, src any) error {
 	return m.run("Upload", "", 0, size(dst), func() error { return m.Backend.Upload(dst, src) })
 }
 
-// Download is timed as "Download" (device to host, which waits for the queued work).
+// Download is timed as "Download" (device to host, which waits for the queued work) and counted in HostReads.
 func (m *Meter) Download(dst any, src *tensor.Tensor) error {
+	m.hostRead("Download")
 	return m.run("Download", "", 0, size(src), func() error { return m.Backend.Download(dst, src) })
 }
 
@@ -536,8 +539,41 @@ func (m *Meter) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float3
 	})
 }
 
-// GlobalNorm is timed as "GlobalNorm" (it returns a host value, so it waits for the queued work).
+// HostReads returns how many calls through m handed device data to the host, by op: Download, Synchronize,
+// GlobalNorm and NonFiniteCheckAndUnscale, each of which waits for the queued work on an asynchronous backend.
+func (m *Meter) HostReads() map[string]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.hostReads)
+}
+
+// hostRead counts one call of op that hands device data to the host.
+func (m *Meter) hostRead(op string) {
+	m.mu.Lock()
+	m.hostReads[op]++
+	m.mu.Unlock()
+}
+
+// Synchronize is counted in HostReads.
+func (m *Meter) Synchronize() error {
+	m.hostRead("Synchronize")
+	return m.Backend.Synchronize()
+}
+
+// GlobalNormTo is timed as "GlobalNormTo" (the norm stays on the device: no wait).
+func (m *Meter) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) error {
+	return m.run("GlobalNormTo", "", 0, size(ts...), func() error { return m.Backend.GlobalNormTo(norm, ts) })
+}
+
+// ClipByNorm is timed as "ClipByNorm" (bytes: every gradient read and written).
+func (m *Meter) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) error {
+	return m.run("ClipByNorm", "", 0, 2*size(ts...), func() error { return m.Backend.ClipByNorm(ts, norm, maxNorm, nonFinite) })
+}
+
+// GlobalNorm is timed as "GlobalNorm" and counted in HostReads (it returns a host value, so it waits for the
+// queued work).
 func (m *Meter) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
+	m.hostRead("GlobalNorm")
 	err = m.run("GlobalNorm", "", 0, size(ts...), func() (e error) {
 		norm, e = m.Backend.GlobalNorm(ts)
 		return e
@@ -545,8 +581,9 @@ func (m *Meter) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 	return norm, err
 }
 
-// NonFiniteCheckAndUnscale is timed as "NonFiniteCheckAndUnscale".
+// NonFiniteCheckAndUnscale is timed as "NonFiniteCheckAndUnscale" and counted in HostReads.
 func (m *Meter) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) (found bool, err error) {
+	m.hostRead("NonFiniteCheckAndUnscale")
 	err = m.run("NonFiniteCheckAndUnscale", "", 0, 2*size(ts...), func() (e error) {
 		found, e = m.Backend.NonFiniteCheckAndUnscale(ts, invScale)
 		return e

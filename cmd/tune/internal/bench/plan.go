@@ -22,7 +22,8 @@ type MemoryPlan struct {
 	Parameters int64 `json:"parameters"`
 	// Gradients holds the FP32 gradients of the trainable parameters (4 bytes each).
 	Gradients int64 `json:"gradients"`
-	// Optimizer holds AdamW's exp_avg and exp_avg_sq (8 bytes per trainable parameter).
+	// Optimizer holds AdamW's exp_avg and exp_avg_sq (8 bytes per trainable parameter) and the step's device
+	// scalars (the gradient norm and the skip flag, 12 bytes without FP16 loss scaling).
 	Optimizer int64 `json:"optimizer"`
 	// Activations is the step arena carved for B×T: every activation backward reads and the pass scratch.
 	Activations int64 `json:"activations"`
@@ -110,6 +111,9 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	plan.Gradients = int64(grads.Bytes())
 	plan.Parameters = model - plan.Gradients
 	if _, err := newAdamW(m, &s); err != nil {
+		return plan, err
+	}
+	if _, _, err := stepScalars(mb, s.Policy.Enabled && s.Policy.DType == tensor.F16); err != nil {
 		return plan, err
 	}
 	plan.Optimizer = mb.Bytes() - model

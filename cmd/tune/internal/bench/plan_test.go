@@ -57,8 +57,8 @@ func TestPlan(t *testing.T) {
 			if tc.lora && stored == 0 {
 				t.Error("LoRA under bf16 stores no frozen projection in half")
 			}
-			if plan.Parameters != 4*(res.Params-stored)+2*slots || plan.Gradients != 4*res.TrainableParams || plan.Optimizer != 8*res.TrainableParams {
-				t.Errorf("plan %+v; want 4·(%d − %d) + 2·slots parameter bytes, 4·%d gradient bytes and 8·%d moment bytes", plan, res.Params, stored, res.TrainableParams, res.TrainableParams)
+			if plan.Parameters != 4*(res.Params-stored)+2*slots || plan.Gradients != 4*res.TrainableParams || plan.Optimizer != 8*res.TrainableParams+12 {
+				t.Errorf("plan %+v; want 4·(%d − %d) + 2·slots parameter bytes, 4·%d gradient bytes and 8·%d moment bytes + 12 (norm, flag)", plan, res.Params, stored, res.TrainableParams, res.TrainableParams)
 			}
 			if (plan.WeightCache == 0) != !tc.policy.Enabled || plan.Activations <= 0 {
 				t.Errorf("weight cache %d, activations %d", plan.WeightCache, plan.Activations)

@@ -13,14 +13,15 @@ import (
 const gib = 1 << 30
 
 // WriteTable writes one line per result (the table `tune bench` prints): mode, median ms/step with the 10th–90th
-// percentile range, tokens/s, TFLOP/s, peak memory in GiB, skipped FP16 steps and the loss of the first and last
-// timed step.
+// percentile range, tokens/s, TFLOP/s, peak memory in GiB, skipped FP16 steps, host waits per step and the loss
+// of the first and last timed step.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tfine-tuning\tms/step\tp10–p90\ttokens/s\tTFLOP/s\tpeak GiB\tskipped\tloss first→last\t")
+	fmt.Fprintln(tw, "mode\tfine-tuning\tms/step\tp10–p90\ttokens/s\tTFLOP/s\tpeak GiB\tskipped\twaits/step\tloss first→last\t")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f–%.2f\t%s\t%s\t%.2f\t%d\t%.4f→%.4f\t\n", r.Mode, tuning(&r), r.MedianMS,
-			r.P10MS, r.P90MS, thousands(r.TokensPerS), rate(r.TFLOPS), float64(r.PeakBytes)/gib, r.SkippedSteps, r.LossFirst, r.LossLast)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.2f–%.2f\t%s\t%s\t%.2f\t%d\t%.1f\t%.4f→%.4f\t\n", r.Mode, tuning(&r), r.MedianMS,
+			r.P10MS, r.P90MS, thousands(r.TokensPerS), rate(r.TFLOPS), float64(r.PeakBytes)/gib, r.SkippedSteps,
+			r.HostWaitsPerStep, r.LossFirst, r.LossLast)
 	}
 	return tw.Flush()
 }

@@ -56,9 +56,14 @@ type Result struct {
 	Memory    string `json:"memory"` // how PeakBytes was measured
 	Timing    string `json:"timing"` // how steps were timed: "CUDA events", "wall clock"
 	// SkippedSteps counts timed FP16 steps the GradScaler skipped for inf/NaN gradients (no AdamW update).
-	SkippedSteps int     `json:"skipped_steps"`
-	LossFirst    float64 `json:"loss_first"` // loss of the first timed step
-	LossLast     float64 `json:"loss_last"`  // loss of the last timed step
+	SkippedSteps int `json:"skipped_steps"`
+	// HostWaitsPerStep is how often a timed step made the host wait for the device, on average: the CUDA
+	// backend's own count (tensor.HostWaitCounter, the timing event excluded), or on a synchronous backend the
+	// calls that hand device data to the host (Meter.HostReads). HostWaits splits it by op.
+	HostWaitsPerStep float64            `json:"host_waits_per_step"`
+	HostWaits        map[string]float64 `json:"host_waits,omitempty"`
+	LossFirst        float64            `json:"loss_first"` // loss of the first timed step
+	LossLast         float64            `json:"loss_last"`  // loss of the last timed step
 	// Breakdown is the per-op time of the profiled steps (tune bench --breakdown), the most time first.
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }

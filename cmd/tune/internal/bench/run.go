@@ -113,24 +113,41 @@ type stepper struct {
 	spec   *Spec
 	n      int // steps run so far (the dropout offset)
 
-	loss    float32
+	// norm (I64 (1)) and nonFinite (I32 (1)) are the device scalars of a step without host waits (BF16 and
+	// FP32: the gradient norm, its clip and the skip of a non-finite step stay on the device); nil under FP16
+	// loss scaling, whose found-inf check is read on the host.
+	norm, nonFinite *tensor.Tensor
+
+	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
 	skipped bool
 }
 
 // step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
+// Without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
+// gradient norm and the clip coefficient are computed there and AdamW skips a non-finite step by a device flag.
 func (s *stepper) step() error {
 	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
-		BackwardSeed: s.scaler.Scale()}) // as the trainer: a causal LM's head back-propagates in Forward
+		BackwardSeed: s.scaler.Scale(), DeferLoss: true}) // as the trainer: a causal LM's head back-propagates in Forward
 	if err != nil {
 		return err
 	}
 	s.n++
-	s.loss = out.Loss
+	s.out = out
 	if err := s.m.Backward(s.scaler.Scale()); err != nil {
 		return err
 	}
 	_, g, _ := s.m.Trainable()
 	grads := []*tensor.Tensor{g}
+	if s.norm != nil {
+		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, s.nonFinite); err != nil {
+			return err
+		}
+		if err := s.opt.StepUnless(s.spec.LearningRate, s.nonFinite); err != nil {
+			return err
+		}
+		s.m.WeightsUpdated()
+		return s.m.ZeroGrad()
+	}
 	if err := s.scaler.Unscale(grads); err != nil {
 		return err
 	}
@@ -147,6 +164,29 @@ func (s *stepper) step() error {
 		s.m.WeightsUpdated()
 	}
 	return s.m.ZeroGrad()
+}
+
+// loss returns the last step's loss, reading it from the device when the step left it there.
+func (s *stepper) loss() (float32, error) {
+	if s.out.LossRows == nil {
+		return s.out.Loss, nil
+	}
+	rows := make([]float32, s.out.LossRows.Numel())
+	if err := s.b.Download(rows, s.out.LossRows); err != nil {
+		return 0, err
+	}
+	return transformer.LossOf(rows, s.out.LossCount), nil
+}
+
+// hostWaits returns the count of host waits on b by op (tensor.HostWaitCounter, the timing event left out),
+// or, on a synchronous backend, meter's count of calls that hand device data to the host.
+func hostWaits(b tensor.Backend, meter *Meter) map[string]int64 {
+	if hc, ok := b.(tensor.HostWaitCounter); ok {
+		w := hc.HostWaits()
+		delete(w, "Time")
+		return w
+	}
+	return meter.HostReads()
 }
 
 // Run builds the model of s on b, trains it for s.Warmup untimed and s.Steps timed steps, then s.Profile
@@ -186,22 +226,46 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 			return nil, fmt.Errorf("bench: %s warm-up step %d: %w", res.Key(), i+1, err)
 		}
 	}
+	waits := map[string]int64{}
 	for i := 0; i < s.Steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench: interrupted after %d timed steps: %w", i, err)
 		}
+		w0 := hostWaits(b, meter)
 		ms, err := timer(st.step)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s step %d: %w", res.Key(), i+1, err)
 		}
-		res.StepMS = append(res.StepMS, ms)
-		if i == 0 {
-			res.LossFirst = float64(st.loss)
+		for op, n := range hostWaits(b, meter) {
+			waits[op] += n - w0[op]
 		}
-		res.LossLast = float64(st.loss)
+		res.StepMS = append(res.StepMS, ms)
+		if i == 0 || i == s.Steps-1 { // read after the timed region
+			loss, err := st.loss()
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s step %d: reading the loss: %w", res.Key(), i+1, err)
+			}
+			if i == 0 {
+				res.LossFirst = float64(loss)
+			}
+			res.LossLast = float64(loss)
+		}
 		if st.skipped {
 			res.SkippedSteps++
 		}
+	}
+	var total int64
+	for op, n := range waits {
+		if n > 0 {
+			if res.HostWaits == nil {
+				res.HostWaits = map[string]float64{}
+			}
+			res.HostWaits[op] = float64(n) / float64(s.Steps)
+			total += n
+		}
+	}
+	if s.Steps > 0 {
+		res.HostWaitsPerStep = float64(total) / float64(s.Steps)
 	}
 	res.PeakBytes = mem.peak()
 	sum := Summarize(res.StepMS)
@@ -299,7 +363,26 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 	if s.Decoder != nil {
 		batch = SyntheticCausalBatch(s.Batch, s.Seq, s.Decoder.VocabSize, s.Seed)
 	}
-	return &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}, nil
+	st := &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}
+	if st.norm, st.nonFinite, err = stepScalars(b, scaler.Enabled()); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// stepScalars allocates the device scalars of a step without host waits (stepper.norm and nonFinite); none
+// under FP16 loss scaling.
+func stepScalars(b tensor.Backend, scaling bool) (norm, nonFinite *tensor.Tensor, err error) {
+	if scaling {
+		return nil, nil, nil
+	}
+	if norm, err = b.Alloc(tensor.I64, 1); err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	if nonFinite, err = b.Alloc(tensor.I32, 1); err != nil {
+		return nil, nil, fmt.Errorf("bench: %w", err)
+	}
+	return norm, nonFinite, nil
 }
 
 // newResult fills the configuration fields of a Result for s on b.

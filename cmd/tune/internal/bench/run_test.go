@@ -9,6 +9,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
 
 // smallConfig is a BERT small enough for a unit test: V 100, C 32, 2 layers of 2 heads, I 64, 2 labels,
@@ -35,11 +36,12 @@ func TestRun(t *testing.T) {
 		name   string
 		policy amp.Policy
 		lora   bool
+		waits  float64 // host waits per step: the FP16 GradScaler still reads its norm and found-inf flag
 	}{
-		{"fp32 full fine-tuning", amp.FP32, false},
-		{"bf16 full fine-tuning", amp.BF16, false},
-		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false},
-		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true},
+		{"fp32 full fine-tuning", amp.FP32, false, 0},
+		{"bf16 full fine-tuning", amp.BF16, false, 0},
+		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false, 2},
+		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outer := NewMeter(cpu.New()) // sees what Run allocates and frees
@@ -72,6 +74,9 @@ func TestRun(t *testing.T) {
 			want := res.FLOPsPerStep / (res.MedianMS / 1e3) / 1e12
 			if math.Abs(res.TFLOPS-want) > 1e-9*want || math.Abs(res.TokensPerS-24/(res.MedianMS/1e3)) > 1e-6*res.TokensPerS {
 				t.Errorf("TFLOP/s %v tokens/s %v do not follow from %v FLOPs, 24 tokens and %v ms", res.TFLOPS, res.TokensPerS, res.FLOPsPerStep, res.MedianMS)
+			}
+			if res.HostWaitsPerStep != tc.waits {
+				t.Errorf("%v host waits per step (%v), want %v", res.HostWaitsPerStep, res.HostWaits, tc.waits)
 			}
 			if res.Timing != "wall clock" || !strings.Contains(res.Memory, "Alloc minus Free") {
 				t.Errorf("timing %q memory %q: want the CPU's wall clock and the meter's count", res.Timing, res.Memory)
@@ -114,7 +119,7 @@ func TestProfileMatchesFLOPCount(t *testing.T) {
 			if got := gemm / 2; got != res.FLOPsPerStep {
 				t.Errorf("profiled GEMMs do %v FLOPs per step, CountFLOPs says %v", got, res.FLOPsPerStep)
 			}
-			for _, op := range []string{"Gemm forward (bf16)", "Gemm input-grad (bf16)", "Gemm weight-grad (bf16)", "Attention", "AttentionBackward", "AdamW", "GlobalNorm", "LayerNorm"} { // the default sdpa path: no attention GEMMs or Softmax
+			for _, op := range []string{"Gemm forward (bf16)", "Gemm input-grad (bf16)", "Gemm weight-grad (bf16)", "Attention", "AttentionBackward", "AdamW", "GlobalNormTo", "ClipByNorm", "LayerNorm"} { // the default sdpa path: no attention GEMMs or Softmax
 				if !ops[op] {
 					t.Errorf("breakdown lacks %q; has %v", op, ops)
 				}
@@ -151,5 +156,55 @@ func TestRunHonoursCancellation(t *testing.T) {
 	_, err := Run(ctx, cpu.New(), smallSpec(amp.FP32, false))
 	if err == nil || !strings.Contains(err.Error(), "interrupted") {
 		t.Fatalf("err %v, want an interruption", err)
+	}
+}
+
+// TestDeviceStepIsHostStep: the step without host waits (loss, gradient norm, clip and skip on the device)
+// trains bit for bit as the step that reads the loss and the norm on the host, full and LoRA, in BF16 and FP32.
+func TestDeviceStepIsHostStep(t *testing.T) {
+	for _, tc := range []struct {
+		policy amp.Policy
+		lora   bool
+	}{{amp.BF16, false}, {amp.FP32, false}, {amp.BF16, true}} {
+		t.Run(tc.policy.Precision()+map[bool]string{true: " LoRA", false: " full"}[tc.lora], func(t *testing.T) {
+			s := smallSpec(tc.policy, tc.lora)
+			s.MaxGradNorm = 0.05 // clipping acts on every step
+			run := func(device bool) ([]float32, []float32) {
+				meter := NewMeter(cpu.New())
+				defer meter.freeAll()
+				st, err := build(meter, &s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !device {
+					st.norm, st.nonFinite = nil, nil
+				}
+				var losses []float32
+				for range 3 {
+					if err := st.step(); err != nil {
+						t.Fatal(err)
+					}
+					l, err := st.loss()
+					if err != nil {
+						t.Fatal(err)
+					}
+					losses = append(losses, l)
+				}
+				p, _, _ := st.m.Trainable()
+				return losses, tensortest.Download(t, meter, p)
+			}
+			hl, hp := run(false)
+			dl, dp := run(true)
+			for i := range hl {
+				if math.Float32bits(hl[i]) != math.Float32bits(dl[i]) {
+					t.Errorf("step %d loss %v on the device, %v on the host", i+1, dl[i], hl[i])
+				}
+			}
+			for i := range hp {
+				if math.Float32bits(hp[i]) != math.Float32bits(dp[i]) {
+					t.Fatalf("trainable value %d = %v after device steps, %v after host steps", i, dp[i], hp[i])
+				}
+			}
+		})
 	}
 }
