@@ -118,9 +118,16 @@ func newTestTrainer(t *testing.T, m Model, a TrainingArguments, train, eval Data
 	if err != nil {
 		t.Fatal(err)
 	}
+	if tr.deferOverride == nil { // each step reads its loss and norm at once unless a test asks (deferred_test.go)
+		eager := false
+		tr.deferOverride = &eager
+	}
 	t.Cleanup(tr.Close)
 	return tr, &out, logs
 }
+
+// deferSteps makes the Trainer keep its steps' loss and gradient norm on the device whatever the backend.
+func deferSteps(on bool) Option { return func(t *Trainer) { t.deferOverride = &on } }
 
 // trainLogs returns the training entries (those with a loss) of h.
 func trainLogs(h []LogEntry) []LogEntry {

@@ -169,7 +169,12 @@ const debugHint = "`tune debug nan RECIPE` runs one step with per-module checks 
 // lossError explains a non-finite loss of micro-batch i (of n) of the current step, looking at the weights
 // to tell a diverged update from a bad forward.
 func (t *Trainer) lossError(loss float32, i, n int, b *loaders.Batch) error {
-	step := t.state.GlobalStep + 1
+	return t.lossErrorAt(t.state.GlobalStep+1, t.run.lr, loss, i, n, b)
+}
+
+// lossErrorAt is lossError for micro-batch i of n of step (1-based), whose previous step ran at learning rate
+// lr: the step of a deferred read (deferred.go) is not the current one.
+func (t *Trainer) lossErrorAt(step int, lr float64, loss float32, i, n int, b *loaders.Batch) error {
 	e := t.newNonFinite(step, NonFiniteLoss)
 	e.Value = loss
 	bad, found, largest, err := firstNonFinite(t.model.Backend(), t.model.NamedParameters(), false)
@@ -188,13 +193,13 @@ func (t *Trainer) lossError(loss float32, i, n int, b *loaders.Batch) error {
 	case found:
 		e.Param, e.Index = bad.name, bad.index
 		e.Detail = fmt.Sprintf("%s; the weights are non-finite: %s[%d] = %v, so an earlier update (learning_rate %g at step %d) diverged; %s",
-			where, bad.name, bad.index, bad.value, t.run.lr, step-1, t.lastCheckpointNote())
+			where, bad.name, bad.index, bad.value, lr, step-1, t.lastCheckpointNote())
 		e.Hint = "lower learning_rate, keep max_grad_norm clipping on, add warmup_steps, and resume from the last good checkpoint"
-	case t.state.GlobalStep > t.run.startStep && math.Abs(float64(largest.value)) > 1e4:
+	case step-1 > t.run.startStep && math.Abs(float64(largest.value)) > 1e4:
 		e.Detail = fmt.Sprintf("%s; the weights are finite but large (|%s[%d]| = %.3g): the updates are diverging; %s",
 			where, largest.name, largest.index, math.Abs(float64(largest.value)), t.lastCheckpointNote())
 		e.Hint = fmt.Sprintf("lower learning_rate (%g, scheduled %g at this step), keep max_grad_norm clipping on, add warmup_steps",
-			t.args.LearningRate, t.run.lr)
+			t.args.LearningRate, lr)
 	default:
 		e.Detail = fmt.Sprintf("%s; the weights are finite, so the forward pass produces it (the data, or an overflow); %s", where, t.lastCheckpointNote())
 		e.Hint = "check the data for bad values; " + debugHint

@@ -136,6 +136,12 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	if err := t.checkWeights(true, "training did not start"); err != nil {
 		return TrainOutput{}, err
 	}
+	if t.deferChecks() { // the steps keep their loss and gradient norm on the device (deferred.go)
+		if t.deferred, err = newDeferredSteps(t.model.Backend(), a.GradientAccumulationSteps, a.PerDeviceTrainBatchSize); err != nil {
+			return TrainOutput{}, err
+		}
+		defer func() { t.deferred.free(); t.deferred = nil }()
+	}
 	r.start = time.Now()
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainBegin(e) }); err != nil {
 		return TrainOutput{}, err
@@ -227,6 +233,14 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 			return err
 		}
 		end := min(r.microDone+a.GradientAccumulationSteps, len(micro))
+		if d := t.deferred; d != nil {
+			if d.full(a.GradientAccumulationSteps, a.PerDeviceTrainBatchSize) {
+				if err := t.readDeferred(); err != nil {
+					return err
+				}
+			}
+			d.begin(t.state.GlobalStep+1, r.lr)
+		}
 		loss, tokens, err := t.trainWindow(micro[r.microDone:end])
 		if err != nil {
 			return err
@@ -242,9 +256,11 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 		s.GlobalStep++
 		s.Epoch = float64(epoch) + float64(end)/float64(len(micro))
 		s.NumInputTokensSeen += int64(tokens)
-		r.lastLoss = loss
-		r.trLoss += loss
-		r.totalLoss += loss
+		if t.deferred == nil { // else readDeferred adds the loss when it reads it
+			r.lastLoss = loss
+			r.trLoss += loss
+			r.totalLoss += loss
+		}
 		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnStepEnd(e) }); err != nil {
 			return err
 		}
@@ -286,12 +302,17 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 		}
 		seed := float32(float64(r.scale) * float64(n) / float64(total))
 		opts.BackwardSeed = seed // a causal LM's head back-propagates during Forward (bit-identical)
+		opts.DeferLoss = t.deferred != nil
 		out, err := t.model.Forward(b, opts)
 		if err != nil {
 			return 0, 0, fmt.Errorf("trainer: forward at step %d: %w", t.state.GlobalStep+1, err)
 		}
 		cast = true
-		if !isFinite(float64(out.Loss)) {
+		if t.deferred != nil {
+			if err := t.deferred.addMicro(out, n, total, i, len(batches), b); err != nil {
+				return 0, 0, err
+			}
+		} else if !isFinite(float64(out.Loss)) {
 			return 0, 0, t.lossError(out.Loss, i, len(batches), b)
 		}
 		if err := t.model.Backward(seed); err != nil {
@@ -316,6 +337,15 @@ func (t *Trainer) optimizerStep() error {
 	r, b := &t.run, t.model.Backend()
 	_, g, _ := t.model.Trainable()
 	grads := []*tensor.Tensor{g}
+	if t.deferred != nil {
+		if err := t.clipAndStep(t.deferred, grads); err != nil {
+			return err
+		}
+		if err := t.model.ZeroGrad(); err != nil {
+			return fmt.Errorf("trainer: step %d: zero grad: %w", t.state.GlobalStep+1, err)
+		}
+		return nil
+	}
 	if err := t.scaler.Unscale(grads); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
 	}
@@ -366,6 +396,11 @@ func (t *Trainer) optimizerStep() error {
 // maybeLogSaveEvaluate acts on the control flags: log the training metrics, evaluate, save a checkpoint.
 func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 	r, s, c := &t.run, t.state, &t.control
+	if c.ShouldLog || c.ShouldEvaluate || c.ShouldSave {
+		if err := t.readDeferred(); err != nil {
+			return err
+		}
+	}
 	if c.ShouldLog && s.GlobalStep > r.lastLogged {
 		logs := LogEntry{
 			"loss":          r.trLoss / float64(s.GlobalStep-r.lastLogged),
@@ -445,6 +480,9 @@ func (t *Trainer) updateBest(metrics map[string]float64) error {
 // callbacks (the progress bar, the plot).
 func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
 	r, s := &t.run, t.state
+	if err := t.readDeferred(); err != nil {
+		return TrainOutput{}, err
+	}
 	if t.args.LoadBestModelAtEnd && s.BestModelCheckpoint != nil {
 		if err := t.loadModel(*s.BestModelCheckpoint); err != nil {
 			return TrainOutput{}, fmt.Errorf("trainer: load_best_model_at_end: %w", err)

@@ -57,6 +57,10 @@ type Trainer struct {
 	state   *TrainerState
 	control TrainerControl
 	run     runState
+	// deferred holds the steps whose loss and gradient norm are still on the device (deferred.go); nil when
+	// each step reads them at once. deferOverride, set by tests, forces the choice.
+	deferred      *deferredSteps
+	deferOverride *bool
 }
 
 // Option configures a Trainer.
