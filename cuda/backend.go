@@ -12,6 +12,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/tune-ml/tune/internal/opcheck"
+	"github.com/tune-ml/tune/internal/syncfree"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -20,7 +21,7 @@ import (
 // NVRTC-compiled kernels for the other ops. Ops return as soon as their work is queued; Download, the
 // scalar-returning reductions, Synchronize and the index-validating ops (Embedding, EmbeddingBackward,
 // CrossEntropy, CrossEntropyBackward, which check the ids on the host) wait for it — the latter only when
-// their ids were not uploaded from the host (hostids.go). HostWaits counts the waits.
+// their ids were not uploaded from the host (hostids.go, with TUNE_SYNC_FREE=1). HostWaits counts the waits.
 //
 // A Backend serializes its methods with a mutex, so goroutines may share it; Open returns the same Backend
 // for the same ordinal.
@@ -44,6 +45,7 @@ type Backend struct {
 	stagedGemms  map[string]int         // GEMMs that took the staged fallback path, by reason
 	waits        map[string]int64       // host waits for the device, by op name (HostWaits)
 	ids          map[uint64]*hostIDs    // host copies of uploaded index tensors, by device address (hostids.go)
+	keepIDs      bool                   // Upload keeps those copies (TUNE_SYNC_FREE=1, internal/syncfree)
 	owner        opcheck.Owner          // which buffers are this backend's (op.tensor's opcheck.View)
 }
 
@@ -95,7 +97,7 @@ func open(ordinal int) (*Backend, error) {
 	}
 	b := &Backend{ordinal: ordinal, info: info, sm: 10*info.Major + info.Minor, alloc: newAllocator(),
 		modules: map[string]cu.Module{}, funcs: map[string]cu.Function{}, scratchClass: map[cu.DevicePtr]int64{}, stagedGemms: map[string]int{},
-		waits: map[string]int64{}, ids: map[uint64]*hostIDs{}}
+		waits: map[string]int64{}, ids: map[uint64]*hostIDs{}, keepIDs: syncfree.Enabled()}
 	b.owner = b.newOwner()
 	if b.dev, err = cu.GetDevice(ordinal); err != nil {
 		return nil, driverErr("cuDeviceGet", err, "device %d", ordinal)

@@ -19,7 +19,8 @@ import (
 // queues (hostIDs), and an id-taking op whose index tensor is exactly such an upload reads the copy instead
 // of the device: the same check and the same plan, no wait. A copy is forgotten as soon as anything else may
 // have written its bytes: any op other than an id reader that is handed a tensor overlapping them (forgetIDs),
-// a Free of its buffer, or the next Upload to the same place, which replaces it.
+// a Free of its buffer, or the next Upload to the same place, which replaces it. Upload keeps copies with
+// TUNE_SYNC_FREE=1 (internal/syncfree; off until verified on a GPU) or after SetKeepIDs(true).
 
 // hostIDs is the host copy of one Upload of an index tensor: the device bytes [addr, addr+bytes) hold vals.
 type hostIDs struct {
@@ -126,4 +127,15 @@ func live(b *Backend, t *tensor.Tensor) (*buffer, bool) {
 		return nil, false
 	}
 	return bf, true
+}
+
+// SetKeepIDs sets whether Upload keeps host copies of index tensors so that the id-taking ops need not wait
+// (the default is TUNE_SYNC_FREE=1); turning it off drops the copies kept.
+func (b *Backend) SetKeepIDs(on bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.keepIDs = on
+	if !on {
+		clear(b.ids)
+	}
 }

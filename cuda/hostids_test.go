@@ -34,6 +34,8 @@ func waits(b *cuda.Backend) int64 {
 // still refuse a bad id before writing anything, and read the device again once something else wrote the ids.
 func TestUploadedIDsNeedNoHostWait(t *testing.T) {
 	b := openOrSkip(t)
+	b.SetKeepIDs(true)
+	defer b.SetKeepIDs(false)
 	const v, c, n = 7, 8, 5
 	table := mustAlloc(t, b, tensor.F32, v, c)
 	host := make([]float32, v*c)
@@ -143,5 +145,24 @@ func TestUploadedIDsNeedNoHostWait(t *testing.T) {
 	}
 	if got := waits(b) - w; got != 1 {
 		t.Errorf("a fresh allocation: %d host waits, want 1", got)
+	}
+}
+
+// TestIDsWithoutHostCopies: with the copies off (the default until TUNE_SYNC_FREE=1) every id op downloads.
+func TestIDsWithoutHostCopies(t *testing.T) {
+	b := openOrSkip(t)
+	b.SetKeepIDs(false)
+	table := mustAlloc(t, b, tensor.F32, 4, 4)
+	ids := mustAlloc(t, b, tensor.I32, 3)
+	out := mustAlloc(t, b, tensor.F32, 3, 4)
+	if err := b.Upload(ids, []int32{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	w := waits(b)
+	if err := b.Embedding(out, ids, table); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 1 {
+		t.Errorf("%d host waits, want 1", got)
 	}
 }

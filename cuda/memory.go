@@ -123,7 +123,7 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 	}
 	// From pageable memory the driver stages the whole buffer before returning, so host may be reused after.
 	if o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(addr(dst)), host, int64(dst.Bytes()), b.stream), "%d bytes", dst.Bytes())) == nil &&
-		!dst.DType.IsFloat() {
+		!dst.DType.IsFloat() && b.keepIDs {
 		b.rememberIDs(dst, src) // the id-taking ops check these values without reading them back (hostids.go)
 	}
 	runtime.KeepAlive(keep)

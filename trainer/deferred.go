@@ -3,9 +3,9 @@ package trainer
 import (
 	"fmt"
 	"math"
-	"os"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/syncfree"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -27,7 +27,7 @@ import (
 // What changes: a non-finite loss or gradient norm is reported when the rings are read, naming the step where
 // it happened; the flag is sticky, so that step and every later one leave the weights alone (what the run is
 // stopped with is what it had before the bad step). The gradient of the bad step is gone by then, so the
-// error cannot name the parameter ("tune debug nan" does, and TUNE_HOST_CHECKS=1 checks each step at once).
+// error cannot name the parameter ("tune debug nan" does, and TUNE_SYNC_FREE=0 checks each step at once).
 // The progress bar shows the loss of the last read step. FP16 loss scaling keeps reading its found-inf flag
 // after every step (the GradScaler's schedule and skipped-step reports are host decisions).
 
@@ -62,7 +62,7 @@ type pendingMicro struct {
 }
 
 // deferChecks reports whether this run's steps keep their scalars on the device: on an asynchronous backend
-// (tensor.HostWaitCounter), without FP16 loss scaling, unless TUNE_HOST_CHECKS=1 asks for a check per step.
+// (tensor.HostWaitCounter), without FP16 loss scaling, when TUNE_SYNC_FREE=1 (internal/syncfree).
 // t.deferOverride, set by tests, decides instead when non-nil.
 func (t *Trainer) deferChecks() bool {
 	if t.scaler.Enabled() {
@@ -72,7 +72,7 @@ func (t *Trainer) deferChecks() bool {
 		return *t.deferOverride
 	}
 	_, async := t.model.Backend().(tensor.HostWaitCounter)
-	return async && os.Getenv("TUNE_HOST_CHECKS") != "1"
+	return async && syncfree.Enabled()
 }
 
 // newDeferredSteps allocates the rings for windows of up to accum micro-batches of batch rows.
@@ -197,7 +197,7 @@ func (t *Trainer) readDeferred() error {
 			e := t.newNonFinite(p.step, NonFiniteGradient)
 			e.Value = float32(norm)
 			e.Detail = fmt.Sprintf("the gradient norm is %v: a gradient was non-finite, so the step was not applied (nor any after it); %s", norm, t.lastCheckpointNote())
-			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (TUNE_HOST_CHECKS=1 checks each step and names the parameter)"
+			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (without TUNE_SYNC_FREE=1 each step is checked and the parameter named)"
 			return e
 		}
 		r.lastLoss = loss

@@ -39,14 +39,6 @@ func (w *waitCounter) HostWaits() map[string]int64 {
 	return out
 }
 
-func (w *waitCounter) total() int64 {
-	var n int64
-	for _, v := range w.HostWaits() {
-		n += v
-	}
-	return n
-}
-
 func (w *waitCounter) Download(dst any, src *tensor.Tensor) error {
 	w.count("Download")
 	return w.Backend.Download(dst, src)
@@ -67,17 +59,38 @@ func (w *waitCounter) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, inv float32)
 	return w.Backend.NonFiniteCheckAndUnscale(ts, inv)
 }
 
+// totalWaits is the sum of a HostWaitCounter's counts.
+func totalWaits(w tensor.HostWaitCounter) int64 {
+	var n int64
+	for _, v := range w.HostWaits() {
+		n += v
+	}
+	return n
+}
+
 // stepWaits records the backend's host waits at each step's end.
 type stepWaits struct {
 	CallbackBase
-	w     *waitCounter
+	w     tensor.HostWaitCounter
 	at    []int64
 	steps []int
 }
 
 func (s *stepWaits) OnStepEnd(e *Event) error {
-	s.at, s.steps = append(s.at, s.w.total()), append(s.steps, e.State.GlobalStep)
+	s.at, s.steps = append(s.at, totalWaits(s.w)), append(s.steps, e.State.GlobalStep)
 	return nil
+}
+
+// asyncBackend returns b when it counts its host waits (CUDA), and the CPU posing as asynchronous otherwise.
+func asyncBackend(t *testing.T, b tensor.Backend) tensor.Backend {
+	if _, ok := b.(tensor.HostWaitCounter); ok {
+		if k, ok := b.(interface{ SetKeepIDs(bool) }); ok { // CUDA: the id ops check Upload's host copy
+			k.SetKeepIDs(true)
+			t.Cleanup(func() { k.SetKeepIDs(false) })
+		}
+		return b
+	}
+	return newWaitCounter()
 }
 
 // deferredArgs: accumulation 2 with a short last window, dropout, warmup and decay, clipping that acts,
@@ -97,8 +110,12 @@ func deferredArgs(t *testing.T, set func(*TrainingArguments)) TrainingArguments 
 
 // TestDeferredStepsAreBitIdentical: steps that leave their loss and gradient norm on the device train and log
 // bit for bit as steps that read them at once (weights, every log entry, train_loss), in FP32 and BF16, with
-// clipping on and off — and a step between logs makes no host wait.
+// clipping on and off — and a step between logs makes no host wait. On CUDA the backend's own count is used.
 func TestDeferredStepsAreBitIdentical(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) { deferredBitIdentical(t, asyncBackend(t, b)) })
+}
+
+func deferredBitIdentical(t *testing.T, w tensor.Backend) {
 	for _, p := range []struct {
 		name string
 		set  func(*TrainingArguments)
@@ -110,9 +127,8 @@ func TestDeferredStepsAreBitIdentical(t *testing.T) {
 		t.Run(p.name, func(t *testing.T) {
 			data, eval := toyTask(20, 64, 11), toyTask(7, 64, 5)
 			run := func(deferred bool) (*Trainer, []float32, *stepWaits) {
-				w := newWaitCounter()
 				m := tinyBert(t, w)
-				sw := &stepWaits{w: w}
+				sw := &stepWaits{w: w.(tensor.HostWaitCounter)}
 				tr, _, _ := newTestTrainer(t, m, deferredArgs(t, p.set), data, eval, deferSteps(deferred), WithCallbacks(sw))
 				mustTrain(t, tr)
 				params, _, _ := m.Trainable()

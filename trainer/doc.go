@@ -42,13 +42,13 @@
 // counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm, and at once
 // as a warning naming the parameter whose gradient overflowed and a metrics.jsonl line.
 //
-// On an asynchronous backend (CUDA) a BF16 or FP32 step makes no host wait: the loss and the gradient norm stay
+// With TUNE_SYNC_FREE=1, on an asynchronous backend (CUDA) a BF16 or FP32 step makes no host wait: the loss and the gradient norm stay
 // on the device (the clip is applied there, and AdamW skips a non-finite step by a device flag) and are read,
 // once for all the steps since the last read, when the Trainer logs, evaluates, saves or ends the run, or every
 // 64 steps — as transformers' Trainer keeps tr_loss and grad_norm as tensors until it logs. Everything logged and
 // every weight is bit for bit what a step that reads them at once gives; a non-finite loss or gradient is
-// reported at the next read, naming its step (TUNE_HOST_CHECKS=1 checks each step at once and names the
-// parameter of a non-finite gradient). FP16 steps read the GradScaler's found-inf flag every step.
+// reported at the next read, naming its step (without it each step is checked at once, naming the parameter
+// of a non-finite gradient). FP16 steps read the GradScaler's found-inf flag every step.
 //
 // # Non-finite values
 //

@@ -157,7 +157,9 @@ func (refusing) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) 
 }
 
 // GlobalNormTo returns ErrMeta.
-func (refusing) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) error { return refuse("GlobalNormTo") }
+func (refusing) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) error {
+	return refuse("GlobalNormTo")
+}
 
 // ClipByNorm returns ErrMeta.
 func (refusing) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) error {

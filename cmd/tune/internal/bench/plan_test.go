@@ -13,6 +13,7 @@ import (
 )
 
 func TestPlan(t *testing.T) {
+	t.Setenv("TUNE_SYNC_FREE", "1") // the step's 12 bytes of device scalars are in the plan
 	for _, tc := range []struct {
 		name   string
 		policy amp.Policy
@@ -124,6 +125,7 @@ func TestPlanAllocatesNoArena(t *testing.T) {
 // layer's internal activations instead of every layer's; weights, gradients and AdamW state unchanged), a
 // timed run allocates exactly that plan on the CPU, and on the eager path only one layer's T×T buffers count.
 func TestPlanGradientCheckpointing(t *testing.T) {
+	t.Setenv("TUNE_SYNC_FREE", "1")
 	for _, tc := range []struct {
 		name   string
 		policy amp.Policy

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/internal/syncfree"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor"
@@ -123,11 +124,11 @@ type stepper struct {
 }
 
 // step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
-// Without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
+// With TUNE_SYNC_FREE=1 (internal/syncfree) and without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
 // gradient norm and the clip coefficient are computed there and AdamW skips a non-finite step by a device flag.
 func (s *stepper) step() error {
 	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
-		BackwardSeed: s.scaler.Scale(), DeferLoss: true}) // as the trainer: a causal LM's head back-propagates in Forward
+		BackwardSeed: s.scaler.Scale(), DeferLoss: syncfree.Enabled()}) // as the trainer: a causal LM's head back-propagates in Forward
 	if err != nil {
 		return err
 	}
@@ -364,16 +365,16 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 		batch = SyntheticCausalBatch(s.Batch, s.Seq, s.Decoder.VocabSize, s.Seed)
 	}
 	st := &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}
-	if st.norm, st.nonFinite, err = stepScalars(b, scaler.Enabled()); err != nil {
+	if st.norm, st.nonFinite, err = stepScalars(b, scaler.Enabled() || !syncfree.Enabled()); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
 // stepScalars allocates the device scalars of a step without host waits (stepper.norm and nonFinite); none
-// under FP16 loss scaling.
-func stepScalars(b tensor.Backend, scaling bool) (norm, nonFinite *tensor.Tensor, err error) {
-	if scaling {
+// under FP16 loss scaling (or without TUNE_SYNC_FREE=1: hostSteps).
+func stepScalars(b tensor.Backend, hostSteps bool) (norm, nonFinite *tensor.Tensor, err error) {
+	if hostSteps {
 		return nil, nil, nil
 	}
 	if norm, err = b.Alloc(tensor.I64, 1); err != nil {

@@ -33,17 +33,25 @@ func smallSpec(p amp.Policy, withLoRA bool) Spec {
 
 func TestRun(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		policy amp.Policy
-		lora   bool
-		waits  float64 // host waits per step: the FP16 GradScaler still reads its norm and found-inf flag
+		name     string
+		policy   amp.Policy
+		lora     bool
+		syncFree bool    // TUNE_SYNC_FREE=1
+		waits    float64 // host waits per step: the FP16 GradScaler still reads its norm and found-inf flag
 	}{
-		{"fp32 full fine-tuning", amp.FP32, false, 0},
-		{"bf16 full fine-tuning", amp.BF16, false, 0},
-		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false, 2},
-		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true, 0},
+		{"fp32 full fine-tuning", amp.FP32, false, true, 0},
+		{"bf16 full fine-tuning", amp.BF16, false, true, 0},
+		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false, true, 2},
+		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true, true, 0},
+		{"bf16 reading the loss and the norm on the host", amp.BF16, false, false, 2},
+		{"fp16 reading the loss, norm and found-inf on the host", amp.FP16, false, false, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.syncFree {
+				t.Setenv("TUNE_SYNC_FREE", "1")
+			} else {
+				t.Setenv("TUNE_SYNC_FREE", "0")
+			}
 			outer := NewMeter(cpu.New()) // sees what Run allocates and frees
 			s := smallSpec(tc.policy, tc.lora)
 			res, err := Run(context.Background(), outer, s)
@@ -89,6 +97,7 @@ func TestRun(t *testing.T) {
 // step's summed 2·M·N·K·batch over every Gemm call, plus the fused attention's counted products, must equal
 // CountFLOPs exactly, for full and LoRA training.
 func TestProfileMatchesFLOPCount(t *testing.T) {
+	t.Setenv("TUNE_SYNC_FREE", "1") // the device-side norm and clip
 	for _, tc := range []struct {
 		name string
 		lora bool
@@ -162,6 +171,7 @@ func TestRunHonoursCancellation(t *testing.T) {
 // TestDeviceStepIsHostStep: the step without host waits (loss, gradient norm, clip and skip on the device)
 // trains bit for bit as the step that reads the loss and the norm on the host, full and LoRA, in BF16 and FP32.
 func TestDeviceStepIsHostStep(t *testing.T) {
+	t.Setenv("TUNE_SYNC_FREE", "1")
 	for _, tc := range []struct {
 		policy amp.Policy
 		lora   bool
