@@ -3,6 +3,7 @@ package transformer
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/tune-ml/tune/tensor"
 )
@@ -25,6 +26,20 @@ type Arena struct {
 	measuring bool
 	shared    bool           // inside an Overlay after its first layout: Take's views overlap earlier ones
 	record    *[]ArenaBuffer // Measure's list of the buffers taken; nil otherwise
+	scratch   map[scratchKey]*scratchSlot
+}
+
+// scratchKey names a Scratch region: the caller's name and the dtype.
+type scratchKey struct {
+	name string
+	dt   tensor.DType
+}
+
+// scratchSlot is a Scratch region: the largest request (elements, aligned, and its shape) and, once the
+// measuring pass is done, its offset in the dtype's slab.
+type scratchSlot struct {
+	n, off int
+	shape  tensor.Shape
 }
 
 // ArenaBuffer is one buffer of a step arena's layout: its dtype and shape.
@@ -59,6 +74,64 @@ func (a *Arena) Take(dt tensor.DType, shape ...int) *tensor.Tensor {
 		t.Buf, t.Offset = slab.Buf, slab.Offset+off
 	}
 	return t
+}
+
+// Scratch returns a view of dtype dt and the given shape at the start of the region called name: one buffer
+// that every Scratch call of that name and dtype shares, sized for the largest of them and laid out after
+// every Take (so outside any Overlay). It is for a module's transient buffer, used only within one of its
+// calls (a LoRA adapter's input gradient through its dropout): callers sharing a name must not hold it across
+// each other's calls. Like Take it never fails; the carving pass must ask for no more than the measuring one.
+func (a *Arena) Scratch(name string, dt tensor.DType, shape ...int) *tensor.Tensor {
+	s := tensor.Shape(append([]int(nil), shape...))
+	n := (s.Numel() + arenaAlign - 1) / arenaAlign * arenaAlign
+	k := scratchKey{name, dt}
+	t := &tensor.Tensor{Shape: s, DType: dt}
+	if a.scratch == nil {
+		a.scratch = map[scratchKey]*scratchSlot{}
+	}
+	slot := a.scratch[k]
+	if a.measuring {
+		if slot == nil {
+			slot = &scratchSlot{}
+			a.scratch[k] = slot
+		}
+		if n > slot.n {
+			slot.n, slot.shape = n, s
+		}
+		if a.record != nil {
+			*a.record = append(*a.record, ArenaBuffer{DType: dt, Shape: s, Shared: true})
+		}
+		return t
+	}
+	if slot == nil || n > slot.n {
+		panic(fmt.Sprintf("transformer: step arena: scratch %q %v%v was not measured: the layout is not deterministic", name, dt, s))
+	}
+	slab := a.slabs[dt]
+	t.Buf, t.Offset = slab.Buf, slab.Offset+slot.off
+	return t
+}
+
+// placeScratch lays the measured Scratch regions out after the Takes (in name order, so the layout is the
+// same every time) and records them in Measure's list.
+func (a *Arena) placeScratch() {
+	keys := slices.Collect(maps.Keys(a.scratch))
+	slices.SortFunc(keys, func(x, y scratchKey) int {
+		if x.name != y.name {
+			if x.name < y.name {
+				return -1
+			}
+			return 1
+		}
+		return int(x.dt) - int(y.dt)
+	})
+	for _, k := range keys {
+		slot := a.scratch[k]
+		slot.off = a.used[k.dt]
+		a.used[k.dt] += slot.n
+		if a.record != nil {
+			*a.record = append(*a.record, ArenaBuffer{DType: k.dt, Shape: slot.shape})
+		}
+	}
 }
 
 // Overlay runs layout(0) … layout(n−1) from the same arena offsets, so the buffers each call takes overlap
@@ -99,12 +172,14 @@ func CarveFor[K comparable](a *Arena, have *K, key K, layout func(a *Arena, key 
 // invalid afterwards. Errors: an Alloc failure (out of memory), or an error returned by layout.
 func (a *Arena) Carve(layout func(a *Arena) error) error {
 	clear(a.used)
+	a.scratch = map[scratchKey]*scratchSlot{}
 	a.measuring = true
 	err := layout(a)
 	a.measuring = false
 	if err != nil {
 		return err
 	}
+	a.placeScratch()
 	for dt, need := range a.used {
 		if slab := a.slabs[dt]; slab != nil && slab.Numel() >= need {
 			continue
@@ -129,8 +204,12 @@ func (a *Arena) Carve(layout func(a *Arena) error) error {
 func (a *Arena) Measure(layout func(a *Arena) error) ([]ArenaBuffer, int64, error) {
 	var bufs []ArenaBuffer
 	clear(a.used)
+	a.scratch = map[scratchKey]*scratchSlot{}
 	a.measuring, a.record = true, &bufs
 	err := layout(a)
+	if err == nil {
+		a.placeScratch()
+	}
 	a.measuring, a.record = false, nil
 	var n int64
 	for dt, used := range a.used {
