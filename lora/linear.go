@@ -47,8 +47,8 @@ var _ transformer.Projection = (*Linear)(nil)
 
 // linearCache holds one pass's buffers (views of the model's step arena).
 type linearCache struct {
-	xd       *tensor.Tensor // (N, In) h dropout(x); nil when Dropout is 0
-	dxd      *tensor.Tensor // (N, In) F32 gradient of dropout(x); nil when Dropout is 0
+	xd       *tensor.Tensor // (N, In) h dropout(x), shared scratch; nil when Dropout is 0
+	dxd      *tensor.Tensor // (N, In) F32 gradient of dropout(x), shared scratch; nil when Dropout is 0
 	h        *tensor.Tensor // (N, R) h dropout(x)·Aᵀ, kept for dB
 	dh       *tensor.Tensor // (N, R) h gradient of h (with the scaling folded in)
 	aIn      *tensor.Tensor // the input of A in the last Forward: xd, or x itself without dropout
@@ -178,12 +178,14 @@ func (l *Linear) Parameters() []transformer.NamedParameter {
 const adapterName = "default"
 
 // Layout takes the adapter's per-pass buffers for rows input rows in GEMM dtype dt: h and dh (rows, R), and
-// with dropout the dropped input (rows, In) in dt and its F32 gradient.
+// with dropout the dropped input (rows, In) in dt and its F32 gradient. Those two are needed only inside one
+// Forward or Backward (Backward draws dropout(x) again from the forward's Philox offset for A's gradient), so
+// each is one arena Scratch region that every adapter of the model shares.
 func (l *Linear) Layout(a *transformer.Arena, rows int, dt tensor.DType) {
 	l.c = linearCache{h: a.Take(dt, rows, l.R), dh: a.Take(dt, rows, l.R)}
 	if l.Dropout > 0 {
-		l.c.xd = a.Take(dt, rows, l.base.In)
-		l.c.dxd = a.Take(tensor.F32, rows, l.base.In)
+		l.c.xd = a.Scratch("lora.xd", dt, rows, l.base.In)
+		l.c.dxd = a.Scratch("lora.dxd", tensor.F32, rows, l.base.In)
 	}
 }
 
@@ -298,7 +300,15 @@ func (l *Linear) Backward(p *transformer.Pass, dIn, dOut, in *tensor.Tensor, acc
 	}
 	// dA (R, In) += dhᵀ·aIn
 	if g := l.A.Grad; g != nil {
-		if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.R, N: l.base.In, K: n, A: dh, B: c.aIn, C: g,
+		aIn := c.aIn
+		if c.dropUsed { // dropout(in) again, into the shared scratch: the forward's mask (same Philox offset)
+			xd, _ := c.xd.View(0, n, l.base.In)
+			if err := bk.Dropout(xd, in, l.Dropout, p.Seed, c.dropOff); err != nil {
+				return err
+			}
+			aIn = xd
+		}
+		if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.R, N: l.base.In, K: n, A: dh, B: aIn, C: g,
 			Alpha: 1, Beta: 1, Batch: 1}); err != nil {
 			return err
 		}

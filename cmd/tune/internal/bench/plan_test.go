@@ -232,12 +232,16 @@ func TestPlanBERTBase64x512(t *testing.T) {
 		{"bf16 LoRA r=8, gradient checkpointing", amp.BF16, true, true, 3.0},
 		{"fp32 full", amp.FP32, false, false, 17.04},
 		{"fp32 LoRA r=8", amp.FP32, true, false, 11.27},
+		{"bf16 LoRA r=8, lora_dropout 0.1", amp.BF16, true, false, 7.34}, // the adapters' dropout buffers are scratch
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := DefaultSpec()
 			s.Batch, s.Seq, s.Policy, s.GradientCheckpointing = 64, 512, tc.policy, tc.ckpt
 			if tc.lora {
 				c := LoRAConfig(8, []string{"query", "value"})
+				if strings.Contains(tc.name, "lora_dropout") {
+					c.LoraDropout = 0.1
+				}
 				s.LoRA = &c
 			}
 			plan, err := Plan(cpu.New(), s)
