@@ -163,3 +163,59 @@ func keepBatch(b, t, vocab int, lens []int) *loaders.Batch {
 	}
 	return bt
 }
+
+// gemmCounter counts the GEMMs it passes on.
+type gemmCounter struct {
+	tensor.Backend
+	n int
+}
+
+// Gemm counts and runs a on the inner backend.
+func (g *gemmCounter) Gemm(a tensor.GemmArgs) error { g.n++; return g.Backend.Gemm(a) }
+
+// TestFrozenEmbeddingsSkipFirstInputGrad: over frozen embeddings (LoRA) the first layer's Q, K and V skip
+// their input-gradient GEMMs, as autograd does, and every trained gradient is the same bit for bit as when an
+// observer makes the model compute them (an observer is shown the full gradient of the embeddings' output).
+func TestFrozenEmbeddingsSkipFirstInputGrad(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		cfg := bert.DefaultBertConfig()
+		cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 50, 32, 2, 2, 64
+		cfg.MaxPositionEmbeddings, cfg.ID2Label = 16, bert.DefaultLabels(3)
+		batch := keepBatch(3, 9, cfg.VocabSize, []int{9, 5, 3})
+		var grads [2][]float32
+		var gemms [2]int
+		for i, observe := range []bool{false, true} {
+			gc := &gemmCounter{Backend: b}
+			m, _ := keepModel(t, gc, cfg, []string{"query", "value"}, "", amp.BF16, false)
+			opts := trainer.ForwardOptions{Train: true, Seed: 11}
+			if observe {
+				opts.Observe = func(string, bool, *tensor.Tensor) error { return nil }
+			}
+			if err := m.ZeroGrad(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Forward(batch, opts); err != nil {
+				t.Fatal(err)
+			}
+			before := gc.n
+			if err := m.Backward(1); err != nil {
+				t.Fatal(err)
+			}
+			gemms[i] = gc.n - before
+			_, g, _ := m.Trainable()
+			grads[i] = make([]float32, g.Numel())
+			if err := b.Download(grads[i], g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// the LoRA-wrapped query and value skip their base's and their adapter's dX product, the key its own
+		if gemms[1]-gemms[0] != 5 {
+			t.Errorf("backward ran %d GEMMs, %d with an observer: want 5 fewer", gemms[0], gemms[1])
+		}
+		for j := range grads[0] {
+			if math.Float32bits(grads[0][j]) != math.Float32bits(grads[1][j]) {
+				t.Fatalf("gradient element %d: %v, with every input gradient %v", j, grads[0][j], grads[1][j])
+			}
+		}
+	})
+}

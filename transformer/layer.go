@@ -315,8 +315,11 @@ func LayoutLayers(a *Arena, sc *LayerScratch, layers []*Layer, checkpoint bool, 
 }
 
 // Backward takes in grad (N, C) F32 the gradient of the layer output and leaves there the gradient of the
-// layer input; scratch (N, C) F32 is clobbered. Parameter gradients accumulate (+=).
-func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor, b, t int) error {
+// layer input; scratch (N, C) F32 is clobbered. Parameter gradients accumulate (+=). With inputGrad false no
+// one reads the input's gradient (the first layer over frozen embeddings): the Q, K and V projections skip
+// their input-gradient GEMMs, as autograd does for an input that needs no gradient, and grad is left holding
+// part of it only.
+func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor, b, t int, inputGrad bool) error {
 	c := &l.c
 	// output.LayerNorm; then da collects the residual and the FFN branch.
 	da := scratch
@@ -334,6 +337,9 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	}
 	if err := l.AttnOut.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
 		return err
+	}
+	if !inputGrad {
+		dx = nil
 	}
 	return l.Attention.Backward(p, &sc.attn, dx, sc.dctx, c.xIn, b, t)
 }

@@ -299,7 +299,10 @@ func (m *BertForSequenceClassification) Backward(seed float32) (err error) {
 				return fmt.Errorf("transformer: encoder layer %d recomputation: %w", i, err)
 			}
 		}
-		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t); err != nil {
+		// Over frozen embeddings no one reads the first layer's input gradient (Embeddings.Backward returns),
+		// unless an observer is shown it.
+		inputGrad := i > 0 || m.Embeddings.c.train || p.Observe != nil
+		if err := m.Layers[i].Backward(&p, &m.sc, grad, m.act.g1, b, t, inputGrad); err != nil {
 			return fmt.Errorf("transformer: encoder layer %d backward: %w", i, err)
 		}
 	}
