@@ -76,24 +76,29 @@ def flops_per_step(layers, hidden, intermediate, labels, batch, seq, lora_r=0, l
     forward 2*rows*in*out, input gradient the same, weight gradient the same only if the weight trains; a LoRA
     adapter of rank r adds 2*rows*r*(in+out) in each of the three. Attention adds 4*B*L*T^2*C forward and twice
     that backward. Full fine-tuning trains every weight; LoRA (lora_r > 0) trains only the adapters (on
-    lora_targets, each C->C) and the classifier.
+    lora_targets, each C->C) and the classifier. Over frozen embeddings (LoRA) the first layer's query, key and
+    value have no input gradient (autograd does not form it; nor does tune): neither their dense product nor
+    the adapter's dX += dH*A (2*rows*r*in) is counted there.
     """
     B, T, L, C, I, K = batch, seq, layers, hidden, intermediate, labels
     n = B * T
-    projections = []  # (rows, in, out, trains_weight, lora_rank)
-    for _ in range(L):
+    projections = []  # (rows, in, out, trains_weight, lora_rank, input_grad)
+    for layer in range(L):
         for name in ("query", "key", "value", "attention.output.dense"):
             r = lora_r if (lora_r and name in lora_targets) else 0
-            projections.append((n, C, C, not lora_r, r))
-        projections.append((n, C, I, not lora_r, 0))
-        projections.append((n, I, C, not lora_r, 0))
-    projections.append((B, C, C, not lora_r, 0))  # pooler: frozen under LoRA
-    projections.append((B, C, K, True, 0))  # classifier: trained (modules_to_save under SEQ_CLS)
+            input_grad = not (lora_r and layer == 0 and name != "attention.output.dense")
+            projections.append((n, C, C, not lora_r, r, input_grad))
+        projections.append((n, C, I, not lora_r, 0, True))
+        projections.append((n, I, C, not lora_r, 0, True))
+    projections.append((B, C, C, not lora_r, 0, True))  # pooler: frozen under LoRA
+    projections.append((B, C, K, True, 0, True))  # classifier: trained (modules_to_save under SEQ_CLS)
     total = 0.0
-    for rows, fin, fout, trains, r in projections:
+    for rows, fin, fout, trains, r, input_grad in projections:
         dense = 2.0 * rows * fin * fout
         adapter = 2.0 * rows * r * (fin + fout)
         total += 2 * (dense + adapter) + (dense if trains else 0.0) + adapter
+        if not input_grad:
+            total -= dense + 2.0 * rows * r * fin
     total += 12.0 * B * L * T * T * C
     return total
 

@@ -36,8 +36,9 @@
 // BERT (L layers, hidden C, intermediate I, K labels) this is 6·B·T·L·(4C² + 2C·I) + 6·B·(C² + C·K) +
 // 12·B·L·T²·C: 6 FLOPs per token per matmul weight, plus 12·L·T²·C per sequence for attention. BERT-base has
 // 84.9 M matmul weights in its encoder, so a token costs 0.524 GFLOP at T = 128 and 0.566 GFLOP at T = 512.
-// With LoRA the frozen weights lose their weight-gradient GEMM (the input gradient still flows through them):
-// BERT-base with r = 8 on query and value costs 0.356 GFLOP per token at T = 128 (0.398 at T = 512).
+// With LoRA the frozen weights lose their weight-gradient GEMM (the input gradient still flows through them,
+// but not into the frozen embeddings): BERT-base with r = 8 on query and value costs 0.352 GFLOP per token at
+// T = 128 (0.395 at T = 512).
 // Elementwise ops, LayerNorm, softmax, the loss and AdamW are not counted (under 1% of the FLOPs; they are
 // bandwidth-bound). TFLOP/s is this count over the median step time; the same count divides PyTorch's time.
 //

@@ -38,6 +38,9 @@ type Projection struct {
 	Bias         bool   // the Linear has a bias
 	LoRARank     int    // r of the LoRA adapter on it; 0 without one
 	TrainAdapter bool   // the adapter's A or B trains (they have weight-gradient GEMMs)
+	// NoInputGrad: no one reads the input's gradient (BERT's first-layer query, key and value over frozen
+	// embeddings), so neither the dense dX nor the adapter's dX += dH·A is formed.
+	NoInputGrad bool
 }
 
 // projectionFLOPs adds one projection's work to f:
@@ -45,11 +48,16 @@ type Projection struct {
 //	forward  2·rows·in·out            + adapter 2·rows·r·(in + out)
 //	dX       2·rows·in·out            + adapter 2·rows·r·(in + out)   (dH = dY·B, dX += dH·A)
 //	dW       2·rows·in·out if trained + adapter 2·rows·r·(in + out)   (dB = dYᵀ·H, dA = dHᵀ·X)
+//
+// With NoInputGrad the dX row keeps only the adapter's dH = dY·B (2·rows·r·out).
 func (f *FLOPs) add(p Projection) {
 	dense := 2 * float64(p.Rows) * float64(p.In) * float64(p.Out)
 	adapter := 2 * float64(p.Rows) * float64(p.LoRARank) * float64(p.In+p.Out)
 	f.Forward += dense + adapter
 	f.BackwardData += dense + adapter
+	if p.NoInputGrad {
+		f.BackwardData -= dense + 2*float64(p.Rows)*float64(p.LoRARank)*float64(p.In)
+	}
 	if p.TrainWeight {
 		f.BackwardWeight += dense
 	}
@@ -66,6 +74,9 @@ type modelShape struct {
 	causal            bool
 	headV, headC      int
 	headTrained       bool
+	// firstNoInputGrad: BERT over frozen embeddings, whose first layer's query, key and value form no input
+	// gradient (Projection.NoInputGrad).
+	firstNoInputGrad bool
 }
 
 // attentionFLOPs adds the two attention products of every layer: per sequence and layer QKᵀ is H products of
@@ -127,10 +138,16 @@ func Projections(m lora.Base, b, t int) ([]Projection, error) {
 //
 // where the last term is the two adapters' A and B products (2·r·(C + C) per token each, in each of the three
 // passes).
-// The input gradients of the first layer's projections are counted even when the embeddings are frozen, as
-// tune computes them (PyTorch's autograd skips them: about 1% of a LoRA step of BERT-base).
+// Over frozen embeddings (LoRA) the first layer's query, key and value form no input gradient (no one reads
+// it; PyTorch's autograd skips it too), which takes 6·B·T·C² + 4·B·T·r·C off the LoRA count above.
 func CountFLOPs(m lora.Base, cfg bert.BertConfig, b, t int) (FLOPs, error) {
-	return countFLOPs(m, modelShape{layers: cfg.NumHiddenLayers, attnWidth: cfg.HiddenSize}, b, t)
+	frozen := true
+	for _, np := range m.NamedParameters() {
+		if strings.HasPrefix(np.Name, "bert.embeddings.") && np.Trainable {
+			frozen = false
+		}
+	}
+	return countFLOPs(m, modelShape{layers: cfg.NumHiddenLayers, attnWidth: cfg.HiddenSize, firstNoInputGrad: frozen}, b, t)
 }
 
 // countFLOPs is CountFLOPs for any model shape; a causal LM adds its head (modelShape.head).
@@ -141,6 +158,9 @@ func countFLOPs(m lora.Base, sh modelShape, b, t int) (FLOPs, error) {
 	}
 	var f FLOPs
 	for _, p := range projs {
+		if sh.firstNoInputGrad && strings.HasPrefix(p.Path, "bert.encoder.layer.0.attention.self.") {
+			p.NoInputGrad = true
+		}
 		f.add(p)
 	}
 	f.attention(sh, b, t)
