@@ -73,13 +73,22 @@ func (b *Backend) RoPE(x tensor.AttnOperand, bsz, h, t, d int, positions, cos, s
 	if o.fail(gerr) != nil || bsz*h*t*d == 0 {
 		return
 	}
-	if bsz*t > math.MaxInt32 || h*g.Half > math.MaxInt32 || g.P > math.MaxInt32 {
-		o.failf(tensor.ErrUnsupported, "RoPE on CUDA supports B·T, H·D/2 and P up to 2^31 − 1, got %d, %d, %d", bsz*t, h*g.Half, g.P)
+	v := vec(x.T, cos, sin)
+	if g.Half%4 != 0 || g.StrideB%4 != 0 || g.StrideH%4 != 0 || g.StrideT%4 != 0 {
+		v = 0
+	}
+	w := 1
+	if v == 1 {
+		w = 4
+	}
+	groups := bsz * t * h * (g.Half / w) // one thread per w pairs
+	if bsz*t*h*g.Half > math.MaxInt32-256 || g.P > math.MaxInt32 {
+		o.failf(tensor.ErrUnsupported, "RoPE on CUDA supports B·T·H·D/2 and P up to 2^31 − 257, got %d, %d", bsz*t*h*g.Half, g.P)
 		return
 	}
-	threads := min(256, (h*g.Half+31)/32*32) // one block per token
-	o.launch("decoder.cu", "rope", bsz*t, 1, threads, 1, addr(x.T), dt(x.T), addr(positions), addr(cos), addr(sin),
-		i64(t), i64(h), i64(g.Half), i64(g.StrideB), i64(g.StrideH), i64(g.StrideT), i64(g.P), flag(inverse))
+	o.launch("decoder.cu", "rope", (groups+255)/256, 1, 256, 1, addr(x.T), dt(x.T), addr(positions), addr(cos), addr(sin),
+		i64(t), i64(h), i64(g.Half), i64(g.StrideB), i64(g.StrideH), i64(g.StrideT), i64(g.P), flag(inverse),
+		i64(bsz*t), v)
 	return
 }
 

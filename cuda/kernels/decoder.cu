@@ -8,11 +8,12 @@
 //   evaluated in double and rounded once, as tensor/cpu. transformers' LlamaRMSNorm rounds x·rstd to x's
 //   dtype before the weight multiply (round_to), and the backward rounds dout·w to it. The weight gradient is
 //   colsum_partial's mode 2 in norm.cu (deterministic, no atomics).
-// - rope: one block per token, a thread per rotated pair (x[i], x[i + D/2]) of the token's heads in a strided
-//   (B, H, T, D) operand; the threads of a warp take consecutive pairs, so accesses are contiguous within a
-//   head (and across heads in a (N, H·D) buffer). A position outside the tables writes NaN into the pair (the
-//   host does not read positions, which would synchronize). (A grid-stride thread per pair with 64-bit
-//   index arithmetic ran at ~700 GB/s: five 64-bit divisions per pair.)
+// - rope: a thread per four rotated pairs (x[i..i+3], x[i+D/2..i+D/2+3]) of one head in a strided (B, H, T, D)
+//   operand (one pair without vec); consecutive threads take consecutive groups of a token's heads, so
+//   accesses are contiguous within a head (and across heads in a (N, H·D) buffer). A position outside the
+//   tables writes NaN into the pair (the host does not read positions, which would synchronize). (A
+//   grid-stride thread per pair with 64-bit index arithmetic ran at ~700 GB/s: five 64-bit divisions per
+//   pair; a block per token with a thread per pair at ~770 GB/s.)
 // - swiglu_fwd / swiglu_bwd: elementwise over groups of four (vec=1: one vector access per tensor), silu in
 //   FP32 with expf, the activation rounded to gate's dtype before the multiply as transformers' LlamaMLP.
 // Arithmetic follows tensor/cpu's operation order (--fmad=false), so results differ only where expf or the
@@ -91,31 +92,49 @@ extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int
 
 // rope: pair i of row (b, h, t) at x + b·sb + h·sh + t·stt: x1' = x1·c − x2·s, x2' = x2·c + x1·s with
 // c, s = cos, sin[positions[b, t]][i]; inverse negates s (Rᵀ). transformers' apply_rotary_pos_emb with
-// rotate_half. One block per token (b, t), its threads over the H·half pairs of the token's heads, so the
-// position is read once per block and the index arithmetic is 32-bit (one division per pair); the heads of a
-// token are contiguous in a (N, H·D) projection buffer, so the block's accesses are too.
+// rotate_half. A thread per group of w consecutive pairs of one head (w = 4 with vec=1: D/2 and every stride a
+// multiple of 4 and the pointers aligned, so x1, x2, cos and sin each move in one vector access; w = 1
+// otherwise), the groups of a token's heads consecutive in x (heads are contiguous in an (N, H·D) projection
+// buffer, q and k of a packed (N, (Hq+2·Hkv)·D) one), so a warp's accesses are contiguous. The index
+// arithmetic is 32-bit (the host checks the group count). (One block per token with a thread per pair ran
+// at ~770 GB/s in the SmolLM2 step: 2-byte accesses, 9–12 warps per block.)
 extern "C" __global__ void rope(void *x, int dtx, const int *pos, const float *cosv, const float *sinv, int T,
-                                int H, int half, i64 sb, i64 sh, i64 stt, int P, int inverse) {
-	int tok = blockIdx.x, b = tok / T, t = tok - b * T;
+                                int H, int half, i64 sb, i64 sh, i64 stt, int P, int inverse, int ntok, int vec) {
+	int w = vec ? 4 : 1;
+	int hg = half / w, per = H * hg;
+	int gid = blockIdx.x * blockDim.x + threadIdx.x;
+	if (gid >= ntok * per) return;
+	int tok = gid / per, k = gid - tok * per;
+	int h = k / hg, i = (k - h * hg) * w;
+	int b = tok / T, t = tok - b * T;
 	int p = pos[tok];
-	i64 base = (i64)b * sb + (i64)t * stt;
-	int n = H * half;
-	for (int k = threadIdx.x; k < n; k += blockDim.x) {
-		int h = k / half, i = k - h * half;
-		i64 at = base + (i64)h * sh + i;
-		float o1, o2;
-		if (p < 0 || p >= P) {
-			o1 = o2 = __int_as_float(0x7fc00000);
-		} else {
-			float c = cosv[(i64)p * half + i], s = sinv[(i64)p * half + i];
-			if (inverse) s = -s;
-			float a = ld(x, dtx, at), e = ld(x, dtx, at + half);
-			o1 = a * c - e * s;
-			o2 = e * c + a * s;
+	i64 at = (i64)b * sb + (i64)t * stt + (i64)h * sh + i;
+	bool bad = p < 0 || p >= P;
+	i64 ti = bad ? 0 : (i64)p * half + i;
+	if (vec) {
+		F4 a = ld4(x, dtx, at), e = ld4(x, dtx, at + half), c = ld4(cosv, DT_F32, ti), s = ld4(sinv, DT_F32, ti), o1, o2;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			float sj = inverse ? -s.v[j] : s.v[j];
+			o1.v[j] = bad ? __int_as_float(0x7fc00000) : a.v[j] * c.v[j] - e.v[j] * sj;
+			o2.v[j] = bad ? __int_as_float(0x7fc00000) : e.v[j] * c.v[j] + a.v[j] * sj;
 		}
-		st(x, dtx, at, o1);
-		st(x, dtx, at + half, o2);
+		st4(x, dtx, at, o1);
+		st4(x, dtx, at + half, o2);
+		return;
 	}
+	float o1, o2;
+	if (bad) {
+		o1 = o2 = __int_as_float(0x7fc00000);
+	} else {
+		float c = cosv[ti], s = sinv[ti];
+		if (inverse) s = -s;
+		float a = ld(x, dtx, at), e = ld(x, dtx, at + half);
+		o1 = a * c - e * s;
+		o2 = e * c + a * s;
+	}
+	st(x, dtx, at, o1);
+	st(x, dtx, at + half, o2);
 }
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
