@@ -23,6 +23,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/tune-ml/tune/internal/opcheck"
@@ -61,7 +62,7 @@ var attnDQVariant string
 var attnBwdRedraw bool
 
 // attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v2" (the two kernels with the
-// grids of AttentionBackward) or "v3" (v3Backward).
+// grids of AttentionBackward) or one of the variants of attnBwdVariant.
 const attnBwdDefault = "v2"
 
 // attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD (attnBwdDefault when unset): "v2" (or
@@ -97,10 +98,50 @@ var fwdShapes = map[string]map[int]fwdShape{
 	"_sb":    {64: {2, 64, false}},
 }
 
+// attnFamilies are the kernel families of the tensor-core path (attnPlan's suffix).
+var attnFamilies = []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"}
+
+// attnSets are the kernel sets compiled into one module per family, by the ATTN_SET value that selects them
+// in kernels/attention.cu: "" the default kernels, "bench" the microbenchmark's forward and dQ variants,
+// "v3" the backward variants v3 and v4.
+var attnSets = map[string]int{"": 0, "bench": 1, "v3": 3}
+
+// attnRefModule is the module of the general kernels (kernels/attention.cu with no macro defined).
+const attnRefModule = "attention.cu"
+
+// attnModule names the kernel module of set (a key of attnSets) for family (a value of attnFamilies), e.g.
+// "attention_bf16_d64.cu" or "attention_v3_f16_d128.cu".
+func attnModule(set, family string) string {
+	if set == "" {
+		return "attention_" + family + ".cu"
+	}
+	return "attention_" + set + "_" + family + ".cu"
+}
+
+// attnModules returns the attention kernel modules for kernelVariants: every set of every family, compiled
+// from kernels/attention.cu with ATTN_D, ATTN_BF and ATTN_SET defined. A process compiles (and caches) only
+// the modules it launches a kernel of: a BF16 BERT step with D = 64 compiles the three kernels of
+// attention_bf16_d64.cu, not all of the file.
+func attnModules() map[string]kernelVariant {
+	out := map[string]kernelVariant{}
+	for _, f := range attnFamilies {
+		var d, bf int
+		fmt.Sscanf(f[strings.IndexByte(f, 'd')+1:], "%d", &d)
+		if strings.HasPrefix(f, "bf16") {
+			bf = 1
+		}
+		for set, n := range attnSets {
+			out[attnModule(set, f)] = kernelVariant{"attention.cu", []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf), fmt.Sprintf("ATTN_SET %d", n)}}
+		}
+	}
+	return out
+}
+
 // attnPlan is the kernel family chosen for one call.
 type attnPlan struct {
 	tc      bool   // tensor-core kernels (else the general *_ref kernels)
-	suffix  string // "bf16_d64", ...
+	suffix  string // "bf16_d64", ... (an attnFamilies value)
+	mod     string // the module of fwd: attnModule("", suffix), that of a forward variant, or attnRefModule
 	fwd     string // the forward kernel's name
 	fwdRows int    // queries per forward block
 	fwdSmem int    // dynamic shared memory of the forward kernel, bytes
@@ -128,16 +169,17 @@ func (b *Backend) attnPlan(g opcheck.Attention, ops ...opcheck.AttnOperand) (att
 		}
 	}
 	if b.sm < 80 || !aligned || (dtype != tensor.BF16 && dtype != tensor.F16) || (g.D != 64 && g.D != 128) {
-		return attnPlan{}, nil
+		return attnPlan{mod: attnRefModule}, nil
 	}
 	name := "bf16"
 	if dtype == tensor.F16 {
 		name = "f16"
 	}
 	p := attnPlan{tc: true, suffix: fmt.Sprintf("%s_d%d", name, g.D)}
+	p.mod = attnModule("", p.suffix)
 	v := ""
-	if _, ok := fwdShapes[attnFwdVariant][g.D]; ok && dtype == tensor.BF16 {
-		v = attnFwdVariant
+	if _, ok := fwdShapes[attnFwdVariant][g.D]; ok && dtype == tensor.BF16 && attnFwdVariant != "" {
+		v, p.mod = attnFwdVariant, attnModule("bench", p.suffix)
 	}
 	fs := fwdShapes[v][g.D]
 	stages := 1
@@ -184,14 +226,9 @@ func attnParamsOf(g opcheck.Attention) attnParams {
 	return p
 }
 
-// attnLaunch queues kernels/attention.cu's kernel name on a (gx, gy, gz) grid with smem bytes of dynamic
-// shared memory.
-func (o *op) attnLaunch(name string, gx, gy, gz, block, smem int, p *attnParams) {
-	o.attnLaunchIn("attention.cu", name, gx, gy, gz, block, smem, p)
-}
-
-// attnLaunchIn is attnLaunch for a kernel of module file ("attention_v3.cu": the backward variants).
-func (o *op) attnLaunchIn(file, name string, gx, gy, gz, block, smem int, p *attnParams) {
+// attnLaunch queues the kernel name of attention module file (attnModule, attnRefModule) on a (gx, gy, gz)
+// grid with smem bytes of dynamic shared memory.
+func (o *op) attnLaunch(file, name string, gx, gy, gz, block, smem int, p *attnParams) {
 	if o.err != nil || gx == 0 || gy == 0 || gz == 0 {
 		return
 	}
@@ -227,9 +264,9 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
 	}
 	if pl.tc {
-		o.attnLaunch(pl.fwd, cdiv(g.Tq, pl.fwdRows), g.Hq, g.B, 128, pl.fwdSmem, &p)
+		o.attnLaunch(pl.mod, pl.fwd, cdiv(g.Tq, pl.fwdRows), g.Hq, g.B, 128, pl.fwdSmem, &p)
 	} else {
-		o.attnLaunch("attn_fwd_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
+		o.attnLaunch(attnRefModule, "attn_fwd_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
 	}
 	return
 }
@@ -276,11 +313,12 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		defer o.release(bits)
 		p.bits = uint64(bits)
 	}
+	mod, dq, dkdv := attnModule("", pl.suffix), "attn_bwd_dq_"+pl.suffix, "attn_bwd_dkdv_"+pl.suffix
 	switch attnBwdVariant {
 	case "", "v2":
 	case "v3", "v4":
 		if pl.tc && attnDQVariant == "" {
-			o.v3Backward(pl, g, &p, attnBwdVariant == "v4" && g.D == 64)
+			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
@@ -289,29 +327,25 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 	}
 	if pl.tc {
 		smem := 6*64*g.D*2 + 2*64*4*2 // tiles and two 64 × 64 keep-bit masks
-		dq := "attn_bwd_dq_" + pl.suffix
+		dqMod := mod
 		switch {
 		case attnDQVariant == "dq2":
-			dq = "attn_bwd_dq2_" + pl.suffix
+			dqMod, dq = attnModule("bench", pl.suffix), "attn_bwd_dq2_"+pl.suffix
 		case attnDQVariant == "smq" && pl.suffix == "bf16_d64":
-			dq += "_smq"
+			dqMod, dq = attnModule("bench", pl.suffix), dq+"_smq"
 		}
 		if attnBwdOnly != "dkdv" {
-			o.attnLaunch(dq, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
+			o.attnLaunch(dqMod, dq, cdiv(g.Tq, 64), g.Hq, g.B, 128, smem, &p)
 		}
 		if attnBwdOnly != "dq" {
-			o.attnLaunch("attn_bwd_dkdv_"+pl.suffix, cdiv(g.Tk, 64), g.Hkv, g.B, 128, smem+4*64*4, &p)
+			o.attnLaunch(mod, dkdv, cdiv(g.Tk, 64), g.Hkv, g.B, 128, smem+4*64*4, &p)
 		}
 	} else {
-		o.attnLaunch("attn_bwd_dq_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
-		o.attnLaunch("attn_bwd_dkdv_ref", cdiv(g.Tk, 8), g.Hkv, g.B, 256, 0, &p)
+		o.attnLaunch(attnRefModule, "attn_bwd_dq_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
+		o.attnLaunch(attnRefModule, "attn_bwd_dkdv_ref", cdiv(g.Tk, 8), g.Hkv, g.B, 256, 0, &p)
 	}
 	return
 }
-
-// attnV3File is the kernel module of the backward variants v3 and v4 (kernels/attention.cu compiled with
-// ATTN_V3; cuda/nvrtc.go's kernelVariants).
-const attnV3File = "attention_v3.cu"
 
 // attnV3ChunkBytes bounds the operand bytes per block-order chunk of the v3 backward (order_block in
 // kernels/attention.cu): the K/V (dQ kernel) or Q/dO (dK/dV kernel) that a chunk's blocks read, kept well under
@@ -328,6 +362,27 @@ func v3Chunk(causal bool, perPair int) int64 {
 	return int64(max(1, attnV3ChunkBytes/perPair))
 }
 
+// v3Kernels are the kernels of one v3-style backward (v3Backward): the module, the dQ kernel, the dK/dV kernel
+// (one block per KV head's key block), its split form (one block per query head's key block, with GQA), the
+// keys per dK/dV block and its dynamic shared memory.
+type v3Kernels struct {
+	mod, dq, dkdv, split string
+	keys, dkdvSmem       int
+}
+
+// v3KernelsOf returns the kernels of variant v ("v3" or "v4") for family suffix and head size d; v4 differs
+// from v3 only for D = 64.
+func v3KernelsOf(v, suffix string, d int) v3Kernels {
+	smem := 6*64*d*2 + 2*64*4*2 + 4*64*4
+	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem}
+	switch {
+	case v == "v4" && d == 64:
+		k.dkdv = "attn_bwd_dkdv2_" + suffix
+		k.split, k.keys, k.dkdvSmem = k.dkdv+"_s", 128, 2*128*64*2+2*2*32*64*2+2*2*32*4+2*2*32*4*2
+	}
+	return k
+}
+
 // v3Backward is AttentionBackward's variant "v3" (TUNE_ATTN_BWD=v3) on the tensor-core kernels, same
 // numerics: the dQ and dK/dV kernels on one-dimensional grids whose causal blocks run longest first; with GQA
 // each dK/dV block sums one query head's contributions into FP32 partials (B·Hq·Tk·D each for dK and dV, scratch)
@@ -337,26 +392,20 @@ func v3Chunk(causal bool, perPair int) int64 {
 //
 // With v4 (D = 64 only) the dK/dV kernel is attn_bwd_dkdv2_*: 128 keys per block, two 16-key tiles per warp,
 // query tiles of 32 (same sums in the same order, so the same results as v3).
-func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, v4 bool) {
+func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
 	smem := 6*64*g.D*2 + 2*64*4*2
-	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, 64)
+	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)
 	grp := g.Hq / g.Hkv
-	dkdv, dkdvSmem := "attn_bwd_dkdv_"+pl.suffix+"_v3", smem+4*64*4
-	split := dkdv + "s"
-	if v4 {
-		dkdv = "attn_bwd_dkdv2_" + pl.suffix
-		split, dkdvSmem, nkb = dkdv+"_s", 2*128*64*2+2*2*32*64*2+2*2*32*4+2*2*32*4*2, cdiv(g.Tk, 128)
-	}
 	if attnBwdOnly != "dkdv" {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tk*g.D*2)
-		o.attnLaunchIn(attnV3File, "attn_bwd_dq_"+pl.suffix+"_v3", nqb*g.B*g.Hq, 1, 1, 128, smem, p)
+		o.attnLaunch(k.mod, k.dq, nqb*g.B*g.Hq, 1, 1, 128, smem, p)
 	}
 	if attnBwdOnly == "dq" || g.Tk == 0 {
 		return
 	}
 	if grp == 1 {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-		o.attnLaunchIn(attnV3File, dkdv, nkb*g.B*g.Hkv, 1, 1, 128, dkdvSmem, p)
+		o.attnLaunch(k.mod, k.dkdv, nkb*g.B*g.Hkv, 1, 1, 128, k.dkdvSmem, p)
 		return
 	}
 	n := g.B * g.Hq * g.Tk * g.D
@@ -372,10 +421,10 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, v4 bool
 	defer o.release(dvp)
 	p.dkp, p.dvp = uint64(dkp), uint64(dvp)
 	p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
-	o.attnLaunchIn(attnV3File, split, nkb*g.B*g.Hq, 1, 1, 128, dkdvSmem, p)
+	o.attnLaunch(k.mod, k.split, nkb*g.B*g.Hq, 1, 1, 128, k.dkdvSmem, p)
 	name := "attn_bwd_gqa_sum_bf16"
 	if g.Q.T.DType == tensor.F16 {
 		name = "attn_bwd_gqa_sum_f16"
 	}
-	o.attnLaunchIn(attnV3File, name, cdiv(g.B*g.Hkv*g.Tk*g.D/2, 256), 1, 1, 256, 0, p)
+	o.attnLaunch(k.mod, name, cdiv(g.B*g.Hkv*g.Tk*g.D/2, 256), 1, 1, 256, 0, p)
 }

@@ -3,7 +3,6 @@
 package cuda_test
 
 import (
-	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -12,56 +11,6 @@ import (
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
 )
-
-// v3KernelNames are the kernels AttentionBackward's variants v3 and v4 look up (cuda/attention.go, v3Backward).
-func v3KernelNames() []string {
-	var names []string
-	for _, s := range []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"} {
-		names = append(names, "attn_bwd_dq_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3", "attn_bwd_dkdv_"+s+"_v3s")
-	}
-	return append(names, "attn_bwd_gqa_sum_bf16", "attn_bwd_gqa_sum_f16",
-		"attn_bwd_dkdv2_bf16_d64", "attn_bwd_dkdv2_f16_d64", "attn_bwd_dkdv2_bf16_d64_s", "attn_bwd_dkdv2_f16_d64_s")
-}
-
-// TestAttentionV3KernelsExist compiles the module attention_v3.cu with NVRTC (no GPU needed) and requires every
-// kernel name the v3/v4 backward launches to be an entry of its image, so a misspelt name cannot first show up
-// on the GPU as CUDA_ERROR_NOT_FOUND, and the default attention.cu to keep its kernels and none of those.
-func TestAttentionV3KernelsExist(t *testing.T) {
-	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
-		t.Skipf("no libnvrtc: %v", err)
-	}
-	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
-	entry := func(n string, cubin bool) []byte {
-		if cubin {
-			return []byte("\x00" + n + "\x00")
-		}
-		return []byte(".entry " + n + "(")
-	}
-	img, cubin, err := cuda.KernelImageForTest("attention_v3.cu", 90)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range v3KernelNames() {
-		if !bytes.Contains(img, entry(n, cubin)) {
-			t.Errorf("kernel %s is not in attention_v3.cu's image (cubin=%v)", n, cubin)
-		}
-	}
-	// The default module keeps its kernels and none of the variants'.
-	img, cubin, err = cuda.KernelImageForTest("attention.cu", 90)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range []string{"attn_fwd_bf16_d64", "attn_bwd_dq_bf16_d64", "attn_bwd_dkdv_f16_d128", "attn_bwd_dkdv_ref"} {
-		if !bytes.Contains(img, entry(n, cubin)) {
-			t.Errorf("kernel %s is not in attention.cu's image", n)
-		}
-	}
-	for _, n := range v3KernelNames() {
-		if bytes.Contains(img, entry(n, cubin)) {
-			t.Errorf("variant kernel %s is in the default attention.cu image", n)
-		}
-	}
-}
 
 // TestAttentionBwdV3MatchesCPU runs the backward variant v3 (TUNE_ATTN_BWD=v3) on the kernel-test shapes
 // that take the tensor-core kernels: dQ, dK and dV must match the CPU reference at the default path's

@@ -2,6 +2,11 @@
 
 package cuda
 
+import (
+	"sort"
+	"strings"
+)
+
 // Hooks for the external tests in package cuda_test.
 
 // KernelFiles lists the embedded kernel files.
@@ -106,3 +111,47 @@ func SetAttnV3ChunkBytes(n int) (restore func()) {
 
 // AttnBwdVariant is the backward variant in force (TUNE_ATTN_BWD unless a test overrode it).
 func AttnBwdVariant() string { return attnBwdVariant }
+
+// AttnModuleKernels returns, for every attention kernel module (kernels/attention.cu's modules, attnModules),
+// the kernel names the Go code launches from it, composed as the launch code composes them.
+func AttnModuleKernels() map[string][]string {
+	out := map[string][]string{attnRefModule: {"attn_fwd_ref", "attn_bwd_dq_ref", "attn_bwd_dkdv_ref"}}
+	for _, f := range attnFamilies {
+		d, dt := 64, f[:strings.IndexByte(f, '_')]
+		if strings.HasSuffix(f, "d128") {
+			d = 128
+		}
+		out[attnModule("", f)] = []string{"attn_fwd_" + f, "attn_bwd_dq_" + f, "attn_bwd_dkdv_" + f}
+		bench := []string{"attn_bwd_dq2_" + f}
+		if dt == "bf16" {
+			for v, shapes := range fwdShapes {
+				if _, ok := shapes[d]; ok && v != "" {
+					bench = append(bench, "attn_fwd_"+f+v)
+				}
+			}
+			if d == 64 {
+				bench = append(bench, "attn_bwd_dq_"+f+"_smq")
+			}
+		}
+		out[attnModule("bench", f)] = bench
+		sum := "attn_bwd_gqa_sum_" + dt
+		for _, v := range []string{"v3", "v4"} {
+			k := v3KernelsOf(v, f, d)
+			out[k.mod] = append(out[k.mod], k.dq, k.dkdv, k.split)
+		}
+		out[attnModule("v3", f)] = append(out[attnModule("v3", f)], sum)
+	}
+	for m, names := range out { // v3's kernels appear once per variant that shares them
+		seen := map[string]bool{}
+		var u []string
+		for _, n := range names {
+			if !seen[n] {
+				seen[n] = true
+				u = append(u, n)
+			}
+		}
+		sort.Strings(u)
+		out[m] = u
+	}
+	return out
+}

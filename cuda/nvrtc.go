@@ -49,12 +49,17 @@ func optionsFor(file string) []string {
 	return out
 }
 
-// kernelVariants are kernel modules compiled from another embedded file with one macro defined first: the
-// attention backward variants (kernels/attention.cu with ATTN_V3: only their kernels), so that the default
-// attention module neither carries nor compiles them.
-var kernelVariants = map[string]struct{ base, define string }{
-	"attention_v3.cu": {"attention.cu", "ATTN_V3"},
+// kernelVariant is a kernel module compiled from another embedded file with macros defined first (each
+// "NAME VALUE" in defines becomes "#define NAME VALUE").
+type kernelVariant struct {
+	base    string
+	defines []string
 }
+
+// kernelVariants are the kernel modules compiled from another embedded file: the attention modules
+// (attnModules: kernels/attention.cu split by kernel family and variant set, so that a process compiles only
+// the kernels it launches).
+var kernelVariants = attnModules()
 
 // kernelFiles lists the embedded .cu files and the kernelVariants, sorted.
 func kernelFiles() []string {
@@ -175,7 +180,10 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	}
 	base, prefix := file, ""
 	if v, ok := kernelVariants[file]; ok {
-		base, prefix = v.base, "#define "+v.define+" 1\n"
+		base = v.base
+		for _, d := range v.defines {
+			prefix += "#define " + d + "\n"
+		}
 	}
 	src, err := kernelFS.ReadFile(path.Join("kernels", base))
 	if err != nil {

@@ -5,8 +5,12 @@ package cuda_test
 import (
 	"errors"
 	"os"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tune-ml/tune/cuda"
 )
@@ -50,4 +54,47 @@ func TestNVRTCCompileAll(t *testing.T) {
 			t.Logf("%s: %d bytes (cubin=%v)", f, size, cubin)
 		})
 	}
+}
+
+// TestWarmKernelCache compiles the kernel files named in TUNE_WARM_KERNELS (comma-separated module names, or
+// "all") into the kernel cache (TUNE_KERNEL_CACHE, else the default directory), several at a time, for sm_90
+// unless TUNE_CUDA_ARCH names another compute capability; it is skipped when the variable is unset. A GPU
+// script runs it first so that no later step (under a short timeout) pays a cold NVRTC compile.
+func TestWarmKernelCache(t *testing.T) {
+	list := os.Getenv("TUNE_WARM_KERNELS")
+	if list == "" {
+		t.Skip("TUNE_WARM_KERNELS is unset")
+	}
+	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Fatalf("no libnvrtc: %v", err)
+	}
+	sm := 90
+	if s := os.Getenv("TUNE_CUDA_ARCH"); s != "" {
+		var err error
+		if sm, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
+		}
+	}
+	files := strings.Split(list, ",")
+	if list == "all" {
+		files = cuda.KernelFiles()
+	}
+	sem := make(chan struct{}, max(1, runtime.NumCPU()))
+	var wg sync.WaitGroup
+	for _, f := range files {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			start := time.Now()
+			size, _, _, _, err := cuda.CompileKernelForTest(f, sm)
+			if err != nil {
+				t.Errorf("%s: %v", f, err)
+				return
+			}
+			t.Logf("%s: %d bytes in %v", f, size, time.Since(start).Round(100*time.Millisecond))
+		}()
+	}
+	wg.Wait()
 }

@@ -1169,36 +1169,49 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 #endif
 }
 
-#define TC_KERNELS(D, NAME, BF, MT)                                                                               \
-	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, MT, 64, D == 64, D == 64>(p); } \
-	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
-	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); } \
-	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
+// Modules. This file is compiled into several kernel modules (cuda/nvrtc.go's kernelVariants, named by
+// cuda/attention.go's attnModule), each with a few macros defined first and holding only its kernels, so that a
+// process compiles only the family it launches (NVRTC takes 1-2 s per tensor-core kernel; the whole file took
+// 30-45 s cold):
+//
+//   attention.cu                        no macro: the general kernels (attn_*_ref)
+//   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's forward, dQ and dK/dV kernels
+//   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
+//   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
+#ifdef ATTN_D
+#if ATTN_D == 64 && ATTN_BF
+#define ATTN_FAMILY(M) M(64, bf16, true)
+#elif ATTN_D == 64
+#define ATTN_FAMILY(M) M(64, f16, false)
+#elif ATTN_BF
+#define ATTN_FAMILY(M) M(128, bf16, true)
+#else
+#define ATTN_FAMILY(M) M(128, f16, false)
+#endif
+#endif
 
 // Forward query rows per block: 128 (MT = 2 m-tiles per warp) for D = 64, 64 for D = 128, where two m-tiles
 // spill registers; K and V are double-buffered for D = 64 (4% faster at (64, 12, 512, 64)), not for D = 128 (4%
-// slower causal at (8, 32, 2048, 128)). Variants kept for the microbenchmark to compare (BF16 only): _m2 (D = 128
-// with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128 double-buffered),
-// _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V).
-#ifndef ATTN_V3
-TC_KERNELS(64, bf16, true, 2)
-TC_KERNELS(64, f16, false, 2)
-TC_KERNELS(128, bf16, true, 1)
-TC_KERNELS(128, f16, false, 1)
-#else
+// slower causal at (8, 32, 2048, 128)).
+#define TC_KERNELS(D, NAME, BF)                                                                                   \
+	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, D == 64 ? 2 : 1, 64, D == 64, D == 64>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); }
 
-// The backward variants v3 and v4 (TUNE_ATTN_BWD, cuda/attention.go) are compiled only into the module
-// "attention_v3.cu" (this file with ATTN_V3 defined: cuda/nvrtc.go's kernelVariants), which holds nothing
-// else, so the default module neither carries nor compiles them. v3: one-dimensional grids in order_block's
-// order; with GQA the dK/dV blocks split the group's query heads (_v3s) and gqa_sum adds their partials.
+// The microbenchmark's variants: attn_bwd_dq2_* (every family) and, BF16 only, the forward variants _m2 (D =
+// 128 with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128
+// double-buffered), _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V) and the dQ kernel _smq (D =
+// 64, Q and dO fragments read from shared memory each step).
+#define TC_BENCH_KERNELS(D, NAME, BF)                                                                             \
+	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
+
+// The backward variants v3 and v4 (TUNE_ATTN_BWD, cuda/attention.go). v3: one-dimensional grids in
+// order_block's order; with GQA the dK/dV blocks split the group's query heads (_v3s) and gqa_sum adds their
+// partials.
 #define TC_V3_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D##_v3(const AttnParams p) { dq1_tc<D, BF, D == 64, true>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D##_v3(const AttnParams p) { dkdv_tc<D, BF, true, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D##_v3s(const AttnParams p) { dkdv_tc<D, BF, true, true>(p); }
-TC_V3_KERNELS(64, bf16, true)
-TC_V3_KERNELS(64, f16, false)
-TC_V3_KERNELS(128, bf16, true)
-TC_V3_KERNELS(128, f16, false)
 
 // dkdv2_tc is the dK/dV kernel of variant v4 (D = 64): 128 keys per block, each warp two 16-key tiles (32
 // keys), query tiles of 32 rows streaming through the double buffer, so every Q and dO fragment ldmatrix reads
@@ -1437,11 +1450,6 @@ template <bool BF, bool SPLIT> __device__ __forceinline__ void dkdv2_tc(const At
 	store_rows<D, 32>((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j0 * p.dvs[2], p.dvs[2], sV, wr, Tk - j0, lane);
 #endif
 }
-extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64(const AttnParams p) { dkdv2_tc<true, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64(const AttnParams p) { dkdv2_tc<false, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64_s(const AttnParams p) { dkdv2_tc<true, true>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64_s(const AttnParams p) { dkdv2_tc<false, true>(p); }
-
 // gqa_sum finishes the split dK/dV: dK = round(scale·Σ_g dKp_g), dV = round(Σ_g dVp_g) over the group's query
 // heads g in order (fixed, so bit-identical from run to run); one thread per two adjacent d.
 template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) {
@@ -1462,20 +1470,34 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 	*(u32 *)((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j * p.dvs[2] + d) = store2<BF>(v0, v1);
 #endif
 }
-extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_bf16(const AttnParams p) { gqa_sum<true>(p); }
-extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_f16(const AttnParams p) { gqa_sum<false>(p); }
-#endif // ATTN_V3
+#define GQA_SUM_KERNEL(D, NAME, BF) \
+	extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_##NAME(const AttnParams p) { gqa_sum<BF>(p); }
 
-#ifndef ATTN_V3
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
+#if defined(ATTN_D) && ATTN_SET == 0
+ATTN_FAMILY(TC_KERNELS)
+#elif defined(ATTN_D) && ATTN_SET == 1
+ATTN_FAMILY(TC_BENCH_KERNELS)
+#if ATTN_D == 64 && ATTN_BF
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
-
+#elif ATTN_D == 128 && ATTN_BF
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
+#endif
+#elif defined(ATTN_D) && ATTN_SET == 3
+ATTN_FAMILY(TC_V3_KERNELS)
+ATTN_FAMILY(GQA_SUM_KERNEL)
+#if ATTN_D == 64 && ATTN_BF
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64(const AttnParams p) { dkdv2_tc<true, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64_s(const AttnParams p) { dkdv2_tc<true, true>(p); }
+#elif ATTN_D == 64
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64(const AttnParams p) { dkdv2_tc<false, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64_s(const AttnParams p) { dkdv2_tc<false, true>(p); }
+#endif
 #endif
 
-#ifndef ATTN_V3
+#ifndef ATTN_D
 // ---------------------------------------------------------------------------------------------------------
 // The general path.
 
@@ -1657,4 +1679,4 @@ extern "C" __global__ void attn_bwd_dkdv_ref(const AttnParams p) {
 		}
 	}
 }
-#endif // !ATTN_V3
+#endif // !ATTN_D
