@@ -23,6 +23,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"unsafe"
 
@@ -46,11 +47,14 @@ type attnParams struct {
 // attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention.cu).
 const attnRefMaxD = 256
 
-// attnFwdVariant, when set (by the microbenchmark and tests through export_test.go), names a forward
-// variant of the BF16 tensor-core kernel ("_m2", "_bc128", "_db", "_sb"; see kernels/attention.cu); one that does not
-// exist for the head size falls back to the default. attnBwdOnly ("dq" or "dkdv") makes the backward launch
-// only that kernel, for the benchmark's breakdown.
-var attnFwdVariant, attnBwdOnly string
+// attnFwdVariant names a forward variant of the BF16 tensor-core kernel (a key of fwdShapes: "_m2", "_bc128",
+// "_db", "_sb", "_m1", "_m1o4"; see kernels/attention.cu), read once from TUNE_ATTN_FWD ("" the default
+// kernels) and overridden by the microbenchmark and tests through export_test.go; one that does not exist for
+// the head size or dtype falls back to the default, a name that is no variant makes Attention fail naming it.
+var attnFwdVariant = os.Getenv("TUNE_ATTN_FWD")
+
+// attnBwdOnly ("dq" or "dkdv") makes the backward launch only that kernel, for the benchmark's breakdown.
+var attnBwdOnly string
 
 // attnDQVariant, when set (by the microbenchmark and tests through export_test.go), picks another dQ kernel:
 // "dq2" the two-sweep attn_bwd_dq2_* (Δ from a first sweep, the design before the one-sweep kernel), "smq" the
@@ -69,7 +73,10 @@ const attnBwdDefault = "v2"
 // "") the default kernels on their (blocks, heads, batch) grids, "v3" the same kernels in longest-first
 // block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks per query head summed by
 // attn_bwd_gqa_sum (see v3Backward), "v4" v3 with the dK/dV kernel of two key tiles per warp for D = 64
-// (attn_bwd_dkdv2_*; D = 128 as v3). Any other value makes AttentionBackward fail naming it. The
+// (attn_bwd_dkdv2_*; D = 128 as v3), "v5" v2 and "v6" v3 with the D = 64 kernels compiled for three blocks per
+// SM (attn_bwd_*_o3*: fragments of the streamed tiles from shared memory, at most 168 registers; same results
+// as v2 and v3; D = 128 as v2 and v3), "v7" v3 with the D = 64 kernels processing each step's tile in two halves
+// at three blocks per SM (attn_bwd_*_h3v3*; same results as v3). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -96,6 +103,8 @@ var fwdShapes = map[string]map[int]fwdShape{
 	"_bc128": {64: {2, 128, false}},
 	"_db":    {128: {1, 64, true}},
 	"_sb":    {64: {2, 64, false}},
+	"_m1":    {64: {1, 64, true}},
+	"_m1o4":  {64: {1, 64, true}},
 }
 
 // attnFamilies are the kernel families of the tensor-core path (attnPlan's suffix).
@@ -103,8 +112,8 @@ var attnFamilies = []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"}
 
 // attnSets are the kernel sets compiled into one module per family, by the ATTN_SET value that selects them
 // in kernels/attention.cu: "" the default kernels, "bench" the microbenchmark's forward and dQ variants,
-// "v3" the backward variants v3 and v4.
-var attnSets = map[string]int{"": 0, "bench": 1, "v3": 3}
+// "v3" the backward variants v3 and v4, "v5" the variants v5, v6 and v7.
+var attnSets = map[string]int{"": 0, "bench": 1, "v3": 3, "v5": 5}
 
 // attnRefModule is the module of the general kernels (kernels/attention.cu with no macro defined).
 const attnRefModule = "attention.cu"
@@ -131,6 +140,9 @@ func attnModules() map[string]kernelVariant {
 			bf = 1
 		}
 		for set, n := range attnSets {
+			if set == "v5" && d != 64 {
+				continue // v5, v6 and v7 change only the D = 64 kernels
+			}
 			out[attnModule(set, f)] = kernelVariant{"attention.cu", []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf), fmt.Sprintf("ATTN_SET %d", n)}}
 		}
 	}
@@ -255,6 +267,10 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	if o.fail(gerr) != nil {
 		return
 	}
+	if _, ok := fwdShapes[attnFwdVariant]; !ok {
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_FWD=%q is not an attention forward variant (use %s, or unset it for the default kernels)", attnFwdVariant, fwdVariantNames()))
+		return
+	}
 	pl, perr := b.attnPlan(g, g.Q, g.K, g.V, g.O)
 	if o.fail(perr) != nil || g.B == 0 || g.Tq == 0 {
 		return
@@ -269,6 +285,18 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		o.attnLaunch(attnRefModule, "attn_fwd_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, &p)
 	}
 	return
+}
+
+// fwdVariantNames lists the forward variants for an error message.
+func fwdVariantNames() string {
+	var names []string
+	for v := range fwdShapes {
+		if v != "" {
+			names = append(names, v)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
 }
 
 // AttentionBackward computes dQ, dK and dV: first the dQ kernel (one block per 64 queries, one sweep over the
@@ -316,13 +344,17 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 	mod, dq, dkdv := attnModule("", pl.suffix), "attn_bwd_dq_"+pl.suffix, "attn_bwd_dkdv_"+pl.suffix
 	switch attnBwdVariant {
 	case "", "v2":
-	case "v3", "v4":
+	case "v5":
+		if pl.tc && attnDQVariant == "" && g.D == 64 {
+			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
+		}
+	case "v3", "v4", "v6", "v7":
 		if pl.tc && attnDQVariant == "" {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2, v3 or v4, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2, v3, v4, v5, v6 or v7, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -370,8 +402,8 @@ type v3Kernels struct {
 	keys, dkdvSmem       int
 }
 
-// v3KernelsOf returns the kernels of variant v ("v3" or "v4") for family suffix and head size d; v4 differs
-// from v3 only for D = 64.
+// v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6" or "v7") for family suffix and head size d;
+// v4, v6 and v7 differ from v3 only for D = 64.
 func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	smem := 6*64*d*2 + 2*64*4*2 + 4*64*4
 	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem}
@@ -379,6 +411,10 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	case v == "v4" && d == 64:
 		k.dkdv = "attn_bwd_dkdv2_" + suffix
 		k.split, k.keys, k.dkdvSmem = k.dkdv+"_s", 128, 2*128*64*2+2*2*32*64*2+2*2*32*4+2*2*32*4*2
+	case v == "v6" && d == 64:
+		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3s"
+	case v == "v7" && d == 64:
+		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3s"
 	}
 	return k
 }
@@ -391,7 +427,9 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 // results are bit-identical from run to run (not to the default path: the GQA sum is grouped per head).
 //
 // With v4 (D = 64 only) the dK/dV kernel is attn_bwd_dkdv2_*: 128 keys per block, two 16-key tiles per warp,
-// query tiles of 32 (same sums in the same order, so the same results as v3).
+// query tiles of 32 (same sums in the same order, so the same results as v3). With v6 (D = 64 only) the
+// kernels are v3's compiled for three blocks per SM (attn_bwd_*_o3v3*, module attention_v5_*: same results),
+// with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results).
 func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
 	smem := 6*64*g.D*2 + 2*64*4*2
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)

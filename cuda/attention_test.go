@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -250,22 +251,65 @@ func TestAttentionRefusesLargeHeads(t *testing.T) {
 }
 
 // TestAttentionFwdVariantsMatchCPU checks the forward variants the microbenchmark compares (and the backward
-// on their O and LSE) against the CPU reference in BF16.
+// on their O and LSE) against the CPU reference in BF16. The 64-row variants _m1 and _m1o4 run the default's
+// per-row arithmetic in the same order, so their O and LSE must also equal the default kernel's.
 func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 	gpu := openOrSkip(t)
 	ref := cpu.New()
-	for _, v := range []string{"_sb", "_db", "_bc128", "_m2"} {
+	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4"} {
 		for i, s := range attnShapes[:5] {
 			t.Run(v+"/"+s.String(), func(t *testing.T) {
-				defer cuda.SetAttnFwdVariant(v)()
 				d := s.data(uint64(i + 1))
+				def := runAttention(t, gpu, s, tensor.BF16, d)
+				defer cuda.SetAttnFwdVariant(v)()
 				g, c := runAttention(t, gpu, s, tensor.BF16, d), runAttention(t, ref, s, tensor.BF16, d)
 				closeTo(t, "O", g.o, c.o, 2e-2)
 				closeTo(t, "LSE", g.lse, c.lse, 1e-4)
 				closeTo(t, "dQ", g.dq, c.dq, 4e-2)
+				if v == "_m1" || v == "_m1o4" {
+					for k := range g.o {
+						if g.o[k] != def.o[k] {
+							t.Fatalf("O[%d] = %v with %s, %v with the default kernel", k, g.o[k], v, def.o[k])
+						}
+					}
+					for k := range g.lse {
+						if g.lse[k] != def.lse[k] {
+							t.Fatalf("LSE[%d] = %v with %s, %v with the default kernel", k, g.lse[k], v, def.lse[k])
+						}
+					}
+				}
 			})
 		}
 	}
+}
+
+// TestAttentionFwdVariantUnknown: a TUNE_ATTN_FWD value that names no forward variant is an error naming it.
+func TestAttentionFwdVariantUnknown(t *testing.T) {
+	gpu := openOrSkip(t)
+	const T, D = 64, 64
+	var bufs []*tensor.Tensor
+	mk := func(dt tensor.DType, n int) *tensor.Tensor {
+		x, err := gpu.Alloc(dt, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bufs = append(bufs, x)
+		return x
+	}
+	defer func() {
+		for _, x := range bufs {
+			gpu.Free(x)
+		}
+	}()
+	a := tensor.AttentionArgs{B: 1, Hq: 1, Hkv: 1, Tq: T, Tk: T, D: D, Q: tensor.AttnOperand{T: mk(tensor.BF16, T*D)},
+		K: tensor.AttnOperand{T: mk(tensor.BF16, T*D)}, V: tensor.AttnOperand{T: mk(tensor.BF16, T*D)},
+		O: tensor.AttnOperand{T: mk(tensor.BF16, T*D)}, LSE: mk(tensor.F32, T), Scale: 0.125}
+	defer cuda.SetAttnFwdVariant("_m9")()
+	err := gpu.Attention(a)
+	if err == nil || !strings.Contains(err.Error(), `TUNE_ATTN_FWD="_m9"`) {
+		t.Fatalf("TUNE_ATTN_FWD=_m9: got %v, want an error naming it", err)
+	}
+	t.Log(err)
 }
 
 // TestAttentionBwdBitsReuseMatchesRedraw: with dropout and Tk % 4 == 0 the dQ kernel's first sweep stores the

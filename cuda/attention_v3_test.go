@@ -140,3 +140,52 @@ func TestAttentionBwdV4MatchesV3(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionBwdV5MatchesV2 runs the variants v5 and v6 (the D = 64 backward kernels of v2 and v3 compiled
+// for three blocks per SM, fragments of the streamed tiles read from shared memory) and v7 (v3 with each step's
+// tile in two halves) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
+// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5) and v3's (v6, v7), and from
+// run to run.
+func TestAttentionBwdV5MatchesV2(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	shapes := append(append([]attnShape{}, attnShapes...),
+		attnShape{B: 2, Hq: 9, Hkv: 3, Tq: 320, Tk: 320, D: 64, causal: true},
+		attnShape{B: 1, Hq: 2, Hkv: 2, Tq: 100, Tk: 300, D: 64, causal: true, p: 0.2},
+		attnShape{B: 1, Hq: 4, Hkv: 4, Tq: 900, Tk: 900, D: 64, causal: true, keepBits: true, p: 0.1})
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		for i, s := range shapes {
+			if s.unaligned || s.D != 64 {
+				continue
+			}
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(i + 1))
+				run := func(v string) attnResult {
+					defer cuda.SetAttnBwdVariant(v)()
+					return runAttention(t, gpu, s, dt, d)
+				}
+				v2, v3, v5, v6, v6b, v7 := run("v2"), run("v3"), run("v5"), run("v6"), run("v6"), run("v7")
+				c := runAttention(t, ref, s, dt, d)
+				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
+				closeTo(t, "v5 dQ", v5.dq, c.dq, 2*tol)
+				closeTo(t, "v5 dK", v5.dk, c.dk, 2*tol)
+				closeTo(t, "v5 dV", v5.dv, c.dv, 2*tol)
+				for _, x := range []struct {
+					what string
+					a, b attnResult
+				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}} {
+					for _, y := range []struct {
+						name string
+						a, b []float32
+					}{{"dQ", x.a.dq, x.b.dq}, {"dK", x.a.dk, x.b.dk}, {"dV", x.a.dv, x.b.dv}} {
+						for k := range y.a {
+							if math.Float32bits(y.a[k]) != math.Float32bits(y.b[k]) {
+								t.Fatalf("%s: %s[%d] = %v, then %v", x.what, y.name, k, y.a[k], y.b[k])
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}

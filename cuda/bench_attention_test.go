@@ -18,12 +18,13 @@ import (
 // (and the first at attention dropout 0.1, as BERT trains), and reports the median time and TFLOP/s counted as FlashAttention counts them: forward 4·B·H·T²·D (the two
 // products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra sweep for Δ
 // and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
-// scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2:
-// kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
+// scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2,
+// fwd_m1, fwd_m1o4: kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
 // two-sweep dQ kernel; "nokeep": the backward drawing the dropout bits once itself instead of reading those
 // the forward stored in KeepBits; "redraw": every kernel drawing its own), the variant "v3" (TUNE_ATTN_BWD=v3:
 // longest-first block order, GQA dK/dV per query head; also SmolLM2's GQA 9/3 shape), "v4" (v3 with two key
-// tiles per warp in the D = 64 dK/dV kernel), the "smq" dQ variant and its two
+// tiles per warp in the D = 64 dK/dV kernel), "v5" and "v6" (v2 and v3 with the D = 64 kernels at three
+// blocks per SM), "v7" (v3 with the D = 64 kernels in half-tile steps at three blocks per SM), the "smq" dQ variant and its two
 // kernels alone ("only dq", "only dkdv", still counted against the whole backward's FLOPs, so their times add
 // up; "only dkdv" with dropout reads bits nobody stored, which is fine for timing).
 func BenchmarkAttention(b *testing.B) {
@@ -36,12 +37,12 @@ func BenchmarkAttention(b *testing.B) {
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128"}, []string{"", "v3", "v4", "dq2", "smq", "dq", "dkdv", "v4 dkdv"}},
-		{64, 12, 512, 64, 0, false, 0.1, []string{""}, []string{"", "v3", "v4", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
+		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4"}, []string{"", "v3", "v4", "v5", "v7", "dq2", "smq", "dq", "dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv"}},
+		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v7", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
-		{8, 32, 2048, 64, 0, true, 0, []string{""}, []string{"", "v3", "v4", "dq2"}},                                      // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{""}, []string{"", "v3", "v4", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "dq2"}},                                                                              // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {
@@ -99,9 +100,9 @@ func BenchmarkAttention(b *testing.B) {
 			n := "bwd"
 			switch part {
 			case "":
-			case "redraw", "dq2", "smq", "nokeep", "v3", "v4":
+			case "redraw", "dq2", "smq", "nokeep", "v3", "v4", "v5", "v6", "v7":
 				n += " " + part
-			case "v3 dq", "v3 dkdv", "v4 dkdv":
+			case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv":
 				n += " " + part[:2] + " only " + part[3:]
 			default:
 				n += " only " + part
@@ -118,9 +119,9 @@ func BenchmarkAttention(b *testing.B) {
 							return cuda.SetAttnNoKeepBits(true)
 						case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
 							return cuda.SetAttnDQVariant(part)
-						case "v3", "v4": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp
+						case "v3", "v4", "v5", "v6", "v7": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp; v5/v6: v2/v3 at three blocks per SM
 							return cuda.SetAttnBwdVariant(part)
-						case "v3 dq", "v3 dkdv", "v4 dkdv":
+						case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv":
 							r1, r2 := cuda.SetAttnBwdVariant(part[:2]), cuda.SetAttnBwdOnly(part[3:])
 							return func() { r2(); r1() }
 						}

@@ -51,7 +51,7 @@ func StagedGemmReasons(b *Backend) map[string]int {
 }
 
 // SetAttnFwdVariant selects a forward variant of the BF16 tensor-core attention kernel ("_m2", "_bc128",
-// "_db", "_sb"; kernels/attention.cu) for the microbenchmark and tests, and returns a function restoring the default.
+// "_db", "_sb", "_m1", "_m1o4"; kernels/attention.cu; overrides TUNE_ATTN_FWD) for the microbenchmark and tests, and returns a function restoring the default.
 func SetAttnFwdVariant(v string) (restore func()) {
 	old := attnFwdVariant
 	attnFwdVariant = v
@@ -92,9 +92,8 @@ func SetAttnNoKeepBits(on bool) (restore func()) {
 	return func() { attnNoKeepBits = old }
 }
 
-// SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" or "v2" the kernels on their 3-D grids, "v3") for the
-// microbenchmark and tests,
-// and returns a function restoring the previous value.
+// SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" or "v2" the kernels on their 3-D grids, "v3", "v4", "v5",
+// "v6", "v7") for the microbenchmark and tests, and returns a function restoring the previous value.
 func SetAttnBwdVariant(v string) (restore func()) {
 	old := attnBwdVariant
 	attnBwdVariant = v
@@ -135,11 +134,14 @@ func AttnModuleKernels() map[string][]string {
 		}
 		out[attnModule("bench", f)] = bench
 		sum := "attn_bwd_gqa_sum_" + dt
-		for _, v := range []string{"v3", "v4"} {
+		for _, v := range []string{"v3", "v4", "v6", "v7"} {
 			k := v3KernelsOf(v, f, d)
 			out[k.mod] = append(out[k.mod], k.dq, k.dkdv, k.split)
 		}
 		out[attnModule("v3", f)] = append(out[attnModule("v3", f)], sum)
+		if d == 64 {
+			out[attnModule("v5", f)] = append(out[attnModule("v5", f)], sum, "attn_bwd_dq_"+f+"_o3", "attn_bwd_dkdv_"+f+"_o3")
+		}
 	}
 	for m, names := range out { // v3's kernels appear once per variant that shares them
 		seen := map[string]bool{}

@@ -514,11 +514,12 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 }
 
 // dkdv_tc: with V3 the block comes from order_block; with SPLIT (V3 and GQA) one block per key block of one
-// query head, storing FP32 partial dK (unscaled) and dV to p.dkp/p.dvp for gqa_sum instead of rounding.
-template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
+// query head, storing FP32 partial dK (unscaled) and dV to p.dkp/p.dvp for gqa_sum instead of rounding. KVR
+// (D = 64 only) keeps K's and V's fragments in registers for the whole block.
+template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, int NH = 1> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BC = 64, BR = 64, NQ = BR / 8, ND = D / 8, KD = D / 16, KQ = BR / 16;
-	constexpr bool KVREG = D == 64;
+	constexpr bool KVREG = D == 64 && KVR;
 	extern __shared__ __align__(128) u16 smem[];
 	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + 2 * BR * D;
 	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
@@ -606,9 +607,18 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forc
 		const int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
 		const u16 *cQ = sQ + buf * BR * D, *cO = sO + buf * BR * D;
 		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
-		float s[NQ][4], dp[NQ][4];
+		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
+		u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
+		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh, drawn in a rolled loop
+		// NH parts of NQ / NH query columns each (NH = 2 halves the Sᵀ and dPᵀ registers); every sum still
+		// runs over the queries in the same order.
 #pragma unroll
-		for (int nt = 0; nt < NQ; nt++)
+		for (int hf = 0; hf < NH; hf++) {
+		constexpr int NQH = NQ / NH;
+		const int n0 = hf * NQH;
+		float s[NQH][4], dp[NQH][4];
+#pragma unroll
+		for (int nt = 0; nt < NQH; nt++)
 #pragma unroll
 			for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
 		// Sᵀ = K·Qᵀ and dPᵀ = V·dOᵀ (rows: this warp's 16 keys; columns: the block's queries).
@@ -623,9 +633,9 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forc
 				ldsm4(av, smem_addr(sV + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
 			}
 #pragma unroll
-			for (int nt = 0; nt < NQ; nt += 2) {
+			for (int nt = 0; nt < NQH; nt += 2) {
 				u32 bb[4], bo[4];
-				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				int r = (n0 + nt) * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
 				ldsm4(bb, smem_addr(cQ + swz<D>(r, ch)));
 				ldsm4(bo, smem_addr(cO + swz<D>(r, ch)));
 				mma<BF>(s[nt], a, bb[0], bb[1]);
@@ -634,55 +644,56 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forc
 				mma<BF>(dp[nt + 1], av, bo[2], bo[3]);
 			}
 		}
-		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
-		u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
-		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh, drawn in a rolled loop
-		if (sbits) {
-			const u16 *cb = sB + buf * BR * (BC / 16);
+		if (hf == 0) { // after the first part's products, as with NH = 1 (fewer registers live across them)
+			if (sbits) {
+				const u16 *cb = sB + buf * BR * (BC / 16);
 #pragma unroll
-			for (int x = 0; x < NQ * 4; x++) bits |= (u32)bit_at<BC>(cb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), wr + g + (x & 1) * 8) << x;
-		} else if (drop) {
+				for (int x = 0; x < NQ * 4; x++) bits |= (u32)bit_at<BC>(cb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), wr + g + (x & 1) * 8) << x;
+			} else if (drop) {
 #pragma unroll 1
-			for (int x = 0; x < NQ * 4; x++) {
-				int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + g + (x & 1) * 8;
-				bits |= (u32)keep1((hbase + (u64)i) * (u64)Tk + (u64)j, p, thr) << x;
+				for (int x = 0; x < NQ * 4; x++) {
+					int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + g + (x & 1) * 8;
+					bits |= (u32)keep1((hbase + (u64)i) * (u64)Tk + (u64)j, p, thr) << x;
+				}
 			}
 		}
 #pragma unroll
-		for (int nt = 0; nt < NQ; nt++)
+		for (int nl = 0; nl < NQH; nl++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
+				const int nt = n0 + nl;
 				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
 				float lv = cL[ic], dl = cD[ic];
 				lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
 #pragma unroll
 				for (int hh = 0; hh < 2; hh++) {
 					int j = j0 + wr + g + hh * 8, c = hh * 2 + e;
-					float x = s[nt][c];
+					float x = s[nl][c];
 					float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[hh]) - lv) * LOG2E);
 					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
-					float dpv = dp[nt][c], pd = pv;
+					float dpv = dp[nl][c], pd = pv;
 					if (drop) {
 						bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
 						pd = kp ? pv * p.dscale : 0.0f;
 						dpv = kp ? dpv * p.dscale : 0.0f;
 					}
-					dp[nt][c] = pv * (dpv - dl);
-					s[nt][c] = pd;
+					dp[nl][c] = pv * (dpv - dl);
+					s[nl][c] = pd;
 				}
 			}
 		// dV += P'ᵀ·dO, dK += dSᵀ·Q (A: this warp's keys × queries; B: the query tile, transposed by ldmatrix).
 #pragma unroll
-		for (int kq = 0; kq < KQ; kq++) {
+		for (int kl = 0; kl < KQ / NH; kl++) {
+			const int kq = hf * (KQ / NH) + kl;
 			u32 a[4], ad[4];
-			a[0] = pack2<BF>(s[2 * kq][0], s[2 * kq][1]);
-			a[1] = pack2<BF>(s[2 * kq][2], s[2 * kq][3]);
-			a[2] = pack2<BF>(s[2 * kq + 1][0], s[2 * kq + 1][1]);
-			a[3] = pack2<BF>(s[2 * kq + 1][2], s[2 * kq + 1][3]);
-			ad[0] = pack2<BF>(dp[2 * kq][0], dp[2 * kq][1]);
-			ad[1] = pack2<BF>(dp[2 * kq][2], dp[2 * kq][3]);
-			ad[2] = pack2<BF>(dp[2 * kq + 1][0], dp[2 * kq + 1][1]);
-			ad[3] = pack2<BF>(dp[2 * kq + 1][2], dp[2 * kq + 1][3]);
+			a[0] = pack2<BF>(s[2 * kl][0], s[2 * kl][1]);
+			a[1] = pack2<BF>(s[2 * kl][2], s[2 * kl][3]);
+			a[2] = pack2<BF>(s[2 * kl + 1][0], s[2 * kl + 1][1]);
+			a[3] = pack2<BF>(s[2 * kl + 1][2], s[2 * kl + 1][3]);
+			ad[0] = pack2<BF>(dp[2 * kl][0], dp[2 * kl][1]);
+			ad[1] = pack2<BF>(dp[2 * kl][2], dp[2 * kl][3]);
+			ad[2] = pack2<BF>(dp[2 * kl + 1][0], dp[2 * kl + 1][1]);
+			ad[3] = pack2<BF>(dp[2 * kl + 1][2], dp[2 * kl + 1][3]);
 #pragma unroll
 			for (int dn = 0; dn < ND; dn += 2) {
 				u32 bo[4], bq[4];
@@ -694,6 +705,7 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false> __device__ __forc
 				mma<BF>(dk[dn], ad, bq[0], bq[1]);
 				mma<BF>(dk[dn + 1], ad, bq[2], bq[3]);
 			}
+		}
 		}
 		__syncthreads();
 	}
@@ -934,7 +946,7 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 // the dK/dV kernel is bit-identical) and R_i = Σ_j P_ij·K_j; since dS = dS̃ − P∘ε with ε_i = Δ_i − Δ̃_i,
 // dQ = scale·(dQ̃ − ε·R). Four products per tile instead of five, and each K fragment read by ldmatrix feeds two
 // MMAs (dS̃ and P as A operands). QREG keeps Q's and dO's fragments in registers.
-template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
+template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
@@ -1057,9 +1069,17 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 		}
 		__syncthreads();
 		const u16 *cK = sK + buf * BC * D, *cV = sV + buf * BC * D;
-		float s[NT][4], dp[NT][4];
+		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
+		// NH parts of NT / NH key columns each (NH = 2 halves the S and dP registers); every sum still runs
+		// over the columns in the same order.
 #pragma unroll
-		for (int nt = 0; nt < NT; nt++)
+		for (int hf = 0; hf < NH; hf++) {
+		constexpr int NTH = NT / NH;
+		const int n0 = hf * NTH;
+		float s[NTH][4], dp[NTH][4];
+#pragma unroll
+		for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 			for (int c = 0; c < 4; c++) s[nt][c] = dp[nt][c] = 0.0f;
 #pragma unroll
@@ -1073,9 +1093,9 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 				ldsm4(ao, smem_addr(sO + swz<D>(wr + (lane & 15), kk * 2 + (lane >> 4))));
 			}
 #pragma unroll
-			for (int nt = 0; nt < NT; nt += 2) {
+			for (int nt = 0; nt < NTH; nt += 2) {
 				u32 bk[4], bv[4];
-				int r = nt * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
+				int r = (n0 + nt) * 8 + (lane & 7) + ((lane >> 4) << 3), ch = kk * 2 + ((lane >> 3) & 1);
 				ldsm4(bk, smem_addr(cK + swz<D>(r, ch)));
 				ldsm4(bv, smem_addr(cV + swz<D>(r, ch)));
 				mma<BF>(s[nt], a, bk[0], bk[1]);
@@ -1084,52 +1104,53 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 				mma<BF>(dp[nt + 1], ao, bv[2], bv[3]);
 			}
 		}
-		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
-		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
-		if (sbits) {
-			const u16 *cb = sB + buf * BR * (BC / 16);
+		if (hf == 0) { // after the first part's products, as with NH = 1 (fewer registers live across them)
+			if (sbits) {
+				const u16 *cb = sB + buf * BR * (BC / 16);
 #pragma unroll
-			for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
-		} else if (drop) {
+				for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
+			} else if (drop) {
 #pragma unroll 1
-			for (int x = 0; x < NT * 2; x++) {
-				bool k0b, k1b;
-				keep2(rowb[x & 1] + (u64)(k0 + (x >> 1) * 8 + tig * 2), p, thr, k0b, k1b);
-				bits |= ((u32)k0b | ((u32)k1b << 1)) << (2 * x);
+				for (int x = 0; x < NT * 2; x++) {
+					bool k0b, k1b;
+					keep2(rowb[x & 1] + (u64)(k0 + (x >> 1) * 8 + tig * 2), p, thr, k0b, k1b);
+					bits |= ((u32)k0b | ((u32)k1b << 1)) << (2 * x);
+				}
 			}
 		}
 #pragma unroll
-		for (int nt = 0; nt < NT; nt++)
+		for (int nl = 0; nl < NTH; nl++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
-				int j = k0 + nt * 8 + tig * 2 + e;
+				const int nt = n0 + nl, j = k0 + nt * 8 + tig * 2 + e;
 				float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
 				int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
 #pragma unroll
 				for (int hh = 0; hh < 2; hh++) {
 					int i = q0 + wr + g + hh * 8, c = hh * 2 + e;
-					float x = s[nt][c];
+					float x = s[nl][c];
 					float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
 					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
-					float dpv = dp[nt][c];
+					float dpv = dp[nl][c];
 					if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
 					dsum[hh] += pv * dpv;
-					dp[nt][c] = pv * (dpv - dt[hh]);
-					s[nt][c] = pv;
+					dp[nl][c] = pv * (dpv - dt[hh]);
+					s[nl][c] = pv;
 				}
 			}
 		// dQ̃ += dS̃·K and R += P·K (one K fragment, two MMAs).
 #pragma unroll
-		for (int kc = 0; kc < KC; kc++) {
+		for (int kl = 0; kl < KC / NH; kl++) {
+			const int kc = hf * (KC / NH) + kl;
 			u32 a[4], ap[4];
-			a[0] = pack2<BF>(dp[2 * kc][0], dp[2 * kc][1]);
-			a[1] = pack2<BF>(dp[2 * kc][2], dp[2 * kc][3]);
-			a[2] = pack2<BF>(dp[2 * kc + 1][0], dp[2 * kc + 1][1]);
-			a[3] = pack2<BF>(dp[2 * kc + 1][2], dp[2 * kc + 1][3]);
-			ap[0] = pack2<BF>(s[2 * kc][0], s[2 * kc][1]);
-			ap[1] = pack2<BF>(s[2 * kc][2], s[2 * kc][3]);
-			ap[2] = pack2<BF>(s[2 * kc + 1][0], s[2 * kc + 1][1]);
-			ap[3] = pack2<BF>(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+			a[0] = pack2<BF>(dp[2 * kl][0], dp[2 * kl][1]);
+			a[1] = pack2<BF>(dp[2 * kl][2], dp[2 * kl][3]);
+			a[2] = pack2<BF>(dp[2 * kl + 1][0], dp[2 * kl + 1][1]);
+			a[3] = pack2<BF>(dp[2 * kl + 1][2], dp[2 * kl + 1][3]);
+			ap[0] = pack2<BF>(s[2 * kl][0], s[2 * kl][1]);
+			ap[1] = pack2<BF>(s[2 * kl][2], s[2 * kl][3]);
+			ap[2] = pack2<BF>(s[2 * kl + 1][0], s[2 * kl + 1][1]);
+			ap[3] = pack2<BF>(s[2 * kl + 1][2], s[2 * kl + 1][3]);
 #pragma unroll
 			for (int dn = 0; dn < ND; dn += 2) {
 				u32 bb[4];
@@ -1139,6 +1160,7 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 				mma<BF>(rk[dn], ap, bb[0], bb[1]);
 				mma<BF>(rk[dn + 1], ap, bb[2], bb[3]);
 			}
+		}
 		}
 		__syncthreads();
 	}
@@ -1178,6 +1200,7 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 //   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's forward, dQ and dK/dV kernels
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
+//   attention_v5_*.cu                   ATTN_SET 5: the backward variants v5, v6 and v7 (D = 64)
 #ifdef ATTN_D
 #if ATTN_D == 64 && ATTN_BF
 #define ATTN_FAMILY(M) M(64, bf16, true)
@@ -1200,8 +1223,9 @@ template <int D, bool BF, bool QREG, bool V3 = false> __device__ __forceinline__
 
 // The microbenchmark's variants: attn_bwd_dq2_* (every family) and, BF16 only, the forward variants _m2 (D =
 // 128 with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128
-// double-buffered), _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V) and the dQ kernel _smq (D =
-// 64, Q and dO fragments read from shared memory each step).
+// double-buffered), _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V), _m1 (D = 64 with 64 rows:
+// 168 registers, three blocks per SM), _m1o4 (the same held to 128 registers, four blocks per SM) and the dQ
+// kernel _smq (D = 64, Q and dO fragments read from shared memory each step).
 #define TC_BENCH_KERNELS(D, NAME, BF)                                                                             \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
 
@@ -1473,6 +1497,23 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 #define GQA_SUM_KERNEL(D, NAME, BF) \
 	extern "C" __global__ void __launch_bounds__(256) attn_bwd_gqa_sum_##NAME(const AttnParams p) { gqa_sum<BF>(p); }
 
+// The backward variants v5 and v6 (D = 64): the kernels of v2 and v3 with Q/dO (dQ) and K/V (dK/dV) fragments
+// read from shared memory each step instead of held in registers, compiled for three blocks per SM
+// (__launch_bounds__(128, 3): at most 168 registers, where the default kernels take 244-253 and so run two
+// blocks, eight warps, per SM). Same arithmetic in the same order: results bit-identical to v2 (v5) and v3 (v6).
+// v7 is v3 with the _h3v3 kernels: each step's tile in two halves (NH = 2: half the S and dP registers, same
+// sums in the same order), at three blocks per SM with K/V fragments held (dK/dV) and Q/dO from shared memory
+// (dQ); results bit-identical to v3.
+#define TC_V5_KERNELS(D, NAME, BF)                                                                                \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3(const AttnParams p) { dq1_tc<D, BF, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3(const AttnParams p) { dkdv_tc<D, BF, false, false, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3v3(const AttnParams p) { dq1_tc<D, BF, false, true>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3v3(const AttnParams p) { dq1_tc<D, BF, false, true, 2>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 2>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); }
+
 #if defined(ATTN_D) && ATTN_SET == 0
 ATTN_FAMILY(TC_KERNELS)
 #elif defined(ATTN_D) && ATTN_SET == 1
@@ -1480,6 +1521,8 @@ ATTN_FAMILY(TC_BENCH_KERNELS)
 #if ATTN_D == 64 && ATTN_BF
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1(const AttnParams p) { fwd_tc<64, true, 1, 64, true, true>(p); }
+extern "C" __global__ void __launch_bounds__(128, 4) attn_fwd_bf16_d64_m1o4(const AttnParams p) { fwd_tc<64, true, 1, 64, true, true>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
 #elif ATTN_D == 128 && ATTN_BF
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
@@ -1495,6 +1538,9 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_bf16_d64_s(cons
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64(const AttnParams p) { dkdv2_tc<false, false>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv2_f16_d64_s(const AttnParams p) { dkdv2_tc<false, true>(p); }
 #endif
+#elif defined(ATTN_D) && ATTN_SET == 5 && ATTN_D == 64
+ATTN_FAMILY(TC_V5_KERNELS)
+ATTN_FAMILY(GQA_SUM_KERNEL)
 #endif
 
 #ifndef ATTN_D
