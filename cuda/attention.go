@@ -76,7 +76,8 @@ const attnBwdDefault = "v2"
 // (attn_bwd_dkdv2_*; D = 128 as v3), "v5" v2 and "v6" v3 with the D = 64 kernels compiled for three blocks per
 // SM (attn_bwd_*_o3*: fragments of the streamed tiles from shared memory, at most 168 registers; same results
 // as v2 and v3; D = 128 as v2 and v3), "v7" v3 with the D = 64 kernels processing each step's tile in two halves
-// at three blocks per SM (attn_bwd_*_h3v3*; same results as v3). Any other value makes AttentionBackward fail naming it. The
+// at three blocks per SM (attn_bwd_*_h3v3*; same results as v3), "v8" v7 with the dK/dV kernel in quarter-tile
+// steps (attn_bwd_dkdv_*_q3v3*). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -112,7 +113,7 @@ var attnFamilies = []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"}
 
 // attnSets are the kernel sets compiled into one module per family, by the ATTN_SET value that selects them
 // in kernels/attention.cu: "" the default kernels, "bench" the microbenchmark's forward and dQ variants,
-// "v3" the backward variants v3 and v4, "v5" the variants v5, v6 and v7.
+// "v3" the backward variants v3 and v4, "v5" the variants v5 to v8.
 var attnSets = map[string]int{"": 0, "bench": 1, "v3": 3, "v5": 5}
 
 // attnRefModule is the module of the general kernels (kernels/attention.cu with no macro defined).
@@ -141,7 +142,7 @@ func attnModules() map[string]kernelVariant {
 		}
 		for set, n := range attnSets {
 			if set == "v5" && d != 64 {
-				continue // v5, v6 and v7 change only the D = 64 kernels
+				continue // v5 to v8 change only the D = 64 kernels
 			}
 			out[attnModule(set, f)] = kernelVariant{"attention.cu", []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf), fmt.Sprintf("ATTN_SET %d", n)}}
 		}
@@ -348,13 +349,13 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		if pl.tc && attnDQVariant == "" && g.D == 64 {
 			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
 		}
-	case "v3", "v4", "v6", "v7":
+	case "v3", "v4", "v6", "v7", "v8":
 		if pl.tc && attnDQVariant == "" {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2, v3, v4, v5, v6 or v7, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v8, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -402,8 +403,8 @@ type v3Kernels struct {
 	keys, dkdvSmem       int
 }
 
-// v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6" or "v7") for family suffix and head size d;
-// v4, v6 and v7 differ from v3 only for D = 64.
+// v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6", "v7" or "v8") for family suffix and head
+// size d; v4, v6, v7 and v8 differ from v3 only for D = 64.
 func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	smem := 6*64*d*2 + 2*64*4*2 + 4*64*4
 	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem}
@@ -415,6 +416,8 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3s"
 	case v == "v7" && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3s"
+	case v == "v8" && d == 64:
+		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
 	}
 	return k
 }
@@ -429,7 +432,8 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 // With v4 (D = 64 only) the dK/dV kernel is attn_bwd_dkdv2_*: 128 keys per block, two 16-key tiles per warp,
 // query tiles of 32 (same sums in the same order, so the same results as v3). With v6 (D = 64 only) the
 // kernels are v3's compiled for three blocks per SM (attn_bwd_*_o3v3*, module attention_v5_*: same results),
-// with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results).
+// with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results), with
+// v8 the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*).
 func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
 	smem := 6*64*g.D*2 + 2*64*4*2
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)

@@ -143,8 +143,8 @@ func TestAttentionBwdV4MatchesV3(t *testing.T) {
 
 // TestAttentionBwdV5MatchesV2 runs the variants v5 and v6 (the D = 64 backward kernels of v2 and v3 compiled
 // for three blocks per SM, fragments of the streamed tiles read from shared memory) and v7 (v3 with each step's
-// tile in two halves) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
-// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5) and v3's (v6, v7), and from
+// tile in two halves; v8 with the dK/dV kernel in quarters) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
+// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5) and v3's (v6 to v8), and from
 // run to run.
 func TestAttentionBwdV5MatchesV2(t *testing.T) {
 	gpu := openOrSkip(t)
@@ -164,7 +164,7 @@ func TestAttentionBwdV5MatchesV2(t *testing.T) {
 					defer cuda.SetAttnBwdVariant(v)()
 					return runAttention(t, gpu, s, dt, d)
 				}
-				v2, v3, v5, v6, v6b, v7 := run("v2"), run("v3"), run("v5"), run("v6"), run("v6"), run("v7")
+				v2, v3, v5, v6, v6b, v7, v8 := run("v2"), run("v3"), run("v5"), run("v6"), run("v6"), run("v7"), run("v8")
 				c := runAttention(t, ref, s, dt, d)
 				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
 				closeTo(t, "v5 dQ", v5.dq, c.dq, 2*tol)
@@ -173,7 +173,7 @@ func TestAttentionBwdV5MatchesV2(t *testing.T) {
 				for _, x := range []struct {
 					what string
 					a, b attnResult
-				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}} {
+				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}, {"v8 vs v3", v8, v3}} {
 					for _, y := range []struct {
 						name string
 						a, b []float32

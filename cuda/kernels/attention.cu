@@ -1200,7 +1200,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 //   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's forward, dQ and dK/dV kernels
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
-//   attention_v5_*.cu                   ATTN_SET 5: the backward variants v5, v6 and v7 (D = 64)
+//   attention_v5_*.cu                   ATTN_SET 5: the backward variants v5 to v8 (D = 64)
 #ifdef ATTN_D
 #if ATTN_D == 64 && ATTN_BF
 #define ATTN_FAMILY(M) M(64, bf16, true)
@@ -1503,7 +1503,8 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 // blocks, eight warps, per SM). Same arithmetic in the same order: results bit-identical to v2 (v5) and v3 (v6).
 // v7 is v3 with the _h3v3 kernels: each step's tile in two halves (NH = 2: half the S and dP registers, same
 // sums in the same order), at three blocks per SM with K/V fragments held (dK/dV) and Q/dO from shared memory
-// (dQ); results bit-identical to v3.
+// (dQ); results bit-identical to v3. v8 is v7 with the dK/dV kernel in quarter-tile steps (16 queries at a
+// time, _q3v3: no spill at 168 registers with K and V held).
 #define TC_V5_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3(const AttnParams p) { dq1_tc<D, BF, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3(const AttnParams p) { dkdv_tc<D, BF, false, false, false>(p); } \
@@ -1512,7 +1513,9 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3v3(const AttnParams p) { dq1_tc<D, BF, false, true, 2>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 2>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); }
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 4>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4>(p); }
 
 #if defined(ATTN_D) && ATTN_SET == 0
 ATTN_FAMILY(TC_KERNELS)
