@@ -77,7 +77,8 @@ const attnBwdDefault = "v2"
 // SM (attn_bwd_*_o3*: fragments of the streamed tiles from shared memory, at most 168 registers; same results
 // as v2 and v3; D = 128 as v2 and v3), "v7" v3 with the D = 64 kernels processing each step's tile in two halves
 // at three blocks per SM (attn_bwd_*_h3v3*; same results as v3), "v8" v7 with the dK/dV kernel in quarter-tile
-// steps (attn_bwd_dkdv_*_q3v3*). Any other value makes AttentionBackward fail naming it. The
+// steps (attn_bwd_dkdv_*_q3v3*), "v9" v3 and "v10" v8 without the GQA split (one dK/dV block per KV head's
+// key block looping over the group, in v3's longest-first order). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -349,13 +350,13 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		if pl.tc && attnDQVariant == "" && g.D == 64 {
 			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
 		}
-	case "v3", "v4", "v6", "v7", "v8":
+	case "v3", "v4", "v6", "v7", "v8", "v9", "v10":
 		if pl.tc && attnDQVariant == "" {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v8, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v10, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -401,13 +402,14 @@ func v3Chunk(causal bool, perPair int) int64 {
 type v3Kernels struct {
 	mod, dq, dkdv, split string
 	keys, dkdvSmem       int
+	noSplit              bool // with GQA too, one dK/dV block per KV head's key block (the group's heads in turn)
 }
 
-// v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6", "v7" or "v8") for family suffix and head
-// size d; v4, v6, v7 and v8 differ from v3 only for D = 64.
+// v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6" to "v10") for family suffix and head size d;
+// v4, v6, v7, v8 and v10 differ from v3 in their kernels only for D = 64; v9 and v10 do not split GQA groups.
 func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	smem := 6*64*d*2 + 2*64*4*2 + 4*64*4
-	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem}
+	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem, false}
 	switch {
 	case v == "v4" && d == 64:
 		k.dkdv = "attn_bwd_dkdv2_" + suffix
@@ -416,9 +418,10 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3s"
 	case v == "v7" && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3s"
-	case v == "v8" && d == 64:
+	case (v == "v8" || v == "v10") && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
 	}
+	k.noSplit = v == "v9" || v == "v10"
 	return k
 }
 
@@ -445,7 +448,7 @@ func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Ker
 	if attnBwdOnly == "dq" || g.Tk == 0 {
 		return
 	}
-	if grp == 1 {
+	if grp == 1 || k.noSplit {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tq*g.D*2)
 		o.attnLaunch(k.mod, k.dkdv, nkb*g.B*g.Hkv, 1, 1, 128, k.dkdvSmem, p)
 		return

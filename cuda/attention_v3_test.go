@@ -143,8 +143,10 @@ func TestAttentionBwdV4MatchesV3(t *testing.T) {
 
 // TestAttentionBwdV5MatchesV2 runs the variants v5 and v6 (the D = 64 backward kernels of v2 and v3 compiled
 // for three blocks per SM, fragments of the streamed tiles read from shared memory) and v7 (v3 with each step's
-// tile in two halves; v8 with the dK/dV kernel in quarters) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
-// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5) and v3's (v6 to v8), and from
+// tile in two halves; v8 with the dK/dV kernel in quarters; v9 and v10: v3 and v8 without the GQA split) on the
+// kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
+// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5), v3's (v6 to v8) and v9's
+// (v10; v9's dK and dV equal v2's, its dQ v3's), and from
 // run to run.
 func TestAttentionBwdV5MatchesV2(t *testing.T) {
 	gpu := openOrSkip(t)
@@ -165,15 +167,31 @@ func TestAttentionBwdV5MatchesV2(t *testing.T) {
 					return runAttention(t, gpu, s, dt, d)
 				}
 				v2, v3, v5, v6, v6b, v7, v8 := run("v2"), run("v3"), run("v5"), run("v6"), run("v6"), run("v7"), run("v8")
+				v9, v10 := run("v9"), run("v10")
 				c := runAttention(t, ref, s, dt, d)
 				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
 				closeTo(t, "v5 dQ", v5.dq, c.dq, 2*tol)
 				closeTo(t, "v5 dK", v5.dk, c.dk, 2*tol)
 				closeTo(t, "v5 dV", v5.dv, c.dv, 2*tol)
+				closeTo(t, "v9 dK", v9.dk, c.dk, 2*tol)
+				closeTo(t, "v9 dV", v9.dv, c.dv, 2*tol)
+				// v9 is v3's dQ; without GQA its dK and dV are v3's too (with GQA they are the default's running
+				// sum over the group, in another block order).
+				same := []struct {
+					name string
+					a, b []float32
+				}{{"v9 vs v3 dQ", v9.dq, v3.dq}, {"v9 vs v2 dK", v9.dk, v2.dk}, {"v9 vs v2 dV", v9.dv, v2.dv}}
+				for _, y := range same {
+					for k := range y.a {
+						if math.Float32bits(y.a[k]) != math.Float32bits(y.b[k]) {
+							t.Fatalf("%s[%d] = %v, then %v", y.name, k, y.a[k], y.b[k])
+						}
+					}
+				}
 				for _, x := range []struct {
 					what string
 					a, b attnResult
-				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}, {"v8 vs v3", v8, v3}} {
+				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}, {"v8 vs v3", v8, v3}, {"v10 vs v9", v10, v9}} {
 					for _, y := range []struct {
 						name string
 						a, b []float32

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -24,7 +25,7 @@ import (
 // the forward stored in KeepBits; "redraw": every kernel drawing its own), the variant "v3" (TUNE_ATTN_BWD=v3:
 // longest-first block order, GQA dK/dV per query head; also SmolLM2's GQA 9/3 shape), "v4" (v3 with two key
 // tiles per warp in the D = 64 dK/dV kernel), "v5" and "v6" (v2 and v3 with the D = 64 kernels at three
-// blocks per SM), "v7" (v3 with the D = 64 kernels in half-tile steps at three blocks per SM), "v8" (v7 with quarter-tile dK/dV steps), the "smq" dQ variant and its two
+// blocks per SM), "v7" (v3 with the D = 64 kernels in half-tile steps at three blocks per SM), "v8" (v7 with quarter-tile dK/dV steps), "v9"/"v10" (v3/v8 without the GQA split), the "smq" dQ variant and its two
 // kernels alone ("only dq", "only dkdv", still counted against the whole backward's FLOPs, so their times add
 // up; "only dkdv" with dropout reads bits nobody stored, which is fine for timing).
 func BenchmarkAttention(b *testing.B) {
@@ -41,8 +42,8 @@ func BenchmarkAttention(b *testing.B) {
 		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v7", "v8", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
-		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "dq2"}},                                                                                         // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq2"}},                                                                                                                // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {
@@ -100,10 +101,11 @@ func BenchmarkAttention(b *testing.B) {
 			n := "bwd"
 			switch part {
 			case "":
-			case "redraw", "dq2", "smq", "nokeep", "v3", "v4", "v5", "v6", "v7", "v8":
+			case "redraw", "dq2", "smq", "nokeep", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10":
 				n += " " + part
-			case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv":
-				n += " " + part[:2] + " only " + part[3:]
+			case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv":
+				v, k, _ := strings.Cut(part, " ")
+				n += " " + v + " only " + k
 			default:
 				n += " only " + part
 			}
@@ -119,10 +121,11 @@ func BenchmarkAttention(b *testing.B) {
 							return cuda.SetAttnNoKeepBits(true)
 						case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
 							return cuda.SetAttnDQVariant(part)
-						case "v3", "v4", "v5", "v6", "v7", "v8": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp; v5/v6: v2/v3 at three blocks per SM
+						case "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp; v5/v6: v2/v3 at three blocks per SM
 							return cuda.SetAttnBwdVariant(part)
-						case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv":
-							r1, r2 := cuda.SetAttnBwdVariant(part[:2]), cuda.SetAttnBwdOnly(part[3:])
+						case "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv":
+							v, k, _ := strings.Cut(part, " ")
+							r1, r2 := cuda.SetAttnBwdVariant(v), cuda.SetAttnBwdOnly(k)
 							return func() { r2(); r1() }
 						}
 						return cuda.SetAttnBwdOnly(part)
