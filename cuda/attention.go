@@ -48,7 +48,7 @@ type attnParams struct {
 const attnRefMaxD = 256
 
 // attnFwdVariant names a forward variant of the BF16 tensor-core kernel (a key of fwdShapes: "_m2", "_bc128",
-// "_db", "_sb", "_m1", "_m1o4"; see kernels/attention.cu), read once from TUNE_ATTN_FWD ("" the default
+// "_db", "_sb", "_m1", "_m1o4", "_m1s3", "_s3"; see kernels/attention.cu), read once from TUNE_ATTN_FWD ("" the default
 // kernels) and overridden by the microbenchmark and tests through export_test.go; one that does not exist for
 // the head size or dtype falls back to the default, a name that is no variant makes Attention fail naming it.
 var attnFwdVariant = os.Getenv("TUNE_ATTN_FWD")
@@ -92,21 +92,22 @@ var attnBwdVariant = func() string {
 var attnNoKeepBits bool
 
 // fwdShape is a forward kernel's tiling: MT row tiles of 16 per warp (64·MT queries per block), BC keys per
-// step, K/V double-buffered (db) or not.
+// step, st K/V stages (fwd_tc's ST: 1 single-buffered, 2 double-buffered, 3 a ring of three).
 type fwdShape struct {
-	mt, bc int
-	db     bool
+	mt, bc, st int
 }
 
 // fwdShapes are the forward kernels by name suffix and head size ("" is the default of each).
 var fwdShapes = map[string]map[int]fwdShape{
-	"":       {64: {2, 64, true}, 128: {1, 64, false}},
-	"_m2":    {128: {2, 64, false}},
-	"_bc128": {64: {2, 128, false}},
-	"_db":    {128: {1, 64, true}},
-	"_sb":    {64: {2, 64, false}},
-	"_m1":    {64: {1, 64, true}},
-	"_m1o4":  {64: {1, 64, true}},
+	"":       {64: {2, 64, 2}, 128: {1, 64, 1}},
+	"_m2":    {128: {2, 64, 1}},
+	"_bc128": {64: {2, 128, 1}},
+	"_db":    {128: {1, 64, 2}},
+	"_sb":    {64: {2, 64, 1}},
+	"_m1":    {64: {1, 64, 2}},
+	"_m1o4":  {64: {1, 64, 2}},
+	"_m1s3":  {64: {1, 64, 3}},
+	"_s3":    {64: {2, 64, 3}},
 }
 
 // attnFamilies are the kernel families of the tensor-core path (attnPlan's suffix).
@@ -196,10 +197,7 @@ func (b *Backend) attnPlan(g opcheck.Attention, ops ...opcheck.AttnOperand) (att
 		v, p.mod = attnFwdVariant, attnModule("bench", p.suffix)
 	}
 	fs := fwdShapes[v][g.D]
-	stages := 1
-	if fs.db {
-		stages = 2
-	}
+	stages := fs.st
 	p.fwd, p.fwdRows = "attn_fwd_"+p.suffix+v, 64*fs.mt
 	p.fwdSmem = (p.fwdRows+2*stages*fs.bc)*g.D*2 + 2*p.fwdRows*(fs.bc/16)*2 // tiles, then two keep-bit masks
 	return p, nil

@@ -251,12 +251,13 @@ func TestAttentionRefusesLargeHeads(t *testing.T) {
 }
 
 // TestAttentionFwdVariantsMatchCPU checks the forward variants the microbenchmark compares (and the backward
-// on their O and LSE) against the CPU reference in BF16. The 64-row variants _m1 and _m1o4 run the default's
-// per-row arithmetic in the same order, so their O and LSE must also equal the default kernel's.
+// on their O and LSE) against the CPU reference in BF16. The variants _m1, _m1o4, _m1s3 and _s3 (64 rows per
+// block, a three-stage K/V ring) run the default's per-row arithmetic in the same order, so their O and LSE must
+// also equal the default kernel's.
 func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 	gpu := openOrSkip(t)
 	ref := cpu.New()
-	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4"} {
+	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4", "_m1s3", "_s3"} {
 		for i, s := range attnShapes[:5] {
 			t.Run(v+"/"+s.String(), func(t *testing.T) {
 				d := s.data(uint64(i + 1))
@@ -266,7 +267,7 @@ func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 				closeTo(t, "O", g.o, c.o, 2e-2)
 				closeTo(t, "LSE", g.lse, c.lse, 1e-4)
 				closeTo(t, "dQ", g.dq, c.dq, 4e-2)
-				if v == "_m1" || v == "_m1o4" {
+				if v == "_m1" || v == "_m1o4" || v == "_m1s3" || v == "_s3" {
 					for k := range g.o {
 						if g.o[k] != def.o[k] {
 							t.Fatalf("O[%d] = %v with %s, %v with the default kernel", k, g.o[k], v, def.o[k])

@@ -20,7 +20,7 @@ import (
 // products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra sweep for Δ
 // and the recomputed S and dP are not counted). tools/reference/bench_attention.py times PyTorch's
 // scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128, fwd_m2,
-// fwd_m1, fwd_m1o4: kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
+// fwd_m1, fwd_m1o4, fwd_m1s3, fwd_s3: kernels/attention.cu) are timed beside the default; the backward beside its earlier designs ("dq2": the
 // two-sweep dQ kernel; "nokeep": the backward drawing the dropout bits once itself instead of reading those
 // the forward stored in KeepBits; "redraw": every kernel drawing its own), the variant "v3" (TUNE_ATTN_BWD=v3:
 // longest-first block order, GQA dK/dV per query head; also SmolLM2's GQA 9/3 shape), "v4" (v3 with two key
@@ -38,12 +38,12 @@ func BenchmarkAttention(b *testing.B) {
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4"}, []string{"", "v3", "v4", "v5", "v7", "v8", "dq2", "smq", "dq", "dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv"}},
+		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4", "_m1s3", "_s3"}, []string{"", "v3", "v4", "v5", "v7", "v8", "dq2", "smq", "dq", "dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv"}},
 		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v7", "v8", "nokeep", "dq2", "redraw", "dq", "dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
-		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq2"}},                                                                                                                // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq2"}},                                                                                                                         // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1", "_m1s3"}, []string{"", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "dq", "dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {

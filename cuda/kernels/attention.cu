@@ -262,11 +262,15 @@ template <int COLS> __device__ __forceinline__ bool bit_at(const u16 *bits, int 
 }
 #endif
 
-template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
+// fwd_tc: ST = 1 loads V during Q·Kᵀ and the next K during the softmax and P·V; ST = 2 double-buffers K and V
+// (step n+1's tiles load during step n; two barriers per step); ST = 3 keeps a ring of three K/V stages, loading
+// step n+2's after the one barrier of step n (the stage it overwrites was last read in step n−1).
+template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 4 * 16 * MT, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
-	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + (DB ? 2 : 1) * BC * D, *sB = sV + (DB ? 2 : 1) * BC * D;
+	constexpr bool DB = ST >= 2;
+	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + ST * BC * D, *sB = sV + ST * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
@@ -293,6 +297,13 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 	if (nb > 0) load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
 	if (DB && nb > 0) load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
 	cp_commit();
+	if (ST == 3) { // stage 1 in its own group (committed even when empty: one group per step from here on)
+		if (nb > 1) {
+			load_tile<D, BC>(sK + BC * D, K + (i64)BC * p.ks[2], p.ks[2], Tk - BC, tid);
+			load_tile<D, BC>(sV + BC * D, V + (i64)BC * p.vs[2], p.vs[2], Tk - BC, tid);
+		}
+		cp_commit();
+	}
 
 	float o[MT][ND][4], m[MT][2], l[MT][2];
 #pragma unroll
@@ -307,7 +318,17 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 	for (int n = 0; n < nb; n++) {
 		const int k0 = n * BC;
 		const u16 *cK = sK, *cV = sV;
-		if constexpr (DB) {
+		if constexpr (ST == 3) {
+			const int cur = n % 3, nxt = (n + 2) % 3;
+			cK = sK + cur * BC * D, cV = sV + cur * BC * D;
+			cp_wait<1>(); // step n's group is complete (the one after it may be pending)
+			__syncthreads();
+			if (n + 2 < nb) {
+				load_tile<D, BC>(sK + nxt * BC * D, K + (i64)(k0 + 2 * BC) * p.ks[2], p.ks[2], Tk - k0 - 2 * BC, tid);
+				load_tile<D, BC>(sV + nxt * BC * D, V + (i64)(k0 + 2 * BC) * p.vs[2], p.vs[2], Tk - k0 - 2 * BC, tid);
+			}
+			cp_commit();
+		} else if constexpr (DB) {
 			// Two stages: K and V of step n+1 load while step n computes.
 			cK = sK + (n & 1) * BC * D, cV = sV + (n & 1) * BC * D;
 			if (n + 1 < nb) {
@@ -485,7 +506,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, bool DB> __device__ __force
 				}
 			}
 		}
-		if constexpr (DB) __syncthreads();
+		if constexpr (ST == 2) __syncthreads();
 	}
 	// Epilogue: normalise, stage the warp's rows in its own part of sQ, store O and LSE.
 	cp_wait<0>();
@@ -1217,14 +1238,15 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 // spill registers; K and V are double-buffered for D = 64 (4% faster at (64, 12, 512, 64)), not for D = 128 (4%
 // slower causal at (8, 32, 2048, 128)).
 #define TC_KERNELS(D, NAME, BF)                                                                                   \
-	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, D == 64 ? 2 : 1, 64, D == 64, D == 64>(p); } \
+	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, D == 64 ? 2 : 1, 64, D == 64, D == 64 ? 2 : 1>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); }
 
 // The microbenchmark's variants: attn_bwd_dq2_* (every family) and, BF16 only, the forward variants _m2 (D =
 // 128 with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128
 // double-buffered), _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V), _m1 (D = 64 with 64 rows:
-// 168 registers, three blocks per SM), _m1o4 (the same held to 128 registers, four blocks per SM) and the dQ
+// 168 registers, three blocks per SM), _m1o4 (the same held to 128 registers, four blocks per SM), _m1s3 and _s3
+// (_m1 and the default with a three-stage K/V ring: one barrier per step) and the dQ
 // kernel _smq (D = 64, Q and dO fragments read from shared memory each step).
 #define TC_BENCH_KERNELS(D, NAME, BF)                                                                             \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
@@ -1522,14 +1544,16 @@ ATTN_FAMILY(TC_KERNELS)
 #elif defined(ATTN_D) && ATTN_SET == 1
 ATTN_FAMILY(TC_BENCH_KERNELS)
 #if ATTN_D == 64 && ATTN_BF
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1(const AttnParams p) { fwd_tc<64, true, 1, 64, true, true>(p); }
-extern "C" __global__ void __launch_bounds__(128, 4) attn_fwd_bf16_d64_m1o4(const AttnParams p) { fwd_tc<64, true, 1, 64, true, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_bc128(const AttnParams p) { fwd_tc<64, true, 2, 128, false, 1>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_sb(const AttnParams p) { fwd_tc<64, true, 2, 64, true, 1>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1(const AttnParams p) { fwd_tc<64, true, 1, 64, true, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128, 4) attn_fwd_bf16_d64_m1o4(const AttnParams p) { fwd_tc<64, true, 1, 64, true, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1s3(const AttnParams p) { fwd_tc<64, true, 1, 64, true, 3>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_s3(const AttnParams p) { fwd_tc<64, true, 2, 64, true, 3>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
 #elif ATTN_D == 128 && ATTN_BF
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, false>(p); }
-extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, true>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, 1>(p); }
+extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_db(const AttnParams p) { fwd_tc<128, true, 1, 64, false, 2>(p); }
 #endif
 #elif defined(ATTN_D) && ATTN_SET == 3
 ATTN_FAMILY(TC_V3_KERNELS)
