@@ -168,9 +168,14 @@ func deferredBitIdentical(t *testing.T, w tensor.Backend) {
 // TestDeferredResumeIsBitIdentical: a deferred run stopped after its checkpoint and resumed ends with the
 // weights and logs of an uninterrupted eager run.
 func TestDeferredResumeIsBitIdentical(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) { deferredResume(t, b, asyncBackend(t, b)) })
+}
+
+// deferredResume runs the eager reference on plain and the deferred runs on async.
+func deferredResume(t *testing.T, plain, async tensor.Backend) {
 	data := toyTask(20, 64, 11)
 	bf16 := func(a *TrainingArguments) { a.BF16, a.EvalStrategy, a.LoggingSteps = true, IntervalNo, 2 } // step 4 logs: same windows after the resume
-	full := tinyBert(t, cpu.New())
+	full := tinyBert(t, plain)
 	trFull, _, _ := newTestTrainer(t, full, deferredArgs(t, bf16), data, nil)
 	mustTrain(t, trFull)
 
@@ -181,14 +186,14 @@ func TestDeferredResumeIsBitIdentical(t *testing.T) {
 		return a
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	first, _, _ := newTestTrainer(t, tinyBert(t, newWaitCounter()), args(), data, nil, deferSteps(true),
+	first, _, _ := newTestTrainer(t, tinyBert(t, async), args(), data, nil, deferSteps(true),
 		WithCallbacks(&stopAfterSave{step: 4, cancel: cancel}))
 	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
 	}
 	a := args()
 	a.ResumeFromCheckpoint = "true"
-	resumed := tinyBert(t, newWaitCounter())
+	resumed := tinyBert(t, async)
 	trRes, _, _ := newTestTrainer(t, resumed, a, data, nil, deferSteps(true))
 	mustTrain(t, trRes)
 	fp, _, _ := full.Trainable()

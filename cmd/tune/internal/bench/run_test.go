@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/tensor/tensortest"
 )
@@ -172,6 +173,10 @@ func TestRunHonoursCancellation(t *testing.T) {
 // trains bit for bit as the step that reads the loss and the norm on the host, full and LoRA, in BF16 and FP32.
 func TestDeviceStepIsHostStep(t *testing.T) {
 	t.Setenv("TUNE_SYNC_FREE", "1")
+	tensortest.ForEachBackend(t, deviceStepIsHostStep)
+}
+
+func deviceStepIsHostStep(t *testing.T, b tensor.Backend) {
 	for _, tc := range []struct {
 		policy amp.Policy
 		lora   bool
@@ -180,7 +185,7 @@ func TestDeviceStepIsHostStep(t *testing.T) {
 			s := smallSpec(tc.policy, tc.lora)
 			s.MaxGradNorm = 0.05 // clipping acts on every step
 			run := func(device bool) ([]float32, []float32) {
-				meter := NewMeter(cpu.New())
+				meter := NewMeter(b)
 				defer meter.freeAll()
 				st, err := build(meter, &s)
 				if err != nil {
