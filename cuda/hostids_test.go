@@ -8,7 +8,31 @@ import (
 
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/tensortest"
 )
+
+// TestDeviceStepScalars: GlobalNormTo, ClipByNorm and AdamWArgs.Skip on the GPU, bit for bit the host path
+// (the op suite's check, run alone), and without a host wait.
+func TestDeviceStepScalars(t *testing.T) {
+	b := openOrSkip(t)
+	tensortest.CheckDeviceStep(t, b)
+	g := mustAlloc(t, b, tensor.F32, 1000)
+	norm := mustAlloc(t, b, tensor.I64, 1)
+	flag := mustAlloc(t, b, tensor.I32, 1)
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	w := waits(b)
+	if err := b.GlobalNormTo(norm, []*tensor.Tensor{g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ClipByNorm([]*tensor.Tensor{g}, norm, 1, flag); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 0 {
+		t.Errorf("GlobalNormTo + ClipByNorm: %d host waits, want 0", got)
+	}
+}
 
 // mustAlloc allocates a zero-filled tensor on b, failing the test on error.
 func mustAlloc(t *testing.T, b *cuda.Backend, dt tensor.DType, shape ...int) *tensor.Tensor {

@@ -7,12 +7,13 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// checkDeviceStep checks the ops that keep an optimizer step's scalars on the device against the host-side
+// CheckDeviceStep checks the ops that keep an optimizer step's scalars on the device against the host-side
 // path of the same backend, bit for bit: GlobalNormTo holds GlobalNorm's float64; ClipByNorm scales as
 // Scale by the coefficient computed on the host (torch.nn.utils.clip_grad_norm_'s FP32 order), leaves the
 // gradients alone when they are within the norm or maxNorm is 0, and flags a non-finite norm without
-// touching anything; AdamW with a zero Skip flag is AdamW, with a set one it changes nothing.
-func checkDeviceStep(t *testing.T, b tensor.Backend) {
+// touching anything; AdamW with a zero Skip flag is AdamW, with a set one it changes nothing. RunOpSuite runs
+// it; a backend's own tests may run it alone.
+func CheckDeviceStep(t *testing.T, b tensor.Backend) {
 	g := newGen("device step")
 	a, c := g.normal(33*7, 3), g.normal(11, 1)
 	norm := Alloc(t, b, tensor.I64, 1)

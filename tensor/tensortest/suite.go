@@ -36,7 +36,7 @@ func RunOpSuite(t *testing.T, b tensor.Backend) {
 			t.Run(c.name, func(t *testing.T) { run(t, b, c) })
 		}
 	})
-	t.Run("device step scalars", func(t *testing.T) { checkDeviceStep(t, b) })
+	t.Run("device step scalars", func(t *testing.T) { CheckDeviceStep(t, b) })
 	t.Run("errors", func(t *testing.T) { checkErrors(t, b) })
 }
 
