@@ -196,7 +196,7 @@ func (t *Trainer) readDeferred() error {
 		if !isFinite(norm) {
 			e := t.newNonFinite(p.step, NonFiniteGradient)
 			e.Value = float32(norm)
-			e.Detail = fmt.Sprintf("the gradient norm is %v: a gradient was non-finite, so the step was not applied (nor any after it); %s", norm, t.lastCheckpointNote())
+			e.Detail = fmt.Sprintf("a gradient was non-finite, so the step was not applied (nor any after it); %s", t.lastCheckpointNote())
 			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (without TUNE_SYNC_FREE=1 each step is checked and the parameter named)"
 			return e
 		}

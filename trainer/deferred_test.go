@@ -241,6 +241,7 @@ func TestDeferredNonFinite(t *testing.T) {
 			if nf.What != NonFiniteGradient || nf.Step != 3 {
 				t.Errorf("got %+v; want the gradient of step 3", nf)
 			}
+			wantIn(t, nf.Error(), "step 3: the gradient norm is +Inf", "the step was not applied")
 		})
 	}
 }

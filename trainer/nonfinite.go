@@ -55,7 +55,11 @@ func (e *NonFiniteError) Error() string {
 	case NonFiniteLoss:
 		fmt.Fprintf(&b, "the loss is %v", e.Value)
 	case NonFiniteGradient:
-		fmt.Fprintf(&b, "the gradient of %s is %v (element %d)", e.Param, e.Value, e.Index)
+		if e.Param == "" { // a deferred read knows only the norm (deferred.go)
+			fmt.Fprintf(&b, "the gradient norm is %v", e.Value)
+		} else {
+			fmt.Fprintf(&b, "the gradient of %s is %v (element %d)", e.Param, e.Value, e.Index)
+		}
 	case NonFiniteSkipped:
 		b.WriteString("the GradScaler skipped too many steps in a row")
 	case NonFiniteWeights:
