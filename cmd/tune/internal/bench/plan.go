@@ -24,7 +24,7 @@ type MemoryPlan struct {
 	// Gradients holds the FP32 gradients of the trainable parameters (4 bytes each).
 	Gradients int64 `json:"gradients"`
 	// Optimizer holds AdamW's exp_avg and exp_avg_sq (8 bytes per trainable parameter) and the step's device
-	// scalars (the gradient norm and the skip flag, 12 bytes with TUNE_SYNC_FREE=1 without FP16 loss scaling).
+	// scalars (the gradient norm and the skip flag, 12 bytes with TUNE_SYNC_FREE=1).
 	Optimizer int64 `json:"optimizer"`
 	// Activations is the step arena carved for B×T: every activation backward reads and the pass scratch.
 	Activations int64 `json:"activations"`
@@ -114,7 +114,7 @@ func Plan(b tensor.Backend, s Spec) (plan MemoryPlan, err error) {
 	if _, err := newAdamW(m, &s); err != nil {
 		return plan, err
 	}
-	if _, _, err := stepScalars(mb, (s.Policy.Enabled && s.Policy.DType == tensor.F16) || !syncfree.Enabled()); err != nil {
+	if _, _, err := stepScalars(mb, !syncfree.Enabled()); err != nil {
 		return plan, err
 	}
 	plan.Optimizer = mb.Bytes() - model

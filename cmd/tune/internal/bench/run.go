@@ -114,9 +114,9 @@ type stepper struct {
 	spec   *Spec
 	n      int // steps run so far (the dropout offset)
 
-	// norm (I64 (1)) and nonFinite (I32 (1)) are the device scalars of a step without host waits (BF16 and
-	// FP32: the gradient norm, its clip and the skip of a non-finite step stay on the device); nil under FP16
-	// loss scaling, whose found-inf check is read on the host.
+	// norm (I64 (1)) and nonFinite (I32 (1)) are the device scalars of a step without host waits (the gradient
+	// norm, its clip and, for BF16 and FP32, the skip of a non-finite step stay on the device; FP16 loss
+	// scaling still reads its found-inf flag on the host); nil without TUNE_SYNC_FREE=1.
 	norm, nonFinite *tensor.Tensor
 
 	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
@@ -139,7 +139,7 @@ func (s *stepper) step() error {
 	}
 	_, g, _ := s.m.Trainable()
 	grads := []*tensor.Tensor{g}
-	if s.norm != nil {
+	if s.norm != nil && !s.scaler.Enabled() {
 		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, s.nonFinite); err != nil {
 			return err
 		}
@@ -152,7 +152,11 @@ func (s *stepper) step() error {
 	if err := s.scaler.Unscale(grads); err != nil {
 		return err
 	}
-	if _, err := amp.ClipGradNorm(s.b, grads, s.spec.MaxGradNorm); err != nil {
+	if s.norm != nil { // FP16: the found-inf flag is read on the host, the norm and clip stay on the device
+		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, nil); err != nil {
+			return err
+		}
+	} else if _, err := amp.ClipGradNorm(s.b, grads, s.spec.MaxGradNorm); err != nil {
 		return err
 	}
 	if s.skipped, err = s.scaler.Step(func() error { return s.opt.Step(s.spec.LearningRate) }); err != nil {
@@ -365,14 +369,14 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 		batch = SyntheticCausalBatch(s.Batch, s.Seq, s.Decoder.VocabSize, s.Seed)
 	}
 	st := &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}
-	if st.norm, st.nonFinite, err = stepScalars(b, scaler.Enabled() || !syncfree.Enabled()); err != nil {
+	if st.norm, st.nonFinite, err = stepScalars(b, !syncfree.Enabled()); err != nil {
 		return nil, err
 	}
 	return st, nil
 }
 
 // stepScalars allocates the device scalars of a step without host waits (stepper.norm and nonFinite); none
-// under FP16 loss scaling (or without TUNE_SYNC_FREE=1: hostSteps).
+// without TUNE_SYNC_FREE=1 (hostSteps).
 func stepScalars(b tensor.Backend, hostSteps bool) (norm, nonFinite *tensor.Tensor, err error) {
 	if hostSteps {
 		return nil, nil, nil
