@@ -21,7 +21,7 @@ import (
 // NVRTC-compiled kernels for the other ops. Ops return as soon as their work is queued; Download, the
 // scalar-returning reductions, Synchronize and the index-validating ops (Embedding, EmbeddingBackward,
 // CrossEntropy, CrossEntropyBackward, which check the ids on the host) wait for it — the latter only when
-// their ids were not uploaded from the host (hostids.go, with TUNE_SYNC_FREE=1). HostWaits counts the waits.
+// their ids were not uploaded from the host (hostids.go; unless TUNE_SYNC_FREE=0). HostWaits counts the waits.
 //
 // A Backend serializes its methods with a mutex, so goroutines may share it; Open returns the same Backend
 // for the same ordinal.
@@ -45,7 +45,7 @@ type Backend struct {
 	stagedGemms  map[string]int         // GEMMs that took the staged fallback path, by reason
 	waits        map[string]int64       // host waits for the device, by op name (HostWaits)
 	ids          map[uint64]*hostIDs    // host copies of uploaded index tensors, by device address (hostids.go)
-	keepIDs      bool                   // Upload keeps those copies (TUNE_SYNC_FREE=1, internal/syncfree)
+	keepIDs      bool                   // Upload keeps those copies (unless TUNE_SYNC_FREE=0, internal/syncfree)
 	owner        opcheck.Owner          // which buffers are this backend's (op.tensor's opcheck.View)
 }
 

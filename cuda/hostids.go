@@ -20,7 +20,7 @@ import (
 // of the device: the same check and the same plan, no wait. A copy is forgotten as soon as anything else may
 // have written its bytes: any op other than an id reader that is handed a tensor overlapping them (forgetIDs),
 // a Free of its buffer, or the next Upload to the same place, which replaces it. Upload keeps copies with
-// TUNE_SYNC_FREE=1 (internal/syncfree; off until verified on a GPU) or after SetKeepIDs(true).
+// unless TUNE_SYNC_FREE=0 (internal/syncfree), and after SetKeepIDs(true).
 
 // hostIDs is the host copy of one Upload of an index tensor: the device bytes [addr, addr+bytes) hold vals.
 type hostIDs struct {
@@ -130,7 +130,7 @@ func live(b *Backend, t *tensor.Tensor) (*buffer, bool) {
 }
 
 // SetKeepIDs sets whether Upload keeps host copies of index tensors so that the id-taking ops need not wait
-// (the default is TUNE_SYNC_FREE=1); turning it off drops the copies kept.
+// (the default unless TUNE_SYNC_FREE=0); turning it off drops the copies kept.
 func (b *Backend) SetKeepIDs(on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -172,7 +172,7 @@ func TestUploadedIDsNeedNoHostWait(t *testing.T) {
 	}
 }
 
-// TestIDsWithoutHostCopies: with the copies off (the default until TUNE_SYNC_FREE=1) every id op downloads.
+// TestIDsWithoutHostCopies: with the copies off (TUNE_SYNC_FREE=0) every id op downloads.
 func TestIDsWithoutHostCopies(t *testing.T) {
 	b := openOrSkip(t)
 	b.SetKeepIDs(false)

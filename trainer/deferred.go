@@ -62,7 +62,7 @@ type pendingMicro struct {
 }
 
 // deferChecks reports whether this run's steps keep their scalars on the device: on an asynchronous backend
-// (tensor.HostWaitCounter), without FP16 loss scaling, when TUNE_SYNC_FREE=1 (internal/syncfree).
+// (tensor.HostWaitCounter), without FP16 loss scaling, unless TUNE_SYNC_FREE=0 (internal/syncfree).
 // t.deferOverride, set by tests, decides instead when non-nil.
 func (t *Trainer) deferChecks() bool {
 	if t.scaler.Enabled() {
@@ -197,7 +197,7 @@ func (t *Trainer) readDeferred() error {
 			e := t.newNonFinite(p.step, NonFiniteGradient)
 			e.Value = float32(norm)
 			e.Detail = fmt.Sprintf("a gradient was non-finite, so the step was not applied (nor any after it); %s", t.lastCheckpointNote())
-			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (without TUNE_SYNC_FREE=1 each step is checked and the parameter named)"
+			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (TUNE_SYNC_FREE=0 checks each step and names the parameter)"
 			return e
 		}
 		r.lastLoss = loss

@@ -42,7 +42,7 @@
 // counts in global_step, as in transformers, and is logged with skipped_steps and a null grad_norm, and at once
 // as a warning naming the parameter whose gradient overflowed and a metrics.jsonl line.
 //
-// With TUNE_SYNC_FREE=1, on an asynchronous backend (CUDA) a BF16 or FP32 step makes no host wait: the loss and the gradient norm stay
+// On an asynchronous backend (CUDA) a BF16 or FP32 step makes no host wait (unless TUNE_SYNC_FREE=0): the loss and the gradient norm stay
 // on the device (the clip is applied there, and AdamW skips a non-finite step by a device flag) and are read,
 // once for all the steps since the last read, when the Trainer logs, evaluates, saves or ends the run, or every
 // 64 steps — as transformers' Trainer keeps tr_loss and grad_norm as tensors until it logs. Everything logged and

@@ -24,7 +24,7 @@ type MemoryPlan struct {
 	// Gradients holds the FP32 gradients of the trainable parameters (4 bytes each).
 	Gradients int64 `json:"gradients"`
 	// Optimizer holds AdamW's exp_avg and exp_avg_sq (8 bytes per trainable parameter) and the step's device
-	// scalars (the gradient norm and the skip flag, 12 bytes with TUNE_SYNC_FREE=1).
+	// scalars (the gradient norm and the skip flag, 12 bytes unless TUNE_SYNC_FREE=0).
 	Optimizer int64 `json:"optimizer"`
 	// Activations is the step arena carved for B×T: every activation backward reads and the pass scratch.
 	Activations int64 `json:"activations"`

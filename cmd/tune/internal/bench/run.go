@@ -116,7 +116,7 @@ type stepper struct {
 
 	// norm (I64 (1)) and nonFinite (I32 (1)) are the device scalars of a step without host waits (the gradient
 	// norm, its clip and, for BF16 and FP32, the skip of a non-finite step stay on the device; FP16 loss
-	// scaling still reads its found-inf flag on the host); nil without TUNE_SYNC_FREE=1.
+	// scaling still reads its found-inf flag on the host); nil with TUNE_SYNC_FREE=0.
 	norm, nonFinite *tensor.Tensor
 
 	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
@@ -124,7 +124,7 @@ type stepper struct {
 }
 
 // step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
-// With TUNE_SYNC_FREE=1 (internal/syncfree) and without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
+// Unless TUNE_SYNC_FREE=0 (internal/syncfree), without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
 // gradient norm and the clip coefficient are computed there and AdamW skips a non-finite step by a device flag.
 func (s *stepper) step() error {
 	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
@@ -376,7 +376,7 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 }
 
 // stepScalars allocates the device scalars of a step without host waits (stepper.norm and nonFinite); none
-// without TUNE_SYNC_FREE=1 (hostSteps).
+// with TUNE_SYNC_FREE=0 (hostSteps).
 func stepScalars(b tensor.Backend, hostSteps bool) (norm, nonFinite *tensor.Tensor, err error) {
 	if hostSteps {
 		return nil, nil, nil

@@ -37,7 +37,7 @@ func TestRun(t *testing.T) {
 		name     string
 		policy   amp.Policy
 		lora     bool
-		syncFree bool    // TUNE_SYNC_FREE=1
+		syncFree bool    // not TUNE_SYNC_FREE=0
 		waits    float64 // host waits per step: the FP16 GradScaler still reads its found-inf flag
 	}{
 		{"fp32 full fine-tuning", amp.FP32, false, true, 0},
