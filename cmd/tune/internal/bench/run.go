@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/tune-ml/tune/amp"
@@ -232,6 +233,13 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 		}
 	}
 	waits := map[string]int64{}
+	if path := os.Getenv("TUNE_BENCH_CPUPROFILE"); path != "" { // where the host's time per step goes
+		stop, err := cpuProfile(path)
+		if err != nil {
+			return nil, err
+		}
+		defer stop()
+	}
 	for i := 0; i < s.Steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench: interrupted after %d timed steps: %w", i, err)
@@ -440,4 +448,21 @@ func profile(ctx context.Context, meter *Meter, st *stepper, timer func(func() e
 	}
 	gemms := meter.Gemms()
 	return &Breakdown{Steps: n, Ops: meter.Ops(), Gemms: gemms[:min(len(gemms), 20)], LaunchMS: Percentile(launch, 50)}, nil
+}
+
+// cpuProfile starts a CPU profile of the timed steps into a new file at path (TUNE_BENCH_CPUPROFILE, for `go tool
+// pprof`); the returned function stops it. An existing file is not replaced.
+func cpuProfile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("bench: TUNE_BENCH_CPUPROFILE: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: TUNE_BENCH_CPUPROFILE: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
