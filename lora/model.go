@@ -109,6 +109,9 @@ func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
 		}
 	}
 	bk := m.Backend()
+	if err := checkHostMemory(bk, cfg.R, targets, byPath); err != nil {
+		return nil, err
+	}
 	for _, t := range targets {
 		if _, ok := byPath[t].(*Linear); ok {
 			return nil, fmt.Errorf("lora: %s already has a LoRA adapter; tune supports one adapter per model", t)

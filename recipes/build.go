@@ -94,7 +94,7 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if r.LoRA != nil {
 		lm, err := lora.Apply(run.Base, *r.LoRA, seed(r))
 		if err != nil {
-			return nil, errctx.Wrap("recipes: lora", err)
+			return nil, loraError(r, err)
 		}
 		// A Hub id is kept as the id, as PEFT writes it, so HF tools find the base model by it.
 		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
@@ -397,3 +397,27 @@ func (run *Run) addNotices(report *transformer.LoadReport, dir string) {
 		run.Notices = append(run.Notices, n)
 	}
 }
+
+// loraError is lora.Apply's error as the recipe's: a *lora.ConfigError found only once the model is known (a
+// rank whose adapters cannot fit in memory) is named by its recipe key, "embedded:tiny: lora.r: ...", and stays
+// in the chain, so that the CLI reports it as bad usage, as the same key refused by Validate.
+func loraError(r *Recipe, err error) error {
+	var ce *lora.ConfigError
+	if !errors.As(err, &ce) {
+		return errctx.Wrap("recipes: lora", err)
+	}
+	msg := "lora." + ce.Key + ": " + ce.Reason
+	if r.Source != "" {
+		msg = r.Source + ": " + msg
+	}
+	return &keyedError{msg: msg, err: err}
+}
+
+// keyedError is an error with a message of its own that wraps its cause.
+type keyedError struct {
+	msg string
+	err error
+}
+
+func (e *keyedError) Error() string { return e.msg }
+func (e *keyedError) Unwrap() error { return e.err }

@@ -79,7 +79,7 @@ func buildCausalLM(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, e
 	if r.LoRA != nil {
 		lm, err := lora.Apply(base, *r.LoRA, seed(r))
 		if err != nil {
-			return nil, errctx.Wrap("recipes: lora", err)
+			return nil, loraError(r, err)
 		}
 		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
 			if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {

@@ -160,8 +160,9 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "device: %s\n", b.Name())
 	run, err := recipes.Build(r, b, trainer.WithOutput(stdout), trainer.WithLogger(cliLogger(stderr)))
-	if errors.Is(err, lora.ErrNoTargets) {
-		// A recipe value the model's module names refute: bad usage, as a typo in any other key (exit 2).
+	if errors.Is(err, lora.ErrNoTargets) || errors.Is(err, lora.ErrInvalidConfig) {
+		// A recipe value the model's module names or sizes refute (lora.target_modules, lora.r): bad usage, as a
+		// typo in any other key (exit 2).
 		return usageError{err}
 	}
 	if err != nil {
