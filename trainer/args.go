@@ -460,6 +460,8 @@ func (a *TrainingArguments) Validate() error {
 	}
 	if finite("num_train_epochs", a.NumTrainEpochs) && a.MaxSteps <= 0 && a.NumTrainEpochs <= 0 {
 		bad("num_train_epochs", "must be > 0 when max_steps is not set (got %v)", a.NumTrainEpochs)
+	} else if a.MaxSteps <= 0 && a.NumTrainEpochs > MaxStepCount {
+		bad("num_train_epochs", "must be at most %g (got %v); set max_steps for a run of a given length", float64(MaxStepCount), a.NumTrainEpochs)
 	}
 	if a.PerDeviceTrainBatchSize < 1 {
 		bad("per_device_train_batch_size", "must be ≥ 1 (got %d)", a.PerDeviceTrainBatchSize)
@@ -502,6 +504,8 @@ func (a *TrainingArguments) Validate() error {
 	if finite("warmup_steps", a.WarmupSteps) && a.WarmupSteps < 0 {
 		bad("warmup_steps", "must be ≥ 0: a step count (≥ 1) or a fraction of the total steps (< 1) (got %v)",
 			a.WarmupSteps)
+	} else if a.WarmupSteps > MaxStepCount {
+		bad("warmup_steps", "must be at most %g steps (got %v)", float64(MaxStepCount), a.WarmupSteps)
 	}
 	if a.FP16 && a.BF16 {
 		bad("bf16", "fp16 and bf16 are both true; choose one mixed-precision mode")
@@ -541,6 +545,8 @@ func (a *TrainingArguments) validateIntervals(bad func(string, string, ...any), 
 		switch {
 		case s.steps < 0:
 			bad(s.skey, "must be ≥ 0 (got %v)", s.steps)
+		case s.steps > MaxStepCount:
+			bad(s.skey, "must be at most %g steps (got %v)", float64(MaxStepCount), s.steps)
 		case s.steps > 1 && s.steps != math.Trunc(s.steps):
 			bad(s.skey, "must be an integer when ≥ 1, or a fraction of the total steps below 1 (got %v)", s.steps)
 		case s.v != IntervalSteps || s.steps > 0:
@@ -614,6 +620,11 @@ func (a *TrainingArguments) EvalInterval(total int) int {
 func (a *TrainingArguments) SaveInterval(total int) int {
 	return max(1, intervalSteps(a.SaveSteps, total))
 }
+
+// MaxStepCount bounds the float step counts (warmup_steps, logging_steps, eval_steps, save_steps) and
+// num_train_epochs: 1e15 steps would not end (a million years at 30 steps a second), and beyond 2^63 a float
+// converts to a negative int.
+const MaxStepCount = 1e15
 
 // intervalSteps is HF's reading of a step-count field: x ≥ 1 is a count, x < 1 a fraction of total (ceil).
 func intervalSteps(x float64, total int) int {

@@ -76,6 +76,11 @@ func TestValidate(t *testing.T) {
 		{"unknown schedule", func(a *TrainingArguments) { a.LRSchedulerType = "cosine_with_restarts" }, "lr_scheduler_type", "one of linear"},
 		{"negative warmup", func(a *TrainingArguments) { a.WarmupSteps = -1 }, "warmup_steps", "≥ 0"},
 		{"warmup ratio 0.1 is fine", func(a *TrainingArguments) { a.WarmupSteps = 0.1 }, "", ""},
+		// 1e30 became int −9223372036854775808 and the run stopped with "warmup steps (-9223372036854775808) ...".
+		{"warmup_steps 1e30 does not fit a step count", func(a *TrainingArguments) { a.WarmupSteps = 1e30 }, "warmup_steps", "at most 1e+15"},
+		{"warmup_steps 1e15 is the largest", func(a *TrainingArguments) { a.WarmupSteps = 1e15 }, "", ""},
+		{"save_steps 1e30", func(a *TrainingArguments) { a.SaveStrategy, a.SaveSteps = IntervalSteps, 1e30 }, "save_steps", "at most 1e+15"},
+		{"num_train_epochs 1e300", func(a *TrainingArguments) { a.MaxSteps, a.NumTrainEpochs = -1, 1e300 }, "num_train_epochs", "at most 1e+15"},
 		{"gradient accumulation 0", func(a *TrainingArguments) { a.GradientAccumulationSteps = 0 }, "gradient_accumulation_steps", "≥ 1"},
 		{"train batch 0", func(a *TrainingArguments) { a.PerDeviceTrainBatchSize = 0 }, "per_device_train_batch_size", "≥ 1"},
 		{"eval batch 0", func(a *TrainingArguments) { a.PerDeviceEvalBatchSize = 0 }, "per_device_eval_batch_size", "≥ 1"},
