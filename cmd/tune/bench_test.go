@@ -87,6 +87,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"an unknown precision", []string{"--modes", "fp8"}, exitUsage, `unknown precision "fp8"`},
 		{"a precision twice", []string{"--modes", "bf16,BF16"}, exitUsage, "bf16 is given twice"},
 		{"no timed steps", []string{"--steps", "0"}, exitUsage, "steps 0 must be positive"},
+		// 2^57 × 128 wrapped to "0 tokens per step": a plan of a few MiB, then "makeslice: len out of range".
+		{"batch × seq beyond 32 bits", []string{"--batch", "144115188075855872"}, exitUsage, "tokens per step, more than 2147483647"},
 		{"an unknown model", []string{"--model", "gpt-9"}, exitUsage, "unknown model \"gpt-9\""},
 		{"a sequence past max_position_embeddings", []string{"--seq", "1024"}, exitUsage, "seq 1024 must be in [1, 512]"},
 		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitUsage, "qkv"},

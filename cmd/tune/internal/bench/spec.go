@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -185,6 +186,9 @@ func (s *Spec) Validate() error {
 	}
 	if s.Seq <= 0 || s.Seq > maxPos {
 		bad("seq %d must be in [1, %d] (max_position_embeddings)", s.Seq, maxPos)
+	} else if s.Batch > math.MaxInt32/s.Seq { // token ids are I32, the kernels' sizes 32-bit; the product must not wrap
+		bad("batch %d × seq %d is %.4g tokens per step, more than %d; lower --batch", s.Batch, s.Seq,
+			float64(s.Batch)*float64(s.Seq), math.MaxInt32)
 	}
 	if s.Steps <= 0 {
 		bad("steps %d must be positive (30 or more for stable percentiles)", s.Steps)
