@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
+	"strings"
 )
 
 // ConfigName is the model configuration file of a Hugging Face checkpoint directory.
@@ -201,13 +203,90 @@ func (c *BertConfig) Validate() error {
 }
 
 // DescribeJSONError adds to err, when it is a *json.SyntaxError in data, the line and column (1-based, in
-// bytes) where the JSON breaks: "line 3 column 7: invalid character ...". Other errors are returned as they are.
+// bytes) where the JSON breaks: "line 3 column 7: invalid character ...". A *json.UnmarshalTypeError (a value
+// of the wrong JSON type) is said in the file's terms instead of Go's, where the value ends, still wrapping
+// err: `line 2 column 21: "hidden_size": want an integer, got a string`, not "cannot unmarshal string into Go
+// struct field hfConfig.hidden_size of type int". Other errors are returned as they are.
 func DescribeJSONError(data []byte, err error) error {
 	var se *json.SyntaxError
-	if !errors.As(err, &se) {
-		return err
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		line, col := lineColumn(data, se.Offset)
+		return fmt.Errorf("line %d column %d: %w", line, col, err)
+	case errors.As(err, &te) && te.Field != "":
+		line, col := lineColumn(data, te.Offset)
+		return &jsonTypeError{msg: fmt.Sprintf("line %d column %d: %q: want %s, got %s", line, col, jsonKey(te.Field),
+			jsonWant(te.Type), jsonGot(te.Value)), err: err}
 	}
-	line := 1 + bytes.Count(data[:se.Offset], []byte("\n"))
-	col := int(se.Offset) - bytes.LastIndexByte(data[:se.Offset], '\n') - 1
-	return fmt.Errorf("line %d column %d: %w", line, col, err)
+	return err
+}
+
+// lineColumn returns the 1-based line and column (in bytes) of offset in data.
+func lineColumn(data []byte, offset int64) (line, col int) {
+	offset = min(max(offset, 0), int64(len(data)))
+	line = 1 + bytes.Count(data[:offset], []byte("\n"))
+	col = int(offset) - bytes.LastIndexByte(data[:offset], '\n') - 1
+	return line, col
+}
+
+// jsonKey is an UnmarshalTypeError's Field as the file spells it: the dotted path of JSON keys, less the names
+// of embedded Go structs that encoding/json puts in front ("Config.r" is the key "r"). Hugging Face's keys are
+// snake_case, so a leading component in upper case is taken for a Go name.
+func jsonKey(field string) string {
+	for {
+		head, rest, ok := strings.Cut(field, ".")
+		if !ok || head == "" || head[0] < 'A' || head[0] > 'Z' {
+			return field
+		}
+		field = rest
+	}
+}
+
+// jsonTypeError is a *json.UnmarshalTypeError said in JSON's terms.
+type jsonTypeError struct {
+	msg string
+	err error
+}
+
+func (e *jsonTypeError) Error() string { return e.msg }
+func (e *jsonTypeError) Unwrap() error { return e.err }
+
+// jsonWant names the JSON value a Go type decodes from: "an integer", "a number", "a list".
+func jsonWant(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+// jsonGot names what encoding/json found: its Value is "string", "number", "number 1.5", "bool", "array" or
+// "object".
+func jsonGot(v string) string {
+	switch {
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "an object"
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number "):
+		return "the number " + strings.TrimPrefix(v, "number ")
+	}
+	return "a " + v
 }

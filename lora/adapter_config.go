@@ -3,6 +3,7 @@ package lora
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,7 +117,11 @@ type adapterFile struct {
 func ParseAdapterConfig(data []byte) (Config, string, error) {
 	f := adapterFile{Config: DefaultConfig()}
 	if err := json.Unmarshal(data, &f); err != nil {
-		return Config{}, "", fmt.Errorf("lora: %s: invalid JSON: %w", AdapterConfigName, loaders.DescribeJSONError(data, err))
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return Config{}, "", fmt.Errorf("lora: %s: invalid JSON: %w", AdapterConfigName, loaders.DescribeJSONError(data, err))
+		}
+		return Config{}, "", fmt.Errorf("lora: %s: %w", AdapterConfigName, loaders.DescribeJSONError(data, err))
 	}
 	if f.PEFTType != "LORA" {
 		return Config{}, "", fmt.Errorf("lora: %s: peft_type is %q; tune reads LoRA adapters only (peft_type \"LORA\")",

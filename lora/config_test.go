@@ -295,7 +295,9 @@ func TestParseAdapterConfig(t *testing.T) {
 		{"layers_to_transform is refused", `{"peft_type":"LORA","layers_to_transform":[0]}`, nil, "layers_to_transform"},
 		{"another PEFT method is refused", `{"peft_type":"IA3"}`, nil, "peft_type"},
 		{"bad values are validated", `{"peft_type":"LORA","r":0}`, nil, "r: must be > 0"},
-		{"broken JSON", `{"peft_type":`, nil, "adapter_config.json"},
+		{"broken JSON", `{"peft_type":`, nil, "adapter_config.json: invalid JSON: line 1 column 13"},
+		// Said "invalid JSON: json: cannot unmarshal string into Go struct field adapterFile.Config.r of type int".
+		{"a value of the wrong type", "{\"peft_type\":\"LORA\",\n\"r\":\"8\"}", nil, `adapter_config.json: line 2 column 7: "r": want an integer, got a string`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cfg, _, err := ParseAdapterConfig([]byte(c.json))

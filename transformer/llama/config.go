@@ -163,11 +163,11 @@ func ReadConfig(dir string) (Config, error) {
 func ParseConfig(data []byte) (Config, error) {
 	var h hfConfig
 	if err := json.Unmarshal(data, &h); err != nil {
-		return Config{}, err
+		return Config{}, describeJSONError(data, err)
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return Config{}, err
+		return Config{}, describeJSONError(data, err)
 	}
 	c, err := NewConfig(h.ModelType, 0, 0, 0, 0, 0, 0)
 	if err != nil {
@@ -499,4 +499,14 @@ func (c *Config) configJSON() ([]byte, error) {
 		out["torch_dtype"] = "float32"
 	}
 	return json.MarshalIndent(out, "", "  ")
+}
+
+// describeJSONError names where config.json breaks ("invalid JSON: line 2 column 18: ...") or which key has a
+// value of the wrong type (`line 2 column 21: "hidden_size": want an integer, got a string`).
+func describeJSONError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("invalid JSON: %w", loaders.DescribeJSONError(data, err))
+	}
+	return loaders.DescribeJSONError(data, err)
 }

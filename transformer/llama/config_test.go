@@ -95,6 +95,12 @@ func TestConfigRefusals(t *testing.T) {
 		{`{"model_type": "mistral", ` + base + `, "attention_bias": true}`, `attention_bias: true is not supported for mistral`},
 		{`{"model_type": "llama", "architectures": ["Qwen2ForCausalLM"], ` + base + `}`, `architectures: "Qwen2ForCausalLM" does not match model_type "llama"`},
 		{`{"model_type": "llama", "vocab_size": 0, "hidden_size": 16, "intermediate_size": 24, "num_hidden_layers": 1, "num_attention_heads": 4}`, `vocab_size: 0 must be positive`},
+		// A wrong JSON type said "json: cannot unmarshal string into Go struct field hfConfig.hidden_size of type int".
+		{"{\"model_type\": \"llama\",\n \"hidden_size\": \"abc\"}", `line 2 column 21: "hidden_size": want an integer, got a string`},
+		{`{"model_type": "llama", ` + base + `, "rope_theta": [1]}`, `"rope_theta": want a number, got a list`},
+		{`{"model_type": "llama", ` + base + `, "tie_word_embeddings": "yes"}`, `"tie_word_embeddings": want true or false, got a string`},
+		{`{"model_type": "llama", ` + base + `, "hidden_size": 1.5}`, `"hidden_size": want an integer, got the number 1.5`},
+		{"{\"model_type\": \"llama\",\n \"hidden_size\": 16", `invalid JSON: line 2 column 18: unexpected end of JSON input`},
 	} {
 		_, err := ParseConfig([]byte(c.json))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
