@@ -54,7 +54,7 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 	}
 	if f, err := transformer.Lookup(model); err == nil && f.Name != "bert" {
 		return "", usagef("--model %s is a %s causal language model (its config.json), not a sequence classifier: "+
-			"tune eval and tune predict score BERT sequence classifiers; continue text with tune generate --model %s, "+
+			"tune eval, tune predict and tune debug read BERT sequence classifiers; continue text with tune generate --model %s, "+
 			"and read its eval_loss in the training run's eval_results.json", model, f.Name, model)
 	}
 	if err := recipes.CheckModelConfig(model); err != nil {
