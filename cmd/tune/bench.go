@@ -54,8 +54,9 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [--model bert-base|tiny|smollm2-135m|...] [--batch 32 --seq 128] [--modes fp32,fp16,bf16] [--lora]",
 		Short: "Time full training steps per precision: ms/step, tokens/s, TFLOP/s, peak memory",
-		Long: `bench builds a freshly initialised BertForSequenceClassification (no checkpoint needed) and times full
-training steps on a synthetic batch of --batch sequences of --seq tokens, once per precision in --modes.
+		Long: `bench builds a freshly initialised model (a BertForSequenceClassification, or a causal LM with --model; no
+checkpoint needed) and times full training steps on a synthetic batch of --batch sequences of --seq tokens,
+once per precision in --modes.
 A step is what tune finetune does per optimizer step: forward with dropout, backward, FP16 gradient
 unscaling with the GradScaler, gradient clipping to norm 1.0, AdamW (lr --lr, no weight decay) and zeroing
 the gradients. After --warmup untimed steps, --steps steps are timed one by one — with CUDA events on a GPU,
@@ -73,6 +74,10 @@ with the wall clock on the CPU — and the table shows per precision:
                      or on the CPU the bytes of the tensors allocated
   skipped            FP16 steps the GradScaler skipped for inf/NaN gradients
   loss first→last    the loss of the first and last timed step
+  waits/step         how often a timed step made the host wait for the device (cuStreamSynchronize; on the
+                     CPU the calls that hand tensor data to the host); on a GPU the loss and gradient norm stay
+                     on the device (FP16 still reads the GradScaler's found-inf flag each step), while
+                     TUNE_SYNC_FREE=0 reads them and checks the token ids on the device every step
 
 Models: tiny (tiny-bert-random's shape), mini, small, bert-base, bert-large, or a BERT config.json path; and
 the causal LMs smollm2-135m, qwen2.5-0.5b, llama-3.2-1b (the published shapes of HuggingFaceTB/SmolLM2-135M,
@@ -87,7 +92,8 @@ default for the architecture (query,value; q_proj,v_proj). --breakdown then runs
 --plan times nothing and allocates nothing sized by the model: it builds the model and AdamW on a meta
 backend (tensors without storage, no weights drawn), lays out the activation arena for the batch, and prints
 the bytes of each (weights, gradients, AdamW state, activations and how much of them is T×T attention
-buffers, autocast weight copies) and the largest activation buffers.
+buffers or the attention dropout's keep bits (dropout bits, one bit per score), autocast weight copies) and
+the largest activation buffers.
 --attn-implementation eager times (or plans) the two-pass attention instead of the fused op.
 --gradient-checkpointing keeps only each encoder or decoder layer's input and recomputes the layer in backward
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
@@ -131,7 +137,7 @@ TUNE_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed steps (go tool ppro
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
 	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
 	f.StringVar(&o.Attn, "attn-implementation", "sdpa", "attention: sdpa (the fused op) or eager (the two-pass path), as transformers' attn_implementation")
-	f.BoolVar(&o.GradCkpt, "gradient-checkpointing", false, "recompute each encoder layer in backward instead of keeping its activations (gradient_checkpointing)")
+	f.BoolVar(&o.GradCkpt, "gradient-checkpointing", false, "recompute each encoder or decoder layer in backward instead of keeping its activations (gradient_checkpointing)")
 	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
 	cmd.AddCommand(newBenchReportCmd())
