@@ -79,7 +79,11 @@ func ReadConfig(dir string) (*Config, error) {
 		UseCache     *bool           `json:"use_cache"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("generate: %s: %w", path, err)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("generate: %s: invalid JSON: %w", path, loaders.DescribeJSONError(data, err))
+		}
+		return nil, fmt.Errorf("generate: %s: %w", path, loaders.DescribeJSONError(data, err))
 	}
 	c.Path = path
 	if len(j.EOS) > 0 && string(j.EOS) != "null" {

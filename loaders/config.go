@@ -204,7 +204,8 @@ func (c *BertConfig) Validate() error {
 
 // DescribeJSONError adds to err, when it is a *json.SyntaxError in data, the line and column (1-based, in
 // bytes) where the JSON breaks: "line 3 column 7: invalid character ...". A *json.UnmarshalTypeError (a value
-// of the wrong JSON type) is said in the file's terms instead of Go's, where the value ends, still wrapping
+// of the wrong JSON type, the key named unless it is the top level) is said in the file's terms instead of
+// Go's, where the value ends, still wrapping
 // err: `line 2 column 21: "hidden_size": want an integer, got a string`, not "cannot unmarshal string into Go
 // struct field hfConfig.hidden_size of type int". Other errors are returned as they are.
 func DescribeJSONError(data []byte, err error) error {
@@ -214,10 +215,13 @@ func DescribeJSONError(data []byte, err error) error {
 	case errors.As(err, &se):
 		line, col := lineColumn(data, se.Offset)
 		return fmt.Errorf("line %d column %d: %w", line, col, err)
-	case errors.As(err, &te) && te.Field != "":
+	case errors.As(err, &te):
 		line, col := lineColumn(data, te.Offset)
-		return &jsonTypeError{msg: fmt.Sprintf("line %d column %d: %q: want %s, got %s", line, col, jsonKey(te.Field),
-			jsonWant(te.Type), jsonGot(te.Value)), err: err}
+		where := fmt.Sprintf("line %d column %d: ", line, col)
+		if key := jsonKey(te.Field); key != "" {
+			where += fmt.Sprintf("%q: ", key)
+		}
+		return &jsonTypeError{msg: fmt.Sprintf("%swant %s, got %s", where, jsonWant(te.Type), jsonGot(te.Value)), err: err}
 	}
 	return err
 }
@@ -231,12 +235,13 @@ func lineColumn(data []byte, offset int64) (line, col int) {
 }
 
 // jsonKey is an UnmarshalTypeError's Field as the file spells it: the dotted path of JSON keys, less the names
-// of embedded Go structs that encoding/json puts in front ("Config.r" is the key "r"). Hugging Face's keys are
-// snake_case, so a leading component in upper case is taken for a Go name.
+// of embedded Go structs that encoding/json puts in front ("Config.r" is the key "r"; an anonymous struct's
+// ".top_k" is "top_k"); "" for the top level. Hugging Face's keys are snake_case, so a leading component in
+// upper case is taken for a Go name.
 func jsonKey(field string) string {
 	for {
 		head, rest, ok := strings.Cut(field, ".")
-		if !ok || head == "" || head[0] < 'A' || head[0] > 'Z' {
+		if !ok || (head != "" && (head[0] < 'A' || head[0] > 'Z')) {
 			return field
 		}
 		field = rest

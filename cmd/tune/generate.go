@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -192,6 +193,9 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	}
 	opts.Seed = o.Seed
 	if err := opts.Check(); err != nil {
+		if strings.HasSuffix(gc.Path, "generation_config.json") { // the defaults a flag did not replace come from it
+			err = fmt.Errorf("%w (the options not given as flags come from %s; a flag overrides it)", err, gc.Path)
+		}
 		return usageError{err}
 	}
 	prompt := o.Prompt

@@ -223,3 +223,22 @@ func TestGenerateSystemNeedsChat(t *testing.T) {
 		t.Errorf("got %v, want a usage error saying --system needs --chat", err)
 	}
 }
+
+// TestGenerateNamesTheConfigOfABadOption: generation_config.json with do_sample true and temperature 0 was
+// refused as "temperature 0: want > 0 when sampling", with no --temperature given and no file named.
+func TestGenerateNamesTheConfigOfABadOption(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	copyDir(t, filepath.Join("..", "..", "recipes", "data", "tiny-chat"), dir)
+	gc := filepath.Join(dir, "generation_config.json")
+	if err := os.WriteFile(gc, []byte(`{"do_sample": true, "temperature": 0}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runGenerate(t, "", "--model", dir, "--prompt", "hello")
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "temperature 0") || !strings.Contains(err.Error(), gc) {
+		t.Fatalf("got %v, want a usage error naming temperature and %s", err, gc)
+	}
+	if _, err := runGenerate(t, "", "--model", dir, "--prompt", "hello", "--temperature", "0.7", "--max-new-tokens", "2"); err != nil {
+		t.Fatalf("--temperature 0.7 over the file's 0: %v", err)
+	}
+}
