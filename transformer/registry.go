@@ -2,6 +2,7 @@ package transformer
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -75,7 +76,11 @@ func Lookup(dir string) (*Family, error) {
 	}
 	var k modelKind
 	if err := json.Unmarshal(data, &k); err != nil {
-		return nil, fmt.Errorf("transformer: %s: %w", path, err)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("transformer: %s: invalid JSON: %w", path, loaders.DescribeJSONError(data, err))
+		}
+		return nil, fmt.Errorf("transformer: %s: %w", path, loaders.DescribeJSONError(data, err))
 	}
 	registry.Lock()
 	defer registry.Unlock()
