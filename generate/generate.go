@@ -20,6 +20,11 @@ import (
 // cache (its context length): the request, not the model, is at fault.
 var ErrTooLong = errors.New("the request is longer than the model's context")
 
+// ErrNonFinite is wrapped by Generate's error when the model's logits for a new token hold a NaN or an infinity:
+// its weights (or the activations of this prompt) are not finite, and whatever token was picked would be noise.
+// transformers' greedy search returns the NaN's index and its sampling fails in torch.multinomial; tune stops.
+var ErrNonFinite = errors.New("the model's logits are not finite")
+
 // Options are the generation settings; the names are transformers' GenerationConfig's.
 type Options struct {
 	// MaxNewTokens is the most tokens generated (max_new_tokens).
@@ -174,6 +179,9 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 	var out []int32
 	last, err := next(-1)
 	for err == nil {
+		if err := checkFinite(last, len(out)+1); err != nil {
+			return out, err
+		}
 		var id int32
 		if opts.DoSample {
 			id = sample(last, opts, rng)
@@ -221,6 +229,25 @@ func ones(n int) []int32 {
 		v[i] = 1
 	}
 	return v
+}
+
+// checkFinite returns an error wrapping ErrNonFinite when logits, those of new token n (1-based), hold a NaN or
+// an infinity.
+func checkFinite(logits []float32, n int) error {
+	bad, first := 0, -1
+	for i, v := range logits {
+		if f := float64(v); math.IsNaN(f) || math.IsInf(f, 0) {
+			if bad++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if bad == 0 {
+		return nil
+	}
+	return fmt.Errorf("generate: new token %d: %d of the %d logits are NaN or infinite (first: id %d = %v): the "+
+		"model's weights are probably not finite (saved by a diverged run, or a damaged file): load an earlier "+
+		"checkpoint or the original model: %w", n, bad, len(logits), first, logits[first], ErrNonFinite)
 }
 
 // argmax returns the first index of the largest logit (torch.argmax); NaN never wins.
