@@ -131,7 +131,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	if err := t.loadScaler(dir); err != nil {
 		return wrap("scaler", err)
 	}
-	if err := t.loadDataState(dir, st.GlobalStep); err != nil {
+	if err := t.loadDataState(dir, st.GlobalStep, st.TrainBatchSize); err != nil {
 		return wrap("data position", err)
 	}
 	s := t.state
@@ -140,10 +140,6 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	s.NumInputTokensSeen, s.TotalFlos = st.NumInputTokensSeen, st.TotalFlos
 	if s.LogHistory == nil {
 		s.LogHistory = []LogEntry{}
-	}
-	if st.TrainBatchSize != 0 && st.TrainBatchSize != t.args.PerDeviceTrainBatchSize {
-		t.logger.Warn("resuming with a different per_device_train_batch_size: the data position no longer matches the checkpoint's",
-			"checkpoint", st.TrainBatchSize, "now", t.args.PerDeviceTrainBatchSize)
 	}
 	for _, cb := range t.callbacks {
 		if sc, ok := cb.(StatefulCallback); ok {
@@ -179,17 +175,30 @@ func (t *Trainer) loadScaler(dir string) error {
 	return t.scaler.LoadStateDict(st)
 }
 
-// loadDataState restores the data and dropout position. Without rng_state.json it is derived from the global
-// step as transformers does (whole accumulation windows from the start of the epoch) and a warning is logged.
-func (t *Trainer) loadDataState(dir string, globalStep int) error {
+// loadDataState restores the data and dropout position. Without rng_state.json, or when the checkpoint was
+// trained with another per_device_train_batch_size (batch, 0 when unknown), it is derived from the global step
+// as transformers does (whole accumulation windows from the start of the epoch: epochs_trained and
+// steps_trained_in_current_epoch in Trainer._inner_training_loop) and a warning is logged. A position counted
+// in micro-batches of another size would not fit this run's epochs: the epoch loop then ran out before
+// max_steps (a batch-32 checkpoint at step 200 resumed at batch 16 stopped at step 375 of 400).
+func (t *Trainer) loadDataState(dir string, globalStep, batch int) error {
 	r := &t.run
-	var ds DataState
-	err := readJSON(filepath.Join(dir, RNGStateName), &ds)
-	if errors.Is(err, fs.ErrNotExist) {
+	derive := func(why string) {
 		r.epoch = globalStep / r.stepsPerEpoch
 		r.microDone = min((globalStep%r.stepsPerEpoch)*t.args.GradientAccumulationSteps, r.numMicro)
 		r.dropoutOffset = uint64(r.epoch*r.numMicro+r.microDone) * dropoutStride
-		t.logger.Warn("checkpoint has no "+RNGStateName+": the data position is derived from global_step and dropout masks may differ from the original run", "checkpoint", dir)
+		t.logger.Warn(why+": the data position is derived from global_step as transformers does (epoch "+
+			strconv.Itoa(r.epoch)+", micro-batch "+strconv.Itoa(r.microDone)+"), so the remaining data order and "+
+			"dropout masks differ from the original run's", "checkpoint", dir)
+	}
+	if batch != 0 && batch != t.args.PerDeviceTrainBatchSize {
+		derive(fmt.Sprintf("resuming with a different per_device_train_batch_size (checkpoint %d, now %d)", batch, t.args.PerDeviceTrainBatchSize))
+		return nil
+	}
+	var ds DataState
+	err := readJSON(filepath.Join(dir, RNGStateName), &ds)
+	if errors.Is(err, fs.ErrNotExist) {
+		derive("checkpoint has no " + RNGStateName)
 		return nil
 	}
 	if err != nil {
@@ -202,6 +211,14 @@ func (t *Trainer) loadDataState(dir string, globalStep int) error {
 	}
 	if ds.MicroBatches > r.numMicro || ds.Epoch < 0 {
 		return fmt.Errorf("position epoch %d, micro-batch %d does not fit this training set (%d micro-batches per epoch)", ds.Epoch, ds.MicroBatches, r.numMicro)
+	}
+	ga := t.args.GradientAccumulationSteps
+	if at := ds.Epoch*r.stepsPerEpoch + (ds.MicroBatches+ga-1)/ga; at != globalStep {
+		// Another gradient_accumulation_steps (or training set): that position is not global_step's in this
+		// run, and the epochs left would end before max_steps (or at once: "trained steps 201-200").
+		derive(fmt.Sprintf("the checkpoint's data position (epoch %d, micro-batch %d) is step %d with this run's "+
+			"gradient_accumulation_steps %d and training set, not its global_step %d", ds.Epoch, ds.MicroBatches, at, ga, globalStep))
+		return nil
 	}
 	r.epoch, r.microDone, r.dropoutOffset = ds.Epoch, ds.MicroBatches, ds.DropoutOffset
 	return nil

@@ -1,0 +1,74 @@
+package trainer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestResumeWithAnotherBatchSizeReachesMaxSteps: `tune finetune tiny training.max_steps=400
+// training.resume_from_checkpoint=true training.per_device_train_batch_size=16` on a checkpoint of batch 32 at
+// step 200 stopped at step 375 ("step 375/400"): the restored data position (epoch 1, micro-batch 75 of the old
+// batch size) ran out of the epochs the new batch size gives max_steps. As transformers does when the batch
+// size changes, the position is now derived from global_step, and the run reaches max_steps. Here batch 8 (5
+// micro-batches an epoch) stops at step 15 (epoch 3) and resumes at batch 4 (10 an epoch, 3 epochs for 30
+// steps), where the old position left no epoch to run at all.
+func TestResumeWithAnotherBatchSizeReachesMaxSteps(t *testing.T) {
+	data := toyTask(40, 16, 11)
+	args := func(dir string, batch int) TrainingArguments {
+		a := testArgs(t)
+		a.OutputDir, a.PerDeviceTrainBatchSize, a.MaxSteps = dir, batch, 30
+		a.SaveStrategy, a.SaveSteps = IntervalSteps, 15
+		return a
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	first, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), args(dir, 8), data, nil,
+		WithCallbacks(&stopAfterSave{step: 15, cancel: cancel}))
+	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
+	}
+	a := args(dir, 4)
+	a.ResumeFromCheckpoint = "true"
+	tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
+	mustTrain(t, tr)
+	if got := tr.State().GlobalStep; got != 30 {
+		t.Fatalf("the resumed run stopped at step %d, want max_steps 30", got)
+	}
+	if !strings.Contains(logs.String(), "per_device_train_batch_size") {
+		t.Errorf("no warning about the changed batch size:\n%s", logs.String())
+	}
+}
+
+// TestResumeWithAnotherAccumulationReachesMaxSteps: a checkpoint of gradient_accumulation_steps 4 at step 200
+// resumed with 1 and max_steps 400 trained nothing and ended with exit 0 ("trained steps 201-200 ... over the
+// run's 200 steps"): its position, epoch 6, was past the 4 epochs the new accumulation gives 400 steps. Here GA 4
+// (3 steps an epoch over 10 micro-batches) stops at step 9 (epoch 3) and resumes with GA 1 (10 steps an epoch, 2
+// epochs for max_steps 20).
+func TestResumeWithAnotherAccumulationReachesMaxSteps(t *testing.T) {
+	data := toyTask(40, 16, 11)
+	args := func(dir string, ga int) TrainingArguments {
+		a := testArgs(t)
+		a.OutputDir, a.GradientAccumulationSteps, a.MaxSteps = dir, ga, 20
+		a.SaveStrategy, a.SaveSteps = IntervalSteps, 9
+		return a
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	first, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), args(dir, 4), data, nil,
+		WithCallbacks(&stopAfterSave{step: 9, cancel: cancel}))
+	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
+	}
+	a := args(dir, 1)
+	a.ResumeFromCheckpoint = "true"
+	tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
+	mustTrain(t, tr)
+	if got := tr.State().GlobalStep; got != 20 {
+		t.Fatalf("the resumed run stopped at step %d, want max_steps 20", got)
+	}
+	if !strings.Contains(logs.String(), "gradient_accumulation_steps 1") {
+		t.Errorf("no warning about the data position:\n%s", logs.String())
+	}
+}
