@@ -137,7 +137,7 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, tok); err != nil {
 		return nil, "", "", "", err
 	}
-	if err := checkInputFile("--data", data); err != nil {
+	if err := checkDataFile("--data", data, r.Data.Format, "name a .tsv, .csv or .jsonl file (or evaluate a recipe whose data.format says it)"); err != nil {
 		return nil, "", "", "", err
 	}
 	fallback := r.Data.MaxLength

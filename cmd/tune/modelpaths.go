@@ -196,6 +196,18 @@ func checkInputFile(flag, p string) error {
 	return nil
 }
 
+// checkDataFile is checkInputFile for a data file read by its format: format (--format, or a recipe's
+// data.format) when set, else the extension must name one, or it is a usage error ending in how, what to do.
+func checkDataFile(flag, p, format, how string) error {
+	if err := checkInputFile(flag, p); err != nil {
+		return err
+	}
+	if _, err := (&recipes.Data{Format: format}).FormatOf(p); err != nil {
+		return usagef("%s %s: cannot tell the format from the extension %q; %s", flag, p, filepath.Ext(p), how)
+	}
+	return nil
+}
+
 // pathProblem says briefly why a path could not be used.
 func pathProblem(err error) string {
 	switch {

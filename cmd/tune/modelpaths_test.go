@@ -250,3 +250,30 @@ func TestCheckpointUsesTheRunsTokenizer(t *testing.T) {
 		})
 	}
 }
+
+// TestDataFileWithoutAFormat: `tune predict --input texts.txt` loaded the model and then failed with exit 1,
+// "dataset texts.txt: cannot tell the format from the extension; set format to tsv, csv or jsonl" (predict's
+// flag is --format); eval the same. Both are now usage errors before the model loads, saying what to do.
+func TestDataFileWithoutAFormat(t *testing.T) {
+	model, _ := tinyModelDir(t)
+	tok := filepath.Join("..", "..", "recipes", "data", "tiny")
+	txt := filepath.Join(t.TempDir(), "texts.txt")
+	if err := os.WriteFile(txt, []byte("a good film\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"predict", "--model", model, "--tokenizer", tok, "--input", txt}, "--format tsv, csv or jsonl"},
+		{[]string{"eval", "--model", model, "--tokenizer", tok, "--data", txt}, "name a .tsv, .csv or .jsonl file"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, `extension ".txt"`) {
+			t.Errorf("%s: exit %d, %s; want exit %d saying %q", c.args[0], code, stderr, exitUsage, c.want)
+		}
+	}
+	if code, _, stderr := runCLI("predict", "--model", model, "--tokenizer", tok, "--input", txt, "--format", "tsv"); code == exitUsage && strings.Contains(stderr, "extension") {
+		t.Errorf("--format tsv given: %s", stderr)
+	}
+}

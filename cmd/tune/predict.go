@@ -149,7 +149,7 @@ func (o *predictOptions) check(stderr io.Writer) error {
 	}
 	o.tokenizer = tok
 	if o.Input != "-" {
-		if err := checkInputFile("--input", o.Input); err != nil {
+		if err := checkDataFile("--input", o.Input, o.Format, "pass --format tsv, csv or jsonl"); err != nil {
 			return err
 		}
 	}
