@@ -36,7 +36,7 @@ func TestLookup(t *testing.T) {
 	for _, c := range []struct{ body, want string }{
 		{`{"model_type": "gemma"}`, `model_type "gemma" is not supported; tune builds model_type bert`},
 		{`{"architectures": ["GemmaForCausalLM"]}`, `has no model_type and its architectures [GemmaForCausalLM] name no class`},
-		{`{"model_type": `, `config.json: unexpected end of JSON input`},
+		{`{"model_type": `, `config.json: invalid JSON: line 1 column 15: unexpected end of JSON input`},
 	} {
 		_, err := transformer.Lookup(writeConfig(t, c.body))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "config.json") {
