@@ -98,7 +98,8 @@ the largest activation buffers.
 --gradient-checkpointing keeps only each encoder or decoder layer's input and recomputes the layer in backward
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
 counts the model's FLOPs, not the recomputation's.
-TUNE_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed steps (go tool pprof): where the host's time goes.
+TUNE_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed steps (go tool pprof): where the host's time goes;
+the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16); an existing file is refused.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
 (tools/reference/bench_pytorch.py) and draws the chart; scripts/bench-gpu.sh runs both on a GPU.`,
 		Example: `  tune bench --device cpu

@@ -227,3 +227,32 @@ func TestBenchDecoder(t *testing.T) {
 		t.Fatalf("smollm2-135m plan: exit %d\n%s\n%s", code, out, stderr)
 	}
 }
+
+// TestBenchCPUProfileEveryMode: TUNE_BENCH_CPUPROFILE=FILE with two --modes (the default is three) ran the
+// first and failed at the second, "TUNE_BENCH_CPUPROFILE: open FILE: file exists" (exit 1). The first mode
+// writes FILE, each later one FILE.MODE; a FILE that was there before is still refused, before any step.
+func TestBenchCPUProfileEveryMode(t *testing.T) {
+	dir := t.TempDir()
+	prof := filepath.Join(dir, "prof.out")
+	t.Setenv("TUNE_BENCH_CPUPROFILE", prof)
+	if code, _, stderr := runTune(t, quick("--modes", "fp32,bf16")...); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, p := range []string{prof, prof + ".bf16"} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	old := filepath.Join(dir, "old.out")
+	if err := os.WriteFile(old, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TUNE_BENCH_CPUPROFILE", old)
+	code, stdout, stderr := runTune(t, quick("--modes", "fp32")...)
+	if code == 0 || !strings.Contains(stderr, "file exists") || strings.Contains(stderr, "ms/step") || strings.Contains(stdout, "ms/step") {
+		t.Errorf("an existing FILE: exit %d, stdout %q, stderr %q; want a refusal before the steps", code, stdout, stderr)
+	}
+	if data, _ := os.ReadFile(old); string(data) != "mine" {
+		t.Errorf("the existing file was changed to %q", data)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/cuda"
@@ -224,6 +225,14 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	timer, how := timeOn(b)
 	res = newResult(b, &s, st.m)
 	res.Timing, res.Memory = how, mem.how
+	// The profile's file is created before the warm-up, so that a path that cannot be written costs no step.
+	var cpuprof *os.File
+	if path := os.Getenv("TUNE_BENCH_CPUPROFILE"); path != "" { // where the host's time per step goes
+		if cpuprof, err = createProfile(path, res.Mode); err != nil {
+			return nil, err
+		}
+		defer cpuprof.Close()
+	}
 	for i := 0; i < s.Warmup; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench: interrupted in warm-up: %w", err)
@@ -233,12 +242,14 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 		}
 	}
 	waits := map[string]int64{}
-	if path := os.Getenv("TUNE_BENCH_CPUPROFILE"); path != "" { // where the host's time per step goes
-		stop, err := cpuProfile(path)
-		if err != nil {
-			return nil, err
+	stopProfile := func() {}
+	if cpuprof != nil {
+		if err := pprof.StartCPUProfile(cpuprof); err != nil {
+			return nil, fmt.Errorf("bench: TUNE_BENCH_CPUPROFILE: %w", err)
 		}
-		defer stop()
+		var once sync.Once
+		stopProfile = func() { once.Do(pprof.StopCPUProfile) }
+		defer stopProfile()
 	}
 	for i := 0; i < s.Steps; i++ {
 		if err := ctx.Err(); err != nil {
@@ -280,6 +291,7 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	if s.Steps > 0 {
 		res.HostWaitsPerStep = float64(total) / float64(s.Steps)
 	}
+	stopProfile() // the timed steps only, not the breakdown's
 	res.PeakBytes = mem.peak()
 	sum := Summarize(res.StepMS)
 	res.MedianMS, res.P10MS, res.P90MS = sum.Median, sum.P10, sum.P90
@@ -450,19 +462,27 @@ func profile(ctx context.Context, meter *Meter, st *stepper, timer func(func() e
 	return &Breakdown{Steps: n, Ops: meter.Ops(), Gemms: gemms[:min(len(gemms), 20)], LaunchMS: Percentile(launch, 50)}, nil
 }
 
-// cpuProfile starts a CPU profile of the timed steps into a new file at path (TUNE_BENCH_CPUPROFILE, for `go tool
-// pprof`); the returned function stops it. An existing file is not replaced.
-func cpuProfile(path string) (func(), error) {
+// profiled holds the TUNE_BENCH_CPUPROFILE paths this process has written, so that the later precisions of one
+// tune bench (--modes fp32,fp16,bf16) write PATH.MODE beside the first one's PATH instead of failing on it.
+var profiled = struct {
+	sync.Mutex
+	paths map[string]bool
+}{paths: map[string]bool{}}
+
+// createProfile creates the new file of a CPU profile (TUNE_BENCH_CPUPROFILE, for `go tool pprof`) of mode's
+// timed steps: path for the first run of this process, path.MODE for each later one. An existing file is not
+// replaced.
+func createProfile(path, mode string) (*os.File, error) {
+	profiled.Lock()
+	defer profiled.Unlock()
+	if profiled.paths[path] {
+		path += "." + mode
+	} else {
+		profiled.paths[path] = true
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("bench: TUNE_BENCH_CPUPROFILE: %w", err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("bench: TUNE_BENCH_CPUPROFILE: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
+	return f, nil
 }
