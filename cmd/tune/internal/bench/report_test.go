@@ -159,7 +159,10 @@ func TestResultFiles(t *testing.T) {
 		t.Errorf("overwrite: %v, want a refusal", err)
 	}
 	for _, tc := range []struct{ name, body, want string }{
-		{"not JSON", "{", "not a results file"},
+		{"not JSON", "{", "not a results file: invalid JSON: line 1 column 1"},
+		// Said "json: cannot unmarshal array into Go value of type bench.File".
+		{"a JSON array", "[]", "not a results file: line 1 column 1: want an object, got a list"},
+		{"a wrong type", `{"results": [{"batch": "8"}]}`, `"results.batch": want an integer, got a string`},
 		{"no results", `{"tool":"x","results":[]}`, "holds no results"},
 		{"a result without a median", `{"results":[{"impl":"tune","batch":1,"seq":1,"mode":"fp32"}]}`, "lacks"},
 	} {

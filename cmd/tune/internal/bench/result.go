@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+
+	"github.com/tune-ml/tune/loaders"
 )
 
 // Implementation names in Result.Impl.
@@ -112,7 +114,11 @@ func ReadFile(path string) (*File, error) {
 	}
 	var f File
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, fmt.Errorf("bench: %s is not a results file: %w", path, err)
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("bench: %s is not a results file: invalid JSON: %w", path, loaders.DescribeJSONError(data, err))
+		}
+		return nil, fmt.Errorf("bench: %s is not a results file: %w", path, loaders.DescribeJSONError(data, err))
 	}
 	if len(f.Results) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNoResults, path)
