@@ -36,6 +36,7 @@ type benchOptions struct {
 	LoRA        bool     // --lora
 	LoRARank    int      // --lora-r
 	LoRAAlpha   float64  // --lora-alpha (0: 2r)
+	LoRADropout float64  // --lora-dropout (PEFT's default 0)
 	LoRATargets []string // --lora-targets (empty: PEFT's default for the architecture)
 	Steps       int      // --steps: timed steps
 	Warmup      int      // --warmup: untimed steps first
@@ -86,7 +87,8 @@ model_type llama, qwen2, qwen3 or mistral. A causal LM trains with the shifted n
 random token ids that are also its labels (no padding, no attention mask); its FLOPs count causal attention
 as half the T×T products and include the LM head. Without --model, bert-base on a GPU and tiny on the CPU.
 --lora adapts the model with PEFT's LoraConfig(r=--lora-r, lora_alpha=--lora-alpha (2r by default),
-target_modules=--lora-targets, task_type=SEQ_CLS for BERT, CAUSAL_LM for a causal LM) first: only the adapters
+lora_dropout=--lora-dropout (0 by default, as PEFT's), target_modules=--lora-targets, task_type=SEQ_CLS for
+BERT, CAUSAL_LM for a causal LM) first: only the adapters
 (and BERT's classifier) train. --lora-targets all-linear adapts every Linear but the head; without it, PEFT's
 default for the architecture (query,value; q_proj,v_proj). --breakdown then runs 3 more steps with every op timed alone and prints where the time goes.
 --plan times nothing and allocates nothing sized by the model: it builds the model and AdamW on a meta
@@ -130,6 +132,7 @@ the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16)
 	f.BoolVar(&o.LoRA, "lora", false, "train LoRA adapters (and the classifier) instead of every parameter")
 	f.IntVar(&o.LoRARank, "lora-r", 8, "LoRA rank r")
 	f.Float64Var(&o.LoRAAlpha, "lora-alpha", 0, "LoRA lora_alpha (default 2r)")
+	f.Float64Var(&o.LoRADropout, "lora-dropout", 0, "LoRA lora_dropout, in [0, 1) (recipes/bert.yaml uses 0.1)")
 	f.StringSliceVar(&o.LoRATargets, "lora-targets", nil, "modules that get an adapter (target_modules), or all-linear (default: query,value for BERT, q_proj,v_proj for a causal LM)")
 	f.IntVar(&o.Steps, "steps", -1, "timed steps per precision (default 30 on a GPU, 10 on the CPU)")
 	f.IntVar(&o.Warmup, "warmup", -1, "untimed steps first: kernel compilation, GEMM plans, allocator warm-up (default 5 on a GPU, 2 on the CPU)")
@@ -185,6 +188,7 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		s.AttnImplementation, s.GradientCheckpointing = o.Attn, o.GradCkpt
 		if o.LoRA {
 			c := s.LoRAFor(o.LoRARank, o.LoRAAlpha, o.LoRATargets)
+			c.LoraDropout = o.LoRADropout
 			s.LoRA = &c
 		}
 		if o.Breakdown {

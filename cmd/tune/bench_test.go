@@ -71,6 +71,12 @@ func TestBenchPlan(t *testing.T) {
 	if code, _, stderr := runTune(t, quick("--plan", "--breakdown")...); code != exitUsage || !strings.Contains(stderr, "runs no step") {
 		t.Errorf("--plan --breakdown: exit %d, %q; want a usage error", code, stderr)
 	}
+	// --lora-dropout reaches the adapters: their dropout buffers (shared scratch) appear in the plan
+	_, plain, _ := runTune(t, quick("--plan", "--modes", "bf16", "--lora")...)
+	code, dropped, stderr := runTune(t, quick("--plan", "--modes", "bf16", "--lora", "--lora-dropout", "0.1")...)
+	if code != exitOK || dropped == plain {
+		t.Errorf("--lora-dropout 0.1: exit %d, %s; the plan equals the one without dropout:\n%s", code, stderr, dropped)
+	}
 }
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -92,6 +98,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"an unknown model", []string{"--model", "gpt-9"}, exitUsage, "unknown model \"gpt-9\""},
 		{"a sequence past max_position_embeddings", []string{"--seq", "1024"}, exitUsage, "seq 1024 must be in [1, 512]"},
 		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitUsage, "qkv"},
+		{"a LoRA dropout of 1", []string{"--lora", "--lora-dropout", "1"}, exitUsage, "lora_dropout"},
 		{"a results file that exists", []string{"--json", existing}, exitUsage, "already exists"},
 		{"a positional argument", []string{"extra"}, exitUsage, "takes no arguments"},
 		{"CUDA in a binary without it", []string{"--device", "cuda"}, exitNoDevice, "built without CUDA support"},
