@@ -1,14 +1,10 @@
 package bert
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"math"
-	"os"
-	"strconv"
-	"strings"
 
+	"github.com/tune-ml/tune/internal/hostmem"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -106,36 +102,13 @@ func (c *BertConfig) sizeOf(key string) int {
 // bytes) and then packed into flat FP32 value and gradient buffers (8 bytes) before the first copies are freed.
 const hostBytesPerParameter = 12
 
-// memAvailable returns the memory available for new allocations, MemAvailable of /proc/meminfo, in bytes; ok
-// is false where that file does not exist (not Linux). A variable so that tests can stand in a small machine.
-var memAvailable = func() (uint64, bool) {
-	data, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0, false
-	}
-	return parseMemAvailable(data)
-}
+// memAvailable returns the memory available for new allocations in bytes (hostmem.Available: MemAvailable of
+// /proc/meminfo, lowered to the process's cgroup limit); ok is false where neither can be read (not Linux). A
+// variable so that tests can stand in a small machine.
+var memAvailable = hostmem.Available
 
 // parseMemAvailable reads the "MemAvailable: N kB" line of /proc/meminfo's contents, in bytes.
-func parseMemAvailable(data []byte) (uint64, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "MemAvailable:")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return 0, false
-		}
-		kb, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		return kb * 1024, true
-	}
-	return 0, false
-}
+func parseMemAvailable(data []byte) (uint64, bool) { return hostmem.Parse(data) }
 
 // checkHostMemory returns an error when b keeps tensors in host memory (the CPU backend) and the model of cfg
 // would take more than the memory available, so that the Go runtime does not abort with "out of memory". A

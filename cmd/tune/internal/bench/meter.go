@@ -3,13 +3,13 @@ package bench
 import (
 	"fmt"
 	"maps"
-	"os"
+	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/tune-ml/tune/internal/hostmem"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -616,21 +616,13 @@ func (m *Meter) freeAll() {
 	}
 }
 
-// hostAvailable returns the host memory available for new allocations in bytes (MemAvailable of
-// /proc/meminfo), or 0 when it cannot be read (no limit then).
+// hostAvailable returns the host memory available for new allocations in bytes (hostmem.Available:
+// MemAvailable of /proc/meminfo, lowered to the process's cgroup limit), or 0 when it cannot be read (no limit
+// then).
 func hostAvailable() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
+	n, ok := hostmem.Available()
+	if !ok || n > math.MaxInt64 {
 		return 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
+	return int64(n)
 }
