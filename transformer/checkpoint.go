@@ -114,8 +114,19 @@ func CheckpointProblems(r *loaders.LoadReport) string {
 	if len(r.Unexpected) > 0 {
 		s = append(s, fmt.Sprintf("%d tensors the model does not have: %s", len(r.Unexpected), loaders.SummarizeNames(r.Unexpected, 8)))
 	}
-	for _, mm := range r.Mismatched {
-		s = append(s, mm.String())
+	switch n := len(r.Mismatched); {
+	case n == 1:
+		s = append(s, r.Mismatched[0].String())
+	case n > 1: // the first few and a count: a config of another size mismatches every tensor of the model
+		shown := make([]string, 0, 3)
+		for _, mm := range r.Mismatched[:min(n, 3)] {
+			shown = append(shown, mm.String())
+		}
+		more := ""
+		if n > 3 {
+			more = fmt.Sprintf(", and %d more", n-3)
+		}
+		s = append(s, fmt.Sprintf("%d tensors of another shape: %s%s", n, strings.Join(shown, ", "), more))
 	}
 	return strings.Join(s, "; ")
 }

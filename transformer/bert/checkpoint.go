@@ -79,7 +79,7 @@ func (m *BertForSequenceClassification) Load(dir string) (err error) {
 		}
 	}
 	if len(unexpected) > 0 {
-		return fmt.Errorf("transformer: load %s: tensors this model does not have: %v", ck.Path, unexpected)
+		return fmt.Errorf("transformer: load %s: %d tensors this model does not have: %s", ck.Path, len(unexpected), loaders.SummarizeNames(unexpected, 8))
 	}
 	for _, np := range list {
 		if err := m.loadParam(ck, np.Name, np); err != nil {
