@@ -60,6 +60,9 @@ func TestResumeIsBitIdentical(t *testing.T) {
 	} else if want := filepath.Join(dir, "checkpoint-4") + " (step 4) holds the run: resume_from_checkpoint=true"; !strings.Contains(err.Error(), want) {
 		// The interruption names the checkpoint that survives and how to resume (it said only "context canceled").
 		t.Errorf("interrupted run: %v; want %q", err, want)
+	} else if !strings.Contains(err.Error(), "command line: training.resume_from_checkpoint=true)") {
+		// It said "(training.resume_from_checkpoint=true in a recipe)": that is the override's syntax, not a recipe's.
+		t.Errorf("interrupted run: %v; want the command-line override named as such", err)
 	} else if strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("interrupted run: %v: Go's \"context canceled\" is no help to a user", err)
 	}

@@ -163,7 +163,7 @@ func (t *Trainer) interrupted(err error) error {
 	for i := len(all) - 1; i >= 0; i-- {
 		if all[i].Problem == "" {
 			return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; %s (step %d) holds the run: resume_from_checkpoint=true "+
-				"(training.resume_from_checkpoint=true in a recipe) continues from it as if never stopped", step, all[i].Dir, all[i].Step), err}
+				"(on the tune finetune command line: training.resume_from_checkpoint=true) continues from it as if never stopped", step, all[i].Dir, all[i].Step), err}
 		}
 	}
 	return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; no checkpoint was saved in %s (save_strategy %s), so a "+
