@@ -3,6 +3,8 @@ package trainer
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +72,32 @@ func TestResumeWithAnotherAccumulationReachesMaxSteps(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "gradient_accumulation_steps 1") {
 		t.Errorf("no warning about the data position:\n%s", logs.String())
+	}
+}
+
+// TestResumeNamesTheCheckpointBeforeACorruptOne: resume_from_checkpoint=true on an output_dir whose newest
+// checkpoint no longer matches its manifest (a byte changed in optimizer.safetensors) is refused, and now names the
+// newest other complete checkpoint to resume from instead.
+func TestResumeNamesTheCheckpointBeforeACorruptOne(t *testing.T) {
+	data := toyTask(40, 16, 11)
+	dir := t.TempDir()
+	a := testArgs(t)
+	a.OutputDir, a.MaxSteps, a.SaveStrategy, a.SaveSteps, a.SaveTotalLimit = dir, 6, IntervalSteps, 3, 0
+	mustTrain(t, func() *Trainer { tr, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil); return tr }())
+	p := filepath.Join(dir, "checkpoint-6", "optimizer.safetensors")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 1
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a.MaxSteps, a.ResumeFromCheckpoint = 9, "true"
+	tr, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
+	_, err = tr.Train(context.Background())
+	want := "resume_from_checkpoint=" + filepath.Join(dir, "checkpoint-3")
+	if err == nil || !strings.Contains(err.Error(), "SHA-256") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v; want the corrupt checkpoint refused and %q named", err, want)
 	}
 }

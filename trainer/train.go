@@ -123,7 +123,7 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 			return TrainOutput{}, err
 		}
 		if err := t.loadCheckpoint(dir); err != nil {
-			return TrainOutput{}, err
+			return TrainOutput{}, withEarlierCheckpoint(err, a.OutputDir, dir)
 		}
 	}
 	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
@@ -168,6 +168,22 @@ func (t *Trainer) interrupted(err error) error {
 	}
 	return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; no checkpoint was saved in %s (save_strategy %s), so a "+
 		"new run starts from the beginning", step, t.args.OutputDir, t.args.SaveStrategy), err}
+}
+
+// withEarlierCheckpoint adds to err, the failure to resume from dir when dir fails VerifyCheckpoint, the newest
+// other complete (verified) checkpoint of outputDir, to resume from instead: the newest is often the one a kill
+// or a full disk damaged.
+func withEarlierCheckpoint(err error, outputDir, dir string) error {
+	if VerifyCheckpoint(dir) == nil {
+		return err // it failed for another reason than its files
+	}
+	all, _ := ScanCheckpoints(outputDir)
+	for i := len(all) - 1; i >= 0; i-- {
+		if c := all[i]; c.Problem == "" && filepath.Clean(c.Dir) != filepath.Clean(dir) && VerifyCheckpoint(c.Dir) == nil {
+			return fmt.Errorf("%w; the newest other complete checkpoint is %s (step %d): resume_from_checkpoint=%s continues from there", err, c.Dir, c.Step, c.Dir)
+		}
+	}
+	return err
 }
 
 // interruptedError is interrupted's error: its message, wrapping the context's error unprinted.
