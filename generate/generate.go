@@ -160,11 +160,26 @@ func Generate(m LM, prompt []int32, opts Options, emit func(id int32) error) ([]
 	if len(prompt) == 0 {
 		return nil, errors.New("generate: the prompt has no tokens")
 	}
+	total := len(prompt) + opts.MaxNewTokens - 1 // the positions the last forward sees
+	limit := 0
+	if l, ok := m.(transformer.ContextLimiter); ok {
+		limit = l.ContextLimit()
+	}
+	fix := "lower max_new_tokens"
+	if limit > 0 && len(prompt) > limit {
+		fix = "shorten the prompt"
+	}
+	d, cached := m.(transformer.IncrementalDecoder)
+	cached = cached && opts.UseCache
+	if limit > 0 && total > limit && !cached { // the cache refuses it itself; a forward per token would run on
+		return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d need %d positions, more than the model's context of %d (%s): %w",
+			len(prompt), opts.MaxNewTokens, total, limit, fix, ErrTooLong)
+	}
 	next := fullForward(m, prompt)
-	if d, ok := m.(transformer.IncrementalDecoder); ok && opts.UseCache {
-		cache, err := d.NewKVCache(len(prompt) + opts.MaxNewTokens - 1)
+	if cached {
+		cache, err := d.NewKVCache(total)
 		if err != nil {
-			return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d: %w (lower max_new_tokens): %w", len(prompt), opts.MaxNewTokens, err, ErrTooLong)
+			return nil, fmt.Errorf("generate: %d prompt tokens + max_new_tokens %d: %w (%s): %w", len(prompt), opts.MaxNewTokens, err, fix, ErrTooLong)
 		}
 		defer cache.Free()
 		pending := prompt

@@ -29,6 +29,14 @@ type IncrementalDecoder interface {
 	Decode(cache *KVCache, ids []int32, all bool) ([]float32, error)
 }
 
+// ContextLimiter is implemented by a causal LM whose sequences (prompt and generated tokens) have a length limit:
+// max_position_embeddings (and a sliding window tune does not compute beyond), GPT-2's n_positions. Generation
+// checks a request against it before any forward, with or without a key/value cache.
+type ContextLimiter interface {
+	// ContextLimit returns the most positions a sequence may hold; 0 when there is no limit.
+	ContextLimit() int
+}
+
 // KVCache is the key/value cache of an IncrementalDecoder: per layer, the keys and values of the positions
 // decoded so far, as dense (MaxLen, Width) rows in the cache's dtype (row t holds position t's heads side by
 // side, (Hkv, D) = Width). Rows [0, Len) are filled. Make one with the model's NewKVCache.

@@ -242,3 +242,22 @@ func TestGenerateNamesTheConfigOfABadOption(t *testing.T) {
 		t.Fatalf("--temperature 0.7 over the file's 0: %v", err)
 	}
 }
+
+// TestGenerateLongPromptSaysShortenIt: a 400-word prompt alone past the tiny Llama's 256 positions was answered
+// "... (lower max_new_tokens)", which cannot help; it now says to shorten the prompt. Without the cache
+// (--use-cache=false) nothing checked the length at all: a 100,000-token prompt ran for minutes.
+func TestGenerateLongPromptSaysShortenIt(t *testing.T) {
+	dir := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
+	for _, cache := range []string{"true", "false"} {
+		_, err := runGenerate(t, "", "--model", dir, "--prompt", strings.Repeat("word ", 400), "--max-new-tokens", "2", "--use-cache="+cache)
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "shorten the prompt") || strings.Contains(err.Error(), "lower max_new_tokens") {
+			t.Errorf("--use-cache=%s: got %v, want a usage error saying to shorten the prompt", cache, err)
+		}
+	}
+	_, err := runGenerate(t, "", "--model", dir, "--prompt", "hello", "--max-new-tokens", "1000", "--use-cache=false")
+	var ue usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "lower max_new_tokens") || !strings.Contains(err.Error(), "context of 256") {
+		t.Errorf("--use-cache=false, max_new_tokens 1000: got %v, want a usage error", err)
+	}
+}

@@ -18,6 +18,9 @@ func (m *GPT2LMHeadModel) NewKVCache(maxLen int) (*transformer.KVCache, error) {
 	return transformer.NewKVCache(m.Backend(), m, len(m.Blocks), maxLen, m.Config.NEmbd, m.Policy().GemmDType())
 }
 
+// ContextLimit returns n_positions, the learned position table's size (transformer.ContextLimiter).
+func (m *GPT2LMHeadModel) ContextLimit() int { return m.Config.NPositions }
+
 // Decode runs ids at positions cache.Len … cache.Len+len(ids)−1 (transformer.IncrementalDecoder): wte + wpe at
 // those positions, the blocks on a (1, len(ids)) pass with their keys and values copied into the cache and
 // the fused attention reading every cached position (also under attn_implementation "eager", whose result

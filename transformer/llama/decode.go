@@ -25,6 +25,16 @@ func (m *ForCausalLM) NewKVCache(maxLen int) (*transformer.KVCache, error) {
 	return transformer.NewKVCache(m.Backend(), m, len(m.Layers), maxLen, m.Config.KVDim(), m.Policy().GemmDType())
 }
 
+// ContextLimit returns max_position_embeddings, or sliding_window when smaller (transformer.ContextLimiter); 0
+// when neither is set.
+func (m *ForCausalLM) ContextLimit() int {
+	p, w := m.Config.MaxPositionEmbeddings, m.Config.SlidingWindow
+	if w > 0 && (p <= 0 || w < p) {
+		return w
+	}
+	return max(p, 0)
+}
+
 // Decode runs ids at positions cache.Len … cache.Len+len(ids)−1 (transformer.IncrementalDecoder): the same
 // layers as Forward on a (1, len(ids)) pass, with k_proj and v_proj (after q/k norm and RoPE at those
 // positions) written into the cache and the fused attention reading every cached position. It returns the
