@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // checkResume reports, under training.resume_from_checkpoint, a value that names no checkpoint, decided as
@@ -20,11 +21,14 @@ func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
 	if spec == "" {
 		return
 	}
-	_, resolveErr := trainer.ResolveCheckpoint(out, spec)
+	const key = "training.resume_from_checkpoint"
+	dir, resolveErr := trainer.ResolveCheckpoint(out, spec)
 	if resolveErr == nil {
+		if msg := r.checkpointKind(dir); msg != "" {
+			bad(key, "%s", msg)
+		}
 		return
 	}
-	const key = "training.resume_from_checkpoint"
 	if s := strings.ToLower(spec); s == "true" || s == "latest" {
 		incomplete := ""
 		if all, err := trainer.ScanCheckpoints(out); err == nil {
@@ -49,4 +53,45 @@ func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
 	default:
 		bad(key, "%s", strings.TrimPrefix(resolveErr.Error(), "trainer: resume_from_checkpoint "))
 	}
+}
+
+// checkpointKind returns what is wrong with resuming this recipe from checkpoint dir, "" when nothing is: a
+// LoRA adapter for a recipe without a lora section, a full model for one with it, or a model of another family
+// (config.json's model_type) than the recipe's. The Trainer would find out only after the model and data loaded,
+// in terms of tensor names ("tensors this model does not have: ...") or a missing adapter_config.json.
+func (r *Recipe) checkpointKind(dir string) string {
+	adapter := HasAdapter(dir)
+	switch {
+	case adapter && r.LoRA == nil:
+		return fmt.Sprintf("%s holds a LoRA adapter, but the recipe has no lora section (it trains every weight): "+
+			"resume with the recipe that made it, or train without resume_from_checkpoint", dir)
+	case !adapter && r.LoRA != nil && statOK(filepath.Join(dir, "config.json")):
+		return fmt.Sprintf("%s holds a full model, not a LoRA adapter, but the recipe has a lora section: resume "+
+			"with the recipe that made it, or train without resume_from_checkpoint", dir)
+	case adapter:
+		return ""
+	}
+	f, err := transformer.Lookup(dir)
+	if err != nil {
+		return "" // the Trainer reports what it cannot read
+	}
+	want := "bert" // model.config builds a BERT
+	if r.Model.Path != "" {
+		g, err := transformer.Lookup(r.Model.Path)
+		if err != nil {
+			return ""
+		}
+		want = g.Name
+	}
+	if f.Name != want {
+		return fmt.Sprintf("%s holds a %s model (its config.json), but the recipe trains a %s: resume with the "+
+			"recipe that made it, or train without resume_from_checkpoint", dir, f.Name, want)
+	}
+	return ""
+}
+
+// statOK reports whether p exists.
+func statOK(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
