@@ -112,10 +112,14 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if err := checkAdapterConfig(o.Adapter); err != nil {
 		return err
 	}
-	var opts transformer.LoadOptions // the adapter's labels: its config.json's names, else its head's size
+	var opts transformer.LoadOptions // a BERT's labels: the adapter's config.json's names, else its head's size
 	var err error
-	if opts.Labels, err = lora.SavedLabels(o.Adapter); err == nil && opts.Labels == nil {
-		opts.NumLabels, err = lora.SavedNumLabels(o.Adapter)
+	// A causal LM has no labels: a tune LoRA run's folder holds the run's config.json too (a Llama's), which
+	// read as a BERT config would give the base two labels it cannot take.
+	if f, ferr := transformer.Lookup(o.Model); ferr != nil || f.Name == "bert" {
+		if opts.Labels, err = lora.SavedLabels(o.Adapter); err == nil && opts.Labels == nil {
+			opts.NumLabels, err = lora.SavedNumLabels(o.Adapter)
+		}
 	}
 	if err != nil {
 		return errctx.Wrap("merge: --adapter", err)
