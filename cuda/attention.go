@@ -65,19 +65,23 @@ var attnDQVariant string
 // its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
 var attnBwdRedraw bool
 
-// attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v2" (the two kernels with the
-// grids of AttentionBackward) or one of the variants of attnBwdVariant.
-const attnBwdDefault = "v2"
+// attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v8" (D = 64: v3's block order and
+// GQA split with the dQ and dK/dV kernels at three blocks per SM; D = 128: v2). On the H200 (2026-12-02, call
+// r6, against v2) it took the BF16 backward at (64, 12, 512, 64) from 1346 to 1236 µs (1405 to 1315 with
+// dropout 0.1), at SmolLM2's (8, 9/3, 2048, 64) causal from 1181 to 1076 µs and at (8, 32, 2048, 64) causal
+// from 3542 to 3186 µs.
+const attnBwdDefault = "v8"
 
 // attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD (attnBwdDefault when unset): "v2" (or
-// "") the default kernels on their (blocks, heads, batch) grids, "v3" the same kernels in longest-first
+// "") the dQ and dK/dV kernels of attention_v2_* (D = 64) or the family module (D = 128) on their (blocks,
+// heads, batch) grids, "v3" the same kernels in longest-first
 // block order for causal attention, and with GQA (Hq > Hkv) dK/dV blocks per query head summed by
 // attn_bwd_gqa_sum (see v3Backward), "v4" v3 with the dK/dV kernel of two key tiles per warp for D = 64
 // (attn_bwd_dkdv2_*; D = 128 as v3), "v5" v2 and "v6" v3 with the D = 64 kernels compiled for three blocks per
 // SM (attn_bwd_*_o3*: fragments of the streamed tiles from shared memory, at most 168 registers; same results
 // as v2 and v3; D = 128 as v2 and v3), "v7" v3 with the D = 64 kernels processing each step's tile in two halves
 // at three blocks per SM (attn_bwd_*_h3v3*; same results as v3), "v8" v7 with the dK/dV kernel in quarter-tile
-// steps (attn_bwd_dkdv_*_q3v3*), "v9" v3 and "v10" v8 without the GQA split (one dK/dV block per KV head's
+// steps (attn_bwd_dkdv_*_q3v3*; D = 128 as v2), "v9" v3 and "v10" v8 without the GQA split (one dK/dV block per KV head's
 // key block looping over the group, in v3's longest-first order). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
@@ -114,9 +118,10 @@ var fwdShapes = map[string]map[int]fwdShape{
 var attnFamilies = []string{"bf16_d64", "f16_d64", "bf16_d128", "f16_d128"}
 
 // attnSets are the kernel sets compiled into one module per family, by the ATTN_SET value that selects them
-// in kernels/attention.cu: "" the default kernels, "bench" the microbenchmark's forward and dQ variants,
-// "v3" the backward variants v3 and v4, "v5" the variants v5 to v8.
-var attnSets = map[string]int{"": 0, "bench": 1, "v3": 3, "v5": 5}
+// in kernels/attention.cu: "" the default kernels (forward and attnBwdDefault's backward), "bench" the
+// microbenchmark's forward and dQ variants, "v2" the backward of v2 for D = 64 (for D = 128 it is the
+// default's), "v3" the backward variants v3 and v4, "v5" the variants v5, v6 and v7.
+var attnSets = map[string]int{"": 0, "bench": 1, "v2": 2, "v3": 3, "v5": 5}
 
 // attnRefModule is the module of the general kernels (kernels/attention.cu with no macro defined).
 const attnRefModule = "attention.cu"
@@ -143,8 +148,8 @@ func attnModules() map[string]kernelVariant {
 			bf = 1
 		}
 		for set, n := range attnSets {
-			if set == "v5" && d != 64 {
-				continue // v5 to v8 change only the D = 64 kernels
+			if (set == "v5" || set == "v2") && d != 64 {
+				continue // v5 to v8 change only the D = 64 kernels; v2's D = 128 kernels are the default's
 			}
 			out[attnModule(set, f)] = kernelVariant{"attention.cu", []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf), fmt.Sprintf("ATTN_SET %d", n)}}
 		}
@@ -342,6 +347,9 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		p.bits = uint64(bits)
 	}
 	mod, dq, dkdv := attnModule("", pl.suffix), "attn_bwd_dq_"+pl.suffix, "attn_bwd_dkdv_"+pl.suffix
+	if g.D == 64 {
+		mod = attnModule("v2", pl.suffix)
+	}
 	switch attnBwdVariant {
 	case "", "v2":
 	case "v5":
@@ -349,7 +357,7 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
 		}
 	case "v3", "v4", "v6", "v7", "v8", "v9", "v10":
-		if pl.tc && attnDQVariant == "" {
+		if pl.tc && attnDQVariant == "" && (g.D == 64 || (attnBwdVariant != "v8" && attnBwdVariant != "v10")) {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
@@ -417,7 +425,7 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	case v == "v7" && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3s"
 	case (v == "v8" || v == "v10") && d == 64:
-		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
+		k.mod, k.dq, k.dkdv, k.split = attnModule("", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
 	}
 	k.noSplit = v == "v9" || v == "v10"
 	return k
@@ -434,7 +442,7 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 // query tiles of 32 (same sums in the same order, so the same results as v3). With v6 (D = 64 only) the
 // kernels are v3's compiled for three blocks per SM (attn_bwd_*_o3v3*, module attention_v5_*: same results),
 // with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results), with
-// v8 the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*).
+// v8 (the default; D = 64 only) the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*, in the family module).
 func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
 	smem := 6*64*g.D*2 + 2*64*4*2
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)

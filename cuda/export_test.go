@@ -120,7 +120,13 @@ func AttnModuleKernels() map[string][]string {
 		if strings.HasSuffix(f, "d128") {
 			d = 128
 		}
-		out[attnModule("", f)] = []string{"attn_fwd_" + f, "attn_bwd_dq_" + f, "attn_bwd_dkdv_" + f}
+		v2 := []string{"attn_bwd_dq_" + f, "attn_bwd_dkdv_" + f}
+		out[attnModule("", f)] = []string{"attn_fwd_" + f}
+		if d == 64 {
+			out[attnModule("v2", f)] = v2
+		} else {
+			out[attnModule("", f)] = append(out[attnModule("", f)], v2...)
+		}
 		bench := []string{"attn_bwd_dq2_" + f}
 		if dt == "bf16" {
 			for v, shapes := range fwdShapes {
@@ -140,6 +146,7 @@ func AttnModuleKernels() map[string][]string {
 		}
 		out[attnModule("v3", f)] = append(out[attnModule("v3", f)], sum)
 		if d == 64 {
+			out[attnModule("", f)] = append(out[attnModule("", f)], sum)
 			out[attnModule("v5", f)] = append(out[attnModule("v5", f)], sum, "attn_bwd_dq_"+f+"_o3", "attn_bwd_dkdv_"+f+"_o3")
 		}
 	}
@@ -157,3 +164,6 @@ func AttnModuleKernels() map[string][]string {
 	}
 	return out
 }
+
+// AttnBwdDefault is the backward variant used when TUNE_ATTN_BWD is unset.
+const AttnBwdDefault = attnBwdDefault

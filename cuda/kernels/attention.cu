@@ -1218,10 +1218,12 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 // 30-45 s cold):
 //
 //   attention.cu                        no macro: the general kernels (attn_*_ref)
-//   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's forward, dQ and dK/dV kernels
+//   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's default forward and backward
+//                                       kernels (the backward of v8 for D = 64, of v2 for D = 128)
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
+//   attention_v2_*_d64.cu               ATTN_SET 2: the backward of v2 for D = 64
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
-//   attention_v5_*.cu                   ATTN_SET 5: the backward variants v5 to v8 (D = 64)
+//   attention_v5_*_d64.cu               ATTN_SET 5: the backward variants v5, v6 and v7
 #ifdef ATTN_D
 #if ATTN_D == 64 && ATTN_BF
 #define ATTN_FAMILY(M) M(64, bf16, true)
@@ -1237,10 +1239,24 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 // Forward query rows per block: 128 (MT = 2 m-tiles per warp) for D = 64, 64 for D = 128, where two m-tiles
 // spill registers; K and V are double-buffered for D = 64 (4% faster at (64, 12, 512, 64)), not for D = 128 (4%
 // slower causal at (8, 32, 2048, 128)).
-#define TC_KERNELS(D, NAME, BF)                                                                                   \
-	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, D == 64 ? 2 : 1, 64, D == 64, D == 64 ? 2 : 1>(p); } \
+#define TC_FWD_KERNEL(D, NAME, BF)                                                                                \
+	extern "C" __global__ void __launch_bounds__(128) attn_fwd_##NAME##_d##D(const AttnParams p) { fwd_tc<D, BF, D == 64 ? 2 : 1, 64, D == 64, D == 64 ? 2 : 1>(p); }
+
+// The backward of v2: the dQ and dK/dV kernels on (blocks, heads, batch) grids, 244-255 registers.
+#define TC_V2_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); }
+
+// The backward of v8 (the default for D = 64; cuda/attention.go v3Backward): v3's longest-first block order
+// and GQA split, at three blocks per SM (__launch_bounds__(128, 3), at most 168 registers, where v2's kernels
+// take 244-253 and so run two blocks, eight warps, per SM). The dQ kernel reads Q's and dO's fragments from
+// shared memory and handles each 64-key step in two halves of 32 keys (dq1_tc NH = 2: half the S and dP
+// registers); the dK/dV kernel holds K's and V's fragments and handles each 64-query step in quarters of 16
+// queries (dkdv_tc NH = 4). Every sum runs over the same elements in the same order as in v3: same results.
+#define TC_V8_KERNELS(D, NAME, BF)                                                                                \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3v3(const AttnParams p) { dq1_tc<D, BF, false, true, 2>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 4>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4>(p); }
 
 // The microbenchmark's variants: attn_bwd_dq2_* (every family) and, BF16 only, the forward variants _m2 (D =
 // 128 with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128
@@ -1525,8 +1541,8 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 // blocks, eight warps, per SM). Same arithmetic in the same order: results bit-identical to v2 (v5) and v3 (v6).
 // v7 is v3 with the _h3v3 kernels: each step's tile in two halves (NH = 2: half the S and dP registers, same
 // sums in the same order), at three blocks per SM with K/V fragments held (dK/dV) and Q/dO from shared memory
-// (dQ); results bit-identical to v3. v8 is v7 with the dK/dV kernel in quarter-tile steps (16 queries at a
-// time, _q3v3: no spill at 168 registers with K and V held).
+// (dQ); results bit-identical to v3 (v8, the D = 64 default, is v7 with the dK/dV kernel in quarter-tile steps,
+// TC_V8_KERNELS above).
 #define TC_V5_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3(const AttnParams p) { dq1_tc<D, BF, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3(const AttnParams p) { dkdv_tc<D, BF, false, false, false>(p); } \
@@ -1535,12 +1551,18 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3v3(const AttnParams p) { dq1_tc<D, BF, false, true, 2>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 2>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 4>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4>(p); }
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); }
 
 #if defined(ATTN_D) && ATTN_SET == 0
-ATTN_FAMILY(TC_KERNELS)
+ATTN_FAMILY(TC_FWD_KERNEL)
+#if ATTN_D == 64
+ATTN_FAMILY(TC_V8_KERNELS)
+ATTN_FAMILY(GQA_SUM_KERNEL)
+#else
+ATTN_FAMILY(TC_V2_KERNELS)
+#endif
+#elif defined(ATTN_D) && ATTN_SET == 2 && ATTN_D == 64
+ATTN_FAMILY(TC_V2_KERNELS)
 #elif defined(ATTN_D) && ATTN_SET == 1
 ATTN_FAMILY(TC_BENCH_KERNELS)
 #if ATTN_D == 64 && ATTN_BF
