@@ -82,7 +82,8 @@ const attnBwdDefault = "v8"
 // as v2 and v3; D = 128 as v2 and v3), "v7" v3 with the D = 64 kernels processing each step's tile in two halves
 // at three blocks per SM (attn_bwd_*_h3v3*; same results as v3), "v8" v7 with the dK/dV kernel in quarter-tile
 // steps (attn_bwd_dkdv_*_q3v3*; D = 128 as v2), "v9" v3 and "v10" v8 without the GQA split (one dK/dV block per KV head's
-// key block looping over the group, in v3's longest-first order). Any other value makes AttentionBackward fail naming it. The
+// key block looping over the group, in v3's longest-first order), "v11" v8 with rings of three tile stages in
+// both kernels (one barrier per step instead of two; same results). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -356,13 +357,13 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		if pl.tc && attnDQVariant == "" && g.D == 64 {
 			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
 		}
-	case "v3", "v4", "v6", "v7", "v8", "v9", "v10":
+	case "v3", "v4", "v6", "v7", "v8", "v9", "v10", "v11":
 		if pl.tc && attnDQVariant == "" && (g.D == 64 || (attnBwdVariant != "v8" && attnBwdVariant != "v10")) {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v10, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v11, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -406,16 +407,16 @@ func v3Chunk(causal bool, perPair int) int64 {
 // (one block per KV head's key block), its split form (one block per query head's key block, with GQA), the
 // keys per dK/dV block and its dynamic shared memory.
 type v3Kernels struct {
-	mod, dq, dkdv, split string
-	keys, dkdvSmem       int
-	noSplit              bool // with GQA too, one dK/dV block per KV head's key block (the group's heads in turn)
+	mod, dq, dkdv, split   string
+	keys, dqSmem, dkdvSmem int
+	noSplit                bool // with GQA too, one dK/dV block per KV head's key block (the group's heads in turn)
 }
 
 // v3KernelsOf returns the kernels of variant v ("v3", "v4", "v6" to "v10") for family suffix and head size d;
 // v4, v6, v7, v8 and v10 differ from v3 in their kernels only for D = 64; v9 and v10 do not split GQA groups.
 func v3KernelsOf(v, suffix string, d int) v3Kernels {
-	smem := 6*64*d*2 + 2*64*4*2 + 4*64*4
-	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, smem, false}
+	dqSmem := 6*64*d*2 + 2*64*4*2 // Q, dO, two K/V stages, two keep-bit masks
+	k := v3Kernels{attnModule("v3", suffix), "attn_bwd_dq_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3", "attn_bwd_dkdv_" + suffix + "_v3s", 64, dqSmem, dqSmem + 4*64*4, false}
 	switch {
 	case v == "v4" && d == 64:
 		k.dkdv = "attn_bwd_dkdv2_" + suffix
@@ -424,6 +425,9 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3", "attn_bwd_dkdv_"+suffix+"_o3v3s"
 	case v == "v7" && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_h3v3s"
+	case v == "v11" && d == 64: // rings of three stages: K/V (dQ), Q/dO/LSE/Δ (dK/dV), and their keep-bit masks
+		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3r3", "attn_bwd_dkdv_"+suffix+"_q3r3", "attn_bwd_dkdv_"+suffix+"_q3r3s"
+		k.dqSmem, k.dkdvSmem = (2+2*3)*64*d*2+3*64*4*2, (2+2*3)*64*d*2+3*2*64*4+3*64*4*2
 	case (v == "v8" || v == "v10") && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
 	}
@@ -444,12 +448,11 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 // with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results), with
 // v8 (the default; D = 64 only) the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*, in the family module).
 func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
-	smem := 6*64*g.D*2 + 2*64*4*2
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)
 	grp := g.Hq / g.Hkv
 	if attnBwdOnly != "dkdv" {
 		p.lpt = v3Chunk(g.Causal, 2*g.Tk*g.D*2)
-		o.attnLaunch(k.mod, k.dq, nqb*g.B*g.Hq, 1, 1, 128, smem, p)
+		o.attnLaunch(k.mod, k.dq, nqb*g.B*g.Hq, 1, 1, 128, k.dqSmem, p)
 	}
 	if attnBwdOnly == "dq" || g.Tk == 0 {
 		return

@@ -537,14 +537,17 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 // dkdv_tc: with V3 the block comes from order_block; with SPLIT (V3 and GQA) one block per key block of one
 // query head, storing FP32 partial dK (unscaled) and dV to p.dkp/p.dvp for gqa_sum instead of rounding. KVR
 // (D = 64 only) keeps K's and V's fragments in registers for the whole block.
-template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, int NH = 1> __device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
+template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, int NH = 1, int RS = 2>
+__device__ __forceinline__ void dkdv_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BC = 64, BR = 64, NQ = BR / 8, ND = D / 8, KD = D / 16, KQ = BR / 16;
 	constexpr bool KVREG = D == 64 && KVR;
 	extern __shared__ __align__(128) u16 smem[];
-	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + 2 * BR * D;
-	float *sL = (float *)(sO + 2 * BR * D), *sDl = sL + 2 * BR;
-	u16 *sB = (u16 *)(sDl + 2 * BR); // two BR × BC keep-bit masks (draw_bits), rows = queries
+	// RS stages of the query tiles: 2 a double buffer (two barriers per step), 3 a ring (one barrier per step:
+	// step it+2's tiles load after step it's barrier into the stage step it−1 read).
+	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + RS * BR * D;
+	float *sL = (float *)(sO + RS * BR * D), *sDl = sL + RS * BR;
+	u16 *sB = (u16 *)(sDl + RS * BR); // RS BR × BC keep-bit masks (draw_bits), rows = queries
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq;
 	int kb = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, g0 = 0;
@@ -599,7 +602,13 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, 
 	load_tile<D, BC>(sV, (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1] + (i64)j0 * p.vs[2], p.vs[2], Tk - j0, tid);
 	if (total > 0) prefetch(0, 0);
 	cp_commit();
-	cp_wait<0>();
+	if constexpr (RS == 3) {
+		if (total > 1) prefetch(1, 1);
+		cp_commit(); // one group per stage from here on, empty or not
+		cp_wait<1>();
+	} else {
+		cp_wait<0>();
+	}
 	__syncthreads();
 	u32 kf[KVREG ? KD : 1][4], vf[KVREG ? KD : 1][4];
 	if constexpr (KVREG) {
@@ -616,15 +625,22 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, 
 		for (int c = 0; c < 4; c++) dk[dn][c] = dv[dn][c] = 0.0f;
 
 	for (int it = 0; it < total; it++) {
-		const int buf = it & 1;
-		if (it + 1 < total) {
-			prefetch(it + 1, buf ^ 1);
+		const int buf = RS == 3 ? it % 3 : it & 1;
+		if constexpr (RS == 3) {
+			cp_wait<1>(); // step it's group is complete (the one after it may be pending)
+			__syncthreads();
+			if (it + 2 < total) prefetch(it + 2, (it + 2) % 3);
 			cp_commit();
-			cp_wait<1>();
 		} else {
-			cp_wait<0>();
+			if (it + 1 < total) {
+				prefetch(it + 1, buf ^ 1);
+				cp_commit();
+				cp_wait<1>();
+			} else {
+				cp_wait<0>();
+			}
+			__syncthreads();
 		}
-		__syncthreads();
 		const int hq = hk * G + g0 + it / nit, i0 = (qb0 + it % nit) * BR;
 		const u16 *cQ = sQ + buf * BR * D, *cO = sO + buf * BR * D;
 		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
@@ -728,7 +744,7 @@ template <int D, bool BF, bool V3 = false, bool SPLIT = false, bool KVR = true, 
 			}
 		}
 		}
-		__syncthreads();
+		if constexpr (RS == 2) __syncthreads();
 	}
 	cp_wait<0>();
 	if constexpr (SPLIT) {
@@ -967,11 +983,12 @@ template <int D, bool BF> __device__ __forceinline__ void dq_tc(const AttnParams
 // the dK/dV kernel is bit-identical) and R_i = Σ_j P_ij·K_j; since dS = dS̃ − P∘ε with ε_i = Δ_i − Δ̃_i,
 // dQ = scale·(dQ̃ − ε·R). Four products per tile instead of five, and each K fragment read by ldmatrix feeds two
 // MMAs (dS̃ and P as A operands). QREG keeps Q's and dO's fragments in registers.
-template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
+template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1, int RS = 2> __device__ __forceinline__ void dq1_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 64, BC = 64, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
-	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + 2 * BC * D, *sB = sV + 2 * BC * D;
+	// RS stages of K/V: 2 a double buffer (two barriers per step), 3 a ring (one barrier per step).
+	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + RS * BC * D, *sB = sV + RS * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
 	if constexpr (V3) { // heaviest (last) query block first
@@ -1022,7 +1039,18 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 		else if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
 	}
 	cp_commit();
-	cp_wait<1>();
+	if constexpr (RS == 3) { // stage 1 in its own group (committed even when empty: one group per step from here on)
+		if (nb > 1) {
+			load_tile<D, BC>(sK + BC * D, K + (i64)BC * p.ks[2], p.ks[2], Tk - BC, tid);
+			load_tile<D, BC>(sV + BC * D, V + (i64)BC * p.vs[2], p.vs[2], Tk - BC, tid);
+			if (sbits && p.bitsready) load_bits<BR>(sB + BR * (BC / 16), p, hbase, q0, BC, tid);
+		}
+		cp_commit();
+		if (nb > 1 && sbits && !p.bitsready) draw_bits<BR, BC>(sB + BR * (BC / 16), p, hbase, q0, BC, thr, tid, p.bits);
+		cp_wait<2>(); // Q and dO
+	} else {
+		cp_wait<1>();
+	}
 	__syncthreads();
 	// Δ̃ of the thread's rows g and g + 8: the quad's four threads take D/4 columns each (dO from shared
 	// memory, O from global memory, 16 bytes at a time), summed by two shuffles.
@@ -1076,8 +1104,19 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 
 	float dsum[2] = {0.0f, 0.0f};
 	for (int n = 0; n < nb; n++) {
-		const int buf = n & 1, k0 = n * BC;
-		if (n + 1 < nb) {
+		const int buf = RS == 3 ? n % 3 : n & 1, k0 = n * BC;
+		if constexpr (RS == 3) {
+			cp_wait<1>(); // step n's group is complete (the one after it may be pending)
+			__syncthreads();
+			const int k2 = k0 + 2 * BC, nx = (n + 2) % 3;
+			if (n + 2 < nb) {
+				load_tile<D, BC>(sK + nx * BC * D, K + (i64)k2 * p.ks[2], p.ks[2], Tk - k2, tid);
+				load_tile<D, BC>(sV + nx * BC * D, V + (i64)k2 * p.vs[2], p.vs[2], Tk - k2, tid);
+				if (sbits && p.bitsready) load_bits<BR>(sB + nx * BR * (BC / 16), p, hbase, q0, k2, tid);
+			}
+			cp_commit();
+			if (n + 2 < nb && sbits && !p.bitsready) draw_bits<BR, BC>(sB + nx * BR * (BC / 16), p, hbase, q0, k2, thr, tid, p.bits);
+		} else if (n + 1 < nb) {
 			const int k1 = k0 + BC;
 			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
@@ -1088,7 +1127,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 		} else {
 			cp_wait<0>();
 		}
-		__syncthreads();
+		if constexpr (RS == 2) __syncthreads();
 		const u16 *cK = sK + buf * BC * D, *cV = sV + buf * BC * D;
 		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
 		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
@@ -1183,7 +1222,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 			}
 		}
 		}
-		__syncthreads();
+		if constexpr (RS == 2) __syncthreads();
 	}
 	// Δ for the dK/dV kernel, ε = Δ − Δ̃, dQ = scale·(dQ̃ − ε·R).
 	float eps[2];
@@ -1223,7 +1262,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1> __device__ __f
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
 //   attention_v2_*_d64.cu               ATTN_SET 2: the backward of v2 for D = 64
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
-//   attention_v5_*_d64.cu               ATTN_SET 5: the backward variants v5, v6 and v7
+//   attention_v5_*_d64.cu               ATTN_SET 5: the backward variants v5, v6, v7 and v11
 #ifdef ATTN_D
 #if ATTN_D == 64 && ATTN_BF
 #define ATTN_FAMILY(M) M(64, bf16, true)
@@ -1542,7 +1581,8 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 // v7 is v3 with the _h3v3 kernels: each step's tile in two halves (NH = 2: half the S and dP registers, same
 // sums in the same order), at three blocks per SM with K/V fragments held (dK/dV) and Q/dO from shared memory
 // (dQ); results bit-identical to v3 (v8, the D = 64 default, is v7 with the dK/dV kernel in quarter-tile steps,
-// TC_V8_KERNELS above).
+// TC_V8_KERNELS above). v11 is v8 with rings of three tile stages (RS = 3: one barrier per step instead of two;
+// _h3r3, _q3r3), same results.
 #define TC_V5_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3(const AttnParams p) { dq1_tc<D, BF, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3(const AttnParams p) { dkdv_tc<D, BF, false, false, false>(p); } \
@@ -1551,7 +1591,10 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3v3(const AttnParams p) { dq1_tc<D, BF, false, true, 2>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 2>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); }
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3r3(const AttnParams p) { dq1_tc<D, BF, false, true, 2, 3>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3r3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 4, 3>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3r3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4, 3>(p); }
 
 #if defined(ATTN_D) && ATTN_SET == 0
 ATTN_FAMILY(TC_FWD_KERNEL)
