@@ -48,7 +48,7 @@ type attnParams struct {
 const attnRefMaxD = 256
 
 // attnFwdVariant names a forward variant of the BF16 tensor-core kernel (a key of fwdShapes: "_m2", "_bc128",
-// "_db", "_sb", "_m1", "_m1o4", "_m1s3", "_s3"; see kernels/attention.cu), read once from TUNE_ATTN_FWD ("" the default
+// "_db", "_sb", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"; see kernels/attention.cu), read once from TUNE_ATTN_FWD ("" the default
 // kernels) and overridden by the microbenchmark and tests through export_test.go; one that does not exist for
 // the head size or dtype falls back to the default, a name that is no variant makes Attention fail naming it.
 var attnFwdVariant = os.Getenv("TUNE_ATTN_FWD")
@@ -113,6 +113,8 @@ var fwdShapes = map[string]map[int]fwdShape{
 	"_m1o4":  {64: {1, 64, 2}},
 	"_m1s3":  {64: {1, 64, 3}},
 	"_s3":    {64: {2, 64, 3}},
+	"_h3":    {64: {2, 64, 2}},
+	"_h3s3":  {64: {2, 64, 3}},
 }
 
 // attnFamilies are the kernel families of the tensor-core path (attnPlan's suffix).

@@ -257,7 +257,7 @@ func TestAttentionRefusesLargeHeads(t *testing.T) {
 func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
 	gpu := openOrSkip(t)
 	ref := cpu.New()
-	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4", "_m1s3", "_s3"} {
+	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"} {
 		for i, s := range attnShapes[:5] {
 			t.Run(v+"/"+s.String(), func(t *testing.T) {
 				d := s.data(uint64(i + 1))

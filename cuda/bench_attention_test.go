@@ -21,7 +21,7 @@ import (
 // (the two products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra
 // products for Δ and the recomputed S and dP are not counted). tools/reference/bench_attention.py times
 // PyTorch's scaled_dot_product_attention on the same shapes. Forward variants (fwd_sb, fwd_db, fwd_bc128,
-// fwd_m2, fwd_m1, fwd_m1o4, fwd_m1s3, fwd_s3: kernels/attention.cu) are timed beside the default. The backward
+// fwd_m2, fwd_m1, fwd_m1o4, fwd_m1s3, fwd_s3, fwd_h3, fwd_h3s3: kernels/attention.cu) are timed beside the default. The backward
 // ("bwd": the default, attnBwdDefault) beside the variants of TUNE_ATTN_BWD ("v2": the two kernels on 3-D
 // grids, the default before v8; "v3": longest-first block order, GQA dK/dV per query head; "v4": v3 with two
 // key tiles per warp in the D = 64 dK/dV kernel; "v5"/"v6": v2/v3 with the D = 64 kernels at three blocks
@@ -42,12 +42,12 @@ func BenchmarkAttention(b *testing.B) {
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4", "_m1s3", "_s3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "dq2", "smq", "dq", "dkdv", "v2 dq", "v2 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v11 dq", "v11 dkdv"}},
-		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "nokeep", "dq2", "redraw", "dq", "dkdv", "v2 dq", "v2 dkdv"}}, // BERT training: dropout 0.1
+		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "dq2", "smq", "dq", "dkdv", "v2 dq", "v2 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v11 dq", "v11 dkdv"}},
+		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1", "_h3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "nokeep", "dq2", "redraw", "dq", "dkdv", "v2 dq", "v2 dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "v8", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
-		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq2"}},                                                                                                                                                        // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1", "_m1s3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq", "dkdv", "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1", "_h3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq2"}}, // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1", "_m1s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq", "dkdv", "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {

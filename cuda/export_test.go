@@ -51,7 +51,7 @@ func StagedGemmReasons(b *Backend) map[string]int {
 }
 
 // SetAttnFwdVariant selects a forward variant of the BF16 tensor-core attention kernel ("_m2", "_bc128",
-// "_db", "_sb", "_m1", "_m1o4", "_m1s3", "_s3"; kernels/attention.cu; overrides TUNE_ATTN_FWD) for the microbenchmark and tests, and returns a function restoring the default.
+// "_db", "_sb", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"; kernels/attention.cu; overrides TUNE_ATTN_FWD) for the microbenchmark and tests, and returns a function restoring the default.
 func SetAttnFwdVariant(v string) (restore func()) {
 	old := attnFwdVariant
 	attnFwdVariant = v

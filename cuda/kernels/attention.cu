@@ -265,11 +265,12 @@ template <int COLS> __device__ __forceinline__ bool bit_at(const u16 *bits, int 
 // fwd_tc: ST = 1 loads V during Q·Kᵀ and the next K during the softmax and P·V; ST = 2 double-buffers K and V
 // (step n+1's tiles load during step n; two barriers per step); ST = 3 keeps a ring of three K/V stages, loading
 // step n+2's after the one barrier of step n (the stage it overwrites was last read in step n−1).
-template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
+template <int D, bool BF, int MT, int BC, bool QREG, int ST, int NHF = 1> __device__ __forceinline__ void fwd_tc(const AttnParams &p) {
 #ifdef TC_OK
 	constexpr int BR = 4 * 16 * MT, NT = BC / 8, ND = D / 8, KD = D / 16, KC = BC / 16;
 	extern __shared__ __align__(128) u16 smem[];
 	constexpr bool DB = ST >= 2;
+	static_assert(NHF == 1 || DB, "a step in parts needs the whole K tile loaded (ST >= 2)");
 	u16 *sQ = smem, *sK = sQ + BR * D, *sV = sK + ST * BC * D, *sB = sV + ST * BC * D;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
 	const int qb = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -353,11 +354,17 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 #pragma unroll
 				for (int kk = 0; kk < KD; kk++) ldsm4(qf[mt][kk], smem_addr(sQ + swz<D>(wr + mt * 16 + (lane & 15), kk * 2 + (lane >> 4))));
 		}
-		float s[MT][NT][4];
+		// NHF parts of BC / NHF keys each (NHF = 2 halves the S registers; the online softmax then updates its max
+		// and sum per part, so the sums are grouped differently than with one part).
+#pragma unroll
+		for (int hf = 0; hf < NHF; hf++) {
+		constexpr int NTH = NT / NHF;
+		const int n0 = hf * NTH;
+		float s[MT][NTH][4];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-			for (int nt = 0; nt < NT; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+			for (int nt = 0; nt < NTH; nt++) s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
 #pragma unroll
 		for (int kk = 0; kk < KD; kk++) {
 			u32 a[MT][4];
@@ -370,9 +377,9 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 				}
 			}
 #pragma unroll
-			for (int nt = 0; nt < NT; nt += 2) {
+			for (int nt = 0; nt < NTH; nt += 2) {
 				u32 bb[4];
-				ldsm4(bb, smem_addr(cK + swz<D>(nt * 8 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
+				ldsm4(bb, smem_addr(cK + swz<D>((n0 + nt) * 8 + (lane & 7) + ((lane >> 4) << 3), kk * 2 + ((lane >> 3) & 1))));
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++) {
 					mma<BF>(s[mt][nt], a[mt], bb[0], bb[1]);
@@ -391,10 +398,10 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 		// Scores → probabilities (online softmax), in place in s.
 		if (!fast) {
 #pragma unroll
-			for (int nt = 0; nt < NT; nt++)
+			for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					int j = k0 + nt * 8 + tig * 2 + e;
+					int j = k0 + (n0 + nt) * 8 + tig * 2 + e;
 					float mk = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
 #pragma unroll
 					for (int mt = 0; mt < MT; mt++) {
@@ -411,10 +418,10 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 				for (int hh = 0; hh < 2; hh++) {
 					int i = q0 + wr + mt * 16 + g + hh * 8;
 #pragma unroll
-					for (int nt = 0; nt < NT; nt++)
+					for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 						for (int e = 0; e < 2; e++)
-							if (forbidden(p, b, i, k0 + nt * 8 + tig * 2 + e, shift)) s[mt][nt][hh * 2 + e] = NEG_INF;
+							if (forbidden(p, b, i, k0 + (n0 + nt) * 8 + tig * 2 + e, shift)) s[mt][nt][hh * 2 + e] = NEG_INF;
 				}
 		}
 #pragma unroll
@@ -423,7 +430,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 			for (int hh = 0; hh < 2; hh++) {
 				float mx = NEG_INF;
 #pragma unroll
-				for (int nt = 0; nt < NT; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][hh * 2], s[mt][nt][hh * 2 + 1]));
+				for (int nt = 0; nt < NTH; nt++) mx = fmaxf(mx, fmaxf(s[mt][nt][hh * 2], s[mt][nt][hh * 2 + 1]));
 				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
 				mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
 				float mo = m[mt][hh], mn = fmaxf(mo, fast ? mx * sl2 : mx);
@@ -432,7 +439,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 				m[mt][hh] = mn;
 				float sum = 0.0f;
 #pragma unroll
-				for (int nt = 0; nt < NT; nt++)
+				for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 					for (int e = 0; e < 2; e++) {
 						float x = s[mt][nt][hh * 2 + e];
@@ -451,21 +458,21 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 #pragma unroll
 				for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-					for (int nt = 0; nt < NT; nt++)
+					for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 						for (int e = 0; e < 2; e++)
-							if (!bit_at<BC>(cb, wr + mt * 16 + g + hh * 8, nt * 8 + tig * 2 + e)) s[mt][nt][hh * 2 + e] = 0.0f;
+							if (!bit_at<BC>(cb, wr + mt * 16 + g + hh * 8, (n0 + nt) * 8 + tig * 2 + e)) s[mt][nt][hh * 2 + e] = 0.0f;
 		} else if (drop) {
-			// Keep bits of this thread's scores (bit 2·x + e of word x / 32, x = (mt·2 + hh)·NT + nt), drawn in
+			// Keep bits of this thread's scores (bit 2·x + e of word x / 32, x = (mt·2 + hh)·NTH + nt), drawn in
 			// a rolled loop so that the Philox code appears once per word.
-			constexpr int NX = MT * 2 * NT, NWD = (NX + 31) / 32;
+			constexpr int NX = MT * 2 * NTH, NWD = (NX + 31) / 32;
 			u64 bits[NWD];
 #pragma unroll
 			for (int w = 0; w < NWD; w++) {
 				u64 acc = 0;
 #pragma unroll 1
 				for (int y = 0; y < 32 && w * 32 + y < NX; y++) {
-					int x = w * 32 + y, nt = x % NT, rh = x / NT, i = q0 + wr + (rh >> 1) * 16 + g + (rh & 1) * 8, j = k0 + nt * 8 + tig * 2;
+					int x = w * 32 + y, nt = x % NTH, rh = x / NTH, i = q0 + wr + (rh >> 1) * 16 + g + (rh & 1) * 8, j = k0 + (n0 + nt) * 8 + tig * 2;
 					bool k0b, k1b;
 					keep2(((u64)((i64)b * p.Hq + h) * (u64)Tq + (u64)i) * (u64)Tk + (u64)j, p, thr, k0b, k1b);
 					acc |= ((u64)k0b | ((u64)k1b << 1)) << (2 * y);
@@ -477,23 +484,24 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 #pragma unroll
 				for (int hh = 0; hh < 2; hh++)
 #pragma unroll
-					for (int nt = 0; nt < NT; nt++)
+					for (int nt = 0; nt < NTH; nt++)
 #pragma unroll
 						for (int e = 0; e < 2; e++) {
-							int x = (mt * 2 + hh) * NT + nt;
+							int x = (mt * 2 + hh) * NTH + nt;
 							if (!((bits[x / 32] >> (2 * (x % 32) + e)) & 1)) s[mt][nt][hh * 2 + e] = 0.0f;
 						}
 		}
 		// O += P·V.
 #pragma unroll
-		for (int kc = 0; kc < KC; kc++) {
+		for (int kl = 0; kl < KC / NHF; kl++) {
+			const int kc = hf * (KC / NHF) + kl;
 			u32 a[MT][4];
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++) {
-				a[mt][0] = pack2<BF>(s[mt][2 * kc][0], s[mt][2 * kc][1]);
-				a[mt][1] = pack2<BF>(s[mt][2 * kc][2], s[mt][2 * kc][3]);
-				a[mt][2] = pack2<BF>(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
-				a[mt][3] = pack2<BF>(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+				a[mt][0] = pack2<BF>(s[mt][2 * kl][0], s[mt][2 * kl][1]);
+				a[mt][1] = pack2<BF>(s[mt][2 * kl][2], s[mt][2 * kl][3]);
+				a[mt][2] = pack2<BF>(s[mt][2 * kl + 1][0], s[mt][2 * kl + 1][1]);
+				a[mt][3] = pack2<BF>(s[mt][2 * kl + 1][2], s[mt][2 * kl + 1][3]);
 			}
 #pragma unroll
 			for (int dn = 0; dn < ND; dn += 2) {
@@ -505,6 +513,7 @@ template <int D, bool BF, int MT, int BC, bool QREG, int ST> __device__ __forcei
 					mma<BF>(o[mt][dn + 1], a[mt], bb[2], bb[3]);
 				}
 			}
+		}
 		}
 		if constexpr (ST == 2) __syncthreads();
 	}
@@ -1301,7 +1310,9 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1, int RS = 2> __
 // 128 with 128 rows), _bc128 (D = 64 with 128 keys per step, Q from shared memory), _db (D = 128
 // double-buffered), _sb (D = 64 single-buffered: V loads during Q·Kᵀ, K during P·V), _m1 (D = 64 with 64 rows:
 // 168 registers, three blocks per SM), _m1o4 (the same held to 128 registers, four blocks per SM), _m1s3 and _s3
-// (_m1 and the default with a three-stage K/V ring: one barrier per step) and the dQ
+// (_m1 and the default with a three-stage K/V ring: one barrier per step), _h3 and _h3s3 (the default's 128 rows,
+// each 64-key step in two halves of 32 keys with the online softmax updated per half, Q's fragments from shared
+// memory, at three blocks per SM; not bit-identical to the default: the sums are grouped per half) and the dQ
 // kernel _smq (D = 64, Q and dO fragments read from shared memory each step).
 #define TC_BENCH_KERNELS(D, NAME, BF)                                                                             \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq2_##NAME##_d##D(const AttnParams p) { dq_tc<D, BF>(p); }
@@ -1615,6 +1626,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1(const Att
 extern "C" __global__ void __launch_bounds__(128, 4) attn_fwd_bf16_d64_m1o4(const AttnParams p) { fwd_tc<64, true, 1, 64, true, 2>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_m1s3(const AttnParams p) { fwd_tc<64, true, 1, 64, true, 3>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d64_s3(const AttnParams p) { fwd_tc<64, true, 2, 64, true, 3>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) attn_fwd_bf16_d64_h3(const AttnParams p) { fwd_tc<64, true, 2, 64, false, 2, 2>(p); }
+extern "C" __global__ void __launch_bounds__(128, 3) attn_fwd_bf16_d64_h3s3(const AttnParams p) { fwd_tc<64, true, 2, 64, false, 3, 2>(p); }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16_d64_smq(const AttnParams p) { dq1_tc<64, true, false>(p); }
 #elif ATTN_D == 128 && ATTN_BF
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16_d128_m2(const AttnParams p) { fwd_tc<128, true, 2, 64, false, 1>(p); }
