@@ -83,7 +83,8 @@ const attnBwdDefault = "v8"
 // at three blocks per SM (attn_bwd_*_h3v3*; same results as v3), "v8" v7 with the dK/dV kernel in quarter-tile
 // steps (attn_bwd_dkdv_*_q3v3*; D = 128 as v2), "v9" v3 and "v10" v8 without the GQA split (one dK/dV block per KV head's
 // key block looping over the group, in v3's longest-first order), "v11" v8 with rings of three tile stages in
-// both kernels (one barrier per step instead of two; same results). Any other value makes AttentionBackward fail naming it. The
+// both kernels (one barrier per step instead of two; same results), "v12" v8 with the dK/dV kernel at four
+// blocks per SM (attn_bwd_dkdv_*_q4v3*). Any other value makes AttentionBackward fail naming it. The
 // microbenchmark and tests override it through export_test.go ("" there is v2).
 var attnBwdVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_ATTN_BWD"); ok {
@@ -359,13 +360,13 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		if pl.tc && attnDQVariant == "" && g.D == 64 {
 			mod, dq, dkdv = attnModule("v5", pl.suffix), dq+"_o3", dkdv+"_o3"
 		}
-	case "v3", "v4", "v6", "v7", "v8", "v9", "v10", "v11":
+	case "v3", "v4", "v6", "v7", "v8", "v9", "v10", "v11", "v12":
 		if pl.tc && attnDQVariant == "" && (g.D == 64 || (attnBwdVariant != "v8" && attnBwdVariant != "v10")) {
 			o.v3Backward(pl, g, &p, v3KernelsOf(attnBwdVariant, pl.suffix, g.D))
 			return
 		}
 	default:
-		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v11, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
+		o.fail(fmt.Errorf("cuda: TUNE_ATTN_BWD=%q is not an attention backward variant (use v2 to v12, or unset it for the default %s)", attnBwdVariant, attnBwdDefault))
 		return
 	}
 	if pl.tc {
@@ -430,6 +431,8 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 	case v == "v11" && d == 64: // rings of three stages: K/V (dQ), Q/dO/LSE/Δ (dK/dV), and their keep-bit masks
 		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3r3", "attn_bwd_dkdv_"+suffix+"_q3r3", "attn_bwd_dkdv_"+suffix+"_q3r3s"
 		k.dqSmem, k.dkdvSmem = (2+2*3)*64*d*2+3*64*4*2, (2+2*3)*64*d*2+3*2*64*4+3*64*4*2
+	case v == "v12" && d == 64:
+		k.mod, k.dq, k.dkdv, k.split = attnModule("v5", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q4v3", "attn_bwd_dkdv_"+suffix+"_q4v3s"
 	case (v == "v8" || v == "v10") && d == 64:
 		k.mod, k.dq, k.dkdv, k.split = attnModule("", suffix), "attn_bwd_dq_"+suffix+"_h3v3", "attn_bwd_dkdv_"+suffix+"_q3v3", "attn_bwd_dkdv_"+suffix+"_q3v3s"
 	}

@@ -144,8 +144,8 @@ func TestAttentionBwdV4MatchesV3(t *testing.T) {
 // TestAttentionBwdV5MatchesV2 runs the variants v5 and v6 (the D = 64 backward kernels of v2 and v3 compiled
 // for three blocks per SM, fragments of the streamed tiles read from shared memory) and v7 (v3 with each step's
 // tile in two halves; v8 with the dK/dV kernel in quarters; v9 and v10: v3 and v8 without the GQA split; v11: v8
-// with three-stage rings) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
-// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5), v3's (v6 to v8, v11) and v9's
+// with three-stage rings; v12: v8 with the dK/dV kernel at four blocks per SM) on the kernel-test shapes with D = 64 on the tensor-core kernels: they do the same
+// arithmetic in the same order, so dQ, dK and dV must be bit-identical to v2's (v5), v3's (v6 to v8, v11, v12) and v9's
 // (v10; v9's dK and dV equal v2's, its dQ v3's), and from
 // run to run.
 func TestAttentionBwdV5MatchesV2(t *testing.T) {
@@ -167,7 +167,7 @@ func TestAttentionBwdV5MatchesV2(t *testing.T) {
 					return runAttention(t, gpu, s, dt, d)
 				}
 				v2, v3, v5, v6, v6b, v7, v8 := run("v2"), run("v3"), run("v5"), run("v6"), run("v6"), run("v7"), run("v8")
-				v9, v10, v11 := run("v9"), run("v10"), run("v11")
+				v9, v10, v11, v12 := run("v9"), run("v10"), run("v11"), run("v12")
 				c := runAttention(t, ref, s, dt, d)
 				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
 				closeTo(t, "v5 dQ", v5.dq, c.dq, 2*tol)
@@ -191,7 +191,7 @@ func TestAttentionBwdV5MatchesV2(t *testing.T) {
 				for _, x := range []struct {
 					what string
 					a, b attnResult
-				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}, {"v8 vs v3", v8, v3}, {"v10 vs v9", v10, v9}, {"v11 vs v3", v11, v3}} {
+				}{{"v5 vs v2", v5, v2}, {"v6 vs v3", v6, v3}, {"v6 run to run", v6, v6b}, {"v7 vs v3", v7, v3}, {"v8 vs v3", v8, v3}, {"v10 vs v9", v10, v9}, {"v11 vs v3", v11, v3}, {"v12 vs v3", v12, v3}} {
 					for _, y := range []struct {
 						name string
 						a, b []float32

@@ -26,7 +26,7 @@ import (
 // grids, the default before v8; "v3": longest-first block order, GQA dK/dV per query head; "v4": v3 with two
 // key tiles per warp in the D = 64 dK/dV kernel; "v5"/"v6": v2/v3 with the D = 64 kernels at three blocks
 // per SM; "v7": v3 with the D = 64 kernels in half-tile steps at three blocks per SM; "v8": v7 with
-// quarter-tile dK/dV steps; "v9"/"v10": v3/v8 without the GQA split; "v11": v8 with three-stage rings), earlier designs ("dq2": the two-sweep dQ
+// quarter-tile dK/dV steps; "v9"/"v10": v3/v8 without the GQA split; "v11": v8 with three-stage rings; "v12": v8 with the dK/dV kernel at four blocks per SM), earlier designs ("dq2": the two-sweep dQ
 // kernel; "smq": the one-sweep dQ kernel reading Q and dO from shared memory; "nokeep": the backward drawing
 // the dropout bits once itself instead of reading those the forward stored in KeepBits; "redraw": every
 // kernel drawing its own) and single kernels ("only dq", "only dkdv", "vN only ...": still counted against the
@@ -42,12 +42,12 @@ func BenchmarkAttention(b *testing.B) {
 		p          float32  // attention dropout
 		fwd, bwd   []string // forward variants, backward parts ("" both kernels)
 	}{
-		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "dq2", "smq", "dq", "dkdv", "v2 dq", "v2 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v11 dq", "v11 dkdv"}},
+		{64, 12, 512, 64, 0, false, 0, []string{"", "_sb", "_bc128", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "v12", "dq2", "smq", "dq", "dkdv", "v2 dq", "v2 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v7 dq", "v7 dkdv", "v11 dq", "v11 dkdv", "v12 dkdv"}},
 		{64, 12, 512, 64, 0, false, 0.1, []string{"", "_m1", "_h3"}, []string{"", "v2", "v3", "v4", "v5", "v7", "v8", "v11", "nokeep", "dq2", "redraw", "dq", "dkdv", "v2 dq", "v2 dkdv"}}, // BERT training: dropout 0.1
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "_db", "_m2"}, []string{"", "v3", "v8", "dq2", "dq", "dkdv", "v3 dq", "v3 dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}, []string{"", "v3", "dq2"}},
-		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1", "_h3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq2"}}, // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1", "_m1s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "dq", "dkdv", "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{8, 32, 2048, 64, 0, true, 0, []string{"", "_m1", "_h3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "dq2"}}, // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "_m1", "_m1s3", "_h3", "_h3s3"}, []string{"", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "dq", "dkdv", "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv", "v12 dkdv"}}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {
@@ -105,9 +105,9 @@ func BenchmarkAttention(b *testing.B) {
 			n := "bwd"
 			switch part {
 			case "":
-			case "redraw", "dq2", "smq", "nokeep", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11":
+			case "redraw", "dq2", "smq", "nokeep", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12":
 				n += " " + part
-			case "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv":
+			case "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv", "v12 dkdv":
 				v, k, _ := strings.Cut(part, " ")
 				n += " " + v + " only " + k
 			default:
@@ -125,9 +125,9 @@ func BenchmarkAttention(b *testing.B) {
 							return cuda.SetAttnNoKeepBits(true)
 						case "dq2", "smq": // the two-sweep dQ kernel (the earlier design); Q from shared memory
 							return cuda.SetAttnDQVariant(part)
-						case "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp; v5/v6: v2/v3 at three blocks per SM
+						case "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12": // TUNE_ATTN_BWD=v3: longest-first block order, GQA dK/dV split per query head; v4: two key tiles per warp; v5/v6: v2/v3 at three blocks per SM
 							return cuda.SetAttnBwdVariant(part)
-						case "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv":
+						case "v2 dq", "v2 dkdv", "v3 dq", "v3 dkdv", "v4 dkdv", "v5 dq", "v5 dkdv", "v6 dq", "v6 dkdv", "v7 dq", "v7 dkdv", "v8 dkdv", "v9 dkdv", "v10 dkdv", "v11 dq", "v11 dkdv", "v12 dkdv":
 							v, k, _ := strings.Cut(part, " ")
 							r1, r2 := cuda.SetAttnBwdVariant(v), cuda.SetAttnBwdOnly(k)
 							return func() { r2(); r1() }

@@ -93,7 +93,7 @@ func SetAttnNoKeepBits(on bool) (restore func()) {
 }
 
 // SetAttnBwdVariant overrides TUNE_ATTN_BWD ("" or "v2" the kernels on their 3-D grids, "v3", "v4", "v5",
-// "v6" to "v11") for the microbenchmark and tests, and returns a function restoring the previous value.
+// "v6" to "v12") for the microbenchmark and tests, and returns a function restoring the previous value.
 func SetAttnBwdVariant(v string) (restore func()) {
 	old := attnBwdVariant
 	attnBwdVariant = v
@@ -140,7 +140,7 @@ func AttnModuleKernels() map[string][]string {
 		}
 		out[attnModule("bench", f)] = bench
 		sum := "attn_bwd_gqa_sum_" + dt
-		for _, v := range []string{"v3", "v4", "v6", "v7", "v8", "v9", "v10", "v11"} {
+		for _, v := range []string{"v3", "v4", "v6", "v7", "v8", "v9", "v10", "v11", "v12"} {
 			k := v3KernelsOf(v, f, d)
 			out[k.mod] = append(out[k.mod], k.dq, k.dkdv, k.split)
 		}

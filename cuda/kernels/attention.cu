@@ -1271,7 +1271,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1, int RS = 2> __
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
 //   attention_v2_*_d64.cu               ATTN_SET 2: the backward of v2 for D = 64
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
-//   attention_v5_*_d64.cu               ATTN_SET 5: the backward variants v5, v6, v7 and v11
+//   attention_v5_*_d64.cu               ATTN_SET 5: the backward variants v5, v6, v7, v11 and v12
 #ifdef ATTN_D
 #if ATTN_D == 64 && ATTN_BF
 #define ATTN_FAMILY(M) M(64, bf16, true)
@@ -1593,7 +1593,8 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 // sums in the same order), at three blocks per SM with K/V fragments held (dK/dV) and Q/dO from shared memory
 // (dQ); results bit-identical to v3 (v8, the D = 64 default, is v7 with the dK/dV kernel in quarter-tile steps,
 // TC_V8_KERNELS above). v11 is v8 with rings of three tile stages (RS = 3: one barrier per step instead of two;
-// _h3r3, _q3r3), same results.
+// _h3r3, _q3r3), same results. v12 is v8 with the dK/dV kernel at four blocks per SM (128 registers; K and V
+// fragments from shared memory each step; _q4v3), same results.
 #define TC_V5_KERNELS(D, NAME, BF)                                                                                \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_o3(const AttnParams p) { dq1_tc<D, BF, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_o3(const AttnParams p) { dkdv_tc<D, BF, false, false, false>(p); } \
@@ -1605,7 +1606,9 @@ template <bool BF> __device__ __forceinline__ void gqa_sum(const AttnParams &p) 
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_h3v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 2>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_##NAME##_d##D##_h3r3(const AttnParams p) { dq1_tc<D, BF, false, true, 2, 3>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3r3(const AttnParams p) { dkdv_tc<D, BF, true, false, true, 4, 3>(p); } \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3r3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4, 3>(p); }
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_##NAME##_d##D##_q3r3s(const AttnParams p) { dkdv_tc<D, BF, true, true, true, 4, 3>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 4) attn_bwd_dkdv_##NAME##_d##D##_q4v3(const AttnParams p) { dkdv_tc<D, BF, true, false, false, 4>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 4) attn_bwd_dkdv_##NAME##_d##D##_q4v3s(const AttnParams p) { dkdv_tc<D, BF, true, true, false, 4>(p); }
 
 #if defined(ATTN_D) && ATTN_SET == 0
 ATTN_FAMILY(TC_FWD_KERNEL)
