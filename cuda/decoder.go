@@ -57,6 +57,56 @@ func (b *Backend) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Ten
 	return
 }
 
+// ResidualRMSNorm computes Sum = X + Y and RMSNorm(Sum) into Out and Rstd in one warp-per-row pass
+// (tensor.ResidualRMSNormArgs), with the add's and rmsnorm_fwd's FP32 operations, so the same bits.
+func (b *Backend) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) (err error) {
+	o := b.begin("ResidualRMSNorm", a.Sum, a.Out, a.Rstd, a.X, a.Y, a.Weight)
+	defer o.end(&err)
+	o.float("Sum", a.Sum).float("Out", a.Out).f32("Rstd", a.Rstd).float("X", a.X).float("Y", a.Y).float("Weight", a.Weight)
+	n, ch := o.rows("Sum", a.Sum)
+	o.numel("Out", a.Out, n*ch).numel("X", a.X, n*ch).numel("Y", a.Y, n*ch).numel("Rstd", a.Rstd, n).
+		numel("Weight", a.Weight, ch).that(a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	if o.failed() || ch == 0 {
+		return
+	}
+	v := vec(a.Sum, a.Out, a.X, a.Y, a.Weight)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.rowsLaunch("decoder.cu", "residual_rmsnorm_fwd", n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.Rstd),
+		addr(a.X), dt(a.X), addr(a.Y), dt(a.Y), addr(a.Weight), dt(a.Weight), i64(n), i64(ch), f32(a.Eps), v)
+	return
+}
+
+// ResidualRMSNormBackward computes RMSNormBackward's dx, adds it to DX (or stores it) and writes DX's half
+// copy in one warp-per-row pass (rmsnorm_bwd_residual: the bits of rmsnorm_bwd, axpy and cast), after the
+// weight gradient's deterministic column sum (colsum_partial mode 2, as RMSNormBackward) over dout and x
+// (tensor.ResidualRMSNormBackwardArgs).
+func (b *Backend) ResidualRMSNormBackward(a tensor.ResidualRMSNormBackwardArgs) (err error) {
+	o := b.begin("ResidualRMSNormBackward", a.DX, a.DXHalf, a.DWeight, a.DOut, a.X, a.Weight, a.Rstd)
+	defer o.end(&err)
+	o.float("DX", a.DX).float("DOut", a.DOut).float("X", a.X).float("Weight", a.Weight).f32("Rstd", a.Rstd)
+	n, ch := o.rows("X", a.X)
+	o.numel("DX", a.DX, n*ch).numel("DOut", a.DOut, n*ch).numel("Weight", a.Weight, ch).numel("Rstd", a.Rstd, n)
+	if a.DXHalf != nil {
+		o.float("DXHalf", a.DXHalf).numel("DXHalf", a.DXHalf, n*ch)
+	}
+	if a.DWeight != nil {
+		o.float("DWeight", a.DWeight).numel("DWeight", a.DWeight, ch)
+	}
+	if o.failed() || ch == 0 || n == 0 {
+		return
+	}
+	o.colsumMode(2, a.DWeight, nil, a.DOut, a.X, nil, a.Rstd, n, ch)
+	v := vec(a.DX, a.DXHalf, a.DOut, a.X, a.Weight)
+	if ch%4 != 0 {
+		v = 0
+	}
+	o.rowsLaunch("decoder.cu", "rmsnorm_bwd_residual", n, addr(a.DX), dt(a.DX), addr(a.DXHalf), dt(a.DXHalf), addr(a.DOut), dt(a.DOut),
+		addr(a.X), dt(a.X), addr(a.Weight), dt(a.Weight), addr(a.Rstd), i64(n), i64(ch), flag(a.Accumulate), v)
+	return
+}
+
 // RoPE rotates the strided (B, H, T, D) operand x in place by the rotate-half convention of transformers'
 // apply_rotary_pos_emb, row (b, h, t) by the angles of table row positions[b, t]; cos and sin are (P, D/2)
 // F32, positions (B, T) I32. Math in FP32, rounded once to x's dtype; inverse applies Rᵀ (the backward).

@@ -90,6 +90,13 @@ type Backend interface {
 	// forward's x, weight and rstd (N, F32): with n̂ = x·rstd and g = round_x(dout·weight),
 	// dx = rstd·(g − n̂·mean(g·n̂)) and dweight += Σ_rows dout·round_x(n̂).
 	RMSNormBackward(dx, dweight, dout, x, weight, rstd *Tensor) error
+	// ResidualRMSNorm is a pre-norm decoder's residual add and the next RMSNorm in one pass, Sum = X + Y then
+	// RMSNorm(Sum); see ResidualRMSNormArgs.
+	ResidualRMSNorm(a ResidualRMSNormArgs) error
+	// ResidualRMSNormBackward is its backward: RMSNormBackward whose dx is added to the residual stream's
+	// gradient, that gradient's half copy for the next GEMM, and the weight gradient in one pass; see
+	// ResidualRMSNormBackwardArgs.
+	ResidualRMSNormBackward(a ResidualRMSNormBackwardArgs) error
 
 	// RoPE rotates x in place, a strided (B, H, T, D) operand (AttnOperand: it works inside a fused QKV
 	// buffer), by the rotate-half convention of transformers' apply_rotary_pos_emb: with x1 = x[..., :D/2],
@@ -235,6 +242,41 @@ type ResidualNormBackwardArgs struct {
 	Mean, Rstd    *Tensor // (N) F32, as the forward saved them
 	DropoutP      float32 // the forward's dropout on Y, in [0, 1); 0 for none
 	Seed, Offset  uint64  // the forward's Philox key and counter base
+}
+
+// ResidualRMSNormArgs describes ResidualRMSNorm for (N, C) rows, the residual add of a pre-norm decoder
+// layer (transformers' LlamaDecoderLayer: hidden_states = residual + hidden_states) followed by the RMSNorm
+// that reads its result (post_attention_layernorm, or the next layer's input_layernorm, or the final norm):
+//
+//	Sum = X + Y                         rounded to Sum's dtype (=): the residual stream
+//	Out = RMSNorm(Sum; Weight, Eps)     (=), Rstd (N) F32 (=), as the RMSNorm op with x = Sum
+//
+// Every output holds the bits Add(Sum, X, Y) then RMSNorm(Out, Rstd, Sum, Weight, Eps) give on the same
+// backend. Outputs must not overlap X, Y or each other.
+type ResidualRMSNormArgs struct {
+	Sum, Out *Tensor // (N, C) written
+	Rstd     *Tensor // (N) F32, written
+	X, Y     *Tensor // (N, C) the residual and the branch output
+	Weight   *Tensor // (C)
+	Eps      float32 // rms_norm_eps
+}
+
+// ResidualRMSNormBackwardArgs describes ResidualRMSNormBackward for (N, C) rows:
+//
+//	RMSNormBackward(dx, DWeight, DOut, X, Weight, Rstd)   dx in DX's dtype, DWeight += (nil: frozen)
+//	DX = DX + dx (Accumulate) or DX = dx                   the residual stream's gradient
+//	DXHalf = DX converted to DXHalf's dtype               when set: the next GEMM's copy, no separate Cast
+//
+// X and Rstd are the forward's Sum and statistics. Every output holds the bits the separate ops
+// (RMSNormBackward into a scratch of DX's dtype, Axpy, Cast) give on the same backend. DX and DXHalf must not
+// overlap DOut, X or each other.
+type ResidualRMSNormBackwardArgs struct {
+	DX, DXHalf *Tensor // (N, C); DXHalf may be nil
+	DWeight    *Tensor // (C) accumulated; nil for a frozen weight
+	DOut, X    *Tensor // (N, C) the norm output's gradient and the forward's Sum
+	Weight     *Tensor // (C)
+	Rstd       *Tensor // (N) F32, as the forward saved it
+	Accumulate bool    // add dx to DX (the gradient of the residual's other use) instead of overwriting it
 }
 
 // Segment is a contiguous range [Offset, Offset+Len) of a flat parameter buffer with its own weight-decay flag.

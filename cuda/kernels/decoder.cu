@@ -8,6 +8,9 @@
 //   evaluated in double and rounded once, as tensor/cpu. transformers' LlamaRMSNorm rounds x·rstd to x's
 //   dtype before the weight multiply (round_to), and the backward rounds dout·w to it. The weight gradient is
 //   colsum_partial's mode 2 in norm.cu (deterministic, no atomics).
+// - residual_rmsnorm_fwd: rmsnorm_fwd with its input formed on the fly, sum = x + y (written once: the
+//   residual stream); rmsnorm_bwd_residual is its backward with the residual gradient's add and its half
+//   copy in the same pass (the weight gradient is colsum_partial's, as rmsnorm_bwd's).
 // - rope: a thread per four rotated pairs (x[i..i+3], x[i+D/2..i+D/2+3]) of one head in a strided (B, H, T, D)
 //   operand (one pair without vec); consecutive threads take consecutive groups of a token's heads, so
 //   accesses are contiguous within a head (and across heads in a (N, H·D) buffer). A position outside the
@@ -54,6 +57,78 @@ extern "C" __global__ void rmsnorm_fwd(void *out, int dto, float *rstd, const vo
 	if (lane == 0) rstd[row] = r;
 }
 
+// residual_rmsnorm_fwd: ResidualRMSNorm, sum = round_s(x + y) stored, then rmsnorm_fwd of sum, in one pass:
+// the add's and rmsnorm_fwd's operations in their order, so the bits of the add and rmsnorm_fwd kernels. With
+// vec and C ≤ 1024 a lane keeps its (at most eight) groups of four sums in registers; otherwise the second
+// sweep reads the row back from sum (the lane's own stores).
+extern "C" __global__ void residual_rmsnorm_fwd(void *sum, int dts, void *out, int dto, float *rstd, const void *x,
+                                                int dtx, const void *y, int dty, const void *w, int dtw, i64 N, int C,
+                                                float eps, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float s = 0.0f;
+	if (vec && C <= 1024) {
+		F4 sv[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int c = lane * 4 + j * 128;
+			if (c < C) {
+				F4 a = ld4(x, dtx, base + c), b = ld4(y, dty, base + c);
+#pragma unroll
+				for (int k = 0; k < 4; k++) {
+					sv[j].v[k] = round_to(a.v[k] + b.v[k], dts);
+					s += sv[j].v[k] * sv[j].v[k];
+				}
+				st4(sum, dts, base + c, sv[j]);
+			}
+		}
+		float r = (float)(1.0 / sqrt((double)(warp_sum(s) / (float)C + eps)));
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int c = lane * 4 + j * 128;
+			if (c < C) {
+				F4 g = ld4(w, dtw, c), o;
+#pragma unroll
+				for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(sv[j].v[k] * r, dts);
+				st4(out, dto, base + c, o);
+			}
+		}
+		if (lane == 0) rstd[row] = r;
+		return;
+	}
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), b = ld4(y, dty, base + c), v;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				v.v[k] = round_to(a.v[k] + b.v[k], dts);
+				s += v.v[k] * v.v[k];
+			}
+			st4(sum, dts, base + c, v);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float v = round_to(ld(x, dtx, base + c) + ld(y, dty, base + c), dts);
+			st(sum, dts, base + c, v);
+			s += v * v;
+		}
+	}
+	float r = (float)(1.0 / sqrt((double)(warp_sum(s) / (float)C + eps)));
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(sum, dts, base + c), g = ld4(w, dtw, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(a.v[k] * r, dts);
+			st4(out, dto, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) st(out, dto, base + c, ld(w, dtw, c) * round_to(ld(sum, dts, base + c) * r, dts));
+	}
+	if (lane == 0) rstd[row] = r;
+}
+
 // rmsnorm_bwd: dx = rstd·(g − n̂·mean(g·n̂)), g = round_x(dout·w), n̂ = x·rstd. dx may alias dout or x: each lane
 // reads its elements before it writes them.
 extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
@@ -86,6 +161,56 @@ extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int
 		for (int c = lane; c < C; c += 32) {
 			float n = ld(x, dtx, base + c) * r;
 			st(dx, dtdx, base + c, r * (round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) - n * m));
+		}
+	}
+}
+
+// rmsnorm_bwd_residual: rmsnorm_bwd whose dx is added to the residual gradient DX (or stored into it), DX's
+// new value also stored in DXHalf's dtype when set: rmsnorm_bwd, axpy and cast of each element in one pass,
+// with their operations, so their bits. One warp per row (2048 blocks for 16384 rows). The weight gradient is
+// colsum_partial's mode 2, queued before (it reads dout and x, which DX must not alias). (A one-pass version
+// that also formed the weight gradient's partials, a block per 256-row chunk with the row in registers, ran
+// at 665 GB/s in the SmolLM2 step: 64 blocks of 168-register threads.)
+extern "C" __global__ void rmsnorm_bwd_residual(void *dx, int dtdx, void *dxh, int dth, const void *dout, int dtd,
+                                                const void *x, int dtx, const void *w, int dtw, const float *rstd, i64 N,
+                                                int C, int accumulate, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float r = rstd[row];
+	float s = 0.0f;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) s += round_to(d.v[k] * g.v[k], dtx) * (a.v[k] * r);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32)
+			s += round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) * (ld(x, dtx, base + c) * r);
+	}
+	float m = warp_sum(s) / (float)C;
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c), o;
+			F4 old;
+			if (accumulate) old = ld4(dx, dtdx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float e = round_to(r * (round_to(d.v[k] * g.v[k], dtx) - (a.v[k] * r) * m), dtdx);
+				o.v[k] = accumulate ? round_to(old.v[k] + e, dtdx) : e;
+			}
+			st4(dx, dtdx, base + c, o);
+			if (dxh) st4(dxh, dth, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) {
+			float n = ld(x, dtx, base + c) * r;
+			float e = round_to(r * (round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) - n * m), dtdx);
+			float o = accumulate ? round_to(ld(dx, dtdx, base + c) + e, dtdx) : e;
+			st(dx, dtdx, base + c, o);
+			if (dxh) st(dxh, dth, base + c, o);
 		}
 	}
 }

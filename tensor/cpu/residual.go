@@ -73,3 +73,56 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 	}
 	return b.DropoutBackward(a.DY, a.DX, p, a.Seed, a.Offset)
 }
+
+// ResidualRMSNorm runs Add into Sum, then RMSNorm of Sum into Out and Rstd (tensor.ResidualRMSNormArgs): the
+// reference the fused kernels of other backends match bit for bit on their own ops.
+func (b *Backend) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) (err error) {
+	const op = "ResidualRMSNorm"
+	args := []*tensor.Tensor{a.Sum, a.Out, a.Rstd, a.X, a.Y, a.Weight}
+	defer guard(&err, op, args...)
+	c := newCheck(op, args...).float("Sum", a.Sum).float("Out", a.Out).f32("Rstd", a.Rstd).float("X", a.X).
+		float("Y", a.Y).float("Weight", a.Weight)
+	n, ch := c.rows("Sum", a.Sum)
+	c.numel("Out", a.Out, n*ch).numel("X", a.X, n*ch).numel("Y", a.Y, n*ch).numel("Rstd", a.Rstd, n).
+		numel("Weight", a.Weight, ch).that(a.Eps >= 0, tensor.ErrArgument, "Eps = %v, want ≥ 0", a.Eps)
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if err := b.Add(a.Sum, a.X, a.Y); err != nil {
+		return err
+	}
+	return b.RMSNorm(a.Out, a.Rstd, a.Sum, a.Weight, a.Eps)
+}
+
+// ResidualRMSNormBackward runs RMSNormBackward into a scratch of DX's dtype, then Axpy (Accumulate) or Copy
+// of it into DX, then Cast of DX into DXHalf when set (tensor.ResidualRMSNormBackwardArgs).
+func (b *Backend) ResidualRMSNormBackward(a tensor.ResidualRMSNormBackwardArgs) (err error) {
+	const op = "ResidualRMSNormBackward"
+	args := []*tensor.Tensor{a.DX, a.DXHalf, a.DWeight, a.DOut, a.X, a.Weight, a.Rstd}
+	defer guard(&err, op, args...)
+	c := newCheck(op, args...).float("DX", a.DX).float("X", a.X)
+	if a.DXHalf != nil {
+		c.float("DXHalf", a.DXHalf).numel("DXHalf", a.DXHalf, a.DX.Numel())
+	}
+	c.numel("DX", a.DX, a.X.Numel())
+	if c.Err() != nil {
+		return c.Err()
+	}
+	dx, err := b.Alloc(a.DX.DType, a.DX.Shape...)
+	if err != nil {
+		return err
+	}
+	defer b.Free(dx)
+	if err := b.RMSNormBackward(dx, a.DWeight, a.DOut, a.X, a.Weight, a.Rstd); err != nil {
+		return err
+	}
+	if a.Accumulate {
+		err = b.Axpy(a.DX, dx, 1)
+	} else {
+		err = b.Copy(a.DX, dx)
+	}
+	if err != nil || a.DXHalf == nil {
+		return err
+	}
+	return b.Cast(a.DXHalf, a.DX)
+}

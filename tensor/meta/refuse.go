@@ -71,6 +71,16 @@ func (refusing) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tenso
 	return refuse("RMSNormBackward")
 }
 
+// ResidualRMSNorm returns ErrMeta.
+func (refusing) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) error {
+	return refuse("ResidualRMSNorm")
+}
+
+// ResidualRMSNormBackward returns ErrMeta.
+func (refusing) ResidualRMSNormBackward(a tensor.ResidualRMSNormBackwardArgs) error {
+	return refuse("ResidualRMSNormBackward")
+}
+
 // RoPE returns ErrMeta.
 func (refusing) RoPE(x tensor.AttnOperand, b, h, t, d int, positions, cos, sin *tensor.Tensor, inverse bool) error {
 	return refuse("RoPE")

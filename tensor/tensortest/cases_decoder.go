@@ -13,7 +13,7 @@ import (
 func rmsNormCases(dt tensor.DType) []opCase {
 	g := newGen("rmsnorm" + dt.String())
 	var cases []opCase
-	for _, c := range []int{1, 7, 33, 64} {
+	for _, c := range []int{1, 7, 33, 64, 576, 1100} {
 		n := g.odd()
 		x := rounded(dt, g.normal(n*c, 2))
 		const eps = 1e-6 // Llama's rms_norm_eps
@@ -55,6 +55,49 @@ func rmsNormCases(dt tensor.DType) []opCase {
 					func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 						return none(b.RMSNormBackward(ts[0], nil, ts[1], ts[2], ts[3], ts[4]))
 					}})
+		}
+		// ResidualRMSNorm: x F32 (the residual stream) plus a branch of dt; its backward into an F32
+		// residual gradient, accumulated or not, with its dt copy, with and without the weight gradient.
+		xs, ys := g.normal(n*c, 2), rounded(dt, g.normal(n*c, 1))
+		sum := make([]float32, n*c)
+		for i := range sum {
+			sum[i] = xs[i] + ys[i]
+		}
+		srstd := make([]float32, n)
+		for i := 0; i < n; i++ {
+			var ss float64
+			for _, v := range sum[i*c : (i+1)*c] {
+				ss += float64(v) * float64(v)
+			}
+			srstd[i] = float32(1 / math.Sqrt(ss/float64(c)+eps))
+		}
+		w := g.normal(c, 1)
+		name := fmt.Sprintf(" N=%d C=%d branch %v", n, c, dt)
+		cases = append(cases, opCase{"ResidualRMSNorm" + name, []arg{output("sum", tensor.F32, n, c), output("out", dt, n, c),
+			output("rstd", tensor.F32, n), input("x", tensor.F32, xs, n, c), input("y", dt, ys, n, c), input("weight", tensor.F32, w, c)},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.ResidualRMSNorm(tensor.ResidualRMSNormArgs{Sum: ts[0], Out: ts[1], Rstd: ts[2], X: ts[3], Y: ts[4],
+					Weight: ts[5], Eps: eps}))
+			}})
+		for _, acc := range []bool{false, true} {
+			for _, frozen := range []bool{false, true} {
+				dx := output("dx", tensor.F32, n, c)
+				if acc {
+					dx = accum("dx", tensor.F32, g.normal(n*c, 1), n, c)
+				}
+				args := []arg{dx, output("dxhalf", dt, n, c), accum("dweight", tensor.F32, g.normal(c, 1), c),
+					input("dout", tensor.F32, g.normal(n*c, 1), n, c), input("sum", tensor.F32, sum, n, c),
+					input("weight", tensor.F32, w, c), input("rstd", tensor.F32, srstd, n)}
+				cases = append(cases, opCase{fmt.Sprintf("ResidualRMSNormBackward%s accumulate=%v frozen=%v", name, acc, frozen), args,
+					func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+						a := tensor.ResidualRMSNormBackwardArgs{DX: ts[0], DXHalf: ts[1], DWeight: ts[2], DOut: ts[3], X: ts[4],
+							Weight: ts[5], Rstd: ts[6], Accumulate: acc}
+						if frozen {
+							a.DWeight = nil
+						}
+						return none(b.ResidualRMSNormBackward(a))
+					}})
+			}
 		}
 	}
 	return cases

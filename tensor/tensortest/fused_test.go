@@ -203,6 +203,90 @@ func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 	})
 }
 
+// TestResidualRMSNormMatchesItsParts checks ResidualRMSNorm against Add and RMSNorm, and
+// ResidualRMSNormBackward (accumulated and not, with the half copy, with and without the weight gradient)
+// against RMSNormBackward, Axpy and Cast, bit for bit, on 600 rows (three column-sum chunks, the last
+// partial) of SmolLM2's and Qwen2.5-0.5B's widths, a width that is not a multiple of 128, one past the
+// one-pass kernels (1100) and a ragged one (33).
+func TestResidualRMSNormMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(23, 29))
+		normal := func(n int, s float64) []float32 {
+			v := make([]float32, n)
+			for i := range v {
+				v[i] = float32(s * rng.NormFloat64())
+			}
+			return v
+		}
+		const n, eps = 600, 1e-5
+		for _, h := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+			for _, c := range []int{576, 896, 36, 1100, 33} {
+				what := fmt.Sprintf("%v C=%d", h, c)
+				x, y, w := Upload(t, b, tensor.F32, normal(n*c, 2), n, c), Upload(t, b, h, normal(n*c, 1), n, c), Upload(t, b, tensor.F32, normal(c, 1), c)
+				sum1, sum2, out1, out2 := Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n, c), Alloc(t, b, h, n, c), Alloc(t, b, h, n, c)
+				r1, r2 := Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.F32, n)
+				if err := b.Add(sum1, x, y); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.RMSNorm(out1, r1, sum1, w, eps); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.ResidualRMSNorm(tensor.ResidualRMSNormArgs{Sum: sum2, Out: out2, Rstd: r2, X: x, Y: y, Weight: w, Eps: eps}); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, what+" sum", Download(t, b, sum1), Download(t, b, sum2))
+				sameBits(t, what+" out", Download(t, b, out1), Download(t, b, out2))
+				sameBits(t, what+" rstd", Download(t, b, r1), Download(t, b, r2))
+				dout, g0, w0 := normal(n*c, 1), normal(n*c, 1), normal(c, 1)
+				for _, acc := range []bool{false, true} {
+					for _, frozen := range []bool{false, true} {
+						what := fmt.Sprintf("%s accumulate=%v frozen=%v", what, acc, frozen)
+						d := Upload(t, b, tensor.F32, dout, n, c)
+						g1, g2 := Upload(t, b, tensor.F32, g0, n, c), Upload(t, b, tensor.F32, g0, n, c)
+						h1, h2, dx := Alloc(t, b, h, n, c), Alloc(t, b, h, n, c), Alloc(t, b, tensor.F32, n, c)
+						var dw1, dw2 *tensor.Tensor
+						if !frozen {
+							dw1, dw2 = Upload(t, b, tensor.F32, w0, c), Upload(t, b, tensor.F32, w0, c)
+						}
+						if err := b.RMSNormBackward(dx, dw1, d, sum1, w, r1); err != nil {
+							t.Fatal(err)
+						}
+						var err error
+						if acc {
+							err = b.Axpy(g1, dx, 1)
+						} else {
+							err = b.Copy(g1, dx)
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := b.Cast(h1, g1); err != nil {
+							t.Fatal(err)
+						}
+						if err := b.ResidualRMSNormBackward(tensor.ResidualRMSNormBackwardArgs{DX: g2, DXHalf: h2, DWeight: dw2, DOut: d,
+							X: sum1, Weight: w, Rstd: r1, Accumulate: acc}); err != nil {
+							t.Fatal(err)
+						}
+						sameBits(t, what+" dx", Download(t, b, g1), Download(t, b, g2))
+						sameBits(t, what+" dx half", Download(t, b, h1), Download(t, b, h2))
+						if !frozen {
+							sameBits(t, what+" dweight", Download(t, b, dw1), Download(t, b, dw2))
+						}
+						for _, t := range []*tensor.Tensor{d, g1, g2, h1, h2, dx, dw1, dw2} {
+							if t != nil {
+								b.Free(t)
+							}
+						}
+					}
+				}
+				for _, t := range []*tensor.Tensor{x, y, w, sum1, sum2, out1, out2, r1, r2} {
+					b.Free(t)
+				}
+			}
+		}
+	})
+}
+
 func sameBits(t *testing.T, what string, want, got []float32) {
 	t.Helper()
 	for i := range want {

@@ -404,6 +404,24 @@ func (m *Meter) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tenso
 	})
 }
 
+// ResidualRMSNorm is timed as "ResidualRMSNorm".
+func (m *Meter) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) error {
+	return m.run("ResidualRMSNorm", "", 0, size(a.Sum, a.Out, a.Rstd, a.X, a.Y, a.Weight), func() error {
+		return m.Backend.ResidualRMSNorm(a)
+	})
+}
+
+// ResidualRMSNormBackward is timed as "ResidualRMSNormBackward" (DX read and written when accumulated).
+func (m *Meter) ResidualRMSNormBackward(a tensor.ResidualRMSNormBackwardArgs) error {
+	bytes := size(a.DX, a.DXHalf, a.DOut, a.X, a.Weight, a.Rstd) + 2*size(a.DWeight)
+	if a.Accumulate {
+		bytes += size(a.DX)
+	}
+	return m.run("ResidualRMSNormBackward", "", 0, bytes, func() error {
+		return m.Backend.ResidualRMSNormBackward(a)
+	})
+}
+
 // RoPE is timed as "RoPE"; it reads and writes the b·h·t·d elements of the operand.
 func (m *Meter) RoPE(x tensor.AttnOperand, b, h, t, d int, positions, cos, sin *tensor.Tensor, inverse bool) error {
 	bytes := 0.0
