@@ -43,3 +43,19 @@ func (l *RMSNorm) Forward(p *Pass, out, rstd, x *tensor.Tensor) error {
 func (l *RMSNorm) Backward(p *Pass, dx, dout, x, rstd *tensor.Tensor) error {
 	return p.Backend.RMSNormBackward(dx, l.Weight.Grad, dout, x, l.Weight.Value, rstd)
 }
+
+// ResidualForward is the residual add before the norm fused with it: sum (N, C) = x + y (the residual
+// stream, in sum's dtype), then out = weight·round(sum·rstd) and rstd as Forward (tensor.Backend.ResidualRMSNorm:
+// the bits of the Add and the Forward it replaces).
+func (l *RMSNorm) ResidualForward(p *Pass, sum, out, rstd, x, y *tensor.Tensor) error {
+	return p.Backend.ResidualRMSNorm(tensor.ResidualRMSNormArgs{Sum: sum, Out: out, Rstd: rstd, X: x, Y: y, Weight: l.Weight.Value, Eps: l.Eps})
+}
+
+// ResidualBackward is Backward for a norm whose input is the residual stream x (the forward's sum): its dx is
+// added to the stream's gradient dx (stored when !accumulate), and dxHalf, when non-nil, receives dx's new
+// value in its dtype (the next GEMM's copy); the weight's gradient (+=) when trainable
+// (tensor.Backend.ResidualRMSNormBackward).
+func (l *RMSNorm) ResidualBackward(p *Pass, dx, dxHalf, dout, x, rstd *tensor.Tensor, accumulate bool) error {
+	return p.Backend.ResidualRMSNormBackward(tensor.ResidualRMSNormBackwardArgs{DX: dx, DXHalf: dxHalf, DWeight: l.Weight.Grad,
+		DOut: dout, X: x, Weight: l.Weight.Value, Rstd: rstd, Accumulate: accumulate})
+}

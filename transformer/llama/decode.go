@@ -82,7 +82,7 @@ func (m *ForCausalLM) Decode(cache *transformer.KVCache, ids []int32, all bool) 
 		if kv.kAll, kv.vAll, err = cache.Rows(i, 0, start+n); err != nil {
 			return nil, err
 		}
-		if err := l.forward(&p, &m.sc, &in, &kv, a.hs[i+1], a.hs[i]); err != nil {
+		if err := l.forward(&p, &m.sc, &in, &kv, a.hs[i+1], a.hs[i], link{}); err != nil {
 			return nil, fmt.Errorf("llama: layer %d: %w", i, err)
 		}
 	}

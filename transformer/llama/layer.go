@@ -54,10 +54,11 @@ type layerCache struct {
 
 // layerScratch is shared by every layer of a pass.
 type layerScratch struct {
-	y          *tensor.Tensor // (N, C) h o_proj and down_proj outputs; in backward the residual gradient in h
+	y          *tensor.Tensor // (N, C) h o_proj and down_proj outputs
 	xn         *tensor.Tensor // (N, C) h a norm's output, the input of the q/k/v or gate/up projections
 	rstd       *tensor.Tensor // (N) F32 the rstd a recomputed norm writes (equal to the kept one)
-	dh, dxn    *tensor.Tensor // (N, C) F32 gradient of a norm's output, and of its input
+	dh         *tensor.Tensor // (N, C) F32 gradient of a norm's output
+	gh         *tensor.Tensor // (N, C) h the residual gradient as the GEMMs read it; nil under FP32
 	dqkv       *tensor.Tensor // (N, Hq·D + 2·Hkv·D) h: the attention's dQ, dK, dV, laid out as the forward's qkv
 	do, dq     *tensor.Tensor // (N, Hq·D) h; dq is dqkv's first dense block (unpacked path)
 	dk, dv     *tensor.Tensor // (N, Hkv·D) h dense blocks of dqkv (unpacked path)
@@ -78,11 +79,14 @@ func layoutLayerScratch(a *transformer.Arena, n int, cfg *Config, dt tensor.DTyp
 	c, inter, qd, kvd := cfg.HiddenSize, cfg.IntermediateSize, cfg.QDim(), cfg.KVDim()
 	s := layerScratch{
 		y: a.Take(dt, n, c), xn: a.Take(dt, n, c), rstd: a.Take(tensor.F32, n),
-		dh: a.Take(tensor.F32, n, c), dxn: a.Take(tensor.F32, n, c),
+		dh: a.Take(tensor.F32, n, c),
 		do: a.Take(dt, n, qd), dqkv: a.Take(dt, n, qd+2*kvd),
 		ds: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), du: a.Take(dt, n, inter),
 	}
 	s.dq, s.dk, s.dv = blocks(s.dqkv, n, qd, kvd)
+	if dt != tensor.F32 {
+		s.gh = a.Take(dt, n, c)
+	}
 	if cfg.QKNorm {
 		s.qf, s.kf = a.Take(tensor.F32, n, qd), a.Take(tensor.F32, n, kvd)
 	}
@@ -257,20 +261,33 @@ type layerKV struct {
 
 // Forward runs the layer on x (N, C) F32 into out (N, C) F32.
 func (l *DecoderLayer) Forward(p *transformer.Pass, sc *layerScratch, in *passInputs, out, x *tensor.Tensor) error {
-	return l.forward(p, sc, in, nil, out, x)
+	return l.forward(p, sc, in, nil, out, x, link{})
+}
+
+// link joins a layer's forward to its neighbours' norms: the last residual add and the RMSNorm that reads
+// its result run as one ResidualRMSNorm (transformer.RMSNorm.ResidualForward), and the next layer then
+// starts from the normed input it left in the shared scratch.
+type link struct {
+	normed bool                 // sc.xn and this layer's rstd1 already hold input_layernorm(x)
+	next   *transformer.RMSNorm // the norm after this layer (the next input_layernorm or model.norm), or nil
+	nout   *tensor.Tensor       // (N, C) h: where next's output goes
+	nrstd  *tensor.Tensor       // (N) F32: next's rstd
 }
 
 // forward is Forward; with kv (a decode pass, B = 1) the keys and values go into the cache rows and the
-// queries of the T new tokens attend to all start+T cached positions (causal, bottom-right aligned).
-func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passInputs, kv *layerKV, out, x *tensor.Tensor) error {
+// queries of the T new tokens attend to all start+T cached positions (causal, bottom-right aligned); lk
+// says which of the norms around the layer are fused with the residual adds.
+func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passInputs, kv *layerKV, out, x *tensor.Tensor, lk link) error {
 	bk, c, at := p.Backend, &l.c, &l.Attn
 	kdst, vdst := c.k, c.v
 	if kv != nil {
 		kdst, vdst = kv.k, kv.v
 	}
 	xh := sc.xn
-	if err := l.InputNorm.Forward(p, xh, c.rstd1, x); err != nil {
-		return err
+	if !lk.normed {
+		if err := l.InputNorm.Forward(p, xh, c.rstd1, x); err != nil {
+			return err
+		}
 	}
 	c.packed = false
 	if st := l.qkvStack(); st != nil && kv == nil {
@@ -296,11 +313,8 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	if err := at.O.Forward(p, sc.y, c.o); err != nil {
 		return err
 	}
-	if err := bk.Add(c.x2, x, sc.y); err != nil {
-		return err
-	}
 	h2h := sc.xn
-	if err := l.PostNorm.Forward(p, h2h, c.rstd2, c.x2); err != nil {
+	if err := l.PostNorm.ResidualForward(p, c.x2, h2h, c.rstd2, x, sc.y); err != nil { // x2 = x + o_proj(attn)
 		return err
 	}
 	if err := l.MLP.Gate.Forward(p, c.g, h2h); err != nil {
@@ -315,6 +329,9 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	}
 	if err := l.MLP.Down.Forward(p, sc.y, s); err != nil {
 		return err
+	}
+	if lk.next != nil {
+		return lk.next.ResidualForward(p, out, lk.nout, lk.nrstd, c.x2, sc.y)
 	}
 	return bk.Add(out, c.x2, sc.y)
 }
@@ -342,14 +359,15 @@ func (l *DecoderLayer) unproject(p *transformer.Pass, in *passInputs, proj trans
 	return proj.Backward(p, dh, dy, xh, accumulate)
 }
 
-// Backward back-propagates the layer: grad (N, C) F32 holds d(out) and is overwritten with d(x); x is the
-// forward's input.
+// Backward back-propagates the layer: grad (N, C) F32 holds d(out) — and, under autocast, sc.gh the same in
+// the GEMM dtype, as the norm backward above wrote it (transformer.RMSNorm.ResidualBackward) — and both are
+// overwritten with d(x); x is the forward's input.
 func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passInputs, grad, x *tensor.Tensor) error {
 	bk, c, at := p.Backend, &l.c, &l.Attn
-	// MLP branch: out = x2 + down(s).
-	dy, err := castGrad(bk, sc.y, grad)
-	if err != nil {
-		return err
+	// MLP branch: out = x2 + down(s). Autograd rounds the gradient of a half branch output to half.
+	dy := grad
+	if sc.gh != nil {
+		dy = sc.gh
 	}
 	s := sc.dg // recomputed: the forward's SwiGLU on the kept g and u, bit for bit
 	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
@@ -371,16 +389,10 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err := l.MLP.Up.Backward(p, sc.dh, sc.du, h2h, true); err != nil {
 		return err
 	}
-	if err := l.PostNorm.Backward(p, sc.dxn, sc.dh, c.x2, c.rstd2); err != nil {
-		return err
-	}
-	if err := bk.Axpy(grad, sc.dxn, 1); err != nil { // grad = d(x2)
+	if err := l.PostNorm.ResidualBackward(p, grad, sc.gh, sc.dh, c.x2, c.rstd2, true); err != nil { // grad = d(x2)
 		return err
 	}
 	// Attention branch: x2 = x + o_proj(attn).
-	if dy, err = castGrad(bk, sc.y, grad); err != nil {
-		return err
-	}
 	if err := at.O.Backward(p, sc.do, dy, c.o, false); err != nil {
 		return err
 	}
@@ -407,10 +419,7 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	} else if err := l.unprojectQKV(p, sc, in, xh); err != nil {
 		return err
 	}
-	if err := l.InputNorm.Backward(p, sc.dxn, sc.dh, x, c.rstd1); err != nil {
-		return err
-	}
-	return bk.Axpy(grad, sc.dxn, 1) // grad = d(x)
+	return l.InputNorm.ResidualBackward(p, grad, sc.gh, sc.dh, x, c.rstd1, true) // grad = d(x)
 }
 
 // unprojectQKV is projectQKV's backward: the gradients of q, k, v (sc.dq, sc.dk, sc.dv) through RoPE, the
@@ -424,13 +433,4 @@ func (l *DecoderLayer) unprojectQKV(p *transformer.Pass, sc *layerScratch, in *p
 		return err
 	}
 	return at.V.Backward(p, sc.dh, sc.dv, xh, true)
-}
-
-// castGrad returns the residual gradient g (N, C) F32 as the GEMM dtype's dst, as autograd rounds the gradient
-// of a half branch output; under FP32 it returns g itself.
-func castGrad(bk tensor.Backend, dst, g *tensor.Tensor) (*tensor.Tensor, error) {
-	if dst.DType == g.DType {
-		return g, nil
-	}
-	return dst, bk.Cast(dst, g)
 }

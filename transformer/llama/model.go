@@ -211,17 +211,26 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 		return out, err
 	}
 	m.ckpt.offs = m.ckpt.offs[:0]
+	// Each layer's last residual add runs fused with the norm after it (the next layer's input_layernorm,
+	// or model.norm for the last), which then starts from the normed input in the shared scratch.
+	L := len(m.Layers)
 	for i, l := range m.Layers {
 		m.ckpt.offs = append(m.ckpt.offs, p.Offset)
-		if err := l.Forward(&p, &m.sc, &in, a.hs[i+1], a.hs[i]); err != nil {
+		lk := link{normed: i > 0, next: m.Norm, nout: a.xf, nrstd: a.rstdF}
+		if i+1 < L {
+			lk.next, lk.nout, lk.nrstd = m.Layers[i+1].InputNorm, m.sc.xn, m.Layers[i+1].c.rstd1
+		}
+		if err := l.forward(&p, &m.sc, &in, nil, a.hs[i+1], a.hs[i], lk); err != nil {
 			return out, fmt.Errorf("llama: layer %d: %w", i, err)
 		}
 		if err := p.Notify(layerPath(i), false, a.hs[i+1]); err != nil {
 			return out, err
 		}
 	}
-	if err := m.Norm.Forward(&p, a.xf, a.rstdF, a.hs[len(m.Layers)]); err != nil {
-		return out, fmt.Errorf("llama: norm: %w", err)
+	if L == 0 {
+		if err := m.Norm.Forward(&p, a.xf, a.rstdF, a.hs[0]); err != nil {
+			return out, fmt.Errorf("llama: norm: %w", err)
+		}
 	}
 	if err := p.Notify("model.norm", false, a.xf); err != nil {
 		return out, err
@@ -282,7 +291,8 @@ func (m *ForCausalLM) Backward(seed float32) (err error) {
 		return err
 	}
 	L := len(m.Layers)
-	if err := m.Norm.Backward(&p, a.grad, a.dxf, a.hs[L], a.rstdF); err != nil {
+	// grad = d(hs[L]), and its GEMM-dtype copy for the last layer's down_proj
+	if err := m.Norm.ResidualBackward(&p, a.grad, m.sc.gh, a.dxf, a.hs[L], a.rstdF, false); err != nil {
 		return fmt.Errorf("llama: norm backward: %w", err)
 	}
 	for i := L - 1; i >= 0; i-- {
