@@ -173,3 +173,100 @@ func (s *LinearStack) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate
 	}
 	return nil
 }
+
+// Joined reports whether the stack runs as one GEMM per product: the parts' weights are adjacent, and their
+// gradients too (or none trains).
+func (s *LinearStack) Joined() bool {
+	if s.weights() == nil {
+		return false
+	}
+	if s.grads() != nil {
+		return true
+	}
+	for _, l := range s.Parts {
+		if l.Weight.Grad != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ForwardT is Forward with the output transposed: outT (ΣOut, N) = [W₁; W₂; …]·inᵀ, so that each part's
+// output is one dense (Outᵢ, N) block of outT (a gate and an up projection side by side for an elementwise
+// op, without strided rows). The stack must be Joined.
+func (s *LinearStack) ForwardT(p *Pass, outT, in *tensor.Tensor) error {
+	w, err := p.Weight(s.weights())
+	if err != nil {
+		return err
+	}
+	k := s.Parts[0].In
+	return p.Backend.Gemm(tensor.GemmArgs{TransB: true, M: s.Out(), N: in.Numel() / k, K: k, A: w, B: in, C: outT, Alpha: 1, Batch: 1})
+}
+
+// BackwardT is Backward from the transposed output gradient dOutT (ΣOut, N): dIn (N, In) (=, or += when
+// accumulate; skipped when nil) = dOutTᵀ·[W₁; W₂; …] and dW += dOutT·in (one GEMM: the gradients are
+// adjacent, or none trains). The stack must be Joined.
+func (s *LinearStack) BackwardT(p *Pass, dIn, dOutT, in *tensor.Tensor, accumulate bool) error {
+	ld, k := s.Out(), s.Parts[0].In
+	n := dOutT.Numel() / ld
+	if dIn != nil {
+		w, err := p.Weight(s.weights())
+		if err != nil {
+			return err
+		}
+		beta := float32(0)
+		if accumulate {
+			beta = 1
+		}
+		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, M: n, N: k, K: ld, A: dOutT, B: w, C: dIn, Alpha: 1, Beta: beta, Batch: 1}); err != nil {
+			return err
+		}
+	}
+	if g := s.grads(); g != nil {
+		return p.Backend.Gemm(tensor.GemmArgs{M: ld, N: k, K: n, A: dOutT, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1})
+	}
+	return nil
+}
+
+// ForwardFromT is Forward from a transposed input: out (N, Out) = (inT)ᵀ·Wᵀ + b for inT (In, N), as a
+// LinearStack's ForwardT leaves it (down_proj after the gate/up pair).
+func (l *Linear) ForwardFromT(p *Pass, out, inT *tensor.Tensor) error {
+	w, err := p.Weight(l.Weight.Value)
+	if err != nil {
+		return err
+	}
+	var bias *tensor.Tensor
+	if l.Bias != nil {
+		if bias, err = p.Weight(l.Bias.Value); err != nil {
+			return err
+		}
+	}
+	return p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: inT.Numel() / l.In, N: l.Out, K: l.In, A: inT, B: w, C: out,
+		Alpha: 1, Bias: bias, Batch: 1})
+}
+
+// BackwardToT is Backward for ForwardFromT: dInT (In, N) = Wᵀ·dOutᵀ (overwritten; skipped when nil), the
+// input gradient transposed as the input was, dW += dOutᵀ·(inT)ᵀ and db += Σ_rows dOut where trainable.
+func (l *Linear) BackwardToT(p *Pass, dInT, dOut, inT *tensor.Tensor) error {
+	n := dOut.Numel() / l.Out
+	if dInT != nil {
+		w, err := p.Weight(l.Weight.Value)
+		if err != nil {
+			return err
+		}
+		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.In, N: n, K: l.Out, A: w, B: dOut, C: dInT,
+			Alpha: 1, Batch: 1}); err != nil {
+			return err
+		}
+	}
+	if g := l.Weight.Grad; g != nil {
+		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.Out, N: l.In, K: n, A: dOut, B: inT, C: g,
+			Alpha: 1, Beta: 1, Batch: 1}); err != nil {
+			return err
+		}
+	}
+	if l.Bias != nil && l.Bias.Grad != nil {
+		return p.Backend.BiasGrad(l.Bias.Grad, dOut)
+	}
+	return nil
+}

@@ -120,6 +120,76 @@ func TestLinearStack(t *testing.T) {
 				off += l.Out
 			}
 			closeTo(t, "input grad", gotDX, download(wantDX))
+			if !joined || !s.Joined() {
+				continue
+			}
+			// The transposed forms: outT = outᵀ, and from dOutT = dOutᵀ the same gradients.
+			for _, l := range s.Parts {
+				if err := b.Fill(l.Weight.Grad, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			yT, _ := b.Alloc(dt, 10, n)
+			if err := s.ForwardT(p, yT, x); err != nil {
+				t.Fatal(err)
+			}
+			gotT := download(yT)
+			dyT := make([]float32, 10*n)
+			for r := range n {
+				for c := range 10 {
+					if gotT[c*n+r] != gotY[r*10+c] {
+						t.Fatalf("%v: ForwardT[%d, %d] = %v, Forward gave %v", pol, c, r, gotT[c*n+r], gotY[r*10+c])
+					}
+					dyT[c*n+r] = dyh[r*10+c]
+				}
+			}
+			dyTt, _ := b.Alloc(dt, 10, n)
+			if err := b.Upload(dyTt, dyT); err != nil {
+				t.Fatal(err)
+			}
+			dxT, _ := b.Alloc(tensor.F32, n, in)
+			if err := s.BackwardT(p, dxT, dyTt, x, false); err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "BackwardT input grad", download(dxT), gotDX)
+			for i, l := range s.Parts {
+				closeTo(t, "BackwardT weight grad", download(l.Weight.Grad), gotG[i])
+			}
+			// A Linear reading its input transposed: out = (inT)ᵀ·Wᵀ, and its backward.
+			down, _ := NewLinear(b, 10, 3, false)
+			upload(down.Weight.Value)
+			down.Weight.Grad, _ = b.Alloc(tensor.F32, 3, 10)
+			out1, out2 := mustAlloc(t, b, dt, n, 3), mustAlloc(t, b, dt, n, 3)
+			if err := down.Forward(p, out1, y); err != nil {
+				t.Fatal(err)
+			}
+			if err := down.ForwardFromT(p, out2, yT); err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "ForwardFromT", download(out2), download(out1))
+			d3, _ := b.Alloc(dt, n, 3)
+			upload(d3)
+			dIn1, _ := b.Alloc(dt, n, 10)
+			if err := down.Backward(p, dIn1, d3, y, false); err != nil {
+				t.Fatal(err)
+			}
+			g1 := download(down.Weight.Grad)
+			if err := b.Fill(down.Weight.Grad, 0); err != nil {
+				t.Fatal(err)
+			}
+			dInT, _ := b.Alloc(dt, 10, n)
+			if err := down.BackwardToT(p, dInT, d3, yT); err != nil {
+				t.Fatal(err)
+			}
+			closeTo(t, "BackwardToT weight grad", download(down.Weight.Grad), g1)
+			a, at := download(dIn1), download(dInT)
+			for r := range n {
+				for c := range 10 {
+					if d := math.Abs(float64(a[r*10+c] - at[c*n+r])); d > 1e-2*(1+math.Abs(float64(a[r*10+c]))) {
+						t.Fatalf("%v: BackwardToT[%d, %d] = %v, Backward gave %v", pol, c, r, at[c*n+r], a[r*10+c])
+					}
+				}
+			}
 		}
 	}
 	biased, _ := NewLinear(b, 4, 4, true)
@@ -127,6 +197,15 @@ func TestLinearStack(t *testing.T) {
 	if NewLinearStack(plain, biased) != nil || NewLinearStack() != nil {
 		t.Error("a stack with a biased part or no parts")
 	}
+}
+
+func mustAlloc(t *testing.T, b tensor.Backend, dt tensor.DType, shape ...int) *tensor.Tensor {
+	t.Helper()
+	x, err := b.Alloc(dt, shape...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
 }
 
 // closeTo fails unless got equals want within FP32 summation-order rounding.

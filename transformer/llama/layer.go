@@ -28,8 +28,9 @@ type DecoderLayer struct {
 	PostNorm  *transformer.RMSNorm // post_attention_layernorm
 	MLP       MLP                  // mlp
 
-	c     layerCache
-	stack *transformer.LinearStack // q_proj, k_proj, v_proj as one packed projection (NewLinearStack), or nil
+	c      layerCache
+	stack  *transformer.LinearStack // q_proj, k_proj, v_proj as one packed projection (NewLinearStack), or nil
+	mstack *transformer.LinearStack // gate_proj and up_proj (mlpStack), or nil
 }
 
 // layerCache holds what one layer's backward needs from its forward (views of the step arena); h is the GEMM
@@ -49,7 +50,9 @@ type layerCache struct {
 	o            *tensor.Tensor // (N, Hq·D) h attention output
 	lse          *tensor.Tensor // (B, Hq, T) F32
 	x2           *tensor.Tensor // (N, C) F32 the residual after attention
-	g, u         *tensor.Tensor // (N, I) h gate and up
+	g, u         *tensor.Tensor // (N, I) h gate and up, adjacent; (I, N) each on the transposed MLP path
+	gu           *tensor.Tensor // (2·N·I) h: g then u
+	mlpT         bool           // the last forward ran the MLP transposed (mlpStack)
 }
 
 // layerScratch is shared by every layer of a pass.
@@ -62,7 +65,8 @@ type layerScratch struct {
 	dqkv       *tensor.Tensor // (N, Hq·D + 2·Hkv·D) h: the attention's dQ, dK, dV, laid out as the forward's qkv
 	do, dq     *tensor.Tensor // (N, Hq·D) h; dq is dqkv's first dense block (unpacked path)
 	dk, dv     *tensor.Tensor // (N, Hkv·D) h dense blocks of dqkv (unpacked path)
-	ds, dg, du *tensor.Tensor // (N, I) h; dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward
+	ds, dg, du *tensor.Tensor // (N, I) h (transposed path: (I, N)); dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward
+	dgu        *tensor.Tensor // (2·N·I) h: dg then du
 	qf, kf     *tensor.Tensor // (N, Hq·D), (N, Hkv·D) F32: Qwen3's normed q/k before RoPE (and their gradients)
 }
 
@@ -81,8 +85,10 @@ func layoutLayerScratch(a *transformer.Arena, n int, cfg *Config, dt tensor.DTyp
 		y: a.Take(dt, n, c), xn: a.Take(dt, n, c), rstd: a.Take(tensor.F32, n),
 		dh: a.Take(tensor.F32, n, c),
 		do: a.Take(dt, n, qd), dqkv: a.Take(dt, n, qd+2*kvd),
-		ds: a.Take(dt, n, inter), dg: a.Take(dt, n, inter), du: a.Take(dt, n, inter),
+		ds: a.Take(dt, n, inter),
 	}
+	s.dgu = a.Take(dt, 2*n*inter)
+	s.dg, s.du = halves(s.dgu, n, inter)
 	s.dq, s.dk, s.dv = blocks(s.dqkv, n, qd, kvd)
 	if dt != tensor.F32 {
 		s.gh = a.Take(dt, n, c)
@@ -99,8 +105,9 @@ func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt te
 		rstd1: a.Take(tensor.F32, n), rstd2: a.Take(tensor.F32, n),
 		qkv: a.Take(dt, n, qd+2*kvd), o: a.Take(dt, n, qd),
 		lse: a.Take(tensor.F32, b, l.Attn.Hq, t), x2: a.Take(tensor.F32, n, c),
-		g: a.Take(dt, n, inter), u: a.Take(dt, n, inter),
 	}
+	l.c.gu = a.Take(dt, 2*n*inter)
+	l.c.g, l.c.u = halves(l.c.gu, n, inter)
 	l.c.q, l.c.k, l.c.v = blocks(l.c.qkv, n, qd, kvd)
 	if l.Attn.QNorm != nil {
 		l.c.qpre, l.c.kpre = a.Take(dt, n, qd), a.Take(dt, n, kvd)
@@ -146,6 +153,37 @@ func blocks(buf *tensor.Tensor, n, qd, kvd int) (q, k, v *tensor.Tensor) {
 		return t
 	}
 	return view(0, qd), view(n*qd, kvd), view(n*(qd+kvd), kvd)
+}
+
+// halves returns the two (n, c) views one after another in buf (2·n·c elements).
+func halves(buf *tensor.Tensor, n, c int) (a, b *tensor.Tensor) {
+	a, err := buf.View(0, n, c)
+	if err == nil {
+		b, err = buf.View(n*c, n, c)
+	}
+	if err != nil {
+		panic(err)
+	}
+	return a, b
+}
+
+// mlpStack returns gate_proj and up_proj as one joined transformer.LinearStack when the MLP can run
+// transposed: both plain Linears without biases with adjacent weights (and gradients), and down_proj a plain
+// Linear. The pair's output is then written as gateᵀ and upᵀ, two dense (I, N) blocks (ForwardT), SwiGLU
+// runs on them as they are, and down_proj reads its input transposed (ForwardFromT): one GEMM for gate and
+// up in each of the forward, the input gradient and the weight gradient, instead of two each.
+func (l *DecoderLayer) mlpStack() *transformer.LinearStack {
+	ml := &l.MLP
+	if _, ok := ml.Down.(*transformer.Linear); !ok {
+		return nil
+	}
+	if !l.mstack.Matches(ml.Gate, ml.Up) {
+		l.mstack = transformer.NewLinearStack(ml.Gate, ml.Up)
+	}
+	if l.mstack == nil || !l.mstack.Joined() {
+		return nil
+	}
+	return l.mstack
 }
 
 // qkvStack returns q_proj, k_proj and v_proj as one transformer.LinearStack when the layer can run them packed
@@ -239,6 +277,33 @@ func (l *DecoderLayer) project(p *transformer.Pass, sc *layerScratch, in *passIn
 	return bk.Cast(dst, f)
 }
 
+// mlpForward computes down_proj(silu(gate_proj(h))·up_proj(h)) into sc.y, transposed when mlpStack allows.
+func (l *DecoderLayer) mlpForward(p *transformer.Pass, sc *layerScratch, h *tensor.Tensor) error {
+	bk, c, ml := p.Backend, &l.c, &l.MLP
+	s := sc.dg
+	st := l.mlpStack()
+	c.mlpT = st != nil
+	if st != nil {
+		if err := st.ForwardT(p, c.gu, h); err != nil { // gateᵀ then upᵀ
+			return err
+		}
+		if err := bk.SwiGLU(s, c.g, c.u); err != nil {
+			return err
+		}
+		return ml.Down.(*transformer.Linear).ForwardFromT(p, sc.y, s)
+	}
+	if err := ml.Gate.Forward(p, c.g, h); err != nil {
+		return err
+	}
+	if err := ml.Up.Forward(p, c.u, h); err != nil {
+		return err
+	}
+	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
+		return err
+	}
+	return ml.Down.Forward(p, sc.y, s)
+}
+
 // projectQKV is the unpacked path of q, k and v: each projection (with Qwen3's norm and RoPE for q and k)
 // into its own dense buffer (k and v into kdst and vdst: the layer's, or a decode pass's cache rows).
 func (l *DecoderLayer) projectQKV(p *transformer.Pass, sc *layerScratch, in *passInputs, kdst, vdst, xh *tensor.Tensor) error {
@@ -317,17 +382,7 @@ func (l *DecoderLayer) forward(p *transformer.Pass, sc *layerScratch, in *passIn
 	if err := l.PostNorm.ResidualForward(p, c.x2, h2h, c.rstd2, x, sc.y); err != nil { // x2 = x + o_proj(attn)
 		return err
 	}
-	if err := l.MLP.Gate.Forward(p, c.g, h2h); err != nil {
-		return err
-	}
-	if err := l.MLP.Up.Forward(p, c.u, h2h); err != nil {
-		return err
-	}
-	s := sc.dg
-	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
-		return err
-	}
-	if err := l.MLP.Down.Forward(p, sc.y, s); err != nil {
+	if err := l.mlpForward(p, sc, h2h); err != nil {
 		return err
 	}
 	if lk.next != nil {
@@ -373,7 +428,12 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
 		return err
 	}
-	if err := l.MLP.Down.Backward(p, sc.ds, dy, s, false); err != nil {
+	if c.mlpT {
+		err := l.MLP.Down.(*transformer.Linear).BackwardToT(p, sc.ds, dy, s)
+		if err != nil {
+			return err
+		}
+	} else if err := l.MLP.Down.Backward(p, sc.ds, dy, s, false); err != nil {
 		return err
 	}
 	if err := bk.SwiGLUBackward(sc.dg, sc.du, sc.ds, c.g, c.u); err != nil {
@@ -383,11 +443,17 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if err := l.PostNorm.Forward(p, h2h, sc.rstd, c.x2); err != nil {
 		return err
 	}
-	if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, h2h, false); err != nil {
-		return err
-	}
-	if err := l.MLP.Up.Backward(p, sc.dh, sc.du, h2h, true); err != nil {
-		return err
+	if c.mlpT {
+		if err := l.mstack.BackwardT(p, sc.dh, sc.dgu, h2h, false); err != nil { // from d(gateᵀ), d(upᵀ)
+			return err
+		}
+	} else {
+		if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, h2h, false); err != nil {
+			return err
+		}
+		if err := l.MLP.Up.Backward(p, sc.dh, sc.du, h2h, true); err != nil {
+			return err
+		}
 	}
 	if err := l.PostNorm.ResidualBackward(p, grad, sc.gh, sc.dh, c.x2, c.rstd2, true); err != nil { // grad = d(x2)
 		return err
