@@ -261,6 +261,60 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 	return
 }
 
+// CrossEntropyWithGrad computes CrossEntropy, ArgMax (pred non-nil) and CrossEntropyBackward of one logits
+// tensor (tensor.Backend.CrossEntropyWithGrad). For a vocabulary (the block-per-row kernels) one kernel,
+// xent_fused_rows, reads each row twice instead of four times, with the separate kernels' bits; otherwise
+// the three ops run.
+func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+	count, done, err := b.crossEntropyFused(losses, pred, dlogits, logits, labels, scale, ignoreIndex)
+	if done || err != nil {
+		return count, err
+	}
+	if count, err = b.CrossEntropy(losses, logits, labels, ignoreIndex); err != nil {
+		return 0, err
+	}
+	if pred != nil {
+		if err := b.ArgMax(pred, logits); err != nil {
+			return 0, err
+		}
+	}
+	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+}
+
+// crossEntropyFused validates the arguments and queues xent_fused_rows when the row length takes the
+// block-per-row kernels (done); otherwise it queues nothing.
+func (b *Backend) crossEntropyFused(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (count int, done bool, err error) {
+	o := b.begin("CrossEntropyWithGrad", losses, pred, dlogits, logits, labels)
+	defer o.end(&err)
+	o.f32("losses", losses).float("dlogits", dlogits).float("logits", logits).index("labels", labels)
+	if pred != nil {
+		o.tensor("pred", pred, tensor.I32)
+	}
+	n, v := o.rows("logits", logits)
+	o.numel("labels", labels, n).numel("losses", losses, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
+	if pred != nil {
+		o.numel("pred", pred, n)
+	}
+	if o.failed() || !xentRowsPerBlock(v) {
+		return 0, o.failed(), nil
+	}
+	lab := o.indices("labels", labels, v, &ignoreIndex)
+	if o.failed() {
+		return 0, true, nil
+	}
+	for _, l := range lab {
+		if l != ignoreIndex {
+			count++
+		}
+	}
+	if n == 0 {
+		return count, true, nil
+	}
+	o.launch("softmax.cu", "xent_fused_rows", n, 1, xentBlock, 1, addr(losses), addr(pred), addr(dlogits), dt(dlogits),
+		addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits))
+	return count, true, nil
+}
+
 // ArgMax sets out (N) I32 to the index of the largest entry of each row of x (N, V): the first among equal
 // maxima, a NaN counting as larger than any number, as torch.argmax. One warp per row; a block per row for a
 // vocabulary (V ≥ 2048), whose result is the same (ties go to the lower index whatever the visiting order).

@@ -155,6 +155,12 @@ type Backend interface {
 	// CrossEntropyBackward: dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for
 	// ignored rows. For a mean loss seeded with the loss scale S over n counted rows, scale = S/n.
 	CrossEntropyBackward(dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) error
+	// CrossEntropyWithGrad is CrossEntropy, ArgMax (when pred is non-nil) and CrossEntropyBackward of the same
+	// logits in one op, a language-model head's chunk whose gradient is formed at once: losses (N) F32,
+	// pred (N) I32, dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for ignored
+	// rows. Returns the counted rows. Every output holds the bits the three ops give on the same backend;
+	// dlogits may be logits.
+	CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) (count int, err error)
 	// ArgMax: out (N) I32 = the index of the largest entry of each row of x (N, V), the first among equal
 	// maxima, a NaN counting as larger than any number (torch.argmax): a language-model head's greedy
 	// prediction, which token accuracy compares with the labels.

@@ -346,3 +346,93 @@ extern "C" __global__ void argmax_block(int *out, const void *x, int dtx, i64 N,
 	}
 	if (lane == 0) out[row] = bi == V ? 0 : bi;
 }
+
+// xent_fused_rows: xent_fwd_rows, argmax_block and xent_bwd_rows of one row in one block (grid N), the row
+// read twice instead of four times (statistics and arg-max, then the gradient): a causal LM head's chunk.
+// The (m, s) pairs take block_lse's operations in its order, so lse — and with it the loss and the gradient —
+// has the bits of the separate kernels; the arg-max is argmax_better's total order, so any visiting order gives
+// argmax_block's result. Every row's arg-max is written (pred may be NULL); an ignored row gets loss 0 and a
+// zero gradient. dlogits may alias logits: the statistics and the label's logit are read before a barrier,
+// and each element is read before it is written.
+extern "C" __global__ void xent_fused_rows(float *losses, int *pred, void *dlogits, int dtd, const void *logits, int dtl,
+                                           const void *labels, int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
+	__shared__ float shm[32], shs[32], sv[32];
+	__shared__ int si[32];
+	i64 row = blockIdx.x;
+	if (row >= N) return;
+	int t = threadIdx.x, nt = blockDim.x, w = t / 32, lane = t % 32, nw = nt / 32;
+	i64 lab = ldi(labels, dtlab, row);
+	i64 base = row * V;
+	float m = NEG_INF, s = 0.0f, bv = NEG_INF;
+	int bi = V;
+	int per = dtl == DT_F32 ? 4 : 8;
+	if (vec) {
+		for (int c = per * t; c < V; c += per * nt) {
+			float v[8];
+			int n = ld16b(logits, dtl, base + c, v);
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				if (k < n) {
+					lse_add(m, s, v[k]);
+					if (bi == V || argmax_better(v[k], c + k, bv, bi)) bv = v[k], bi = c + k;
+				}
+			}
+		}
+	} else {
+		for (int c = t; c < V; c += nt) {
+			float v = ld(logits, dtl, base + c);
+			lse_add(m, s, v);
+			if (bi == V || argmax_better(v, c, bv, bi)) bv = v, bi = c;
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+		lse_merge(m, s, m2, s2);
+		float ov = __shfl_down_sync(0xffffffffu, bv, o);
+		int oi = __shfl_down_sync(0xffffffffu, bi, o);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) bv = ov, bi = oi;
+	}
+	if (lane == 0) shm[w] = m, shs[w] = s, sv[w] = bv, si[w] = bi;
+	__syncthreads();
+	m = lane < nw ? shm[lane] : NEG_INF;
+	s = lane < nw ? shs[lane] : 0.0f;
+	bv = lane < nw ? sv[lane] : NEG_INF;
+	bi = lane < nw ? si[lane] : V;
+	for (int o = 16; o > 0; o >>= 1) {
+		float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+		lse_merge(m, s, m2, s2);
+		float ov = __shfl_down_sync(0xffffffffu, bv, o);
+		int oi = __shfl_down_sync(0xffffffffu, bi, o);
+		if (oi < V && (bi == V || argmax_better(ov, oi, bv, bi))) bv = ov, bi = oi;
+	}
+	float lse = logf(s) + m;
+	if (t == 0) {
+		if (pred) pred[row] = bi == V ? 0 : bi;
+		losses[row] = lab == ignore ? 0.0f : lse - ld(logits, dtl, base + lab);
+	}
+	__syncthreads(); // the label's logit is read before any thread overwrites it (dlogits may alias logits)
+	if (lab == ignore) {
+		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
+		return;
+	}
+	if (vec && dtd == dtl) {
+		for (int c = per * t; c < V; c += per * nt) {
+			float v[8];
+			int n = ld16b(logits, dtl, base + c, v);
+#pragma unroll
+			for (int k = 0; k < 8; k++) {
+				if (k >= n) break;
+				float p = expf(v[k] - lse);
+				if (c + k == lab) p = p - 1.0f;
+				v[k] = scale * p;
+			}
+			st16b(dlogits, dtd, base + c, v);
+		}
+	} else {
+		for (int c = t; c < V; c += nt) {
+			float p = expf(ld(logits, dtl, base + c) - lse);
+			if (c == lab) p = p - 1.0f;
+			st(dlogits, dtd, base + c, scale * p);
+		}
+	}
+}

@@ -177,3 +177,19 @@ func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale floa
 	o.Store()
 	return nil
 }
+
+// CrossEntropyWithGrad runs CrossEntropy, ArgMax (pred non-nil) and CrossEntropyBackward in that order
+// (tensor.Backend.CrossEntropyWithGrad): the reference the fused kernels of other backends match bit for bit
+// on their own ops. dlogits may be logits (it is written last).
+func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+	count, err := b.CrossEntropy(losses, logits, labels, ignoreIndex)
+	if err != nil {
+		return 0, err
+	}
+	if pred != nil {
+		if err := b.ArgMax(pred, logits); err != nil {
+			return 0, err
+		}
+	}
+	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+}

@@ -71,6 +71,11 @@ func (refusing) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tenso
 	return refuse("RMSNormBackward")
 }
 
+// CrossEntropyWithGrad returns ErrMeta.
+func (refusing) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+	return 0, refuse("CrossEntropyWithGrad")
+}
+
 // ResidualRMSNorm returns ErrMeta.
 func (refusing) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) error {
 	return refuse("ResidualRMSNorm")

@@ -278,6 +278,43 @@ func lossCases(dt tensor.DType) []opCase {
 					return none(b.CrossEntropyBackward(ts[0], ts[1], ts[2], 1.0/3, -100))
 				}})
 	}
+	// CrossEntropyWithGrad on a classifier's few logits and on a vocabulary (V ≥ 2048: the block-per-row
+	// kernels), with and without the arg-max; the arg-max compared as the op's scalar results.
+	for _, v := range []int{33, 2056} {
+		n := 2*g.odd() + 1
+		labels := g.ints(n, v)
+		for i := 1; i < n; i += 3 {
+			labels[i] = -100
+		}
+		logits := g.normal(n*v, 3)
+		for _, withPred := range []bool{true, false} {
+			cases = append(cases, opCase{fmt.Sprintf("CrossEntropyWithGrad N=%d V=%d pred=%v", n, v, withPred),
+				[]arg{output("losses", tensor.F32, n), output("pred", tensor.I32, n), output("dlogits", dt, n, v),
+					input("logits", dt, logits, n, v), index("labels", tensor.I32, labels, n)},
+				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+					pred := ts[1]
+					if !withPred {
+						pred = nil
+						if err := b.Fill(ts[1], 0); err != nil {
+							return nil, err
+						}
+					}
+					count, err := b.CrossEntropyWithGrad(ts[0], pred, ts[2], ts[3], ts[4], 0.25, -100)
+					if err != nil {
+						return nil, err
+					}
+					ids := make([]int32, n)
+					if err := b.Download(ids, ts[1]); err != nil {
+						return nil, err
+					}
+					res := []float64{float64(count)}
+					for _, id := range ids {
+						res = append(res, float64(id))
+					}
+					return res, nil
+				}})
+		}
+	}
 	for _, v := range []int{1, 33, 100} {
 		// Rows of random logits, then the corner rows: all equal (0), two NaNs (the first), all −Inf (0), the
 		// maximum repeated (its first position), random logits on a coarse grid (ties after rounding).

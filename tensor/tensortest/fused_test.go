@@ -287,6 +287,77 @@ func TestResidualRMSNormMatchesItsParts(t *testing.T) {
 	})
 }
 
+// TestCrossEntropyWithGradMatchesItsParts checks CrossEntropyWithGrad against CrossEntropy, ArgMax and
+// CrossEntropyBackward, bit for bit, on vocabulary rows (SmolLM2's 49152, an unaligned 2049, a classifier's
+// 40) with ignored rows, ties and a NaN row, with the gradient in its own buffer and over the logits.
+func TestCrossEntropyWithGradMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(31, 37))
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			for _, v := range []int{49152, 2049, 40} {
+				const n = 9
+				x := make([]float32, n*v)
+				for i := range x {
+					x[i] = float32(3 * rng.NormFloat64())
+				}
+				x[3*v+5], x[3*v+v-1] = 40, 40 // a tie: the first wins
+				x[6*v+7] = float32(math.NaN())
+				labels := make([]int32, n)
+				for i := range labels {
+					labels[i] = int32(rng.IntN(v))
+				}
+				labels[1], labels[4] = -100, -100
+				lg, lab := Upload(t, b, dt, x, n, v), Alloc(t, b, tensor.I32, n)
+				if err := b.Upload(lab, labels); err != nil {
+					t.Fatal(err)
+				}
+				l1, l2, p1, p2 := Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.I32, n), Alloc(t, b, tensor.I32, n)
+				d1, d2 := Alloc(t, b, dt, n, v), Alloc(t, b, dt, n, v)
+				c1, err := b.CrossEntropy(l1, lg, lab, -100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := b.ArgMax(p1, lg); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.CrossEntropyBackward(d1, lg, lab, 0.125, -100); err != nil {
+					t.Fatal(err)
+				}
+				c2, err := b.CrossEntropyWithGrad(l2, p2, d2, lg, lab, 0.125, -100)
+				if err != nil {
+					t.Fatal(err)
+				}
+				what := fmt.Sprintf("%v V=%d", dt, v)
+				if c1 != c2 {
+					t.Fatalf("%s: count %d fused, %d unfused", what, c2, c1)
+				}
+				sameBits(t, what+" losses", Download(t, b, l1), Download(t, b, l2))
+				sameBits(t, what+" dlogits", Download(t, b, d1), Download(t, b, d2))
+				i1, i2 := make([]int32, n), make([]int32, n)
+				if err := b.Download(i1, p1); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Download(i2, p2); err != nil {
+					t.Fatal(err)
+				}
+				for i := range i1 {
+					if i1[i] != i2[i] {
+						t.Fatalf("%s: pred[%d] = %d fused, %d unfused", what, i, i2[i], i1[i])
+					}
+				}
+				// in place: the gradient over the logits
+				if _, err := b.CrossEntropyWithGrad(l2, nil, lg, lg, lab, 0.125, -100); err != nil {
+					t.Fatal(err)
+				}
+				sameBits(t, what+" dlogits in place", Download(t, b, d1), Download(t, b, lg))
+				for _, x := range []*tensor.Tensor{lg, lab, l1, l2, p1, p2, d1, d2} {
+					b.Free(x)
+				}
+			}
+		}
+	})
+}
+
 func sameBits(t *testing.T, what string, want, got []float32) {
 	t.Helper()
 	for i := range want {

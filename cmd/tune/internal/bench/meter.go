@@ -546,6 +546,17 @@ func (m *Meter) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, sca
 	})
 }
 
+// CrossEntropyWithGrad is timed as "CrossEntropyWithGrad"; it reads the logits twice and writes dlogits.
+func (m *Meter) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+	var count int
+	err := m.run("CrossEntropyWithGrad", "", 0, size(losses, pred, dlogits, labels)+2*size(logits), func() error {
+		var err error
+		count, err = m.Backend.CrossEntropyWithGrad(losses, pred, dlogits, logits, labels, scale, ignoreIndex)
+		return err
+	})
+	return count, err
+}
+
 // ArgMax is timed as "ArgMax".
 func (m *Meter) ArgMax(out, x *tensor.Tensor) error {
 	return m.run("ArgMax", "", 0, size(out, x), func() error { return m.Backend.ArgMax(out, x) })
