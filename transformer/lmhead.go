@@ -189,12 +189,25 @@ func (l *CausalLMHead) forward(p *Pass, in *tensor.Tensor, targets []int64, host
 		if targets != nil {
 			ls, _ := c.losses.View(r0, m)
 			tg, _ := c.targets.View(r0, m)
+			pr, _ := c.pred.View(r0, m)
+			if dIn != nil && scale != 0 {
+				// loss, arg-max and dlogits from two reads of the chunk's logits (CrossEntropyWithGrad)
+				dl, _ := c.dlogits.View(0, m, l.V)
+				k, err := bk.CrossEntropyWithGrad(ls, pr, dl, lg, tg, scale, -100)
+				if err != nil {
+					return 0, 0, err
+				}
+				c.count += k
+				if err := l.chunkGrads(p, w, dIn, dl, r0, m); err != nil {
+					return 0, 0, err
+				}
+				continue
+			}
 			k, err := bk.CrossEntropy(ls, lg, tg, -100)
 			if err != nil {
 				return 0, 0, err
 			}
 			c.count += k
-			pr, _ := c.pred.View(r0, m)
 			if err := bk.ArgMax(pr, lg); err != nil {
 				return 0, 0, err
 			}
@@ -321,6 +334,16 @@ func (l *CausalLMHead) chunkBackward(p *Pass, w, dIn, lg *tensor.Tensor, r0, m i
 	dl, _ := c.dlogits.View(0, m, l.V)
 	tg, _ := c.targets.View(r0, m)
 	if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
+		return err
+	}
+	return l.chunkGrads(p, w, dIn, dl, r0, m)
+}
+
+// chunkGrads back-propagates rows [r0, r0+m) from their dlogits dl (m, V): dIn's rows = dl·W, dW += dlᵀ·in.
+func (l *CausalLMHead) chunkGrads(p *Pass, w, dIn, dl *tensor.Tensor, r0, m int) error {
+	bk, c := p.Backend, &l.c
+	dh, err := dIn.View(r0*l.C, m, l.C)
+	if err != nil {
 		return err
 	}
 	if err := bk.Gemm(tensor.GemmArgs{M: m, N: l.C, K: l.V, A: dl, B: w, C: dh, Alpha: 1, Batch: 1}); err != nil {
