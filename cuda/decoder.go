@@ -180,6 +180,29 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *tensor.Tensor) (err
 	return
 }
 
+// SwiGLUBackwardRecompute is SwiGLUBackward and SwiGLU(out, gate, up) in one pass (swiglu_bwd_recompute):
+// the same operations as swiglu_bwd and swiglu_fwd, so their bits. out may alias gate or up; dgate and dup must
+// not overlap out.
+func (b *Backend) SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up *tensor.Tensor) (err error) {
+	if out == nil {
+		return b.SwiGLUBackward(dgate, dup, dout, gate, up)
+	}
+	o := b.begin("SwiGLUBackwardRecompute", dgate, dup, out, dout, gate, up)
+	defer o.end(&err)
+	if o.float("dgate", dgate).float("dup", dup).float("out", out).float("dout", dout).float("gate", gate).float("up", up).failed() {
+		return
+	}
+	n := gate.Numel()
+	o.numel("dgate", dgate, n).numel("dup", dup, n).numel("out", out, n).numel("dout", dout, n).numel("up", up, n)
+	o.that(o.failed() || gate.DType == up.DType, tensor.ErrDType, "gate is %v but up is %v; they must share a dtype", gate.DType, up.DType)
+	if o.failed() {
+		return
+	}
+	o.ew("decoder.cu", "swiglu_bwd_recompute", n, addr(dgate), dt(dgate), addr(dup), dt(dup), addr(out), dt(out),
+		addr(dout), dt(dout), addr(gate), dt(gate), addr(up), dt(up), i64(n), vec(dgate, dup, out, dout, gate, up))
+	return
+}
+
 // GELUTanh sets out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), GPT-2's tanh-approximate GELU (PyTorch gelu
 // with approximate='tanh'), in FP32 with tanhf.
 func (b *Backend) GELUTanh(out, x *tensor.Tensor) error {

@@ -113,6 +113,10 @@ type Backend interface {
 	// SwiGLUBackward: dgate = round(dout·up)·silu'(gate) and dup = dout·round(silu(gate)), both =, from dout
 	// and the forward's gate and up (the intermediate roundings are to gate's dtype, as PyTorch's autograd).
 	SwiGLUBackward(dgate, dup, dout, gate, up *Tensor) error
+	// SwiGLUBackwardRecompute is SwiGLUBackward and SwiGLU(out, gate, up) in one pass over gate and up: the
+	// backward of a SwiGLU whose output was not kept, recomputed for the next weight gradient (the forward's
+	// values bit for bit). out may be gate or up; dgate and dup must not overlap out.
+	SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up *Tensor) error
 
 	// GELUTanh: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (PyTorch gelu with
 	// approximate='tanh'; transformers' gelu_pytorch_tanh and gelu_new, GPT-2's activation), FP32, rounded once.

@@ -312,3 +312,35 @@ extern "C" __global__ void swiglu_bwd(void *dgate, int dtdg, void *dup, int dtdu
 		}
 	}
 }
+
+// swiglu_bwd_recompute: swiglu_bwd and swiglu_fwd of the same element in one pass (gate and up read once):
+// out = round_to(silu(gate), dtg)·up, the forward's value, for the next weight gradient. Each element is read
+// before any of its outputs is written, so out may alias gate or up.
+extern "C" __global__ void swiglu_bwd_recompute(void *dgate, int dtdg, void *dup, int dtdu, void *out, int dto,
+                                                const void *dout, int dtd, const void *gate, int dtg, const void *up,
+                                                int dtu, i64 n, int vec) {
+	i64 groups = (n + 3) / 4;
+	FOR_GROUPS(gi, groups) {
+		i64 i = gi * 4;
+		if (vec && i + 4 <= n) {
+			F4 d = ld4(dout, dtd, i), g = ld4(gate, dtg, i), u = ld4(up, dtu, i), og, ou, os;
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				swiglu_grad(d.v[k], g.v[k], u.v[k], dtg, &og.v[k], &ou.v[k]);
+				os.v[k] = round_to(silu(g.v[k]), dtg) * u.v[k];
+			}
+			st4(dgate, dtdg, i, og);
+			st4(dup, dtdu, i, ou);
+			st4(out, dto, i, os);
+		} else {
+			for (i64 j = i; j < n && j < i + 4; j++) {
+				float og, ou, g = ld(gate, dtg, j), u = ld(up, dtu, j);
+				swiglu_grad(ld(dout, dtd, j), g, u, dtg, &og, &ou);
+				float os = round_to(silu(g), dtg) * u;
+				st(dgate, dtdg, j, og);
+				st(dup, dtdu, j, ou);
+				st(out, dto, j, os);
+			}
+		}
+	}
+}

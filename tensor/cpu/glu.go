@@ -84,3 +84,23 @@ func (b *Backend) SwiGLUBackward(dgate, dup, dout, gate, up *tensor.Tensor) (err
 	ou.Store()
 	return nil
 }
+
+// SwiGLUBackwardRecompute runs SwiGLU into a scratch, SwiGLUBackward, then copies the scratch into out
+// (tensor.Backend.SwiGLUBackwardRecompute): the reference, out allowed to alias gate or up.
+func (b *Backend) SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up *tensor.Tensor) (err error) {
+	if out == nil {
+		return b.SwiGLUBackward(dgate, dup, dout, gate, up)
+	}
+	s, err := b.Alloc(out.DType, out.Shape...)
+	if err != nil {
+		return err
+	}
+	defer b.Free(s)
+	if err := b.SwiGLU(s, gate, up); err != nil {
+		return err
+	}
+	if err := b.SwiGLUBackward(dgate, dup, dout, gate, up); err != nil {
+		return err
+	}
+	return b.Copy(out, s)
+}

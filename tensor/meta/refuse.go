@@ -76,6 +76,11 @@ func (refusing) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tens
 	return 0, refuse("CrossEntropyWithGrad")
 }
 
+// SwiGLUBackwardRecompute returns ErrMeta.
+func (refusing) SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up *tensor.Tensor) error {
+	return refuse("SwiGLUBackwardRecompute")
+}
+
 // ResidualRMSNorm returns ErrMeta.
 func (refusing) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) error {
 	return refuse("ResidualRMSNorm")

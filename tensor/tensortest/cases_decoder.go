@@ -170,6 +170,11 @@ func gluCases(dt tensor.DType) []opCase {
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 				return none(b.SwiGLUBackward(ts[0], ts[1], ts[2], ts[3], ts[4]))
 			}},
+		{"SwiGLUBackwardRecompute", []arg{output("dgate", dt, r, c), output("dup", dt, r, c), output("out", dt, r, c),
+			input("dout", dt, g.normal(n, 1), r, c), gate, up},
+			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+				return none(b.SwiGLUBackwardRecompute(ts[0], ts[1], ts[2], ts[3], ts[4], ts[5]))
+			}},
 		{"GELUTanh", []arg{output("out", dt, r, c), input("x", dt, g.normal(n, 3), r, c)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) { return none(b.GELUTanh(ts[0], ts[1])) }},
 		{"GELUTanhBackward", []arg{output("dx", dt, r, c), input("dout", dt, g.normal(n, 1), r, c), input("x", dt, g.normal(n, 3), r, c)},

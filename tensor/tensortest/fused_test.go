@@ -358,6 +358,52 @@ func TestCrossEntropyWithGradMatchesItsParts(t *testing.T) {
 	})
 }
 
+// TestSwiGLUBackwardRecomputeMatchesItsParts checks SwiGLUBackwardRecompute against SwiGLU and
+// SwiGLUBackward, bit for bit, with out over gate (as the transposed MLP uses it) and in its own buffer, on a
+// multiple of four elements and a ragged count.
+func TestSwiGLUBackwardRecomputeMatchesItsParts(t *testing.T) {
+	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		rng := rand.New(rand.NewPCG(41, 43))
+		for _, dt := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
+			for _, n := range []int{4096, 4099} {
+				g, u, d := make([]float32, n), make([]float32, n), make([]float32, n)
+				for i := range g {
+					g[i], u[i], d[i] = float32(3*rng.NormFloat64()), float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				gt, ut, dt1 := Upload(t, b, dt, g, n), Upload(t, b, dt, u, n), Upload(t, b, dt, d, n)
+				s1, dg1, du1 := Alloc(t, b, dt, n), Alloc(t, b, dt, n), Alloc(t, b, dt, n)
+				if err := b.SwiGLU(s1, gt, ut); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.SwiGLUBackward(dg1, du1, dt1, gt, ut); err != nil {
+					t.Fatal(err)
+				}
+				for _, inPlace := range []bool{false, true} {
+					what := fmt.Sprintf("%v n=%d out over gate=%v", dt, n, inPlace)
+					g2 := Upload(t, b, dt, g, n)
+					s2, dg2, du2 := Alloc(t, b, dt, n), Alloc(t, b, dt, n), Alloc(t, b, dt, n)
+					out := s2
+					if inPlace {
+						out = g2
+					}
+					if err := b.SwiGLUBackwardRecompute(dg2, du2, out, dt1, g2, ut); err != nil {
+						t.Fatal(err)
+					}
+					sameBits(t, what+" out", Download(t, b, s1), Download(t, b, out))
+					sameBits(t, what+" dgate", Download(t, b, dg1), Download(t, b, dg2))
+					sameBits(t, what+" dup", Download(t, b, du1), Download(t, b, du2))
+					for _, x := range []*tensor.Tensor{g2, s2, dg2, du2} {
+						b.Free(x)
+					}
+				}
+				for _, x := range []*tensor.Tensor{gt, ut, dt1, s1, dg1, du1} {
+					b.Free(x)
+				}
+			}
+		}
+	})
+}
+
 func sameBits(t *testing.T, what string, want, got []float32) {
 	t.Helper()
 	for i := range want {

@@ -404,6 +404,13 @@ func (m *Meter) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tenso
 	})
 }
 
+// SwiGLUBackwardRecompute is timed as "SwiGLUBackwardRecompute".
+func (m *Meter) SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up *tensor.Tensor) error {
+	return m.run("SwiGLUBackwardRecompute", "", 0, size(dgate, dup, out, dout, gate, up), func() error {
+		return m.Backend.SwiGLUBackwardRecompute(dgate, dup, out, dout, gate, up)
+	})
+}
+
 // ResidualRMSNorm is timed as "ResidualRMSNorm".
 func (m *Meter) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) error {
 	return m.run("ResidualRMSNorm", "", 0, size(a.Sum, a.Out, a.Rstd, a.X, a.Y, a.Weight), func() error {
