@@ -248,20 +248,32 @@ func (l *Linear) ForwardFromT(p *Pass, out, inT *tensor.Tensor) error {
 // BackwardToT is Backward for ForwardFromT: dInT (In, N) = Wᵀ·dOutᵀ (overwritten; skipped when nil), the
 // input gradient transposed as the input was, dW += dOutᵀ·(inT)ᵀ and db += Σ_rows dOut where trainable.
 func (l *Linear) BackwardToT(p *Pass, dInT, dOut, inT *tensor.Tensor) error {
-	n := dOut.Numel() / l.Out
-	if dInT != nil {
-		w, err := p.Weight(l.Weight.Value)
-		if err != nil {
-			return err
-		}
-		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.In, N: n, K: l.Out, A: w, B: dOut, C: dInT,
-			Alpha: 1, Batch: 1}); err != nil {
-			return err
-		}
+	if err := l.BackwardInputToT(p, dInT, dOut); err != nil {
+		return err
 	}
+	return l.BackwardParamsFromT(p, dOut, inT)
+}
+
+// BackwardInputToT is BackwardToT's input gradient alone (nothing for nil dInT), for a caller that forms the
+// input inT only afterwards (recomputed in the same pass as the gradient of the op before).
+func (l *Linear) BackwardInputToT(p *Pass, dInT, dOut *tensor.Tensor) error {
+	if dInT == nil {
+		return nil
+	}
+	w, err := p.Weight(l.Weight.Value)
+	if err != nil {
+		return err
+	}
+	return p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.In, N: dOut.Numel() / l.Out, K: l.Out, A: w, B: dOut,
+		C: dInT, Alpha: 1, Batch: 1})
+}
+
+// BackwardParamsFromT is BackwardToT's parameter gradients alone: dW += dOutᵀ·(inT)ᵀ and db += Σ_rows dOut
+// where trainable.
+func (l *Linear) BackwardParamsFromT(p *Pass, dOut, inT *tensor.Tensor) error {
 	if g := l.Weight.Grad; g != nil {
-		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.Out, N: l.In, K: n, A: dOut, B: inT, C: g,
-			Alpha: 1, Beta: 1, Batch: 1}); err != nil {
+		if err := p.Backend.Gemm(tensor.GemmArgs{TransA: true, TransB: true, M: l.Out, N: l.In, K: dOut.Numel() / l.Out, A: dOut,
+			B: inT, C: g, Alpha: 1, Beta: 1, Batch: 1}); err != nil {
 			return err
 		}
 	}

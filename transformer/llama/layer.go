@@ -65,7 +65,7 @@ type layerScratch struct {
 	dqkv       *tensor.Tensor // (N, Hq·D + 2·Hkv·D) h: the attention's dQ, dK, dV, laid out as the forward's qkv
 	do, dq     *tensor.Tensor // (N, Hq·D) h; dq is dqkv's first dense block (unpacked path)
 	dk, dv     *tensor.Tensor // (N, Hkv·D) h dense blocks of dqkv (unpacked path)
-	ds, dg, du *tensor.Tensor // (N, I) h (transposed path: (I, N)); dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward
+	ds, dg, du *tensor.Tensor // (N, I) h (transposed path: (I, N)); dg holds silu(gate)·up, down_proj's input, until SwiGLUBackward (per-projection path)
 	dgu        *tensor.Tensor // (2·N·I) h: dg then du
 	qf, kf     *tensor.Tensor // (N, Hq·D), (N, Hkv·D) F32: Qwen3's normed q/k before RoPE (and their gradients)
 }
@@ -424,20 +424,30 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 	if sc.gh != nil {
 		dy = sc.gh
 	}
-	s := sc.dg // recomputed: the forward's SwiGLU on the kept g and u, bit for bit
-	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
-		return err
-	}
 	if c.mlpT {
-		err := l.MLP.Down.(*transformer.Linear).BackwardToT(p, sc.ds, dy, s)
-		if err != nil {
+		// d(silu(g)·u) first, then one pass over g and u forms both SwiGLU gradients and recomputes
+		// s = silu(g)·u over g (g's last use), which down_proj's weight gradient reads.
+		down := l.MLP.Down.(*transformer.Linear)
+		if err := down.BackwardInputToT(p, sc.ds, dy); err != nil {
 			return err
 		}
-	} else if err := l.MLP.Down.Backward(p, sc.ds, dy, s, false); err != nil {
-		return err
-	}
-	if err := bk.SwiGLUBackward(sc.dg, sc.du, sc.ds, c.g, c.u); err != nil {
-		return err
+		if err := bk.SwiGLUBackwardRecompute(sc.dg, sc.du, c.g, sc.ds, c.g, c.u); err != nil {
+			return err
+		}
+		if err := down.BackwardParamsFromT(p, dy, c.g); err != nil {
+			return err
+		}
+	} else {
+		s := sc.dg // recomputed: the forward's SwiGLU on the kept g and u, bit for bit
+		if err := bk.SwiGLU(s, c.g, c.u); err != nil {
+			return err
+		}
+		if err := l.MLP.Down.Backward(p, sc.ds, dy, s, false); err != nil {
+			return err
+		}
+		if err := bk.SwiGLUBackward(sc.dg, sc.du, sc.ds, c.g, c.u); err != nil {
+			return err
+		}
 	}
 	h2h := sc.xn // recomputed: post_attention_layernorm(x2), as the forward computed it
 	if err := l.PostNorm.Forward(p, h2h, sc.rstd, c.x2); err != nil {
