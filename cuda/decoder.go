@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"math"
+	"os"
 
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
@@ -78,6 +79,12 @@ func (b *Backend) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) (err error) {
 	return
 }
 
+// rmsNormBwdOnePass selects rmsnorm_bwd_residual_wg for ResidualRMSNormBackward (TUNE_RMSNORM_BWD=onepass,
+// read once; off by default): the weight gradient's partials from the row pass's own reads instead of
+// colsum_partial's second read of dout and x, deterministic but summed in another order (the weight gradient
+// then differs from RMSNormBackward's in FP32 rounding). Any other value is the default.
+var rmsNormBwdOnePass = os.Getenv("TUNE_RMSNORM_BWD") == "onepass"
+
 // ResidualRMSNormBackward computes RMSNormBackward's dx, adds it to DX (or stores it) and writes DX's half
 // copy in one warp-per-row pass (rmsnorm_bwd_residual: the bits of rmsnorm_bwd, axpy and cast), after the
 // weight gradient's deterministic column sum (colsum_partial mode 2, as RMSNormBackward) over dout and x
@@ -97,11 +104,26 @@ func (b *Backend) ResidualRMSNormBackward(a tensor.ResidualRMSNormBackwardArgs) 
 	if o.failed() || ch == 0 || n == 0 {
 		return
 	}
-	o.colsumMode(2, a.DWeight, nil, a.DOut, a.X, nil, a.Rstd, n, ch)
 	v := vec(a.DX, a.DXHalf, a.DOut, a.X, a.Weight)
 	if ch%4 != 0 {
 		v = 0
 	}
+	if rmsNormBwdOnePass && v == 1 && ch <= 1024 {
+		blocks := (n + 7) / 8
+		var pa uint64
+		if a.DWeight != nil {
+			p := o.scratch(4 * blocks * ch)
+			defer o.release(p)
+			pa = uint64(p)
+		}
+		o.launch("decoder.cu", "rmsnorm_bwd_residual_wg", blocks, 1, 256, 1, pa, addr(a.DX), dt(a.DX), addr(a.DXHalf), dt(a.DXHalf),
+			addr(a.DOut), dt(a.DOut), addr(a.X), dt(a.X), addr(a.Weight), dt(a.Weight), addr(a.Rstd), i64(n), i64(ch), flag(a.Accumulate))
+		if a.DWeight != nil {
+			o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(a.DWeight), dt(a.DWeight), pa, i64(blocks), i64(ch))
+		}
+		return
+	}
+	o.colsumMode(2, a.DWeight, nil, a.DOut, a.X, nil, a.Rstd, n, ch)
 	o.rowsLaunch("decoder.cu", "rmsnorm_bwd_residual", n, addr(a.DX), dt(a.DX), addr(a.DXHalf), dt(a.DXHalf), addr(a.DOut), dt(a.DOut),
 		addr(a.X), dt(a.X), addr(a.Weight), dt(a.Weight), addr(a.Rstd), i64(n), i64(ch), flag(a.Accumulate), v)
 	return

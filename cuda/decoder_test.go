@@ -4,9 +4,11 @@ package cuda_test
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -254,6 +256,86 @@ func checkWithin(r *rig, name string, x twin, tol float64) {
 	for i := range c {
 		if d := math.Abs(float64(g[i] - c[i])); !(d <= tol*(math.Abs(float64(c[i]))+rms)) {
 			r.t.Fatalf("%s[%d] = %v on the GPU, %v on the CPU (tolerance %g·(|ref| + rms %.3g))", name, i, g[i], c[i], tol, rms)
+		}
+	}
+}
+
+// TestResidualRMSNormBackwardOnePass: the one-pass variant (TUNE_RMSNORM_BWD=onepass) gives the default's dx and
+// half copy bit for bit and its weight gradient within FP32 summation rounding, deterministically, on SmolLM2's
+// and Qwen2.5-0.5B's widths with a partial last block of rows (the default path takes C > 1024).
+func TestResidualRMSNormBackwardOnePass(t *testing.T) {
+	gpu := openOrSkip(t)
+	rng := rand.New(rand.NewPCG(5, 7))
+	for _, c := range []int{576, 896, 1100} {
+		for _, acc := range []bool{false, true} {
+			const n = 1003
+			vals := func(k int, s float64) []float32 {
+				v := make([]float32, k)
+				for i := range v {
+					v[i] = float32(s * rng.NormFloat64())
+				}
+				return v
+			}
+			x, dout, g0, w, w0 := vals(n*c, 2), vals(n*c, 1), vals(n*c, 1), vals(c, 1), vals(c, 1)
+			up := func(dt tensor.DType, v []float32, shape ...int) *tensor.Tensor {
+				tt, err := gpu.Alloc(dt, shape...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := gpu.Upload(tt, v); err != nil {
+					t.Fatal(err)
+				}
+				return tt
+			}
+			xt, dt, wt := up(tensor.F32, x, n, c), up(tensor.F32, dout, n, c), up(tensor.F32, w, c)
+			rstd, _ := gpu.Alloc(tensor.F32, n)
+			sum, _ := gpu.Alloc(tensor.F32, n, c)
+			out, _ := gpu.Alloc(tensor.BF16, n, c)
+			zero, _ := gpu.Alloc(tensor.F32, n, c)
+			if err := gpu.ResidualRMSNorm(tensor.ResidualRMSNormArgs{Sum: sum, Out: out, Rstd: rstd, X: xt, Y: zero, Weight: wt, Eps: 1e-5}); err != nil {
+				t.Fatal(err)
+			}
+			run := func(onePass bool) (dx, dh, dw []float32) {
+				old := cuda.SetRMSNormBwdOnePass(onePass)
+				defer cuda.SetRMSNormBwdOnePass(old)
+				g, h, gw := up(tensor.F32, g0, n, c), up(tensor.BF16, make([]float32, n*c), n, c), up(tensor.F32, w0, c)
+				defer func() { gpu.Free(g); gpu.Free(h); gpu.Free(gw) }()
+				if err := gpu.ResidualRMSNormBackward(tensor.ResidualRMSNormBackwardArgs{DX: g, DXHalf: h, DWeight: gw, DOut: dt, X: sum,
+					Weight: wt, Rstd: rstd, Accumulate: acc}); err != nil {
+					t.Fatal(err)
+				}
+				dx, dh, dw = make([]float32, n*c), make([]float32, n*c), make([]float32, c)
+				for _, p := range []struct {
+					dst []float32
+					src *tensor.Tensor
+				}{{dx, g}, {dh, h}, {dw, gw}} {
+					if err := gpu.Download(p.dst, p.src); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return dx, dh, dw
+			}
+			dx0, dh0, dw0 := run(false)
+			dx1, dh1, dw1 := run(true)
+			_, _, dw2 := run(true)
+			for i := range dx0 {
+				if math.Float32bits(dx0[i]) != math.Float32bits(dx1[i]) || math.Float32bits(dh0[i]) != math.Float32bits(dh1[i]) {
+					t.Fatalf("C=%d accumulate=%v: dx[%d] %v / %v one-pass, %v / %v default", c, acc, i, dx1[i], dh1[i], dx0[i], dh0[i])
+				}
+			}
+			var rms float64
+			for _, v := range dw0 {
+				rms += float64(v) * float64(v)
+			}
+			rms = math.Sqrt(rms / float64(c))
+			for i := range dw0 {
+				if math.Abs(float64(dw1[i]-dw0[i])) > 1e-5*(math.Abs(float64(dw0[i]))+rms) || math.Float32bits(dw1[i]) != math.Float32bits(dw2[i]) {
+					t.Fatalf("C=%d accumulate=%v: dweight[%d] %v one-pass (%v again), %v default", c, acc, i, dw1[i], dw2[i], dw0[i])
+				}
+			}
+			for _, v := range []*tensor.Tensor{xt, dt, wt, rstd, sum, out, zero} {
+				gpu.Free(v)
+			}
 		}
 	}
 }

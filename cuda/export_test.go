@@ -167,3 +167,11 @@ func AttnModuleKernels() map[string][]string {
 
 // AttnBwdDefault is the backward variant used when TUNE_ATTN_BWD is unset.
 const AttnBwdDefault = attnBwdDefault
+
+// SetRMSNormBwdOnePass switches ResidualRMSNormBackward's one-pass variant (TUNE_RMSNORM_BWD=onepass) on or
+// off and returns the previous setting.
+func SetRMSNormBwdOnePass(on bool) bool {
+	old := rmsNormBwdOnePass
+	rmsNormBwdOnePass = on
+	return old
+}

@@ -215,6 +215,53 @@ extern "C" __global__ void rmsnorm_bwd_residual(void *dx, int dtdx, void *dxh, i
 	}
 }
 
+// rmsnorm_bwd_residual_wg: rmsnorm_bwd_residual that also forms the weight gradient's partials from the
+// same reads (TUNE_RMSNORM_BWD=onepass; C ≤ 1024 and vec): warp w of block k takes row 8k + w, each lane puts
+// dout·round_x(x·rstd) of its columns into shared memory, and the block adds its eight rows in order into
+// partial[k][c]; colsum_finish then adds the N/8 chunks in its fixed order. Deterministic, but the partials are
+// summed in another order than colsum_partial's, so the weight gradient differs from RMSNormBackward's in
+// FP32 rounding (dx and its half copy are the same bits).
+extern "C" __global__ void rmsnorm_bwd_residual_wg(float *pa, void *dx, int dtdx, void *dxh, int dth, const void *dout,
+                                                   int dtd, const void *x, int dtx, const void *w, int dtw,
+                                                   const float *rstd, i64 N, int C, int accumulate) {
+	__shared__ float sh[8][1024];
+	int wp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	i64 row = (i64)blockIdx.x * 8 + wp;
+	if (row < N) {
+		i64 base = row * C;
+		float r = rstd[row];
+		float s = 0.0f;
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) s += round_to(d.v[k] * g.v[k], dtx) * (a.v[k] * r);
+		}
+		float m = warp_sum(s) / (float)C;
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c), o;
+			F4 old;
+			if (accumulate) old = ld4(dx, dtdx, base + c);
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float e = round_to(r * (round_to(d.v[k] * g.v[k], dtx) - (a.v[k] * r) * m), dtdx);
+				o.v[k] = accumulate ? round_to(old.v[k] + e, dtdx) : e;
+				sh[wp][c + k] = d.v[k] * round_to(a.v[k] * r, dtx);
+			}
+			st4(dx, dtdx, base + c, o);
+			if (dxh) st4(dxh, dth, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) sh[wp][c] = 0.0f;
+	}
+	if (!pa) return; // uniform across the block
+	__syncthreads();
+	for (int c = threadIdx.x; c < C; c += blockDim.x) {
+		float t = 0.0f;
+		for (int v = 0; v < 8; v++) t += sh[v][c];
+		pa[blockIdx.x * (i64)C + c] = t;
+	}
+}
+
 // rope: pair i of row (b, h, t) at x + b·sb + h·sh + t·stt: x1' = x1·c − x2·s, x2' = x2·c + x1·s with
 // c, s = cos, sin[positions[b, t]][i]; inverse negates s (Rᵀ). transformers' apply_rotary_pos_emb with
 // rotate_half. A thread per group of w consecutive pairs of one head (w = 4 with vec=1: D/2 and every stride a
