@@ -282,3 +282,35 @@ func (l *Linear) BackwardParamsFromT(p *Pass, dOut, inT *tensor.Tensor) error {
 	}
 	return nil
 }
+
+// SharedInput is implemented by projections that can run together with others of their kind reading the same
+// input, sharing work between them (package lora's adapters: one GEMM for their stacked lora_A matrices,
+// which all multiply the input). A layer whose projections share an input (q, k, v; gate, up) asks the first
+// for a group at layout time and calls the group instead of each projection.
+type SharedInput interface {
+	Projection
+	// Group returns a ProjectionGroup that runs ps (the receiver first) on one shared input, or nil when they
+	// cannot run as one (another kind of projection among them, an adapter dropout).
+	Group(ps []Projection) ProjectionGroup
+}
+
+// ProjectionGroup runs projections that read one input: Forward and Backward are the parts' Forward and
+// Backward (outs[i], dOuts[i] the part i's), with the same values up to the GEMMs' blocking.
+type ProjectionGroup interface {
+	// Layout takes the group's per-pass buffers for rows input rows in GEMM dtype dt (the parts keep their own
+	// Layout).
+	Layout(a *Arena, rows int, dt tensor.DType)
+	// Forward computes outs[i] = part i's Forward of in.
+	Forward(p *Pass, outs []*tensor.Tensor, in *tensor.Tensor) error
+	// Backward accumulates every part's parameter gradients from dOuts and computes dIn (=, or += when
+	// accumulate) = Σ_i part i's input gradient.
+	Backward(p *Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, in *tensor.Tensor, accumulate bool) error
+}
+
+// GroupOf returns the group of ps when the first is a SharedInput that can group them, else nil.
+func GroupOf(ps ...Projection) ProjectionGroup {
+	if s, ok := ps[0].(SharedInput); ok {
+		return s.Group(ps)
+	}
+	return nil
+}

@@ -29,8 +29,10 @@ type DecoderLayer struct {
 	MLP       MLP                  // mlp
 
 	c      layerCache
-	stack  *transformer.LinearStack // q_proj, k_proj, v_proj as one packed projection (NewLinearStack), or nil
-	mstack *transformer.LinearStack // gate_proj and up_proj (mlpStack), or nil
+	stack  *transformer.LinearStack    // q_proj, k_proj, v_proj as one packed projection (NewLinearStack), or nil
+	mstack *transformer.LinearStack    // gate_proj and up_proj (mlpStack), or nil
+	qkvG   transformer.ProjectionGroup // q_proj, k_proj, v_proj as one group (LoRA adapters: transformer.GroupOf), or nil
+	guG    transformer.ProjectionGroup // gate_proj and up_proj as one group, or nil
 }
 
 // layerCache holds what one layer's backward needs from its forward (views of the step arena); h is the GEMM
@@ -116,6 +118,20 @@ func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt te
 	for _, p := range []transformer.Projection{l.Attn.Q, l.Attn.K, l.Attn.V, l.Attn.O, l.MLP.Gate, l.MLP.Up, l.MLP.Down} {
 		p.Layout(a, n, dt)
 	}
+	// Projections that are not plain Linears (LoRA adapters) may still share their input's work as a group.
+	at, ml := &l.Attn, &l.MLP
+	l.qkvG, l.guG = nil, nil
+	if at.QNorm == nil && l.qkvStack() == nil {
+		l.qkvG = transformer.GroupOf(at.Q, at.K, at.V)
+	}
+	if l.mlpStack() == nil {
+		l.guG = transformer.GroupOf(ml.Gate, ml.Up)
+	}
+	for _, g := range []transformer.ProjectionGroup{l.qkvG, l.guG} {
+		if g != nil {
+			g.Layout(a, n, dt)
+		}
+	}
 }
 
 // Parameters lists the layer's parameters as LlamaDecoderLayer.named_parameters() does: self_attn (q, k, v,
@@ -154,6 +170,10 @@ func blocks(buf *tensor.Tensor, n, qd, kvd int) (q, k, v *tensor.Tensor) {
 	}
 	return view(0, qd), view(n*qd, kvd), view(n*(qd+kvd), kvd)
 }
+
+// GroupedAdapters reports whether the last layout runs the layer's q/k/v and gate/up projections as
+// transformer.ProjectionGroups (package lora's adapters sharing their input's GEMMs).
+func (l *DecoderLayer) GroupedAdapters() bool { return l.qkvG != nil && l.guG != nil }
 
 // halves returns the two (n, c) views one after another in buf (2·n·c elements).
 func halves(buf *tensor.Tensor, n, c int) (a, b *tensor.Tensor) {
@@ -292,11 +312,17 @@ func (l *DecoderLayer) mlpForward(p *transformer.Pass, sc *layerScratch, h *tens
 		}
 		return ml.Down.(*transformer.Linear).ForwardFromT(p, sc.y, s)
 	}
-	if err := ml.Gate.Forward(p, c.g, h); err != nil {
-		return err
-	}
-	if err := ml.Up.Forward(p, c.u, h); err != nil {
-		return err
+	if g := l.guG; g != nil {
+		if err := g.Forward(p, []*tensor.Tensor{c.g, c.u}, h); err != nil {
+			return err
+		}
+	} else {
+		if err := ml.Gate.Forward(p, c.g, h); err != nil {
+			return err
+		}
+		if err := ml.Up.Forward(p, c.u, h); err != nil {
+			return err
+		}
 	}
 	if err := bk.SwiGLU(s, c.g, c.u); err != nil {
 		return err
@@ -308,6 +334,16 @@ func (l *DecoderLayer) mlpForward(p *transformer.Pass, sc *layerScratch, h *tens
 // into its own dense buffer (k and v into kdst and vdst: the layer's, or a decode pass's cache rows).
 func (l *DecoderLayer) projectQKV(p *transformer.Pass, sc *layerScratch, in *passInputs, kdst, vdst, xh *tensor.Tensor) error {
 	c, at := &l.c, &l.Attn
+	if g := l.qkvG; g != nil {
+		bk, d := p.Backend, at.D
+		if err := g.Forward(p, []*tensor.Tensor{c.q, kdst, vdst}, xh); err != nil {
+			return err
+		}
+		if err := bk.RoPE(heads(c.q, in.t, at.Hq, d), in.b, at.Hq, in.t, d, in.pos, in.cos, in.sin, false); err != nil {
+			return err
+		}
+		return bk.RoPE(heads(kdst, in.t, at.Hkv, d), in.b, at.Hkv, in.t, d, in.pos, in.cos, in.sin, false)
+	}
 	if err := l.project(p, sc, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, c.q, xh, at.Hq); err != nil {
 		return err
 	}
@@ -457,6 +493,10 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 		if err := l.mstack.BackwardT(p, sc.dh, sc.dgu, h2h, false); err != nil { // from d(gateᵀ), d(upᵀ)
 			return err
 		}
+	} else if g := l.guG; g != nil {
+		if err := g.Backward(p, sc.dh, []*tensor.Tensor{sc.dg, sc.du}, h2h, false); err != nil {
+			return err
+		}
 	} else {
 		if err := l.MLP.Gate.Backward(p, sc.dh, sc.dg, h2h, false); err != nil {
 			return err
@@ -502,6 +542,16 @@ func (l *DecoderLayer) Backward(p *transformer.Pass, sc *layerScratch, in *passI
 // norms and the projections into sc.dh.
 func (l *DecoderLayer) unprojectQKV(p *transformer.Pass, sc *layerScratch, in *passInputs, xh *tensor.Tensor) error {
 	c, at := &l.c, &l.Attn
+	if g := l.qkvG; g != nil {
+		bk, d := p.Backend, at.D
+		if err := bk.RoPE(heads(sc.dq, in.t, at.Hq, d), in.b, at.Hq, in.t, d, in.pos, in.cos, in.sin, true); err != nil {
+			return err
+		}
+		if err := bk.RoPE(heads(sc.dk, in.t, at.Hkv, d), in.b, at.Hkv, in.t, d, in.pos, in.cos, in.sin, true); err != nil {
+			return err
+		}
+		return g.Backward(p, sc.dh, []*tensor.Tensor{sc.dq, sc.dk, sc.dv}, xh, false)
+	}
 	if err := l.unproject(p, in, at.Q, at.QNorm, c.qpre, c.qrstd, sc.qf, sc.dq, xh, sc.dh, at.Hq, false); err != nil {
 		return err
 	}
