@@ -65,12 +65,12 @@ var attnDQVariant string
 // its own dropout keep bits instead of the dQ kernel's first sweep storing them for the others.
 var attnBwdRedraw bool
 
-// attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v8" (D = 64: v3's block order and
-// GQA split with the dQ and dK/dV kernels at three blocks per SM; D = 128: v2). On the H200 (2026-12-02, call
-// r6, against v2) it took the BF16 backward at (64, 12, 512, 64) from 1346 to 1236 µs (1405 to 1315 with
-// dropout 0.1), at SmolLM2's (8, 9/3, 2048, 64) causal from 1181 to 1076 µs and at (8, 32, 2048, 64) causal
-// from 3542 to 3186 µs.
-const attnBwdDefault = "v8"
+// attnBwdDefault is the backward design used when TUNE_ATTN_BWD is unset: "v10" (D = 64: v3's longest-first
+// block order with the dQ and dK/dV kernels at three blocks per SM, one dK/dV block per KV head's key block as
+// in v2; D = 128: v2). On the H200 (2026-12-02, call r7, BF16 backward against v2) it took (64, 12, 512, 64)
+// from 1347 to 1237 µs (1400 to 1310 with dropout 0.1), (8, 32, 2048, 64) causal from 3546 to 3193 µs and
+// SmolLM2's (8, 9/3, 2048, 64) causal from 1180 to 976 µs (v8, the same with v3's GQA split: 1083).
+const attnBwdDefault = "v10"
 
 // attnBwdVariant is the backward design, read once from TUNE_ATTN_BWD (attnBwdDefault when unset): "v2" (or
 // "") the dQ and dK/dV kernels of attention_v2_* (D = 64) or the family module (D = 128) on their (blocks,

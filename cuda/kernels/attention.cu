@@ -1267,7 +1267,7 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1, int RS = 2> __
 //
 //   attention.cu                        no macro: the general kernels (attn_*_ref)
 //   attention_{bf16,f16}_d{64,128}.cu   ATTN_D, ATTN_BF, ATTN_SET 0: the family's default forward and backward
-//                                       kernels (the backward of v8 for D = 64, of v2 for D = 128)
+//                                       kernels (the backward of v8 and v10 for D = 64, of v2 for D = 128)
 //   attention_bench_*.cu                ATTN_SET 1: the microbenchmark's forward and dQ variants
 //   attention_v2_*_d64.cu               ATTN_SET 2: the backward of v2 for D = 64
 //   attention_v3_*.cu                   ATTN_SET 3: the backward variants v3 and v4
@@ -1295,8 +1295,8 @@ template <int D, bool BF, bool QREG, bool V3 = false, int NH = 1, int RS = 2> __
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_##NAME##_d##D(const AttnParams p) { dkdv_tc<D, BF>(p); } \
 	extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_##NAME##_d##D(const AttnParams p) { dq1_tc<D, BF, D == 64>(p); }
 
-// The backward of v8 (the default for D = 64; cuda/attention.go v3Backward): v3's longest-first block order
-// and GQA split, at three blocks per SM (__launch_bounds__(128, 3), at most 168 registers, where v2's kernels
+// The backward of v8 and v10 (v10, without v3's GQA split, is the default for D = 64; cuda/attention.go
+// v3Backward): v3's longest-first block order, at three blocks per SM (__launch_bounds__(128, 3), at most 168 registers, where v2's kernels
 // take 244-253 and so run two blocks, eight warps, per SM). The dQ kernel reads Q's and dO's fragments from
 // shared memory and handles each 64-key step in two halves of 32 keys (dq1_tc NH = 2: half the S and dP
 // registers); the dK/dV kernel holds K's and V's fragments and handles each 64-query step in quarters of 16
