@@ -451,7 +451,8 @@ func v3KernelsOf(v, suffix string, d int) v3Kernels {
 // query tiles of 32 (same sums in the same order, so the same results as v3). With v6 (D = 64 only) the
 // kernels are v3's compiled for three blocks per SM (attn_bwd_*_o3v3*, module attention_v5_*: same results),
 // with v7 (D = 64 only) those processing each step's tile in two halves (attn_bwd_*_h3v3*: same results), with
-// v8 (the default; D = 64 only) the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*, in the family module).
+// v8 (D = 64 only) the dK/dV kernel in quarters (attn_bwd_dkdv_*_q3v3*, in the family module); v9 and v10 (the
+// default) are v3 and v8 with k.noSplit: one dK/dV block per KV head's key block even with GQA.
 func (o *op) v3Backward(pl attnPlan, g opcheck.Attention, p *attnParams, k v3Kernels) {
 	nqb, nkb := cdiv(g.Tq, 64), cdiv(g.Tk, k.keys)
 	grp := g.Hq / g.Hkv
