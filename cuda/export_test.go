@@ -175,3 +175,17 @@ func SetRMSNormBwdOnePass(on bool) bool {
 	rmsNormBwdOnePass = on
 	return old
 }
+
+// KernelRegistersForTest compiles the kernel file for compute capability sm with ptxas's verbose output and
+// returns NVRTC's log: per kernel "Compiling entry function", its stack frame and spill bytes and "Used N
+// registers".
+func KernelRegistersForTest(file string, sm int) (string, error) {
+	old := nvrtcExtraOptions
+	nvrtcExtraOptions = []string{"--ptxas-options=-v"}
+	defer func() { nvrtcExtraOptions = old }()
+	img, err := compileKernel(file, sm)
+	if err != nil {
+		return "", err
+	}
+	return img.log, nil
+}

@@ -32,6 +32,10 @@ var kernelFS embed.FS
 // compute-sanitizer and Nsight.
 var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 
+// nvrtcExtraOptions are appended to every compile's options (and so to the cache key): tests set
+// --ptxas-options=-v to read the kernels' register and spill counts from NVRTC's log (KernelRegistersForTest).
+var nvrtcExtraOptions []string
+
 // optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu and
 // lnbwd.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault inside
 // nvrtcCompileProgram) when line information is requested; compute-sanitizer then reports their errors by
@@ -194,7 +198,7 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
 	}
-	opts := append([]string{tgt}, optionsFor(base)...)
+	opts := append(append([]string{tgt}, optionsFor(base)...), nvrtcExtraOptions...)
 	h := sha256.New()
 	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
 	h.Write(src)

@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"errors"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -97,4 +98,52 @@ func TestWarmKernelCache(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestKernelRegisters prints, for the kernel files named in TUNE_KERNEL_REGS (comma-separated module names, or
+// "all"), each kernel's registers and spilled bytes as ptxas reports them (NVRTC --ptxas-options=-v, sm_90
+// unless TUNE_CUDA_ARCH names another compute capability), e.g. TUNE_KERNEL_REGS=attention_bf16_d64.cu; it is
+// skipped when the variable is unset. Two blocks of 128 threads fit an SM at ≤ 255 registers, three at ≤ 168,
+// four at ≤ 128.
+func TestKernelRegisters(t *testing.T) {
+	list := os.Getenv("TUNE_KERNEL_REGS")
+	if list == "" {
+		t.Skip("TUNE_KERNEL_REGS is unset")
+	}
+	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
+		t.Fatalf("no libnvrtc: %v", err)
+	}
+	sm := 90
+	if s := os.Getenv("TUNE_CUDA_ARCH"); s != "" {
+		var err error
+		if sm, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
+		}
+	}
+	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
+	files := strings.Split(list, ",")
+	if list == "all" {
+		files = cuda.KernelFiles()
+	}
+	entry := regexp.MustCompile(`Compiling entry function '([A-Za-z0-9_]+)'`)
+	spill := regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	regs := regexp.MustCompile(`Used (\d+) registers`)
+	for _, f := range files {
+		log, err := cuda.KernelRegistersForTest(f, sm)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		name, st, ld := "", "0", "0"
+		for _, line := range strings.Split(log, "\n") {
+			if m := entry.FindStringSubmatch(line); m != nil {
+				name, st, ld = m[1], "0", "0"
+			} else if m := spill.FindStringSubmatch(line); m != nil {
+				st, ld = m[1], m[2]
+			} else if m := regs.FindStringSubmatch(line); m != nil && name != "" {
+				t.Logf("%s %s: %s registers, %s/%s bytes spilled (stores/loads)", f, name, m[1], st, ld)
+				name = ""
+			}
+		}
+	}
 }
