@@ -79,11 +79,12 @@ func (b *Backend) ResidualRMSNorm(a tensor.ResidualRMSNormArgs) (err error) {
 	return
 }
 
-// rmsNormBwdOnePass selects rmsnorm_bwd_residual_wg for ResidualRMSNormBackward (TUNE_RMSNORM_BWD=onepass,
-// read once; off by default): the weight gradient's partials from the row pass's own reads instead of
-// colsum_partial's second read of dout and x, deterministic but summed in another order (the weight gradient
-// then differs from RMSNormBackward's in FP32 rounding). Any other value is the default.
-var rmsNormBwdOnePass = os.Getenv("TUNE_RMSNORM_BWD") == "onepass"
+// rmsNormBwdOnePass selects rmsnorm_bwd_residual_wg for ResidualRMSNormBackward (the default; read once,
+// TUNE_RMSNORM_BWD=twopass turns it off): the weight gradient's partials from the row pass's own reads instead
+// of colsum_partial's second read of dout and x (r7: SmolLM2 8x2048 step 85.60 ms against 87.31),
+// deterministic but summed in another order (the weight gradient then differs from RMSNormBackward's in FP32
+// rounding).
+var rmsNormBwdOnePass = os.Getenv("TUNE_RMSNORM_BWD") != "twopass"
 
 // ResidualRMSNormBackward computes RMSNormBackward's dx, adds it to DX (or stores it) and writes DX's half
 // copy in one warp-per-row pass (rmsnorm_bwd_residual: the bits of rmsnorm_bwd, axpy and cast), after the

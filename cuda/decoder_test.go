@@ -260,7 +260,7 @@ func checkWithin(r *rig, name string, x twin, tol float64) {
 	}
 }
 
-// TestResidualRMSNormBackwardOnePass: the one-pass variant (TUNE_RMSNORM_BWD=onepass) gives the default's dx and
+// TestResidualRMSNormBackwardOnePass: the one-pass kernel (the default) gives the two-pass path's dx and
 // half copy bit for bit and its weight gradient within FP32 summation rounding, deterministically, on SmolLM2's
 // and Qwen2.5-0.5B's widths with a partial last block of rows (the default path takes C > 1024).
 func TestResidualRMSNormBackwardOnePass(t *testing.T) {

@@ -168,8 +168,8 @@ func AttnModuleKernels() map[string][]string {
 // AttnBwdDefault is the backward variant used when TUNE_ATTN_BWD is unset.
 const AttnBwdDefault = attnBwdDefault
 
-// SetRMSNormBwdOnePass switches ResidualRMSNormBackward's one-pass variant (TUNE_RMSNORM_BWD=onepass) on or
-// off and returns the previous setting.
+// SetRMSNormBwdOnePass switches ResidualRMSNormBackward's one-pass kernel (the default; TUNE_RMSNORM_BWD=twopass
+// is off) on or off and returns the previous setting.
 func SetRMSNormBwdOnePass(on bool) bool {
 	old := rmsNormBwdOnePass
 	rmsNormBwdOnePass = on

@@ -277,8 +277,10 @@ type ResidualRMSNormArgs struct {
 //	DX = DX + dx (Accumulate) or DX = dx                   the residual stream's gradient
 //	DXHalf = DX converted to DXHalf's dtype               when set: the next GEMM's copy, no separate Cast
 //
-// X and Rstd are the forward's Sum and statistics. Every output holds the bits the separate ops
-// (RMSNormBackward into a scratch of DX's dtype, Axpy, Cast) give on the same backend. DX and DXHalf must not
+// X and Rstd are the forward's Sum and statistics. DX and DXHalf hold the bits the separate ops
+// (RMSNormBackward into a scratch of DX's dtype, Axpy, Cast) give on the same backend; DWeight is the same
+// column sum, which a backend may add in another fixed order than RMSNormBackward's (deterministic, equal up
+// to FP32 summation rounding). DX and DXHalf must not
 // overlap DOut, X or each other.
 type ResidualRMSNormBackwardArgs struct {
 	DX, DXHalf *Tensor // (N, C); DXHalf may be nil

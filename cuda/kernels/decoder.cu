@@ -216,7 +216,7 @@ extern "C" __global__ void rmsnorm_bwd_residual(void *dx, int dtdx, void *dxh, i
 }
 
 // rmsnorm_bwd_residual_wg: rmsnorm_bwd_residual that also forms the weight gradient's partials from the
-// same reads (TUNE_RMSNORM_BWD=onepass; C ≤ 1024 and vec): warp w of block k takes row 8k + w, each lane puts
+// same reads (the default for C ≤ 1024 and vec; TUNE_RMSNORM_BWD=twopass for rmsnorm_bwd_residual): warp w of block k takes row 8k + w, each lane puts
 // dout·round_x(x·rstd) of its columns into shared memory, and the block adds its eight rows in order into
 // partial[k][c]; colsum_finish then adds the N/8 chunks in its fixed order. Deterministic, but the partials are
 // summed in another order than colsum_partial's, so the weight gradient differs from RMSNormBackward's in
