@@ -7,6 +7,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -72,6 +73,53 @@ func BenchmarkOps(b *testing.B) {
 		{"BiasGrad bf16 32768x3072", tok * F * 2, func() func() error {
 			dy, db := mk(bf, tok, F), mk(tensor.F32, F)
 			return func() error { return gpu.BiasGrad(db, dy) }
+		}},
+		{"BiasGrad bf16 32768x768", tok * C * 2, func() func() error {
+			dy, db := mk(bf, tok, C), mk(tensor.F32, C)
+			return func() error { return gpu.BiasGrad(db, dy) }
+		}},
+		{"BiasGrad bf16 32768x2304", tok * 3 * C * 2, func() func() error {
+			dy, db := mk(bf, tok, 3*C), mk(tensor.F32, 3*C)
+			return func() error { return gpu.BiasGrad(db, dy) }
+		}},
+		{"GELUBackwardRecompute+dbias bf16 32768x3072", tok * F * 8, func() func() error {
+			x, d, o, db := mk(bf, tok, F), mk(bf, tok, F), mk(bf, tok, F), mk(tensor.F32, F)
+			return func() error { return gpu.GELUBackwardRecompute(d, o, db, d, x) }
+		}},
+		{"Cast f32 to bf16 3072x768", F * C * 6, func() func() error {
+			x, o := mk(tensor.F32, F, C), mk(bf, F, C)
+			return func() error { return gpu.Cast(o, x) }
+		}},
+		{"Cast f32 to bf16 32768x768", tok * C * 6, func() func() error {
+			x, o := mk(tensor.F32, tok, C), mk(bf, tok, C)
+			return func() error { return gpu.Cast(o, x) }
+		}},
+		{"ResidualLayerNorm bf16+f32 32768x768 p=0.1", tok * C * 16, func() func() error {
+			y, x, g, be := mk(bf, tok, C), mk(tensor.F32, tok, C), mk(tensor.F32, C), mk(tensor.F32, C)
+			sum, o, oh, m, r := mk(tensor.F32, tok, C), mk(tensor.F32, tok, C), mk(bf, tok, C), mk(tensor.F32, tok), mk(tensor.F32, tok)
+			return func() error {
+				return gpu.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: sum, Out: o, OutHalf: oh, Mean: m, Rstd: r, Y: y, X: x,
+					Gamma: g, Beta: be, Eps: 1e-12, DropoutP: 0.1, Seed: 1, Offset: 0})
+			}
+		}},
+		{"ResidualLayerNormBackward f32 32768x768 p=0.1", tok * C * 14, func() func() error {
+			y, x, g, be := mk(bf, tok, C), mk(tensor.F32, tok, C), mk(tensor.F32, C), mk(tensor.F32, C)
+			sum, o, m, r := mk(tensor.F32, tok, C), mk(tensor.F32, tok, C), mk(tensor.F32, tok), mk(tensor.F32, tok)
+			if err := gpu.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: sum, Out: o, Mean: m, Rstd: r, Y: y, X: x,
+				Gamma: g, Beta: be, Eps: 1e-12}); err != nil {
+				b.Fatal(err)
+			}
+			d, dy, dg, db := mk(tensor.F32, tok, C), mk(bf, tok, C), mk(tensor.F32, C), mk(tensor.F32, C)
+			return func() error {
+				return gpu.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: d, DY: dy, DGamma: dg, DBeta: db,
+					DOut: d, X: sum, Gamma: g, Mean: m, Rstd: r, DropoutP: 0.1, Seed: 1, Offset: 0})
+			}
+		}},
+		{"EmbeddingBackward f32 32768 ids all 0 into 2x768", tok * C * 4, func() func() error {
+			return embBwd(b, gpu, mk, &live, tok, 2, C, func(int) int32 { return 0 })
+		}},
+		{"EmbeddingBackward f32 32768 ids i%512 into 512x768", tok * C * 4, func() func() error {
+			return embBwd(b, gpu, mk, &live, tok, 512, C, func(i int) int32 { return int32(i % 512) })
 		}},
 		{"Softmax f32 64x12x512x512 masked", 64 * 12 * 512 * 512 * 8, func() func() error {
 			x, o, mask := mk(tensor.F32, 64, 12*512, 512), mk(tensor.F32, 64, 12*512, 512), mk(tensor.F32, 64, 512)
@@ -139,33 +187,54 @@ func BenchmarkOps(b *testing.B) {
 		}},
 	}
 	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			fn := c.setup()
-			defer func() {
-				for _, x := range live {
-					gpu.Free(x)
+		for _, v := range []string{"v1", "v2"} {
+			b.Run(c.name+"/"+v, func(b *testing.B) {
+				defer cuda.SetOpsVariant(v)()
+				fn := c.setup()
+				defer func() {
+					for _, x := range live {
+						gpu.Free(x)
+					}
+					live = nil
+				}()
+				for i := 0; i < 2; i++ {
+					if err := fn(); err != nil {
+						b.Fatal(err)
+					}
 				}
-				live = nil
-			}()
-			for i := 0; i < 2; i++ {
-				if err := fn(); err != nil {
-					b.Fatal(err)
+				times := make([]float64, 0, b.N)
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					ms, err := gpu.Time(fn)
+					if err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, ms)
 				}
-			}
-			times := make([]float64, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				ms, err := gpu.Time(fn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, ms)
-			}
-			b.StopTimer()
-			sort.Float64s(times)
-			med := times[len(times)/2]
-			b.ReportMetric(med*1e3, "µs/op")
-			b.ReportMetric(c.bytes/(med*1e-3)/1e9, "GB/s")
-		})
+				b.StopTimer()
+				sort.Float64s(times)
+				med := times[len(times)/2]
+				b.ReportMetric(med*1e3, "µs/op")
+				b.ReportMetric(c.bytes/(med*1e-3)/1e9, "GB/s")
+			})
+		}
 	}
+}
+
+// embBwd sets up EmbeddingBackward of tok F32 rows into a (v, c) F32 table at ids id(i).
+func embBwd(b *testing.B, gpu *cuda.Backend, mk func(tensor.DType, ...int) *tensor.Tensor, live *[]*tensor.Tensor, tok, v, c int, id func(int) int32) func() error {
+	d, tab := mk(tensor.F32, tok, c), mk(tensor.F32, v, c)
+	ids, err := gpu.Alloc(tensor.I32, tok)
+	if err != nil {
+		b.Fatal(err)
+	}
+	*live = append(*live, ids)
+	h := make([]int32, tok)
+	for i := range h {
+		h[i] = id(i)
+	}
+	if err := gpu.Upload(ids, h); err != nil {
+		b.Fatal(err)
+	}
+	return func() error { return gpu.EmbeddingBackward(tab, ids, d) }
 }

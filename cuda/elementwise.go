@@ -16,7 +16,7 @@ func (b *Backend) Scale(x *tensor.Tensor, alpha float32) (err error) {
 		return
 	}
 	n := x.Numel()
-	o.ew("elementwise.cu", "scale", n, addr(x), dt(x), i64(n), f32(alpha), vec(x))
+	o.ew("elementwise.cu", "scale", n, addr(x), dt(x), i64(n), f32(alpha), o.ewVec(x))
 	return
 }
 
@@ -31,7 +31,7 @@ func (b *Backend) Add(out, a, bt *tensor.Tensor) (err error) {
 	if o.numel("a", a, n).numel("b", bt, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "add", n, addr(out), dt(out), addr(a), dt(a), addr(bt), dt(bt), i64(n), vec(out, a, bt))
+	o.ew("elementwise.cu", "add", n, addr(out), dt(out), addr(a), dt(a), addr(bt), dt(bt), i64(n), o.ewVec(out, a, bt))
 	return
 }
 
@@ -46,7 +46,7 @@ func (b *Backend) Axpy(y, x *tensor.Tensor, alpha float32) (err error) {
 	if o.numel("x", x, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "axpy", n, addr(y), dt(y), addr(x), dt(x), i64(n), f32(alpha), vec(y, x))
+	o.ew("elementwise.cu", "axpy", n, addr(y), dt(y), addr(x), dt(x), i64(n), f32(alpha), o.ewVec(y, x))
 	return
 }
 
@@ -114,12 +114,21 @@ func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, 
 		pb = uint64(p)
 	}
 	defer o.release(pa)
-	v := vec(dy, x)
-	if ch%4 != 0 {
-		v = 0
+	if o.opsV2() {
+		v := vec2(dy, x)
+		if ch%2 != 0 {
+			v = 0
+		}
+		o.launch("norm.cu", "colsum_partial_v2", (ch+63)/64, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+			addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
+	} else {
+		v := vec(dy, x)
+		if ch%4 != 0 {
+			v = 0
+		}
+		o.launch("norm.cu", "colsum_partial", (ch+127)/128, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+			addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
 	}
-	o.launch("norm.cu", "colsum_partial", (ch+127)/128, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
-		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
 	if outA != nil {
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
 	}
@@ -139,7 +148,7 @@ func (b *Backend) unary(opName, kernel string, out, x *tensor.Tensor) (err error
 	if o.numel("x", x, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", kernel, n, addr(out), dt(out), addr(x), dt(x), i64(n), vec(out, x))
+	o.ew("elementwise.cu", kernel, n, addr(out), dt(out), addr(x), dt(x), i64(n), o.ewVec(out, x))
 	return
 }
 
@@ -154,7 +163,7 @@ func (b *Backend) binary(opName, kernel, sname string, dx, dout, s *tensor.Tenso
 	if o.numel("dout", dout, n).numel(sname, s, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", kernel, n, addr(dx), dt(dx), addr(dout), dt(dout), addr(s), dt(s), i64(n), vec(dx, dout, s))
+	o.ew("elementwise.cu", kernel, n, addr(dx), dt(dx), addr(dout), dt(dout), addr(s), dt(s), i64(n), o.ewVec(dx, dout, s))
 	return
 }
 
@@ -169,8 +178,8 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 
 // GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x) (the same
 // FP32 operations as gelu_fwd, so the same bits), reading x once; dx may be dout. With dbias it runs as
-// BiasGrad's column tiles (norm.cu's gelu_bwd_colsum) and adds the stored dx values into the same partials
-// BiasGrad would form, so dbias gets BiasGrad's bits too.
+// BiasGrad's column tiles (norm.cu's gelu_bwd_colsum_v2, or gelu_bwd_colsum under TUNE_CUDA_OPS=v1) and adds
+// the stored dx values into the same partials BiasGrad would form, so dbias gets BiasGrad's bits too.
 func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) (err error) {
 	o := b.begin("GELUBackwardRecompute", dx, out, dbias, dout, x)
 	defer o.end(&err)
@@ -185,7 +194,7 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) 
 		return
 	}
 	if dbias == nil {
-		o.ew("elementwise.cu", "gelu_bwd_recompute", n, addr(dx), dt(dx), addr(out), dt(out), addr(dout), dt(dout), addr(x), dt(x), i64(n), vec(dx, out, dout, x))
+		o.ew("elementwise.cu", "gelu_bwd_recompute", n, addr(dx), dt(dx), addr(out), dt(out), addr(dout), dt(dout), addr(x), dt(x), i64(n), o.ewVec(dx, out, dout, x))
 		return
 	}
 	rows, ch := o.rows("dx", dx)
@@ -195,12 +204,21 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) 
 	per, chunks := colsumChunks(rows)
 	pa := o.scratch(4 * chunks * ch)
 	defer o.release(pa)
-	v := vec(dx, out, dout, x)
-	if ch%4 != 0 {
-		v = 0
+	if o.opsV2() {
+		v := vec2(dx, out, dout, x)
+		if ch%2 != 0 {
+			v = 0
+		}
+		o.launch("norm.cu", "gelu_bwd_colsum_v2", (ch+63)/64, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
+			addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
+	} else {
+		v := vec(dx, out, dout, x)
+		if ch%4 != 0 {
+			v = 0
+		}
+		o.launch("norm.cu", "gelu_bwd_colsum", (ch+127)/128, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
+			addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
 	}
-	o.launch("norm.cu", "gelu_bwd_colsum", (ch+127)/128, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
-		addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
 	o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbias), dt(dbias), uint64(pa), i64(chunks), i64(ch))
 	return
 }
@@ -240,7 +258,7 @@ func (b *Backend) dropout(opName string, out, x *tensor.Tensor, p float32, seed,
 		if out.DType == x.DType {
 			o.copyBytes(addr(out), addr(x), x.Bytes())
 		} else {
-			o.ew("elementwise.cu", "cast", n, addr(out), dt(out), addr(x), dt(x), i64(n), vec(out, x))
+			o.ew("elementwise.cu", "cast", n, addr(out), dt(out), addr(x), dt(x), i64(n), o.ewVec(out, x))
 		}
 		return
 	}
@@ -260,7 +278,7 @@ func (b *Backend) MSELoss(losses, pred, target *tensor.Tensor) (err error) {
 	if o.numel("pred", pred, n).numel("target", target, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "mse_fwd", n, addr(losses), addr(pred), dt(pred), addr(target), dt(target), i64(n), vec(losses, pred, target))
+	o.ew("elementwise.cu", "mse_fwd", n, addr(losses), addr(pred), dt(pred), addr(target), dt(target), i64(n), o.ewVec(losses, pred, target))
 	return
 }
 
@@ -275,6 +293,6 @@ func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale floa
 	if o.numel("pred", pred, n).numel("target", target, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "mse_bwd", n, addr(dpred), dt(dpred), addr(pred), dt(pred), addr(target), dt(target), i64(n), f32(scale), vec(dpred, pred, target))
+	o.ew("elementwise.cu", "mse_bwd", n, addr(dpred), dt(dpred), addr(pred), dt(pred), addr(target), dt(target), i64(n), f32(scale), o.ewVec(dpred, pred, target))
 	return
 }

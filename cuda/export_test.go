@@ -189,3 +189,11 @@ func KernelRegistersForTest(file string, sm int) (string, error) {
 	}
 	return img.log, nil
 }
+
+// SetOpsVariant selects TUNE_CUDA_OPS's kernels ("v1" or "v2", see opsVariant) for the tests and
+// benchmarks, and returns a function restoring the previous choice.
+func SetOpsVariant(v string) (restore func()) {
+	old := opsVariant
+	opsVariant = v
+	return func() { opsVariant = old }
+}

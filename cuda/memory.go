@@ -304,6 +304,6 @@ func (b *Backend) Cast(dst, src *tensor.Tensor) (err error) {
 		return
 	}
 	n := src.Numel()
-	o.ew("elementwise.cu", "cast", n, addr(dst), dt(dst), addr(src), dt(src), i64(n), vec(dst, src))
+	o.ew("elementwise.cu", "cast", n, addr(dst), dt(dst), addr(src), dt(src), i64(n), o.ewVec(dst, src))
 	return
 }

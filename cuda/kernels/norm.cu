@@ -370,3 +370,189 @@ extern "C" __global__ void colsum_finish(void *out, int dto, const float *partia
 		st(out, dto, c, v);
 	}
 }
+
+// ---- v2 column sums (TUNE_CUDA_OPS=v2, the default; cuda/ops.go) ----
+//
+// colsum_partial and gelu_bwd_colsum keep each thread's loads one at a time (gelu_bwd_colsum's dx may alias
+// dout, so the compiler may not start a row's loads before the previous row's stores), and NVRTC 11.8 gives
+// gelu_bwd_colsum 168 registers: one block per multiprocessor, a few kilobytes in flight, 657 GB/s on the
+// H200. The v2 kernels compute the same partials bit for bit: the same chunks, the same thread rows (row
+// r of a chunk goes to thread row r % 8, in increasing r), the same additions in the same order. A block is
+// (32, 8) threads over 64 columns, two per thread (a warp reads 128 or 256 contiguous bytes of a row), and a
+// thread loads CS_U of its rows before it computes any of them, so CS_U loads per tensor are in flight.
+
+#define CS_U 8
+
+// Two consecutive elements as raw bits: F32 in .x and .y, F16/BF16 packed into .x.
+__device__ __forceinline__ uint2 ldq2(const void *p, int dt, i64 i) {
+	if (dt == DT_F32) return *(const uint2 *)((const float *)p + i);
+	return make_uint2(*(const u32 *)((const u16 *)p + i), 0u);
+}
+
+__device__ __forceinline__ void unq2(uint2 q, int dt, float *v) {
+	if (dt == DT_F32) {
+		v[0] = __uint_as_float(q.x), v[1] = __uint_as_float(q.y);
+	} else {
+		v[0] = half_to_f32((u16)(q.x & 0xffffu), dt), v[1] = half_to_f32((u16)(q.x >> 16), dt);
+	}
+}
+
+// st2 rounds and writes elements i, i+1 with one access.
+__device__ __forceinline__ void st2(void *p, int dt, i64 i, const float *v) {
+	if (dt == DT_F32) *(float2 *)((float *)p + i) = make_float2(v[0], v[1]);
+	else *(u32 *)((u16 *)p + i) = (u32)f32_to_half(v[0], dt) | ((u32)f32_to_half(v[1], dt) << 16);
+}
+
+// cs_finish2 writes the block's partials: sa[ty][col] summed over ty = 0..7 in order from 0, as
+// colsum_partial does.
+__device__ __forceinline__ void cs_finish2(float (*sa)[65], const float *a, float *pa, i64 k, int C) {
+	int tx = threadIdx.x, ty = threadIdx.y;
+	sa[ty][tx * 2] = a[0], sa[ty][tx * 2 + 1] = a[1];
+	__syncthreads();
+	int t = ty * 32 + tx, c = blockIdx.x * 64 + t;
+	if (t < 64 && c < C) {
+		float s = 0.0f;
+		for (int j = 0; j < 8; j++) s += sa[j][t];
+		pa[k * C + c] = s;
+	}
+}
+
+// colsum_partial_v2: colsum_partial (same arguments, modes and partials) on the v2 layout: grid
+// (ceil(C/64), chunks), vec=1 when C is even and dy, x are aligned for two-element accesses.
+extern "C" __global__ void __launch_bounds__(256) colsum_partial_v2(float *pa, float *pb, const void *dy, int dtdy,
+                                                                   const void *x, int dtx, const float *mean,
+                                                                   const float *rstd, i64 N, int C, i64 rows,
+                                                                   int mode, int vec) {
+	__shared__ float sa[8][65], sb[8][65];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c0 = blockIdx.x * 64 + tx * 2;
+	i64 k = blockIdx.y;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
+	if (c0 < C) {
+		i64 r = lo + ty;
+		if (vec && mode == 0) {
+			for (; r + 8 * (CS_U - 1) < hi; r += 8 * CS_U) {
+				uint2 q[CS_U];
+#pragma unroll
+				for (int u = 0; u < CS_U; u++) q[u] = ldq2(dy, dtdy, (r + 8 * u) * C + c0);
+#pragma unroll
+				for (int u = 0; u < CS_U; u++) {
+					float d[2];
+					unq2(q[u], dtdy, d);
+					a[0] += d[0], a[1] += d[1];
+				}
+			}
+		} else if (vec) {
+			for (; r + 8 * (CS_U / 2 - 1) < hi; r += 8 * (CS_U / 2)) {
+				uint2 q[CS_U / 2], qx[CS_U / 2];
+				float m[CS_U / 2], rs[CS_U / 2];
+#pragma unroll
+				for (int u = 0; u < CS_U / 2; u++) {
+					q[u] = ldq2(dy, dtdy, (r + 8 * u) * C + c0);
+					qx[u] = ldq2(x, dtx, (r + 8 * u) * C + c0);
+					rs[u] = rstd[r + 8 * u];
+					m[u] = mode == 1 ? mean[r + 8 * u] : 0.0f;
+				}
+#pragma unroll
+				for (int u = 0; u < CS_U / 2; u++) {
+					float d[2], xv[2];
+					unq2(q[u], dtdy, d);
+					unq2(qx[u], dtx, xv);
+#pragma unroll
+					for (int j = 0; j < 2; j++) {
+						if (mode == 2) {
+							a[j] += d[j] * round_to(xv[j] * rs[u], dtx);
+						} else {
+							a[j] += d[j] * ((xv[j] - m[u]) * rs[u]);
+							b[j] += d[j];
+						}
+					}
+				}
+			}
+		}
+		for (; r < hi; r += 8) { // the rest of the rows one at a time, and every row with vec=0
+			i64 base = r * C + c0;
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				if (c0 + j >= C) break;
+				float d = ld(dy, dtdy, base + j);
+				if (mode == 0) {
+					a[j] += d;
+				} else if (mode == 2) {
+					a[j] += d * round_to(ld(x, dtx, base + j) * rstd[r], dtx);
+				} else {
+					a[j] += d * ((ld(x, dtx, base + j) - mean[r]) * rstd[r]);
+					b[j] += d;
+				}
+			}
+		}
+	}
+	cs_finish2(sa, a, pa, k, C);
+	if (mode == 1) {
+		__syncthreads();
+		cs_finish2(sb, b, pb, k, C);
+	}
+}
+
+// gelu_v2 computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
+__device__ __forceinline__ float gelu_v2(float d, float v, int dtdx, float *y) {
+	float e = erff(v * 0.70710678118654752f);
+	*y = 0.5f * v * (1.0f + e);
+	return round_to(gelu_grad(d, v, e), dtdx);
+}
+
+// gelu_bwd_colsum_v2: gelu_bwd_colsum (same arguments, outputs and partials) on the v2 layout: grid
+// (ceil(C/64), chunks), vec=1 when C is even and every tensor is aligned for two-element accesses. A
+// thread reads CS_U of its rows of x and dout, then computes and stores them (dx may alias dout: each
+// element is read before it is written, by the one thread that owns it).
+extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum_v2(float *pa, void *dx, int dtdx, void *out,
+                                                                    int dto, const void *dout, int dtd,
+                                                                    const void *x, int dtx, i64 N, int C,
+                                                                    i64 rows, int vec) {
+	__shared__ float sa[8][65];
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c0 = blockIdx.x * 64 + tx * 2;
+	i64 k = blockIdx.y;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	float a[2] = {0.0f, 0.0f};
+	if (c0 < C) {
+		i64 r = lo + ty;
+		if (vec) {
+			for (; r + 8 * (CS_U - 1) < hi; r += 8 * CS_U) {
+				uint2 qx[CS_U], qd[CS_U];
+#pragma unroll
+				for (int u = 0; u < CS_U; u++) {
+					qx[u] = ldq2(x, dtx, (r + 8 * u) * C + c0);
+					qd[u] = ldq2(dout, dtd, (r + 8 * u) * C + c0);
+				}
+#pragma unroll
+				for (int u = 0; u < CS_U; u++) {
+					float v[2], d[2], g[2], y[2];
+					unq2(qx[u], dtx, v);
+					unq2(qd[u], dtd, d);
+#pragma unroll
+					for (int j = 0; j < 2; j++) {
+						g[j] = gelu_v2(d[j], v[j], dtdx, &y[j]);
+						a[j] += g[j];
+					}
+					i64 base = (r + 8 * u) * C + c0;
+					st2(dx, dtdx, base, g);
+					if (out) st2(out, dto, base, y);
+				}
+			}
+		}
+		for (; r < hi; r += 8) {
+			i64 base = r * C + c0;
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				if (c0 + j >= C) break;
+				float y, g = gelu_v2(ld(dout, dtd, base + j), ld(x, dtx, base + j), dtdx, &y);
+				st(dx, dtdx, base + j, g);
+				if (out) st(out, dto, base + j, y);
+				a[j] += g;
+			}
+		}
+	}
+	cs_finish2(sa, a, pa, k, C);
+}

@@ -1,0 +1,60 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// opsDefault is the elementwise and column-sum kernel design used when TUNE_CUDA_OPS is unset.
+const opsDefault = "v2"
+
+// opsVariant selects the kernels behind the elementwise ops (GELU, GELUBackward, GELUBackwardRecompute,
+// Cast, Add, Axpy, Scale, Tanh, MSE) and the column sums (BiasGrad, GELUBackwardRecompute's bias gradient,
+// the unfused LayerNorm weight gradients), read once from TUNE_CUDA_OPS: "v2" (the default) loads several
+// groups per thread before it stores any (kernels/elementwise.cu, vec=2) and sums columns with
+// colsum_partial_v2 / gelu_bwd_colsum_v2 (kernels/norm.cu); "v1" is the earlier design, kept for A/B
+// measurements. Both give the same bits: only the order of memory accesses differs. Any other value makes
+// those ops fail naming it.
+var opsVariant = func() string {
+	if v, ok := os.LookupEnv("TUNE_CUDA_OPS"); ok {
+		return v
+	}
+	return opsDefault
+}()
+
+// opsV2 reports whether the v2 kernels are selected; an unknown TUNE_CUDA_OPS fails the op.
+func (o *op) opsV2() bool {
+	switch opsVariant {
+	case "v2", "":
+		return true
+	case "v1":
+		return false
+	}
+	o.fail(fmt.Errorf("cuda: TUNE_CUDA_OPS=%q is not a kernel variant (use v1 or v2, or unset it for the default %s)", opsVariant, opsDefault))
+	return false
+}
+
+// ewVec is vec for the elementwise kernels built on map1/map2 (and gelu_bwd_recompute): 2 (several groups
+// in flight per thread) when the pointers are aligned and the v2 kernels are selected.
+func (o *op) ewVec(ts ...*tensor.Tensor) uint64 {
+	v := vec(ts...)
+	if v == 1 && o.opsV2() {
+		return 2
+	}
+	return v
+}
+
+// vec2 reports (as a kernel argument) whether every tensor starts at an address aligned for two-element
+// accesses (8 bytes for F32, 4 for F16/BF16), as the v2 column-sum kernels' vec=1 needs with an even C.
+func vec2(ts ...*tensor.Tensor) uint64 {
+	for _, t := range ts {
+		if t != nil && addr(t)%uint64(2*t.DType.Size()) != 0 {
+			return 0
+		}
+	}
+	return 1
+}

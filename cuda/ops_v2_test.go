@@ -1,0 +1,228 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// v2case builds its inputs with r.up, runs one op and returns the tensors whose bits are compared.
+type v2case struct {
+	name string
+	run  func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor
+}
+
+// v2rig makes a case's tensors from one seeded generator, so each run of a case sees the same inputs.
+type v2rig struct {
+	t    *testing.T
+	b    tensor.Backend
+	rng  *rand.Rand
+	bufs []*tensor.Tensor
+}
+
+// up uploads random values of scale s (rounded to dt) as shape, at element offset off of a larger buffer
+// when off > 0 (an unaligned view, so the kernels' element-by-element paths run).
+func (r *v2rig) up(dt tensor.DType, s float64, off int, shape ...int) *tensor.Tensor {
+	r.t.Helper()
+	n := tensor.Shape(shape).Numel()
+	buf, err := r.b.Alloc(dt, n+off)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.bufs = append(r.bufs, buf)
+	v := make([]float32, n+off)
+	for i := range v {
+		v[i] = float32(s * r.rng.NormFloat64())
+	}
+	if err := r.b.Upload(buf, v); err != nil {
+		r.t.Fatal(err)
+	}
+	x, err := buf.View(off, shape...)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return x
+}
+
+func (r *v2rig) free() {
+	for _, x := range r.bufs {
+		r.b.Free(x)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// v2cases are the ops whose kernels TUNE_CUDA_OPS selects, on BERT-base's shapes (scaled down in rows) and
+// ragged or unaligned ones.
+func v2cases() []v2case {
+	var cs []v2case
+	dts := []tensor.DType{tensor.F32, tensor.F16, tensor.BF16}
+	for _, dt := range dts {
+		for _, sh := range [][2]int{{600, 3072}, {2600, 768}, {1031, 2304}, {37, 33}, {5, 66}} {
+			for _, off := range []int{0, 1} {
+				n, c := sh[0], sh[1]
+				cs = append(cs, v2case{fmt.Sprintf("BiasGrad %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					dy, db := r.up(dt, 1, off, n, c), r.up(tensor.F32, 1, 0, c)
+					must(t, b.BiasGrad(db, dy))
+					return []*tensor.Tensor{db}
+				}})
+				cs = append(cs, v2case{fmt.Sprintf("GELUBackwardRecompute+dbias %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, d := r.up(dt, 3, off, n, c), r.up(dt, 1, off, n, c)
+					g, db := r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, c)
+					must(t, b.GELUBackwardRecompute(d, g, db, d, x)) // dx aliases dout, as in BERT
+					return []*tensor.Tensor{d, g, db}
+				}})
+				cs = append(cs, v2case{fmt.Sprintf("LayerNormBackward (colsum mode 1) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, d := r.up(dt, 2, off, n, c), r.up(dt, 1, off, n, c)
+					gamma, beta := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+					y, mean, rstd := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+					must(t, b.LayerNorm(y, mean, rstd, x, gamma, beta, 1e-12))
+					dg, dbeta, dx := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c), r.up(dt, 1, 0, n, c)
+					must(t, b.LayerNormBackward(dx, dg, dbeta, d, x, gamma, mean, rstd))
+					return []*tensor.Tensor{dx, dg, dbeta}
+				}})
+				cs = append(cs, v2case{fmt.Sprintf("RMSNormBackward (colsum mode 2) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, d := r.up(dt, 2, off, n, c), r.up(dt, 1, off, n, c)
+					w := r.up(tensor.F32, 1, 0, c)
+					y, rstd := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, n)
+					must(t, b.RMSNorm(y, rstd, x, w, 1e-6))
+					dw, dx := r.up(tensor.F32, 1, 0, c), r.up(dt, 1, 0, n, c)
+					must(t, b.RMSNormBackward(dx, dw, d, x, w, rstd))
+					return []*tensor.Tensor{dx, dw}
+				}})
+			}
+		}
+		// The one-pass LayerNorm backward (C a multiple of 128), with its branch gradient and dropout, dx
+		// aliasing dout, over whole and ragged chunks (rows per warp odd and even).
+		for _, sh := range [][2]int{{600, 768}, {517, 640}, {37, 128}, {264, 1024}} {
+			for _, p := range []float32{0, 0.1} {
+				n, c := sh[0], sh[1]
+				cs = append(cs, v2case{fmt.Sprintf("ResidualLayerNormBackward %v %dx%d p=%v", dt, n, c, p), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					y, x := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 2, 0, n, c)
+					gamma, beta := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+					sum, out := r.up(tensor.F32, 1, 0, n, c), r.up(tensor.F32, 1, 0, n, c)
+					mean, rstd := r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+					must(t, b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: sum, Out: out, Mean: mean, Rstd: rstd, Y: y, X: x,
+						Gamma: gamma, Beta: beta, Eps: 1e-12, DropoutP: p, Seed: 77, Offset: 5}))
+					d, dy := r.up(tensor.F32, 1, 0, n, c), r.up(dt, 1, 0, n, c)
+					dg, db := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+					must(t, b.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: d, DY: dy, DGamma: dg, DBeta: db,
+						DOut: d, X: sum, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: 77, Offset: 5}))
+					return []*tensor.Tensor{d, dy, dg, db}
+				}})
+			}
+		}
+		// Elementwise: a length whose groups fill the four-deep loop several times plus a remainder and a
+		// ragged tail, a small one, and an unaligned view.
+		for _, sz := range [][2]int{{3<<20 + 4*1000 + 3, 0}, {4099, 0}, {4099, 1}, {3, 0}} {
+			n, off := sz[0], sz[1]
+			tag := fmt.Sprintf("%v n=%d off%d", dt, n, off)
+			cs = append(cs,
+				v2case{"GELU " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, y := r.up(dt, 3, off, n), r.up(dt, 1, 0, n)
+					must(t, b.GELU(y, x))
+					return []*tensor.Tensor{y}
+				}},
+				v2case{"GELUBackward in place " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, d := r.up(dt, 3, off, n), r.up(dt, 1, off, n)
+					must(t, b.GELUBackward(d, d, x))
+					return []*tensor.Tensor{d}
+				}},
+				v2case{"GELUBackwardRecompute " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, d, g := r.up(dt, 3, off, n), r.up(dt, 1, off, n), r.up(dt, 1, 0, n)
+					must(t, b.GELUBackwardRecompute(d, g, nil, d, x))
+					return []*tensor.Tensor{d, g}
+				}},
+				v2case{"Cast to F32 and back " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, f, h := r.up(tensor.F32, 1, off, n), r.up(tensor.F32, 1, 0, n), r.up(dt, 1, 0, n)
+					must(t, b.Cast(h, x))
+					must(t, b.Cast(f, h))
+					return []*tensor.Tensor{h, f}
+				}},
+				v2case{"Add, Axpy, Scale " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					a, c, y := r.up(dt, 1, off, n), r.up(tensor.F32, 1, 0, n), r.up(dt, 1, off, n)
+					must(t, b.Add(a, a, c))
+					must(t, b.Axpy(y, a, 0.37))
+					must(t, b.Scale(y, 1.7))
+					return []*tensor.Tensor{a, y}
+				}},
+				v2case{"Tanh, TanhBackward " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					x, y, d := r.up(dt, 1, off, n), r.up(dt, 1, 0, n), r.up(dt, 1, off, n)
+					must(t, b.Tanh(y, x))
+					must(t, b.TanhBackward(d, d, y))
+					return []*tensor.Tensor{y, d}
+				}},
+			)
+		}
+	}
+	return cs
+}
+
+// TestOpsV2MatchV1 checks that the v2 kernels (TUNE_CUDA_OPS, the default) give every op they serve the bits
+// of the v1 kernels, on the same inputs, and the same bits on a second run.
+func TestOpsV2MatchV1(t *testing.T) {
+	gpu := openOrSkip(t)
+	for i, c := range v2cases() {
+		var got [3][][]float32
+		for k, v := range []string{"v1", "v2", "v2"} {
+			restore := cuda.SetOpsVariant(v)
+			r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(i), 42))}
+			for _, o := range c.run(t, gpu, r) {
+				h := make([]float32, o.Numel())
+				if err := gpu.Download(h, o); err != nil {
+					t.Fatal(err)
+				}
+				got[k] = append(got[k], h)
+			}
+			r.free()
+			restore()
+		}
+		for k := 1; k < 3; k++ {
+			for j := range got[0] {
+				if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
+					t.Errorf("%s: output %d differs (run %d vs v1) at %d: %v vs %v", c.name, j, k, d, got[k][j][d], got[0][j][d])
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestOpsVariantUnknown checks that an unknown TUNE_CUDA_OPS value fails the op naming it.
+func TestOpsVariantUnknown(t *testing.T) {
+	gpu := openOrSkip(t)
+	restore := cuda.SetOpsVariant("v9")
+	defer restore()
+	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(1, 2))}
+	defer r.free()
+	x, y := r.up(tensor.F32, 1, 0, 64), r.up(tensor.F32, 1, 0, 64)
+	if err := gpu.GELU(y, x); err == nil {
+		t.Fatal("GELU with TUNE_CUDA_OPS=v9 succeeded")
+	} else {
+		t.Log(err)
+	}
+}
+
+// firstBitDiff returns the first index where a and b differ as bits (NaN payloads included), or -1.
+func firstBitDiff(a, b []float32) int {
+	if len(a) != len(b) {
+		return 0
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return i
+		}
+	}
+	return -1
+}
