@@ -37,11 +37,11 @@ var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 var nvrtcExtraOptions []string
 
 // optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu,
-// lnbwd.cu and lnbwd2.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault
+// lnbwd.cu and layernorm2.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault
 // inside nvrtcCompileProgram) when line information is requested; compute-sanitizer then reports their
 // errors by kernel name and PC.
 func optionsFor(file string) []string {
-	if file != "attention.cu" && file != "lnbwd.cu" && file != "lnbwd2.cu" {
+	if file != "attention.cu" && file != "lnbwd.cu" && file != "layernorm2.cu" {
 		return kernelOptions
 	}
 	var out []string

@@ -123,6 +123,23 @@ func v2cases() []v2case {
 				}})
 			}
 		}
+		// The residual LayerNorm forward: the register-held rows (C = 128·k) and the v1 kernel's other widths.
+		for _, c := range []int{768, 640, 1024, 128, 132} {
+			for _, p := range []float32{0, 0.1} {
+				for _, sumDT := range []tensor.DType{tensor.F32, dt} {
+					n := 301
+					cs = append(cs, v2case{fmt.Sprintf("ResidualLayerNorm y %v sum %v %dx%d p=%v", dt, sumDT, n, c, p), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+						y, x := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 2, 0, n, c)
+						gamma, beta := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+						sum, out, outh := r.up(sumDT, 1, 0, n, c), r.up(sumDT, 1, 0, n, c), r.up(dt, 1, 0, n, c)
+						mean, rstd := r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+						must(t, b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: sum, Out: out, OutHalf: outh, Mean: mean, Rstd: rstd,
+							Y: y, X: x, Gamma: gamma, Beta: beta, Eps: 1e-12, DropoutP: p, Seed: 0x1234567890, Offset: 99}))
+						return []*tensor.Tensor{sum, out, outh, mean, rstd}
+					}})
+				}
+			}
+		}
 		// Elementwise: a length whose groups fill the four-deep loop several times plus a remainder and a
 		// ragged tail, a small one, and an unaligned view.
 		for _, sz := range [][2]int{{3<<20 + 4*1000 + 3, 0}, {4099, 0}, {4099, 1}, {3, 0}} {

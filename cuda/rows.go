@@ -33,9 +33,14 @@ func (b *Backend) LayerNorm(out, mean, rstd, x, gamma, beta *tensor.Tensor, eps 
 	return
 }
 
+// resLNFwd2Max is the widest residual_layernorm_fwd2_<k> of kernels/layernorm2.cu (C = 128·k).
+const resLNFwd2Max = 8
+
 // ResidualLayerNorm computes LayerNorm(dropout(Y) + X) in one warp-per-row pass (tensor.ResidualNormArgs):
 // the dropout, the residual add, the statistics, the normalised output and its half copy, with the same FP32
-// operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits.
+// operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits. Under
+// TUNE_CUDA_OPS=v2 with C = 128·k ≤ 1024 and aligned rows, residual_layernorm_fwd2_<k> holds the lane's
+// slice of the row in registers (the same bits as residual_layernorm_fwd).
 func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	o := b.begin("ResidualLayerNorm", a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta)
 	defer o.end(&err)
@@ -64,7 +69,11 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	if p > 0 {
 		scale = 1 / (1 - p) // float32, as the dropout kernel
 	}
-	o.rowsLaunch("norm.cu", "residual_layernorm_fwd", n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),
+	file, kernel := "norm.cu", "residual_layernorm_fwd"
+	if v == 1 && ch%128 == 0 && ch/128 <= resLNFwd2Max && o.opsV2() {
+		file, kernel = "layernorm2.cu", fmt.Sprintf("residual_layernorm_fwd2_%d", ch/128)
+	}
+	o.rowsLaunch(file, kernel, n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),
 		addr(a.Mean), addr(a.Rstd), addr(a.Y), dt(a.Y), addr(a.X), dt(a.X), addr(a.Gamma), dt(a.Gamma), addr(a.Beta), dt(a.Beta),
 		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), a.Seed, a.Offset, v)
 	return
@@ -140,7 +149,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		defer o.release(pb)
 		file, kernel := "lnbwd.cu", lnBwdFused(ch/128)
 		if ch/128 <= lnBwdFused2Max && o.opsV2() {
-			file, kernel = "lnbwd2.cu", lnBwdFused2(ch/128)
+			file, kernel = "layernorm2.cu", lnBwdFused2(ch/128)
 		}
 		o.launch(file, kernel, chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),

@@ -1,14 +1,16 @@
-// lnbwd2.cu: the v2 one-pass LayerNorm backward (TUNE_CUDA_OPS=v2, the default; cuda/ops.go), in its own
-// module so that lnbwd.cu (v1) and this file each compile only when used. Compiled without -lineinfo, as
-// lnbwd.cu (see optionsFor in nvrtc.go).
+// layernorm2.cu: the v2 LayerNorm kernels for C = 128·NG (TUNE_CUDA_OPS=v2, the default; cuda/ops.go), in
+// their own module so that norm.cu's and lnbwd.cu's v1 kernels and these each compile only when used.
+// Compiled without -lineinfo, as lnbwd.cu (see optionsFor in nvrtc.go). Each kernel gives the bits of the
+// v1 kernel it replaces: the same operations in the same order; only when loads are issued differs.
 //
-// layernorm_bwd_fused_<NG> (lnbwd.cu) has one block per chunk (128 blocks for 32768 rows: one per
-// multiprocessor) and a warp works on one row at a time, so the SM idles through each row's reductions:
-// 2.2 TB/s on the H200. layernorm_bwd_fused2_<NG> gives the same outputs and partials bit for bit (the same
-// rows per warp, the same additions in the same order) but a warp loads RW rows (rows r and r+8 for RW = 2)
-// before it reduces any, so their loads and the two rows' reductions overlap. Instantiated for NG ≤ 6
-// (C ≤ 768; NVRTC 11.8: 225 registers at NG = 6, no spills): wider rows would pass 255 registers and keep
-// layernorm_bwd_fused_<NG>.
+// - layernorm_bwd_fused2_<NG>: layernorm_bwd_fused_<NG> (lnbwd.cu) has one block per chunk (128 blocks for
+//   32768 rows: one per multiprocessor) and a warp works on one row at a time, so the SM idles through each
+//   row's reductions: 2.2 TB/s on the H200. Here a warp loads RW rows (rows r and r+8 for RW = 2) before it
+//   reduces any, so their loads and the two rows' reductions overlap. NG ≤ 6 (C ≤ 768; NVRTC 11.8: 225
+//   registers at NG = 6, no spills): wider rows would pass 255 registers and keep the v1 kernel.
+// - residual_layernorm_fwd2_<NG>: residual_layernorm_fwd (norm.cu) with the lane's slice of the row held in
+//   registers: y and x are loaded before sum is stored (the v1 kernel's stores kept each lane to one group's
+//   loads at a time) and the statistics are taken from the registers, which hold exactly the stored values.
 #include "common.cuh"
 
 // ln_row_store computes dx of one row from its loaded x and dout slices (layernorm_bwd's formula and order),
@@ -144,3 +146,85 @@ LN_BWD_FUSED2(3, 2)
 LN_BWD_FUSED2(4, 2)
 LN_BWD_FUSED2(5, 2)
 LN_BWD_FUSED2(6, 2)
+
+template <int NG>
+__device__ __forceinline__ void res_ln_fwd2(void *sum, int dts, void *out, int dto, void *outh, int dth, float *mean,
+                                            float *rstd, const void *y, int dty, const void *x, int dtx,
+                                            const void *gamma, int dtg, const void *beta, int dtb, i64 N, int C,
+                                            float eps, float p, float scale, u64 seed, u64 offset) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	F4 a[NG], b[NG];
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		a[j] = ld4(y, dty, base + lane * 4 + j * 128);
+		b[j] = ld4(x, dtx, base + lane * 4 + j * 128);
+	}
+	float s = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		i64 c = base + lane * 4 + j * 128;
+		if (p != 0.0f) { // one Philox block serves the four elements (c is a multiple of 4)
+			u64 ctr = offset + (u64)(c / 4);
+			uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+			u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
+				a[j].v[k] = round_to(a[j].v[k] * keep * scale, dty);
+			}
+		}
+#pragma unroll
+		for (int k = 0; k < 4; k++) a[j].v[k] = round_to(a[j].v[k] + b[j].v[k], dts);
+		st4(sum, dts, c, a[j]);
+		s += a[j].v[0], s += a[j].v[1], s += a[j].v[2], s += a[j].v[3];
+	}
+	float m = warp_sum(s) / (float)C;
+	float ss = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NG; j++)
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float d = a[j].v[k] - m;
+			ss += d * d;
+		}
+	float var = warp_sum(ss) / (float)C;
+	float r = (float)(1.0 / sqrt((double)(var + eps)));
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		int c = lane * 4 + j * 128;
+		F4 g = ld4(gamma, dtg, c), bt = ld4(beta, dtb, c), o;
+#pragma unroll
+		for (int k = 0; k < 4; k++) o.v[k] = (a[j].v[k] - m) * r * g.v[k] + bt.v[k];
+		st4(out, dto, base + c, o);
+		if (outh) {
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = round_to(o.v[k], dto);
+			st4(outh, dth, base + c, o);
+		}
+	}
+	if (lane == 0) {
+		mean[row] = m;
+		rstd[row] = r;
+	}
+}
+
+#define RES_LN_FWD2(NG)                                                                                           \
+	extern "C" __global__ void __launch_bounds__(256) residual_layernorm_fwd2_##NG(                              \
+	    void *sum, int dts, void *out, int dto, void *outh, int dth, float *mean, float *rstd, const void *y,      \
+	    int dty, const void *x, int dtx, const void *gamma, int dtg, const void *beta, int dtb, i64 N, int C,      \
+	    float eps, float p, float scale, u64 seed, u64 offset) {                                                  \
+		res_ln_fwd2<NG>(sum, dts, out, dto, outh, dth, mean, rstd, y, dty, x, dtx, gamma, dtg, beta, dtb, N, C,    \
+		                eps, p, scale, seed, offset);                                                            \
+	}
+RES_LN_FWD2(1)
+RES_LN_FWD2(2)
+RES_LN_FWD2(3)
+RES_LN_FWD2(4)
+RES_LN_FWD2(5)
+RES_LN_FWD2(6)
+RES_LN_FWD2(7)
+RES_LN_FWD2(8)
