@@ -37,8 +37,12 @@ func (r *v2rig) up(dt tensor.DType, s float64, off int, shape ...int) *tensor.Te
 	}
 	r.bufs = append(r.bufs, buf)
 	v := make([]float32, n+off)
-	for i := range v {
-		v[i] = float32(s * r.rng.NormFloat64())
+	for i := range v { // past 1 Mi values the random ones repeat (the host generator is slow)
+		if i < 1<<20 {
+			v[i] = float32(s * r.rng.NormFloat64())
+		} else {
+			v[i] = v[i-1<<20]
+		}
 	}
 	if err := r.b.Upload(buf, v); err != nil {
 		r.t.Fatal(err)
@@ -140,9 +144,10 @@ func v2cases() []v2case {
 				}
 			}
 		}
-		// Elementwise: a length whose groups fill the four-deep loop several times plus a remainder and a
-		// ragged tail, a small one, and an unaligned view.
-		for _, sz := range [][2]int{{3<<20 + 4*1000 + 3, 0}, {4099, 0}, {4099, 1}, {3, 0}} {
+		// Elementwise: a length whose groups fill the four-deep loop several times (the grid is capped at 32
+		// blocks of 256 threads per multiprocessor, 1.08 M threads on 132, so a thread runs that loop only
+		// past 4.3 M groups) plus a remainder and a ragged tail, a small one, and unaligned views.
+		for _, sz := range [][2]int{{24<<20 + 4*1000 + 3, 0}, {4099, 0}, {4099, 1}, {3, 0}} {
 			n, off := sz[0], sz[1]
 			tag := fmt.Sprintf("%v n=%d off%d", dt, n, off)
 			cs = append(cs,
