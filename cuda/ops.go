@@ -13,7 +13,7 @@ import (
 const opsDefault = "v2"
 
 // opsVariant selects the kernels behind the elementwise ops (GELU, GELUBackward, GELUBackwardRecompute,
-// Cast, Add, Axpy, Scale, Tanh, MSE), the column sums (BiasGrad, GELUBackwardRecompute's bias gradient, the
+// Cast, Add, Axpy, Scale, Tanh, MSE, Embedding), the column sums (BiasGrad, GELUBackwardRecompute's bias gradient, the
 // unfused LayerNorm and RMSNorm weight gradients) and the BERT-width LayerNorms (ResidualLayerNorm,
 // the one-pass LayerNorm backward), read once from TUNE_CUDA_OPS: "v2" (the default) loads several
 // groups or rows per thread before it stores any (kernels/elementwise.cu with vec=2; colsum_partial_v2 and

@@ -127,6 +127,31 @@ func v2cases() []v2case {
 				}})
 			}
 		}
+		// Embedding: enough groups for the four-deep loop (32768 rows of 768), and a width without vectors.
+		for _, sh := range [][2]int{{32768, 768}, {300, 33}} {
+			for _, idt := range []tensor.DType{tensor.I32, tensor.I64} {
+				n, c := sh[0], sh[1]
+				cs = append(cs, v2case{fmt.Sprintf("Embedding %v ids %v %dx%d", dt, idt, n, c), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					const v = 1000
+					table, out := r.up(tensor.F32, 1, 0, v, c), r.up(dt, 1, 0, n, c)
+					ids, err := b.Alloc(idt, n)
+					must(t, err)
+					r.bufs = append(r.bufs, ids)
+					h32, h64 := make([]int32, n), make([]int64, n)
+					for i := range h32 {
+						h32[i] = int32(r.rng.IntN(v))
+						h64[i] = int64(h32[i])
+					}
+					if idt == tensor.I32 {
+						must(t, b.Upload(ids, h32))
+					} else {
+						must(t, b.Upload(ids, h64))
+					}
+					must(t, b.Embedding(out, ids, table))
+					return []*tensor.Tensor{out}
+				}})
+			}
+		}
 		// The residual LayerNorm forward: the register-held rows (C = 128·k) and the v1 kernel's other widths.
 		for _, c := range []int{768, 640, 1024, 128, 132} {
 			for _, p := range []float32{0, 0.1} {
