@@ -5,6 +5,7 @@ package cuda_test
 import (
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -191,7 +192,11 @@ func BenchmarkOps(b *testing.B) {
 		}},
 	}
 	for _, c := range cases {
-		for _, v := range []string{"v1", "v2"} {
+		vs := []string{"v1", "v2"}
+		if strings.HasPrefix(c.name, "EmbeddingBackward") {
+			vs = append(vs, "v3") // the plan on the device
+		}
+		for _, v := range vs {
 			b.Run(c.name+"/"+v, func(b *testing.B) {
 				defer cuda.SetOpsVariant(v)()
 				fn := c.setup()

@@ -57,6 +57,10 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if o.failed() || ch == 0 || len(idx) == 0 {
 		return
 	}
+	if len(idx) <= embDeviceMaxRows && o.opsV3() {
+		o.embeddingBackwardDevice(dtable, ids, dout, v, ch, len(idx))
+		return
+	}
 	it := embeddingItems(idx, v)
 	host := make([]int32, 0, len(it.items)+len(it.merges)+len(it.rows))
 	host = append(append(append(host, it.items...), it.merges...), it.rows...)
@@ -89,6 +93,50 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 		o.launch("index.cu", "embedding_bwd_merge", len(it.merges)/3, 1, threads, 1, addr(dtable), dt(dtable), uint64(part), pm, i64(ch), vv)
 	}
 	return
+}
+
+// embDeviceMaxRows bounds the rows for which EmbeddingBackward plans on the device (TUNE_CUDA_OPS=v3):
+// emb2_compact reads every id once per group of more than 32 rows, at most rows/33 groups.
+const embDeviceMaxRows = 1 << 17
+
+// embeddingBackwardDevice queues EmbeddingBackward with its plan built by kernels (index.cu's emb2_*): the
+// host plan's items, merges and slots (embeddingWork), so the same additions in the same order, with no host
+// work on the ids and nothing uploaded. Scratch: int32 counts and offsets per id, the rows, the items
+// (at most one per row), the merges (at most one per 33 rows) and the FP32 partial rows.
+func (o *op) embeddingBackwardDevice(dtable, ids, dout *tensor.Tensor, v, ch, n int) {
+	maxMerges := n/33 + 1
+	maxSlots := n/32 + maxMerges // ⌈g/32⌉ ≤ g/32 + 1 slots for a split group of g rows
+	// int32 words: cnt, fill (zeroed), start (v+1), itemOff, slotOff, mergeOff, big, tot (4), rows, items, merges
+	offs := []int{0, v, 2 * v, 3*v + 1, 4*v + 1, 5*v + 1, 6*v + 1, 6*v + 1 + maxMerges, 6*v + 5 + maxMerges,
+		6*v + 5 + maxMerges + n, 6*v + 5 + maxMerges + 5*n}
+	words := offs[10] + 3*maxMerges
+	ints := o.scratch(4 * words)
+	part := o.scratch(4 * maxSlots * ch)
+	if o.failed() {
+		return
+	}
+	defer o.release(ints)
+	defer o.release(part)
+	at := func(k int) uint64 { return uint64(ints) + uint64(4*offs[k]) }
+	cnt, fill, start, itemOff, slotOff, mergeOff, big, tot, rows, items, merges := at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10)
+	if o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(cnt), 0, int64(2*v), o.b.stream), "embedding counts")) != nil {
+		return
+	}
+	gn, gv := o.gridFor(n), o.gridFor(v)
+	o.launch("index.cu", "emb2_hist", gn, 1, 256, 1, cnt, addr(ids), dt(ids), i64(n))
+	o.launch("index.cu", "emb2_scan", 1, 1, 1024, 1, cnt, start, itemOff, slotOff, mergeOff, big, tot, i64(v))
+	o.launch("index.cu", "emb2_place", gn, 1, 256, 1, rows, fill, cnt, start, addr(ids), dt(ids), i64(n))
+	o.launch("index.cu", "emb2_sort_small", min((v+7)/8, 4096), 1, 256, 1, rows, cnt, start, i64(v))
+	o.launch("index.cu", "emb2_compact", min(maxMerges, 2*o.b.sms), 1, 1024, 1, rows, start, big, tot, addr(ids), dt(ids), i64(n))
+	o.launch("index.cu", "emb2_items", gv, 1, 256, 1, items, merges, cnt, start, itemOff, slotOff, mergeOff, i64(v))
+	vv := vec(dtable, dout)
+	if ch%4 != 0 {
+		vv = 0
+	}
+	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
+	o.launch("index.cu", "embedding_bwd_rows2", min(n, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
+		uint64(part), items, rows, i64(ch), vv, tot)
+	o.launch("index.cu", "embedding_bwd_merge2", min(maxMerges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), merges, i64(ch), vv, tot+4)
 }
 
 // embeddingWork is EmbeddingBackward's plan, built on the host from the ids.

@@ -18,7 +18,7 @@ const opsDefault = "v2"
 // the one-pass LayerNorm backward), read once from TUNE_CUDA_OPS: "v2" (the default) loads several
 // groups or rows per thread before it stores any (kernels/elementwise.cu with vec=2; colsum_partial_v2 and
 // gelu_bwd_colsum_v2 in kernels/norm.cu; kernels/layernorm2.cu); "v1" is the earlier design, kept for A/B
-// measurements. Both give the same bits: only the order of memory accesses differs. Any other value makes
+// measurements; "v3" is v2 with EmbeddingBackward planned on the device (no host work on the ids). Both give the same bits: only the order of memory accesses differs. Any other value makes
 // those ops fail naming it.
 var opsVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_CUDA_OPS"); ok {
@@ -27,17 +27,21 @@ var opsVariant = func() string {
 	return opsDefault
 }()
 
-// opsV2 reports whether the v2 kernels are selected; an unknown TUNE_CUDA_OPS fails the op.
+// opsV2 reports whether the v2 kernels are selected (v2 or v3); an unknown TUNE_CUDA_OPS fails the op.
 func (o *op) opsV2() bool {
 	switch opsVariant {
-	case "v2", "":
+	case "v2", "v3", "":
 		return true
 	case "v1":
 		return false
 	}
-	o.fail(fmt.Errorf("cuda: TUNE_CUDA_OPS=%q is not a kernel variant (use v1 or v2, or unset it for the default %s)", opsVariant, opsDefault))
+	o.fail(fmt.Errorf("cuda: TUNE_CUDA_OPS=%q is not a kernel variant (use v1, v2 or v3, or unset it for the default %s)", opsVariant, opsDefault))
 	return false
 }
+
+// opsV3 reports whether TUNE_CUDA_OPS=v3 is selected: v2 plus EmbeddingBackward's plan built on the device
+// (embeddingBackwardDevice), not yet the default.
+func (o *op) opsV3() bool { return o.opsV2() && opsVariant == "v3" }
 
 // ewVec is vec for the elementwise kernels built on map1/map2 (and gelu_bwd_recompute): 2 (several groups
 // in flight per thread) when the pointers are aligned and the v2 kernels are selected.

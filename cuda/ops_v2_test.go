@@ -152,6 +152,47 @@ func v2cases() []v2case {
 				}})
 			}
 		}
+		// EmbeddingBackward planned on the device (v3) against the host plan (v1, v2): groups of one row, of up
+		// to 32, of 33 (two chunks of 32 and 1), of 64, skewed ones, and one group of every row.
+		embCases := []struct {
+			name string
+			n, v int
+			id   func(i int, rng *rand.Rand) int
+		}{
+			{"random", 20000, 1000, func(_ int, rng *rand.Rand) int { return rng.IntN(1000) }},
+			{"skewed", 20000, 600, func(i int, rng *rand.Rand) int {
+				if i%7 == 0 {
+					return 0
+				}
+				return rng.IntN(600)
+			}},
+			{"all one id", 32768, 2, func(int, *rand.Rand) int { return 1 }},
+			{"positions", 32768, 512, func(i int, _ *rand.Rand) int { return i % 512 }},
+			{"groups of 33", 33 * 50, 50, func(i int, _ *rand.Rand) int { return i % 50 }},
+			{"one row", 1, 4, func(int, *rand.Rand) int { return 3 }},
+		}
+		for _, ec := range embCases {
+			for _, c := range []int{768, 33} {
+				for _, tdt := range []tensor.DType{tensor.F32, dt} {
+					if tdt == tensor.F32 && dt == tensor.F32 && c == 33 {
+						continue
+					}
+					cs = append(cs, v2case{fmt.Sprintf("EmbeddingBackward %s table %v dout %v C=%d", ec.name, tdt, dt, c), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+						table, d := r.up(tdt, 1, 0, ec.v, c), r.up(dt, 1, 0, ec.n, c)
+						ids, err := b.Alloc(tensor.I32, ec.n)
+						must(t, err)
+						r.bufs = append(r.bufs, ids)
+						h := make([]int32, ec.n)
+						for i := range h {
+							h[i] = int32(ec.id(i, r.rng))
+						}
+						must(t, b.Upload(ids, h))
+						must(t, b.EmbeddingBackward(table, ids, d))
+						return []*tensor.Tensor{table}
+					}})
+				}
+			}
+		}
 		// The residual LayerNorm forward: the register-held rows (C = 128·k) and the v1 kernel's other widths.
 		for _, c := range []int{768, 640, 1024, 128, 132} {
 			for _, p := range []float32{0, 0.1} {
@@ -217,33 +258,45 @@ func v2cases() []v2case {
 }
 
 // TestOpsV2MatchV1 checks that the v2 kernels (TUNE_CUDA_OPS, the default) give every op they serve the bits
-// of the v1 kernels, on the same inputs, and the same bits on a second run.
+// of the v1 kernels, on the same inputs, the same bits on a second run, and v3 (EmbeddingBackward planned on
+// the device) the same bits again.
 func TestOpsV2MatchV1(t *testing.T) {
 	gpu := openOrSkip(t)
 	for i, c := range v2cases() {
-		var got [3][][]float32
-		for k, v := range []string{"v1", "v2", "v2"} {
-			restore := cuda.SetOpsVariant(v)
-			r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(i), 42))}
-			for _, o := range c.run(t, gpu, r) {
-				h := make([]float32, o.Numel())
-				if err := gpu.Download(h, o); err != nil {
-					t.Fatal(err)
-				}
-				got[k] = append(got[k], h)
-			}
-			r.free()
-			restore()
-		}
-		for k := 1; k < 3; k++ {
-			for j := range got[0] {
-				if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
-					t.Errorf("%s: output %d differs (run %d vs v1) at %d: %v vs %v", c.name, j, k, d, got[k][j][d], got[0][j][d])
-					break
-				}
+		t.Run(c.name, func(t *testing.T) { v2check(t, gpu, i, c) })
+	}
+}
+
+// v2check runs case c under v1, v2 (twice) and v3 from the same inputs and compares the outputs' bits.
+func v2check(t *testing.T, gpu *cuda.Backend, i int, c v2case) {
+	var got [4][][]float32
+	for k, v := range []string{"v1", "v2", "v2", "v3"} {
+		got[k] = v2run(t, gpu, i, c, v)
+	}
+	for k := 1; k < 4; k++ {
+		for j := range got[0] {
+			if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
+				t.Errorf("output %d differs (run %d vs v1) at %d: %v vs %v", j, k, d, got[k][j][d], got[0][j][d])
+				break
 			}
 		}
 	}
+}
+
+// v2run runs case c once under TUNE_CUDA_OPS=v and downloads its outputs.
+func v2run(t *testing.T, gpu *cuda.Backend, i int, c v2case, v string) [][]float32 {
+	defer cuda.SetOpsVariant(v)()
+	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(i), 42))}
+	defer r.free()
+	var out [][]float32
+	for _, o := range c.run(t, gpu, r) {
+		h := make([]float32, o.Numel())
+		if err := gpu.Download(h, o); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // TestOpsVariantUnknown checks that an unknown TUNE_CUDA_OPS value fails the op naming it.

@@ -135,3 +135,210 @@ extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dt
 		}
 	}
 }
+
+// ---- EmbeddingBackward with the plan built on the device (TUNE_CUDA_OPS=v3; cuda/index.go) ----
+//
+// The same plan as the host's embeddingWork (ids ascending, token order inside a group, groups of more than 32
+// rows cut into chunks of max(32, ⌈√n⌉) rows, the same partial slots), so embedding_bwd_rows2/merge2 give the
+// bits of the host-planned kernels, with no host work and no upload (a CUDA graph can hold it):
+//   emb2_hist        cnt[id] = rows of id (integer atomics: the counts do not depend on their order)
+//   emb2_scan        one block: exclusive scans over the ids of rows, items, slots and merges; the list of
+//                    split ids (ascending); the totals into tot (items, merges, slots)
+//   emb2_place       each token of a group of ≤ 32 rows into its group (atomic order) …
+//   emb2_sort_small  … then a warp per such group sorts its token numbers ascending (token order)
+//   emb2_compact     a block per split group scans all tokens in order and writes the group's token numbers
+//                    ascending (a stream compaction: stable by construction)
+//   emb2_items       the work items and merges of every id, at its scanned offsets
+// then embedding_bwd_rows2 / embedding_bwd_merge2 loop over the device counts.
+
+// emb_work returns a group's (rows, items, slots, merges) for n rows (cuda/index.go's embeddingItems).
+__device__ __forceinline__ int4 emb_work(int n) {
+	if (n == 0) return make_int4(0, 0, 0, 0);
+	if (n <= 32) return make_int4(n, 1, 0, 0);
+	int k = max(32, (int)ceil(sqrt((double)n)));
+	int m = (n + k - 1) / k;
+	return make_int4(n, m, m, 1);
+}
+
+__device__ __forceinline__ int4 add4(int4 a, int4 b) { return make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+
+extern "C" __global__ void emb2_hist(int *cnt, const void *ids, int dti, i64 N) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (i64)gridDim.x * blockDim.x)
+		atomicAdd(&cnt[ldi(ids, dti, i)], 1);
+}
+
+// emb2_scan: one block of 1024 threads; thread t owns ids [t·per, (t+1)·per).
+extern "C" __global__ void emb2_scan(const int *cnt, int *start, int *itemOff, int *slotOff, int *mergeOff, int *big,
+                                     int *tot, int V) {
+	__shared__ int4 sh[1024];
+	int t = threadIdx.x, T = blockDim.x;
+	int per = (V + T - 1) / T, lo = min(V, t * per), hi = min(V, lo + per);
+	int4 s = make_int4(0, 0, 0, 0);
+	for (int id = lo; id < hi; id++) s = add4(s, emb_work(cnt[id]));
+	sh[t] = s;
+	__syncthreads();
+	for (int o = 1; o < T; o <<= 1) { // inclusive Hillis–Steele scan
+		int4 v = sh[t], a = t >= o ? sh[t - o] : make_int4(0, 0, 0, 0);
+		__syncthreads();
+		sh[t] = add4(v, a);
+		__syncthreads();
+	}
+	int4 base = t > 0 ? sh[t - 1] : make_int4(0, 0, 0, 0);
+	for (int id = lo; id < hi; id++) {
+		int4 w = emb_work(cnt[id]);
+		start[id] = base.x, itemOff[id] = base.y, slotOff[id] = base.z, mergeOff[id] = base.w;
+		if (w.w) big[base.w] = id;
+		base = add4(base, w);
+	}
+	if (t == T - 1) {
+		start[V] = base.x;
+		tot[0] = base.y, tot[1] = base.w, tot[2] = base.z;
+	}
+}
+
+extern "C" __global__ void emb2_place(int *rows, int *fill, const int *cnt, const int *start, const void *ids, int dti,
+                                      i64 N) {
+	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (i64)gridDim.x * blockDim.x) {
+		i64 id = ldi(ids, dti, i);
+		if (cnt[id] <= 32) rows[start[id] + atomicAdd(&fill[id], 1)] = (int)i;
+	}
+}
+
+// emb2_sort_small: a warp per id with 2..32 rows ranks its token numbers (distinct) and stores them ascending.
+extern "C" __global__ void emb2_sort_small(int *rows, const int *cnt, const int *start, int V) {
+	int lane = threadIdx.x & 31;
+	int warp = (blockIdx.x * blockDim.x + threadIdx.x) >> 5, nw = (gridDim.x * blockDim.x) >> 5;
+	for (int id = warp; id < V; id += nw) {
+		int n = cnt[id];
+		if (n <= 1 || n > 32) continue;
+		int s = start[id];
+		int v = lane < n ? rows[s + lane] : 0x7fffffff;
+		int rank = 0;
+		for (int j = 0; j < 32; j++) rank += __shfl_sync(0xffffffffu, v, j) < v ? 1 : 0;
+		__syncwarp();
+		if (lane < n) rows[s + rank] = v;
+		__syncwarp();
+	}
+}
+
+// emb2_compact: block b handles split ids big[b], big[b + grid], …: it walks the tokens in order, EMB_CT per
+// thread per step, and writes those with that id at start[id] + (their number among them so far).
+#define EMB_CT 4
+extern "C" __global__ void emb2_compact(int *rows, const int *start, const int *big, const int *tot, const void *ids,
+                                        int dti, i64 N) {
+	__shared__ int wsum[EMB_CT][32];
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	int nb = tot[1];
+	for (int b = blockIdx.x; b < nb; b += gridDim.x) {
+		i64 id = big[b];
+		int base = start[id];
+		for (i64 t0 = 0; t0 < N; t0 += (i64)EMB_CT * blockDim.x) {
+			bool p[EMB_CT];
+#pragma unroll
+			for (int q = 0; q < EMB_CT; q++) {
+				i64 i = t0 + (i64)q * blockDim.x + threadIdx.x;
+				p[q] = i < N && ldi(ids, dti, i) == id;
+			}
+			unsigned bal[EMB_CT];
+#pragma unroll
+			for (int q = 0; q < EMB_CT; q++) {
+				bal[q] = __ballot_sync(0xffffffffu, p[q]);
+				if (lane == 0) wsum[q][w] = __popc(bal[q]);
+			}
+			__syncthreads();
+#pragma unroll
+			for (int q = 0; q < EMB_CT; q++) {
+				int off = 0, all = 0;
+				for (int j = 0; j < nwarps; j++) {
+					int c = wsum[q][j];
+					off += j < w ? c : 0;
+					all += c;
+				}
+				if (p[q]) rows[base + off + __popc(bal[q] & ((1u << lane) - 1u))] = (int)(t0 + (i64)q * blockDim.x + threadIdx.x);
+				base += all;
+			}
+			__syncthreads();
+		}
+	}
+}
+
+extern "C" __global__ void emb2_items(int *items, int *merges, const int *cnt, const int *start, const int *itemOff,
+                                      const int *slotOff, const int *mergeOff, int V) {
+	for (int id = blockIdx.x * blockDim.x + threadIdx.x; id < V; id += gridDim.x * blockDim.x) {
+		int n = cnt[id];
+		if (n == 0) continue;
+		int lo = start[id], it = itemOff[id];
+		if (n <= 32) {
+			items[4 * it] = id, items[4 * it + 1] = lo, items[4 * it + 2] = lo + n, items[4 * it + 3] = -1;
+			continue;
+		}
+		int k = max(32, (int)ceil(sqrt((double)n)));
+		int s0 = slotOff[id], j = 0;
+		for (int a = lo; a < lo + n; a += k, j++) {
+			int *q = items + 4 * (i64)(it + j);
+			q[0] = id, q[1] = a, q[2] = min(a + k, lo + n), q[3] = s0 + j;
+		}
+		int *m = merges + 3 * (i64)mergeOff[id];
+		m[0] = id, m[1] = s0, m[2] = j;
+	}
+}
+
+// embedding_bwd_rows2 / embedding_bwd_merge2: embedding_bwd_rows / embedding_bwd_merge over *count items
+// (merges) from the device, block b taking b, b + grid, ….
+extern "C" __global__ void embedding_bwd_rows2(void *dtable, int dtt, const void *dout, int dtd, float *partial,
+                                               const int *items, const int *rows, int C, int vec, const int *count) {
+	int n = *count;
+	for (int b = blockIdx.x; b < n; b += gridDim.x) {
+		const int *it = items + 4 * (i64)b;
+		i64 id = it[0];
+		int lo = it[1], hi = it[2], slot = it[3];
+		for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
+			if (vec) {
+				F4 acc;
+				if (slot < 0) acc = ld4(dtable, dtt, id * C + c);
+				else acc.v[0] = acc.v[1] = acc.v[2] = acc.v[3] = 0.0f;
+				for (int k = lo; k < hi; k++) {
+					F4 d = ld4(dout, dtd, (i64)rows[k] * C + c);
+#pragma unroll
+					for (int j = 0; j < 4; j++) acc.v[j] += d.v[j];
+				}
+				if (slot < 0) st4(dtable, dtt, id * C + c, acc);
+				else st4(partial, DT_F32, (i64)slot * C + c, acc);
+			} else {
+				for (int j = 0; j < 4 && c + j < C; j++) {
+					float a = slot < 0 ? ld(dtable, dtt, id * C + c + j) : 0.0f;
+					for (int k = lo; k < hi; k++) a += ld(dout, dtd, (i64)rows[k] * C + c + j);
+					if (slot < 0) st(dtable, dtt, id * C + c + j, a);
+					else partial[(i64)slot * C + c + j] = a;
+				}
+			}
+		}
+	}
+}
+
+extern "C" __global__ void embedding_bwd_merge2(void *dtable, int dtt, const float *partial, const int *merges, int C,
+                                                int vec, const int *count) {
+	int n = *count;
+	for (int b = blockIdx.x; b < n; b += gridDim.x) {
+		const int *m = merges + 3 * (i64)b;
+		i64 id = m[0];
+		int first = m[1], ns = m[2];
+		for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
+			if (vec) {
+				F4 acc = ld4(dtable, dtt, id * C + c);
+				for (int s = first; s < first + ns; s++) {
+					F4 p = ld4(partial, DT_F32, (i64)s * C + c);
+#pragma unroll
+					for (int j = 0; j < 4; j++) acc.v[j] += p.v[j];
+				}
+				st4(dtable, dtt, id * C + c, acc);
+			} else {
+				for (int j = 0; j < 4 && c + j < C; j++) {
+					float a = ld(dtable, dtt, id * C + c + j);
+					for (int s = first; s < first + ns; s++) a += partial[(i64)s * C + c + j];
+					st(dtable, dtt, id * C + c + j, a);
+				}
+			}
+		}
+	}
+}
