@@ -31,7 +31,7 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 		return
 	}
 	n := ids.Numel()
-	vv := o.ewVec(out, table)
+	vv := vec(out, table)
 	if ch%4 != 0 {
 		vv = 0
 	}

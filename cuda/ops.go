@@ -13,13 +13,13 @@ import (
 const opsDefault = "v2"
 
 // opsVariant selects the kernels behind the elementwise ops (GELU, GELUBackward, GELUBackwardRecompute,
-// Cast, Add, Axpy, Scale, Tanh, MSE, Embedding), the column sums (BiasGrad, GELUBackwardRecompute's bias gradient, the
-// unfused LayerNorm and RMSNorm weight gradients) and the BERT-width LayerNorms (ResidualLayerNorm,
-// the one-pass LayerNorm backward), read once from TUNE_CUDA_OPS: "v2" (the default) loads several
-// groups or rows per thread before it stores any (kernels/elementwise.cu with vec=2; colsum_partial_v2 and
-// gelu_bwd_colsum_v2 in kernels/norm.cu; kernels/layernorm2.cu); "v1" is the earlier design, kept for A/B
-// measurements; "v3" is v2 with EmbeddingBackward planned on the device (no host work on the ids). Both give the same bits: only the order of memory accesses differs. Any other value makes
-// those ops fail naming it.
+// Cast, Add, Axpy, Scale, Tanh, MSE), the column sums (BiasGrad, GELUBackwardRecompute's bias gradient, the
+// unfused LayerNorm and RMSNorm weight gradients) and the BERT-width ResidualLayerNorm, read once from
+// TUNE_CUDA_OPS: "v2" (the default) loads several groups or rows per thread before it stores any
+// (kernels/elementwise.cu with vec=2; colsum_partial_v2 and gelu_bwd_colsum_v2 in kernels/norm.cu;
+// kernels/layernorm2.cu); "v1" is the earlier design, kept for A/B measurements; "v3" is v2 with
+// EmbeddingBackward planned on the device (no host work on the ids). All give the same bits: only the order
+// of memory accesses differs. Any other value makes those ops fail naming it.
 var opsVariant = func() string {
 	if v, ok := os.LookupEnv("TUNE_CUDA_OPS"); ok {
 		return v

@@ -105,13 +105,6 @@ const lnBwdFusedMax = 8
 // lnBwdFused names the one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFusedMax.
 func lnBwdFused(k int) string { return fmt.Sprintf("layernorm_bwd_fused_%d", k) }
 
-// lnBwdFused2Max is the widest layernorm_bwd_fused2_<k> (TUNE_CUDA_OPS=v2: two rows per warp at a time, the
-// same bits as layernorm_bwd_fused_<k>).
-const lnBwdFused2Max = 6
-
-// lnBwdFused2 names the v2 one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFused2Max.
-func lnBwdFused2(k int) string { return fmt.Sprintf("layernorm_bwd_fused2_%d", k) }
-
 // layerNormBackward validates and queues both backward ops (a.DY nil for LayerNormBackward). With both
 // weight gradients, C a multiple of 128 up to 1024 and aligned rows, one kernel (layernorm_bwd_fused_<C/128>)
 // computes dx and the per-chunk column sums from one read of dout and x; otherwise colsum_partial reads them
@@ -147,11 +140,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
 		defer o.release(pa)
 		defer o.release(pb)
-		file, kernel := "lnbwd.cu", lnBwdFused(ch/128)
-		if ch/128 <= lnBwdFused2Max && o.opsV2() {
-			file, kernel = "layernorm2.cu", lnBwdFused2(ch/128)
-		}
-		o.launch(file, kernel, chunks, 1, 256, 1, uint64(pa), uint64(pb),
+		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
 			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))

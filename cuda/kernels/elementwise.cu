@@ -118,7 +118,9 @@ __device__ __forceinline__ void map2(void *out, int dto, const void *a, int dta,
 
 // cast: dst = src (rounded to dst's dtype).
 extern "C" __global__ void cast(void *dst, int dtd, const void *src, int dts, i64 n, int vec) {
-	map1(dst, dtd, src, dts, n, vec, [](float v) { return v; });
+	auto f = [](float v) { return v; };
+	if (vec == 2 && dtd == DT_BF16 && dts == DT_F32) map1(dst, DT_BF16, src, DT_F32, n, vec, f); // constant dtypes
+	else map1(dst, dtd, src, dts, n, vec, f);
 }
 
 // scale: x = alpha·x.
@@ -138,17 +140,21 @@ extern "C" __global__ void axpy(void *y, int dty, const void *x, int dtx, i64 n,
 
 // gelu_fwd: out = 0.5·x·(1 + erf(x/√2)), exact GELU.
 extern "C" __global__ void gelu_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
-	map1(out, dto, x, dtx, n, vec, [](float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); });
+	auto f = [](float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); };
+	if (vec == 2 && dto == DT_BF16 && dtx == DT_BF16) map1(out, DT_BF16, x, DT_BF16, n, vec, f); // constant dtypes
+	else map1(out, dto, x, dtx, n, vec, f);
 }
 
 // gelu_bwd: dx = dout·(Φ(x) + x·φ(x)), φ(x) = exp(−x²/2)/√(2π).
 extern "C" __global__ void gelu_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx, i64 n,
                                     int vec) {
-	map2(dx, dtdx, dout, dtd, x, dtx, n, vec, [](float d, float v) {
+	auto f = [](float d, float v) {
 		float cdf = 0.5f * (1.0f + erff(v * 0.70710678118654752f));
 		float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
 		return d * (cdf + v * pdf);
-	});
+	};
+	if (vec == 2 && dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16) map2(dx, DT_BF16, dout, DT_BF16, x, DT_BF16, n, vec, f);
+	else map2(dx, dtdx, dout, dtd, x, dtx, n, vec, f);
 }
 
 // gelu_bwd_recompute: dx = dout·(Φ(x) + x·φ(x)) as gelu_bwd and, when out is not NULL, out = gelu_fwd(x)

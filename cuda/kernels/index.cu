@@ -16,38 +16,10 @@
 //   aligned.
 #include "common.cuh"
 
-// embedding_fwd: out[n] = table[ids[n]]. With vec=2 (TUNE_CUDA_OPS=v2, cuda/ops.go; C % 4 == 0, aligned) a
-// thread loads EMB_U groups (a grid stride apart: their ids, then their table rows) before it stores any, as
-// elementwise.cu's vec=2 does; the values are the same.
-#define EMB_U 4
-
 extern "C" __global__ void embedding_fwd(void *out, int dto, const void *ids, int dti, const void *table, int dtt,
                                          i64 N, int C, int vec) {
 	i64 cg = (C + 3) / 4;
 	i64 groups = N * cg;
-	if (vec == 2) {
-		bool small = groups <= 0x7fffffff; // 32-bit division then
-		auto row = [&](i64 g) { return small ? (i64)((u32)g / (u32)cg) : g / cg; };
-		i64 stride = (i64)gridDim.x * blockDim.x, g = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-		for (; g + (EMB_U - 1) * stride < groups; g += EMB_U * stride) {
-			i64 n[EMB_U], id[EMB_U];
-			F4 v[EMB_U];
-#pragma unroll
-			for (int u = 0; u < EMB_U; u++) {
-				n[u] = row(g + u * stride);
-				id[u] = ldi(ids, dti, n[u]);
-			}
-#pragma unroll
-			for (int u = 0; u < EMB_U; u++) v[u] = ld4(table, dtt, id[u] * C + (g + u * stride - n[u] * cg) * 4);
-#pragma unroll
-			for (int u = 0; u < EMB_U; u++) st4(out, dto, (g + u * stride) * 4, v[u]);
-		}
-		for (; g < groups; g += stride) {
-			i64 n = row(g);
-			st4(out, dto, g * 4, ld4(table, dtt, ldi(ids, dti, n) * C + (g - n * cg) * 4));
-		}
-		return;
-	}
 	FOR_GROUPS(g, groups) {
 		i64 n = g / cg;
 		int c = (int)(g % cg) * 4;

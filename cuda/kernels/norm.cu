@@ -419,11 +419,9 @@ __device__ __forceinline__ void cs_finish2(float (*sa)[65], const float *a, floa
 
 // colsum_partial_v2: colsum_partial (same arguments, modes and partials) on the v2 layout: grid
 // (ceil(C/64), chunks), vec=1 when C is even and dy, x are aligned for two-element accesses.
-extern "C" __global__ void __launch_bounds__(256) colsum_partial_v2(float *pa, float *pb, const void *dy, int dtdy,
-                                                                   const void *x, int dtx, const float *mean,
-                                                                   const float *rstd, i64 N, int C, i64 rows,
-                                                                   int mode, int vec) {
-	__shared__ float sa[8][65], sb[8][65];
+__device__ __forceinline__ void colsum2(float (*sa)[65], float (*sb)[65], float *pa, float *pb, const void *dy,
+                                        int dtdy, const void *x, int dtx, const float *mean, const float *rstd, i64 N,
+                                        int C, i64 rows, int mode, int vec) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int c0 = blockIdx.x * 64 + tx * 2;
 	i64 k = blockIdx.y;
@@ -495,6 +493,17 @@ extern "C" __global__ void __launch_bounds__(256) colsum_partial_v2(float *pa, f
 	}
 }
 
+extern "C" __global__ void __launch_bounds__(256) colsum_partial_v2(float *pa, float *pb, const void *dy, int dtdy,
+                                                                   const void *x, int dtx, const float *mean,
+                                                                   const float *rstd, i64 N, int C, i64 rows,
+                                                                   int mode, int vec) {
+	__shared__ float sa[8][65], sb[8][65];
+	if (mode == 0 && dtdy == DT_BF16) // BiasGrad of a BF16 gradient: constant dtype (see gelu_bwd_colsum_v2)
+		colsum2(sa, sb, pa, pb, dy, DT_BF16, x, dtx, mean, rstd, N, C, rows, 0, vec);
+	else
+		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec);
+}
+
 // gelu_v2 computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
 __device__ __forceinline__ float gelu_v2(float d, float v, int dtdx, float *y) {
 	float e = erff(v * 0.70710678118654752f);
@@ -506,11 +515,9 @@ __device__ __forceinline__ float gelu_v2(float d, float v, int dtdx, float *y) {
 // (ceil(C/64), chunks), vec=1 when C is even and every tensor is aligned for two-element accesses. A
 // thread reads CS_U of its rows of x and dout, then computes and stores them (dx may alias dout: each
 // element is read before it is written, by the one thread that owns it).
-extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum_v2(float *pa, void *dx, int dtdx, void *out,
-                                                                    int dto, const void *dout, int dtd,
-                                                                    const void *x, int dtx, i64 N, int C,
-                                                                    i64 rows, int vec) {
-	__shared__ float sa[8][65];
+__device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *dx, int dtdx, void *out, int dto,
+                                             const void *dout, int dtd, const void *x, int dtx, i64 N, int C,
+                                             i64 rows, int vec) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int c0 = blockIdx.x * 64 + tx * 2;
 	i64 k = blockIdx.y;
@@ -555,4 +562,17 @@ extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum_v2(float *pa, 
 		}
 	}
 	cs_finish2(sa, a, pa, k, C);
+}
+
+// With every tensor BF16 (BERT's case) the body is instantiated with constant dtypes: the per-element dtype
+// switches fold away (r6: the kernel was bound by instructions, not memory, at 1.9 TB/s).
+extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum_v2(float *pa, void *dx, int dtdx, void *out,
+                                                                    int dto, const void *dout, int dtd,
+                                                                    const void *x, int dtx, i64 N, int C,
+                                                                    i64 rows, int vec) {
+	__shared__ float sa[8][65];
+	if (dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16 && (out == nullptr || dto == DT_BF16))
+		gelu_colsum2(sa, pa, dx, DT_BF16, out, DT_BF16, dout, DT_BF16, x, DT_BF16, N, C, rows, vec);
+	else
+		gelu_colsum2(sa, pa, dx, dtdx, out, dto, dout, dtd, x, dtx, N, C, rows, vec);
 }
