@@ -39,7 +39,7 @@ const resLNFwd2Max = 8
 // ResidualLayerNorm computes LayerNorm(dropout(Y) + X) in one warp-per-row pass (tensor.ResidualNormArgs):
 // the dropout, the residual add, the statistics, the normalised output and its half copy, with the same FP32
 // operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits. Under
-// TUNE_CUDA_OPS=v2 with C = 128·k ≤ 1024 and aligned rows, residual_layernorm_fwd2_<k> holds the lane's
+// TUNE_CUDA_OPS=v2/v3 with C = 128·k ≤ 1024 and aligned rows, residual_layernorm_fwd2_<k> holds the lane's
 // slice of the row in registers (the same bits as residual_layernorm_fwd).
 func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	o := b.begin("ResidualLayerNorm", a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta)

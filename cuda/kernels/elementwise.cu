@@ -8,7 +8,7 @@
 // transcendental function is involved (erff, expf, tanhf differ from Go's float64 math by an ulp or two).
 #include "common.cuh"
 
-// With vec=2 (TUNE_CUDA_OPS=v2, the default; cuda/ops.go) a thread loads EW_U groups, EW_U grid strides
+// With vec=2 (TUNE_CUDA_OPS=v2 and v3, the default; cuda/ops.go) a thread loads EW_U groups, EW_U grid strides
 // apart, before it computes and stores any of them. Its stores may alias its loads (out may be x), so the
 // compiler cannot start the next group's loads before the last group's stores; with one group per
 // iteration a thread had 8 bytes in flight and GELU ran at 1.75 TB/s on the H200. Each element is computed

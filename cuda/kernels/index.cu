@@ -108,7 +108,7 @@ extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dt
 	}
 }
 
-// ---- EmbeddingBackward with the plan built on the device (TUNE_CUDA_OPS=v3; cuda/index.go) ----
+// ---- EmbeddingBackward with the plan built on the device (TUNE_CUDA_OPS=v3, the default; cuda/index.go) ----
 //
 // The same plan as the host's embeddingWork (ids ascending, token order inside a group, groups of more than 32
 // rows cut into chunks of max(32, ⌈√n⌉) rows, the same partial slots), so embedding_bwd_rows2/merge2 give the

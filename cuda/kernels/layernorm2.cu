@@ -1,4 +1,4 @@
-// layernorm2.cu: the v2 LayerNorm kernels for C = 128·NG (TUNE_CUDA_OPS=v2, the default; cuda/ops.go), in
+// layernorm2.cu: the v2 LayerNorm kernels for C = 128·NG (TUNE_CUDA_OPS=v2 and v3, the default; cuda/ops.go), in
 // their own module so that norm.cu's v1 kernels and these each compile only when used. Compiled without
 // -lineinfo, as lnbwd.cu (see optionsFor in nvrtc.go). Each kernel gives the bits of the v1 kernel it replaces:
 // the same operations in the same order; only when loads are issued differs.

@@ -371,7 +371,7 @@ extern "C" __global__ void colsum_finish(void *out, int dto, const float *partia
 	}
 }
 
-// ---- v2 column sums (TUNE_CUDA_OPS=v2, the default; cuda/ops.go) ----
+// ---- v2 column sums (TUNE_CUDA_OPS=v2 and v3, the default; cuda/ops.go) ----
 //
 // colsum_partial and gelu_bwd_colsum keep each thread's loads one at a time (gelu_bwd_colsum's dx may alias
 // dout, so the compiler may not start a row's loads before the previous row's stores), and NVRTC 11.8 gives
