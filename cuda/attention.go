@@ -259,9 +259,22 @@ func (o *op) attnLaunch(file, name string, gx, gy, gz, block, smem int, p *attnP
 	}
 	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
 	st := *(*unsafe.Pointer)(unsafe.Pointer(&o.b.stream))
-	if rc := C.tc_attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(block), C.uint(smem), st, unsafe.Pointer(p)); rc != 0 {
-		o.fail(driverErrCode("cuLaunchKernel", int(rc), fmt.Sprintf("%s (grid %d×%d×%d, block %d, %d bytes of shared memory)", name, gx, gy, gz, block, smem)))
+	blob := unsafe.Slice((*byte)(unsafe.Pointer(p)), unsafe.Sizeof(*p))
+	if o.b.graph != nil { // recorded (graph.go): the parameters are copied, p may change after the op
+		blob = append([]byte(nil), blob...)
 	}
+	run := func() error {
+		if rc := C.tc_attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(block), C.uint(smem), st, unsafe.Pointer(&blob[0])); rc != 0 {
+			return driverErrCode("cuLaunchKernel", int(rc), fmt.Sprintf("%s (grid %d×%d×%d, block %d, %d bytes of shared memory)", name, gx, gy, gz, block, smem))
+		}
+		return nil
+	}
+	if o.b.graph == nil {
+		o.fail(run())
+		return
+	}
+	k := &kernelLaunch{fn: fn, gx: gx, gy: gy, gz: gz, bx: block, by: 1, smem: smem, blob: blob}
+	o.fail(o.issue(kernelKey(fn, gx, gy, gz, block, 1, smem), blob, k, run))
 }
 
 func cdiv(a, b int) int { return (a + b - 1) / b }

@@ -46,7 +46,9 @@ type Backend struct {
 	waits        map[string]int64       // host waits for the device, by op name (HostWaits)
 	ids          map[uint64]*hostIDs    // host copies of uploaded index tensors, by device address (hostids.go)
 	keepIDs      bool                   // Upload keeps those copies (unless TUNE_SYNC_FREE=0, internal/syncfree)
-	owner        opcheck.Owner          // which buffers are this backend's (op.tensor's opcheck.View)
+	graph        *StepGraph             // the step graph capturing or replaying now (graph.go); nil: eager
+	gstate       graphState
+	owner        opcheck.Owner // which buffers are this backend's (op.tensor's opcheck.View)
 }
 
 var _ tensor.Backend = (*Backend)(nil)

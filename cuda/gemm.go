@@ -307,15 +307,21 @@ func (o *op) ltMatmul(mm matmul) error {
 		return e.err
 	}
 	p := e.p
-	if mm.biasT != tensor.Invalid {
-		bp := C.uint64_t(mm.bias)
-		if err := setAttr("cublasLtMatmulDescSetAttribute", C.tc_lt_desc_set(p.desc, descBiasPointer, unsafe.Pointer(&bp), 8), "BIAS_POINTER"); err != nil {
-			return err
+	run := func() error {
+		if mm.biasT != tensor.Invalid {
+			bp := C.uint64_t(mm.bias)
+			if err := setAttr("cublasLtMatmulDescSetAttribute", C.tc_lt_desc_set(p.desc, descBiasPointer, unsafe.Pointer(&bp), 8), "BIAS_POINTER"); err != nil {
+				return err
+			}
 		}
+		st := C.tc_lt_matmul(lt.handle, p.desc, C.float(mm.alpha), C.uintptr_t(mm.b), p.la, C.uintptr_t(mm.a), p.lb,
+			C.float(mm.beta), C.uintptr_t(mm.c), p.lc, p.lc, &p.algo, C.uintptr_t(lt.ws), p.ws, streamHandle(o.b.stream))
+		return cublasErr("cublasLtMatmul", int(st), "%s", key)
 	}
-	st := C.tc_lt_matmul(lt.handle, p.desc, C.float(mm.alpha), C.uintptr_t(mm.b), p.la, C.uintptr_t(mm.a), p.lb,
-		C.float(mm.beta), C.uintptr_t(mm.c), p.lc, p.lc, &p.algo, C.uintptr_t(lt.ws), p.ws, streamHandle(o.b.stream))
-	return cublasErr("cublasLtMatmul", int(st), "%s", key)
+	if o.b.graph == nil {
+		return run()
+	}
+	return o.stream(fmt.Appendf(nil, "gemm %v %p %x %x %x %x %v %v %x", key, p, mm.a, mm.b, mm.c, mm.bias, mm.alpha, mm.beta, lt.ws), run)
 }
 
 // streamHandle returns the CUstream inside a gorgonia.org/cu Stream (a struct holding only that pointer).

@@ -36,6 +36,9 @@ var idReaders = map[string]bool{"Embedding": true, "EmbeddingBackward": true, "C
 
 // sync waits for b's stream on behalf of op o and counts the wait.
 func (o *op) sync() error {
+	if err := o.syncCheck(); err != nil {
+		return err
+	}
 	o.b.countWait(o.name)
 	return o.b.stream.Synchronize()
 }

@@ -76,7 +76,7 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if part != 0 {
 		defer o.release(part)
 	}
-	if o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(dev, ptrOf(host), int64(4*len(host)), b.stream), "embedding groups")) != nil {
+	if o.fail(o.hostToDevice(uint64(dev), ptrOf(host), 4*len(host), "embedding groups")) != nil {
 		return
 	}
 	pi := uint64(dev)

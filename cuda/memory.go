@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"unsafe"
@@ -39,7 +40,9 @@ func (b *Backend) Alloc(dtype tensor.DType, shape ...int) (t *tensor.Tensor, err
 		return nil, o.err
 	}
 	if bytes > 0 {
-		if o.fail(driverErr("cuMemsetD8Async", cu.MemsetD8Async(p, 0, bytes, b.stream), "zero-filling %d bytes", bytes)) != nil {
+		if o.fail(o.stream(fmt.Appendf(nil, "memset8 %x %d", p, bytes), func() error {
+			return driverErr("cuMemsetD8Async", cu.MemsetD8Async(p, 0, bytes, b.stream), "zero-filling %d bytes", bytes)
+		})) != nil {
 			b.alloc.put(p, c)
 			return nil, o.err
 		}
@@ -122,7 +125,7 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 		return
 	}
 	// From pageable memory the driver stages the whole buffer before returning, so host may be reused after.
-	if o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(addr(dst)), host, int64(dst.Bytes()), b.stream), "%d bytes", dst.Bytes())) == nil &&
+	if o.fail(o.hostToDevice(addr(dst), host, dst.Bytes(), "Upload")) == nil &&
 		!dst.DType.IsFloat() && b.keepIDs {
 		b.rememberIDs(dst, src) // the id-taking ops check these values without reading them back (hostids.go)
 	}
@@ -196,6 +199,9 @@ func (b *Backend) Download(dst any, src *tensor.Tensor) (err error) {
 // asynchronous failure is reported here): a host wait of op o, counted (HostWaits).
 func (o *op) toHost(host unsafe.Pointer, p uint64, bytes int) error {
 	b := o.b
+	if err := o.syncCheck(); err != nil {
+		return err
+	}
 	if err := cu.MemcpyDtoHAsync(host, cu.DevicePtr(p), int64(bytes), b.stream); err != nil {
 		return driverErr("cuMemcpyDtoHAsync", err, "%d bytes", bytes)
 	}
@@ -220,6 +226,13 @@ func (b *Backend) Copy(dst, src *tensor.Tensor) (err error) {
 	return
 }
 
+// copyDD queues one device-to-device copy of n bytes.
+func (o *op) copyDD(dst, src uint64, n int) error {
+	return o.stream(fmt.Appendf(nil, "dtod %x %x %d", dst, src, n), func() error {
+		return driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n), o.b.stream), "%d bytes", n)
+	})
+}
+
 // copyBytes queues a device-to-device copy; overlapping ranges go through a scratch buffer.
 func (o *op) copyBytes(dst, src uint64, n int) {
 	if o.err != nil || n == 0 || dst == src {
@@ -231,11 +244,11 @@ func (o *op) copyBytes(dst, src uint64, n int) {
 			return
 		}
 		defer o.release(tmp)
-		o.fail(driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(tmp, cu.DevicePtr(src), int64(n), o.b.stream), "%d bytes", n))
+		o.fail(o.copyDD(uint64(tmp), src, n))
 		src = uint64(tmp)
 	}
 	if o.err == nil {
-		o.fail(driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n), o.b.stream), "%d bytes", n))
+		o.fail(o.copyDD(dst, src, n))
 	}
 }
 
@@ -252,37 +265,37 @@ func (b *Backend) Fill(x *tensor.Tensor, v float32) (err error) {
 	if n == 0 && x.DType.IsFloat() {
 		return
 	}
-	var e error
 	switch x.DType {
-	case tensor.F32:
-		e = cu.MemsetD32Async(p, uint(math.Float32bits(v)), n, b.stream)
-	case tensor.F16:
-		e = cu.MemsetD16Async(p, tensor.F32ToF16(v), n, b.stream)
-	case tensor.BF16:
-		e = cu.MemsetD16Async(p, tensor.F32ToBF16(v), n, b.stream)
 	case tensor.I32:
 		o.that(v == float32(math.Trunc(float64(v))) && v >= math.MinInt32 && v <= math.MaxInt32, tensor.ErrArgument, "%v is not an int32 value", v)
-		if o.failed() {
-			return
-		}
-		e = cu.MemsetD32Async(p, uint(uint32(int32(v))), n, b.stream)
 	case tensor.I64:
 		o.that(v == float32(math.Trunc(float64(v))) && v >= math.MinInt64 && v < math.MaxInt64, tensor.ErrArgument, "%v is not an int64 value", v)
-		if o.failed() {
-			return
-		}
-		w := uint64(int64(v))
-		if n > 0 {
+	}
+	if o.failed() || n == 0 {
+		return
+	}
+	fill := func() error {
+		var e error
+		switch x.DType {
+		case tensor.F32:
+			e = cu.MemsetD32Async(p, uint(math.Float32bits(v)), n, b.stream)
+		case tensor.F16:
+			e = cu.MemsetD16Async(p, tensor.F32ToF16(v), n, b.stream)
+		case tensor.BF16:
+			e = cu.MemsetD16Async(p, tensor.F32ToBF16(v), n, b.stream)
+		case tensor.I32:
+			e = cu.MemsetD32Async(p, uint(uint32(int32(v))), n, b.stream)
+		case tensor.I64:
+			w := uint64(int64(v))
 			// Two strided 32-bit memsets: the low words at p, p+8, ... and the high words at p+4, p+12, ...
 			e = cu.MemsetD2D32Async(p, 8, uint(uint32(w)), 1, n, b.stream)
 			if e == nil {
 				e = cu.MemsetD2D32Async(p+4, 8, uint(uint32(w>>32)), 1, n, b.stream)
 			}
 		}
+		return driverErr("cuMemsetAsync", e, "filling %v with %v", x, v)
 	}
-	if n > 0 {
-		o.fail(driverErr("cuMemsetAsync", e, "filling %v with %v", x, v))
-	}
+	o.fail(o.stream(fmt.Appendf(nil, "fill %x %d %d %x", p, n, x.DType, math.Float32bits(v)), fill))
 	return
 }
 

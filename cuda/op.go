@@ -218,11 +218,20 @@ func (o *op) launch(file, name string, gx, gy, bx, by int, args ...uint64) {
 	if o.fail(err) != nil {
 		return
 	}
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
+	run := func() error {
+		params := make([]unsafe.Pointer, len(args))
+		for i := range args {
+			params[i] = unsafe.Pointer(&args[i])
+		}
+		return driverErr("cuLaunchKernel", f.Launch(gx, gy, 1, bx, by, 1, 0, o.b.stream, params), "%s (grid %d×%d, block %d×%d)", name, gx, gy, bx, by)
 	}
-	o.fail(driverErr("cuLaunchKernel", f.Launch(gx, gy, 1, bx, by, 1, 0, o.b.stream, params), "%s (grid %d×%d, block %d×%d)", name, gx, gy, bx, by))
+	if o.b.graph == nil { // eager: no record (graph.go)
+		o.fail(run())
+		return
+	}
+	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	k := &kernelLaunch{fn: fn, gx: gx, gy: gy, gz: 1, bx: bx, by: by, args: args}
+	o.fail(o.issue(kernelKey(fn, gx, gy, 1, bx, by, 0), argBytes(args), k, run))
 }
 
 // gridFor returns the block count of a grid-stride kernel over work items with 256-thread blocks, capped

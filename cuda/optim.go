@@ -29,13 +29,20 @@ func (c *chunkList) add(p uint64, n, size int, tag uint64) {
 
 func (c chunkList) count() int { return len(c) / 3 }
 
+// memset32 fills n 32-bit words at device address p with v.
+func (o *op) memset32(p uint64, v uint32, n int, what string) error {
+	return o.stream(fmt.Appendf(nil, "memset32 %x %x %d", p, v, n), func() error {
+		return driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(p), uint(v), int64(n), o.b.stream), "%s", what)
+	})
+}
+
 // upload copies the list into a scratch buffer; release it with o.release.
 func (o *op) uploadChunks(c chunkList) cu.DevicePtr {
 	p := o.scratch(8 * len(c))
 	if o.err != nil {
 		return 0
 	}
-	o.fail(driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(p, ptrOf(c), int64(8*len(c)), o.b.stream), "%d work chunks", c.count()))
+	o.fail(o.hostToDevice(uint64(p), ptrOf(c), 8*len(c), "work chunks"))
 	return p
 }
 
@@ -76,7 +83,7 @@ func (b *Backend) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) (err er
 		return
 	}
 	if n == 0 {
-		o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(addr(norm)), 0, 2, b.stream), "norm"))
+		o.fail(o.memset32(uint64(addr(norm)), 0, 2, "norm"))
 		return
 	}
 	defer o.release(partial)
@@ -162,7 +169,7 @@ func (b *Backend) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32
 	defer o.release(dc)
 	defer o.release(found)
 	if o.err == nil {
-		o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(found, 0, 1, b.stream), "found flag"))
+		o.fail(o.memset32(uint64(found), 0, 1, "found flag"))
 	}
 	o.launch("optim.cu", "unscale", cl.count(), 1, 256, 1, uint64(found), uint64(dc), f32(invScale))
 	if o.failed() {

@@ -32,3 +32,20 @@ func SetAllowTF32(b tensor.Backend, allow bool) error {
 
 // Memory returns a CUDA backend's allocator counters; without CUDA support there is none, so it reports false.
 func Memory(b tensor.Backend) (MemoryStats, bool) { return MemoryStats{}, false }
+
+// StepGraph is the CUDA graph of a training step (a CUDA build only).
+type StepGraph struct{}
+
+// NewStepGraph fails: this binary was built without CUDA.
+func NewStepGraph(b tensor.Backend, warmup int) (*StepGraph, error) {
+	return nil, fmt.Errorf("cuda: CUDA graphs need a CUDA build (go build -tags cuda): %w", tensor.ErrNoDevice)
+}
+
+// Run runs fn.
+func (g *StepGraph) Run(fn func() error) error { return fn() }
+
+// Stats reports nothing.
+func (g *StepGraph) Stats() GraphStats { return GraphStats{Off: "not a CUDA build"} }
+
+// Close does nothing.
+func (g *StepGraph) Close() {}

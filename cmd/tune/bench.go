@@ -48,6 +48,7 @@ type benchOptions struct {
 	Plan        bool     // --plan: the memory plan instead of timing
 	Attn        string   // --attn-implementation: sdpa (default) or eager
 	GradCkpt    bool     // --gradient-checkpointing
+	Graphs      bool     // --cuda-graphs
 }
 
 func newBenchCmd() *cobra.Command {
@@ -100,6 +101,9 @@ the largest activation buffers.
 --gradient-checkpointing keeps only each encoder or decoder layer's input and recomputes the layer in backward
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
 counts the model's FLOPs, not the recomputation's.
+--cuda-graphs (CUDA, experimental) captures a step as a CUDA graph after the warm-up and replays it; the JSON's
+cuda_graph says how many timed steps replayed and, if graphs turned off, why. It needs a step without host waits
+(the default; not with TUNE_SYNC_FREE=0 or FP16, whose steps wait and cannot be captured).
 TUNE_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed steps (go tool pprof): where the host's time goes;
 the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16); an existing file is refused.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
@@ -141,6 +145,7 @@ the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16)
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
 	f.StringVar(&o.JSON, "json", "", "write the results as JSON to this new file")
 	f.StringVar(&o.Attn, "attn-implementation", "sdpa", "attention: sdpa (the fused op) or eager (the two-pass path), as transformers' attn_implementation")
+	f.BoolVar(&o.Graphs, "cuda-graphs", false, "capture a step as a CUDA graph after the warm-up and replay it (CUDA; experimental)")
 	f.BoolVar(&o.GradCkpt, "gradient-checkpointing", false, "recompute each encoder or decoder layer in backward instead of keeping its activations (gradient_checkpointing)")
 	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
@@ -185,7 +190,7 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 		if s.Warmup < 0 {
 			s.Warmup = map[bool]int{true: 5, false: 2}[onGPU]
 		}
-		s.AttnImplementation, s.GradientCheckpointing = o.Attn, o.GradCkpt
+		s.AttnImplementation, s.GradientCheckpointing, s.CUDAGraphs = o.Attn, o.GradCkpt, o.Graphs
 		if o.LoRA {
 			c := s.LoRAFor(o.LoRARank, o.LoRAAlpha, o.LoRATargets)
 			c.LoraDropout = o.LoRADropout

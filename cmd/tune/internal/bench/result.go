@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/internal/atomicfile"
 
 	"github.com/tune-ml/tune/loaders"
@@ -64,8 +65,10 @@ type Result struct {
 	// calls that hand device data to the host (Meter.HostReads). HostWaits splits it by op.
 	HostWaitsPerStep float64            `json:"host_waits_per_step"`
 	HostWaits        map[string]float64 `json:"host_waits,omitempty"`
-	LossFirst        float64            `json:"loss_first"` // loss of the first timed step
-	LossLast         float64            `json:"loss_last"`  // loss of the last timed step
+	// CUDAGraph is how the steps ran when they were captured as a CUDA graph (Spec.CUDAGraphs).
+	CUDAGraph *cuda.GraphStats `json:"cuda_graph,omitempty"`
+	LossFirst float64          `json:"loss_first"` // loss of the first timed step
+	LossLast  float64          `json:"loss_last"`  // loss of the last timed step
 	// Breakdown is the per-op time of the profiled steps (tune bench --breakdown), the most time first.
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }

@@ -233,11 +233,26 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 		}
 		defer cpuprof.Close()
 	}
+	step := st.step
+	if s.CUDAGraphs { // probe and capture in the last two warm-up steps
+		g, err := cuda.NewStepGraph(b, max(s.Warmup-2, 1))
+		if err != nil {
+			return nil, fmt.Errorf("bench: --cuda-graphs: %w", err)
+		}
+		defer g.Close()
+		step = func() error { return g.Run(st.step) }
+		defer func() {
+			if res != nil {
+				gs := g.Stats()
+				res.CUDAGraph = &gs
+			}
+		}()
+	}
 	for i := 0; i < s.Warmup; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("bench: interrupted in warm-up: %w", err)
 		}
-		if err := st.step(); err != nil {
+		if err := step(); err != nil {
 			return nil, fmt.Errorf("bench: %s warm-up step %d: %w", res.Key(), i+1, err)
 		}
 	}
@@ -256,7 +271,7 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 			return nil, fmt.Errorf("bench: interrupted after %d timed steps: %w", i, err)
 		}
 		w0 := hostWaits(b, meter)
-		ms, err := timer(st.step)
+		ms, err := timer(step)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %s step %d: %w", res.Key(), i+1, err)
 		}

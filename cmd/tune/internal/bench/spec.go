@@ -123,6 +123,9 @@ type Spec struct {
 	// GradientCheckpointing recomputes each encoder layer in backward instead of keeping its activations
 	// (HF's gradient_checkpointing; bert.BertForSequenceClassification.SetGradientCheckpointing).
 	GradientCheckpointing bool
+	// CUDAGraphs captures a step as a CUDA graph after the warm-up and replays it (cuda.StepGraph); a CUDA
+	// backend only.
+	CUDAGraphs bool
 }
 
 // DefaultSpec returns the defaults of `tune bench`: BERT-base, 32 × 128 tokens, BF16, 5 warm-up and 30 timed

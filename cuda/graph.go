@@ -1,0 +1,487 @@
+//go:build cuda
+
+package cuda
+
+/*
+#include <cuda.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int tc_begin_capture(void *stream) {
+	return (int)cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
+
+static int tc_end_capture(void *stream, CUgraph *g) { return (int)cuStreamEndCapture((CUstream)stream, g); }
+
+static int tc_instantiate(CUgraphExec *e, CUgraph g) { return (int)cuGraphInstantiateWithFlags(e, g, 0); }
+
+static int tc_graph_launch(CUgraphExec e, void *stream) { return (int)cuGraphLaunch(e, (CUstream)stream); }
+
+static void tc_graph_free(CUgraphExec e, CUgraph g) {
+	if (e) cuGraphExecDestroy(e);
+	if (g) cuGraphDestroy(g);
+}
+
+// tc_last_node returns the node a capturing stream's next operation would depend on: the one just captured.
+static int tc_last_node(void *stream, CUgraphNode *node) {
+	CUstreamCaptureStatus st;
+	cuuint64_t id;
+	CUgraph g;
+	const CUgraphNode *deps = NULL;
+	size_t n = 0;
+	CUresult r = cuStreamGetCaptureInfo_v2((CUstream)stream, &st, &id, &g, &deps, &n);
+	if (r != CUDA_SUCCESS) return (int)r;
+	if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1) return -1;
+	*node = deps[0];
+	return 0;
+}
+
+// tc_set_kernel updates a kernel node of an executable graph: its function, grid, block, shared memory and
+// arguments (args: n pointers to the values, copied by the driver).
+static int tc_set_kernel(CUgraphExec e, CUgraphNode node, void *fn, unsigned gx, unsigned gy, unsigned gz,
+                         unsigned bx, unsigned by, unsigned smem, void **args) {
+	CUDA_KERNEL_NODE_PARAMS p;
+	memset(&p, 0, sizeof p);
+	p.func = (CUfunction)fn;
+	p.gridDimX = gx; p.gridDimY = gy; p.gridDimZ = gz;
+	p.blockDimX = bx; p.blockDimY = by; p.blockDimZ = 1;
+	p.sharedMemBytes = smem;
+	p.kernelParams = args;
+	return (int)cuGraphExecKernelNodeSetParams(e, node, &p);
+}
+
+static int tc_host_alloc(void **p, size_t n) { return (int)cuMemAllocHost(p, n); }
+static void tc_host_free(void *p) { cuMemFreeHost(p); }
+*/
+import "C"
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/tune-ml/tune/tensor"
+)
+
+// One CUDA graph per training step.
+//
+// A training step issues the same stream operations every time (the same kernels on the same static arena
+// buffers, the same GEMM plans, the same scratch blocks from the caching allocator), so it can be captured
+// once (cuStreamBeginCapture … cuStreamEndCapture, cuGraphInstantiate) and replayed with one cuGraphLaunch,
+// which removes the per-launch driver work and the gaps between kernels. What differs between steps are a
+// few scalars — the Philox offset of each dropout, AdamW's step count in its bias corrections — so a replay
+// is checked, not assumed: StepGraph.Run runs the step's host code again with every stream operation
+// recorded instead of issued, compares the record with the captured one, updates the kernel nodes whose
+// arguments changed (cuGraphExecKernelNodeSetParams) and launches the graph. Anything else that differs — an
+// operation that is not there, another kernel or grid, a GEMM, a copy or a fill with other arguments, an
+// upload of other bytes — makes the step run eagerly: the recorded operations are issued in order, and the
+// rest of the step as usual (the graph is captured again later). A step that waits for the device (a
+// Download, a scalar read) or allocates device memory cannot be captured: the first step after warm-up runs
+// as a probe, and a probe that waits or allocates turns graphs off with the reason (StepGraph.Off).
+//
+// Host-to-device copies inside a captured step read from page-locked buffers the graph owns (filled at
+// capture); a replay requires the same bytes (the same batch, as in tune bench). Nothing of this changes the
+// values computed: a replayed step issues exactly the operations of an eager one.
+
+// graphState is where a Backend's stream operations go.
+type graphState uint8
+
+const (
+	graphEager     graphState = iota // issued as they come
+	graphProbing                     // issued; counted to see whether the step could be captured
+	graphCapturing                   // issued into the capture and recorded
+	graphReplaying                   // recorded and compared with the capture, issued only on a mismatch
+)
+
+// streamOp is one recorded stream operation of a step: what it is (key), how to issue it eagerly (run),
+// and, for a kernel, what a graph node update needs.
+type streamOp struct {
+	key    []byte       // kind, function, grid and every argument other than a kernel's parameters
+	params []byte       // a kernel's parameter bytes (updatable in place); nil for other operations
+	run    func() error // issues the operation on the stream (eager execution of a recorded op)
+	kern   *kernelLaunch
+	node   C.CUgraphNode // the captured kernel node
+}
+
+// kernelLaunch is what cuGraphExecKernelNodeSetParams needs for one kernel: its function, grid, block,
+// dynamic shared memory, and either 8-byte arguments (op.launch) or one struct argument of blobLen bytes at
+// blob (attention's attnParams).
+type kernelLaunch struct {
+	fn                 unsafe.Pointer
+	gx, gy, gz, bx, by int
+	smem               int
+	args               []uint64
+	blob               []byte
+}
+
+// StepGraph captures and replays one training step as a CUDA graph on a Backend (see above).
+type StepGraph struct {
+	b                        *Backend
+	warmup                   int // eager steps before the probe
+	steps                    int
+	graph                    C.CUgraph
+	exec                     C.CUgraphExec
+	trace                    []streamOp       // the captured step's operations
+	pinned                   []unsafe.Pointer // page-locked staging of the captured host-to-device copies
+	off                      string           // why graphs are off ("" while they are on)
+	current                  []streamOp       // the replaying step's operations so far
+	pos                      int              // the next captured operation to compare with
+	broken                   bool             // the replaying step did not match: it runs eagerly
+	Replays, Captures, Eager int              // GraphStats
+	Mismatch                 string           // GraphStats
+}
+
+// Stats reports how the steps ran so far.
+func (g *StepGraph) Stats() GraphStats {
+	return GraphStats{Replays: g.Replays, Captures: g.Captures, Eager: g.Eager, Off: g.off, Mismatch: g.Mismatch}
+}
+
+// NewStepGraph returns a StepGraph for steps on b that runs warmup steps eagerly first (kernel compilation,
+// GEMM plans, the allocator's first allocations), then one probe step, then captures.
+func (b *Backend) NewStepGraph(warmup int) *StepGraph { return &StepGraph{b: b, warmup: warmup} }
+
+// Off returns why graphs are off for these steps ("" while they are on).
+func (g *StepGraph) Off() string { return g.off }
+
+// Close releases the graph and its staging buffers.
+func (g *StepGraph) Close() {
+	b := g.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g.release()
+	g.off = "closed"
+}
+
+func (g *StepGraph) release() {
+	C.tc_graph_free(g.exec, g.graph)
+	g.exec, g.graph = nil, nil
+	for _, p := range g.pinned {
+		C.tc_host_free(p)
+	}
+	g.pinned, g.trace = nil, nil
+}
+
+// Run runs one step: fn issues the step's ops on g's Backend. It is eager during warm-up and for the probe, a
+// capture (then one launch of the new graph) for the step after the probe, and a replay afterwards.
+func (g *StepGraph) Run(fn func() error) error {
+	if g.off != "" {
+		g.Eager++
+		return fn()
+	}
+	g.steps++
+	switch {
+	case g.steps <= g.warmup:
+		g.Eager++
+		return fn()
+	case g.steps == g.warmup+1:
+		return g.probe(fn)
+	case g.exec == nil:
+		return g.capture(fn)
+	default:
+		return g.replay(fn)
+	}
+}
+
+// probe runs fn eagerly, counting host waits and device allocations; either turns graphs off.
+func (g *StepGraph) probe(fn func() error) error {
+	b := g.b
+	b.mu.Lock()
+	w0, m0 := total(b.waits), b.alloc.mallocs
+	b.mu.Unlock()
+	g.Eager++
+	if err := fn(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w := total(b.waits) - w0; w > 0 {
+		g.off = fmt.Sprintf("the step waits for the device %d times (%v so far): it cannot be captured", w, b.waits)
+	} else if m := b.alloc.mallocs - m0; m > 0 {
+		g.off = fmt.Sprintf("the step allocated device memory %d times (cuMemAlloc): it cannot be captured", m)
+	}
+	return nil
+}
+
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// capture runs fn into a stream capture, instantiates the graph and launches it once (capturing executes
+// nothing).
+func (g *StepGraph) capture(fn func() error) (err error) {
+	b := g.b
+	runtime.LockOSThread() // relaxed capture; ops lock the thread again (nested)
+	defer runtime.UnlockOSThread()
+	b.mu.Lock()
+	st := streamHandle(b.stream)
+	if rc := C.tc_begin_capture(st); rc != 0 {
+		b.mu.Unlock()
+		g.off = fmt.Sprintf("cuStreamBeginCapture failed (%d)", int(rc))
+		g.Eager++
+		return fn()
+	}
+	b.graph, b.gstate = g, graphCapturing
+	b.mu.Unlock()
+	ferr := fn()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.graph, b.gstate = nil, graphEager
+	var graph C.CUgraph
+	rc := C.tc_end_capture(st, &graph)
+	if ferr != nil || rc != 0 {
+		C.tc_graph_free(nil, graph)
+		g.release()
+		if ferr == nil {
+			ferr = driverErrCode("cuStreamEndCapture", int(rc), "capturing a training step")
+		}
+		g.off = "capture failed: " + ferr.Error()
+		return fmt.Errorf("cuda: capturing a training step (its work did not run): %w", ferr)
+	}
+	var exec C.CUgraphExec
+	if rc := C.tc_instantiate(&exec, graph); rc != 0 {
+		C.tc_graph_free(nil, graph)
+		g.release()
+		g.off = fmt.Sprintf("cuGraphInstantiate failed (%d)", int(rc))
+		return driverErrCode("cuGraphInstantiate", int(rc), "a captured training step (its work did not run)")
+	}
+	g.graph, g.exec = graph, exec
+	g.Captures++
+	if rc := C.tc_graph_launch(exec, st); rc != 0 {
+		return driverErrCode("cuGraphLaunch", int(rc), "the captured training step")
+	}
+	return nil
+}
+
+// replay runs fn's host code with the stream operations recorded, then launches the graph when they match
+// the capture (kernel arguments updated), and otherwise issues them eagerly.
+func (g *StepGraph) replay(fn func() error) error {
+	b := g.b
+	b.mu.Lock()
+	b.graph, b.gstate = g, graphReplaying
+	g.current, g.pos, g.broken = g.current[:0], 0, false
+	b.mu.Unlock()
+	ferr := fn()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.graph, b.gstate = nil, graphEager
+	if ferr != nil {
+		g.flushLocked() // issue what was recorded: the step's partial work, as an eager step would have done
+		return ferr
+	}
+	if g.broken {
+		g.Eager++
+		return nil
+	}
+	if g.pos != len(g.trace) {
+		g.Mismatch = fmt.Sprintf("the step issued %d stream operations, the captured one %d", g.pos, len(g.trace))
+		g.recaptureLocked()
+		return g.flushLocked()
+	}
+	for i := range g.current {
+		c, t := &g.current[i], &g.trace[i]
+		if c.kern == nil || bytes.Equal(c.params, t.params) {
+			continue
+		}
+		if err := g.setKernel(t.node, c.kern); err != nil {
+			g.Mismatch = err.Error()
+			g.recaptureLocked()
+			return g.flushLocked()
+		}
+		t.params = c.params
+	}
+	if rc := C.tc_graph_launch(g.exec, streamHandle(b.stream)); rc != 0 {
+		return driverErrCode("cuGraphLaunch", int(rc), "a replayed training step")
+	}
+	g.Replays++
+	return nil
+}
+
+// setKernel points a kernel node of the executable graph at k's arguments (copied by the driver).
+func (g *StepGraph) setKernel(node C.CUgraphNode, k *kernelLaunch) error {
+	var vals []byte
+	n := 1
+	if k.blob != nil {
+		vals = k.blob
+	} else {
+		n = len(k.args)
+		vals = make([]byte, 8*n)
+		for i, a := range k.args {
+			for j := 0; j < 8; j++ {
+				vals[8*i+j] = byte(a >> (8 * j))
+			}
+		}
+	}
+	if len(vals) == 0 {
+		vals = make([]byte, 8)
+	}
+	cv := C.CBytes(vals)
+	defer C.free(cv)
+	ptrs := (*[1 << 16]unsafe.Pointer)(C.malloc(C.size_t(max(n, 1)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	defer C.free(unsafe.Pointer(ptrs))
+	for i := 0; i < n; i++ {
+		if k.blob != nil {
+			ptrs[i] = cv
+		} else {
+			ptrs[i] = unsafe.Add(cv, 8*i)
+		}
+	}
+	rc := C.tc_set_kernel(g.exec, node, k.fn, C.uint(k.gx), C.uint(k.gy), C.uint(k.gz), C.uint(k.bx), C.uint(k.by),
+		C.uint(k.smem), (*unsafe.Pointer)(unsafe.Pointer(ptrs)))
+	if rc != 0 {
+		return driverErrCode("cuGraphExecKernelNodeSetParams", int(rc), "updating a kernel of the step graph")
+	}
+	return nil
+}
+
+// recaptureLocked drops the graph so that the next step captures again.
+func (g *StepGraph) recaptureLocked() {
+	g.release()
+	g.steps = g.warmup + 1 // the next Run captures (the probe already passed)
+}
+
+// flushLocked issues the recorded operations of the replaying step eagerly, in order, and marks the rest of
+// the step eager.
+func (g *StepGraph) flushLocked() error {
+	ops := g.current
+	g.current = nil
+	g.broken = true
+	for _, c := range ops {
+		if err := c.run(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// issue runs or records one stream operation of op o: key identifies it apart from a kernel's parameter
+// bytes params (for kernel launches, k tells how to update the node). It returns run's error when the
+// operation is issued now.
+func (o *op) issue(key, params []byte, k *kernelLaunch, run func() error) error {
+	b := o.b
+	g := b.graph
+	switch {
+	case g == nil || b.gstate == graphEager || b.gstate == graphProbing:
+		return run()
+	case b.gstate == graphCapturing:
+		if err := run(); err != nil {
+			return err
+		}
+		s := streamOp{key: key, params: params, kern: k}
+		if k != nil {
+			if rc := C.tc_last_node(streamHandle(b.stream), &s.node); rc != 0 {
+				return driverErrCode("cuStreamGetCaptureInfo", int(rc), "the node of "+o.name)
+			}
+		}
+		g.trace = append(g.trace, s)
+		return nil
+	}
+	// replaying
+	if g.broken {
+		return run()
+	}
+	if g.pos >= len(g.trace) || !bytes.Equal(g.trace[g.pos].key, key) {
+		if g.pos >= len(g.trace) {
+			g.Mismatch = fmt.Sprintf("%s: more stream operations than the captured step's %d", o.name, len(g.trace))
+		} else {
+			g.Mismatch = fmt.Sprintf("%s: stream operation %d differs from the captured step's", o.name, g.pos)
+		}
+		g.recaptureLocked()
+		if err := g.flushLocked(); err != nil {
+			return err
+		}
+		return run()
+	}
+	g.current = append(g.current, streamOp{key: key, params: params, kern: k, run: run})
+	g.pos++
+	return nil
+}
+
+// hostToDevice copies n bytes from host to device address dst on the stream. During a capture the bytes go
+// through a page-locked buffer the graph keeps (a replay then requires the same bytes: they are part of key).
+func (o *op) hostToDevice(dst uint64, host unsafe.Pointer, n int, what string) error {
+	b := o.b
+	if n == 0 {
+		return nil
+	}
+	if b.graph == nil { // from pageable memory the driver stages the bytes before returning
+		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), host, int64(n), b.stream), "%d bytes (%s)", n, what)
+	}
+	data := C.GoBytes(host, C.int(n))
+	key := append(fmt.Appendf(nil, "htod %x %d ", dst, n), data...)
+	if b.graph != nil && b.gstate == graphCapturing {
+		var p unsafe.Pointer
+		if rc := C.tc_host_alloc(&p, C.size_t(n)); rc != 0 {
+			return driverErrCode("cuMemAllocHost", int(rc), fmt.Sprintf("%d bytes of staging for %s", n, what))
+		}
+		b.graph.pinned = append(b.graph.pinned, p)
+		C.memcpy(p, host, C.size_t(n))
+		host = p
+	}
+	src := host
+	if b.graph != nil && b.gstate == graphReplaying {
+		src = unsafe.Pointer(&data[0]) // the caller's memory may be gone when a mismatch issues it later
+	}
+	return o.issue(key, nil, nil, func() error {
+		err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, int64(n), b.stream)
+		runtime.KeepAlive(data)
+		return driverErr("cuMemcpyHtoDAsync", err, "%d bytes (%s)", n, what)
+	})
+}
+
+// kernelKey is the identity of a kernel launch apart from its arguments.
+func kernelKey(fn unsafe.Pointer, gx, gy, gz, bx, by, smem int) []byte {
+	return fmt.Appendf(nil, "kernel %p %d %d %d %d %d %d", fn, gx, gy, gz, bx, by, smem)
+}
+
+// argBytes packs 8-byte kernel arguments.
+func argBytes(args []uint64) []byte {
+	out := make([]byte, 8*len(args))
+	for i, a := range args {
+		for j := 0; j < 8; j++ {
+			out[8*i+j] = byte(a >> (8 * j))
+		}
+	}
+	return out
+}
+
+// stream issues a stream operation that a graph cannot update (a fill, a device copy, a GEMM): key holds all
+// of its arguments.
+func (o *op) stream(key []byte, run func() error) error { return o.issue(key, nil, nil, run) }
+
+// syncCheck is called before a host wait: a captured step cannot wait (the error names the op), and a
+// replaying step issues what it recorded first, then runs eagerly.
+func (o *op) syncCheck() error {
+	b := o.b
+	g := b.graph
+	if g == nil {
+		return nil
+	}
+	switch b.gstate {
+	case graphCapturing:
+		return fmt.Errorf("cuda: %s waits for the device inside a captured training step", o.name)
+	case graphReplaying:
+		if !g.broken {
+			g.Mismatch = o.name + " waits for the device"
+			g.recaptureLocked()
+			return g.flushLocked()
+		}
+	}
+	return nil
+}
+
+// NewStepGraph returns a StepGraph for the training steps run on b (a CUDA backend), with warmup eager steps
+// first; it errors for another backend.
+func NewStepGraph(b tensor.Backend, warmup int) (*StepGraph, error) {
+	cb, ok := b.(*Backend)
+	if !ok {
+		return nil, fmt.Errorf("cuda: CUDA graphs need a CUDA backend, got %s", b.Name())
+	}
+	return cb.NewStepGraph(warmup), nil
+}
