@@ -318,10 +318,9 @@ func (o *op) ltMatmul(mm matmul) error {
 			C.float(mm.beta), C.uintptr_t(mm.c), p.lc, p.lc, &p.algo, C.uintptr_t(lt.ws), p.ws, streamHandle(o.b.stream))
 		return cublasErr("cublasLtMatmul", int(st), "%s", key)
 	}
-	if o.b.graph == nil {
-		return run()
-	}
-	return o.stream(fmt.Appendf(nil, "gemm %v %p %x %x %x %x %v %v %x", key, p, mm.a, mm.b, mm.c, mm.bias, mm.alpha, mm.beta, lt.ws), run)
+	return o.stream(func() []byte {
+		return fmt.Appendf(nil, "gemm %v %p %x %x %x %x %v %v %x", key, p, mm.a, mm.b, mm.c, mm.bias, mm.alpha, mm.beta, lt.ws)
+	}, run)
 }
 
 // streamHandle returns the CUstream inside a gorgonia.org/cu Stream (a struct holding only that pointer).

@@ -451,9 +451,14 @@ func argBytes(args []uint64) []byte {
 	return out
 }
 
-// stream issues a stream operation that a graph cannot update (a fill, a device copy, a GEMM): key holds all
-// of its arguments.
-func (o *op) stream(key []byte, run func() error) error { return o.issue(key, nil, nil, run) }
+// stream issues a stream operation that a graph cannot update (a fill, a device copy, a GEMM): key returns
+// all of its arguments (built only while a graph captures or replays).
+func (o *op) stream(key func() []byte, run func() error) error {
+	if o.b.graph == nil {
+		return run()
+	}
+	return o.issue(key(), nil, nil, run)
+}
 
 // syncCheck is called before a host wait: a captured step cannot wait (the error names the op), and a
 // replaying step issues what it recorded first, then runs eagerly.

@@ -40,7 +40,7 @@ func (b *Backend) Alloc(dtype tensor.DType, shape ...int) (t *tensor.Tensor, err
 		return nil, o.err
 	}
 	if bytes > 0 {
-		if o.fail(o.stream(fmt.Appendf(nil, "memset8 %x %d", p, bytes), func() error {
+		if o.fail(o.stream(func() []byte { return fmt.Appendf(nil, "memset8 %x %d", p, bytes) }, func() error {
 			return driverErr("cuMemsetD8Async", cu.MemsetD8Async(p, 0, bytes, b.stream), "zero-filling %d bytes", bytes)
 		})) != nil {
 			b.alloc.put(p, c)
@@ -228,7 +228,7 @@ func (b *Backend) Copy(dst, src *tensor.Tensor) (err error) {
 
 // copyDD queues one device-to-device copy of n bytes.
 func (o *op) copyDD(dst, src uint64, n int) error {
-	return o.stream(fmt.Appendf(nil, "dtod %x %x %d", dst, src, n), func() error {
+	return o.stream(func() []byte { return fmt.Appendf(nil, "dtod %x %x %d", dst, src, n) }, func() error {
 		return driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), cu.DevicePtr(src), int64(n), o.b.stream), "%d bytes", n)
 	})
 }
@@ -295,7 +295,7 @@ func (b *Backend) Fill(x *tensor.Tensor, v float32) (err error) {
 		}
 		return driverErr("cuMemsetAsync", e, "filling %v with %v", x, v)
 	}
-	o.fail(o.stream(fmt.Appendf(nil, "fill %x %d %d %x", p, n, x.DType, math.Float32bits(v)), fill))
+	o.fail(o.stream(func() []byte { return fmt.Appendf(nil, "fill %x %d %d %x", p, n, x.DType, math.Float32bits(v)) }, fill))
 	return
 }
 

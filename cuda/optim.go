@@ -31,7 +31,7 @@ func (c chunkList) count() int { return len(c) / 3 }
 
 // memset32 fills n 32-bit words at device address p with v.
 func (o *op) memset32(p uint64, v uint32, n int, what string) error {
-	return o.stream(fmt.Appendf(nil, "memset32 %x %x %d", p, v, n), func() error {
+	return o.stream(func() []byte { return fmt.Appendf(nil, "memset32 %x %x %d", p, v, n) }, func() error {
 		return driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(p), uint(v), int64(n), o.b.stream), "%s", what)
 	})
 }
