@@ -48,6 +48,7 @@ type Backend struct {
 	keepIDs      bool                   // Upload keeps those copies (unless TUNE_SYNC_FREE=0, internal/syncfree)
 	graph        *StepGraph             // the step graph capturing or replaying now (graph.go); nil: eager
 	gstate       graphState
+	htodBytes    int           // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
 	owner        opcheck.Owner // which buffers are this backend's (op.tensor's opcheck.View)
 }
 

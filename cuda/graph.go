@@ -124,14 +124,16 @@ type StepGraph struct {
 	steps                    int
 	graph                    C.CUgraph
 	exec                     C.CUgraphExec
-	trace                    []streamOp       // the captured step's operations
-	pinned                   []unsafe.Pointer // page-locked staging of the captured host-to-device copies
-	off                      string           // why graphs are off ("" while they are on)
-	current                  []streamOp       // the replaying step's operations so far
-	pos                      int              // the next captured operation to compare with
-	broken                   bool             // the replaying step did not match: it runs eagerly
-	Replays, Captures, Eager int              // GraphStats
-	Mismatch                 string           // GraphStats
+	trace                    []streamOp     // the captured step's operations
+	pinned                   unsafe.Pointer // page-locked staging of the captured host-to-device copies
+	pinnedCap, pinnedUsed    int            // its size (the probe's upload bytes, rounded up) and use
+	probeHtoD                int            // host-to-device bytes of the probe step
+	off                      string         // why graphs are off ("" while they are on)
+	current                  []streamOp     // the replaying step's operations so far
+	pos                      int            // the next captured operation to compare with
+	broken                   bool           // the replaying step did not match: it runs eagerly
+	Replays, Captures, Eager int            // GraphStats
+	Mismatch                 string         // GraphStats
 }
 
 // Stats reports how the steps ran so far.
@@ -158,10 +160,10 @@ func (g *StepGraph) Close() {
 func (g *StepGraph) release() {
 	C.tc_graph_free(g.exec, g.graph)
 	g.exec, g.graph = nil, nil
-	for _, p := range g.pinned {
-		C.tc_host_free(p)
+	if g.pinned != nil {
+		C.tc_host_free(g.pinned)
 	}
-	g.pinned, g.trace = nil, nil
+	g.pinned, g.pinnedCap, g.pinnedUsed, g.trace = nil, 0, 0, nil
 }
 
 // Run runs one step: fn issues the step's ops on g's Backend. It is eager during warm-up and for the probe, a
@@ -189,7 +191,7 @@ func (g *StepGraph) Run(fn func() error) error {
 func (g *StepGraph) probe(fn func() error) error {
 	b := g.b
 	b.mu.Lock()
-	w0, m0 := total(b.waits), b.alloc.mallocs
+	w0, m0, h0 := total(b.waits), b.alloc.mallocs, b.htodBytes
 	b.mu.Unlock()
 	g.Eager++
 	if err := fn(); err != nil {
@@ -197,6 +199,7 @@ func (g *StepGraph) probe(fn func() error) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	g.probeHtoD = b.htodBytes - h0
 	if w := total(b.waits) - w0; w > 0 {
 		g.off = fmt.Sprintf("the step waits for the device %d times (%v so far): it cannot be captured", w, b.waits)
 	} else if m := b.alloc.mallocs - m0; m > 0 {
@@ -221,6 +224,16 @@ func (g *StepGraph) capture(fn func() error) (err error) {
 	defer runtime.UnlockOSThread()
 	b.mu.Lock()
 	st := streamHandle(b.stream)
+	if g.pinned == nil { // the staging of the step's uploads, allocated before the capture (cuMemAllocHost)
+		g.pinnedCap = 2*g.probeHtoD + 1<<16
+		if rc := C.tc_host_alloc(&g.pinned, C.size_t(g.pinnedCap)); rc != 0 {
+			b.mu.Unlock()
+			g.off = fmt.Sprintf("cuMemAllocHost of %d bytes of upload staging failed (%d)", g.pinnedCap, int(rc))
+			g.Eager++
+			return fn()
+		}
+	}
+	g.pinnedUsed = 0
 	if rc := C.tc_begin_capture(st); rc != 0 {
 		b.mu.Unlock()
 		g.off = fmt.Sprintf("cuStreamBeginCapture failed (%d)", int(rc))
@@ -410,17 +423,19 @@ func (o *op) hostToDevice(dst uint64, host unsafe.Pointer, n int, what string) e
 	if n == 0 {
 		return nil
 	}
-	if b.graph == nil { // from pageable memory the driver stages the bytes before returning
+	b.htodBytes += n + 256 // the probe sizes the staging of a capture by it (aligned)
+	if b.graph == nil {    // from pageable memory the driver stages the bytes before returning
 		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), host, int64(n), b.stream), "%d bytes (%s)", n, what)
 	}
 	data := C.GoBytes(host, C.int(n))
 	key := append(fmt.Appendf(nil, "htod %x %d ", dst, n), data...)
-	if b.graph != nil && b.gstate == graphCapturing {
-		var p unsafe.Pointer
-		if rc := C.tc_host_alloc(&p, C.size_t(n)); rc != 0 {
-			return driverErrCode("cuMemAllocHost", int(rc), fmt.Sprintf("%d bytes of staging for %s", n, what))
+	if g := b.graph; g != nil && b.gstate == graphCapturing {
+		off := (g.pinnedUsed + 255) &^ 255
+		if off+n > g.pinnedCap {
+			return fmt.Errorf("cuda: the captured step uploads more than the probe step did (%d bytes of staging for %s)", g.pinnedCap, what)
 		}
-		b.graph.pinned = append(b.graph.pinned, p)
+		p := unsafe.Add(g.pinned, off)
+		g.pinnedUsed = off + n
 		C.memcpy(p, host, C.size_t(n))
 		host = p
 	}
