@@ -4,22 +4,68 @@ package cuda
 
 /*
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int tc_begin_capture(void *stream) {
-	return (int)cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+// The graph entry points are looked up at run time (dlsym), so that a driver without one turns graphs off
+// instead of keeping the binary from starting.
+typedef CUresult (*tc_begin_fn)(CUstream, CUstreamCaptureMode);
+typedef CUresult (*tc_end_fn)(CUstream, CUgraph *);
+typedef CUresult (*tc_inst_fn)(CUgraphExec *, CUgraph, unsigned long long);
+typedef CUresult (*tc_launch_fn)(CUgraphExec, CUstream);
+typedef CUresult (*tc_execdestroy_fn)(CUgraphExec);
+typedef CUresult (*tc_destroy_fn)(CUgraph);
+typedef CUresult (*tc_setkernel_fn)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
+typedef CUresult (*tc_info2_fn)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **, size_t *);
+typedef CUresult (*tc_info3_fn)(CUstream, CUstreamCaptureStatus *, cuuint64_t *, CUgraph *, const CUgraphNode **,
+                                const void **, size_t *);
+
+static tc_begin_fn p_begin;
+static tc_end_fn p_end;
+static tc_inst_fn p_inst;
+static tc_launch_fn p_launch;
+static tc_execdestroy_fn p_execdestroy;
+static tc_destroy_fn p_destroy;
+static tc_setkernel_fn p_setkernel;
+static tc_info2_fn p_info2;
+static tc_info3_fn p_info3;
+
+// tc_graph_bind resolves the entry points; it returns the name of a missing one, or NULL.
+static const char *tc_graph_bind(void) {
+	p_begin = (tc_begin_fn)dlsym(RTLD_DEFAULT, "cuStreamBeginCapture_v2");
+	if (!p_begin) return "cuStreamBeginCapture_v2";
+	p_end = (tc_end_fn)dlsym(RTLD_DEFAULT, "cuStreamEndCapture");
+	if (!p_end) return "cuStreamEndCapture";
+	p_inst = (tc_inst_fn)dlsym(RTLD_DEFAULT, "cuGraphInstantiateWithFlags");
+	if (!p_inst) return "cuGraphInstantiateWithFlags";
+	p_launch = (tc_launch_fn)dlsym(RTLD_DEFAULT, "cuGraphLaunch");
+	if (!p_launch) return "cuGraphLaunch";
+	p_execdestroy = (tc_execdestroy_fn)dlsym(RTLD_DEFAULT, "cuGraphExecDestroy");
+	if (!p_execdestroy) return "cuGraphExecDestroy";
+	p_destroy = (tc_destroy_fn)dlsym(RTLD_DEFAULT, "cuGraphDestroy");
+	if (!p_destroy) return "cuGraphDestroy";
+	p_setkernel = (tc_setkernel_fn)dlsym(RTLD_DEFAULT, "cuGraphExecKernelNodeSetParams");
+	if (!p_setkernel) return "cuGraphExecKernelNodeSetParams";
+	p_info2 = (tc_info2_fn)dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo_v2");
+	p_info3 = (tc_info3_fn)dlsym(RTLD_DEFAULT, "cuStreamGetCaptureInfo_v3");
+	if (!p_info2 && !p_info3) return "cuStreamGetCaptureInfo_v2";
+	return NULL;
 }
 
-static int tc_end_capture(void *stream, CUgraph *g) { return (int)cuStreamEndCapture((CUstream)stream, g); }
+static int tc_begin_capture(void *stream) {
+	return (int)p_begin((CUstream)stream, CU_STREAM_CAPTURE_MODE_RELAXED);
+}
 
-static int tc_instantiate(CUgraphExec *e, CUgraph g) { return (int)cuGraphInstantiateWithFlags(e, g, 0); }
+static int tc_end_capture(void *stream, CUgraph *g) { return (int)p_end((CUstream)stream, g); }
 
-static int tc_graph_launch(CUgraphExec e, void *stream) { return (int)cuGraphLaunch(e, (CUstream)stream); }
+static int tc_instantiate(CUgraphExec *e, CUgraph g) { return (int)p_inst(e, g, 0); }
+
+static int tc_graph_launch(CUgraphExec e, void *stream) { return (int)p_launch(e, (CUstream)stream); }
 
 static void tc_graph_free(CUgraphExec e, CUgraph g) {
-	if (e) cuGraphExecDestroy(e);
-	if (g) cuGraphDestroy(g);
+	if (e && p_execdestroy) p_execdestroy(e);
+	if (g && p_destroy) p_destroy(g);
 }
 
 // tc_last_node returns the node a capturing stream's next operation would depend on: the one just captured.
@@ -28,8 +74,10 @@ static int tc_last_node(void *stream, CUgraphNode *node) {
 	cuuint64_t id;
 	CUgraph g;
 	const CUgraphNode *deps = NULL;
+	const void *edges = NULL;
 	size_t n = 0;
-	CUresult r = cuStreamGetCaptureInfo_v2((CUstream)stream, &st, &id, &g, &deps, &n);
+	CUresult r = p_info2 ? p_info2((CUstream)stream, &st, &id, &g, &deps, &n)
+	                     : p_info3((CUstream)stream, &st, &id, &g, &deps, &edges, &n);
 	if (r != CUDA_SUCCESS) return (int)r;
 	if (st != CU_STREAM_CAPTURE_STATUS_ACTIVE || n != 1) return -1;
 	*node = deps[0];
@@ -37,7 +85,7 @@ static int tc_last_node(void *stream, CUgraphNode *node) {
 }
 
 // tc_set_kernel updates a kernel node of an executable graph: its function, grid, block, shared memory and
-// arguments (args: n pointers to the values, copied by the driver).
+// arguments (args: pointers to the values, copied by the driver).
 static int tc_set_kernel(CUgraphExec e, CUgraphNode node, void *fn, unsigned gx, unsigned gy, unsigned gz,
                          unsigned bx, unsigned by, unsigned smem, void **args) {
 	CUDA_KERNEL_NODE_PARAMS p;
@@ -47,7 +95,7 @@ static int tc_set_kernel(CUgraphExec e, CUgraphNode node, void *fn, unsigned gx,
 	p.blockDimX = bx; p.blockDimY = by; p.blockDimZ = 1;
 	p.sharedMemBytes = smem;
 	p.kernelParams = args;
-	return (int)cuGraphExecKernelNodeSetParams(e, node, &p);
+	return (int)p_setkernel(e, node, &p);
 }
 
 static int tc_host_alloc(void **p, size_t n) { return (int)cuMemAllocHost(p, n); }
@@ -59,6 +107,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -85,6 +134,12 @@ import (
 // Host-to-device copies inside a captured step read from page-locked buffers the graph owns (filled at
 // capture); a replay requires the same bytes (the same batch, as in tune bench). Nothing of this changes the
 // values computed: a replayed step issues exactly the operations of an eager one.
+
+// graphBind resolves the driver's graph entry points once (tc_graph_bind); graphBindErr says what is missing.
+var (
+	graphBind    sync.Once
+	graphBindErr string
+)
 
 // graphState is where a Backend's stream operations go.
 type graphState uint8
@@ -181,6 +236,16 @@ func (g *StepGraph) Run(fn func() error) error {
 	case g.steps == g.warmup+1:
 		return g.probe(fn)
 	case g.exec == nil:
+		graphBind.Do(func() {
+			if missing := C.tc_graph_bind(); missing != nil {
+				graphBindErr = "the driver lacks " + C.GoString(missing)
+			}
+		})
+		if graphBindErr != "" {
+			g.off = graphBindErr
+			g.Eager++
+			return fn()
+		}
 		return g.capture(fn)
 	default:
 		return g.replay(fn)
