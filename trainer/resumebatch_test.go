@@ -17,29 +17,17 @@ import (
 // micro-batches an epoch) stops at step 15 (epoch 3) and resumes at batch 4 (10 an epoch, 3 epochs for 30
 // steps), where the old position left no epoch to run at all.
 func TestResumeWithAnotherBatchSizeReachesMaxSteps(t *testing.T) {
-	data := toyTask(40, 16, 11)
-	args := func(dir string, batch int) TrainingArguments {
-		a := testArgs(t)
-		a.OutputDir, a.PerDeviceTrainBatchSize, a.MaxSteps = dir, batch, 30
-		a.SaveStrategy, a.SaveSteps = IntervalSteps, 15
-		return a
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	first, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), args(dir, 8), data, nil,
-		WithCallbacks(&stopAfterSave{step: 15, cancel: cancel}))
-	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
-	}
-	a := args(dir, 4)
-	a.ResumeFromCheckpoint = "true"
-	tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
-	mustTrain(t, tr)
+	tr, logs := interruptAndResume(t, 15, func(a *TrainingArguments, resumed bool) {
+		a.PerDeviceTrainBatchSize, a.MaxSteps, a.SaveSteps = 8, 30, 15
+		if resumed {
+			a.PerDeviceTrainBatchSize = 4
+		}
+	})
 	if got := tr.State().GlobalStep; got != 30 {
 		t.Fatalf("the resumed run stopped at step %d, want max_steps 30", got)
 	}
-	if !strings.Contains(logs.String(), "per_device_train_batch_size") {
-		t.Errorf("no warning about the changed batch size:\n%s", logs.String())
+	if !strings.Contains(logs, "per_device_train_batch_size") {
+		t.Errorf("no warning about the changed batch size:\n%s", logs)
 	}
 }
 
@@ -49,30 +37,44 @@ func TestResumeWithAnotherBatchSizeReachesMaxSteps(t *testing.T) {
 // (3 steps an epoch over 10 micro-batches) stops at step 9 (epoch 3) and resumes with GA 1 (10 steps an epoch, 2
 // epochs for max_steps 20).
 func TestResumeWithAnotherAccumulationReachesMaxSteps(t *testing.T) {
-	data := toyTask(40, 16, 11)
-	args := func(dir string, ga int) TrainingArguments {
-		a := testArgs(t)
-		a.OutputDir, a.GradientAccumulationSteps, a.MaxSteps = dir, ga, 20
-		a.SaveStrategy, a.SaveSteps = IntervalSteps, 9
-		return a
-	}
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	first, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), args(dir, 4), data, nil,
-		WithCallbacks(&stopAfterSave{step: 9, cancel: cancel}))
-	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
-		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
-	}
-	a := args(dir, 1)
-	a.ResumeFromCheckpoint = "true"
-	tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
-	mustTrain(t, tr)
+	tr, logs := interruptAndResume(t, 9, func(a *TrainingArguments, resumed bool) {
+		a.GradientAccumulationSteps, a.MaxSteps, a.SaveSteps = 4, 20, 9
+		if resumed {
+			a.GradientAccumulationSteps = 1
+		}
+	})
 	if got := tr.State().GlobalStep; got != 20 {
 		t.Fatalf("the resumed run stopped at step %d, want max_steps 20", got)
 	}
-	if !strings.Contains(logs.String(), "gradient_accumulation_steps 1") {
-		t.Errorf("no warning about the data position:\n%s", logs.String())
+	if !strings.Contains(logs, "gradient_accumulation_steps 1") {
+		t.Errorf("no warning about the data position:\n%s", logs)
 	}
+}
+
+// interruptAndResume trains the bag model on a toy task with checkpoints every few steps (set saves the sizes,
+// resumed false), stops the run after the checkpoint of step stop, then resumes it from output_dir with the
+// arguments set gives for resumed true, and returns the finished resumed trainer and its log.
+func interruptAndResume(t *testing.T, stop int, set func(a *TrainingArguments, resumed bool)) (*Trainer, string) {
+	t.Helper()
+	data := toyTask(40, 16, 11)
+	dir := t.TempDir()
+	args := func(resumed bool) TrainingArguments {
+		a := testArgs(t)
+		a.OutputDir, a.SaveStrategy = dir, IntervalSteps
+		set(&a, resumed)
+		return a
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	first, _, _ := newTestTrainer(t, newBagModel(16, 6, 2, 0), args(false), data, nil,
+		WithCallbacks(&stopAfterSave{step: stop, cancel: cancel}))
+	if _, err := first.Train(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run returned %v, want context.Canceled", err)
+	}
+	a := args(true)
+	a.ResumeFromCheckpoint = "true"
+	tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0), a, data, nil)
+	mustTrain(t, tr)
+	return tr, logs.String()
 }
 
 // TestResumeNamesTheCheckpointBeforeACorruptOne: resume_from_checkpoint=true on an output_dir whose newest
