@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/errctx"
@@ -193,4 +194,44 @@ func transpose2D(v []float32, rows, cols int) []float32 {
 		}
 	}
 	return out
+}
+
+// CheckpointLayers returns how many layers a checkpoint's tensors hold: one more than the largest N of a name
+// that is one of prefixes followed by "N." ("model.layers.", and "layers." for a base-model checkpoint), or 0
+// when no name is.
+func CheckpointLayers(infos []loaders.TensorInfo, prefixes ...string) int {
+	layers := 0
+	for _, ti := range infos {
+		for _, p := range prefixes {
+			rest, ok := strings.CutPrefix(ti.Name, p)
+			if !ok {
+				continue
+			}
+			if i := strings.IndexByte(rest, '.'); i > 0 {
+				if n, err := strconv.Atoi(rest[:i]); err == nil && n >= layers {
+					layers = n + 1
+				}
+			}
+		}
+	}
+	return layers
+}
+
+// CheckLayerCount refuses a config.json (at configPath) whose layer count n, under key, exceeds the layers the
+// checkpoint ck holds (CheckpointLayers of prefixes, the first naming the layers in the message). Every layer's
+// weights come from the checkpoint, and the tensor list a config implies grows with its layer count, so a
+// family compares the two before it lists, matches or allocates anything by the config's sizes: a config.json
+// edited to 10000000 layers beside two layers of weights is refused from the headers alone, and memory stays
+// bounded by the checkpoint's tensor list.
+func CheckLayerCount(configPath, key string, n int, ck *loaders.Checkpoint, prefixes ...string) error {
+	layers := CheckpointLayers(ck.Infos(), prefixes...)
+	if n <= layers {
+		return nil
+	}
+	held := fmt.Sprintf("no layers (no tensor named %sN.*)", prefixes[0])
+	if layers > 0 {
+		held = fmt.Sprintf("%d layers (%s0 to %s%d)", layers, prefixes[0], prefixes[0], layers-1)
+	}
+	return fmt.Errorf("%s has %s %d but the checkpoint %s holds %s: config.json does not describe these weights",
+		configPath, key, n, ck.Path, held)
 }

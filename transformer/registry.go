@@ -32,6 +32,10 @@ type Family struct {
 	// Projections would list them once the model is built (what LoRA's target_modules are matched against),
 	// read from the config.json in dir alone: nothing is allocated and no weight is read.
 	ProjectionPaths func(dir string) ([]string, error)
+	// Check matches the checkpoint ck with the config.json in dir as Load does before it builds the model,
+	// from the safetensors headers alone: the report, and the error Load would return for weights the config
+	// does not describe. What it lists is bounded by the checkpoint's tensors, never by the config's sizes.
+	Check func(dir string, ck *loaders.Checkpoint) (*LoadReport, error)
 }
 
 var registry = struct {
@@ -129,6 +133,19 @@ func ProjectionPaths(dir string) ([]string, error) {
 		return nil, fmt.Errorf("transformer: the %s family cannot list its modules without loading the model", f.Name)
 	}
 	return f.ProjectionPaths(dir)
+}
+
+// Check matches the checkpoint ck with the config.json in dir without loading it (Family.Check of the family
+// Lookup names), as tune inspect shows it: the report and the error a load would return.
+func Check(dir string, ck *loaders.Checkpoint) (*LoadReport, error) {
+	f, err := Lookup(dir)
+	if err != nil {
+		return nil, err
+	}
+	if f.Check == nil {
+		return nil, fmt.Errorf("transformer: the %s family cannot check a checkpoint without loading it", f.Name)
+	}
+	return f.Check(dir, ck)
 }
 
 // Open loads the checkpoint in dir with the family its config.json names (Lookup), as transformers'

@@ -42,7 +42,11 @@ a config.json is beside the weights, a summary of the model (type, hidden size, 
 labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors,
 with the renames tune applies: the bert. prefix, LayerNorm gamma/beta). A causal LM's config (model_type
 llama, qwen2, qwen3, mistral or gpt2) is summarised with its own keys (heads and key/value heads, positions
-and RoPE); an unknown model_type is an error listing the supported ones.
+and RoPE) and checked the same way; an unknown model_type is an error listing the supported ones. Weights
+the config does not describe (more layers than the checkpoint holds, a missing or mis-shaped tensor other
+than a classifier head tune initialises) are reported after the tensors with the error eval, finetune or
+generate would give, and inspect exits 1, as they do; the layer count is compared first, so nothing is
+listed or allocated by the config's sizes.
 
 PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a
 single .safetensors file, a model.safetensors.index.json, or a config.json; or a Hub id (bert-base-uncased)
@@ -115,7 +119,9 @@ func (o *inspectOptions) run(w io.Writer) error {
 	}
 	if cfg != nil {
 		fmt.Fprintln(w)
-		printConfig(w, configPath, cfg, ck)
+		if err := printConfig(w, configPath, cfg, ck); err != nil {
+			return err
+		}
 	}
 	return cfgErr
 }
@@ -173,8 +179,7 @@ func inspectAdapter(w io.Writer, dir string) error {
 		return usageError{err}
 	}
 	fmt.Fprintln(w, "\nbase config saved with the adapter (its labels are the ones the adapter was trained with):")
-	printConfig(w, configPath, c, nil)
-	return nil
+	return printConfig(w, configPath, c, nil)
 }
 
 // modelConfig is a checkpoint's config.json as inspect shows it: a BERT config (with the tensor-name check
@@ -311,8 +316,18 @@ func printTensors(w io.Writer, ck *loaders.Checkpoint) {
 	}
 }
 
-// printConfig writes the model summary and, for BERT, the name check of the checkpoint against the config.
-func printConfig(w io.Writer, path string, mc *modelConfig, ck *loaders.Checkpoint) {
+// printConfig writes the model summary and, when ck is not nil, the check of the checkpoint's tensor names and
+// shapes against the config, as the family's loader matches them before it builds the model
+// (transformer.Check): a config.json that does not describe the weights (more layers than the checkpoint
+// holds, a missing or mis-shaped tensor) is the loader's error, so inspect exits non-zero where eval,
+// finetune or generate would refuse the checkpoint. The layer count is compared first: nothing is listed by
+// the config's sizes.
+func printConfig(w io.Writer, path string, mc *modelConfig, ck *loaders.Checkpoint) error {
+	var report *transformer.LoadReport
+	var checkErr error
+	if ck != nil {
+		report, checkErr = transformer.Check(filepath.Dir(path), ck)
+	}
 	if mc.bert == nil {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "config:\t%s\n", path)
@@ -320,7 +335,11 @@ func printConfig(w io.Writer, path string, mc *modelConfig, ck *loaders.Checkpoi
 			fmt.Fprintf(tw, "%s:\t%s\n", r[0], r[1])
 		}
 		tw.Flush()
-		return
+		if report != nil {
+			fmt.Fprintf(w, "\nnames checked against %s from config.json: %s\n", report.Architecture,
+				strings.ReplaceAll(report.String(), "\n", "\n  "))
+		}
+		return checkErr
 	}
 	c := mc.bert
 	arch := "-"
@@ -345,15 +364,16 @@ func printConfig(w io.Writer, path string, mc *modelConfig, ck *loaders.Checkpoi
 	fmt.Fprintf(tw, "labels:\t%d: %s\n", c.NumLabels(), strings.Join(labels, ", "))
 	fmt.Fprintf(tw, "problem_type:\t%s\n", problem)
 	tw.Flush()
-	if ck == nil || (c.ModelType != "bert" && c.ModelType != "") {
-		return
+	if ck == nil || report == nil || (c.ModelType != "bert" && c.ModelType != "") {
+		return checkErr // no checkpoint, or one refused before its names were listed (the layer count)
 	}
 	expected, model := loaders.BertSequenceClassificationTensors(c), "BertForSequenceClassification"
 	if slices.Contains(c.Architectures, "BertForMaskedLM") {
 		expected, model = loaders.BertMaskedLMTensors(c), "BertForMaskedLM"
 	}
-	_, report := loaders.MapBertCheckpoint(expected, ck.Infos(), c)
-	fmt.Fprintf(w, "\nnames checked against %s from config.json: %s\n", model, strings.ReplaceAll(report.String(), "\n", "\n  "))
+	_, names := loaders.MapBertCheckpoint(expected, ck.Infos(), c)
+	fmt.Fprintf(w, "\nnames checked against %s from config.json: %s\n", model, strings.ReplaceAll(names.String(), "\n", "\n  "))
+	return checkErr
 }
 
 func isFloatDType(dt string) bool {

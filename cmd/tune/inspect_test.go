@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -49,12 +50,13 @@ func TestInspect(t *testing.T) {
 			return filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny-chat")
 		}, []string{"total: 21 tensors", "model_type:  llama (LlamaForCausalLM, a causal LM)",
 			"hidden:      64 (4 query heads of 16, 2 key/value heads), intermediate 128, silu", "layers:      2",
-			"positions:   256 (max_position_embeddings), rope default, rope_theta 10000"}},
+			"positions:   256 (max_position_embeddings), rope default, rope_theta 10000",
+			"names checked against LlamaForCausalLM from config.json: 21 tensors matched (0 renamed), 0 missing, 0 mis-shaped, 0 unexpected"}},
 		{"a qwen2 causal LM", func(t *testing.T) string { return testutil.Testdata(t, "decoder", "ckpt", "qwen2_v4_f32") },
 			[]string{"model_type:  qwen2 (Qwen2ForCausalLM, a causal LM)", "vocab:       64, lm_head tied to embed_tokens"}},
 		{"a gpt2 causal LM", func(t *testing.T) string { return testutil.Testdata(t, "gpt2", "tiny") },
 			[]string{"model_type:  gpt2 (GPT2LMHeadModel, a causal LM)", "hidden:      32 (4 heads of 8), inner 128, gelu_new",
-				"positions:   32 (n_positions, a learned table)"}},
+				"positions:   32 (n_positions, a learned table)", "names checked against GPT2LMHeadModel from config.json: 28 tensors matched"}},
 		{"a config.json path shows its directory", func(t *testing.T) string {
 			return testutil.Testdata(t, "safetensors", "bert-tiny", "config.json")
 		}, []string{"total: 41 tensors", "labels:        3"}},
@@ -115,6 +117,64 @@ func TestInspectErrors(t *testing.T) {
 			}
 			if strings.Contains(tt.name, "tensors shown") && !strings.Contains(out, "total: 41 tensors") {
 				t.Errorf("the tensors were not shown before the config error:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestInspectConfigDisagreesWithWeights: a config.json that does not describe the weights beside it is reported
+// as the loaders refuse it, after the tensors, and inspect exits 1 as eval, finetune and generate do. Found from
+// the headers: a config claiming 10000000 layers over two is named by its layer count before any tensor list
+// is made (inspect printed "parameters: 369,920,096,832" and exited 0; a BERT config of 190000 layers listed
+// three million missing names in 1.4 GB).
+func TestInspectConfigDisagreesWithWeights(t *testing.T) {
+	edited := func(src string, key string, value any) string {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+			t.Fatal(err)
+		}
+		var cfg map[string]any
+		data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg[key] = value
+		data, _ = json.Marshal(cfg)
+		if err := os.WriteFile(filepath.Join(dir, "config.json"), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	tinyChat := filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny-chat")
+	for _, c := range []struct {
+		name, dir string
+		want      []string
+	}{
+		{"llama: 10000000 layers over two", edited(tinyChat, "num_hidden_layers", 10_000_000),
+			[]string{"config.json has num_hidden_layers 10000000 but the checkpoint", "holds 2 layers (model.layers.0 to model.layers.1)"}},
+		{"llama: another intermediate_size", edited(tinyChat, "intermediate_size", 120),
+			[]string{"6 tensors of another shape: model.layers.0.mlp.down_proj.weight: checkpoint [64 128], model [64 120]", "does not describe these weights"}},
+		{"gpt2: 10000000 layers over two", edited(testutil.Testdata(t, "gpt2", "tiny"), "n_layer", 10_000_000),
+			[]string{"config.json has n_layer 10000000 but the checkpoint", "holds 2 layers (transformer.h.0 to transformer.h.1)"}},
+		{"bert: 190000 layers over two", edited(testutil.Testdata(t, "safetensors", "bert-tiny"), "num_hidden_layers", 190_000),
+			[]string{"config.json has num_hidden_layers 190000 but the checkpoint", "holds 2 layers (bert.encoder.layer.0 to bert.encoder.layer.1)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runTune(t, "inspect", c.dir)
+			if code != exitError {
+				t.Errorf("exit %d, want %d", code, exitError)
+			}
+			if !strings.Contains(out, "total: ") {
+				t.Errorf("the tensors were not shown:\n%s", out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
 			}
 		})
 	}

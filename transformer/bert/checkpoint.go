@@ -150,26 +150,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, nil, errctx.Wrapf(err, "transformer: load %s", dir)
 	}
 	defer ck.Close()
-	// Match the checkpoint's tensors (names and shapes from the safetensors headers) against the shapes the
-	// config implies before allocating anything, so a config.json that disagrees with its weights is an error
-	// naming the tensors, not a model built (or an allocation attempted) at the wrong size.
-	source, lr := loaders.MapBertCheckpoint(loaders.BertSequenceClassificationTensors(hf), ck.Infos(), hf)
-	report = &transformer.LoadReport{LoadReport: lr, Architecture: "BertForSequenceClassification"}
-	var fatal []string
-	for _, name := range lr.Missing {
-		if !isHead(name) {
-			fatal = append(fatal, name)
-		}
-	}
-	for _, mm := range lr.Mismatched {
-		if !isHead(mm.Name) {
-			fatal = append(fatal, mm.String())
-		}
-	}
-	if len(fatal) > 0 {
-		summary, _, _ := strings.Cut(lr.String(), "\n")
-		return nil, report, fmt.Errorf("%w\n(%s; the model's shapes come from %s)",
-			errctx.Wrapf(lr.Err(), "transformer: load %s", ck.Path), summary, filepath.Join(dir, loaders.ConfigName))
+	source, report, err := matchPretrained(dir, hf, ck)
+	if err != nil {
+		return nil, report, err
 	}
 	if m, err = newBert(b, cfg); err != nil {
 		return nil, report, err
@@ -194,4 +177,51 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	m.WeightsUpdated()
 	return m, report, nil
+}
+
+// matchPretrained matches the checkpoint's tensors (names and shapes from the safetensors headers) against the
+// shapes the config implies before anything is allocated, so a config.json that disagrees with its weights is
+// an error naming the tensors, not a model built (or an allocation attempted) at the wrong size. A config with
+// more layers than the checkpoint holds is refused first, so the list of expected tensors is never longer than
+// the checkpoint's (num_hidden_layers 190000 beside two layers would otherwise list three million names). A
+// pooler or classifier the checkpoint lacks or holds at another size is no error: LoadPretrained initialises it.
+func matchPretrained(dir string, hf *loaders.BertConfig, ck *loaders.Checkpoint) (map[string]string, *transformer.LoadReport, error) {
+	configPath := filepath.Join(dir, loaders.ConfigName)
+	if err := transformer.CheckLayerCount(configPath, "num_hidden_layers", hf.NumHiddenLayers, ck, "bert.encoder.layer.", "encoder.layer."); err != nil {
+		return nil, nil, fmt.Errorf("transformer: load %s: %w", dir, err)
+	}
+	source, lr := loaders.MapBertCheckpoint(loaders.BertSequenceClassificationTensors(hf), ck.Infos(), hf)
+	report := &transformer.LoadReport{LoadReport: lr, Architecture: "BertForSequenceClassification"}
+	var fatal []string
+	for _, name := range lr.Missing {
+		if !isHead(name) {
+			fatal = append(fatal, name)
+		}
+	}
+	for _, mm := range lr.Mismatched {
+		if !isHead(mm.Name) {
+			fatal = append(fatal, mm.String())
+		}
+	}
+	if len(fatal) > 0 {
+		summary, _, _ := strings.Cut(lr.String(), "\n")
+		return nil, report, fmt.Errorf("%w\n(%s; the model's shapes come from %s)",
+			errctx.Wrapf(lr.Err(), "transformer: load %s", ck.Path), summary, configPath)
+	}
+	return source, report, nil
+}
+
+// CheckPretrained matches the checkpoint ck with the config.json in dir (and its labels) as LoadPretrained does
+// before it builds the model (transformer.Family.Check): the report, and LoadPretrained's error for weights the
+// config does not describe. Only the headers are read.
+func CheckPretrained(dir string, ck *loaders.Checkpoint) (*transformer.LoadReport, error) {
+	hf, err := loaders.ReadBertConfig(dir)
+	if err != nil {
+		return nil, errctx.Wrapf(err, "transformer: load %s", dir)
+	}
+	if _, err := BertConfigFromHF(hf); err != nil {
+		return nil, &ConfigFileError{Path: filepath.Join(dir, loaders.ConfigName), Err: err}
+	}
+	_, report, err := matchPretrained(dir, hf, ck)
+	return report, err
 }

@@ -184,7 +184,11 @@ func TestLoadPretrainedChecksShapesFirst(t *testing.T) {
 		{"vocab_size beyond 32 bits", func(h *loaders.BertConfig) { h.VocabSize = 3_000_000_000 },
 			"vocab_size: 3000000000 is more than 2147483647"},
 		{"a layer more than the checkpoint has", func(h *loaders.BertConfig) { h.NumHiddenLayers = 3 },
-			"tensors missing from the checkpoint (16): bert.encoder.layer.2.* (16 tensors)"},
+			"num_hidden_layers 3 but the checkpoint"},
+		// Within the 1e10-parameter limit at hidden_size 64, but the name list it implies (3 million tensors,
+		// 1.4 GB and 3.6 s before the layer count was compared first) is refused from the headers.
+		{"190000 layers beside two", func(h *loaders.BertConfig) { h.NumHiddenLayers = 190_000 },
+			"num_hidden_layers 190000 but the checkpoint"},
 		{"100000 bert-base layers", func(h *loaders.BertConfig) {
 			h.HiddenSize, h.NumAttentionHeads, h.IntermediateSize, h.NumHiddenLayers = 768, 12, 3072, 100_000
 		}, "num_hidden_layers: 100000 makes a model of 7.09e+11 parameters"},
@@ -206,6 +210,15 @@ func TestLoadPretrainedChecksShapesFirst(t *testing.T) {
 			_, _, err = LoadPretrained(dir, b, transformer.LoadOptions{})
 			if err == nil || !strings.Contains(err.Error(), c.want) || b.allocs != 0 {
 				t.Fatalf("LoadPretrained: %v after %d allocations, want an error containing %q and none", err, b.allocs, c.want)
+			}
+			// CheckPretrained (tune inspect's check) finds the same problem from the headers.
+			ck, cerr := loaders.OpenCheckpoint(dir)
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			defer ck.Close()
+			if _, cerr := CheckPretrained(dir, ck); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("CheckPretrained: %v\nwant LoadPretrained's error %v", cerr, err)
 			}
 		})
 	}

@@ -26,5 +26,6 @@ func init() {
 			}
 			return ProjectionPaths(BertConfig{NumHiddenLayers: h.NumHiddenLayers}), nil
 		},
+		Check: CheckPretrained,
 	})
 }

@@ -111,11 +111,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	defer ck.Close()
 	rules := checkpointRules(cfg)
-	source, lr := transformer.MatchCheckpoint(tensorSpecs(cfg), ck.Infos(), rules)
-	report = &transformer.LoadReport{LoadReport: lr, Architecture: "GPT2LMHeadModel"}
-	if p := transformer.CheckpointProblems(lr); p != "" {
-		return nil, report, fmt.Errorf("gpt2: load %s: %s\n(tune's GPT2LMHeadModel has transformer.{wte,wpe,h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj},ln_f} "+
-			"and, untied, lm_head; the shapes come from %s)", ck.Path, p, filepath.Join(dir, loaders.ConfigName))
+	source, report, err := matchPretrained(dir, cfg, ck)
+	if err != nil {
+		return nil, report, err
 	}
 	if m, err = newModel(b, cfg); err != nil {
 		return nil, report, err
@@ -135,6 +133,36 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	m.WeightsUpdated()
 	return m, report, nil
+}
+
+// matchPretrained matches the checkpoint ck of dir with the tensors cfg implies (tensorSpecs), from the headers:
+// the source of each parameter, the report, and an error naming what does not match. A config with more
+// layers than the checkpoint holds is refused first, so the list of expected tensors is never longer than the
+// checkpoint's (n_layer 10000000 beside two layers would otherwise list 120 million names).
+func matchPretrained(dir string, cfg Config, ck *loaders.Checkpoint) (map[string]string, *transformer.LoadReport, error) {
+	configPath := filepath.Join(dir, loaders.ConfigName)
+	if err := transformer.CheckLayerCount(configPath, "n_layer", cfg.NLayer, ck, "transformer.h.", "h."); err != nil {
+		return nil, nil, fmt.Errorf("gpt2: load %s: %w", dir, err)
+	}
+	source, lr := transformer.MatchCheckpoint(tensorSpecs(cfg), ck.Infos(), checkpointRules(cfg))
+	report := &transformer.LoadReport{LoadReport: lr, Architecture: "GPT2LMHeadModel"}
+	if p := transformer.CheckpointProblems(lr); p != "" {
+		return nil, report, fmt.Errorf("gpt2: load %s: %s\n(tune's GPT2LMHeadModel has transformer.{wte,wpe,h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj},ln_f} "+
+			"and, untied, lm_head; the shapes come from %s)", ck.Path, p, configPath)
+	}
+	return source, report, nil
+}
+
+// CheckPretrained matches the checkpoint ck with the config.json in dir as LoadPretrained does before it builds
+// the model (transformer.Family.Check): the report, and LoadPretrained's error for weights the config does not
+// describe. Only the headers are read.
+func CheckPretrained(dir string, ck *loaders.Checkpoint) (*transformer.LoadReport, error) {
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	_, report, err := matchPretrained(dir, cfg, ck)
+	return report, err
 }
 
 // Save writes the model as transformers' save_pretrained does: config.json, model.safetensors (every

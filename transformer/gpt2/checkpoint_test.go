@@ -211,12 +211,20 @@ func TestLoadErrors(t *testing.T) {
 		{"cross-attention", all, func(m map[string]any) { m["add_cross_attention"] = true }, []string{"add_cross_attention"}},
 		{"a string where a number belongs", all, func(m map[string]any) { m["n_embd"] = "16" }, []string{"n_embd", "integer"}},
 		{"heads not dividing n_embd", all, func(m map[string]any) { m["n_head"] = 3 }, []string{"n_embd = 16 is not a multiple of n_head = 3"}},
+		// The layer count is compared before the tensor list is made: 10000000 layers would list 120 million
+		// names (an out-of-memory crash of tune generate under 8 GB before).
+		{"more layers than the checkpoint holds", all, func(m map[string]any) { m["n_layer"] = 10_000_000 },
+			[]string{"n_layer 10000000 but the checkpoint", "holds 2 layers (transformer.h.0 to transformer.h.1)", "config.json does not describe these weights"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeCheckpoint(t, src, c.hs, c.config)
 			_, _, err := LoadPretrained(dir, b, transformer.LoadOptions{})
 			if err == nil {
 				t.Fatal("loaded")
+			}
+			// CheckPretrained (tune inspect's check) finds the same problem from the headers.
+			if _, cerr := checkPretrained(t, dir); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("CheckPretrained: %v\nwant LoadPretrained's error %v", cerr, err)
 			}
 			for _, w := range c.words {
 				if !strings.Contains(err.Error(), w) {
@@ -225,4 +233,14 @@ func TestLoadErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkPretrained is CheckPretrained of the checkpoint in dir.
+func checkPretrained(t *testing.T, dir string) (*transformer.LoadReport, error) {
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	return CheckPretrained(dir, ck)
 }

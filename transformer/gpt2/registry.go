@@ -25,5 +25,6 @@ func init() {
 			}
 			return ProjectionPaths(cfg), nil
 		},
+		Check: CheckPretrained,
 	})
 }

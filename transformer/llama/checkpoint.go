@@ -10,6 +10,7 @@ import (
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/tensor/meta"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -43,6 +44,7 @@ func init() {
 			}
 			return ProjectionPaths(cfg), nil
 		},
+		Check: CheckPretrained,
 	})
 }
 
@@ -109,10 +111,9 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	lr, source := m.match(ck)
 	report = &transformer.LoadReport{LoadReport: lr, Architecture: cfg.Architecture}
-	if len(lr.Missing) > 0 || len(lr.Unexpected) > 0 || len(lr.Mismatched) > 0 {
+	if err := problemsError(dir, ck, lr); err != nil {
 		m.FreeParameters()
-		return nil, report, fmt.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
-			ck.Path, transformer.CheckpointProblems(lr), filepath.Join(dir, loaders.ConfigName))
+		return nil, report, err
 	}
 	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, m.rules()); err != nil {
 		m.FreeParameters()
@@ -123,6 +124,37 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	}
 	m.WeightsUpdated()
 	return m, report, nil
+}
+
+// problemsError returns LoadPretrained's error for a report with missing, unexpected or mis-shaped tensors, or
+// nil.
+func problemsError(dir string, ck *loaders.Checkpoint, lr *loaders.LoadReport) error {
+	if len(lr.Missing) == 0 && len(lr.Unexpected) == 0 && len(lr.Mismatched) == 0 {
+		return nil
+	}
+	return fmt.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
+		ck.Path, transformer.CheckpointProblems(lr), filepath.Join(dir, loaders.ConfigName))
+}
+
+// CheckPretrained matches the checkpoint ck with the config.json in dir as LoadPretrained does, without loading it
+// (transformer.Family.Check): the report, and LoadPretrained's error for weights the config does not describe.
+// The parameter list comes from the model built on the meta backend, after checkCovers has bounded it by the
+// checkpoint, so nothing is allocated by the config's sizes.
+func CheckPretrained(dir string, ck *loaders.Checkpoint) (report *transformer.LoadReport, err error) {
+	defer recoverError(&err)
+	cfg, err := ReadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCovers(cfg, ck, dir); err != nil {
+		return nil, err
+	}
+	m, err := build(meta.New(nil), cfg)
+	if err != nil {
+		return nil, err
+	}
+	lr, _ := m.match(ck)
+	return &transformer.LoadReport{LoadReport: lr, Architecture: cfg.Architecture}, problemsError(dir, ck, lr)
 }
 
 // Save writes the model as save_pretrained does: config.json (the loaded file's keys and layout kept, dtype

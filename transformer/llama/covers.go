@@ -3,11 +3,14 @@ package llama
 import (
 	"fmt"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/transformer"
 )
+
+// layerPrefixes are the names a checkpoint's decoder layers go by: LlamaForCausalLM's, and a base model's
+// (LlamaModel, no "model." prefix).
+var layerPrefixes = []string{"model.layers.", "layers."}
 
 // checkCovers refuses, before anything is allocated, a config.json that describes a model far larger than the
 // checkpoint beside it: LoadPretrained builds the model from config.json and only then matches its parameters
@@ -19,23 +22,12 @@ import (
 // by about twice the checkpoint.
 func checkCovers(cfg Config, ck *loaders.Checkpoint, dir string) error {
 	configPath := filepath.Join(dir, loaders.ConfigName)
+	if err := transformer.CheckLayerCount(configPath, "num_hidden_layers", cfg.NumHiddenLayers, ck, layerPrefixes...); err != nil {
+		return fmt.Errorf("llama: load %s: %w", dir, err)
+	}
 	var values int64
-	layers := 0
 	for _, ti := range ck.Infos() {
 		values += ti.NumElements()
-		name := strings.TrimPrefix(ti.Name, "model.")
-		if rest, ok := strings.CutPrefix(name, "layers."); ok {
-			if i := strings.IndexByte(rest, '.'); i > 0 {
-				if n, err := strconv.Atoi(rest[:i]); err == nil && n >= layers {
-					layers = n + 1
-				}
-			}
-		}
-	}
-	if cfg.NumHiddenLayers > layers {
-		return fmt.Errorf("llama: load %s: %s has num_hidden_layers %d but the checkpoint %s holds %d layers "+
-			"(model.layers.0 to model.layers.%d): config.json does not describe these weights",
-			dir, configPath, cfg.NumHiddenLayers, ck.Path, layers, layers-1)
 	}
 	if n := cfg.NumParameters(); n > 2*values {
 		return fmt.Errorf("llama: load %s: %s describes a model of %d parameters (vocab_size %d, hidden_size %d, "+

@@ -32,6 +32,8 @@ func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
 	}{
 		{"num_hidden_layers", 3, []string{"num_hidden_layers 3", "holds 2 layers"}},
 		{"intermediate_size", 24 * 40, []string{"parameters", "intermediate_size 960"}},
+		// Within checkCovers' bound: the tensor-by-tensor report names the mis-shaped tensors.
+		{"intermediate_size", 40, []string{"tensors of another shape", "mlp.down_proj.weight"}},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			var cfg map[string]any
@@ -50,11 +52,29 @@ func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
 			if err == nil {
 				t.Fatal("loaded")
 			}
-			for _, w := range append(c.want, "config.json does not describe these weights") {
+			for _, w := range append(c.want, "does not describe these weights") {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("%v\nwant it to say %q", err, w)
 				}
 			}
+			// CheckPretrained (tune inspect's check) finds the same problem without loading.
+			if _, cerr := checkPretrained(t, d); cerr == nil || cerr.Error() != err.Error() {
+				t.Errorf("CheckPretrained: %v\nwant LoadPretrained's error %v", cerr, err)
+			}
 		})
 	}
+	r, err := checkPretrained(t, dir)
+	if err != nil || r.Matched == 0 || len(r.Missing)+len(r.Unexpected)+len(r.Mismatched) > 0 {
+		t.Errorf("CheckPretrained of the saved model: %+v, %v; want every tensor matched", r, err)
+	}
+}
+
+// checkPretrained is CheckPretrained of the checkpoint in dir.
+func checkPretrained(t *testing.T, dir string) (*transformer.LoadReport, error) {
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	return CheckPretrained(dir, ck)
 }
