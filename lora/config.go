@@ -284,7 +284,7 @@ func (e *ConfigError) Error() string { return "lora: " + e.Key + ": " + e.Reason
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
 // Validate checks every field and returns nil or the errors.Join of one *ConfigError per bad field: r > 0,
-// lora_alpha finite and > 0, lora_dropout in [0, 1), bias and init_lora_weights among the supported values,
+// lora_alpha finite and > 0 with a scaling (Scaling) inside FP32's normal range, lora_dropout in [0, 1), bias and init_lora_weights among the supported values,
 // target_modules a valid list or a regex Go can compile (RE2: no look-around or back-references).
 func (c *Config) Validate() error {
 	var errs []error
@@ -294,8 +294,18 @@ func (c *Config) Validate() error {
 	if c.R <= 0 {
 		bad("r", "must be > 0 (got %d)", c.R)
 	}
-	if math.IsNaN(c.LoraAlpha) || math.IsInf(c.LoraAlpha, 0) || c.LoraAlpha <= 0 {
+	alphaOK := !math.IsNaN(c.LoraAlpha) && !math.IsInf(c.LoraAlpha, 0) && c.LoraAlpha > 0
+	if !alphaOK {
 		bad("lora_alpha", "must be finite and > 0; it is usually 2·r (got %v)", c.LoraAlpha)
+	}
+	if s := c.Scaling(); alphaOK && c.R > 0 && !(s >= minScaling && s <= math.MaxFloat32) {
+		rule := "lora_alpha/r"
+		if c.UseRSLoRA {
+			rule = "lora_alpha/√r (use_rslora)"
+		}
+		bad("lora_alpha", "%v with r %d makes the scaling %s = %.3g, outside FP32's range (%.2g to %.2g): every adapter's "+
+			"output and gradients are multiplied by it in FP32, where it would be %s; lora_alpha is usually r or 2·r "+
+			"(scaling 1 or 2)", c.LoraAlpha, c.R, rule, s, minScaling, math.MaxFloat32, scalingFate(s))
 	}
 	if !(c.LoraDropout >= 0 && c.LoraDropout < 1) {
 		bad("lora_dropout", "must be in [0, 1) (got %v)", c.LoraDropout)
@@ -318,6 +328,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// minScaling is the smallest scaling Validate accepts: FP32's smallest normal number (2^-126). Below it the
+// factor is subnormal in FP32, which GPUs flush to zero.
+const minScaling = 0x1p-126
+
+// scalingFate says what an out-of-range scaling becomes in FP32, for Validate's message.
+func scalingFate(s float64) string {
+	if s > 1 {
+		return "+Inf (the first step's adapter output is Inf·0 = NaN, B starting at zero)"
+	}
+	return "0 (the adapters would never change the model)"
 }
 
 // FanInFanOutConv1DWarning is PEFT's message when fan_in_fan_out is false but the target modules are

@@ -179,6 +179,12 @@ func TestValidate(t *testing.T) {
 		{"r 0", func(c *Config) { c.R = 0 }, "r"},
 		{"alpha 0", func(c *Config) { c.LoraAlpha = 0 }, "lora_alpha"},
 		{"alpha inf", func(c *Config) { c.LoraAlpha = math.Inf(1) }, "lora_alpha"},
+		// PEFT accepts any float; tune multiplies the adapters by scaling = lora_alpha/r in FP32, where 1e308/8 is
+		// +Inf (the first step was NaN and blamed the data) and 1e-40/8 is 0.
+		{"alpha 1e308: scaling +Inf in FP32", func(c *Config) { c.LoraAlpha = 1e308 }, "lora_alpha"},
+		{"alpha 1e-40: scaling 0 in FP32", func(c *Config) { c.LoraAlpha = 1e-40 }, "lora_alpha"},
+		{"alpha 1e39 with use_rslora and r 100: scaling 1e38 is fine", func(c *Config) { c.LoraAlpha, c.R, c.UseRSLoRA = 1e39, 100, true }, ""},
+		{"alpha 1e39 with use_rslora and r 1: scaling 1e39", func(c *Config) { c.LoraAlpha, c.R, c.UseRSLoRA = 1e39, 1, true }, "lora_alpha"},
 		{"dropout 1", func(c *Config) { c.LoraDropout = 1 }, "lora_dropout"},
 		{"dropout NaN", func(c *Config) { c.LoraDropout = math.NaN() }, "lora_dropout"},
 		{"bias typo", func(c *Config) { c.Bias = "lora-only" }, "bias"},

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// TestLoRAScalingOutsideFP32 (tester3: lora.lora_alpha=1e308 trained into NaN and the error said "check the
+// data for bad values"): a scaling lora_alpha/r that is +Inf or 0 in FP32 is refused by validate and finetune
+// before anything is built, naming lora.lora_alpha, r, the scaling and the usual values.
+func TestLoRAScalingOutsideFP32(t *testing.T) {
+	testutil.IsolateCache(t)
+	for _, cmd := range []string{"validate", "finetune"} {
+		for _, c := range []struct{ alpha, want string }{
+			{"1e308", "makes the scaling lora_alpha/r = 1.25e+307, outside FP32's range"},
+			{"1e-40", "makes the scaling lora_alpha/r = 1.25e-41, outside FP32's range"},
+		} {
+			t.Run(cmd+" "+c.alpha, func(t *testing.T) {
+				code, _, errOut := runTune(t, cmd, tinyRecipe, "lora.lora_alpha="+c.alpha,
+					"training.output_dir="+filepath.Join(t.TempDir(), "out"))
+				if code != exitUsage || !strings.Contains(errOut, "lora.lora_alpha: ") ||
+					!strings.Contains(errOut, c.want) || !strings.Contains(errOut, "usually r or 2·r") {
+					t.Errorf("exit %d, stderr %q; want exit %d naming lora.lora_alpha and %q", code, errOut, exitUsage, c.want)
+				}
+			})
+		}
+	}
+}
