@@ -387,3 +387,27 @@ func (m *Model) decoder() (transformer.IncrementalDecoder, error) {
 	}
 	return d, nil
 }
+
+// suspectScaling is the scaling above which NonFiniteHint names it as the likely cause of a non-finite loss or
+// gradient. PEFT's default is 1 (lora_alpha 8, r 8), the usual lora_alpha = r or 2·r gives 1 or 2, and rsLoRA's
+// lora_alpha/√r stays below 128 for ranks up to 4096 with lora_alpha = 2·r; beyond 1000 the factor, which
+// multiplies every adapter's output and its gradients (dB = scaling·dOutᵀ·h), is outside any published
+// setting.
+const suspectScaling = 1000
+
+// NonFiniteHint returns what to change when a run with these adapters meets a non-finite loss or gradient and
+// their scaling is far above the usual range (suspectScaling), or "" (trainer.NonFiniteHinter): the trainer
+// then leads with it rather than pointing at the data.
+func (m *Model) NonFiniteHint() string {
+	c := m.config
+	s := c.Scaling()
+	if s <= suspectScaling {
+		return ""
+	}
+	rule := "lora_alpha/r"
+	if c.UseRSLoRA {
+		rule = "lora_alpha/√r"
+	}
+	return fmt.Sprintf("the LoRA scaling %s = %.3g (lora_alpha %g, r %d) multiplies every adapter's output and gradients "+
+		"and is the likely cause: lower lora_alpha (usually r or 2·r, scaling 1 or 2)", rule, s, c.LoraAlpha, c.R)
+}

@@ -197,7 +197,7 @@ func (t *Trainer) readDeferred() error {
 			e := t.newNonFinite(p.step, NonFiniteGradient)
 			e.Value = float32(norm)
 			e.Detail = fmt.Sprintf("a gradient was non-finite, so the step was not applied (nor any after it); %s", t.lastCheckpointNote())
-			e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint + " (TUNE_SYNC_FREE=0 checks each step and names the parameter)"
+			e.Hint = t.hint("lower learning_rate, keep max_grad_norm clipping on, check the data; "+debugHint) + " (TUNE_SYNC_FREE=0 checks each step and names the parameter)"
 			return e
 		}
 		r.lastLoss = loss

@@ -85,6 +85,25 @@ func (e *NonFiniteError) Error() string {
 // Unwrap returns ErrNonFinite.
 func (e *NonFiniteError) Unwrap() error { return ErrNonFinite }
 
+// NonFiniteHinter is implemented by a model whose own configuration can cause a non-finite loss or gradient
+// (lora.Model: an adapter scaling far above the usual range). NonFiniteHint returns what to change, or "" when
+// nothing in the configuration is suspect; a NonFiniteError's hint then leads with it instead of pointing at
+// the data.
+type NonFiniteHinter interface {
+	// NonFiniteHint returns what to change in the model's configuration, or "".
+	NonFiniteHint() string
+}
+
+// hint returns fallback, or the model's NonFiniteHint before the debug hint when it has one.
+func (t *Trainer) hint(fallback string) string {
+	if h, ok := t.model.(NonFiniteHinter); ok {
+		if s := h.NonFiniteHint(); s != "" {
+			return s + "; " + debugHint
+		}
+	}
+	return fallback
+}
+
 // nonFinite is a non-finite element of a named tensor.
 type nonFinite struct {
 	name  string
@@ -210,6 +229,7 @@ func (t *Trainer) lossErrorAt(step int, lr float64, loss float32, i, n int, b *l
 		if t.args.FP16 {
 			e.Hint = "try bf16 (FP16 overflows above 65504, and the loss scale cannot help a forward overflow), check the data for bad values; " + debugHint
 		}
+		e.Hint = t.hint(e.Hint)
 	}
 	return e
 }
@@ -224,7 +244,7 @@ func (t *Trainer) gradientError() error {
 	e := t.newNonFinite(t.state.GlobalStep+1, NonFiniteGradient)
 	e.Param, e.Index, e.Value = bad.name, bad.index, bad.value
 	e.Detail = fmt.Sprintf("without fp16 loss scaling there is no skipping such a step, and the optimizer would write it into the weights; the step was not taken and %s", t.lastCheckpointNote())
-	e.Hint = "lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint
+	e.Hint = t.hint("lower learning_rate, keep max_grad_norm clipping on, check the data; " + debugHint)
 	return e
 }
 

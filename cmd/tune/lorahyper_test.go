@@ -29,3 +29,16 @@ func TestLoRAScalingOutsideFP32(t *testing.T) {
 		}
 	}
 }
+
+// TestLoRAScalingNamedInTheNonFiniteError: a scaling inside FP32's range but far above the usual one
+// (lora_alpha 1e30, r 8: 1.25e29) trains into a NaN gradient at step 3; the error names the scaling and
+// lora_alpha as the likely cause instead of telling the user to check the data.
+func TestLoRAScalingNamedInTheNonFiniteError(t *testing.T) {
+	testutil.IsolateCache(t)
+	code, _, errOut := runTune(t, "finetune", tinyRecipe, "lora.lora_alpha=1e30", "training.max_steps=10",
+		"training.eval_strategy=no", "training.save_strategy=no", "training.output_dir="+filepath.Join(t.TempDir(), "out"))
+	if code == exitOK || !strings.Contains(errOut, "the LoRA scaling lora_alpha/r = 1.25e+29 (lora_alpha 1e+30, r 8)") ||
+		!strings.Contains(errOut, "lower lora_alpha") || strings.Contains(errOut, "check the data") {
+		t.Errorf("exit %d, stderr %q; want the scaling named as the cause and no 'check the data'", code, errOut)
+	}
+}
