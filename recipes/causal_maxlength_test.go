@@ -104,3 +104,24 @@ func TestCausalConfigChecked(t *testing.T) {
 		t.Errorf("CheckFiles = %v\nwant an ErrInvalid like %s", err, want)
 	}
 }
+
+// TestCausalMaxLengthTooShort: data.max_length below 2 on a causal-LM recipe gives the decoder's reason (one
+// next-token target needs two tokens), not BERT's "[CLS], one token, [SEP]" (tester3), and 2 is accepted; a
+// BERT recipe keeps its bound of 3.
+func TestCausalMaxLengthTooShort(t *testing.T) {
+	for _, c := range []struct {
+		recipe, maxLength, want string
+	}{
+		{"tiny-chat", "1", "data.max_length: must be ≥ 2 for a causal LM: each token is predicted from the ones before it"},
+		{"tiny-chat", "2", ""},
+		{"tiny", "2", "data.max_length: must be ≥ 3 ([CLS], one token, [SEP])"},
+	} {
+		_, err := Load(c.recipe, []string{"data.max_length=" + c.maxLength, "training.output_dir=" + filepath.Join(t.TempDir(), "out")})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s max_length %s: %v", c.recipe, c.maxLength, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "[CLS]") != (c.recipe == "tiny")):
+			t.Errorf("%s max_length %s: %v\nwant %s", c.recipe, c.maxLength, err, c.want)
+		}
+	}
+}

@@ -153,7 +153,13 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 	if strings.TrimSpace(dt.LabelColumn) == "" {
 		bad("data.label_column", "must name the column holding the label")
 	}
-	if dt.MaxLength < 3 {
+	switch causal := r.IsCausalLM(); {
+	case causal && dt.MaxLength < 2:
+		// A causal LM's loss predicts each token from the ones before it (labels shifted by one, transformers'
+		// ForCausalLMLoss): a row of one token has no target.
+		bad("data.max_length", "must be ≥ 2 for a causal LM: each token is predicted from the ones before it, so a row "+
+			"needs two tokens for one next-token target (got %d)", dt.MaxLength)
+	case !causal && dt.MaxLength < 3:
 		bad("data.max_length", "must be ≥ 3 ([CLS], one token, [SEP]) (got %d)", dt.MaxLength)
 	}
 	if dt.PadToMultipleOf < 0 {
