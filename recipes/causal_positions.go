@@ -84,13 +84,13 @@ func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a .
 }
 
 // checkCausalConfig reads the config.json of the causal LM in dir as its family builds from it (the family's
-// ProjectionPaths, which reads the config alone): an error names the file and the first key the model cannot be
-// built from.
+// ProjectionPaths, which reads the config alone, after the weights beside it, if any, are matched with it): an
+// error names the file and the first key the model cannot be built from, or the tensors the config does not
+// describe.
 func checkCausalConfig(dir string) error {
-	f, err := transformer.Lookup(dir)
-	if err != nil || f.ProjectionPaths == nil {
+	if _, err := transformer.Lookup(dir); err != nil {
 		return nil
 	}
-	_, err = f.ProjectionPaths(dir)
+	_, err := transformer.ProjectionPaths(dir) // weights beside the config are matched with it first
 	return err
 }

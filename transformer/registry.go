@@ -123,9 +123,10 @@ func modelTypesLocked() []string {
 
 // ProjectionPaths returns the module paths of the projections of the model the checkpoint in dir builds
 // (Lookup), from its config.json alone, so that a LoRA target_modules that names no module can be refused
-// before the weights load.
+// before the weights load. When dir holds weights, they are first matched with the config (checkFirst), so
+// the list is bounded by the checkpoint, not by the config's num_hidden_layers.
 func ProjectionPaths(dir string) ([]string, error) {
-	f, err := Lookup(dir)
+	f, err := checkFirst(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +134,27 @@ func ProjectionPaths(dir string) ([]string, error) {
 		return nil, fmt.Errorf("transformer: the %s family cannot list its modules without loading the model", f.Name)
 	}
 	return f.ProjectionPaths(dir)
+}
+
+// checkFirst returns the family of the checkpoint in dir (Lookup) after matching its weights, when dir holds
+// any, with its config.json (Family.Check): a config that describes more layers than the weights hold is
+// refused from the headers before anything is listed by its sizes (num_hidden_layers 10000000 beside two
+// layers made tune validate run out of memory listing the projections). A directory without weights is
+// left to the config alone.
+func checkFirst(dir string) (*Family, error) {
+	f, err := Lookup(dir)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil || f.Check == nil {
+		return f, nil // no weights (or unreadable ones): the load names what is wrong with them
+	}
+	defer ck.Close()
+	if _, err := f.Check(dir, ck); err != nil {
+		return nil, err
+	}
+	return f, nil
 }
 
 // Check matches the checkpoint ck with the config.json in dir without loading it (Family.Check of the family
