@@ -1,11 +1,13 @@
 package transformer_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/tensor/meta"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/bert"
 	_ "github.com/tune-ml/tune/transformer/gpt2"
@@ -38,6 +40,21 @@ func TestProjectionPathsMatchBuiltModel(t *testing.T) {
 			}
 			if len(want) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("ProjectionPaths from config.json:\n%q\nthe built model's Projections:\n%q", got, want)
+			}
+			// Skeleton, on the meta backend, has the same projections with the same sizes (what lora.CheckRank
+			// measures before loading).
+			sk, err := transformer.Skeleton(p, meta.New(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shape := func(m transformer.Adaptable) (s []string) {
+				for _, mp := range m.Projections() {
+					s = append(s, fmt.Sprintf("%s %d→%d", mp.Path, mp.Projection.Base().In, mp.Projection.Base().Out))
+				}
+				return s
+			}
+			if got, want := shape(sk), shape(m); !slices.Equal(got, want) {
+				t.Fatalf("Skeleton's projections:\n%q\nthe built model's:\n%q", got, want)
 			}
 		})
 	}

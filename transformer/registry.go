@@ -36,6 +36,10 @@ type Family struct {
 	// from the safetensors headers alone: the report, and the error Load would return for weights the config
 	// does not describe. What it lists is bounded by the checkpoint's tensors, never by the config's sizes.
 	Check func(dir string, ck *loaders.Checkpoint) (*LoadReport, error)
+	// Skeleton builds, on b, the model the config.json in dir describes without reading a weight (its values
+	// are what the family's internal builder leaves: on the meta backend, nothing): the parameter list and the
+	// projections with their sizes, for the checks a recipe makes before loading.
+	Skeleton func(dir string, b tensor.Backend) (Adaptable, error)
 }
 
 var registry = struct {
@@ -134,6 +138,20 @@ func ProjectionPaths(dir string) ([]string, error) {
 		return nil, fmt.Errorf("transformer: the %s family cannot list its modules without loading the model", f.Name)
 	}
 	return f.ProjectionPaths(dir)
+}
+
+// Skeleton builds on b (the meta backend: nothing allocated) the model the checkpoint in dir describes, from
+// its config.json, no weight read (Family.Skeleton), after checkFirst has matched the weights, if any, with the
+// config: what a recipe measures before loading (the sizes of the projections LoRA adapts).
+func Skeleton(dir string, b tensor.Backend) (Adaptable, error) {
+	f, err := checkFirst(dir)
+	if err != nil {
+		return nil, err
+	}
+	if f.Skeleton == nil {
+		return nil, fmt.Errorf("transformer: the %s family cannot build a model without loading it", f.Name)
+	}
+	return f.Skeleton(dir, b)
 }
 
 // checkFirst returns the family of the checkpoint in dir (Lookup) after matching its weights, when dir holds

@@ -27,5 +27,16 @@ func init() {
 			return ProjectionPaths(BertConfig{NumHiddenLayers: h.NumHiddenLayers}), nil
 		},
 		Check: CheckPretrained,
+		Skeleton: func(dir string, b tensor.Backend) (transformer.Adaptable, error) {
+			h, err := loaders.ReadBertConfig(dir)
+			if err != nil {
+				return nil, err
+			}
+			cfg, err := BertConfigFromHF(h)
+			if err != nil {
+				return nil, err
+			}
+			return newBert(b, cfg)
+		},
 	})
 }

@@ -26,5 +26,12 @@ func init() {
 			return ProjectionPaths(cfg), nil
 		},
 		Check: CheckPretrained,
+		Skeleton: func(dir string, b tensor.Backend) (transformer.Adaptable, error) {
+			cfg, err := ReadConfig(dir)
+			if err != nil {
+				return nil, err
+			}
+			return newModel(b, cfg)
+		},
 	})
 }
