@@ -35,6 +35,12 @@
 //	fmt.Println(lora.TrainableReport(m)) // "trainable params: 296,450 || all params: ... || trainable%: 0.2700"
 //	t, err := trainer.New(m, args, train, eval)    // Save and checkpoints write the adapter, not the base
 //
+// CheckRank makes Apply's checks of r before the model is loaded, on one built from its config on the meta
+// backend (transformer.Skeleton): a rank whose adapters exceed host memory is refused, and a rank above
+// min(in, out) of a targeted projection, which PEFT accepts (it checks only r > 0) and Apply too, is a
+// warning: B·A has rank at most min(in, out). A recipe's Validate calls it, so tune validate and tune
+// finetune agree.
+//
 // Model.Targets lists the adapted module paths, Model.Adapter(path) gives one adapter, and
 // Model.TrainableParameters the counts TrainableReport prints (PEFT's print_trainable_parameters).
 //

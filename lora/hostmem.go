@@ -24,6 +24,13 @@ func checkHostMemory(bk tensor.Backend, r int, targets []string, byPath map[stri
 	if bk == nil || bk.Name() != "cpu" || tensor.IsMeta(bk) {
 		return nil
 	}
+	return hostMemoryError(r, targets, byPath)
+}
+
+// hostMemoryError is checkHostMemory's test for adapters that will live in host memory: a *ConfigError for r
+// when the rank-r adapters of targets take more than the memory available, or nil (also where it cannot be
+// read).
+func hostMemoryError(r int, targets []string, byPath map[string]transformer.Projection) error {
 	avail, ok := hostAvailable()
 	if !ok {
 		return nil

@@ -42,6 +42,41 @@ type Model struct {
 	unloaded bool
 }
 
+// resolve is the first part of Apply: cfg with the model's default target_modules, normalized (its warnings
+// returned) and validated, and the module paths it targets in m with every projection by path.
+func resolve(m Base, cfg Config) (Config, []string, map[string]transformer.Projection, []string, error) {
+	if m == nil {
+		return cfg, nil, nil, nil, errors.New("lora: Apply needs a model")
+	}
+	cfg.TargetModules.Names = slices.Clone(cfg.TargetModules.Names)
+	if typed, ok := m.(interface{ ModelType() string }); ok && !cfg.TargetModules.IsSet() {
+		if names, ok := DefaultTargetModulesByType[typed.ModelType()]; ok {
+			cfg.TargetModules.Names = slices.Clone(names)
+		}
+	}
+	cfg.ModulesToSave = slices.Clone(cfg.ModulesToSave)
+	if d, ok := m.(defaultTargeter); ok && !cfg.TargetModules.IsSet() {
+		cfg.TargetModules = TargetModules{Names: d.DefaultLoRATargets()}
+	}
+	_, conv1D := m.(conv1DModel)
+	warnings := cfg.NormalizeFor(conv1D)
+	if err := cfg.Validate(); err != nil {
+		return cfg, nil, nil, nil, err
+	}
+	projs := m.Projections()
+	paths := make([]string, len(projs))
+	byPath := make(map[string]transformer.Projection, len(projs))
+	for i, p := range projs {
+		paths[i] = p.Path
+		byPath[p.Path] = p.Projection
+	}
+	targets, err := cfg.Select(paths)
+	if err != nil {
+		return cfg, nil, nil, nil, err
+	}
+	return cfg, targets, byPath, warnings, nil
+}
+
 // defaultTargeter is a model that names PEFT's default target_modules for its architecture
 // (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING; GPT-2: c_attn); Apply uses it when target_modules is
 // unset, else DefaultTargetModules (BERT's) applies.
@@ -66,32 +101,7 @@ type conv1DModel interface{ FanInFanOut(path string) bool }
 // carries an adapter, or when a modules_to_save module contains an adapted one; m is then left as it was (its
 // parameters may have been re-packed).
 func Apply(m Base, cfg Config, seed uint64) (*Model, error) {
-	if m == nil {
-		return nil, errors.New("lora: Apply needs a model")
-	}
-	cfg.TargetModules.Names = slices.Clone(cfg.TargetModules.Names)
-	if typed, ok := m.(interface{ ModelType() string }); ok && !cfg.TargetModules.IsSet() {
-		if names, ok := DefaultTargetModulesByType[typed.ModelType()]; ok {
-			cfg.TargetModules.Names = slices.Clone(names)
-		}
-	}
-	cfg.ModulesToSave = slices.Clone(cfg.ModulesToSave)
-	if d, ok := m.(defaultTargeter); ok && !cfg.TargetModules.IsSet() {
-		cfg.TargetModules = TargetModules{Names: d.DefaultLoRATargets()}
-	}
-	_, conv1D := m.(conv1DModel)
-	warnings := cfg.NormalizeFor(conv1D)
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	projs := m.Projections()
-	paths := make([]string, len(projs))
-	byPath := make(map[string]transformer.Projection, len(projs))
-	for i, p := range projs {
-		paths[i] = p.Path
-		byPath[p.Path] = p.Projection
-	}
-	targets, err := cfg.Select(paths)
+	cfg, targets, byPath, warnings, err := resolve(m, cfg)
 	if err != nil {
 		return nil, err
 	}

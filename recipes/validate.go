@@ -19,6 +19,7 @@ import (
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/tensor/meta"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -86,6 +87,7 @@ func (r *Recipe) validate(d *decoder) error {
 			addFieldErrors(err, "lora.", bad)
 		} else {
 			r.checkTargets(bad)
+			r.checkRank(bad)
 		}
 	}
 	addFieldErrors(r.Training.Validate(), "training.", bad)
@@ -94,6 +96,41 @@ func (r *Recipe) validate(d *decoder) error {
 		return errors.Join(d.problems...)
 	}
 	return nil
+}
+
+// checkRank makes lora.Apply's checks of lora.r before anything loads (lora.CheckRank), on the model built on
+// the meta backend from model.config or the checkpoint's config.json (transformer.Skeleton, which matches the
+// weights with the config first): on device cpu, a rank whose adapters cannot fit in host memory is refused
+// naming lora.r, as tune finetune refuses it when it builds them; a rank above min(in, out) of a targeted
+// projection is a warning (r.Warnings), which validate and finetune print alike. A model that cannot be built
+// from its config is left to CheckFiles and Build, which name what is wrong with it.
+func (r *Recipe) checkRank(bad func(key, format string, a ...any)) {
+	var m lora.Base
+	switch {
+	case r.Model.Config != nil:
+		cfg, err := r.Model.Config.bertConfig()
+		if err != nil {
+			return
+		}
+		if m, err = bert.NewBertForSequenceClassification(meta.New(nil), cfg, 0); err != nil {
+			return
+		}
+	case r.Model.Path != "":
+		var err error
+		if m, err = transformer.Skeleton(r.Model.Path, meta.New(nil)); err != nil {
+			return
+		}
+	default:
+		return
+	}
+	warnings, err := lora.CheckRank(m, *r.LoRA, r.Device == "cpu")
+	var ce *lora.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		bad("lora."+ce.Key, "%s", ce.Reason)
+	case err == nil:
+		r.Warnings = append(r.Warnings, warnings...)
+	}
 }
 
 // checkTargets refuses a lora.target_modules that names no module of the model (lora.Config.CheckTargets),

@@ -42,3 +42,23 @@ func TestLoRAScalingNamedInTheNonFiniteError(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want the scaling named as the cause and no 'check the data'", code, errOut)
 	}
 }
+
+// TestLoRARankValidateAgreesWithFinetune: tune validate makes finetune's checks of lora.r before anything
+// loads. A rank whose adapters cannot fit in memory (1e9 on tiny: 8 TB) is refused by both naming lora.r
+// (validate accepted it, tester3); a rank above min(in, out) of the targeted projections (100 over 64→64) is
+// accepted by both, as PEFT accepts it, with the same warning that the rank beyond 64 adds no capacity.
+func TestLoRARankValidateAgreesWithFinetune(t *testing.T) {
+	testutil.IsolateCache(t)
+	for _, cmd := range []string{"validate", "finetune"} {
+		out := "training.output_dir=" + filepath.Join(t.TempDir(), "out")
+		code, _, errOut := runTune(t, cmd, tinyRecipe, "lora.r=1000000000", out)
+		if code != exitUsage || !strings.Contains(errOut, "lora.r: 1000000000 makes 4 adapters") {
+			t.Errorf("%s lora.r=1000000000: exit %d, stderr %q; want exit %d naming lora.r", cmd, code, errOut, exitUsage)
+		}
+		code, _, errOut = runTune(t, cmd, tinyRecipe, "lora.r=100", "training.max_steps=1", out)
+		want := "warning: " + tinyRecipe + ": lora.r 100 is larger than min(in, out) of 4 of the 4 targeted projections"
+		if code != exitOK || !strings.Contains(errOut, want) || strings.Count(errOut, "is larger than min(in, out)") != 1 {
+			t.Errorf("%s lora.r=100: exit %d, stderr %q; want exit 0 and one warning %q", cmd, code, errOut, want)
+		}
+	}
+}
