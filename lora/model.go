@@ -27,8 +27,9 @@ type Model struct {
 	// Base is the adapted model; its targeted projections are *Linear now.
 	Base
 	// BaseModelNameOrPath is written to adapter_config.json as base_model_name_or_path ("" writes null). PEFT
-	// writes whatever name or path the base was loaded from; tune's recipes set the absolute path of
-	// model.path, so that the adapter names its base wherever it is used from.
+	// writes whatever name or path the base was loaded from; tune's recipes set the model the user named
+	// (recipes.Recipe.BaseModelNameOrPath: a Hub id, an embedded recipe's model.path as written, or else the
+	// absolute path of model.path, so that the adapter names its base wherever it is used from).
 	BaseModelNameOrPath string
 	// Warnings are the adjustments Apply made (Config.Normalize) and what loading noticed, for the caller to
 	// print.

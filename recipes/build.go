@@ -96,11 +96,8 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 		if err != nil {
 			return nil, loraError(r, err)
 		}
-		// A Hub id is kept as the id, as PEFT writes it, so HF tools find the base model by it.
-		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
-			if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
-				return nil, errctx.Wrap("recipes: model.path", err)
-			}
+		if lm.BaseModelNameOrPath, err = r.BaseModelNameOrPath(); err != nil {
+			return nil, errctx.Wrap("recipes: model.path", err)
 		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm

@@ -81,10 +81,8 @@ func buildCausalLM(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, e
 		if err != nil {
 			return nil, loraError(r, err)
 		}
-		if lm.BaseModelNameOrPath = r.HubID("model.path"); lm.BaseModelNameOrPath == "" {
-			if lm.BaseModelNameOrPath, err = absPath(r.Model.Path); err != nil {
-				return nil, errctx.Wrap("recipes: model.path", err)
-			}
+		if lm.BaseModelNameOrPath, err = r.BaseModelNameOrPath(); err != nil {
+			return nil, errctx.Wrap("recipes: model.path", err)
 		}
 		run.Notices = append(run.Notices, lm.Warnings...)
 		run.Model = lm

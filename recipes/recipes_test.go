@@ -315,7 +315,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			t.Fatalf("%s: the printed recipe does not decode: %v\n%s", name, err, out)
 		}
 		// Where the recipe and its paths came from is not printed.
-		back.Source, back.Warnings, back.outside = r.Source, r.Warnings, r.outside
+		back.Source, back.Warnings, back.outside, back.embeddedAsWritten = r.Source, r.Warnings, r.outside, r.embeddedAsWritten
 		if !reflect.DeepEqual(back, r) {
 			t.Errorf("%s: round trip differs:\n%+v\n%+v", name, back, r)
 		}
@@ -367,6 +367,38 @@ func TestEditDistance(t *testing.T) {
 	}{{"", "", 0}, {"abc", "abc", 0}, {"learnig_rate", "learning_rate", 1}, {"lora_aplha", "lora_alpha", 1}, {"kitten", "sitting", 3}} {
 		if got := editDistance(c.a, c.b); got != c.want {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// TestBaseModelNameOrPath: what a LoRA run records as base_model_name_or_path is the model the user named: an
+// embedded recipe's model.path as the recipe writes it (not the unpacked cache copy it resolves to), a
+// model.path override or a recipe file's model.path made absolute.
+func TestBaseModelNameOrPath(t *testing.T) {
+	testutil.IsolateCache(t)
+	abs, err := filepath.Abs(filepath.Join("data", "tiny-chat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		ref       string
+		overrides []string
+		want      string
+	}{
+		{"tiny-chat", nil, "data/tiny-chat"},
+		{"tiny-chat", []string{"model.path=" + filepath.Join("data", "tiny-chat")}, abs},
+		{"tiny-chat.yaml", nil, abs},
+	} {
+		r, err := Load(c.ref, append(c.overrides, "lora.r=4", "training.output_dir="+t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.BaseModelNameOrPath()
+		if err != nil || got != c.want {
+			t.Errorf("%s %v: %q, %v; want %q", c.ref, c.overrides, got, err, c.want)
+		}
+		if rel, ok := EmbeddedDataPath(r.Model.Path); ok != (c.ref == "tiny-chat" && c.overrides == nil) || (ok && rel != "data/tiny-chat") {
+			t.Errorf("%s %v: EmbeddedDataPath(%s) = %q, %v", c.ref, c.overrides, r.Model.Path, rel, ok)
 		}
 	}
 }

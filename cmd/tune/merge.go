@@ -16,6 +16,7 @@ import (
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/lora"
+	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -176,11 +177,18 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 // baseMismatch returns a warning when the adapter's base_model_name_or_path (base) names another model than
 // --model (model): a merge onto the wrong base succeeds whenever the shapes fit and silently gives a wrong model.
 // A relative base is tried against the working directory and the adapter directory (and its parent, for a
-// checkpoint-N inside a run); when it names no existing directory (a Hub id, or a path from another machine)
-// the last path elements are compared. An empty base (null) is not checked.
+// checkpoint-N inside a run); when it names no existing directory (a Hub id, an embedded recipe's model.path
+// as written, data/tiny-chat, or a path from another machine) the last path elements are compared. A path
+// inside tune's unpacked copy of the embedded recipes (what such runs recorded before) is taken as the
+// recipe writes it (recipes.EmbeddedDataPath). An empty base (null) is not checked.
 func baseMismatch(base, model, adapter string) string {
 	if base == "" {
 		return ""
+	}
+	if rel, ok := recipes.EmbeddedDataPath(base); ok {
+		// An adapter from an embedded recipe written before tune recorded the recipe's model.path as written
+		// names the copy tune unpacked into its cache; compare what the recipe wrote, as a recipe records now.
+		base = rel
 	}
 	mst, err := os.Stat(model)
 	if err != nil {

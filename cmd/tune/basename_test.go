@@ -1,0 +1,64 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+	"github.com/tune-ml/tune/lora"
+)
+
+// TestEmbeddedRecipeRecordsTheModelAsWritten (tester2/tester3): a LoRA run of an embedded recipe wrote
+// adapter_config.json base_model_name_or_path = the copy tune unpacked into its cache
+// (/root/.cache/tune/recipes-<hash>/data/tiny-chat), which PEFT's AutoPeftModel would try to open and which
+// made `tune merge --model recipes/data/tiny-chat` warn that the adapter "gives a wrong model". The run now
+// records the recipe's model.path as written (data/tiny-chat), as PEFT records the name given to
+// from_pretrained; merge onto the repository's copy is silent, and so is merge of an adapter written before,
+// whose cache path is compared as the recipe writes it.
+func TestEmbeddedRecipeRecordsTheModelAsWritten(t *testing.T) {
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "run")
+	code, _, errOut := runTune(t, "finetune", "tiny-chat", "lora.r=4", "training.max_steps=1", "training.eval_strategy=no",
+		"training.save_strategy=no", "training.output_dir="+out)
+	if code != exitOK {
+		t.Fatalf("finetune: exit %d: %s", code, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(out, lora.AdapterConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ac struct {
+		Base string `json:"base_model_name_or_path"`
+	}
+	if err := json.Unmarshal(data, &ac); err != nil {
+		t.Fatal(err)
+	}
+	if ac.Base != "data/tiny-chat" {
+		t.Errorf("base_model_name_or_path %q, want the recipe's model.path as written, data/tiny-chat", ac.Base)
+	}
+	model := filepath.Join(testutil.RepoRoot(t), "recipes", "data", "tiny-chat")
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpacked, err := filepath.Glob(filepath.Join(cache, "tune", "recipes-*", "data", "tiny-chat"))
+	if err != nil || len(unpacked) != 1 {
+		t.Fatalf("the unpacked embedded copy: %v %v", unpacked, err)
+	}
+	cfg, _, err := lora.ReadAdapterConfig(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{"data/tiny-chat", unpacked[0]} {
+		if err := lora.WriteAdapterConfig(out, cfg, base); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errOut = runTune(t, "merge", "--model", model, "--adapter", out, "--output", filepath.Join(t.TempDir(), "m"))
+		if code != exitOK || strings.Contains(errOut, "trained on") {
+			t.Errorf("merge of an adapter trained on %s onto %s: exit %d, stderr %q; want no warning", base, model, code, errOut)
+		}
+	}
+}
