@@ -10,43 +10,24 @@ import (
 
 // checkBatch validates a batch against the model before anything is uploaded.
 func (m *BertForSequenceClassification) checkBatch(batch *loaders.Batch) error {
-	if batch == nil {
-		return fmt.Errorf("transformer: Forward got a nil batch")
-	}
-	b, t := batch.B, batch.T
-	if b <= 0 || t <= 0 {
-		return fmt.Errorf("transformer: batch shape (%d, %d), want B > 0 and T > 0", b, t)
-	}
-	if t > m.Config.MaxPositionEmbeddings {
-		return fmt.Errorf("transformer: sequence length %d exceeds max_position_embeddings %d; truncate to at most %d tokens",
-			t, m.Config.MaxPositionEmbeddings, m.Config.MaxPositionEmbeddings)
-	}
-	n := b * t
-	for _, f := range []struct {
-		name string
-		got  int
-		opt  bool
-	}{
-		{"InputIDs", len(batch.InputIDs), false},
-		{"TokenTypeIDs", len(batch.TokenTypeIDs), true},
-		{"AttentionMask", len(batch.AttentionMask), true},
-	} {
-		if f.got != n && !(f.opt && f.got == 0) {
-			return fmt.Errorf("transformer: batch %s has %d entries, want B·T = %d·%d = %d", f.name, f.got, b, t, n)
+	err := transformer.CheckBatchShape("bert", batch, func(b *loaders.Batch) []transformer.BatchArray {
+		return []transformer.BatchArray{
+			{Name: "InputIDs", Len: len(b.InputIDs)},
+			{Name: "TokenTypeIDs", Len: len(b.TokenTypeIDs), Optional: true},
+			{Name: "AttentionMask", Len: len(b.AttentionMask), Optional: true},
+			{Name: "PositionIDs", Len: len(b.PositionIDs), Optional: true},
+			{Name: "Labels", Len: len(b.Labels), PerRow: true, Optional: true,
+				Hint: " (a sequence classifier takes one class id per row, not (B, T) token labels)"},
+			{Name: "Targets", Len: len(b.Targets), PerRow: true, Optional: true},
+			{Name: "SegmentIDs", Len: len(b.SegmentIDs), Refused: "BERT does not take packed sequences; pad each example to its own row"},
 		}
+	})
+	if err != nil {
+		return err
 	}
-	if batch.Labels != nil && len(batch.Labels) != b {
-		return fmt.Errorf("transformer: batch Labels has %d entries, want one class id per row, B = %d "+
-			"(a sequence classifier takes (B) labels, not (B, T) token labels)", len(batch.Labels), b)
-	}
-	if batch.PositionIDs != nil && len(batch.PositionIDs) != n {
-		return fmt.Errorf("transformer: batch PositionIDs has %d entries, want B·T = %d", len(batch.PositionIDs), n)
-	}
-	if batch.SegmentIDs != nil {
-		return fmt.Errorf("transformer: BERT does not take packed sequences (batch SegmentIDs); pad each example to its own row")
-	}
-	if batch.Targets != nil && len(batch.Targets) != b {
-		return fmt.Errorf("transformer: batch Targets has %d entries, want B = %d", len(batch.Targets), b)
+	if t := batch.T; t > m.Config.MaxPositionEmbeddings {
+		return fmt.Errorf("bert: sequence length %d exceeds max_position_embeddings %d; truncate to at most %d tokens",
+			t, m.Config.MaxPositionEmbeddings, m.Config.MaxPositionEmbeddings)
 	}
 	return nil
 }

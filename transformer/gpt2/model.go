@@ -199,23 +199,18 @@ func (m *GPT2LMHeadModel) layout(a *transformer.Arena, key carveKey) error {
 // checkBatch validates a batch against the model: shape, token ids in [0, V), T ≤ n_positions, position ids
 // in [0, n_positions).
 func (m *GPT2LMHeadModel) checkBatch(batch *loaders.Batch) error {
-	if batch == nil || batch.B <= 0 || batch.T <= 0 {
-		return fmt.Errorf("gpt2: empty batch")
-	}
-	n := batch.B * batch.T
-	if len(batch.InputIDs) != n {
-		return fmt.Errorf("gpt2: batch has %d input ids for B·T = %d·%d", len(batch.InputIDs), batch.B, batch.T)
-	}
-	for _, f := range []struct {
-		name string
-		n    int
-	}{{"attention mask", len(batch.AttentionMask)}, {"position ids", len(batch.PositionIDs)}, {"segment ids", len(batch.SegmentIDs)}} {
-		if f.n != 0 && f.n != n {
-			return fmt.Errorf("gpt2: batch has %d %s for B·T = %d", f.n, f.name, n)
+	err := transformer.CheckBatchShape("gpt2", batch, func(b *loaders.Batch) []transformer.BatchArray {
+		return []transformer.BatchArray{
+			{Name: "InputIDs", Len: len(b.InputIDs)},
+			{Name: "AttentionMask", Len: len(b.AttentionMask), Optional: true},
+			{Name: "PositionIDs", Len: len(b.PositionIDs), Optional: true},
+			{Name: "SegmentIDs", Len: len(b.SegmentIDs), Optional: true},
+			{Name: "Labels", Len: len(b.Labels), Optional: true, Hint: " (a causal LM takes (B, T) labels)"},
+			{Name: "Targets", Len: len(b.Targets), Refused: "a causal LM takes token labels, not regression Targets"},
 		}
-	}
-	if batch.Labels != nil && len(batch.Labels) != n {
-		return fmt.Errorf("gpt2: a causal LM takes (B, T) labels: got %d for B·T = %d", len(batch.Labels), n)
+	})
+	if err != nil {
+		return err
 	}
 	if batch.PositionIDs == nil && batch.T > m.Config.NPositions {
 		return fmt.Errorf("gpt2: sequence length %d exceeds n_positions %d", batch.T, m.Config.NPositions)

@@ -10,40 +10,24 @@ import (
 
 // checkBatch validates a batch against the model before anything is uploaded.
 func (m *ForCausalLM) checkBatch(batch *loaders.Batch) error {
-	if batch == nil {
-		return fmt.Errorf("llama: Forward got a nil batch")
+	err := transformer.CheckBatchShape("llama", batch, func(b *loaders.Batch) []transformer.BatchArray {
+		return []transformer.BatchArray{
+			{Name: "InputIDs", Len: len(b.InputIDs)},
+			{Name: "AttentionMask", Len: len(b.AttentionMask), Optional: true},
+			{Name: "PositionIDs", Len: len(b.PositionIDs), Optional: true},
+			{Name: "SegmentIDs", Len: len(b.SegmentIDs), Optional: true},
+			{Name: "Labels", Len: len(b.Labels), Optional: true,
+				Hint: " (a causal LM takes one label per token, the input ids with -100 where no loss is wanted)"},
+			{Name: "Targets", Len: len(b.Targets), Refused: "a causal LM takes token labels, not regression Targets"},
+		}
+	})
+	if err != nil {
+		return err
 	}
-	b, t := batch.B, batch.T
-	if b <= 0 || t <= 0 {
-		return fmt.Errorf("llama: batch shape (%d, %d), want B > 0 and T > 0", b, t)
-	}
-	if w := m.Config.SlidingWindow; w > 0 && t > w {
+	if w, t := m.Config.SlidingWindow, batch.T; w > 0 && t > w {
 		return fmt.Errorf("llama: the sequence length %d exceeds the config's sliding_window %d; tune computes full "+
 			"causal attention only, which equals the sliding window for sequences of at most %d tokens: truncate to "+
 			"max_length %d (or set sliding_window to null in config.json if the model was trained without one)", t, w, w, w)
-	}
-	n := b * t
-	for _, f := range []struct {
-		name string
-		got  int
-		opt  bool
-	}{
-		{"InputIDs", len(batch.InputIDs), false},
-		{"AttentionMask", len(batch.AttentionMask), true},
-		{"PositionIDs", len(batch.PositionIDs), true},
-		{"SegmentIDs", len(batch.SegmentIDs), true},
-		{"Labels", len(batch.Labels), true},
-	} {
-		if f.got != n && !(f.opt && f.got == 0) {
-			hint := ""
-			if f.name == "Labels" {
-				hint = " (a causal LM takes one label per token, the input ids with -100 where no loss is wanted)"
-			}
-			return fmt.Errorf("llama: batch %s has %d entries, want B·T = %d·%d = %d%s", f.name, f.got, b, t, n, hint)
-		}
-	}
-	if batch.Targets != nil {
-		return fmt.Errorf("llama: a causal LM takes token labels, not regression Targets")
 	}
 	return nil
 }
