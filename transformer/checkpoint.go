@@ -156,6 +156,25 @@ func LoadParams(b tensor.Backend, ck *loaders.Checkpoint, list []NamedParameter,
 	return nil
 }
 
+// ReloadParams reads back into list what SaveParams wrote in dir (a model's Load, trainer.Loader): every
+// parameter under its name and checkpoint shape, and no other tensor, since the directory is expected to hold
+// this model. Errors start with family ("gpt2: load ...").
+func ReloadParams(family string, b tensor.Backend, dir string, list []NamedParameter, rules CheckpointRules) error {
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil {
+		return errctx.Wrap(family+": load", err)
+	}
+	defer ck.Close()
+	source, lr := MatchCheckpoint(CheckpointTensors(list, rules), ck.Infos(), rules)
+	if p := CheckpointProblems(lr); p != "" {
+		return fmt.Errorf("%s: load %s: not a checkpoint of this model: %s", family, ck.Path, p)
+	}
+	if err := LoadParams(b, ck, list, source, rules); err != nil {
+		return errctx.Wrapf(err, "%s: load %s", family, ck.Path)
+	}
+	return nil
+}
+
 // SaveParams writes list into dir as transformers' save_pretrained(max_shard_size=maxShardBytes) does
 // (loaders.WriteCheckpoint: model.safetensors, or shards with an index above the limit; ≤ 0 means no limit):
 // every parameter in F32 under its name, the rules' Transposed ones back in the checkpoint's layout. dir is

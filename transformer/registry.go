@@ -42,6 +42,18 @@ type Family struct {
 	Skeleton func(dir string, b tensor.Backend) (Adaptable, error)
 }
 
+// Loader adapts a family's LoadPretrained, which returns its own model type, to Family.Load: on error the
+// Adaptable is nil (not an interface holding a nil *M).
+func Loader[M Adaptable](load func(dir string, b tensor.Backend, opts LoadOptions) (M, *LoadReport, error)) func(string, tensor.Backend, LoadOptions) (Adaptable, *LoadReport, error) {
+	return func(dir string, b tensor.Backend, opts LoadOptions) (Adaptable, *LoadReport, error) {
+		m, r, err := load(dir, b, opts)
+		if err != nil {
+			return nil, r, err
+		}
+		return m, r, nil
+	}
+}
+
 var registry = struct {
 	sync.Mutex
 	byType map[string]*Family

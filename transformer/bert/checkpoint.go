@@ -2,8 +2,6 @@ package bert
 
 import (
 	"fmt"
-	"github.com/tune-ml/tune/transformer"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +9,7 @@ import (
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer"
 )
 
 // Save writes the model as transformers' save_pretrained does: config.json and model.safetensors (every
@@ -19,25 +18,8 @@ import (
 // if needed; each file is written to a temporary file and renamed into place.
 func (m *BertForSequenceClassification) Save(dir string) (err error) {
 	defer recoverError(&err)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return errctx.Wrap("transformer: save", err)
-	}
-	list := m.namedParameters()
-	hosts := make([]loaders.HostTensor, 0, len(list))
-	for _, np := range list {
-		v := np.Param.Value
-		vals := make([]float32, v.Numel())
-		if err := m.Backend().Download(vals, v); err != nil {
-			return errctx.Wrapf(err, "transformer: save: reading %s", np.Name)
-		}
-		ht, err := loaders.NewHostTensor(np.Name, tensor.F32, v.Shape, vals)
-		if err != nil {
-			return errctx.Wrap("transformer: save", err)
-		}
-		hosts = append(hosts, ht)
-	}
-	if err := loaders.WriteSafetensors(filepath.Join(dir, loaders.SafetensorsWeightsName), hosts, nil); err != nil {
-		return errctx.Wrap("transformer: save", err)
+	if err := transformer.SaveParams(m.Backend(), dir, m.namedParameters(), transformer.CheckpointRules{}, 0); err != nil {
+		return errctx.Wrap("bert: save", err)
 	}
 	return m.SaveConfig(dir)
 }
@@ -62,29 +44,8 @@ func (m *BertForSequenceClassification) SaveConfig(dir string) error {
 // this model. The weight-cast cache is invalidated.
 func (m *BertForSequenceClassification) Load(dir string) (err error) {
 	defer recoverError(&err)
-	ck, err := loaders.OpenCheckpoint(dir)
-	if err != nil {
-		return errctx.Wrap("transformer: load", err)
-	}
-	defer ck.Close()
-	list := m.namedParameters()
-	want := make(map[string]bool, len(list))
-	for _, np := range list {
-		want[np.Name] = true
-	}
-	var unexpected []string
-	for _, n := range ck.Names() {
-		if !want[n] {
-			unexpected = append(unexpected, n)
-		}
-	}
-	if len(unexpected) > 0 {
-		return fmt.Errorf("transformer: load %s: %d tensors this model does not have: %s", ck.Path, len(unexpected), loaders.SummarizeNames(unexpected, 8))
-	}
-	for _, np := range list {
-		if err := m.loadParam(ck, np.Name, np); err != nil {
-			return errctx.Wrapf(err, "transformer: load %s", ck.Path)
-		}
+	if err := transformer.ReloadParams("bert", m.Backend(), dir, m.namedParameters(), transformer.CheckpointRules{}); err != nil {
+		return err
 	}
 	m.WeightsUpdated()
 	return nil

@@ -12,13 +12,7 @@ func init() {
 	transformer.Register(transformer.Family{
 		Name: "bert", ModelTypes: []string{"bert"},
 		Architectures: []string{"BertForSequenceClassification", "BertModel", "BertForMaskedLM", "BertForPreTraining"},
-		Load: func(dir string, b tensor.Backend, opts transformer.LoadOptions) (transformer.Adaptable, *transformer.LoadReport, error) {
-			m, r, err := LoadPretrained(dir, b, opts)
-			if err != nil {
-				return nil, r, err
-			}
-			return m, r, nil
-		},
+		Load:          transformer.Loader(LoadPretrained),
 		ProjectionPaths: func(dir string) ([]string, error) {
 			h, err := loaders.ReadBertConfig(dir)
 			if err != nil {

@@ -194,18 +194,8 @@ func (m *GPT2LMHeadModel) SaveConfig(dir string) error { return m.Config.WriteCo
 // its name and shape; any other tensor is an error. The weight-cast cache is invalidated.
 func (m *GPT2LMHeadModel) Load(dir string) (err error) {
 	defer recoverError(&err)
-	ck, err := loaders.OpenCheckpoint(dir)
-	if err != nil {
-		return errctx.Wrap("gpt2: load", err)
-	}
-	defer ck.Close()
-	rules := checkpointRules(m.Config)
-	source, lr := transformer.MatchCheckpoint(tensorSpecs(m.Config), ck.Infos(), rules)
-	if p := transformer.CheckpointProblems(lr); p != "" {
-		return fmt.Errorf("gpt2: load %s: not a checkpoint of this model: %s", ck.Path, p)
-	}
-	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, rules); err != nil {
-		return errctx.Wrapf(err, "gpt2: load %s", ck.Path)
+	if err := transformer.ReloadParams("gpt2", m.Backend(), dir, m.namedParameters(), checkpointRules(m.Config)); err != nil {
+		return err
 	}
 	m.WeightsUpdated()
 	return nil

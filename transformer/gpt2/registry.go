@@ -11,13 +11,7 @@ func init() {
 	transformer.Register(transformer.Family{
 		Name: "gpt2", ModelTypes: []string{"gpt2"},
 		Architectures: []string{"GPT2LMHeadModel", "GPT2Model"},
-		Load: func(dir string, b tensor.Backend, opts transformer.LoadOptions) (transformer.Adaptable, *transformer.LoadReport, error) {
-			m, r, err := LoadPretrained(dir, b, opts)
-			if err != nil {
-				return nil, r, err
-			}
-			return m, r, nil
-		},
+		Load:          transformer.Loader(LoadPretrained),
 		ProjectionPaths: func(dir string) ([]string, error) {
 			cfg, err := ReadConfig(dir)
 			if err != nil {

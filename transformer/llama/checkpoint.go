@@ -30,13 +30,7 @@ func init() {
 	transformer.Register(transformer.Family{
 		Name: "llama", ModelTypes: ModelTypes(),
 		Architectures: []string{"LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MistralForCausalLM"},
-		Load: func(dir string, b tensor.Backend, opts transformer.LoadOptions) (transformer.Adaptable, *transformer.LoadReport, error) {
-			m, r, err := LoadPretrained(dir, b, opts)
-			if err != nil {
-				return nil, r, err
-			}
-			return m, r, nil
-		},
+		Load:          transformer.Loader(LoadPretrained),
 		ProjectionPaths: func(dir string) ([]string, error) {
 			cfg, err := ReadConfig(dir)
 			if err != nil {
@@ -200,17 +194,8 @@ func (m *ForCausalLM) SaveConfig(dir string) error {
 // its name and shape, and no other tensor.
 func (m *ForCausalLM) Load(dir string) (err error) {
 	defer recoverError(&err)
-	ck, err := loaders.OpenCheckpoint(dir)
-	if err != nil {
-		return errctx.Wrap("llama: load", err)
-	}
-	defer ck.Close()
-	lr, source := m.match(ck)
-	if len(lr.Missing) > 0 || len(lr.Unexpected) > 0 || len(lr.Mismatched) > 0 {
-		return fmt.Errorf("llama: load %s: %s", ck.Path, transformer.CheckpointProblems(lr))
-	}
-	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, m.rules()); err != nil {
-		return errctx.Wrapf(err, "llama: load %s", ck.Path)
+	if err := transformer.ReloadParams("llama", m.Backend(), dir, m.namedParameters(), m.rules()); err != nil {
+		return err
 	}
 	m.WeightsUpdated()
 	return nil
