@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -252,7 +253,8 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		lm = am
 	}
 	emit, flush := generate.StreamText(stdout, tok, true)
-	if _, err := generate.Generate(lm, ids, opts, emit); errors.Is(err, generate.ErrTooLong) {
+	out, err := generate.Generate(lm, ids, opts, emit)
+	if errors.Is(err, generate.ErrTooLong) {
 		return usageError{err}
 	} else if err != nil {
 		return err
@@ -260,6 +262,25 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if err := flush(); err != nil {
 		return err
 	}
-	_, err = io.WriteString(stdout, "\n")
-	return err
+	if _, err = io.WriteString(stdout, "\n"); err != nil {
+		return err
+	}
+	if len(out) == 1 && slices.Contains(opts.EOS, out[0]) {
+		// An empty line alone does not say why: the model ended its answer at once.
+		what := "the model"
+		if adapter != "" {
+			what = "the model with its adapter"
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "tune: note: nothing was generated: the first new token was the end-of-sequence "+
+			"token (id %d), so %s ends its answer at once; try another prompt%s, or --do-sample\n", out[0], what, chatHint(o.Chat))
+	}
+	return nil
+}
+
+// chatHint suggests --chat to a generate call without it (a chat model may answer only inside its template).
+func chatHint(chat bool) string {
+	if chat {
+		return ""
+	}
+	return ", --chat for a chat model"
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -259,5 +260,31 @@ func TestGenerateLongPromptSaysShortenIt(t *testing.T) {
 	var ue usageError
 	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "lower max_new_tokens") || !strings.Contains(err.Error(), "context of 256") {
 		t.Errorf("--use-cache=false, max_new_tokens 1000: got %v, want a usage error", err)
+	}
+}
+
+// TestGenerateEOSFirstSaysSo (tester2): when the first new token is an end-of-sequence token, generate printed
+// an empty line and nothing else; stderr now says why. Here every id of the tiny Llama's vocabulary is an
+// eos_token_id, so the first token ends it.
+func TestGenerateEOSFirstSaysSo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	copyDir(t, filepath.Join("..", "..", "recipes", "data", "tiny-chat"), dir)
+	ids := make([]string, 756)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	gc := `{"eos_token_id": [` + strings.Join(ids, ",") + `]}`
+	if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(gc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTune(t, "generate", "--model", dir, "--prompt", "hello")
+	if code != exitOK || strings.Count(strings.TrimSpace(out), "\n") != 0 ||
+		!strings.Contains(errOut, "tune: note: nothing was generated: the first new token was the end-of-sequence token (id ") ||
+		!strings.Contains(errOut, "--chat for a chat model") {
+		t.Errorf("exit %d, stdout %q, stderr %q; want one line (the EOS token's text, if any) and the note", code, out, errOut)
+	}
+	code, _, errOut = runTune(t, "generate", "--model", filepath.Join("..", "..", "recipes", "data", "tiny-chat"), "--prompt", "hello", "--max-new-tokens", "3")
+	if code != exitOK || strings.Contains(errOut, "nothing was generated") {
+		t.Errorf("a normal answer: exit %d, stderr %q", code, errOut)
 	}
 }
