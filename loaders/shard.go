@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -51,7 +53,8 @@ func ReadShardIndex(path string) (*ShardIndex, error) {
 			return nil, fmt.Errorf("loaders: %s: metadata.%s: %w", path, key, err)
 		}
 	}
-	for name, shard := range raw.WeightMap {
+	for _, name := range slices.Sorted(maps.Keys(raw.WeightMap)) { // sorted: the same tensor named on every run
+		shard := raw.WeightMap[name]
 		if shard == "" || shard == "." || shard == ".." || filepath.Base(shard) != shard {
 			return nil, fmt.Errorf("loaders: %s: tensor %q maps to %q, which is not a file name in the index's directory", path, name, shard)
 		}

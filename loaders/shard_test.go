@@ -150,3 +150,16 @@ func TestNaturalLess(t *testing.T) {
 		}
 	}
 }
+
+// TestShardIndexNamesTheSameTensor (tester): an index placing several tensors outside its directory named one
+// of them at random (Go's map order); the first in sorted order is named on every run.
+func TestShardIndexNamesTheSameTensor(t *testing.T) {
+	dir := t.TempDir()
+	writeShardedCheckpoint(t, dir, map[string]string{"a.0": "../x.safetensors", "a.1": "../x.safetensors", "a.2": "../y.safetensors"})
+	for range 20 {
+		_, err := OpenCheckpoint(dir)
+		if err == nil || !strings.Contains(err.Error(), `tensor "a.0" maps to "../x.safetensors"`) {
+			t.Fatalf("error %v, want it to name a.0, the first in sorted order", err)
+		}
+	}
+}
