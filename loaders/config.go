@@ -226,11 +226,16 @@ func DescribeJSONError(data []byte, err error) error {
 	return err
 }
 
-// lineColumn returns the 1-based line and column (in bytes) of offset in data.
+// lineColumn returns the 1-based line and column (in bytes) of the byte where an encoding/json error occurred:
+// the last of the offset bytes read, as json.SyntaxError.Offset counts them (line 1 column 1 for offset 0). A
+// newline read last belongs to the line it ends: "{\n" cut short is line 1 column 2, not line 2 column 0.
 func lineColumn(data []byte, offset int64) (line, col int) {
-	offset = min(max(offset, 0), int64(len(data)))
-	line = 1 + bytes.Count(data[:offset], []byte("\n"))
-	col = int(offset) - bytes.LastIndexByte(data[:offset], '\n') - 1
+	i := int(min(max(offset, 1), int64(len(data)))) - 1 // the index of the last byte read
+	if i < 0 {
+		return 1, 1
+	}
+	line = 1 + bytes.Count(data[:i], []byte("\n"))
+	col = i - bytes.LastIndexByte(data[:i], '\n')
 	return line, col
 }
 

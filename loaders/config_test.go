@@ -2,6 +2,7 @@ package loaders
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -235,6 +236,26 @@ func TestPyFloat(t *testing.T) {
 		got, err := pyFloat(tt.v).MarshalJSON()
 		if err != nil || string(got) != tt.want {
 			t.Errorf("pyFloat(%v) = %s (%v), want %s", tt.v, got, err, tt.want)
+		}
+	}
+}
+
+// TestLineColumnOfANewline (tester3): an error whose last byte read is a newline ("{\n" cut short, a raw
+// newline inside a string) was put at "line 2 column 0"; columns are 1-based and the newline ends its line.
+func TestLineColumnOfANewline(t *testing.T) {
+	for _, c := range []struct {
+		data string
+		want string
+	}{
+		{"{\n", "line 1 column 2: unexpected end of JSON input"},
+		{"{\"a\": \"x\ny\"}", "line 1 column 9: invalid character '\\n' in string literal"},
+		{`{"a": x}`, "line 1 column 7: invalid character 'x'"},
+		{"", "line 1 column 1: unexpected end of JSON input"},
+	} {
+		var v any
+		err := DescribeJSONError([]byte(c.data), json.Unmarshal([]byte(c.data), &v))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.data, err, c.want)
 		}
 	}
 }
