@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/errctx"
 )
 
 // Checkpoint layout: output_dir/checkpoint-<global_step>/ holds what Model.Save writes (config.json +
@@ -94,7 +95,7 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 	err := atomicfile.ReplaceDir(final, 0o700, func(tmp string) error {
 		for _, w := range writers {
 			if err := w.write(tmp); err != nil {
-				return fmt.Errorf("%s: %w", w.stage, err)
+				return errctx.Wrap(w.stage, err) // "optimizer: writing ...", without "loaders: " in between
 			}
 			if checkpointHook != nil {
 				if err := checkpointHook(w.stage); err != nil {
@@ -109,7 +110,8 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("trainer: checkpoint: %w", err)
+		// A failed save (a full disk) leaves the checkpoints before it as they were: name the one to resume from.
+		return "", fmt.Errorf("trainer: checkpoint: %w; %s", err, t.lastCheckpointNote())
 	}
 	return final, t.rotateCheckpoints()
 }

@@ -200,6 +200,8 @@ func TestInterruptedSaveKeepsPreviousCheckpoint(t *testing.T) {
 	tr, _, _ := newTestTrainer(t, newBagModel(16, 4, 2, 0), a, data, nil)
 	if _, err := tr.Train(context.Background()); !errors.Is(err, crash) {
 		t.Fatalf("Train returned %v, want the simulated crash", err)
+	} else if !strings.Contains(err.Error(), "the last good checkpoint, checkpoint-2, is kept") {
+		t.Errorf("Train returned %q, want it to name checkpoint-2 as the one kept", err)
 	}
 	checkpointHook = nil
 	cps, _ := Checkpoints(dir)
