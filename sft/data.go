@@ -147,6 +147,9 @@ func Read(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, error
 			return nil, fmt.Errorf("sft: %w", err)
 		}
 		if t := bytes.TrimSpace(raw); len(t) > 0 {
+			if ds.Format == "" {
+				p.detectedLine = line // prepare detects the format from this record
+			}
 			ex, cut, perr := p.prepare(t, &ds.Format)
 			if perr != nil {
 				return nil, fmt.Errorf("sft: %s:%d: %w", name, line, perr)
@@ -179,6 +182,8 @@ type preparer struct {
 	textField string
 	eos       int32
 	hasEOS    bool
+	// detectedLine is the line of the record the format was detected from; 0 when Options.Format gave it.
+	detectedLine int
 }
 
 // prepare tokenizes one JSON record; format is detected on the first record when empty.
@@ -198,6 +203,14 @@ func (p *preparer) prepare(raw []byte, format *string) (Example, bool, error) {
 		default:
 			return Example{}, false, fmt.Errorf("cannot tell the data format: the record has none of the keys %q, \"prompt\"+\"completion\" or \"messages\" (keys: %s)", p.textField, keysOf(rec))
 		}
+	}
+	if want := formatKey(*format, p.textField); rec[want] == nil {
+		how := "as the data format says"
+		if p.detectedLine > 0 {
+			how = fmt.Sprintf("detected from line %d", p.detectedLine)
+		}
+		return Example{}, false, fmt.Errorf("the record has no %q (keys: %s), but the file's format is %s, %s: "+
+			"every line of a file must use the same format", want, keysOf(rec), *format, how)
 	}
 	var ids []int32
 	var sup []bool
@@ -225,6 +238,18 @@ func (p *preparer) prepare(raw []byte, format *string) (Example, bool, error) {
 		}
 	}
 	return Example{InputIDs: ids, Labels: labels}, cut, nil
+}
+
+// formatKey is the key a record of format must hold: "messages", "prompt" (with "completion", checked with
+// its value), or the text field.
+func formatKey(format, textField string) string {
+	switch format {
+	case FormatMessages:
+		return "messages"
+	case FormatPromptCompletion:
+		return "prompt"
+	}
+	return textField
 }
 
 func keysOf(rec map[string]json.RawMessage) string {

@@ -152,6 +152,11 @@ func TestErrors(t *testing.T) {
 		{tk, "\n\n", Options{}, "holds no examples"},
 		{tk, ok + "{\"text\":\"bad \xff byte\"}\n", Options{}, "data.jsonl:2: invalid UTF-8"},
 		{Tokenizer{Tok: tk.Tok}, ok, Options{}, "data.jsonl:1: conversational data needs a chat template"},
+		// A record of another format than the one detected from line 1 (tester2: it said '"messages" must be a
+		// list of messages').
+		{tk, ok + `{"text":"plain"}` + "\n", Options{}, `data.jsonl:2: the record has no "messages" (keys: "text"), but the file's format is messages, detected from line 1`},
+		{tk, `{"text":"plain"}` + "\n" + `{"prompt":"a","completion":"b"}`, Options{}, `data.jsonl:2: the record has no "text" (keys: "completion", "prompt"), but the file's format is text, detected from line 1`},
+		{tk, `{"text":"plain"}`, Options{Format: FormatMessages}, `data.jsonl:1: the record has no "messages" (keys: "text"), but the file's format is messages, as the data format says`},
 	} {
 		_, err := read(t, c.tk, c.data, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
