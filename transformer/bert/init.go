@@ -3,7 +3,6 @@ package bert
 import (
 	"fmt"
 	"github.com/tune-ml/tune/transformer"
-	"math/rand/v2"
 	"strings"
 
 	"github.com/tune-ml/tune/tensor"
@@ -61,21 +60,12 @@ func (m *BertForSequenceClassification) initParam(np transformer.NamedParameter,
 	case strings.HasSuffix(name, "bias") || len(v.Shape) != 2:
 		return m.Backend().Fill(v, 0)
 	}
-	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
-		return nil
+	pad := -1
+	if strings.HasSuffix(name, "word_embeddings.weight") {
+		pad = m.Config.PadTokenID
 	}
-	rng := rand.New(rand.NewPCG(seed, index))
-	host := make([]float32, v.Numel())
-	std := m.Config.InitializerRange
-	for i := range host {
-		host[i] = float32(rng.NormFloat64() * std)
-	}
-	if strings.HasSuffix(name, "word_embeddings.weight") && m.Config.PadTokenID >= 0 {
-		c := v.Shape[1]
-		clear(host[m.Config.PadTokenID*c : (m.Config.PadTokenID+1)*c])
-	}
-	if err := m.Backend().Upload(v, host); err != nil {
-		return fmt.Errorf("transformer: initialising %s: %w", name, err)
+	if err := transformer.InitNormal(m.Backend(), v, m.Config.InitializerRange, seed, index, pad); err != nil {
+		return fmt.Errorf("bert: initialising %s: %w", name, err)
 	}
 	return nil
 }

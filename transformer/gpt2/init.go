@@ -3,7 +3,6 @@ package gpt2
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 
 	"github.com/tune-ml/tune/tensor"
@@ -47,19 +46,11 @@ func (m *GPT2LMHeadModel) initParam(np transformer.NamedParameter, seed, index u
 	case strings.HasSuffix(name, "bias"):
 		return m.Backend().Fill(v, 0)
 	}
-	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
-		return nil
-	}
 	std := m.Config.InitializerRange
 	if strings.HasSuffix(name, "c_proj.weight") {
 		std /= math.Sqrt(2 * float64(m.Config.NLayer))
 	}
-	rng := rand.New(rand.NewPCG(seed, index))
-	host := make([]float32, v.Numel())
-	for i := range host {
-		host[i] = float32(rng.NormFloat64() * std)
-	}
-	if err := m.Backend().Upload(v, host); err != nil {
+	if err := transformer.InitNormal(m.Backend(), v, std, seed, index, -1); err != nil {
 		return fmt.Errorf("gpt2: initialising %s: %w", name, err)
 	}
 	return nil

@@ -2,10 +2,8 @@ package llama
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"strings"
 
-	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -64,19 +62,11 @@ func (m *ForCausalLM) initParam(np transformer.NamedParameter, seed, index uint6
 	case strings.HasSuffix(name, "bias") || len(v.Shape) != 2:
 		return m.Backend().Fill(v, 0)
 	}
-	if tensor.IsMeta(m.Backend()) { // a memory plan: no values to draw
-		return nil
+	pad := -1
+	if name == "model.embed_tokens.weight" {
+		pad = m.Config.PadTokenID
 	}
-	rng := rand.New(rand.NewPCG(seed, index))
-	host := make([]float32, v.Numel())
-	for i := range host {
-		host[i] = float32(rng.NormFloat64() * m.Config.InitializerRange)
-	}
-	if name == "model.embed_tokens.weight" && m.Config.PadTokenID >= 0 {
-		c := v.Shape[1]
-		clear(host[m.Config.PadTokenID*c : (m.Config.PadTokenID+1)*c])
-	}
-	if err := m.Backend().Upload(v, host); err != nil {
+	if err := transformer.InitNormal(m.Backend(), v, m.Config.InitializerRange, seed, index, pad); err != nil {
 		return fmt.Errorf("llama: initialising %s: %w", name, err)
 	}
 	return nil
