@@ -1,8 +1,11 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -241,5 +244,24 @@ func TestBestMetric(t *testing.T) {
 				t.Errorf("BestMetric %q greater %v, want %q %v", a.BestMetric(), a.IsGreaterBetter(), c.want, c.better)
 			}
 		})
+	}
+}
+
+// TestEpochsTimesStepsBeyondTheCount (tester3's residual): num_train_epochs passes Validate up to 1e15, but
+// times the steps of an epoch the count passed 2^63 ("total steps (-9223372036854775808) must be >= 0" with
+// 1e15 epochs of 60,614 steps). Train refuses a total above MaxStepCount, naming num_train_epochs, before it
+// writes anything.
+func TestEpochsTimesStepsBeyondTheCount(t *testing.T) {
+	a := testArgs(t)
+	a.MaxSteps, a.NumTrainEpochs, a.PerDeviceTrainBatchSize = -1, 1e15, 1
+	a.OutputDir = filepath.Join(t.TempDir(), "out")
+	tr, _, _ := newTestTrainer(t, newBagModel(16, 4, 2, 0), a, toyTask(30, 16, 17), nil)
+	_, err := tr.Train(context.Background())
+	var ae *ArgumentError
+	if !errors.As(err, &ae) || ae.Key != "num_train_epochs" || !strings.Contains(err.Error(), "1e+15 epochs of 30 steps make 3e+16 steps") {
+		t.Fatalf("Train: %v, want an ArgumentError on num_train_epochs", err)
+	}
+	if _, err := os.Stat(a.OutputDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("output_dir written: %v", err)
 	}
 }

@@ -68,6 +68,13 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	r.numMicro = (t.train.Len() + a.PerDeviceTrainBatchSize - 1) / a.PerDeviceTrainBatchSize
 	r.total, r.numEpochs = a.TotalSteps(r.numMicro)
 	r.stepsPerEpoch = (r.numMicro + a.GradientAccumulationSteps - 1) / a.GradientAccumulationSteps
+	if n := a.NumTrainEpochs * float64(r.stepsPerEpoch); a.MaxSteps <= 0 && n > MaxStepCount {
+		// Validate bounds num_train_epochs by MaxStepCount alone; times the steps of an epoch it can still pass
+		// 2^63, where the count turns negative ("total steps (-9223372036854775808)").
+		return TrainOutput{}, &ArgumentError{Key: "num_train_epochs", Reason: fmt.Sprintf("%g epochs of %d steps "+
+			"make %.3g steps, more than the %.0e a run can count; lower num_train_epochs or set max_steps",
+			a.NumTrainEpochs, r.stepsPerEpoch, n, float64(MaxStepCount))}
+	}
 	if t.sched, err = NewLRScheduler(a.LRSchedulerType, a.LearningRate, a.NumWarmupSteps(r.total), r.total); err != nil {
 		return TrainOutput{}, err
 	}

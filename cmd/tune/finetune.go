@@ -196,6 +196,11 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if errors.Is(err, trainer.ErrNothingToTrain) {
 		return usageError{err} // a resume_from_checkpoint with nothing after it: bad usage, nothing written
 	}
+	if ae := (*trainer.ArgumentError)(nil); errors.As(err, &ae) {
+		// An argument only the dataset's size shows to be out of range (num_train_epochs × the steps of an
+		// epoch): bad usage, named by its recipe key, nothing written.
+		return usageError{fmt.Errorf("%s: training.%s: %s", r.Source, ae.Key, ae.Reason)}
+	}
 	if err != nil {
 		return err
 	}
