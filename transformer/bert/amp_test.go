@@ -5,6 +5,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestAutocastCloseToFP32 runs the same model and batch in FP32 and under BF16 and FP16 autocast: logits, loss
@@ -16,7 +17,7 @@ func TestAutocastCloseToFP32(t *testing.T) {
 	batch := testBatch(3, 8, cfg.VocabSize, cfg.NumLabels(), []int{8, 5, 2})
 	b := cpuBackend()
 	ref := newTestModel(t, b, cfg, 5)
-	refOut := step(t, ref, batch, 11)
+	refOut := transformertest.Step(t, ref, batch, 11)
 	for _, c := range []struct {
 		policy    amp.Policy
 		tolLogits float64
@@ -28,7 +29,7 @@ func TestAutocastCloseToFP32(t *testing.T) {
 		t.Run(c.policy.String(), func(t *testing.T) {
 			m := newTestModel(t, b, cfg, 5)
 			m.SetPolicy(c.policy)
-			out := step(t, m, batch, 11)
+			out := transformertest.Step(t, m, batch, 11)
 			if e, i := tensortest.RelErr(out.Logits, refOut.Logits); e > c.tolLogits {
 				t.Errorf("logits relative error %.3g at %d (%v vs %v)", e, i, out.Logits[i], refOut.Logits[i])
 			}

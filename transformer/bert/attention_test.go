@@ -12,6 +12,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestSDPAMatchesEager trains one step of the same model with attn_implementation "sdpa" (the fused op, the
@@ -38,7 +39,7 @@ func TestSDPAMatchesEager(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.SetPolicy(c.pol)
-				outs = append(outs, step(t, m, batch, 99))
+				outs = append(outs, transformertest.Step(t, m, batch, 99))
 				if m.shape.impl != impl {
 					t.Fatalf("asked for %s, ran %s", impl, m.shape.impl)
 				}
@@ -157,12 +158,12 @@ func TestAttnImplementationChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := testBatch(2, 5, 50, 3, []int{5, 3})
-	want := step(t, ref, batch, 0)
+	want := transformertest.Step(t, ref, batch, 0)
 	fb := newTestModel(t, refusing{cpuBackend()}, tinyConfig(), 1)
 	var log bytes.Buffer
 	fb.SetLogger(slog.New(slog.NewTextHandler(&log, nil)))
-	got := step(t, fb, batch, 0)
-	step(t, fb, testBatch(2, 3, 50, 3, []int{3, 2}), 0)
+	got := transformertest.Step(t, fb, batch, 0)
+	transformertest.Step(t, fb, testBatch(2, 3, 50, 3, []int{3, 2}), 0)
 	if n := strings.Count(log.String(), "using attn_implementation"); n != 1 {
 		t.Fatalf("the fallback was logged %d times, want once:\n%s", n, log.String())
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // tinyBertConfig is tiny-bert-random's shape: vocab 30,522, hidden 64, 2 layers, 4 heads, intermediate 128.
@@ -29,10 +30,10 @@ func BenchmarkTinyBertStep(b *testing.B) {
 				lens[i] = 64 - 3*i
 			}
 			batch := testBatch(16, 64, cfg.VocabSize, 2, lens)
-			step(b, m, batch, 0)
+			transformertest.Step(b, m, batch, 0)
 			b.ResetTimer()
 			for i := range b.N {
-				step(b, m, batch, uint64(i))
+				transformertest.Step(b, m, batch, uint64(i))
 			}
 			b.ReportMetric(float64(b.N*batch.B*batch.T)/b.Elapsed().Seconds(), "tokens/s")
 		})
@@ -54,10 +55,10 @@ func BenchmarkTinyRecipeStep(b *testing.B) {
 		lens[i] = 12 + (i*5)%9
 	}
 	batch := testBatch(32, 20, cfg.VocabSize, 2, lens)
-	step(b, m, batch, 0)
+	transformertest.Step(b, m, batch, 0)
 	b.ResetTimer()
 	for i := range b.N {
-		step(b, m, batch, uint64(i))
+		transformertest.Step(b, m, batch, uint64(i))
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/step")
 }
@@ -75,7 +76,7 @@ func TestBaseShapeRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := testBatch(2, 16, cfg.VocabSize, 2, []int{16, 11})
-	out := step(t, m, batch, 3)
+	out := transformertest.Step(t, m, batch, 3)
 	_, grads, _ := m.Trainable()
 	norm, err := m.Backend().GlobalNorm([]*tensor.Tensor{grads})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestSaveLoadRoundTrip: Save writes every parameter under its HF name with {"format":"pt"} and a config.json
@@ -200,7 +201,7 @@ func TestTinyBertRandomLoadsAndRuns(t *testing.T) {
 		t.Fatalf("report: %v", report)
 	}
 	batch := testBatch(2, 9, m.Config.VocabSize, m.Config.NumLabels(), []int{9, 4})
-	out := step(t, m, batch, 1)
+	out := transformertest.Step(t, m, batch, 1)
 	for _, v := range append(out.Logits, out.Loss) {
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			t.Fatalf("non-finite output %v loss %v", out.Logits, out.Loss)

@@ -9,6 +9,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestFrozenLayerStoredInHalf: full fine-tuning with layer 0 frozen under BF16. StoreFrozenIn(BF16) stores
@@ -54,7 +55,7 @@ func TestFrozenLayerStoredInHalf(t *testing.T) {
 	if half != 12 { // query, key, value, attention.output.dense, intermediate.dense, output.dense: weight + bias
 		t.Errorf("%d tensors stored in BF16, want 12", half)
 	}
-	lr, lm := step(t, ref, batch, 3), step(t, m, batch, 3)
+	lr, lm := transformertest.Step(t, ref, batch, 3), transformertest.Step(t, m, batch, 3)
 	if lr.Loss != lm.Loss {
 		t.Errorf("loss %v, want %v", lm.Loss, lr.Loss)
 	}

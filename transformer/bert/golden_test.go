@@ -16,6 +16,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // goldenScript makes every file these tests read.
@@ -132,7 +133,7 @@ func goldenTolerance(mode string) float64 {
 func runGolden(t *testing.T, m *BertForSequenceClassification, batch *loaders.Batch, mode string) transformer.Output {
 	t.Helper()
 	m.SetPolicy(goldenPolicies[mode])
-	return step(t, m, batch, 0)
+	return transformertest.Step(t, m, batch, 0)
 }
 
 // checkWeights confirms that detweights produced the weights the script loaded (sum and sum of squares).

@@ -2,9 +2,8 @@ package bert
 
 import (
 	"github.com/tune-ml/tune/transformer"
-	"testing"
-
 	"github.com/tune-ml/tune/transformer/transformertest"
+	"testing"
 )
 
 // TestGradientMatchesFiniteDifferences checks Backward against central differences of the FP32 loss: for every
@@ -33,7 +32,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 				batch.Labels, batch.Targets = nil, []float32{0.5, -1.25, 2}
 			}
 			const seed = 77
-			step(t, m, batch, seed)
+			transformertest.Step(t, m, batch, seed)
 			loss := func() float64 {
 				out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
 				if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestGradientCheckpointingBitExact trains two steps (Philox offsets 0 and 1<<20) of a 3-layer model with
@@ -140,6 +141,6 @@ func TestGradientCheckpointingPlan(t *testing.T) {
 		}
 		t.Logf("%v: arena %d → %d bytes (kept buffers %d, shared %d)", pol.GemmDType(), plain, ck, kept, shared)
 		// The model still trains after planning (the views are carved anew).
-		step(t, m, testBatch(2, 5, cfg.VocabSize, 3, []int{5, 3}), 1)
+		transformertest.Step(t, m, testBatch(2, 5, cfg.VocabSize, 3, []int{5, 3}), 1)
 	}
 }

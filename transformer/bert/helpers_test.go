@@ -2,7 +2,6 @@ package bert
 
 import (
 	"fmt"
-	"github.com/tune-ml/tune/transformer"
 	"math"
 	"strings"
 	"testing"
@@ -70,22 +69,6 @@ func testBatch(b, t, vocab, labels int, lens []int) *loaders.Batch {
 		bt.Labels[1] = -100
 	}
 	return bt
-}
-
-// step runs Forward (train) and Backward(1) after zeroing the gradients, and returns the output.
-func step(t testing.TB, m *BertForSequenceClassification, batch *loaders.Batch, seed uint64) transformer.Output {
-	t.Helper()
-	if err := m.ZeroGrad(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true, Train: true, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Backward(1); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // cpuBackend opens the CPU reference backend.

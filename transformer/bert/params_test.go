@@ -8,6 +8,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestNamedParametersMatchTransformers checks names, order, shapes and weight-decay flags against transformers/models/bert/modeling_bert.py; get_decay_parameter_names in transformers' trainer.py for a 2-layer model: 5 + 16·2 + 2 BERT tensors plus the classifier's 2.
@@ -98,7 +99,7 @@ func TestFrozenParametersGetNoGradient(t *testing.T) {
 	cfg := tinyConfig()
 	batch := testBatch(2, 6, cfg.VocabSize, cfg.NumLabels(), []int{6, 4})
 	full := newTestModel(t, b, cfg, 2)
-	step(t, full, batch, 3)
+	transformertest.Step(t, full, batch, 3)
 	m := newTestModel(t, b, cfg, 2)
 	keep := func(name string) bool {
 		return strings.HasPrefix(name, "classifier.") || strings.Contains(name, "layer.1.attention.self.value.")
@@ -110,8 +111,8 @@ func TestFrozenParametersGetNoGradient(t *testing.T) {
 		t.Run(policy.String(), func(t *testing.T) {
 			m.SetPolicy(policy)
 			full.SetPolicy(policy)
-			step(t, full, batch, 3)
-			step(t, m, batch, 3)
+			transformertest.Step(t, full, batch, 3)
+			transformertest.Step(t, m, batch, 3)
 			params, _, _ := m.Trainable()
 			fullParams := full.namedParameters()
 			n := 0
@@ -158,7 +159,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 			m.SetPolicy(policy)
 			big := testBatch(3, 8, cfg.VocabSize, 3, []int{8, 6, 3})
 			small := testBatch(2, 5, cfg.VocabSize, 3, []int{5, 2})
-			step(t, m, big, 1)
+			transformertest.Step(t, m, big, 1)
 			before := b.allocs
 			for i, batch := range []*struct {
 				name string
@@ -168,7 +169,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 				if batch.b == 1 {
 					bt = small
 				}
-				step(t, m, bt, uint64(i))
+				transformertest.Step(t, m, bt, uint64(i))
 				m.WeightsUpdated()
 				if b.allocs != before {
 					t.Fatalf("%s: %d allocations in a steady-state step", batch.name, b.allocs-before)
@@ -230,7 +231,7 @@ func TestReplaceProjections(t *testing.T) {
 	cfg := tinyConfig()
 	batch := testBatch(2, 6, cfg.VocabSize, 3, []int{6, 4})
 	m := newTestModel(t, b, cfg, 6)
-	before := step(t, m, batch, 1)
+	before := transformertest.Step(t, m, batch, 1)
 	const path = "bert.encoder.layer.1.attention.self.value"
 	var base *transformer.Linear
 	for _, mp := range m.Projections() {
@@ -250,7 +251,7 @@ func TestReplaceProjections(t *testing.T) {
 	if err := m.ReplaceProjections(map[string]transformer.Projection{path: wrapper}); err != nil {
 		t.Fatal(err)
 	}
-	after := step(t, m, batch, 1)
+	after := transformertest.Step(t, m, batch, 1)
 	if e, _ := tensortest.RelErr(after.Logits, before.Logits); e != 0 {
 		t.Errorf("identity wrapper changed the logits (error %g)", e)
 	}
@@ -269,7 +270,7 @@ func TestReplaceProjections(t *testing.T) {
 		t.Errorf("frozen base weight has a gradient")
 	}
 	wrapper.s = 2
-	scaled := step(t, m, batch, 1)
+	scaled := transformertest.Step(t, m, batch, 1)
 	if e, _ := tensortest.RelErr(scaled.Logits, before.Logits); e == 0 {
 		t.Errorf("a scale of 2 left the logits unchanged: the replacement is not called")
 	}

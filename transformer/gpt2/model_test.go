@@ -14,6 +14,7 @@ import (
 	"github.com/tune-ml/tune/tensor/tensortest"
 	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/detweights"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // tinyConfig is a small GPT-2 for fast tests: V 40, P 16, C 16, 2 layers, 2 heads, I 4·C, no dropout.
@@ -68,22 +69,6 @@ func testBatch(b, t, vocab int, lens []int) *loaders.Batch {
 	return bt
 }
 
-// step zeroes the gradients and runs a training Forward and Backward(1).
-func step(t testing.TB, m *GPT2LMHeadModel, batch *loaders.Batch, seed uint64) transformer.Output {
-	t.Helper()
-	if err := m.ZeroGrad(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := m.Forward(batch, transformer.ForwardOptions{Train: true, HostLogits: true, Seed: seed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Backward(1); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestTensorSpecsMatchParameters: the checkpoint name table is the parameter list (one source of names), with
 // the Conv1D weights transposed.
 func TestTensorSpecsMatchParameters(t *testing.T) {
@@ -129,7 +114,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 			}
 			batch := testBatch(2, 7, c.cfg.VocabSize, []int{7, 4})
 			const seed = 91
-			step(t, m, batch, seed)
+			transformertest.Step(t, m, batch, seed)
 			loss := func() float64 {
 				out, err := m.Forward(batch, transformer.ForwardOptions{Train: true, Seed: seed})
 				if err != nil {
@@ -262,7 +247,7 @@ func TestEagerMatchesFused(t *testing.T) {
 					t.Fatal(err)
 				}
 				m.SetPolicy(c.policy)
-				outs = append(outs, step(t, m, batch, 0))
+				outs = append(outs, transformertest.Step(t, m, batch, 0))
 				var g [][]float32
 				for _, np := range m.namedParameters() {
 					g = append(g, tensortest.Download(t, b, np.Param.Grad))

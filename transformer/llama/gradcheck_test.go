@@ -31,7 +31,7 @@ func TestGradientMatchesFiniteDifferences(t *testing.T) {
 				m.Head.ChunkElems = c.chunk
 			}
 			batch := testBatch(3, 6, c.cfg.VocabSize, []int{6, 3, 5})
-			step(t, m, batch)
+			transformertest.Step(t, m, batch, 0)
 			loss := func() float64 {
 				out, err := m.Forward(batch, transformer.ForwardOptions{})
 				if err != nil {

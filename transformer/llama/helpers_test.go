@@ -7,7 +7,6 @@ import (
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
-	"github.com/tune-ml/tune/transformer"
 )
 
 // tinyConfig is a small Llama with grouped-query attention (4 query heads over 2 key/value heads), an explicit
@@ -69,19 +68,4 @@ func testBatch(b, t, vocab int, lens []int) *loaders.Batch {
 	}
 	batch.Labels[2] = -100
 	return batch
-}
-
-func step(t testing.TB, m *ForCausalLM, batch *loaders.Batch) transformer.Output {
-	t.Helper()
-	out, err := m.Forward(batch, transformer.ForwardOptions{Train: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.ZeroGrad(); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Backward(1); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

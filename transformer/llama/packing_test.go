@@ -6,6 +6,7 @@ import (
 
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
+	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
 // TestPackingEqualsSeparateRows: two examples packed into one row (SegmentIDs, positions restarting at each
@@ -31,7 +32,7 @@ func TestPackingEqualsSeparateRows(t *testing.T) {
 		Labels:        append(lab(a), append(lab(c), -100, -100)...)}
 	run := func(batch *loaders.Batch) (transformer.Output, map[string][]float32) {
 		m := newModel(t, b, cfg, 9)
-		out := step(t, m, batch)
+		out := transformertest.Step(t, m, batch, 0)
 		o2, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
 		if err != nil {
 			t.Fatal(err)
