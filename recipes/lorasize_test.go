@@ -2,6 +2,8 @@ package recipes
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,4 +31,42 @@ func TestBuildNamesALoRARankTooLargeForMemory(t *testing.T) {
 		t.Fatalf("error %v, want one naming lora.r that wraps lora.ErrInvalidConfig", err)
 	}
 	t.Log(err)
+}
+
+// TestLayerCountsBoundedBeforeTheSkeleton: a LoRA recipe is checked on the model's skeleton before anything
+// loads (lora.CheckRank), so a layer count that only the recipe or a config.json without weights bounds is
+// refused first, naming the key: model.config.num_hidden_layers 50,000,000 of hidden_size 4 (inside BERT's
+// parameter limit) and a weightless config.json of 10,000,000 Llama layers each ran tune validate out of
+// memory (4.4 GB under a 6 GB limit).
+func TestLayerCountsBoundedBeforeTheSkeleton(t *testing.T) {
+	weightless := t.TempDir()
+	for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join("data", "tiny-chat", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			b = []byte(strings.Replace(string(b), `"num_hidden_layers": 2`, `"num_hidden_layers": 10000000`, 1))
+		}
+		if err := os.WriteFile(filepath.Join(weightless, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		recipe    string
+		overrides []string
+		want      string
+	}{
+		{"tiny", []string{"model.config.num_hidden_layers=50000000", "model.config.hidden_size=4", "model.config.num_attention_heads=1",
+			"model.config.intermediate_size=4"}, "model.config.num_hidden_layers: 50000000 is more than 1000"},
+		{"tiny-chat", []string{"model.path=" + weightless}, "num_hidden_layers 10000000 is more than 1000, and " + weightless + " holds no weights"},
+	} {
+		r, err := Load(c.recipe, append(c.overrides, "lora.r=2", "training.output_dir="+t.TempDir()))
+		if err == nil {
+			err = r.CheckFiles() // what tune validate runs after Load: the model.path files
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %v: %v\nwant an ErrInvalid with %q", c.recipe, c.overrides, err, c.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package recipes
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 
@@ -150,7 +151,15 @@ func (c *ModelConfig) validate(bad func(key, format string, a ...any)) {
 		bad("", "%v", err)
 		return
 	}
-	for _, p := range append(cfg.Problems(), cfg.TrainingProblems()...) {
+	problems := append(cfg.Problems(), cfg.TrainingProblems()...)
+	for _, p := range problems {
 		bad(p.Key, "%s", p.Msg)
+	}
+	// Within BERT's parameter limit a recipe can still ask for millions of tiny layers: every layer is built as
+	// its own tensors, and a LoRA recipe is checked on the model's skeleton before anything loads, so 50,000,000
+	// layers of hidden_size 4 (6.8e9 parameters) took tune validate to 4.4 GB and an out-of-memory crash.
+	if len(problems) == 0 && c.NumHiddenLayers > transformer.MaxConfigLayers {
+		bad("num_hidden_layers", "%d is more than %d: the deepest Transformer trained (DeepNet, Wang et al. 2022) has "+
+			"1,000 layers, BERT-large 24", c.NumHiddenLayers, transformer.MaxConfigLayers)
 	}
 }

@@ -56,6 +56,7 @@ func (r *Recipe) validate(d *decoder) error {
 	if err := transformer.CheckAttnImplementation(r.Model.AttnImplementation); err != nil {
 		bad("model.attn_implementation", "%q is not supported: use \"sdpa\" (fused attention, the default) or \"eager\" (the two-pass reference)", r.Model.AttnImplementation)
 	}
+	before := len(d.problems)
 	switch m := r.Model; {
 	case m.Path == "" && m.Config == nil:
 		bad("model", "set model.path (a Hugging Face checkpoint directory) or model.config (a new model from scratch)")
@@ -75,6 +76,7 @@ func (r *Recipe) validate(d *decoder) error {
 				m.Config.MaxPositionEmbeddings)
 		}
 	}
+	modelOK := len(d.problems) == before // the LoRA checks build the model's skeleton from it
 	r.validateData(bad)
 	if r.IsCausalLM() {
 		r.validateCausalData(d, bad)
@@ -85,7 +87,7 @@ func (r *Recipe) validate(d *decoder) error {
 	if r.LoRA != nil {
 		if err := r.LoRA.Validate(); err != nil {
 			addFieldErrors(err, "lora.", bad)
-		} else {
+		} else if modelOK {
 			r.checkTargets(bad)
 			r.checkRank(bad)
 		}

@@ -79,6 +79,40 @@ func ModelTypes() []string {
 	return modelTypesLocked()
 }
 
+// MaxConfigLayers bounds the layer count of a config.json read without weights beside it, before anything is
+// listed by it: the deepest Transformer trained (DeepNet, Wang et al. 2022) has 1,000 layers, BERT-large 24,
+// Llama 3.1 405B 126. With weights, the checkpoint bounds it (CheckLayerCount).
+const MaxConfigLayers = 1000
+
+// checkConfigLayers refuses a config.json in dir whose num_hidden_layers (n_layer for GPT-2) exceeds
+// MaxConfigLayers: 10000000 layers took tune validate to 2.5 GB listing the projections, and out of memory
+// building them on the meta backend.
+func checkConfigLayers(dir string) error {
+	path := filepath.Join(dir, loaders.ConfigName)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("transformer: %w", err)
+	}
+	var c struct {
+		NumHiddenLayers *float64 `json:"num_hidden_layers"`
+		NLayer          *float64 `json:"n_layer"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return nil // the family's reader names what is wrong with the file
+	}
+	for _, l := range []struct {
+		key string
+		n   *float64
+	}{{"num_hidden_layers", c.NumHiddenLayers}, {"n_layer", c.NLayer}} {
+		if l.n != nil && *l.n > MaxConfigLayers {
+			return fmt.Errorf("transformer: %s: %s %.0f is more than %d, and %s holds no weights to check it against: "+
+				"the deepest Transformer trained (DeepNet, Wang et al. 2022) has 1,000 layers", path, l.key, *l.n,
+				MaxConfigLayers, dir)
+		}
+	}
+	return nil
+}
+
 // modelKind is the part of config.json that picks the family.
 type modelKind struct {
 	ModelType     string   `json:"model_type"`
@@ -139,8 +173,8 @@ func modelTypesLocked() []string {
 
 // ProjectionPaths returns the module paths of the projections of the model the checkpoint in dir builds
 // (Lookup), from its config.json alone, so that a LoRA target_modules that names no module can be refused
-// before the weights load. When dir holds weights, they are first matched with the config (checkFirst), so
-// the list is bounded by the checkpoint, not by the config's num_hidden_layers.
+// before the weights load. The weights in dir are first matched with the config (checkFirst), so the list is
+// bounded by the checkpoint, not by the config's num_hidden_layers (by MaxConfigLayers without weights).
 func ProjectionPaths(dir string) ([]string, error) {
 	f, err := checkFirst(dir)
 	if err != nil {
@@ -169,16 +203,19 @@ func Skeleton(dir string, b tensor.Backend) (Adaptable, error) {
 // checkFirst returns the family of the checkpoint in dir (Lookup) after matching its weights, when dir holds
 // any, with its config.json (Family.Check): a config that describes more layers than the weights hold is
 // refused from the headers before anything is listed by its sizes (num_hidden_layers 10000000 beside two
-// layers made tune validate run out of memory listing the projections). A directory without weights is
-// left to the config alone.
+// layers made tune validate run out of memory listing the projections). A directory without weights is the
+// config alone, its layer count bounded by MaxConfigLayers (checkConfigLayers).
 func checkFirst(dir string) (*Family, error) {
 	f, err := Lookup(dir)
 	if err != nil {
 		return nil, err
 	}
 	ck, err := loaders.OpenCheckpoint(dir)
+	if errors.Is(err, loaders.ErrNoWeights) {
+		return f, checkConfigLayers(dir) // no weights to bound the config by (a config-only download)
+	}
 	if err != nil || f.Check == nil {
-		return f, nil // no weights (or unreadable ones): the load names what is wrong with them
+		return f, nil // unreadable weights: the load names what is wrong with them
 	}
 	defer ck.Close()
 	if _, err := f.Check(dir, ck); err != nil {
