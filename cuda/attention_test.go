@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -250,69 +249,6 @@ func TestAttentionRefusesLargeHeads(t *testing.T) {
 	t.Log(err)
 }
 
-// TestAttentionFwdVariantsMatchCPU checks the forward variants the microbenchmark compares (and the backward
-// on their O and LSE) against the CPU reference in BF16. The variants _m1, _m1o4, _m1s3 and _s3 (64 rows per
-// block, a three-stage K/V ring) run the default's per-row arithmetic in the same order, so their O and LSE must
-// also equal the default kernel's.
-func TestAttentionFwdVariantsMatchCPU(t *testing.T) {
-	gpu := openOrSkip(t)
-	ref := cpu.New()
-	for _, v := range []string{"_sb", "_db", "_bc128", "_m2", "_m1", "_m1o4", "_m1s3", "_s3", "_h3", "_h3s3"} {
-		for i, s := range attnShapes[:5] {
-			t.Run(v+"/"+s.String(), func(t *testing.T) {
-				d := s.data(uint64(i + 1))
-				def := runAttention(t, gpu, s, tensor.BF16, d)
-				defer cuda.SetAttnFwdVariant(v)()
-				g, c := runAttention(t, gpu, s, tensor.BF16, d), runAttention(t, ref, s, tensor.BF16, d)
-				closeTo(t, "O", g.o, c.o, 2e-2)
-				closeTo(t, "LSE", g.lse, c.lse, 1e-4)
-				closeTo(t, "dQ", g.dq, c.dq, 4e-2)
-				if v == "_m1" || v == "_m1o4" || v == "_m1s3" || v == "_s3" {
-					for k := range g.o {
-						if g.o[k] != def.o[k] {
-							t.Fatalf("O[%d] = %v with %s, %v with the default kernel", k, g.o[k], v, def.o[k])
-						}
-					}
-					for k := range g.lse {
-						if g.lse[k] != def.lse[k] {
-							t.Fatalf("LSE[%d] = %v with %s, %v with the default kernel", k, g.lse[k], v, def.lse[k])
-						}
-					}
-				}
-			})
-		}
-	}
-}
-
-// TestAttentionFwdVariantUnknown: a TUNE_ATTN_FWD value that names no forward variant is an error naming it.
-func TestAttentionFwdVariantUnknown(t *testing.T) {
-	gpu := openOrSkip(t)
-	const T, D = 64, 64
-	var bufs []*tensor.Tensor
-	mk := func(dt tensor.DType, n int) *tensor.Tensor {
-		x, err := gpu.Alloc(dt, n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bufs = append(bufs, x)
-		return x
-	}
-	defer func() {
-		for _, x := range bufs {
-			gpu.Free(x)
-		}
-	}()
-	a := tensor.AttentionArgs{B: 1, Hq: 1, Hkv: 1, Tq: T, Tk: T, D: D, Q: tensor.AttnOperand{T: mk(tensor.BF16, T*D)},
-		K: tensor.AttnOperand{T: mk(tensor.BF16, T*D)}, V: tensor.AttnOperand{T: mk(tensor.BF16, T*D)},
-		O: tensor.AttnOperand{T: mk(tensor.BF16, T*D)}, LSE: mk(tensor.F32, T), Scale: 0.125}
-	defer cuda.SetAttnFwdVariant("_m9")()
-	err := gpu.Attention(a)
-	if err == nil || !strings.Contains(err.Error(), `TUNE_ATTN_FWD="_m9"`) {
-		t.Fatalf("TUNE_ATTN_FWD=_m9: got %v, want an error naming it", err)
-	}
-	t.Log(err)
-}
-
 // TestAttentionBwdBitsReuseMatchesRedraw: with dropout and Tk % 4 == 0 the dQ kernel's first sweep stores the
 // keep bits for its second sweep and the dK/dV kernel; the gradients must be bit-identical to every kernel
 // drawing its own bits (tails, causal blocks past the diagonal, GQA, Tq ≠ Tk).
@@ -341,49 +277,6 @@ func TestAttentionBwdBitsReuseMatchesRedraw(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestAttentionDQVariantsMatch: the one-sweep dQ kernel (the default) stores the same Δ as the two-sweep one
-// (same FP32 sums in the same order), so dK and dV must be bit-identical between them, and dQ of every
-// variant (two-sweep, one-sweep with Q from shared memory) must match the CPU reference.
-func TestAttentionDQVariantsMatch(t *testing.T) {
-	gpu := openOrSkip(t)
-	// The dQ variants run on the default backward only; under TUNE_ATTN_BWD=v3 the GQA dK/dV would come
-	// from v3's per-head partials and differ from the default's running sum in the last bits.
-	defer cuda.SetAttnBwdVariant("")()
-	ref := cpu.New()
-	for i, s := range attnShapes {
-		if s.unaligned || (s.D != 64 && s.D != 128) {
-			continue
-		}
-		for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
-			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
-				d := s.data(uint64(i + 1))
-				c := runAttention(t, ref, s, dt, d)
-				r1 := runAttention(t, gpu, s, dt, d)
-				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
-				for _, v := range []string{"dq2", "smq"} {
-					restore := cuda.SetAttnDQVariant(v)
-					r2 := runAttention(t, gpu, s, dt, d)
-					restore()
-					closeTo(t, v+" dQ", r2.dq, c.dq, 2*tol)
-					if v != "dq2" {
-						continue
-					}
-					for _, x := range []struct {
-						name string
-						a, b []float32
-					}{{"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
-						for k := range x.a {
-							if math.Float32bits(x.a[k]) != math.Float32bits(x.b[k]) {
-								t.Fatalf("%s[%d] = %v after the one-sweep dQ kernel, %v after the two-sweep one: Δ differs", x.name, k, x.a[k], x.b[k])
-							}
-						}
-					}
-				}
-			})
-		}
 	}
 }
 

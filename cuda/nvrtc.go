@@ -7,6 +7,7 @@ package cuda
 import "C"
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
@@ -22,7 +23,8 @@ import (
 	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
-// kernelFS holds the CUDA C++ sources compiled at run time. common.cuh is passed to NVRTC as a header.
+// kernelFS holds the CUDA C++ sources compiled at run time. The .cuh files are passed to NVRTC as headers
+// (kernelHeaders).
 //
 //go:embed kernels/*.cu kernels/*.cuh
 var kernelFS embed.FS
@@ -36,12 +38,12 @@ var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 // --ptxas-options=-v to read the kernels' register and spill counts from NVRTC's log (KernelRegistersForTest).
 var nvrtcExtraOptions []string
 
-// optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for attention.cu,
-// lnbwd.cu and layernorm2.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a segmentation fault
-// inside nvrtcCompileProgram) when line information is requested; compute-sanitizer then reports their
-// errors by kernel name and PC.
+// optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for the attention files
+// (attention_*.cu), lnbwd.cu and layernorm2.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a
+// segmentation fault inside nvrtcCompileProgram) when line information is requested; compute-sanitizer then
+// reports their errors by kernel name and PC.
 func optionsFor(file string) []string {
-	if file != "attention.cu" && file != "lnbwd.cu" && file != "layernorm2.cu" {
+	if !strings.HasPrefix(file, "attention") && file != "lnbwd.cu" && file != "layernorm2.cu" {
 		return kernelOptions
 	}
 	var out []string
@@ -61,16 +63,22 @@ type kernelVariant struct {
 }
 
 // kernelVariants are the kernel modules compiled from another embedded file: the attention modules
-// (attnModules: kernels/attention.cu split by kernel family and variant set, so that a process compiles only
+// (attnModules: kernels/attention_fwd.cu and attention_bwd.cu per kernel family, so that a process compiles only
 // the kernels it launches).
 var kernelVariants = attnModules()
 
-// kernelFiles lists the embedded .cu files and the kernelVariants, sorted.
+// kernelFiles lists the kernel modules, sorted: the embedded .cu files (except those only compiled as the base
+// of kernelVariants, e.g. kernels/attention_fwd.cu, which needs the macros of its variants) and the
+// kernelVariants.
 func kernelFiles() []string {
+	bases := map[string]bool{}
+	for _, v := range kernelVariants {
+		bases[v.base] = true
+	}
 	ents, _ := kernelFS.ReadDir("kernels")
 	var out []string
 	for _, e := range ents {
-		if strings.HasSuffix(e.Name(), ".cu") {
+		if strings.HasSuffix(e.Name(), ".cu") && !bases[e.Name()] {
 			out = append(out, e.Name())
 		}
 	}
@@ -194,16 +202,20 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 		return nil, fmt.Errorf("cuda: no embedded kernel file %q: %w", file, err)
 	}
 	src = append([]byte(prefix), src...)
-	hdr, err := kernelFS.ReadFile("kernels/common.cuh")
+	hdrs, err := kernelHeaders()
 	if err != nil {
-		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
+		return nil, err
 	}
 	opts := append(append([]string{tgt}, optionsFor(base)...), nvrtcExtraOptions...)
 	h := sha256.New()
 	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
 	h.Write(src)
 	h.Write([]byte{0})
-	h.Write(hdr)
+	h.Write(hdrs[0].src) // common.cuh, which every file includes
+	for _, x := range includedHeaders(src, hdrs[1:]) {
+		fmt.Fprintf(h, "\x00%s\x00", x.name)
+		h.Write(x.src)
+	}
 	key := hex.EncodeToString(h.Sum(nil))[:24]
 	ext := ".ptx"
 	if cubin {
@@ -219,7 +231,7 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 			return &kernelImage{data: data, cubin: cubin, path: cachePath}, nil
 		}
 	}
-	data, log, err := nvrtcCompile(string(src), file, string(hdr), opts, cubin)
+	data, log, err := nvrtcCompile(string(src), file, hdrs, opts, cubin)
 	if err != nil {
 		return nil, err
 	}
@@ -240,19 +252,82 @@ func writeCache(dir, dst string, data []byte) error {
 	return atomicfile.WriteFile(dst, data, 0o600)
 }
 
-// nvrtcCompile runs NVRTC on one source with common.cuh as its only header.
-func nvrtcCompile(src, name, header string, opts []string, cubin bool) ([]byte, string, error) {
+// kernelHeader is one embedded header file (kernels/*.cuh).
+type kernelHeader struct {
+	name string // e.g. "common.cuh", as a kernel file includes it
+	src  []byte
+}
+
+// kernelHeaders returns the embedded headers, common.cuh first, then the others by name.
+func kernelHeaders() ([]kernelHeader, error) {
+	common, err := kernelFS.ReadFile("kernels/common.cuh")
+	if err != nil {
+		return nil, fmt.Errorf("cuda: embedded kernels/common.cuh is missing: %w", err)
+	}
+	out := []kernelHeader{{"common.cuh", common}}
+	ents, _ := kernelFS.ReadDir("kernels")
+	for _, e := range ents {
+		if n := e.Name(); strings.HasSuffix(n, ".cuh") && n != "common.cuh" {
+			b, err := kernelFS.ReadFile("kernels/" + n)
+			if err != nil {
+				return nil, fmt.Errorf("cuda: embedded kernels/%s: %w", n, err)
+			}
+			out = append(out, kernelHeader{n, b})
+		}
+	}
+	return out, nil
+}
+
+// includedHeaders returns the headers of hdrs that src includes, directly or through another of them, in
+// hdrs' order: the ones a compile's cache key must cover (a file that includes only common.cuh keeps the key
+// it had before other headers existed).
+func includedHeaders(src []byte, hdrs []kernelHeader) []kernelHeader {
+	in := make([]bool, len(hdrs))
+	for changed := true; changed; {
+		changed = false
+		for i, x := range hdrs {
+			if in[i] {
+				continue
+			}
+			inc := []byte(`#include "` + x.name + `"`)
+			found := bytes.Contains(src, inc)
+			for k := range hdrs {
+				found = found || (in[k] && bytes.Contains(hdrs[k].src, inc))
+			}
+			if found {
+				in[i], changed = true, true
+			}
+		}
+	}
+	var out []kernelHeader
+	for i, x := range hdrs {
+		if in[i] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// nvrtcCompile runs NVRTC on one source with the embedded headers.
+func nvrtcCompile(src, name string, headers []kernelHeader, opts []string, cubin bool) ([]byte, string, error) {
 	csrc, cname := C.CString(src), C.CString(name)
 	defer C.free(unsafe.Pointer(csrc))
 	defer C.free(unsafe.Pointer(cname))
-	chdr, chname := C.CString(header), C.CString("common.cuh")
-	defer C.free(unsafe.Pointer(chdr))
-	defer C.free(unsafe.Pointer(chname))
-	hdrs := (**C.char)(C.malloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
-	hnames := (**C.char)(C.malloc(C.size_t(unsafe.Sizeof(uintptr(0)))))
+	nh := len(headers)
+	hdrs := (**C.char)(C.malloc(C.size_t(nh) * C.size_t(unsafe.Sizeof(uintptr(0)))))
+	hnames := (**C.char)(C.malloc(C.size_t(nh) * C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer C.free(unsafe.Pointer(hdrs))
 	defer C.free(unsafe.Pointer(hnames))
-	*hdrs, *hnames = chdr, chname
+	hs, hn := unsafe.Slice(hdrs, nh), unsafe.Slice(hnames, nh)
+	for i, x := range headers {
+		hs[i], hn[i] = C.CString(string(x.src)), C.CString(x.name)
+	}
+	defer func() {
+		for i := range headers {
+			C.free(unsafe.Pointer(hs[i]))
+			C.free(unsafe.Pointer(hn[i]))
+		}
+	}()
 	copts := (**C.char)(C.malloc(C.size_t(len(opts)) * C.size_t(unsafe.Sizeof(uintptr(0)))))
 	defer C.free(unsafe.Pointer(copts))
 	optSlice := unsafe.Slice(copts, len(opts))
@@ -270,7 +345,7 @@ func nvrtcCompile(src, name, header string, opts []string, cubin bool) ([]byte, 
 	if cubin {
 		cb = 1
 	}
-	st := C.tc_nvrtc_compile(csrc, cname, 1, hdrs, hnames, C.int(len(opts)), copts, cb, &out, &outlen, &log)
+	st := C.tc_nvrtc_compile(csrc, cname, C.int(nh), hdrs, hnames, C.int(len(opts)), copts, cb, &out, &outlen, &log)
 	var logStr string
 	if log != nil {
 		logStr = strings.TrimSpace(C.GoString(log))

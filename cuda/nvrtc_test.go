@@ -102,7 +102,7 @@ func TestWarmKernelCache(t *testing.T) {
 
 // TestKernelRegisters prints, for the kernel files named in TUNE_KERNEL_REGS (comma-separated module names, or
 // "all"), each kernel's registers and spilled bytes as ptxas reports them (NVRTC --ptxas-options=-v, sm_90
-// unless TUNE_CUDA_ARCH names another compute capability), e.g. TUNE_KERNEL_REGS=attention_bf16_d64.cu; it is
+// unless TUNE_CUDA_ARCH names another compute capability), e.g. TUNE_KERNEL_REGS=attention_bwd_bf16_d64.cu; it is
 // skipped when the variable is unset. Two blocks of 128 threads fit an SM at ≤ 255 registers, three at ≤ 168,
 // four at ≤ 128.
 func TestKernelRegisters(t *testing.T) {

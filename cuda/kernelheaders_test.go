@@ -1,0 +1,51 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"path"
+	"strings"
+	"testing"
+)
+
+// TestIncludedHeaders: a compile's cache key covers exactly the headers its file includes (besides common.cuh,
+// which all do): the attention files attention.cuh, every other file none, so adding a header leaves the cached
+// kernels of the files that do not include it valid.
+func TestIncludedHeaders(t *testing.T) {
+	hdrs, err := kernelHeaders()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hdrs[0].name != "common.cuh" {
+		t.Fatalf("first header %s, want common.cuh", hdrs[0].name)
+	}
+	ents, _ := kernelFS.ReadDir("kernels")
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".cu") {
+			continue
+		}
+		src, err := kernelFS.ReadFile(path.Join("kernels", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, h := range includedHeaders(src, hdrs[1:]) {
+			got = append(got, h.name)
+		}
+		want := ""
+		if strings.Contains(string(src), `#include "attention.cuh"`) {
+			want = "attention.cuh"
+		}
+		if strings.HasPrefix(e.Name(), "attention_") != (want != "") && e.Name() != "attention_f32.cu" {
+			t.Errorf("%s: want the attention files, and only them, to include attention.cuh", e.Name())
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("%s includes headers %v, want %q", e.Name(), got, want)
+		}
+	}
+	// Through another header: a file including only attention.cuh also gets what attention.cuh includes.
+	fake := []kernelHeader{{"a.cuh", []byte(`#include "b.cuh"`)}, {"b.cuh", []byte("x")}, {"c.cuh", nil}}
+	if got := includedHeaders([]byte(`#include "a.cuh"`), fake); len(got) != 2 || got[0].name != "a.cuh" || got[1].name != "b.cuh" {
+		t.Errorf("transitive includes: got %v, want a.cuh and b.cuh", got)
+	}
+}

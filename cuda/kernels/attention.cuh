@@ -1,0 +1,224 @@
+// attention.cuh: what the fused attention kernels share (kernels/attention_fwd.cu, attention_bwd.cu,
+// attention_ref.cu; tensor.Backend.Attention and AttentionBackward, cuda/attention.go): the AttnParams argument
+// block, the dropout keep bits (the Dropout op's Philox stream) and the tensor-core helpers (cp.async, ldmatrix,
+// mma.sync, XOR-swizzled tiles, keep-bit masks in shared memory).
+//
+// The algorithm is FlashAttention-2's (Dao, "FlashAttention-2: Faster Attention with Better Parallelism and Work
+// Partitioning", 2023): the (Tq, Tk) scores never leave registers; the forward keeps a running row max and sum
+// (online softmax) and writes O and the FP32 log-sum-exp; the backward recomputes P from the LSE.
+//
+// Numerics (docs/ATTENTION.md): S = Q·Kᵀ·scale + mask and the softmax statistics are FP32 in registers; P is
+// rounded to the half dtype only as the A operand of P·V (forward) and of dV = P'ᵀ·dO, dS only as the A
+// operand of dQ = dS·K and dK = dSᵀ·Q; O, dQ, dK, dV are rounded once on store (common.cuh's exact RNE).
+// Without a mask and with scale > 0 the exponent is computed as FlashAttention does,
+// exp2(s·scale·log2 e − m), one FMA per score; with a mask the natural-log domain is kept
+// (exp2((s·scale + mask − m)·log2 e)) so a finfo.min mask cannot overflow. A row with no visible key gives
+// O = 0 and LSE = −Inf. Dropout keeps element (b, h, i, j) exactly when the Dropout op keeps element
+// n = ((b·Hq + h)·Tq + i)·Tk + j (tensor.PhiloxKeep: word n%4 of the Philox block at counter offset + n/4).
+#pragma once
+#include "common.cuh"
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+#define POS_INF __int_as_float(0x7f800000)
+
+// AttnParams: every pointer is the operand's first element; strides are in elements ([0] batch, [1] head,
+// [2] position; d is contiguous).
+struct AttnParams {
+	const void *q, *k, *v;
+	void *o;
+	float *lse;
+	const float *mask;
+	const int *seg;
+	const void *dout;
+	void *dq, *dk, *dv;
+	float *delta;
+	u16 *bits; // backward scratch: the dropout keep bits of every (query, key), bitsw words per query row
+	i64 qs[3], ks[3], vs[3], os[3], dos[3], dqs[3], dks[3], dvs[3];
+	i64 B, Hq, Hkv, Tq, Tk, D;
+	float scale, p, dscale, pad0;
+	u64 seed, offset;
+	i64 causal, dtype, bitsw;
+	i64 bitsready; // backward: p.bits already holds every keep bit (the forward drew them into AttentionArgs.KeepBits)
+	i64 lpt;       // backward with ORD: (batch, head) pairs per block-order chunk (order_block)
+};
+
+// keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
+// exact in FP32).
+__device__ __forceinline__ u32 keep_thr(float p) { return (u32)ceilf(p * 16777216.0f); }
+
+__device__ __forceinline__ u32 pick(uint4 v, int r) { return r == 0 ? v.x : r == 1 ? v.y : r == 2 ? v.z : v.w; }
+
+// keep1 reports whether dense element n survives dropout.
+__device__ __forceinline__ bool keep1(u64 n, const AttnParams &p, u32 thr) {
+	u64 ctr = p.offset + (n >> 2);
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), make_uint2((u32)p.seed, (u32)(p.seed >> 32)));
+	return (pick(blk, (int)(n & 3)) >> 8) >= thr;
+}
+
+// keep2 draws elements n and n+1 with one Philox block unless they straddle two.
+__device__ __forceinline__ void keep2(u64 n, const AttnParams &p, u32 thr, bool &k0, bool &k1) {
+	u64 ctr = p.offset + (n >> 2);
+	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
+	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+	int r = (int)(n & 3);
+	k0 = (pick(blk, r) >> 8) >= thr;
+	if (r == 3) {
+		u64 c2 = ctr + 1;
+		uint4 b2 = philox4x32_10(make_uint4((u32)c2, (u32)(c2 >> 32), 0u, 0u), key);
+		k1 = (b2.x >> 8) >= thr;
+	} else {
+		k1 = (pick(blk, r + 1) >> 8) >= thr;
+	}
+}
+
+
+// ---------------------------------------------------------------------------------------------------------
+// Tensor-core path (sm_80+).
+
+__device__ __forceinline__ u32 smem_addr(const void *p) {
+	u32 r;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+	return r;
+}
+
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+#if __CUDA_ARCH__ >= 800
+#define TC_OK 1
+
+// cp16 copies 16 bytes global → shared, or writes 16 zero bytes when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp16(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+__device__ __forceinline__ void ldsm4(u32 r[4], u32 a) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+__device__ __forceinline__ void ldsm4t(u32 r[4], u32 a) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+}
+
+// mma: c (16×8 FP32) += a (16×16, row) · b (16×8, col), both BF16 or both FP16.
+template <bool BF> __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+	if constexpr (BF) {
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	} else {
+		asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+		             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+	}
+}
+
+// pack2 rounds (lo, hi) to two halves of one register (lo in the low 16 bits), for MMA operands only.
+template <bool BF> __device__ __forceinline__ u32 pack2(float lo, float hi) {
+	u32 r;
+	if constexpr (BF) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
+}
+
+// store2 rounds two outputs exactly as common.cuh's st (RNE, NaN rules of tensor.F32ToF16/F32ToBF16).
+template <bool BF> __device__ __forceinline__ u32 store2(float lo, float hi) {
+	if constexpr (BF) return (u32)f32_to_bf16(lo) | ((u32)f32_to_bf16(hi) << 16);
+	else return (u32)f32_to_f16(lo) | ((u32)f32_to_f16(hi) << 16);
+}
+#endif
+
+// swz is the offset (in halves) of 16-byte chunk ch of row r in a tile of rows of D halves.
+template <int D> __device__ __forceinline__ int swz(int r, int ch) { return r * D + ((ch ^ (r & 7)) << 3); }
+
+#ifdef TC_OK
+// load_tile queues ROWS rows of D halves (row stride st elements) into s; rows ≥ nvalid are zero-filled.
+template <int D, int ROWS> __device__ __forceinline__ void load_tile(u16 *s, const u16 *g, i64 st, int nvalid, int tid) {
+	constexpr int CPR = D / 8, N = ROWS * CPR / 128;
+#pragma unroll
+	for (int it = 0; it < N; it++) {
+		int c = tid + it * 128, r = c / CPR, ch = c % CPR;
+		bool ok = r < nvalid;
+		cp16(smem_addr(s + swz<D>(r, ch)), ok ? g + (i64)r * st + ch * 8 : g, ok);
+	}
+}
+
+// store_rows copies a warp's ROWS staged rows (tile rows r0.., already rounded) to global rows r0+row0.. < nvalid.
+template <int D, int ROWS> __device__ __forceinline__ void store_rows(u16 *g, i64 st, const u16 *s, int r0, int nvalid, int lane) {
+	constexpr int CPR = D / 8;
+#pragma unroll
+	for (int it = 0; it < ROWS * CPR / 32; it++) {
+		int c = lane + it * 32, r = r0 + c / CPR, ch = c % CPR;
+		if (r < nvalid) *(uint4 *)(g + (i64)r * st + ch * 8) = *(const uint4 *)(s + swz<D>(r, ch));
+	}
+}
+
+// forbidden reports whether query i may not see key j (tail, causal, segments); i < Tq is assumed or harmless.
+__device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int j, int shift) {
+	if (j >= p.Tk) return true;
+	if (p.causal && j > i + shift) return true;
+	if (p.seg && i < p.Tq && p.seg[(i64)b * p.Tq + i] != p.seg[(i64)b * p.Tk + j]) return true;
+	return false;
+}
+
+// draw_bits fills bits (ROWS rows of COLS/16 words) with the dropout keep bits of a (query, key) tile: bit
+// c % 16 of word r·COLS/16 + c/16 keeps dense element (hbase + r0 + r)·Tk + c0 + c. Needs Tk % 4 == 0 (and c0
+// % 16 == 0), so each Philox block gives the words of four consecutive keys of one row: one block per four
+// scores, shared by the block's threads through shared memory. With gb (the backward's p.bits) the words of
+// rows r0 + r < Tq are also stored there, at word (hbase + r0 + r)·bitsw + c0/16 + c/16, for load_bits.
+template <int ROWS, int COLS>
+__device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid, u16 *gb = nullptr) {
+	constexpr int W = COLS / 16;
+	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
+#pragma unroll 1
+	for (int w = tid; w < ROWS * W; w += 128) {
+		u64 n = (hbase + (u64)(r0 + w / W)) * (u64)p.Tk + (u64)(c0 + (w % W) * 16);
+		u64 ctr = p.offset + (n >> 2);
+		u32 m = 0;
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			u64 c = ctr + q;
+			uint4 blk = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), 0u, 0u), key);
+			m |= ((u32)((blk.x >> 8) >= thr) | ((u32)((blk.y >> 8) >= thr) << 1) | ((u32)((blk.z >> 8) >= thr) << 2) |
+			      ((u32)((blk.w >> 8) >= thr) << 3)) << (4 * q);
+		}
+		bits[w] = (u16)m;
+		if (gb && r0 + w / W < p.Tq) gb[(hbase + (u64)(r0 + w / W)) * (u64)p.bitsw + (u64)(c0 / 16 + w % W)] = (u16)m;
+	}
+}
+
+// cp4 copies 4 bytes global → shared, or writes 4 zero bytes when !valid.
+__device__ __forceinline__ void cp4(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0));
+}
+
+// cp8 copies 8 bytes global → shared, or writes 8 zero bytes when !valid.
+__device__ __forceinline__ void cp8(u32 dst, const void *src, bool valid) {
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dst), "l"(src), "r"(valid ? 8 : 0));
+}
+
+// load_bits queues the keep bits draw_bits stored in p.bits for the 64-key tile at key c0 of ROWS query rows
+// r0.. (rows ≥ Tq read as zeros) into bits, laid out as draw_bits<ROWS, 64> lays them out: one 8-byte chunk
+// per row (bitsw is a multiple of 4 and c0 of 64, so every chunk is aligned).
+template <int ROWS> __device__ __forceinline__ void load_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, int tid) {
+#pragma unroll 1
+	for (int r = tid; r < ROWS; r += 128) {
+		bool ok = r0 + r < p.Tq;
+		const u16 *src = p.bits + (ok ? (hbase + (u64)(r0 + r)) * (u64)p.bitsw + (u64)(c0 / 16) : 0);
+		cp8(smem_addr(bits + r * 4), src, ok);
+	}
+}
+
+// bit_at reads bit (r, c) of a draw_bits mask of COLS columns.
+template <int COLS> __device__ __forceinline__ bool bit_at(const u16 *bits, int r, int c) {
+	return (bits[r * (COLS / 16) + (c >> 4)] >> (c & 15)) & 1;
+}
+#endif
