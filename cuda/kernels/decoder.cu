@@ -129,15 +129,10 @@ extern "C" __global__ void residual_rmsnorm_fwd(void *sum, int dts, void *out, i
 	if (lane == 0) rstd[row] = r;
 }
 
-// rmsnorm_bwd: dx = rstd·(g − n̂·mean(g·n̂)), g = round_x(dout·w), n̂ = x·rstd. dx may alias dout or x: each lane
-// reads its elements before it writes them.
-extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
-                                       const void *w, int dtw, const float *rstd, i64 N, int C, int vec) {
-	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-	int lane = threadIdx.x % 32;
-	if (row >= N) return;
-	i64 base = row * C;
-	float r = rstd[row];
+// rms_bwd_mean returns the warp's mean(g·n̂) over its row at base (g = round_x(dout·w), n̂ = x·rstd), the first
+// pass of rmsnorm_bwd and rmsnorm_bwd_residual.
+__device__ __forceinline__ float rms_bwd_mean(const void *dout, int dtd, const void *x, int dtx, const void *w, int dtw,
+                                              float r, i64 base, int C, int lane, int vec) {
 	float s = 0.0f;
 	if (vec) {
 		for (int c = lane * 4; c < C; c += 128) {
@@ -149,7 +144,19 @@ extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int
 		for (int c = lane; c < C; c += 32)
 			s += round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) * (ld(x, dtx, base + c) * r);
 	}
-	float m = warp_sum(s) / (float)C;
+	return warp_sum(s) / (float)C;
+}
+
+// rmsnorm_bwd: dx = rstd·(g − n̂·mean(g·n̂)), g = round_x(dout·w), n̂ = x·rstd. dx may alias dout or x: each lane
+// reads its elements before it writes them.
+extern "C" __global__ void rmsnorm_bwd(void *dx, int dtdx, const void *dout, int dtd, const void *x, int dtx,
+                                       const void *w, int dtw, const float *rstd, i64 N, int C, int vec) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	float r = rstd[row];
+	float m = rms_bwd_mean(dout, dtd, x, dtx, w, dtw, r, base, C, lane, vec);
 	if (vec) {
 		for (int c = lane * 4; c < C; c += 128) {
 			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c), o;
@@ -179,18 +186,7 @@ extern "C" __global__ void rmsnorm_bwd_residual(void *dx, int dtdx, void *dxh, i
 	if (row >= N) return;
 	i64 base = row * C;
 	float r = rstd[row];
-	float s = 0.0f;
-	if (vec) {
-		for (int c = lane * 4; c < C; c += 128) {
-			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c);
-#pragma unroll
-			for (int k = 0; k < 4; k++) s += round_to(d.v[k] * g.v[k], dtx) * (a.v[k] * r);
-		}
-	} else {
-		for (int c = lane; c < C; c += 32)
-			s += round_to(ld(dout, dtd, base + c) * ld(w, dtw, c), dtx) * (ld(x, dtx, base + c) * r);
-	}
-	float m = warp_sum(s) / (float)C;
+	float m = rms_bwd_mean(dout, dtd, x, dtx, w, dtw, r, base, C, lane, vec);
 	if (vec) {
 		for (int c = lane * 4; c < C; c += 128) {
 			F4 a = ld4(x, dtx, base + c), d = ld4(dout, dtd, base + c), g = ld4(w, dtw, c), o;

@@ -216,20 +216,10 @@ extern "C" __global__ void xent_fwd_rows(float *losses, const void *logits, int 
 	if (threadIdx.x == 0) losses[row] = lse - ld(logits, dtl, base + lab);
 }
 
-// xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads for
-// the statistics end before block_lse's barrier, and each element is read before it is written.
-extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
-                                         int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
-	i64 row = blockIdx.x;
-	if (row >= N) return;
-	int t = threadIdx.x, nt = blockDim.x;
-	i64 lab = ldi(labels, dtlab, row);
-	i64 base = row * V;
-	if (lab == ignore) {
-		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
-		return;
-	}
-	float lse = block_lse(logits, dtl, base, V, vec);
+// xent_grad_row writes thread t's part (of nt) of the row of dlogits = scale·(exp(logits − lse) − onehot(lab)), 16 bytes per access
+// when vec and the dtypes agree (xent_bwd_rows, xent_fused_rows); each element is read before it is written.
+__device__ __forceinline__ void xent_grad_row(void *dlogits, int dtd, const void *logits, int dtl, i64 base, int V,
+                                              i64 lab, float lse, float scale, int vec, int t, int nt) {
 	if (vec && dtd == dtl) {
 		int per = dtl == DT_F32 ? 4 : 8;
 		for (int c = per * t; c < V; c += per * nt) {
@@ -251,6 +241,23 @@ extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *log
 			st(dlogits, dtd, base + c, scale * p);
 		}
 	}
+}
+
+// xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads for
+// the statistics end before block_lse's barrier, and each element is read before it is written.
+extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
+                                         int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
+	i64 row = blockIdx.x;
+	if (row >= N) return;
+	int t = threadIdx.x, nt = blockDim.x;
+	i64 lab = ldi(labels, dtlab, row);
+	i64 base = row * V;
+	if (lab == ignore) {
+		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
+		return;
+	}
+	float lse = block_lse(logits, dtl, base, V, vec);
+	xent_grad_row(dlogits, dtd, logits, dtl, base, V, lab, lse, scale, vec, t, nt);
 }
 
 // argmax_better reports whether (v, i) beats (bv, bi): larger, or NaN over a number, or equal (both NaN
@@ -415,24 +422,5 @@ extern "C" __global__ void xent_fused_rows(float *losses, int *pred, void *dlogi
 		for (int c = t; c < V; c += nt) st(dlogits, dtd, base + c, 0.0f);
 		return;
 	}
-	if (vec && dtd == dtl) {
-		for (int c = per * t; c < V; c += per * nt) {
-			float v[8];
-			int n = ld16b(logits, dtl, base + c, v);
-#pragma unroll
-			for (int k = 0; k < 8; k++) {
-				if (k >= n) break;
-				float p = expf(v[k] - lse);
-				if (c + k == lab) p = p - 1.0f;
-				v[k] = scale * p;
-			}
-			st16b(dlogits, dtd, base + c, v);
-		}
-	} else {
-		for (int c = t; c < V; c += nt) {
-			float p = expf(ld(logits, dtl, base + c) - lse);
-			if (c == lab) p = p - 1.0f;
-			st(dlogits, dtd, base + c, scale * p);
-		}
-	}
+	xent_grad_row(dlogits, dtd, logits, dtl, base, V, lab, lse, scale, vec, t, nt);
 }
