@@ -23,6 +23,22 @@
 // summation order does.
 #include "common.cuh"
 
+// rms_scale_row writes the warp's row out = w·round_x(x·r) of the row x at base (dtype dtx, the rounding's):
+// the second pass of rmsnorm_fwd and residual_rmsnorm_fwd.
+__device__ __forceinline__ void rms_scale_row(void *out, int dto, const void *x, int dtx, const void *w, int dtw, float r,
+                                              i64 base, int C, int lane, int vec) {
+	if (vec) {
+		for (int c = lane * 4; c < C; c += 128) {
+			F4 a = ld4(x, dtx, base + c), g = ld4(w, dtw, c), o;
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(a.v[k] * r, dtx);
+			st4(out, dto, base + c, o);
+		}
+	} else {
+		for (int c = lane; c < C; c += 32) st(out, dto, base + c, ld(w, dtw, c) * round_to(ld(x, dtx, base + c) * r, dtx));
+	}
+}
+
 extern "C" __global__ void rmsnorm_fwd(void *out, int dto, float *rstd, const void *x, int dtx, const void *w,
                                        int dtw, i64 N, int C, float eps, int vec) {
 	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
@@ -44,16 +60,7 @@ extern "C" __global__ void rmsnorm_fwd(void *out, int dto, float *rstd, const vo
 	}
 	float ms = warp_sum(s) / (float)C;
 	float r = (float)(1.0 / sqrt((double)(ms + eps)));
-	if (vec) {
-		for (int c = lane * 4; c < C; c += 128) {
-			F4 a = ld4(x, dtx, base + c), g = ld4(w, dtw, c), o;
-#pragma unroll
-			for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(a.v[k] * r, dtx);
-			st4(out, dto, base + c, o);
-		}
-	} else {
-		for (int c = lane; c < C; c += 32) st(out, dto, base + c, ld(w, dtw, c) * round_to(ld(x, dtx, base + c) * r, dtx));
-	}
+	rms_scale_row(out, dto, x, dtx, w, dtw, r, base, C, lane, vec);
 	if (lane == 0) rstd[row] = r;
 }
 
@@ -116,16 +123,7 @@ extern "C" __global__ void residual_rmsnorm_fwd(void *sum, int dts, void *out, i
 		}
 	}
 	float r = (float)(1.0 / sqrt((double)(warp_sum(s) / (float)C + eps)));
-	if (vec) {
-		for (int c = lane * 4; c < C; c += 128) {
-			F4 a = ld4(sum, dts, base + c), g = ld4(w, dtw, c), o;
-#pragma unroll
-			for (int k = 0; k < 4; k++) o.v[k] = g.v[k] * round_to(a.v[k] * r, dts);
-			st4(out, dto, base + c, o);
-		}
-	} else {
-		for (int c = lane; c < C; c += 32) st(out, dto, base + c, ld(w, dtw, c) * round_to(ld(sum, dts, base + c) * r, dts));
-	}
+	rms_scale_row(out, dto, sum, dts, w, dtw, r, base, C, lane, vec);
 	if (lane == 0) rstd[row] = r;
 }
 
