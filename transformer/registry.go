@@ -203,19 +203,21 @@ func Skeleton(dir string, b tensor.Backend) (Adaptable, error) {
 // checkFirst returns the family of the checkpoint in dir (Lookup) after matching its weights, when dir holds
 // any, with its config.json (Family.Check): a config that describes more layers than the weights hold is
 // refused from the headers before anything is listed by its sizes (num_hidden_layers 10000000 beside two
-// layers made tune validate run out of memory listing the projections). A directory without weights is the
-// config alone, its layer count bounded by MaxConfigLayers (checkConfigLayers).
+// layers made tune validate run out of memory listing the projections). A directory without weights (or
+// with unreadable ones) is the config alone, its layer count bounded by MaxConfigLayers (checkConfigLayers).
 func checkFirst(dir string) (*Family, error) {
 	f, err := Lookup(dir)
 	if err != nil {
 		return nil, err
 	}
 	ck, err := loaders.OpenCheckpoint(dir)
-	if errors.Is(err, loaders.ErrNoWeights) {
-		return f, checkConfigLayers(dir) // no weights to bound the config by (a config-only download)
-	}
 	if err != nil || f.Check == nil {
-		return f, nil // unreadable weights: the load names what is wrong with them
+		// No weights to bound the config by (a config-only download), or unreadable ones, which the load
+		// names: the config alone, its layer count bounded.
+		if ck != nil {
+			ck.Close()
+		}
+		return f, checkConfigLayers(dir)
 	}
 	defer ck.Close()
 	if _, err := f.Check(dir, ck); err != nil {
