@@ -4,9 +4,14 @@
 //
 // Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
 // chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
-// (or every segment of the flat parameter buffer) whatever their sizes. Vector accesses are not used: the
-// chunks of a segment list start at arbitrary element offsets.
+// (or every segment of the flat parameter buffer) whatever their sizes. The chunks of a segment list start at
+// arbitrary element offsets: sumsq_partial and clip_scale keep their one-element accesses (and their
+// summation order) but load OPT_U elements per thread before they use any; adamw goes by float4 groups
+// between the chunk's first 16-byte boundary and its last full group.
 #include "common.cuh"
+
+// OPT_U is how many elements a thread of sumsq_partial or clip_scale loads before it uses any.
+#define OPT_U 4
 
 struct Chunk {
 	u64 ptr; // device address of the chunk's first element
@@ -20,8 +25,21 @@ extern "C" __global__ void sumsq_partial(double *partial, const Chunk *chunks) {
 	__shared__ double warps[32];
 	Chunk ch = chunks[blockIdx.x];
 	double s = 0.0;
-	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
-		double v = (double)ld((const void *)ch.ptr, (int)ch.tag, i);
+	const void *x = (const void *)ch.ptr;
+	int dt = (int)ch.tag;
+	i64 i = threadIdx.x, b = blockDim.x;
+	for (; i + (OPT_U - 1) * b < ch.n; i += OPT_U * b) { // the same additions in the same order, OPT_U loads first
+		float q[OPT_U];
+#pragma unroll
+		for (int u = 0; u < OPT_U; u++) q[u] = ld(x, dt, i + u * b);
+#pragma unroll
+		for (int u = 0; u < OPT_U; u++) {
+			double v = (double)q[u];
+			s += v * v;
+		}
+	}
+	for (; i < ch.n; i += b) {
+		double v = (double)ld(x, dt, i);
 		s += v * v;
 	}
 	s = warp_sum_d(s);
@@ -57,10 +75,17 @@ extern "C" __global__ void clip_scale(const long long *norm, int *nonfinite, con
 	float coef = __fmul_rn(__fdiv_rn(1.0f, __fadd_rn((float)total, 1e-6f)), max_norm);
 	if (!(max_norm > 0.0f) || coef >= 1.0f) return;
 	Chunk ch = chunks[blockIdx.x];
-	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
-		void *x = (void *)ch.ptr;
-		st(x, (int)ch.tag, i, __fmul_rn(ld(x, (int)ch.tag, i), coef));
+	void *x = (void *)ch.ptr;
+	int dt = (int)ch.tag;
+	i64 i = threadIdx.x, b = blockDim.x;
+	for (; i + (OPT_U - 1) * b < ch.n; i += OPT_U * b) {
+		float q[OPT_U];
+#pragma unroll
+		for (int u = 0; u < OPT_U; u++) q[u] = ld(x, dt, i + u * b);
+#pragma unroll
+		for (int u = 0; u < OPT_U; u++) st(x, dt, i + u * b, __fmul_rn(q[u], coef));
 	}
+	for (; i < ch.n; i += b) st(x, dt, i, __fmul_rn(ld(x, dt, i), coef));
 }
 
 // unscale: x = x·inv_scale over every F32 chunk (skipped when inv_scale == 1); *found = 1 if any x was Inf or
@@ -77,6 +102,22 @@ extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_sc
 	if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
 }
 
+// adamw_el is one element of adamw: tensor/cpu's operations in its order (see adamw).
+__device__ __forceinline__ void adamw_el(float &p, float g, float &m, float &v, int decays, float decay, float beta1,
+                                         float beta2, float ob1, float ob2, float step, float bc2, float eps) {
+	float pi = p;
+	if (decays) pi = pi * decay;
+	float mi = beta1 * m + ob1 * g;
+	float vi = beta2 * v + ob2 * g * g;
+	float denom = sqrtf(vi) / bc2 + eps;
+	p = pi - step * mi / denom;
+	m = mi;
+	v = vi;
+}
+
+// ADAMW_U is how many float4 groups of each buffer a thread of adamw loads before it computes and stores any.
+#define ADAMW_U 2
+
 // adamw: unless *skip (when given) is set, one step of torch.optim.AdamW (decoupled weight decay, _single_tensor_adam) over chunk b of the flat
 // F32 buffers; chunk pointers point into params, and grads, exp_avg, exp_avg_sq are at the same element offsets.
 // The scalars are PyTorch's Python floats, computed by the host in float64 and rounded to float32 (as PyTorch
@@ -86,6 +127,11 @@ extern "C" __global__ void unscale(int *found, const Chunk *chunks, float inv_sc
 //   m = β1·m + ob1·g
 //   v = β2·v + ob2·g·g
 //   p = p − step·m / (√v/bc2 + eps)
+// When the four buffers are 16-byte aligned, the chunk's elements from its first 16-byte boundary on go as
+// float4 groups, ADAMW_U groups of each buffer loaded per thread before any is stored (the four streams of
+// 16-byte loads keep the H200's memory busy; one scalar load per buffer and thread gave 1.5 TB/s); the few
+// elements before that boundary and after the last full group go one by one. Each element sees the same
+// operations either way.
 extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq,
                                  float decay, float beta1, float beta2, float ob1, float ob2, float step, float bc2,
                                  float eps, const int *skip) {
@@ -96,14 +142,40 @@ extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64
 	const float *g = (const float *)grads + off;
 	float *m = (float *)exp_avg + off;
 	float *v = (float *)exp_avg_sq + off;
-	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
-		float pi = p[i], gi = g[i];
-		if (ch.tag) pi = pi * decay;
-		float mi = beta1 * m[i] + ob1 * gi;
-		float vi = beta2 * v[i] + ob2 * gi * gi;
-		float denom = sqrtf(vi) / bc2 + eps;
-		p[i] = pi - step * mi / denom;
-		m[i] = mi;
-		v[i] = vi;
+	int dec = (int)ch.tag;
+	bool aligned = ((params | grads | exp_avg | exp_avg_sq) & 15) == 0;
+	i64 head = aligned ? min(ch.n, (i64)((4 - (off & 3)) & 3)) : ch.n;
+	i64 groups = (ch.n - head) / 4;
+	for (i64 i = threadIdx.x; i < head; i += blockDim.x)
+		adamw_el(p[i], g[i], m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+	float4 *p4 = (float4 *)(p + head), *m4 = (float4 *)(m + head), *v4 = (float4 *)(v + head);
+	const float4 *g4 = (const float4 *)(g + head);
+	i64 j = threadIdx.x;
+	for (; j + (ADAMW_U - 1) * blockDim.x < groups; j += ADAMW_U * blockDim.x) {
+		float4 pq[ADAMW_U], gq[ADAMW_U], mq[ADAMW_U], vq[ADAMW_U];
+#pragma unroll
+		for (int u = 0; u < ADAMW_U; u++) {
+			i64 k = j + u * blockDim.x;
+			pq[u] = p4[k], gq[u] = g4[k], mq[u] = m4[k], vq[u] = v4[k];
+		}
+#pragma unroll
+		for (int u = 0; u < ADAMW_U; u++) {
+			adamw_el(pq[u].x, gq[u].x, mq[u].x, vq[u].x, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+			adamw_el(pq[u].y, gq[u].y, mq[u].y, vq[u].y, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+			adamw_el(pq[u].z, gq[u].z, mq[u].z, vq[u].z, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+			adamw_el(pq[u].w, gq[u].w, mq[u].w, vq[u].w, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+			i64 k = j + u * blockDim.x;
+			p4[k] = pq[u], m4[k] = mq[u], v4[k] = vq[u];
+		}
 	}
+	for (; j < groups; j += blockDim.x) {
+		float4 pq = p4[j], gq = g4[j], mq = m4[j], vq = v4[j];
+		adamw_el(pq.x, gq.x, mq.x, vq.x, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		adamw_el(pq.y, gq.y, mq.y, vq.y, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		adamw_el(pq.z, gq.z, mq.z, vq.z, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		adamw_el(pq.w, gq.w, mq.w, vq.w, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		p4[j] = pq, m4[j] = mq, v4[j] = vq;
+	}
+	for (i64 i = head + 4 * groups + threadIdx.x; i < ch.n; i += blockDim.x)
+		adamw_el(p[i], g[i], m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
 }
