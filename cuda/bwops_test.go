@@ -3,12 +3,67 @@
 package cuda_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
 )
+
+// TestLayerNormBackwardPathsMatch checks that the LayerNorm backward's one-pass kernel (two rows in flight per
+// warp) and its two passes give the same bits, with dx aliasing dout as in BERT, for ResidualLayerNormBackward
+// with and without dropout and for LayerNormBackward, on row counts whose last chunk is partial and whose
+// warps end on an odd row.
+func TestLayerNormBackwardPathsMatch(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, n := range []int{4096 + 37, 600} {
+		for _, c := range []int{768, 1024} {
+			for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+				for _, p := range []float32{0, 0.1} {
+					name := fmt.Sprintf("%dx%d dout %v p=%v", n, c, dt, p)
+					t.Run(name, func(t *testing.T) {
+						var got [2][][]float32
+						for k, path := range []string{"fused", "split"} {
+							got[k] = lnBwdRun(t, gpu, path, n, c, dt, p)
+						}
+						for j := range got[0] {
+							if d := firstBitDiff(got[0][j], got[1][j]); d >= 0 {
+								t.Errorf("output %d differs at %d: fused %v, split %v", j, d, got[0][j][d], got[1][j][d])
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// lnBwdRun runs ResidualLayerNormBackward (dx = dout in place) and LayerNormBackward under path and returns
+// dx, dy, dgamma, dbeta of the first and dx, dgamma, dbeta of the second.
+func lnBwdRun(t *testing.T, gpu *cuda.Backend, path string, n, c int, dt tensor.DType, p float32) [][]float32 {
+	defer cuda.SetLNBwdPath(path)()
+	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
+	defer r.free()
+	x, gamma, beta := r.up(tensor.F32, 2, 0, n, c), r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+	y, mean, rstd := r.up(tensor.F32, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+	must(t, gpu.LayerNorm(y, mean, rstd, x, gamma, beta, 1e-12))
+	d, dy := r.up(dt, 1, 0, n, c), r.up(tensor.BF16, 1, 0, n, c)
+	dg, db := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+	must(t, gpu.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: d, DY: dy, DGamma: dg, DBeta: db, DOut: d,
+		X: x, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: 5, Offset: 17}))
+	d2, dx2 := r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, n, c)
+	dg2, db2 := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+	must(t, gpu.LayerNormBackward(dx2, dg2, db2, d2, x, gamma, mean, rstd))
+	var out [][]float32
+	for _, o := range []*tensor.Tensor{d, dy, dg, db, dx2, dg2, db2} {
+		h := make([]float32, o.Numel())
+		must(t, gpu.Download(h, o))
+		out = append(out, h)
+	}
+	return out
+}
 
 // TestAdamWVectorMatchesScalar checks AdamW's float4 path against its element-by-element path (the same
 // buffers one element into larger ones, so that no 16-byte boundary lines up) and against tensor/cpu, bit for

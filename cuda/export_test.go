@@ -131,3 +131,11 @@ func SetOpsVariant(v string) (restore func()) {
 	opsVariant = v
 	return func() { opsVariant = old }
 }
+
+// SetLNBwdPath forces the LayerNorm backward's one-pass kernel ("fused"), its two passes ("split") or the
+// automatic choice (""; see lnBwdOnePass), and returns a function restoring the previous choice.
+func SetLNBwdPath(p string) (restore func()) {
+	old := lnBwdPath
+	lnBwdPath = p
+	return func() { lnBwdPath = old }
+}

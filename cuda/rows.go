@@ -102,6 +102,25 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 // lnBwdFusedMax is the widest layernorm_bwd_fused_<k> of kernels/lnbwd.cu (C = 128·k).
 const lnBwdFusedMax = 8
 
+// lnBwdPath is TUNE_LN_BWD, read once: "fused" or "split" force the LayerNorm backward's one-pass kernel
+// (where it applies) or the two passes (colsum_partial, then layernorm_bwd), for A/B measurements; unset or
+// empty chooses by the chunk count (lnBwdOnePass). Both give the same bits.
+var lnBwdPath = os.Getenv("TUNE_LN_BWD")
+
+// lnBwdOnePass reports whether the one-pass kernel should run over chunks chunks of rows: it has one block
+// (8 warps) per chunk, so with fewer chunks than half the multiprocessors (32×128 tokens: 16 chunks on the
+// H200's 132) the two passes, which spread rows and column tiles over the whole device, are faster although
+// they read dout and x twice.
+func (o *op) lnBwdOnePass(chunks int) bool {
+	switch lnBwdPath {
+	case "fused":
+		return true
+	case "split":
+		return false
+	}
+	return 2*chunks >= o.b.sms
+}
+
 // lnBwdFused names the one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFusedMax.
 func lnBwdFused(k int) string { return fmt.Sprintf("layernorm_bwd_fused_%d", k) }
 
@@ -135,8 +154,8 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	if ch%4 != 0 {
 		v = 0
 	}
-	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 {
-		rows, chunks := colsumChunks(n)
+	rows, chunks := colsumChunks(n)
+	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 && o.lnBwdOnePass(chunks) {
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
 		defer o.release(pa)
 		defer o.release(pb)
