@@ -35,9 +35,18 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 	if ch%4 != 0 {
 		vv = 0
 	}
-	o.ew("index.cu", "embedding_fwd", n*((ch+3)/4)*4, addr(out), dt(out), addr(ids), dt(ids), addr(table), dt(table), i64(n), i64(ch), vv)
+	per := ch // threads: a group of four columns each (vec), else a column each
+	if vv == 1 {
+		per = (ch + 3) / 4
+	}
+	threads := min(256, max(32, (per+31)/32*32))
+	o.launch("index.cu", "embedding_fwd", (n+embRowsPerBlock-1)/embRowsPerBlock, 1, threads, 1, addr(out), dt(out), addr(ids), dt(ids),
+		addr(table), dt(table), i64(n), i64(ch), vv)
 	return
 }
+
+// embRowsPerBlock is EMB_U of kernels/index.cu: the output rows one block of embedding_fwd gathers.
+const embRowsPerBlock = 4
 
 // EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in FP32, each touched table row
 // rounded once. The ids are read on the host (Upload's copy, else a download that waits) and grouped by id with a stable counting sort

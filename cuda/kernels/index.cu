@@ -2,9 +2,9 @@
 // attention heads.
 //
 // Variants:
-// - embedding_fwd: one thread per group of four columns of one output row; with vec=1 (C % 4 == 0, table and
-//   out aligned) each group is one vector load and store. The host has already checked every id against
-//   [0, V) (the op must fail before writing anything, as tensor/cpu does).
+// - embedding_fwd: a block per EMB_U output rows, a thread per group of four columns (vec=1: C % 4 == 0, table
+//   and out aligned; one vector load and store) or per column (vec=0). The host has already checked every id
+//   against [0, V) (the op must fail before writing anything, as tensor/cpu does).
 // - embedding_bwd_rows / embedding_bwd_merge: deterministic, without atomics. The host groups the token rows
 //   by id (a stable counting sort: ids ascending, token order inside a group) and cuts each group into work
 //   items of consecutive rows (cuda/index.go, embeddingWork). A block per item adds its rows in token order,
@@ -16,18 +16,39 @@
 //   aligned.
 #include "common.cuh"
 
+// EMB_U is how many rows a block of embedding_fwd gathers: it loads its columns of all of them before it stores
+// any (out may alias nothing it reads, but the compiler cannot know: one row at a time left a thread with one
+// dependent id → table → out chain in flight).
+#define EMB_U 4
+
+// embedding_fwd: block b copies rows b·EMB_U .. b·EMB_U + EMB_U − 1 of out from the table rows their ids name,
+// thread t columns 4t, 4t + 4·blockDim, … (vec=1: one vector access per group of four) or t, t + blockDim, …
+// (vec=0).
 extern "C" __global__ void embedding_fwd(void *out, int dto, const void *ids, int dti, const void *table, int dtt,
                                          i64 N, int C, int vec) {
-	i64 cg = (C + 3) / 4;
-	i64 groups = N * cg;
-	FOR_GROUPS(g, groups) {
-		i64 n = g / cg;
-		int c = (int)(g % cg) * 4;
-		i64 id = ldi(ids, dti, n);
-		if (vec) {
-			st4(out, dto, n * C + c, ld4(table, dtt, id * C + c));
-		} else {
-			for (int j = c; j < C && j < c + 4; j++) st(out, dto, n * C + j, ld(table, dtt, id * C + j));
+	i64 r0 = (i64)blockIdx.x * EMB_U;
+	i64 id[EMB_U];
+#pragma unroll
+	for (int u = 0; u < EMB_U; u++) id[u] = r0 + u < N ? ldi(ids, dti, r0 + u) : -1;
+	if (vec) {
+		for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
+			F4 q[EMB_U];
+#pragma unroll
+			for (int u = 0; u < EMB_U; u++)
+				if (id[u] >= 0) q[u] = ld4(table, dtt, id[u] * C + c);
+#pragma unroll
+			for (int u = 0; u < EMB_U; u++)
+				if (id[u] >= 0) st4(out, dto, (r0 + u) * C + c, q[u]);
+		}
+	} else {
+		for (int c = threadIdx.x; c < C; c += blockDim.x) {
+			float q[EMB_U];
+#pragma unroll
+			for (int u = 0; u < EMB_U; u++)
+				if (id[u] >= 0) q[u] = ld(table, dtt, id[u] * C + c);
+#pragma unroll
+			for (int u = 0; u < EMB_U; u++)
+				if (id[u] >= 0) st(out, dto, (r0 + u) * C + c, q[u]);
 		}
 	}
 }
