@@ -360,7 +360,13 @@ extern "C" __global__ void colsum_finish(void *out, int dto, const float *partia
 	int c = blockIdx.x * 32 + tx;
 	float acc = 0.0f;
 	if (c < C) {
-		for (i64 k = ty; k < chunks; k += 8) acc += partial[k * C + c];
+		i64 k = ty;
+		for (; k + 24 < chunks; k += 32) { // four loads in flight, added in the same order
+			float q0 = partial[k * C + c], q1 = partial[(k + 8) * C + c], q2 = partial[(k + 16) * C + c],
+			      q3 = partial[(k + 24) * C + c];
+			acc += q0, acc += q1, acc += q2, acc += q3;
+		}
+		for (; k < chunks; k += 8) acc += partial[k * C + c];
 	}
 	s[ty][tx] = acc;
 	__syncthreads();
