@@ -44,7 +44,7 @@ func TestLayerNormBackwardPathsMatch(t *testing.T) {
 // dx, dy, dgamma, dbeta of the first and dx, dgamma, dbeta of the second.
 func lnBwdRun(t *testing.T, gpu *cuda.Backend, path string, n, c int, dt tensor.DType, p float32) [][]float32 {
 	defer cuda.SetLNBwdPath(path)()
-	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
+	r := &bitsRig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
 	defer r.free()
 	x, gamma, beta := r.up(tensor.F32, 2, 0, n, c), r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
 	y, mean, rstd := r.up(tensor.F32, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)

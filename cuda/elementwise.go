@@ -114,21 +114,12 @@ func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, 
 		pb = uint64(p)
 	}
 	defer o.release(pa)
-	if o.opsV2() {
-		v := vec2(dy, x)
-		if ch%2 != 0 {
-			v = 0
-		}
-		o.launch("norm.cu", "colsum_partial_v2", (ch+63)/64, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
-			addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
-	} else {
-		v := vec(dy, x)
-		if ch%4 != 0 {
-			v = 0
-		}
-		o.launch("norm.cu", "colsum_partial", (ch+127)/128, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
-			addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
+	v := vec2(dy, x)
+	if ch%2 != 0 {
+		v = 0
 	}
+	o.launch("norm.cu", "colsum_partial", (ch+63)/64, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
 	if outA != nil {
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
 	}
@@ -178,7 +169,7 @@ func (b *Backend) GELUBackward(dx, dout, x *tensor.Tensor) error {
 
 // GELUBackwardRecompute sets dx = dout·(Φ(x) + x·φ(x)) and, when out is non-nil, out = GELU(x) (the same
 // FP32 operations as gelu_fwd, so the same bits), reading x once; dx may be dout. With dbias it runs as
-// BiasGrad's column tiles (norm.cu's gelu_bwd_colsum_v2, or gelu_bwd_colsum under TUNE_CUDA_OPS=v1) and adds
+// BiasGrad's column tiles (norm.cu's gelu_bwd_colsum) and adds
 // the stored dx values into the same partials BiasGrad would form, so dbias gets BiasGrad's bits too.
 func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) (err error) {
 	o := b.begin("GELUBackwardRecompute", dx, out, dbias, dout, x)
@@ -204,21 +195,12 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) 
 	per, chunks := colsumChunks(rows)
 	pa := o.scratch(4 * chunks * ch)
 	defer o.release(pa)
-	if o.opsV2() {
-		v := vec2(dx, out, dout, x)
-		if ch%2 != 0 {
-			v = 0
-		}
-		o.launch("norm.cu", "gelu_bwd_colsum_v2", (ch+63)/64, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
-			addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
-	} else {
-		v := vec(dx, out, dout, x)
-		if ch%4 != 0 {
-			v = 0
-		}
-		o.launch("norm.cu", "gelu_bwd_colsum", (ch+127)/128, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
-			addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
+	v := vec2(dx, out, dout, x)
+	if ch%2 != 0 {
+		v = 0
 	}
+	o.launch("norm.cu", "gelu_bwd_colsum", (ch+63)/64, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
+		addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
 	o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbias), dt(dbias), uint64(pa), i64(chunks), i64(ch))
 	return
 }

@@ -124,18 +124,18 @@ func KernelRegistersForTest(file string, sm int) (string, error) {
 	return img.log, nil
 }
 
-// SetOpsVariant selects TUNE_CUDA_OPS's kernels ("v1" or "v2", see opsVariant) for the tests and
-// benchmarks, and returns a function restoring the previous choice.
-func SetOpsVariant(v string) (restore func()) {
-	old := opsVariant
-	opsVariant = v
-	return func() { opsVariant = old }
-}
-
 // SetLNBwdPath forces the LayerNorm backward's one-pass kernel ("fused"), its two passes ("split") or the
 // automatic choice (""; see lnBwdOnePass), and returns a function restoring the previous choice.
 func SetLNBwdPath(p string) (restore func()) {
 	old := lnBwdPath
 	lnBwdPath = p
 	return func() { lnBwdPath = old }
+}
+
+// SetEmbeddingHostPlan makes EmbeddingBackward plan on the host (on) or as it chooses (off), and returns a
+// function restoring the previous choice.
+func SetEmbeddingHostPlan(on bool) (restore func()) {
+	old := embHostPlan
+	embHostPlan = on
+	return func() { embHostPlan = old }
 }

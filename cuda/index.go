@@ -49,10 +49,12 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 const embRowsPerBlock = 4
 
 // EmbeddingBackward scatter-adds dtable (V, C) += dout (N, C) rows at ids (N), in FP32, each touched table row
-// rounded once. The ids are read on the host (Upload's copy, else a download that waits) and grouped by id with a stable counting sort
-// (token order inside a group); the groups are cut into work items of consecutive rows and uploaded, so the
-// kernels need no atomics and the result is the same on every run (see embeddingItems for the summation
-// order; for an F32 table and groups of at most 32 rows it is tensor/cpu's, bit for bit).
+// rounded once. The ids are checked on the host (Upload's copy, else a download that waits); the token rows
+// are grouped by id (ids ascending, token order inside a group) and the groups cut into work items of
+// consecutive rows, by kernels (embeddingBackwardDevice, up to embDeviceMaxRows rows) or on the host (a
+// stable counting sort, uploaded), so the kernels need no atomics and the result is the same on every run
+// (see embeddingItems for the summation order; for an F32 table and groups of at most 32 rows it is
+// tensor/cpu's, bit for bit).
 func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error) {
 	o := b.begin("EmbeddingBackward", dtable, ids, dout)
 	defer o.end(&err)
@@ -66,13 +68,14 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if o.failed() || ch == 0 || len(idx) == 0 {
 		return
 	}
-	if len(idx) <= embDeviceMaxRows && o.opsV3() {
+	if len(idx) <= embDeviceMaxRows && !embHostPlan {
 		o.embeddingBackwardDevice(dtable, ids, dout, v, ch, len(idx))
 		return
 	}
 	it := embeddingItems(idx, v)
-	host := make([]int32, 0, len(it.items)+len(it.merges)+len(it.rows))
-	host = append(append(append(host, it.items...), it.merges...), it.rows...)
+	items, merges := len(it.items)/4, len(it.merges)/3
+	host := make([]int32, 0, 2+len(it.items)+len(it.merges)+len(it.rows))
+	host = append(append(append(append(host, int32(items), int32(merges)), it.items...), it.merges...), it.rows...)
 	dev := o.scratch(4 * len(host))
 	var part cu.DevicePtr
 	if it.slots > 0 {
@@ -88,7 +91,8 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	if o.fail(o.hostToDevice(uint64(dev), ptrOf(host), 4*len(host), "embedding groups")) != nil {
 		return
 	}
-	pi := uint64(dev)
+	counts := uint64(dev)
+	pi := counts + 8
 	pm := pi + uint64(4*len(it.items))
 	pr := pm + uint64(4*len(it.merges))
 	vv := vec(dtable, dout)
@@ -96,15 +100,19 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 		vv = 0
 	}
 	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
-	o.launch("index.cu", "embedding_bwd_rows", len(it.items)/4, 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
-		uint64(part), pi, pr, i64(ch), vv)
-	if len(it.merges) > 0 {
-		o.launch("index.cu", "embedding_bwd_merge", len(it.merges)/3, 1, threads, 1, addr(dtable), dt(dtable), uint64(part), pm, i64(ch), vv)
+	o.launch("index.cu", "embedding_bwd_rows", min(items, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
+		uint64(part), pi, pr, i64(ch), vv, counts)
+	if merges > 0 {
+		o.launch("index.cu", "embedding_bwd_merge", min(merges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), pm, i64(ch), vv, counts+4)
 	}
 	return
 }
 
-// embDeviceMaxRows bounds the rows for which EmbeddingBackward plans on the device (TUNE_CUDA_OPS=v3):
+// embHostPlan makes EmbeddingBackward build its plan on the host whatever the row count (the tests compare
+// it with the device's).
+var embHostPlan = false
+
+// embDeviceMaxRows bounds the rows for which EmbeddingBackward plans on the device (embeddingBackwardDevice):
 // emb2_compact reads every id once per group of more than 32 rows, at most rows/33 groups.
 const embDeviceMaxRows = 1 << 17
 
@@ -143,9 +151,9 @@ func (o *op) embeddingBackwardDevice(dtable, ids, dout *tensor.Tensor, v, ch, n 
 		vv = 0
 	}
 	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
-	o.launch("index.cu", "embedding_bwd_rows2", min(n, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
+	o.launch("index.cu", "embedding_bwd_rows", min(n, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
 		uint64(part), items, rows, i64(ch), vv, tot)
-	o.launch("index.cu", "embedding_bwd_merge2", min(maxMerges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), merges, i64(ch), vv, tot+4)
+	o.launch("index.cu", "embedding_bwd_merge", min(maxMerges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), merges, i64(ch), vv, tot+4)
 }
 
 // embeddingWork is EmbeddingBackward's plan, built on the host from the ids.

@@ -38,9 +38,9 @@ const resLNFwd2Max = 8
 
 // ResidualLayerNorm computes LayerNorm(dropout(Y) + X) in one warp-per-row pass (tensor.ResidualNormArgs):
 // the dropout, the residual add, the statistics, the normalised output and its half copy, with the same FP32
-// operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits. Under
-// TUNE_CUDA_OPS=v2/v3 with C = 128·k ≤ 1024 and aligned rows, residual_layernorm_fwd2_<k> holds the lane's
-// slice of the row in registers (the same bits as residual_layernorm_fwd).
+// operations (and dropout draws) as the dropout, add, layernorm_fwd and cast kernels, so the same bits. With
+// C = 128·k ≤ 1024 and aligned rows, residual_layernorm_fwd2_<k> (layernorm2.cu) holds the lane's slice of the
+// row in registers (the same bits as norm.cu's general residual_layernorm_fwd).
 func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	o := b.begin("ResidualLayerNorm", a.Sum, a.Out, a.OutHalf, a.Mean, a.Rstd, a.Y, a.X, a.Gamma, a.Beta)
 	defer o.end(&err)
@@ -70,7 +70,7 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 		scale = 1 / (1 - p) // float32, as the dropout kernel
 	}
 	file, kernel := "norm.cu", "residual_layernorm_fwd"
-	if v == 1 && ch%128 == 0 && ch/128 <= resLNFwd2Max && o.opsV2() {
+	if v == 1 && ch%128 == 0 && ch/128 <= resLNFwd2Max {
 		file, kernel = "layernorm2.cu", fmt.Sprintf("residual_layernorm_fwd2_%d", ch/128)
 	}
 	o.rowsLaunch(file, kernel, n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),

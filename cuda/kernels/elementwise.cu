@@ -1,18 +1,19 @@
 // elementwise.cu: the elementwise ops of tensor.Backend, one thread per group of four elements.
 //
 // Variants: every kernel takes its tensors' dtypes as arguments (F32/F16/BF16 in any combination) and a vec
-// flag. With vec=1 (the host checked that n-element tensors start 16-byte aligned for F32 or 8-byte aligned
-// for halves) a group is moved with one vector load/store per tensor; the last partial group, and every group
-// with vec=0 (odd offsets of views), goes element by element. Arithmetic is FP32 in the same operation order
+// flag. With vec=1 (dropout, bias_add) or vec=2 (map1/map2, below) the host checked that the tensors start
+// 16-byte aligned for F32 or 8-byte aligned for halves, and a group is moved with one vector load/store per
+// tensor; the last partial group, and every group with vec=0 (odd offsets of views), goes element by element. Arithmetic is FP32 in the same operation order
 // as tensor/cpu, without FMA contraction, so results are bit-identical to the CPU reference except where a
 // transcendental function is involved (erff, expf, tanhf differ from Go's float64 math by an ulp or two).
 #include "common.cuh"
 
-// With vec=2 (TUNE_CUDA_OPS=v2 and v3, the default; cuda/ops.go) a thread loads EW_U groups, EW_U grid strides
-// apart, before it computes and stores any of them. Its stores may alias its loads (out may be x), so the
-// compiler cannot start the next group's loads before the last group's stores; with one group per
-// iteration a thread had 8 bytes in flight and GELU ran at 1.75 TB/s on the H200. Each element is computed
-// exactly as with vec=1. The last n % 4 elements go one by one in thread 0.
+// The kernels built on map1/map2 (and gelu_bwd_recompute) take vec=2 when every tensor is aligned (cuda/ops.go
+// ewVec): a thread loads EW_U groups, EW_U grid strides apart, before it computes and stores any of them. Its
+// stores may alias its loads (out may be x), so the compiler cannot start the next group's loads before the
+// last group's stores; with one group per iteration a thread had 8 bytes in flight and GELU ran at 1.75 TB/s
+// on the H200. Each element is computed exactly as element by element (vec=0). The last n % 4 elements go one
+// by one in thread 0.
 #define EW_U 4
 
 // ldq4 reads four consecutive elements (i a multiple of 4, the pointer aligned) as raw bits: F32 in q,
@@ -74,15 +75,7 @@ __device__ __forceinline__ void map1(void *out, int dto, const void *x, int dtx,
 	}
 	i64 groups = (n + 3) / 4;
 	FOR_GROUPS(g, groups) {
-		i64 i = g * 4;
-		if (vec && i + 4 <= n) {
-			F4 a = ld4(x, dtx, i), o;
-#pragma unroll
-			for (int k = 0; k < 4; k++) o.v[k] = f(a.v[k]);
-			st4(out, dto, i, o);
-		} else {
-			for (i64 j = i; j < n && j < i + 4; j++) st(out, dto, j, f(ld(x, dtx, j)));
-		}
+		for (i64 j = g * 4; j < n && j < g * 4 + 4; j++) st(out, dto, j, f(ld(x, dtx, j)));
 	}
 }
 
@@ -104,15 +97,7 @@ __device__ __forceinline__ void map2(void *out, int dto, const void *a, int dta,
 	}
 	i64 groups = (n + 3) / 4;
 	FOR_GROUPS(g, groups) {
-		i64 i = g * 4;
-		if (vec && i + 4 <= n) {
-			F4 x = ld4(a, dta, i), y = ld4(b, dtb, i), o;
-#pragma unroll
-			for (int k = 0; k < 4; k++) o.v[k] = f(x.v[k], y.v[k]);
-			st4(out, dto, i, o);
-		} else {
-			for (i64 j = i; j < n && j < i + 4; j++) st(out, dto, j, f(ld(a, dta, j), ld(b, dtb, j)));
-		}
+		for (i64 j = g * 4; j < n && j < g * 4 + 4; j++) st(out, dto, j, f(ld(a, dta, j), ld(b, dtb, j)));
 	}
 }
 
@@ -187,28 +172,13 @@ extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int
 	}
 	i64 groups = (n + 3) / 4;
 	FOR_GROUPS(g, groups) {
-		i64 i = g * 4;
-		if (vec && i + 4 <= n) {
-			F4 v = ld4(x, dtx, i), d = ld4(dout, dtd, i), r, y;
-#pragma unroll
-			for (int k = 0; k < 4; k++) {
-				float e = erff(v.v[k] * 0.70710678118654752f);
-				float cdf = 0.5f * (1.0f + e);
-				float pdf = 0.3989422804014327f * expf(-0.5f * v.v[k] * v.v[k]);
-				r.v[k] = d.v[k] * (cdf + v.v[k] * pdf);
-				y.v[k] = 0.5f * v.v[k] * (1.0f + e);
-			}
-			st4(dx, dtdx, i, r);
-			if (out) st4(out, dto, i, y);
-		} else {
-			for (i64 j = i; j < n && j < i + 4; j++) {
-				float v = ld(x, dtx, j), d = ld(dout, dtd, j);
-				float e = erff(v * 0.70710678118654752f);
-				float cdf = 0.5f * (1.0f + e);
-				float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
-				st(dx, dtdx, j, d * (cdf + v * pdf));
-				if (out) st(out, dto, j, 0.5f * v * (1.0f + e));
-			}
+		for (i64 j = g * 4; j < n && j < g * 4 + 4; j++) {
+			float v = ld(x, dtx, j), d = ld(dout, dtd, j);
+			float e = erff(v * 0.70710678118654752f);
+			float cdf = 0.5f * (1.0f + e);
+			float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
+			st(dx, dtdx, j, d * (cdf + v * pdf));
+			if (out) st(out, dto, j, 0.5f * v * (1.0f + e));
 		}
 	}
 }

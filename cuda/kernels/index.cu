@@ -5,9 +5,10 @@
 // - embedding_fwd: a block per EMB_U output rows, a thread per group of four columns (vec=1: C % 4 == 0, table
 //   and out aligned; one vector load and store) or per column (vec=0). The host has already checked every id
 //   against [0, V) (the op must fail before writing anything, as tensor/cpu does).
-// - embedding_bwd_rows / embedding_bwd_merge: deterministic, without atomics. The host groups the token rows
-//   by id (a stable counting sort: ids ascending, token order inside a group) and cuts each group into work
-//   items of consecutive rows (cuda/index.go, embeddingWork). A block per item adds its rows in token order,
+// - embedding_bwd_rows / embedding_bwd_merge: deterministic, without atomics. The token rows are grouped by id
+//   (ids ascending, token order inside a group) and each group is cut into work items of consecutive rows
+//   (cuda/index.go, embeddingWork; the plan is built by the emb2_* kernels below, or on the host past
+//   embDeviceMaxRows rows). A block per item adds its rows in token order,
 //   four columns per thread (vector loads when vec=1), onto the FP32-widened table row (a group of one item:
 //   for an F32 table the same FP32 additions as tensor/cpu's loop, bit-identical) or into an FP32 partial row;
 //   a block per split group then adds its partial rows in order onto the table row and rounds once. A group of
@@ -53,64 +54,6 @@ extern "C" __global__ void embedding_fwd(void *out, int dto, const void *ids, in
 	}
 }
 
-// embedding_bwd_rows: block i owns work item i = (id, lo, hi, slot) of the host's plan (cuda/index.go,
-// embeddingWork): for each of its columns it sums dout's rows rows[lo .. hi) in order, starting from the
-// widened table row (slot < 0; the result is rounded into the table) or from zero (the result goes to the FP32
-// partial row slot).
-extern "C" __global__ void embedding_bwd_rows(void *dtable, int dtt, const void *dout, int dtd, float *partial,
-                                              const int *items, const int *rows, int C, int vec) {
-	const int *it = items + 4 * (i64)blockIdx.x;
-	i64 id = it[0];
-	int lo = it[1], hi = it[2], slot = it[3];
-	for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
-		F4 acc;
-		if (vec) {
-			if (slot < 0) acc = ld4(dtable, dtt, id * C + c);
-			else acc.v[0] = acc.v[1] = acc.v[2] = acc.v[3] = 0.0f;
-			for (int k = lo; k < hi; k++) {
-				F4 d = ld4(dout, dtd, (i64)rows[k] * C + c);
-#pragma unroll
-				for (int j = 0; j < 4; j++) acc.v[j] += d.v[j];
-			}
-			if (slot < 0) st4(dtable, dtt, id * C + c, acc);
-			else st4(partial, DT_F32, (i64)slot * C + c, acc);
-		} else {
-			for (int j = 0; j < 4 && c + j < C; j++) {
-				float a = slot < 0 ? ld(dtable, dtt, id * C + c + j) : 0.0f;
-				for (int k = lo; k < hi; k++) a += ld(dout, dtd, (i64)rows[k] * C + c + j);
-				if (slot < 0) st(dtable, dtt, id * C + c + j, a);
-				else partial[(i64)slot * C + c + j] = a;
-			}
-		}
-	}
-}
-
-// embedding_bwd_merge: block g owns split group g = (id, first, n): table row id += partial rows first ..
-// first+n in order, in FP32, rounded once.
-extern "C" __global__ void embedding_bwd_merge(void *dtable, int dtt, const float *partial, const int *merges, int C,
-                                               int vec) {
-	const int *m = merges + 3 * (i64)blockIdx.x;
-	i64 id = m[0];
-	int first = m[1], n = m[2];
-	for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
-		if (vec) {
-			F4 acc = ld4(dtable, dtt, id * C + c);
-			for (int s = first; s < first + n; s++) {
-				F4 p = ld4(partial, DT_F32, (i64)s * C + c);
-#pragma unroll
-				for (int j = 0; j < 4; j++) acc.v[j] += p.v[j];
-			}
-			st4(dtable, dtt, id * C + c, acc);
-		} else {
-			for (int j = 0; j < 4 && c + j < C; j++) {
-				float a = ld(dtable, dtt, id * C + c + j);
-				for (int s = first; s < first + n; s++) a += partial[(i64)s * C + c + j];
-				st(dtable, dtt, id * C + c + j, a);
-			}
-		}
-	}
-}
-
 // transpose12: x (A, B, C, D) → out (A, C, B, D).
 extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dtx, i64 A, i64 B, i64 C, i64 D,
                                        int vec) {
@@ -129,11 +72,11 @@ extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dt
 	}
 }
 
-// ---- EmbeddingBackward with the plan built on the device (TUNE_CUDA_OPS=v3, the default; cuda/index.go) ----
+// ---- EmbeddingBackward's plan built on the device (cuda/index.go) ----
 //
 // The same plan as the host's embeddingWork (ids ascending, token order inside a group, groups of more than 32
-// rows cut into chunks of max(32, ⌈√n⌉) rows, the same partial slots), so embedding_bwd_rows2/merge2 give the
-// bits of the host-planned kernels, with no host work and no upload (a CUDA graph can hold it):
+// rows cut into chunks of max(32, ⌈√n⌉) rows, the same partial slots), so embedding_bwd_rows/merge give the
+// same bits as with the host's plan, with no host work and no upload (a CUDA graph can hold it):
 //   emb2_hist        cnt[id] = rows of id (integer atomics: the counts do not depend on their order)
 //   emb2_scan        one block: exclusive scans over the ids of rows, items, slots and merges; the list of
 //                    split ids (ascending); the totals into tot (items, merges, slots)
@@ -142,7 +85,7 @@ extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dt
 //   emb2_compact     a block per split group scans all tokens in order and writes the group's token numbers
 //                    ascending (a stream compaction: stable by construction)
 //   emb2_items       the work items and merges of every id, at its scanned offsets
-// then embedding_bwd_rows2 / embedding_bwd_merge2 loop over the device counts.
+// then embedding_bwd_rows / embedding_bwd_merge loop over the device counts.
 
 // emb_work returns a group's (rows, items, slots, merges) for n rows (cuda/index.go's embeddingItems).
 __device__ __forceinline__ int4 emb_work(int n) {
@@ -276,10 +219,16 @@ extern "C" __global__ void emb2_items(int *items, int *merges, const int *cnt, c
 	}
 }
 
-// embedding_bwd_rows2 / embedding_bwd_merge2: embedding_bwd_rows / embedding_bwd_merge over *count items
-// (merges) from the device, block b taking b, b + grid, ….
-extern "C" __global__ void embedding_bwd_rows2(void *dtable, int dtt, const void *dout, int dtd, float *partial,
-                                               const int *items, const int *rows, int C, int vec, const int *count) {
+// EMB_K is how many of an item's rows (or a merge's partial rows) a thread loads before it adds them, in order.
+#define EMB_K 4
+
+// embedding_bwd_rows: for work items b = blockIdx.x, + gridDim.x, … below *count, item b = (id, lo, hi, slot)
+// of the plan (cuda/index.go, embeddingWork; built on the host or by emb2_*): for each of its columns it sums
+// dout's rows rows[lo .. hi) in order, starting from the widened table row (slot < 0; the result is rounded
+// into the table) or from zero (the result goes to the FP32 partial row slot). EMB_K rows are loaded before
+// they are added (a group of 128 rows, the token-type table's, was a chain of 128 dependent loads).
+extern "C" __global__ void embedding_bwd_rows(void *dtable, int dtt, const void *dout, int dtd, float *partial,
+                                              const int *items, const int *rows, int C, int vec, const int *count) {
 	int n = *count;
 	for (int b = blockIdx.x; b < n; b += gridDim.x) {
 		const int *it = items + 4 * (i64)b;
@@ -290,7 +239,17 @@ extern "C" __global__ void embedding_bwd_rows2(void *dtable, int dtt, const void
 				F4 acc;
 				if (slot < 0) acc = ld4(dtable, dtt, id * C + c);
 				else acc.v[0] = acc.v[1] = acc.v[2] = acc.v[3] = 0.0f;
-				for (int k = lo; k < hi; k++) {
+				int k = lo;
+				for (; k + EMB_K <= hi; k += EMB_K) {
+					F4 d[EMB_K];
+#pragma unroll
+					for (int u = 0; u < EMB_K; u++) d[u] = ld4(dout, dtd, (i64)rows[k + u] * C + c);
+#pragma unroll
+					for (int u = 0; u < EMB_K; u++)
+#pragma unroll
+						for (int j = 0; j < 4; j++) acc.v[j] += d[u].v[j];
+				}
+				for (; k < hi; k++) {
 					F4 d = ld4(dout, dtd, (i64)rows[k] * C + c);
 #pragma unroll
 					for (int j = 0; j < 4; j++) acc.v[j] += d.v[j];
@@ -309,8 +268,10 @@ extern "C" __global__ void embedding_bwd_rows2(void *dtable, int dtt, const void
 	}
 }
 
-extern "C" __global__ void embedding_bwd_merge2(void *dtable, int dtt, const float *partial, const int *merges, int C,
-                                                int vec, const int *count) {
+// embedding_bwd_merge: for split groups b = blockIdx.x, + gridDim.x, … below *count, group b = (id, first,
+// n): table row id += partial rows first .. first+n in order, in FP32, rounded once.
+extern "C" __global__ void embedding_bwd_merge(void *dtable, int dtt, const float *partial, const int *merges, int C,
+                                               int vec, const int *count) {
 	int n = *count;
 	for (int b = blockIdx.x; b < n; b += gridDim.x) {
 		const int *m = merges + 3 * (i64)b;
@@ -319,7 +280,17 @@ extern "C" __global__ void embedding_bwd_merge2(void *dtable, int dtt, const flo
 		for (int c = threadIdx.x * 4; c < C; c += blockDim.x * 4) {
 			if (vec) {
 				F4 acc = ld4(dtable, dtt, id * C + c);
-				for (int s = first; s < first + ns; s++) {
+				int s = first;
+				for (; s + EMB_K <= first + ns; s += EMB_K) {
+					F4 p[EMB_K];
+#pragma unroll
+					for (int u = 0; u < EMB_K; u++) p[u] = ld4(partial, DT_F32, (i64)(s + u) * C + c);
+#pragma unroll
+					for (int u = 0; u < EMB_K; u++)
+#pragma unroll
+						for (int j = 0; j < 4; j++) acc.v[j] += p[u].v[j];
+				}
+				for (; s < first + ns; s++) {
 					F4 p = ld4(partial, DT_F32, (i64)s * C + c);
 #pragma unroll
 					for (int j = 0; j < 4; j++) acc.v[j] += p.v[j];

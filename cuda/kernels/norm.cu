@@ -10,11 +10,14 @@
 // - residual_layernorm_fwd: layernorm_fwd with its input formed on the fly, sum = dropout(y) + x (written
 //   once, for the backward), and the output optionally also stored in a second dtype (the next GEMM's copy).
 // - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
-//   128 columns (four per thread, vector loads when aligned) of one chunk of rows; its eight row-strided
-//   partial sums are combined in a fixed order and written to partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output
-//   and rounds once. No atomics, so the result is the same on every run. mode 0 sums dy (BiasGrad); mode 1 sums
-//   dout·n̂ into the first output and dout into the second (LayerNorm's dgamma and dbeta); mode 2 sums
+//   64 columns (two per thread, two-element accesses when aligned) of one chunk of rows; thread row ty sums the
+//   chunk's rows r ≡ ty (mod 8) in increasing r, the eight sums are combined in order ty = 0..7 and written to
+//   partial[chunk][c]; colsum_finish then adds the chunks in order into the FP32-widened output and rounds
+//   once. No atomics, so the result is the same on every run. mode 0 sums dy (BiasGrad); mode 1 sums dout·n̂
+//   into the first output and dout into the second (LayerNorm's dgamma and dbeta); mode 2 sums
 //   dout·round_x(x·rstd) into the first (RMSNorm's dweight, decoder.cu).
+// - gelu_bwd_colsum: GELUBackwardRecompute with its bias gradient, laid out as colsum_partial's mode 0 over the
+//   dx it stores (the same partials as BiasGrad of that dx).
 #include "common.cuh"
 
 extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float *rstd, const void *x, int dtx,
@@ -230,124 +233,11 @@ extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, void *dy, int dtdy,
 	}
 }
 
-// colsum_partial: block (32, 8), grid (ceil(C/128), chunks); chunk k covers rows [k·rows, (k+1)·rows) and the
-// block's 128 columns, four per thread, so a warp reads 128 consecutive elements of a row (one vector access
-// per thread when vec=1: C % 4 == 0 and dy, x aligned). Row-strided per-thread sums are combined over the
-// eight thread rows in a fixed order.
-// mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x − mean)·rstd, pb[k][c] = Σ dy. mode 2: pa[k][c] =
-// Σ dy·round_to(x·rstd, dtx) (mean unused).
-extern "C" __global__ void colsum_partial(float *pa, float *pb, const void *dy, int dtdy, const void *x, int dtx,
-                                          const float *mean, const float *rstd, i64 N, int C, i64 rows, int mode,
-                                          int vec) {
-	__shared__ float sa[8][129], sb[8][129];
-	int tx = threadIdx.x, ty = threadIdx.y;
-	int c0 = blockIdx.x * 128 + tx * 4;
-	i64 k = blockIdx.y;
-	i64 lo = k * rows, hi = min(N, lo + rows);
-	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-	if (c0 < C) {
-#pragma unroll 4
-		for (i64 r = lo + ty; r < hi; r += 8) {
-			i64 base = r * C + c0;
-			F4 d, xv;
-			if (vec) {
-				d = ld4(dy, dtdy, base);
-				if (mode != 0) xv = ld4(x, dtx, base);
-			} else {
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					d.v[j] = c0 + j < C ? ld(dy, dtdy, base + j) : 0.0f;
-					if (mode != 0) xv.v[j] = c0 + j < C ? ld(x, dtx, base + j) : 0.0f;
-				}
-			}
-			if (mode == 0) {
-#pragma unroll
-				for (int j = 0; j < 4; j++) a[j] += d.v[j];
-			} else if (mode == 2) {
-				float rs = rstd[r];
-#pragma unroll
-				for (int j = 0; j < 4; j++) a[j] += d.v[j] * round_to(xv.v[j] * rs, dtx);
-			} else {
-				float m = mean[r], rs = rstd[r];
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					a[j] += d.v[j] * ((xv.v[j] - m) * rs);
-					b[j] += d.v[j];
-				}
-			}
-		}
-	}
-#pragma unroll
-	for (int j = 0; j < 4; j++) {
-		sa[ty][tx * 4 + j] = a[j];
-		sb[ty][tx * 4 + j] = b[j];
-	}
-	__syncthreads();
-	int t = ty * 32 + tx;
-	int c = blockIdx.x * 128 + t;
-	if (t < 128 && c < C) {
-		float ta = 0.0f, tb = 0.0f;
-		for (int j = 0; j < 8; j++) ta += sa[j][t], tb += sb[j][t];
-		pa[k * C + c] = ta;
-		if (mode == 1) pb[k * C + c] = tb;
-	}
-}
-
 // gelu_grad is gelu_bwd_recompute's dx (elementwise.cu) from dout d, x v and e = erff(v/√2).
 __device__ __forceinline__ float gelu_grad(float d, float v, float e) {
 	float cdf = 0.5f * (1.0f + e);
 	float pdf = 0.3989422804014327f * expf(-0.5f * v * v);
 	return d * (cdf + v * pdf);
-}
-
-// gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) laid out as
-// colsum_partial's mode 0 over the stored dx: the same block and thread mapping, rows and summation order, so
-// partial[k][c] is what BiasGrad(dbias, dx) would compute from dx afterwards.
-extern "C" __global__ void gelu_bwd_colsum(float *pa, void *dx, int dtdx, void *out, int dto, const void *dout,
-                                           int dtd, const void *x, int dtx, i64 N, int C, i64 rows, int vec) {
-	__shared__ float sa[8][129];
-	int tx = threadIdx.x, ty = threadIdx.y;
-	int c0 = blockIdx.x * 128 + tx * 4;
-	i64 k = blockIdx.y;
-	i64 lo = k * rows, hi = min(N, lo + rows);
-	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-	if (c0 < C) {
-#pragma unroll 4
-		for (i64 r = lo + ty; r < hi; r += 8) {
-			i64 base = r * C + c0;
-			if (vec) {
-				F4 v = ld4(x, dtx, base), d = ld4(dout, dtd, base), g, y;
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					float e = erff(v.v[j] * 0.70710678118654752f);
-					g.v[j] = round_to(gelu_grad(d.v[j], v.v[j], e), dtdx);
-					y.v[j] = 0.5f * v.v[j] * (1.0f + e);
-					a[j] += g.v[j];
-				}
-				st4(dx, dtdx, base, g);
-				if (out) st4(out, dto, base, y);
-			} else {
-				for (int j = 0; j < 4 && c0 + j < C; j++) {
-					float v = ld(x, dtx, base + j), d = ld(dout, dtd, base + j);
-					float e = erff(v * 0.70710678118654752f);
-					float g = round_to(gelu_grad(d, v, e), dtdx);
-					st(dx, dtdx, base + j, g);
-					if (out) st(out, dto, base + j, 0.5f * v * (1.0f + e));
-					a[j] += g;
-				}
-			}
-		}
-	}
-#pragma unroll
-	for (int j = 0; j < 4; j++) sa[ty][tx * 4 + j] = a[j];
-	__syncthreads();
-	int t = ty * 32 + tx;
-	int c = blockIdx.x * 128 + t;
-	if (t < 128 && c < C) {
-		float ta = 0.0f;
-		for (int j = 0; j < 8; j++) ta += sa[j][t];
-		pa[k * C + c] = ta;
-	}
 }
 
 // colsum_finish: block (32, 8), grid ceil(C/32): out[c] += Σ_k partial[k][c] in FP32, rounded to out's
@@ -377,15 +267,13 @@ extern "C" __global__ void colsum_finish(void *out, int dto, const float *partia
 	}
 }
 
-// ---- v2 column sums (TUNE_CUDA_OPS=v2 and v3, the default; cuda/ops.go) ----
+// ---- column sums ----
 //
-// colsum_partial and gelu_bwd_colsum keep each thread's loads one at a time (gelu_bwd_colsum's dx may alias
-// dout, so the compiler may not start a row's loads before the previous row's stores), and NVRTC 11.8 gives
-// gelu_bwd_colsum 168 registers: one block per multiprocessor, a few kilobytes in flight, 657 GB/s on the
-// H200. The v2 kernels compute the same partials bit for bit: the same chunks, the same thread rows (row
-// r of a chunk goes to thread row r % 8, in increasing r), the same additions in the same order. A block is
-// (32, 8) threads over 64 columns, two per thread (a warp reads 128 or 256 contiguous bytes of a row), and a
-// thread loads CS_U of its rows before it computes any of them, so CS_U loads per tensor are in flight.
+// A thread loads CS_U of its rows (CS_U/2 when x is read too) before it computes any of them, so that many
+// loads per tensor are in flight: gelu_bwd_colsum's dx may alias dout, so the compiler may not start a row's
+// loads before the previous row's stores, and the earlier one-row-at-a-time kernels (four columns per thread,
+// 168 registers under NVRTC 11.8) ran at 657 GB/s on the H200. A warp reads 128 or 256 contiguous bytes of a
+// row.
 
 #define CS_U 8
 
@@ -409,8 +297,7 @@ __device__ __forceinline__ void st2(void *p, int dt, i64 i, const float *v) {
 	else *(u32 *)((u16 *)p + i) = (u32)f32_to_half(v[0], dt) | ((u32)f32_to_half(v[1], dt) << 16);
 }
 
-// cs_finish2 writes the block's partials: sa[ty][col] summed over ty = 0..7 in order from 0, as
-// colsum_partial does.
+// cs_finish2 writes the block's partials: sa[ty][col] summed over ty = 0..7 in order from 0.
 __device__ __forceinline__ void cs_finish2(float (*sa)[65], const float *a, float *pa, i64 k, int C) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	sa[ty][tx * 2] = a[0], sa[ty][tx * 2 + 1] = a[1];
@@ -423,8 +310,9 @@ __device__ __forceinline__ void cs_finish2(float (*sa)[65], const float *a, floa
 	}
 }
 
-// colsum_partial_v2: colsum_partial (same arguments, modes and partials) on the v2 layout: grid
-// (ceil(C/64), chunks), vec=1 when C is even and dy, x are aligned for two-element accesses.
+// colsum_partial: grid (ceil(C/64), chunks), chunk k covering rows [k·rows, (k+1)·rows); vec=1 when C is even
+// and dy, x are aligned for two-element accesses. mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x −
+// mean)·rstd, pb[k][c] = Σ dy. mode 2: pa[k][c] = Σ dy·round_to(x·rstd, dtx) (mean unused).
 __device__ __forceinline__ void colsum2(float (*sa)[65], float (*sb)[65], float *pa, float *pb, const void *dy,
                                         int dtdy, const void *x, int dtx, const float *mean, const float *rstd, i64 N,
                                         int C, i64 rows, int mode, int vec) {
@@ -499,25 +387,26 @@ __device__ __forceinline__ void colsum2(float (*sa)[65], float (*sb)[65], float 
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(256) colsum_partial_v2(float *pa, float *pb, const void *dy, int dtdy,
+extern "C" __global__ void __launch_bounds__(256) colsum_partial(float *pa, float *pb, const void *dy, int dtdy,
                                                                    const void *x, int dtx, const float *mean,
                                                                    const float *rstd, i64 N, int C, i64 rows,
                                                                    int mode, int vec) {
 	__shared__ float sa[8][65], sb[8][65];
-	if (mode == 0 && dtdy == DT_BF16) // BiasGrad of a BF16 gradient: constant dtype (see gelu_bwd_colsum_v2)
+	if (mode == 0 && dtdy == DT_BF16) // BiasGrad of a BF16 gradient: constant dtype (see gelu_bwd_colsum)
 		colsum2(sa, sb, pa, pb, dy, DT_BF16, x, dtx, mean, rstd, N, C, rows, 0, vec);
 	else
 		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec);
 }
 
-// gelu_v2 computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
-__device__ __forceinline__ float gelu_v2(float d, float v, int dtdx, float *y) {
+// gelu_el computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
+__device__ __forceinline__ float gelu_el(float d, float v, int dtdx, float *y) {
 	float e = erff(v * 0.70710678118654752f);
 	*y = 0.5f * v * (1.0f + e);
 	return round_to(gelu_grad(d, v, e), dtdx);
 }
 
-// gelu_bwd_colsum_v2: gelu_bwd_colsum (same arguments, outputs and partials) on the v2 layout: grid
+// gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) on
+// colsum_partial's layout, adding the stored (rounded) dx into partial[k][c] as mode 0 would: grid
 // (ceil(C/64), chunks), vec=1 when C is even and every tensor is aligned for two-element accesses. A
 // thread reads CS_U of its rows of x and dout, then computes and stores them (dx may alias dout: each
 // element is read before it is written, by the one thread that owns it).
@@ -546,7 +435,7 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 					unq2(qd[u], dtd, d);
 #pragma unroll
 					for (int j = 0; j < 2; j++) {
-						g[j] = gelu_v2(d[j], v[j], dtdx, &y[j]);
+						g[j] = gelu_el(d[j], v[j], dtdx, &y[j]);
 						a[j] += g[j];
 					}
 					i64 base = (r + 8 * u) * C + c0;
@@ -560,7 +449,7 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 #pragma unroll
 			for (int j = 0; j < 2; j++) {
 				if (c0 + j >= C) break;
-				float y, g = gelu_v2(ld(dout, dtd, base + j), ld(x, dtx, base + j), dtdx, &y);
+				float y, g = gelu_el(ld(dout, dtd, base + j), ld(x, dtx, base + j), dtdx, &y);
 				st(dx, dtdx, base + j, g);
 				if (out) st(out, dto, base + j, y);
 				a[j] += g;
@@ -572,7 +461,7 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 
 // With every tensor BF16 (BERT's case) the body is instantiated with constant dtypes: the per-element dtype
 // switches fold away (r6: the kernel was bound by instructions, not memory, at 1.9 TB/s).
-extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum_v2(float *pa, void *dx, int dtdx, void *out,
+extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum(float *pa, void *dx, int dtdx, void *out,
                                                                     int dto, const void *dout, int dtd,
                                                                     const void *x, int dtx, i64 N, int C,
                                                                     i64 rows, int vec) {

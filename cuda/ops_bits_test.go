@@ -6,20 +6,21 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 )
 
-// v2case builds its inputs with r.up, runs one op and returns the tensors whose bits are compared.
-type v2case struct {
+// bitsCase builds its inputs with r.up, runs one op and returns the tensors whose bits are compared.
+type bitsCase struct {
 	name string
-	run  func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor
+	run  func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor
 }
 
-// v2rig makes a case's tensors from one seeded generator, so each run of a case sees the same inputs.
-type v2rig struct {
+// bitsRig makes a case's tensors from one seeded generator, so each run of a case sees the same inputs.
+type bitsRig struct {
 	t    *testing.T
 	b    tensor.Backend
 	rng  *rand.Rand
@@ -28,7 +29,7 @@ type v2rig struct {
 
 // up uploads random values of scale s (rounded to dt) as shape, at element offset off of a larger buffer
 // when off > 0 (an unaligned view, so the kernels' element-by-element paths run).
-func (r *v2rig) up(dt tensor.DType, s float64, off int, shape ...int) *tensor.Tensor {
+func (r *bitsRig) up(dt tensor.DType, s float64, off int, shape ...int) *tensor.Tensor {
 	r.t.Helper()
 	n := tensor.Shape(shape).Numel()
 	buf, err := r.b.Alloc(dt, n+off)
@@ -54,7 +55,7 @@ func (r *v2rig) up(dt tensor.DType, s float64, off int, shape ...int) *tensor.Te
 	return x
 }
 
-func (r *v2rig) free() {
+func (r *bitsRig) free() {
 	for _, x := range r.bufs {
 		r.b.Free(x)
 	}
@@ -67,27 +68,27 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// v2cases are the ops whose kernels TUNE_CUDA_OPS selects, on BERT-base's shapes (scaled down in rows) and
+// bitsCases are the ops TestOpsDeterministic runs, on BERT-base's shapes (scaled down in rows) and
 // ragged or unaligned ones.
-func v2cases() []v2case {
-	var cs []v2case
+func bitsCases() []bitsCase {
+	var cs []bitsCase
 	dts := []tensor.DType{tensor.F32, tensor.F16, tensor.BF16}
 	for _, dt := range dts {
 		for _, sh := range [][2]int{{600, 3072}, {2600, 768}, {37, 33}, {5, 66}} {
 			for _, off := range []int{0, 1} {
 				n, c := sh[0], sh[1]
-				cs = append(cs, v2case{fmt.Sprintf("BiasGrad %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				cs = append(cs, bitsCase{fmt.Sprintf("BiasGrad %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					dy, db := r.up(dt, 1, off, n, c), r.up(tensor.F32, 1, 0, c)
 					must(t, b.BiasGrad(db, dy))
 					return []*tensor.Tensor{db}
 				}})
-				cs = append(cs, v2case{fmt.Sprintf("GELUBackwardRecompute+dbias %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				cs = append(cs, bitsCase{fmt.Sprintf("GELUBackwardRecompute+dbias %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, d := r.up(dt, 3, off, n, c), r.up(dt, 1, off, n, c)
 					g, db := r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, c)
 					must(t, b.GELUBackwardRecompute(d, g, db, d, x)) // dx aliases dout, as in BERT
 					return []*tensor.Tensor{d, g, db}
 				}})
-				cs = append(cs, v2case{fmt.Sprintf("LayerNormBackward (colsum mode 1) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				cs = append(cs, bitsCase{fmt.Sprintf("LayerNormBackward (colsum mode 1) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, d := r.up(dt, 2, off, n, c), r.up(dt, 1, off, n, c)
 					gamma, beta := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
 					y, mean, rstd := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
@@ -96,7 +97,7 @@ func v2cases() []v2case {
 					must(t, b.LayerNormBackward(dx, dg, dbeta, d, x, gamma, mean, rstd))
 					return []*tensor.Tensor{dx, dg, dbeta}
 				}})
-				cs = append(cs, v2case{fmt.Sprintf("RMSNormBackward (colsum mode 2) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				cs = append(cs, bitsCase{fmt.Sprintf("RMSNormBackward (colsum mode 2) %v %dx%d off%d", dt, n, c, off), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, d := r.up(dt, 2, off, n, c), r.up(dt, 1, off, n, c)
 					w := r.up(tensor.F32, 1, 0, c)
 					y, rstd := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, n)
@@ -107,7 +108,7 @@ func v2cases() []v2case {
 				}})
 			}
 		}
-		// EmbeddingBackward planned on the device (v3) against the host plan (v1, v2): groups of one row, of up
+		// EmbeddingBackward planned on the device against the host plan: groups of one row, of up
 		// to 32, of 33 (two chunks of 32 and 1), of 64, skewed ones, and one group of every row.
 		embCases := []struct {
 			name string
@@ -135,7 +136,7 @@ func v2cases() []v2case {
 					if tdt == tensor.F32 && dt == tensor.F32 && c == 33 {
 						continue
 					}
-					cs = append(cs, v2case{fmt.Sprintf("EmbeddingBackward %s table %v dout %v C=%d", ec.name, tdt, dt, c), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					cs = append(cs, bitsCase{fmt.Sprintf("EmbeddingBackward %s table %v dout %v C=%d", ec.name, tdt, dt, c), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 						table, d := r.up(tdt, 1, 0, ec.v, c), r.up(dt, 1, 0, ec.n, c)
 						ids, err := b.Alloc(tensor.I32, ec.n)
 						must(t, err)
@@ -151,12 +152,12 @@ func v2cases() []v2case {
 				}
 			}
 		}
-		// The residual LayerNorm forward: the register-held rows (C = 128·k) and the v1 kernel's other widths.
+		// The residual LayerNorm forward: the register-held rows (C = 128·k) and the general kernel's other widths.
 		for _, c := range []int{768, 1024, 132} {
 			for _, p := range []float32{0, 0.1} {
 				for _, sumDT := range []tensor.DType{tensor.F32, dt} {
 					n := 301
-					cs = append(cs, v2case{fmt.Sprintf("ResidualLayerNorm y %v sum %v %dx%d p=%v", dt, sumDT, n, c, p), func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+					cs = append(cs, bitsCase{fmt.Sprintf("ResidualLayerNorm y %v sum %v %dx%d p=%v", dt, sumDT, n, c, p), func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 						y, x := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 2, 0, n, c)
 						gamma, beta := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
 						sum, out, outh := r.up(sumDT, 1, 0, n, c), r.up(sumDT, 1, 0, n, c), r.up(dt, 1, 0, n, c)
@@ -178,35 +179,35 @@ func v2cases() []v2case {
 			}
 			tag := fmt.Sprintf("%v n=%d off%d", dt, n, off)
 			cs = append(cs,
-				v2case{"GELU " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"GELU " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, y := r.up(dt, 3, off, n), r.up(dt, 1, 0, n)
 					must(t, b.GELU(y, x))
 					return []*tensor.Tensor{y}
 				}},
-				v2case{"GELUBackward in place " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"GELUBackward in place " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, d := r.up(dt, 3, off, n), r.up(dt, 1, off, n)
 					must(t, b.GELUBackward(d, d, x))
 					return []*tensor.Tensor{d}
 				}},
-				v2case{"GELUBackwardRecompute " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"GELUBackwardRecompute " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, d, g := r.up(dt, 3, off, n), r.up(dt, 1, off, n), r.up(dt, 1, 0, n)
 					must(t, b.GELUBackwardRecompute(d, g, nil, d, x))
 					return []*tensor.Tensor{d, g}
 				}},
-				v2case{"Cast to F32 and back " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"Cast to F32 and back " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, f, h := r.up(tensor.F32, 1, off, n), r.up(tensor.F32, 1, 0, n), r.up(dt, 1, 0, n)
 					must(t, b.Cast(h, x))
 					must(t, b.Cast(f, h))
 					return []*tensor.Tensor{h, f}
 				}},
-				v2case{"Add, Axpy, Scale " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"Add, Axpy, Scale " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					a, c, y := r.up(dt, 1, off, n), r.up(tensor.F32, 1, 0, n), r.up(dt, 1, off, n)
 					must(t, b.Add(a, a, c))
 					must(t, b.Axpy(y, a, 0.37))
 					must(t, b.Scale(y, 1.7))
 					return []*tensor.Tensor{a, y}
 				}},
-				v2case{"Tanh, TanhBackward " + tag, func(t *testing.T, b tensor.Backend, r *v2rig) []*tensor.Tensor {
+				bitsCase{"Tanh, TanhBackward " + tag, func(t *testing.T, b tensor.Backend, r *bitsRig) []*tensor.Tensor {
 					x, y, d := r.up(dt, 1, off, n), r.up(dt, 1, 0, n), r.up(dt, 1, off, n)
 					must(t, b.Tanh(y, x))
 					must(t, b.TanhBackward(d, d, y))
@@ -218,36 +219,42 @@ func v2cases() []v2case {
 	return cs
 }
 
-// TestOpsV2MatchV1 checks that the v2 kernels (TUNE_CUDA_OPS) give every op they serve the bits of the v1
-// kernels, on the same inputs, the same bits on a second run, and v3 (the default: v2 with EmbeddingBackward
-// planned on the device) the same bits again.
-func TestOpsV2MatchV1(t *testing.T) {
+// TestOpsDeterministic checks that the ops behind the bandwidth kernels (column sums, the fused GELU and
+// LayerNorm kernels, the elementwise loops, EmbeddingBackward) give the same bits on a second run from the
+// same inputs, and EmbeddingBackward the same bits with its plan built on the host as on the device. Their
+// agreement with tensor/cpu is the op suite's (tensor/tensortest) and the MatchesItsParts tests'.
+func TestOpsDeterministic(t *testing.T) {
 	gpu := openOrSkip(t)
-	for i, c := range v2cases() {
-		t.Run(c.name, func(t *testing.T) { v2check(t, gpu, i, c) })
+	for i, c := range bitsCases() {
+		t.Run(c.name, func(t *testing.T) { bitsCheck(t, gpu, i, c) })
 	}
 }
 
-// v2check runs case c under v1, v2 (twice) and v3 from the same inputs and compares the outputs' bits.
-func v2check(t *testing.T, gpu *cuda.Backend, i int, c v2case) {
-	var got [4][][]float32
-	for k, v := range []string{"v1", "v2", "v2", "v3"} {
-		got[k] = v2run(t, gpu, i, c, v)
+// bitsCheck runs case c twice (and EmbeddingBackward's once more with the host's plan) from the same inputs
+// and compares the outputs' bits.
+func bitsCheck(t *testing.T, gpu *cuda.Backend, i int, c bitsCase) {
+	runs := []bool{false, false}
+	if strings.HasPrefix(c.name, "EmbeddingBackward") {
+		runs = append(runs, true)
 	}
-	for k := 1; k < 4; k++ {
+	got := make([][][]float32, len(runs))
+	for k, host := range runs {
+		got[k] = bitsRun(t, gpu, i, c, host)
+	}
+	for k := 1; k < len(runs); k++ {
 		for j := range got[0] {
 			if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
-				t.Errorf("output %d differs (run %d vs v1) at %d: %v vs %v", j, k, d, got[k][j][d], got[0][j][d])
+				t.Errorf("output %d differs (run %d, host plan %v) at %d: %v vs %v", j, k, runs[k], d, got[k][j][d], got[0][j][d])
 				break
 			}
 		}
 	}
 }
 
-// v2run runs case c once under TUNE_CUDA_OPS=v and downloads its outputs.
-func v2run(t *testing.T, gpu *cuda.Backend, i int, c v2case, v string) [][]float32 {
-	defer cuda.SetOpsVariant(v)()
-	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(i), 42))}
+// bitsRun runs case c once (EmbeddingBackward planned on the host when hostPlan) and downloads its outputs.
+func bitsRun(t *testing.T, gpu *cuda.Backend, i int, c bitsCase, hostPlan bool) [][]float32 {
+	defer cuda.SetEmbeddingHostPlan(hostPlan)()
+	r := &bitsRig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(i), 42))}
 	defer r.free()
 	var out [][]float32
 	for _, o := range c.run(t, gpu, r) {
@@ -258,21 +265,6 @@ func v2run(t *testing.T, gpu *cuda.Backend, i int, c v2case, v string) [][]float
 		out = append(out, h)
 	}
 	return out
-}
-
-// TestOpsVariantUnknown checks that an unknown TUNE_CUDA_OPS value fails the op naming it.
-func TestOpsVariantUnknown(t *testing.T) {
-	gpu := openOrSkip(t)
-	restore := cuda.SetOpsVariant("v9")
-	defer restore()
-	r := &v2rig{t: t, b: gpu, rng: rand.New(rand.NewPCG(1, 2))}
-	defer r.free()
-	x, y := r.up(tensor.F32, 1, 0, 64), r.up(tensor.F32, 1, 0, 64)
-	if err := gpu.GELU(y, x); err == nil {
-		t.Fatal("GELU with TUNE_CUDA_OPS=v9 succeeded")
-	} else {
-		t.Log(err)
-	}
 }
 
 // firstBitDiff returns the first index where a and b differ as bits (NaN payloads included), or -1.
