@@ -37,6 +37,26 @@ __device__ __forceinline__ F4 unq4(uint4 q, int dt) {
 	return r;
 }
 
+// bf16x2_rn packs f32_to_bf16(lo) | f32_to_bf16(hi) << 16 with one hardware conversion (cvt.rn.bf16x2.f32,
+// sm_80+: round to nearest even, subnormals kept, overflow to Inf), which gives f32_to_bf16's bits for every
+// value but NaN; a NaN gets f32_to_bf16's 0x7FC0 (the hardware writes 0x7FFF). f32_to_bf16's integer rounding
+// costs about seven instructions a value, a large part of the BF16 GELU kernels' instruction budget
+// (TestBF16PackMatchesHost checks the equality on every sign, exponent and leading mantissa bits with the
+// rounding-boundary low halves). The same helper is in norm.cu.
+__device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
+	if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
+	return r;
+}
+
+// st4h is st4 with BF16 stores packed by bf16x2_rn (dt is a constant in the BF16 instantiations).
+__device__ __forceinline__ void st4h(void *p, int dt, i64 i, F4 r) {
+	if (dt == DT_BF16) *(uint2 *)((u16 *)p + i) = make_uint2(bf16x2_rn(r.v[0], r.v[1]), bf16x2_rn(r.v[2], r.v[3]));
+	else st4(p, dt, i, r);
+}
+
 // map_ilp runs body(i, F4 a, F4 b) for every full group i (a multiple of 4) with EW_U groups' loads of a
 // (and of b when b is not NULL) first, then tail(j) for the last n % 4 elements.
 template <class B, class T>
@@ -68,7 +88,7 @@ __device__ __forceinline__ void map1(void *out, int dto, const void *x, int dtx,
 			    F4 o;
 #pragma unroll
 			    for (int k = 0; k < 4; k++) o.v[k] = f(a.v[k]);
-			    st4(out, dto, i, o);
+			    st4h(out, dto, i, o);
 		    },
 		    [&](i64 j) { st(out, dto, j, f(ld(x, dtx, j))); });
 		return;
@@ -90,7 +110,7 @@ __device__ __forceinline__ void map2(void *out, int dto, const void *a, int dta,
 			    F4 o;
 #pragma unroll
 			    for (int k = 0; k < 4; k++) o.v[k] = f(x.v[k], y.v[k]);
-			    st4(out, dto, i, o);
+			    st4h(out, dto, i, o);
 		    },
 		    [&](i64 j) { st(out, dto, j, f(ld(a, dta, j), ld(b, dtb, j))); });
 		return;
@@ -105,6 +125,7 @@ __device__ __forceinline__ void map2(void *out, int dto, const void *a, int dta,
 extern "C" __global__ void cast(void *dst, int dtd, const void *src, int dts, i64 n, int vec) {
 	auto f = [](float v) { return v; };
 	if (vec == 2 && dtd == DT_BF16 && dts == DT_F32) map1(dst, DT_BF16, src, DT_F32, n, vec, f); // constant dtypes
+	else if (vec == 2 && dtd == DT_F16 && dts == DT_F32) map1(dst, DT_F16, src, DT_F32, n, vec, f);
 	else map1(dst, dtd, src, dts, n, vec, f);
 }
 
@@ -127,6 +148,7 @@ extern "C" __global__ void axpy(void *y, int dty, const void *x, int dtx, i64 n,
 extern "C" __global__ void gelu_fwd(void *out, int dto, const void *x, int dtx, i64 n, int vec) {
 	auto f = [](float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); };
 	if (vec == 2 && dto == DT_BF16 && dtx == DT_BF16) map1(out, DT_BF16, x, DT_BF16, n, vec, f); // constant dtypes
+	else if (vec == 2 && dto == DT_F16 && dtx == DT_F16) map1(out, DT_F16, x, DT_F16, n, vec, f);
 	else map1(out, dto, x, dtx, n, vec, f);
 }
 
@@ -139,13 +161,14 @@ extern "C" __global__ void gelu_bwd(void *dx, int dtdx, const void *dout, int dt
 		return d * (cdf + v * pdf);
 	};
 	if (vec == 2 && dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16) map2(dx, DT_BF16, dout, DT_BF16, x, DT_BF16, n, vec, f);
+	else if (vec == 2 && dtdx == DT_F16 && dtd == DT_F16 && dtx == DT_F16) map2(dx, DT_F16, dout, DT_F16, x, DT_F16, n, vec, f);
 	else map2(dx, dtdx, dout, dtd, x, dtx, n, vec, f);
 }
 
 // gelu_bwd_recompute: dx = dout·(Φ(x) + x·φ(x)) as gelu_bwd and, when out is not NULL, out = gelu_fwd(x)
 // with the same operations (one erff per element serves both).
-extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int dto, const void *dout, int dtd,
-                                              const void *x, int dtx, i64 n, int vec) {
+__device__ __forceinline__ void gelu_bwd_recompute_body(void *dx, int dtdx, void *out, int dto, const void *dout,
+                                                        int dtd, const void *x, int dtx, i64 n, int vec) {
 	if (vec == 2) {
 		auto one = [&](float v, float d, float *y) {
 			float e = erff(v * 0.70710678118654752f);
@@ -160,8 +183,8 @@ extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int
 			    F4 r, y;
 #pragma unroll
 			    for (int k = 0; k < 4; k++) r.v[k] = one(v.v[k], d.v[k], &y.v[k]);
-			    st4(dx, dtdx, i, r);
-			    if (out) st4(out, dto, i, y);
+			    st4h(dx, dtdx, i, r);
+			    if (out) st4h(out, dto, i, y);
 		    },
 		    [&](i64 j) {
 			    float y, r = one(ld(x, dtx, j), ld(dout, dtd, j), &y);
@@ -181,6 +204,19 @@ extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int
 			if (out) st(out, dto, j, 0.5f * v * (1.0f + e));
 		}
 	}
+}
+
+// With every tensor BF16 (or every one F16), as in mixed-precision training, the body is instantiated with
+// constant dtypes (the per-element dtype switches fold away).
+extern "C" __global__ void gelu_bwd_recompute(void *dx, int dtdx, void *out, int dto, const void *dout, int dtd,
+                                              const void *x, int dtx, i64 n, int vec) {
+	bool o = out == nullptr;
+	if (vec == 2 && dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16 && (o || dto == DT_BF16))
+		gelu_bwd_recompute_body(dx, DT_BF16, out, DT_BF16, dout, DT_BF16, x, DT_BF16, n, vec);
+	else if (vec == 2 && dtdx == DT_F16 && dtd == DT_F16 && dtx == DT_F16 && (o || dto == DT_F16))
+		gelu_bwd_recompute_body(dx, DT_F16, out, DT_F16, dout, DT_F16, x, DT_F16, n, vec);
+	else
+		gelu_bwd_recompute_body(dx, dtdx, out, dto, dout, dtd, x, dtx, n, vec);
 }
 
 // gelu_tanh_fwd: out = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the tanh approximation (PyTorch gelu with

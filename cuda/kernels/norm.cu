@@ -394,6 +394,8 @@ extern "C" __global__ void __launch_bounds__(256) colsum_partial(float *pa, floa
 	__shared__ float sa[8][65], sb[8][65];
 	if (mode == 0 && dtdy == DT_BF16) // BiasGrad of a BF16 gradient: constant dtype (see gelu_bwd_colsum)
 		colsum2(sa, sb, pa, pb, dy, DT_BF16, x, dtx, mean, rstd, N, C, rows, 0, vec);
+	else if (mode == 0 && dtdy == DT_F16)
+		colsum2(sa, sb, pa, pb, dy, DT_F16, x, dtx, mean, rstd, N, C, rows, 0, vec);
 	else
 		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec);
 }
@@ -403,6 +405,16 @@ __device__ __forceinline__ float gelu_el(float d, float v, int dtdx, float *y) {
 	float e = erff(v * 0.70710678118654752f);
 	*y = 0.5f * v * (1.0f + e);
 	return round_to(gelu_grad(d, v, e), dtdx);
+}
+
+// bf16x2_rn is elementwise.cu's (see there): f32_to_bf16(lo) | f32_to_bf16(hi) << 16 in one hardware
+// conversion, NaNs made 0x7FC0.
+__device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
+	if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
+	return r;
 }
 
 // gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) on
@@ -433,12 +445,26 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 					float v[2], d[2], g[2], y[2];
 					unq2(qx[u], dtx, v);
 					unq2(qd[u], dtd, d);
+					i64 base = (r + 8 * u) * C + c0;
+					if (dtdx == DT_BF16 && (out == nullptr || dto == DT_BF16)) { // one packed rounding per pair
+						float e[2];
+#pragma unroll
+						for (int j = 0; j < 2; j++) {
+							e[j] = erff(v[j] * 0.70710678118654752f);
+							g[j] = gelu_grad(d[j], v[j], e[j]);
+							y[j] = 0.5f * v[j] * (1.0f + e[j]);
+						}
+						u32 qg = bf16x2_rn(g[0], g[1]);
+						a[0] += bf16_to_f32((u16)(qg & 0xffffu)), a[1] += bf16_to_f32((u16)(qg >> 16));
+						*(u32 *)((u16 *)dx + base) = qg;
+						if (out) *(u32 *)((u16 *)out + base) = bf16x2_rn(y[0], y[1]);
+						continue;
+					}
 #pragma unroll
 					for (int j = 0; j < 2; j++) {
 						g[j] = gelu_el(d[j], v[j], dtdx, &y[j]);
 						a[j] += g[j];
 					}
-					i64 base = (r + 8 * u) * C + c0;
 					st2(dx, dtdx, base, g);
 					if (out) st2(out, dto, base, y);
 				}
@@ -459,8 +485,8 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 	cs_finish2(sa, a, pa, k, C);
 }
 
-// With every tensor BF16 (BERT's case) the body is instantiated with constant dtypes: the per-element dtype
-// switches fold away (r6: the kernel was bound by instructions, not memory, at 1.9 TB/s).
+// With every tensor BF16 (BERT's case) or every one F16 the body is instantiated with constant dtypes: the
+// per-element dtype switches fold away (r6: the kernel was bound by instructions, not memory, at 1.9 TB/s).
 extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum(float *pa, void *dx, int dtdx, void *out,
                                                                     int dto, const void *dout, int dtd,
                                                                     const void *x, int dtx, i64 N, int C,
@@ -468,6 +494,8 @@ extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum(float *pa, voi
 	__shared__ float sa[8][65];
 	if (dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16 && (out == nullptr || dto == DT_BF16))
 		gelu_colsum2(sa, pa, dx, DT_BF16, out, DT_BF16, dout, DT_BF16, x, DT_BF16, N, C, rows, vec);
+	else if (dtdx == DT_F16 && dtd == DT_F16 && dtx == DT_F16 && (out == nullptr || dto == DT_F16))
+		gelu_colsum2(sa, pa, dx, DT_F16, out, DT_F16, dout, DT_F16, x, DT_F16, N, C, rows, vec);
 	else
 		gelu_colsum2(sa, pa, dx, dtdx, out, dto, dout, dtd, x, dtx, N, C, rows, vec);
 }
