@@ -160,9 +160,7 @@ func (s *SelfAttention) Parameters() []NamedParameter {
 		name string
 		p    Projection
 	}{{"query", s.Query}, {"key", s.Key}, {"value", s.Value}} {
-		for _, np := range m.p.Parameters() {
-			ps = append(ps, NamedParameter{Name: m.name + "." + np.Name, Param: np.Param})
-		}
+		ps = AppendPrefixed(ps, m.name+".", m.p.Parameters())
 	}
 	return ps
 }

@@ -198,17 +198,12 @@ func (l *Layer) layout(a *Arena, sc *layerScratch, out *tensor.Tensor, impl stri
 // Parameters lists the layer's parameters as BertLayer names them.
 func (l *Layer) Parameters() []NamedParameter {
 	var ps []NamedParameter
-	add := func(prefix string, list []NamedParameter) {
-		for _, np := range list {
-			ps = append(ps, NamedParameter{Name: prefix + np.Name, Param: np.Param})
-		}
-	}
-	add("attention.self.", l.Attention.Parameters())
-	add("attention.output.dense.", l.AttnOut.Parameters())
-	add("attention.output.LayerNorm.", l.AttnNorm.Parameters())
-	add("intermediate.dense.", l.Intermediate.Parameters())
-	add("output.dense.", l.Output.Parameters())
-	add("output.LayerNorm.", l.OutNorm.Parameters())
+	ps = AppendPrefixed(ps, "attention.self.", l.Attention.Parameters())
+	ps = AppendPrefixed(ps, "attention.output.dense.", l.AttnOut.Parameters())
+	ps = AppendPrefixed(ps, "attention.output.LayerNorm.", l.AttnNorm.Parameters())
+	ps = AppendPrefixed(ps, "intermediate.dense.", l.Intermediate.Parameters())
+	ps = AppendPrefixed(ps, "output.dense.", l.Output.Parameters())
+	ps = AppendPrefixed(ps, "output.LayerNorm.", l.OutNorm.Parameters())
 	return ps
 }
 

@@ -31,6 +31,15 @@ type NamedParameter struct {
 	Param *Param // the parameter itself (not a copy)
 }
 
+// AppendPrefixed appends list to ps with prefix (a module path and its dot, "attention.self.") before each
+// name: how a module lists its submodules' parameters under their full names.
+func AppendPrefixed(ps []NamedParameter, prefix string, list []NamedParameter) []NamedParameter {
+	for _, np := range list {
+		ps = append(ps, NamedParameter{Name: prefix + np.Name, Param: np.Param})
+	}
+	return ps
+}
+
 // noDecayPatterns are the lowercased-name patterns Hugging Face's Trainer excludes from weight decay
 // (transformers 5.17 trainer.py get_decay_parameter_names; get_decay_parameter_names in transformers' trainer.py). A parameter inside an nn.LayerNorm is
 // also excluded; every LayerNorm here is named "LayerNorm", which the "layernorm" pattern covers.

@@ -30,17 +30,12 @@ func (m *BertForSequenceClassification) projectionSlots() []transformer.Slot {
 // order (transformers/models/bert/modeling_bert.py).
 func (m *BertForSequenceClassification) namedParameters() []transformer.NamedParameter {
 	var ps []transformer.NamedParameter
-	add := func(prefix string, list []transformer.NamedParameter) {
-		for _, np := range list {
-			ps = append(ps, transformer.NamedParameter{Name: prefix + np.Name, Param: np.Param})
-		}
-	}
-	add("bert.embeddings.", m.Embeddings.Parameters())
+	ps = transformer.AppendPrefixed(ps, "bert.embeddings.", m.Embeddings.Parameters())
 	for i, l := range m.Layers {
-		add("bert.encoder.layer."+strconv.Itoa(i)+".", l.Parameters())
+		ps = transformer.AppendPrefixed(ps, "bert.encoder.layer."+strconv.Itoa(i)+".", l.Parameters())
 	}
-	add("bert.pooler.dense.", m.Pooler.Dense.Parameters())
-	add("classifier.", m.Head.Classifier.Parameters())
+	ps = transformer.AppendPrefixed(ps, "bert.pooler.dense.", m.Pooler.Dense.Parameters())
+	ps = transformer.AppendPrefixed(ps, "classifier.", m.Head.Classifier.Parameters())
 	return ps
 }
 

@@ -103,17 +103,12 @@ func (k *Block) layout(a *transformer.Arena, out *tensor.Tensor, impl string, b,
 // Parameters lists the block's parameters as GPT2Block names them.
 func (k *Block) Parameters() []transformer.NamedParameter {
 	var ps []transformer.NamedParameter
-	add := func(prefix string, list []transformer.NamedParameter) {
-		for _, np := range list {
-			ps = append(ps, transformer.NamedParameter{Name: prefix + np.Name, Param: np.Param})
-		}
-	}
-	add("ln_1.", k.Ln1.Parameters())
-	add("attn.c_attn.", k.CAttn.Parameters())
-	add("attn.c_proj.", k.CProj.Parameters())
-	add("ln_2.", k.Ln2.Parameters())
-	add("mlp.c_fc.", k.CFc.Parameters())
-	add("mlp.c_proj.", k.MProj.Parameters())
+	ps = transformer.AppendPrefixed(ps, "ln_1.", k.Ln1.Parameters())
+	ps = transformer.AppendPrefixed(ps, "attn.c_attn.", k.CAttn.Parameters())
+	ps = transformer.AppendPrefixed(ps, "attn.c_proj.", k.CProj.Parameters())
+	ps = transformer.AppendPrefixed(ps, "ln_2.", k.Ln2.Parameters())
+	ps = transformer.AppendPrefixed(ps, "mlp.c_fc.", k.CFc.Parameters())
+	ps = transformer.AppendPrefixed(ps, "mlp.c_proj.", k.MProj.Parameters())
 	return ps
 }
 

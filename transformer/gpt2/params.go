@@ -33,15 +33,10 @@ func (m *GPT2LMHeadModel) FanInFanOut(path string) bool { return true }
 // order; a tied lm_head.weight is the same parameter as transformer.wte.weight and is not listed again.
 func (m *GPT2LMHeadModel) namedParameters() []transformer.NamedParameter {
 	ps := []transformer.NamedParameter{{Name: "transformer.wte.weight", Param: m.WTE}, {Name: "transformer.wpe.weight", Param: m.WPE}}
-	add := func(prefix string, list []transformer.NamedParameter) {
-		for _, np := range list {
-			ps = append(ps, transformer.NamedParameter{Name: prefix + np.Name, Param: np.Param})
-		}
-	}
 	for i, k := range m.Blocks {
-		add("transformer.h."+strconv.Itoa(i)+".", k.Parameters())
+		ps = transformer.AppendPrefixed(ps, "transformer.h."+strconv.Itoa(i)+".", k.Parameters())
 	}
-	add("transformer.ln_f.", m.LnF.Parameters())
+	ps = transformer.AppendPrefixed(ps, "transformer.ln_f.", m.LnF.Parameters())
 	if m.LMHead != nil {
 		ps = append(ps, transformer.NamedParameter{Name: "lm_head.weight", Param: m.LMHead})
 	}

@@ -138,24 +138,19 @@ func (l *DecoderLayer) layout(a *transformer.Arena, b, t int, cfg *Config, dt te
 // o, then q_norm and k_norm), mlp (gate, up, down), input_layernorm, post_attention_layernorm.
 func (l *DecoderLayer) Parameters() []transformer.NamedParameter {
 	var ps []transformer.NamedParameter
-	add := func(prefix string, list []transformer.NamedParameter) {
-		for _, np := range list {
-			ps = append(ps, transformer.NamedParameter{Name: prefix + np.Name, Param: np.Param})
-		}
-	}
-	add("self_attn.q_proj.", l.Attn.Q.Parameters())
-	add("self_attn.k_proj.", l.Attn.K.Parameters())
-	add("self_attn.v_proj.", l.Attn.V.Parameters())
-	add("self_attn.o_proj.", l.Attn.O.Parameters())
+	ps = transformer.AppendPrefixed(ps, "self_attn.q_proj.", l.Attn.Q.Parameters())
+	ps = transformer.AppendPrefixed(ps, "self_attn.k_proj.", l.Attn.K.Parameters())
+	ps = transformer.AppendPrefixed(ps, "self_attn.v_proj.", l.Attn.V.Parameters())
+	ps = transformer.AppendPrefixed(ps, "self_attn.o_proj.", l.Attn.O.Parameters())
 	if l.Attn.QNorm != nil {
-		add("self_attn.q_norm.", l.Attn.QNorm.Parameters())
-		add("self_attn.k_norm.", l.Attn.KNorm.Parameters())
+		ps = transformer.AppendPrefixed(ps, "self_attn.q_norm.", l.Attn.QNorm.Parameters())
+		ps = transformer.AppendPrefixed(ps, "self_attn.k_norm.", l.Attn.KNorm.Parameters())
 	}
-	add("mlp.gate_proj.", l.MLP.Gate.Parameters())
-	add("mlp.up_proj.", l.MLP.Up.Parameters())
-	add("mlp.down_proj.", l.MLP.Down.Parameters())
-	add("input_layernorm.", l.InputNorm.Parameters())
-	add("post_attention_layernorm.", l.PostNorm.Parameters())
+	ps = transformer.AppendPrefixed(ps, "mlp.gate_proj.", l.MLP.Gate.Parameters())
+	ps = transformer.AppendPrefixed(ps, "mlp.up_proj.", l.MLP.Up.Parameters())
+	ps = transformer.AppendPrefixed(ps, "mlp.down_proj.", l.MLP.Down.Parameters())
+	ps = transformer.AppendPrefixed(ps, "input_layernorm.", l.InputNorm.Parameters())
+	ps = transformer.AppendPrefixed(ps, "post_attention_layernorm.", l.PostNorm.Parameters())
 	return ps
 }
 

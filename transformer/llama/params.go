@@ -14,10 +14,7 @@ import (
 func (m *ForCausalLM) namedParameters() []transformer.NamedParameter {
 	ps := []transformer.NamedParameter{{Name: "model.embed_tokens.weight", Param: m.Embed}}
 	for i, l := range m.Layers {
-		pre := layerPath(i) + "."
-		for _, np := range l.Parameters() {
-			ps = append(ps, transformer.NamedParameter{Name: pre + np.Name, Param: np.Param})
-		}
+		ps = transformer.AppendPrefixed(ps, layerPath(i)+".", l.Parameters())
 	}
 	ps = append(ps, transformer.NamedParameter{Name: "model.norm.weight", Param: m.Norm.Weight})
 	if !m.Config.TieWordEmbeddings {
