@@ -125,6 +125,41 @@ func (l *CausalLMHead) Forward(p *Pass, in *tensor.Tensor, targets []int64, host
 	return l.forward(p, in, targets, host, nil, 0)
 }
 
+// Run is a causal LM's Forward from its final hidden states in (N = B·T, C) h: the next-token targets of the
+// (B, T) labels (ShiftLabels; nil labels: no loss), the logits copied into out.Logits when opts.HostLogits,
+// and with opts.Train and opts.BackwardSeed the head's backward into dIn while each chunk's logits are at hand
+// (ForwardFused). It sets out.NumLabels (V), out.Logits, out.Loss (the mean over the supervised targets; NaN
+// without any), out.Targets and out.Correct, and returns the number of supervised targets. With neither labels
+// nor host logits the head does not run.
+func (l *CausalLMHead) Run(p *Pass, in, dIn *tensor.Tensor, labels []int64, b, t int, opts ForwardOptions, out *Output) (count int, err error) {
+	var targets []int64
+	if labels != nil {
+		targets, _ = ShiftLabels(labels, b, t)
+	}
+	out.NumLabels = l.V
+	if opts.HostLogits {
+		out.Logits = make([]float32, b*t*l.V)
+	}
+	out.Loss = float32(math.NaN())
+	if targets == nil && out.Logits == nil {
+		return 0, nil // nothing asks for the head
+	}
+	var sum float64
+	if opts.Train && opts.BackwardSeed != 0 && targets != nil && out.Logits == nil {
+		sum, count, err = l.ForwardFused(p, in, targets, dIn, opts.BackwardSeed)
+	} else {
+		sum, count, err = l.Forward(p, in, targets, out.Logits)
+	}
+	if err != nil || targets == nil {
+		return count, err
+	}
+	if count > 0 {
+		out.Loss = float32(sum / float64(count))
+	}
+	out.Targets, out.Correct = count, l.Correct()
+	return count, nil
+}
+
 // ForwardFused is Forward with targets that also back-propagates each chunk while its logits are at hand
 // (ForwardOptions.BackwardSeed): the gradient of the loss sum times seed/count (count: the supervised
 // targets; seed: the d(objective)/d(mean loss) the caller's Backward will get) is written into dIn (N, C) and,

@@ -345,31 +345,12 @@ func (m *GPT2LMHeadModel) Forward(batch *loaders.Batch, opts transformer.Forward
 	if err := p.Notify("transformer.ln_f", false, a.lnf); err != nil {
 		return out, err
 	}
-	var targets []int64
-	if batch.Labels != nil {
-		targets, _ = transformer.ShiftLabels(batch.Labels, b, t)
-	}
-	out.NumLabels = m.Config.VocabSize
-	if opts.HostLogits {
-		out.Logits = make([]float32, b*t*m.Config.VocabSize)
-	}
-	var sum float64
-	var count int
-	if opts.Train && opts.BackwardSeed != 0 && targets != nil && out.Logits == nil {
-		// the head's backward runs now, chunk by chunk, into a.dlnf (ForwardOptions.BackwardSeed)
-		sum, count, err = m.Head.ForwardFused(&p, a.lnf, targets, a.dlnf, opts.BackwardSeed)
-	} else {
-		sum, count, err = m.Head.Forward(&p, a.lnf, targets, out.Logits)
-	}
+	// With ForwardOptions.BackwardSeed the head's backward runs now, chunk by chunk, into a.dlnf.
+	count, err := m.Head.Run(&p, a.lnf, a.dlnf, batch.Labels, b, t, opts, &out)
 	if err != nil {
 		return out, fmt.Errorf("gpt2: lm_head: %w", err)
 	}
-	out.Loss = float32(math.NaN())
-	if targets != nil && count > 0 {
-		out.Loss = float32(sum / float64(count))
-		out.Targets, out.Correct = count, m.Head.Correct()
-	}
-	if opts.Train && targets != nil {
+	if opts.Train && batch.Labels != nil {
 		m.last = lastForward{pass: p, key: m.shape, ready: true, count: count, embOff: embOff, embUsed: embUsed}
 	}
 	return out, nil

@@ -235,34 +235,14 @@ func (m *ForCausalLM) Forward(batch *loaders.Batch, opts transformer.ForwardOpti
 	if err := p.Notify("model.norm", false, a.xf); err != nil {
 		return out, err
 	}
-	out.NumLabels = m.Config.VocabSize
-	if opts.HostLogits {
-		out.Logits = make([]float32, b*t*m.Config.VocabSize)
-	}
-	var targets []int64
-	if batch.Labels != nil {
-		targets, _ = transformer.ShiftLabels(batch.Labels, b, t)
-	}
-	out.Loss = float32(math.NaN())
-	if targets == nil && out.Logits == nil {
-		return out, nil // nothing asks for the head
-	}
-	var sum float64
-	var count int
-	if opts.Train && opts.BackwardSeed != 0 && targets != nil && out.Logits == nil {
-		// the head's backward runs now, chunk by chunk, into a.dxf (ForwardOptions.BackwardSeed)
-		sum, count, err = m.Head.ForwardFused(&p, a.xf, targets, a.dxf, opts.BackwardSeed)
-	} else {
-		sum, count, err = m.Head.Forward(&p, a.xf, targets, out.Logits)
-	}
+	// With ForwardOptions.BackwardSeed the head's backward runs now, chunk by chunk, into a.dxf.
+	count, err := m.Head.Run(&p, a.xf, a.dxf, batch.Labels, b, t, opts, &out)
 	if err != nil {
 		return out, fmt.Errorf("llama: lm_head (labels must lie in [0, %d) or be -100): %w", m.Config.VocabSize, err)
 	}
-	if targets == nil {
+	if batch.Labels == nil {
 		return out, nil
 	}
-	out.Loss = float32(sum / float64(count))
-	out.Targets, out.Correct = count, m.Head.Correct()
 	m.last.count = count
 	if opts.Train {
 		m.last.pass, m.last.key, m.last.ready, m.last.in = p, m.shape, true, in
