@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"testing"
 
 	"github.com/tune-ml/tune/cuda"
@@ -99,23 +98,7 @@ func BenchmarkAttention(b *testing.B) {
 		for _, pass := range passes {
 			b.Run(pass.name+" "+name, func(b *testing.B) {
 				defer pass.restore()()
-				for i := 0; i < 3; i++ {
-					if err := pass.fn(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				times := make([]float64, 0, b.N)
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					ms, err := gpu.Time(pass.fn)
-					if err != nil {
-						b.Fatal(err)
-					}
-					times = append(times, ms)
-				}
-				b.StopTimer()
-				sort.Float64s(times)
-				med := times[len(times)/2]
+				med := medianMs(b, gpu, 3, pass.fn)
 				b.ReportMetric(med*1e3, "µs/op")
 				b.ReportMetric(pass.flops/(med*1e-3)/1e12, "TFLOP/s")
 			})

@@ -4,7 +4,6 @@ package cuda_test
 
 import (
 	"math/rand/v2"
-	"sort"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
@@ -111,23 +110,7 @@ func BenchmarkDecoderOps(b *testing.B) {
 				}
 				live = nil
 			}()
-			for i := 0; i < 2; i++ {
-				if err := fn(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			times := make([]float64, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				ms, err := gpu.Time(fn)
-				if err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, ms)
-			}
-			b.StopTimer()
-			sort.Float64s(times)
-			med := times[len(times)/2]
+			med := medianMs(b, gpu, 2, fn)
 			b.ReportMetric(med*1e3, "µs/op")
 			b.ReportMetric(c.bytes/(med*1e-3)/1e9, "GB/s")
 		})

@@ -4,7 +4,6 @@ package cuda_test
 
 import (
 	"math/rand/v2"
-	"sort"
 	"testing"
 
 	"github.com/tune-ml/tune/tensor"
@@ -62,26 +61,7 @@ func BenchmarkGemm(b *testing.B) {
 			defer gpu.Free(C)
 			args := tensor.GemmArgs{TransA: c.transA, TransB: c.transB, M: c.m, N: c.n, K: c.k, A: A, B: B, C: C,
 				Batch: c.batch, StrideA: c.m * c.k, StrideB: c.k * c.n, StrideC: c.m * c.n, Alpha: 1}
-			for i := 0; i < 3; i++ {
-				if err := gpu.Gemm(args); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := gpu.Synchronize(); err != nil {
-				b.Fatal(err)
-			}
-			times := make([]float64, 0, b.N)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				ms, err := gpu.Time(func() error { return gpu.Gemm(args) })
-				if err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, ms)
-			}
-			b.StopTimer()
-			sort.Float64s(times)
-			med := times[len(times)/2]
+			med := medianMs(b, gpu, 3, func() error { return gpu.Gemm(args) })
 			flops := 2 * float64(c.m) * float64(c.n) * float64(c.k) * float64(c.batch)
 			b.ReportMetric(med*1e3, "µs/gemm")
 			b.ReportMetric(flops/(med*1e-3)/1e12, "TFLOP/s")

@@ -25,12 +25,7 @@ func TestNVRTCCompileAll(t *testing.T) {
 		t.Skipf("no libnvrtc can be opened, so the kernels cannot be compile-checked here: %v", err)
 	}
 	t.Logf("NVRTC %d.%d from %s", maj, min, path)
-	sm := 90
-	if s := os.Getenv("TUNE_CUDA_ARCH"); s != "" {
-		if sm, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
-		}
-	}
+	sm := testSM(t)
 	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
 	files := cuda.KernelFiles()
 	if len(files) == 0 {
@@ -69,13 +64,7 @@ func TestWarmKernelCache(t *testing.T) {
 	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
 		t.Fatalf("no libnvrtc: %v", err)
 	}
-	sm := 90
-	if s := os.Getenv("TUNE_CUDA_ARCH"); s != "" {
-		var err error
-		if sm, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
-		}
-	}
+	sm := testSM(t)
 	files := strings.Split(list, ",")
 	if list == "all" {
 		files = cuda.KernelFiles()
@@ -113,13 +102,7 @@ func TestKernelRegisters(t *testing.T) {
 	if _, _, _, err := cuda.NVRTCVersion(); err != nil {
 		t.Fatalf("no libnvrtc: %v", err)
 	}
-	sm := 90
-	if s := os.Getenv("TUNE_CUDA_ARCH"); s != "" {
-		var err error
-		if sm, err = strconv.Atoi(s); err != nil {
-			t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
-		}
-	}
+	sm := testSM(t)
 	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
 	files := strings.Split(list, ",")
 	if list == "all" {
@@ -146,4 +129,19 @@ func TestKernelRegisters(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testSM is the compute capability the compile tests target: sm_90 (the H200) unless TUNE_CUDA_ARCH names
+// another, e.g. 80.
+func testSM(t testing.TB) int {
+	t.Helper()
+	s := os.Getenv("TUNE_CUDA_ARCH")
+	if s == "" {
+		return 90
+	}
+	sm, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatalf("TUNE_CUDA_ARCH=%q: want a compute capability such as 90", s)
+	}
+	return sm
 }
