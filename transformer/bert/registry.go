@@ -30,7 +30,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return newBert(b, cfg)
+			m, err := newBert(b, cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return m, nil
 		},
 	})
 }

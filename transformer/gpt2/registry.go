@@ -25,7 +25,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return newModel(b, cfg)
+			m, err := newModel(b, cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return m, nil
 		},
 	})
 }

@@ -44,7 +44,11 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return build(b, cfg)
+			m, err := build(b, cfg)
+			if err != nil {
+				return nil, err // not a typed nil inside the interface
+			}
+			return m, nil
 		},
 	})
 }
