@@ -116,7 +116,7 @@ func (m *mlp) forwardBackward(t *testing.T, p Policy, cache *WeightCache, x, tar
 	s.dy = tensortest.Alloc(t, b, s.y.DType, n, m.out)
 	dyFlat, err := s.dy.Reshape(n * m.out)
 	must(t, err)
-	must(t, b.MSELossBackward(dyFlat, yFlat, tFlat, seed*lambda/float32(n*m.out)))
+	must(t, b.MSELossBackward(dyFlat, yFlat, tFlat, seed*lambda/float32(n*m.out), nil))
 	must(t, b.Gemm(tensor.GemmArgs{TransA: true, M: m.out, N: m.hid, K: n, A: s.dy, B: s.h, C: m.dw2, Alpha: 1, Beta: 1}))
 	must(t, b.BiasGrad(m.db2, s.dy))
 	s.dh = tensortest.Alloc(t, b, s.h.DType, n, m.hid)

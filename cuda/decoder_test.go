@@ -70,7 +70,7 @@ func TestDecoderOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						return b.CrossEntropyBackward(p(dl), p(lg), p(lab), 1.0/float32(c), -100)
+						return b.CrossEntropyBackward(p(dl), p(lg), p(lab), 1.0/float32(c), -100, nil)
 					})
 					r.check("losses", ls, false)
 					r.check("dlogits", dl, false)

@@ -265,16 +265,16 @@ func (b *Backend) MSELoss(losses, pred, target *tensor.Tensor) (err error) {
 }
 
 // MSELossBackward sets dpred (N) = scale·2·(pred − target); for a mean loss seeded with S, scale = S/N.
-func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) (err error) {
-	o := b.begin("MSELossBackward", dpred, pred, target)
+func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32, scaleBy *tensor.Tensor) (err error) {
+	o := b.begin("MSELossBackward", dpred, pred, target, scaleBy)
 	defer o.end(&err)
-	if o.float("dpred", dpred).float("pred", pred).float("target", target).failed() {
+	if o.float("dpred", dpred).float("pred", pred).float("target", target).scaleBy(scaleBy).failed() {
 		return
 	}
 	n := dpred.Numel()
 	if o.numel("pred", pred, n).numel("target", target, n).failed() {
 		return
 	}
-	o.ew("elementwise.cu", "mse_bwd", n, addr(dpred), dt(dpred), addr(pred), dt(pred), addr(target), dt(target), i64(n), f32(scale), o.ewVec(dpred, pred, target))
+	o.ew("elementwise.cu", "mse_bwd", n, addr(dpred), dt(dpred), addr(pred), dt(pred), addr(target), dt(target), i64(n), f32(scale), o.ewVec(dpred, pred, target), addr(scaleBy))
 	return
 }

@@ -34,6 +34,38 @@ func TestDeviceStepScalars(t *testing.T) {
 	}
 }
 
+// TestDeviceScalerOps: FP16 loss scaling's ops on the device (tensortest.CheckDeviceScaler) match the host
+// arithmetic bit for bit, and a step of them — the unscale with its flag, AdamW from a table row, the scale
+// update — makes no host wait.
+func TestDeviceScalerOps(t *testing.T) {
+	b := openOrSkip(t)
+	tensortest.CheckDeviceScaler(t, b)
+	g, p, m, v := mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000)
+	scale, found, tracker, steps := mustAlloc(t, b, tensor.F32, 1), mustAlloc(t, b, tensor.I32, 1), mustAlloc(t, b, tensor.I32, 1), mustAlloc(t, b, tensor.I32, 1)
+	table := mustAlloc(t, b, tensor.F32, 4, 3)
+	if err := b.Fill(scale, 65536); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	w := waits(b)
+	if err := b.NonFiniteCheckAndUnscaleOnDevice([]*tensor.Tensor{g}, scale, found); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AdamW(tensor.AdamWArgs{Params: p, Grads: g, ExpAvg: m, ExpAvgSq: v, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8,
+		Skip: found, Table: table, Row: steps}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.UpdateScale(tensor.UpdateScaleArgs{Scale: scale, GrowthTracker: tracker, FoundInf: found, Steps: steps,
+		GrowthFactor: 2, BackoffFactor: 0.5, GrowthInterval: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 0 {
+		t.Errorf("an FP16 optimizer step on the device: %d host waits, want 0", got)
+	}
+}
+
 // mustAlloc allocates a zero-filled tensor on b, failing the test on error.
 func mustAlloc(t *testing.T, b *cuda.Backend, dt tensor.DType, shape ...int) *tensor.Tensor {
 	t.Helper()
@@ -95,7 +127,7 @@ func TestUploadedIDsNeedNoHostWait(t *testing.T) {
 	if err != nil || count != 4 {
 		t.Fatalf("CrossEntropy count %d, %v; want 4", count, err)
 	}
-	if err := b.CrossEntropyBackward(logits, logits, labels, 1, -100); err != nil {
+	if err := b.CrossEntropyBackward(logits, logits, labels, 1, -100, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := waits(b) - before; got != 0 {

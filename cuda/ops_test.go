@@ -286,7 +286,7 @@ func TestOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 						if err != nil {
 							return err
 						}
-						return b.CrossEntropyBackward(p(dl), p(lg), p(lab), 1.0/float32(c), -100)
+						return b.CrossEntropyBackward(p(dl), p(lg), p(lab), 1.0/float32(c), -100, nil)
 					})
 					if counts[0] != counts[1] {
 						t.Errorf("count: GPU %d, CPU %d", counts[0], counts[1])
@@ -365,7 +365,7 @@ func TestOpsMatchCPUOnAlignedLayouts(t *testing.T) {
 						if err := b.MSELoss(p(l), p(pr), p(tg)); err != nil {
 							return err
 						}
-						return b.MSELossBackward(p(dp), p(pr), p(tg), 1.0/4096)
+						return b.MSELossBackward(p(dp), p(pr), p(tg), 1.0/4096, nil)
 					})
 					r.check("losses", l, true)
 					r.check("dpred", dp, true)

@@ -195,6 +195,16 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	if a.Skip != nil {
 		o.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
 	}
+	rows := 0
+	if a.Table != nil || a.Row != nil {
+		o.that(a.Table != nil && a.Row != nil, tensor.ErrArgument, "Table and Row are set together")
+		o.f32("Table", a.Table).tensor("Row", a.Row, tensor.I32).numel("Row", a.Row, 1)
+		if !o.failed() {
+			rows = a.Table.Numel() / 3
+			o.that(rows >= 1 && a.Table.Numel()%3 == 0, tensor.ErrShape, "Table holds %d values, want (K, 3), K ≥ 1", a.Table.Numel())
+		}
+		a.LR, a.Step = 0, 1 // not used: the table's row holds the scalars
+	}
 	if o.failed() {
 		return
 	}
@@ -217,6 +227,6 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	dc := o.uploadChunks(cl)
 	defer o.release(dc)
 	o.launch("optim.cu", "adamw", cl.count(), 1, 256, 1, uint64(dc), base, addr(a.Grads), addr(a.ExpAvg), addr(a.ExpAvgSq),
-		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps), addr(a.Skip))
+		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps), addr(a.Skip), addr(a.Table), addr(a.Row), i64(rows))
 	return
 }

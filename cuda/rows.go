@@ -270,10 +270,10 @@ func xentVec(v int, ts ...*tensor.Tensor) uint64 {
 // CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0
 // for rows labelled ignoreIndex. For a mean loss seeded with loss scale S over n counted rows, scale = S/n.
 // The labels are validated on the host, as in CrossEntropy.
-func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (err error) {
-	o := b.begin("CrossEntropyBackward", dlogits, logits, labels)
+func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (err error) {
+	o := b.begin("CrossEntropyBackward", dlogits, logits, labels, scaleBy)
 	defer o.end(&err)
-	o.float("dlogits", dlogits).float("logits", logits).index("labels", labels)
+	o.float("dlogits", dlogits).float("logits", logits).index("labels", labels).scaleBy(scaleBy)
 	n, v := o.rows("logits", logits)
 	o.numel("labels", labels, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
 	o.indices("labels", labels, v, &ignoreIndex)
@@ -282,10 +282,10 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 	}
 	if xentRowsPerBlock(v) {
 		o.launch("softmax.cu", "xent_bwd_rows", n, 1, xentBlock, 1, addr(dlogits), dt(dlogits), addr(logits), dt(logits),
-			addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits))
+			addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits), addr(scaleBy))
 		return
 	}
-	o.rowsLaunch("softmax.cu", "xent_bwd", n, addr(dlogits), dt(dlogits), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex))
+	o.rowsLaunch("softmax.cu", "xent_bwd", n, addr(dlogits), dt(dlogits), addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), addr(scaleBy))
 	return
 }
 
@@ -293,8 +293,8 @@ func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, s
 // tensor (tensor.Backend.CrossEntropyWithGrad). For a vocabulary (the block-per-row kernels) one kernel,
 // xent_fused_rows, reads each row twice instead of four times, with the separate kernels' bits; otherwise
 // the three ops run.
-func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
-	count, done, err := b.crossEntropyFused(losses, pred, dlogits, logits, labels, scale, ignoreIndex)
+func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (int, error) {
+	count, done, err := b.crossEntropyFused(losses, pred, dlogits, logits, labels, scale, ignoreIndex, scaleBy)
 	if done || err != nil {
 		return count, err
 	}
@@ -306,15 +306,15 @@ func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *te
 			return 0, err
 		}
 	}
-	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex, scaleBy)
 }
 
 // crossEntropyFused validates the arguments and queues xent_fused_rows when the row length takes the
 // block-per-row kernels (done); otherwise it queues nothing.
-func (b *Backend) crossEntropyFused(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (count int, done bool, err error) {
-	o := b.begin("CrossEntropyWithGrad", losses, pred, dlogits, logits, labels)
+func (b *Backend) crossEntropyFused(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (count int, done bool, err error) {
+	o := b.begin("CrossEntropyWithGrad", losses, pred, dlogits, logits, labels, scaleBy)
 	defer o.end(&err)
-	o.f32("losses", losses).float("dlogits", dlogits).float("logits", logits).index("labels", labels)
+	o.f32("losses", losses).float("dlogits", dlogits).float("logits", logits).index("labels", labels).scaleBy(scaleBy)
 	if pred != nil {
 		o.tensor("pred", pred, tensor.I32)
 	}
@@ -339,7 +339,7 @@ func (b *Backend) crossEntropyFused(losses, pred, dlogits, logits, labels *tenso
 		return count, true, nil
 	}
 	o.launch("softmax.cu", "xent_fused_rows", n, 1, xentBlock, 1, addr(losses), addr(pred), addr(dlogits), dt(dlogits),
-		addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits))
+		addr(logits), dt(logits), addr(labels), dt(labels), i64(n), i64(v), f32(scale), i64(ignoreIndex), xentVec(v, dlogits, logits), addr(scaleBy))
 	return count, true, nil
 }
 

@@ -1,5 +1,7 @@
 package tensor
 
+import "math"
+
 // Backend holds the whole op set the models, the AMP machinery and the optimizer need, forward and backward.
 //
 // Conventions (as in llm.c): arguments are outputs first, then inputs, then weights, then sizes. Every
@@ -157,22 +159,25 @@ type Backend interface {
 	// whose label equals ignoreIndex (−100 in PyTorch) gets loss 0. Returns the number of rows not ignored.
 	CrossEntropy(losses, logits, labels *Tensor, ignoreIndex int) (count int, err error)
 	// CrossEntropyBackward: dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for
-	// ignored rows. For a mean loss seeded with the loss scale S over n counted rows, scale = S/n.
-	CrossEntropyBackward(dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) error
+	// ignored rows. For a mean loss seeded with the loss scale S over n counted rows, scale = S/n. scaleBy, when
+	// non-nil, is an F32 (1) tensor whose value multiplies scale on the device first (FP32, rounded once): the
+	// loss scale a GradScaler keeps on the device (amp.DeviceScaler), so that no host waits for it.
+	CrossEntropyBackward(dlogits, logits, labels *Tensor, scale float32, ignoreIndex int, scaleBy *Tensor) error
 	// CrossEntropyWithGrad is CrossEntropy, ArgMax (when pred is non-nil) and CrossEntropyBackward of the same
 	// logits in one op, a language-model head's chunk whose gradient is formed at once: losses (N) F32,
 	// pred (N) I32, dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0 for ignored
 	// rows. Returns the counted rows. Every output holds the bits the three ops give on the same backend;
-	// dlogits may be logits.
-	CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *Tensor, scale float32, ignoreIndex int) (count int, err error)
+	// dlogits may be logits. scaleBy is CrossEntropyBackward's.
+	CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *Tensor, scale float32, ignoreIndex int, scaleBy *Tensor) (count int, err error)
 	// ArgMax: out (N) I32 = the index of the largest entry of each row of x (N, V), the first among equal
 	// maxima, a NaN counting as larger than any number (torch.argmax): a language-model head's greedy
 	// prediction, which token accuracy compares with the labels.
 	ArgMax(out, x *Tensor) error
 	// MSELoss: losses (N) F32 = (pred − target)², pred and target (N).
 	MSELoss(losses, pred, target *Tensor) error
-	// MSELossBackward: dpred (N) = scale·2·(pred − target); for a mean loss scale = S/N.
-	MSELossBackward(dpred, pred, target *Tensor, scale float32) error
+	// MSELossBackward: dpred (N) = scale·2·(pred − target); for a mean loss scale = S/N. scaleBy is
+	// CrossEntropyBackward's.
+	MSELossBackward(dpred, pred, target *Tensor, scale float32, scaleBy *Tensor) error
 
 	// GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all tensors, accumulated in float64 on the host side of the
 	// reduction (FP32 per-tensor partials on a GPU). Non-finite inputs give a non-finite norm.
@@ -192,6 +197,13 @@ type Backend interface {
 	// invScale == 1) and reports whether any element was Inf or NaN (PyTorch's
 	// _amp_foreach_non_finite_check_and_unscale_). Half-precision tensors are an ErrDType error.
 	NonFiniteCheckAndUnscale(ts []*Tensor, invScale float32) (foundInf bool, err error)
+	// NonFiniteCheckAndUnscaleOnDevice is NonFiniteCheckAndUnscale with the scale and the result on the device,
+	// as PyTorch's op takes them: invScale = float32(1/float64(scale)) of scale (F32 (1)) is computed on the
+	// device, and found (I32 (1)) is set to 1 when any element was Inf or NaN (never reset here). Nothing
+	// waits.
+	NonFiniteCheckAndUnscaleOnDevice(ts []*Tensor, scale, found *Tensor) error
+	// UpdateScale is PyTorch's _amp_update_scale_ on the device; see UpdateScaleArgs.
+	UpdateScale(a UpdateScaleArgs) error
 	// AdamW updates flat F32 buffers in place; see AdamWArgs.
 	AdamW(a AdamWArgs) error
 }
@@ -316,6 +328,51 @@ type AdamWArgs struct {
 	// Skip, when set, is an I32 (1) flag on the device: when it is non-zero the step changes nothing (the
 	// flag ClipByNorm sets for a non-finite gradient norm), decided on the device without the host waiting.
 	Skip *Tensor
+	// Table and Row, when set, take the step's lr and t from the device instead of LR and Step (which are then
+	// not used): Table is F32 (K, 3), row k holding AdamWScalars(lr_k, Beta1, Beta2, WeightDecay, t_k) for the
+	// k-th optimizer step the table was made for, and Row (I32 (1)) the index k of this step (clamped to
+	// [0, K)), e.g. a counter of the steps not skipped (UpdateScaleArgs.Steps). So a skipped FP16 step
+	// neither advances the bias correction nor the learning-rate schedule, and nobody waits to know.
+	Table, Row *Tensor
+}
+
+// AdamWScalars returns the three per-step scalars of an AdamW update for learning rate lr and step t (1-based)
+// as every backend computes them: in float64 from the float32 arguments (PyTorch's Python floats), each
+// rounded to float32: 1 − lr·wd, lr/(1 − β1^t) and √(1 − β2^t). They are the rows of AdamWArgs.Table.
+func AdamWScalars(lr, beta1, beta2, weightDecay float32, t int) [3]float32 {
+	l := float64(lr)
+	return [3]float32{
+		float32(1 - l*float64(weightDecay)),
+		float32(l / (1 - math.Pow(float64(beta1), float64(t)))),
+		float32(math.Sqrt(1 - math.Pow(float64(beta2), float64(t)))),
+	}
+}
+
+// UpdateScaleArgs describes UpdateScale, dynamic loss scaling's update after an optimizer step, all on the
+// device (PyTorch's _amp_update_scale_, aten/src/ATen/native/cuda/AmpKernels.cu), with s = *Scale:
+//
+//	*FoundInf ≠ 0:  s = max(float32(float64(s)·BackoffFactor), MinScale); *GrowthTracker = 0
+//	else if *GrowthTracker+1 == GrowthInterval:  s = float32(float64(s)·GrowthFactor) if that is finite;
+//	                *GrowthTracker = 0
+//	else:           *GrowthTracker += 1
+//
+// and, each when set: *Record = 1 or 0 as *FoundInf was set (the step's flag, for the host to read later);
+// *Steps += 1 when *FoundInf was 0 (the optimizer steps taken: AdamWArgs.Row); *Skipped counts the
+// consecutive steps with *FoundInf set (0 after a clean one). Then *FoundInf is reset to 0 for the next step
+// — unless MaxSkipped > 0 and *Skipped has reached it: the flag then stays set, so that every later step is
+// skipped too (tune's max_consecutive_skipped_steps stop, decided on the device).
+type UpdateScaleArgs struct {
+	Scale         *Tensor // F32 (1), updated in place
+	GrowthTracker *Tensor // I32 (1), updated in place
+	FoundInf      *Tensor // I32 (1), read and reset (NonFiniteCheckAndUnscaleOnDevice's found)
+	Record        *Tensor // optional I32 (1), receives the step's found flag
+	Steps         *Tensor // optional I32 (1), counts the steps whose FoundInf was 0
+	Skipped       *Tensor // optional I32 (1), the consecutive steps whose FoundInf was set
+	MaxSkipped    int     // with Skipped: the count at which FoundInf stays set (0: never)
+	// GrowthFactor (> 1), BackoffFactor (in (0, 1)) and GrowthInterval (≥ 1) are GradScaler's options.
+	GrowthFactor, BackoffFactor float64
+	GrowthInterval              int
+	MinScale                    float32 // the floor of a backoff (0: none, as PyTorch; amp.MinScale in tune)
 }
 
 // AttnOperand is one (B, H, T, D) operand of fused attention, read (or written) through strides so that the

@@ -131,6 +131,13 @@ type ForwardOptions struct {
 	// Output.Loss), so that a training step need not wait for the device; a model that cannot fills Loss as
 	// usual and leaves LossRows nil.
 	DeferLoss bool
+	// LossScale, when set in a training Forward, is an F32 (1) tensor on the device holding the loss scale
+	// (amp.DeviceScaler.Scale, FP16 loss scaling without host waits): the gradient of the loss is then seeded
+	// with seed·LossScale, the product formed on the device in FP32, where seed is what Backward gets (and
+	// BackwardSeed) — the micro-batch's share of the window alone. For a power-of-two scale (every scale of
+	// PyTorch's default growth and backoff factors) the gradients are bit for bit those of a Backward seeded
+	// with the scaled seed on the host. Every model honours it.
+	LossScale *tensor.Tensor
 	// Observe, when set, is called with every module's output in Forward and with the gradient of the
 	// objective with respect to that output in Backward (in execution order: Backward visits the modules in
 	// reverse). Debugging tools use it (tune debug nan and compare); training leaves it nil.

@@ -78,7 +78,7 @@ func (c *ModelCore) NewPass(opts ForwardOptions) Pass {
 	if c.cache != nil && !opts.ReuseWeightCasts {
 		c.cache.Invalidate() // every master weight is cast afresh: edits since the last Forward are seen
 	}
-	return Pass{Backend: c.b, Policy: c.policy, Cache: c.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset,
+	return Pass{Backend: c.b, Policy: c.policy, Cache: c.cache, Train: opts.Train, Seed: opts.Seed, Offset: opts.Offset, LossScale: opts.LossScale,
 		Observe: opts.Observe}
 }
 

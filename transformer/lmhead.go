@@ -228,7 +228,7 @@ func (l *CausalLMHead) forward(p *Pass, in *tensor.Tensor, targets []int64, host
 			if dIn != nil && scale != 0 {
 				// loss, arg-max and dlogits from two reads of the chunk's logits (CrossEntropyWithGrad)
 				dl, _ := c.dlogits.View(0, m, l.V)
-				k, err := bk.CrossEntropyWithGrad(ls, pr, dl, lg, tg, scale, -100)
+				k, err := bk.CrossEntropyWithGrad(ls, pr, dl, lg, tg, scale, -100, p.LossScale)
 				if err != nil {
 					return 0, 0, err
 				}
@@ -368,7 +368,7 @@ func (l *CausalLMHead) chunkBackward(p *Pass, w, dIn, lg *tensor.Tensor, r0, m i
 	}
 	dl, _ := c.dlogits.View(0, m, l.V)
 	tg, _ := c.targets.View(r0, m)
-	if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100); err != nil {
+	if err := bk.CrossEntropyBackward(dl, lg, tg, scale, -100, p.LossScale); err != nil {
 		return err
 	}
 	return l.chunkGrads(p, w, dIn, dl, r0, m)

@@ -25,6 +25,9 @@ type Pass struct {
 	Offset uint64
 	// Observe is ForwardOptions.Observe (nil: nothing is observed).
 	Observe Observer
+	// LossScale is ForwardOptions.LossScale: when set, the loss backward multiplies its seed by this F32 (1)
+	// value on the device (the scaleBy of the loss backward ops).
+	LossScale *tensor.Tensor
 }
 
 // observe hands t, the output of module (or, with grad, the gradient with respect to it), to the pass's

@@ -259,9 +259,11 @@ extern "C" __global__ void mse_fwd(float *losses, const void *pred, int dtp, con
 	});
 }
 
-// mse_bwd: dpred = scale·2·(pred − target).
+// mse_bwd: dpred = scale·2·(pred − target); scale_by, when given, multiplies scale first (the loss scale on
+// the device).
 extern "C" __global__ void mse_bwd(void *dpred, int dtd, const void *pred, int dtp, const void *target, int dtt,
-                                   i64 n, float scale, int vec) {
+                                   i64 n, float scale, int vec, const float *scale_by) {
+	if (scale_by) scale = __fmul_rn(scale, *scale_by);
 	map2(dpred, dtd, pred, dtp, target, dtt, n, vec, [=](float p, float t) { return scale * 2.0f * (p - t); });
 }
 

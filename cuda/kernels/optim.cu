@@ -118,6 +118,49 @@ __device__ __forceinline__ void adamw_el(float &p, float g, float &m, float &v, 
 // ADAMW_U is how many float4 groups of each buffer a thread of adamw loads before it computes and stores any.
 #define ADAMW_U 2
 
+// unscale_dev: unscale with the scale on the device: inv_scale = (float)(1.0 / (double)*scale), as PyTorch's
+// scale.double().reciprocal().float() and the host's amp.GradScaler compute it (IEEE division, rounded once).
+extern "C" __global__ void unscale_dev(int *found, const Chunk *chunks, const float *scale) {
+	float inv_scale = __double2float_rn(__ddiv_rn(1.0, (double)*scale));
+	Chunk ch = chunks[blockIdx.x];
+	float *x = (float *)ch.ptr;
+	int bad = 0;
+	for (i64 i = threadIdx.x; i < ch.n; i += blockDim.x) {
+		float v = x[i];
+		if (v - v != 0.0f) bad = 1;
+		if (inv_scale != 1.0f) x[i] = v * inv_scale;
+	}
+	if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
+}
+
+// update_scale: _amp_update_scale_ (aten/src/ATen/native/cuda/AmpKernels.cu) with tune's floor min_scale on a
+// backoff (tensor.UpdateScaleArgs): the products in double, rounded once to float; a grown scale that
+// overflows to Inf is not taken. Each when given: *record = the step's flag, *steps counts the steps without
+// an inf, *skipped the consecutive ones with; *found is reset unless *skipped reached max_skipped (> 0).
+extern "C" __global__ void update_scale(float *scale, int *tracker, int *found, int *record, int *steps, int *skipped,
+                                        int max_skipped, double growth, double backoff, int interval, float min_scale) {
+	if (blockIdx.x != 0 || threadIdx.x != 0) return;
+	int inf = *found != 0;
+	if (inf) {
+		*scale = fmaxf(__double2float_rn(__dmul_rn((double)*scale, backoff)), min_scale);
+		*tracker = 0;
+	} else if (*tracker + 1 == interval) {
+		float g = __double2float_rn(__dmul_rn((double)*scale, growth));
+		if (isfinite(g)) *scale = g;
+		*tracker = 0;
+	} else {
+		*tracker += 1;
+	}
+	if (record) *record = inf;
+	if (steps && !inf) *steps += 1;
+	int halt = 0;
+	if (skipped) {
+		*skipped = inf ? *skipped + 1 : 0;
+		halt = max_skipped > 0 && *skipped >= max_skipped;
+	}
+	if (!halt) *found = 0;
+}
+
 // adamw: unless *skip (when given) is set, one step of torch.optim.AdamW (decoupled weight decay, _single_tensor_adam) over chunk b of the flat
 // F32 buffers; chunk pointers point into params, and grads, exp_avg, exp_avg_sq are at the same element offsets.
 // The scalars are PyTorch's Python floats, computed by the host in float64 and rounded to float32 (as PyTorch
@@ -132,10 +175,16 @@ __device__ __forceinline__ void adamw_el(float &p, float g, float &m, float &v, 
 // 16-byte loads keep the H200's memory busy; one scalar load per buffer and thread gave 1.5 TB/s); the few
 // elements before that boundary and after the last full group go one by one. Each element sees the same
 // operations either way.
+// With table (AdamWArgs.Table, rows (decay, step, bc2)) the three come from row *row of it, clamped to
+// [0, rows), instead of the arguments.
 extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq,
                                  float decay, float beta1, float beta2, float ob1, float ob2, float step, float bc2,
-                                 float eps, const int *skip) {
+                                 float eps, const int *skip, const float *table, const int *row, int rows) {
 	if (skip && *skip) return; // a step the device flagged (AdamWArgs.Skip)
+	if (table) {
+		int k = min(max(*row, 0), rows - 1);
+		decay = table[3 * k], step = table[3 * k + 1], bc2 = table[3 * k + 2];
+	}
 	Chunk ch = chunks[blockIdx.x];
 	i64 off = (i64)(ch.ptr - params) / 4;
 	float *p = (float *)params + off;

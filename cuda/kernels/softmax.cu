@@ -85,9 +85,11 @@ extern "C" __global__ void xent_fwd(float *losses, const void *logits, int dtl, 
 }
 
 // xent_bwd: dlogits_i = scale·(softmax(logits_i) − onehot(label_i)), softmax as exp(z − lse); 0 for ignored
-// rows. dlogits may alias logits (the row's statistics are complete before the first write).
+// rows. dlogits may alias logits (the row's statistics are complete before the first write). scale_by, when
+// given, multiplies scale first (the loss scale on the device; tensor.Backend.CrossEntropyBackward).
 extern "C" __global__ void xent_bwd(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
-                                    int dtlab, i64 N, int V, float scale, i64 ignore) {
+                                    int dtlab, i64 N, int V, float scale, i64 ignore, const float *scale_by) {
+	if (scale_by) scale = __fmul_rn(scale, *scale_by);
 	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
 	int lane = threadIdx.x % 32;
 	if (row >= N) return;
@@ -246,7 +248,8 @@ __device__ __forceinline__ void xent_grad_row(void *dlogits, int dtd, const void
 // xent_bwd_rows: xent_bwd with one block per row (grid N). dlogits may alias logits: every thread's reads for
 // the statistics end before block_lse's barrier, and each element is read before it is written.
 extern "C" __global__ void xent_bwd_rows(void *dlogits, int dtd, const void *logits, int dtl, const void *labels,
-                                         int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
+                                         int dtlab, i64 N, int V, float scale, i64 ignore, int vec, const float *scale_by) {
+	if (scale_by) scale = __fmul_rn(scale, *scale_by);
 	i64 row = blockIdx.x;
 	if (row >= N) return;
 	int t = threadIdx.x, nt = blockDim.x;
@@ -362,7 +365,9 @@ extern "C" __global__ void argmax_block(int *out, const void *x, int dtx, i64 N,
 // zero gradient. dlogits may alias logits: the statistics and the label's logit are read before a barrier,
 // and each element is read before it is written.
 extern "C" __global__ void xent_fused_rows(float *losses, int *pred, void *dlogits, int dtd, const void *logits, int dtl,
-                                           const void *labels, int dtlab, i64 N, int V, float scale, i64 ignore, int vec) {
+                                           const void *labels, int dtlab, i64 N, int V, float scale, i64 ignore, int vec,
+                                           const float *scale_by) {
+	if (scale_by) scale = __fmul_rn(scale, *scale_by);
 	__shared__ float shm[32], shs[32], sv[32];
 	__shared__ int si[32];
 	i64 row = blockIdx.x;

@@ -113,12 +113,14 @@ func (b *Backend) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreInde
 
 // CrossEntropyBackward sets dlogits (N, V) = scale·(softmax(logits) − onehot(label)) for counted rows and 0
 // for rows labelled ignoreIndex. For a mean loss seeded with loss scale S over n counted rows, scale = S/n.
-func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (err error) {
+// scaleBy (F32 (1), optional) multiplies scale first, in FP32 (the loss scale kept on the device).
+func (b *Backend) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (err error) {
 	defer guard(&err, "CrossEntropyBackward", dlogits, logits, labels)
 	c := newCheck("CrossEntropyBackward", dlogits, logits, labels).float("dlogits", dlogits).float("logits", logits).index("labels", labels)
 	n, v := c.rows("logits", logits)
 	c.numel("labels", labels, n).numel("dlogits", dlogits, n*v).that(v > 0, tensor.ErrShape, "logits have no classes")
 	lab := indices(c, "labels", labels, v, &ignoreIndex)
+	scale = scaledBy(c, scale, scaleBy)
 	if c.Err() != nil {
 		return c.Err()
 	}
@@ -162,9 +164,11 @@ func (b *Backend) MSELoss(losses, pred, target *tensor.Tensor) (err error) {
 }
 
 // MSELossBackward sets dpred (N) = scale·2·(pred − target); for a mean loss seeded with S, scale = S/N.
-func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) (err error) {
+// scaleBy (F32 (1), optional) multiplies scale first, in FP32.
+func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32, scaleBy *tensor.Tensor) (err error) {
 	defer guard(&err, "MSELossBackward", dpred, pred, target)
 	c := newCheck("MSELossBackward", dpred, pred, target).float("dpred", dpred).float("pred", pred).float("target", target)
+	scale = scaledBy(c, scale, scaleBy)
 	if c.Err() != nil {
 		return c.Err()
 	}
@@ -181,7 +185,7 @@ func (b *Backend) MSELossBackward(dpred, pred, target *tensor.Tensor, scale floa
 // CrossEntropyWithGrad runs CrossEntropy, ArgMax (pred non-nil) and CrossEntropyBackward in that order
 // (tensor.Backend.CrossEntropyWithGrad): the reference the fused kernels of other backends match bit for bit
 // on their own ops. dlogits may be logits (it is written last).
-func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (int, error) {
 	count, err := b.CrossEntropy(losses, logits, labels, ignoreIndex)
 	if err != nil {
 		return 0, err
@@ -191,5 +195,17 @@ func (b *Backend) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *te
 			return 0, err
 		}
 	}
-	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+	return count, b.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex, scaleBy)
+}
+
+// scaledBy returns scale·*scaleBy rounded to FP32 (scale itself when scaleBy is nil), after checking scaleBy
+// as an F32 (1) tensor.
+func scaledBy(c *check, scale float32, scaleBy *tensor.Tensor) float32 {
+	if scaleBy == nil {
+		return scale
+	}
+	if c.tensor("scaleBy", scaleBy, tensor.F32).numel("scaleBy", scaleBy, 1).Err() != nil {
+		return scale
+	}
+	return scale * f32Of(scaleBy)[0]
 }

@@ -74,7 +74,7 @@ func TestCrossEntropyValues(t *testing.T) {
 			}
 			near(t, "losses", get(t, b, losses), []float64{-math.Log(0.75), 1000, 0}, 1e-6)
 			dl := mustAlloc(t, b, tensor.BF16, 3, 2)
-			if err := b.CrossEntropyBackward(dl, L, labels, 0.5, -100); err != nil {
+			if err := b.CrossEntropyBackward(dl, L, labels, 0.5, -100, nil); err != nil {
 				t.Fatal(err)
 			}
 			near(t, "dlogits", get(t, b, dl), []float64{0.5 * 0.25, 0.5 * (0.75 - 1), 0.5, -0.5, 0, 0}, 1.0/256)
@@ -106,7 +106,7 @@ func TestMSEValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	near(t, "losses", get(t, b, losses), []float64{1, 0, 4}, 0)
-	if err := b.MSELossBackward(dp, pred, target, 0.5); err != nil {
+	if err := b.MSELossBackward(dp, pred, target, 0.5, nil); err != nil {
 		t.Fatal(err)
 	}
 	near(t, "dpred", get(t, b, dp), []float64{1, 0, -2}, 0)

@@ -79,6 +79,17 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	if a.Skip != nil {
 		c.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
 	}
+	if a.Table != nil || a.Row != nil {
+		c.that(a.Table != nil && a.Row != nil, tensor.ErrArgument, "Table and Row are set together")
+		c.tensor("Table", a.Table, tensor.F32).tensor("Row", a.Row, tensor.I32).numel("Row", a.Row, 1)
+		if c.Err() == nil {
+			c.that(a.Table.Numel() >= 3 && a.Table.Numel()%3 == 0, tensor.ErrShape, "Table holds %d values, want (K, 3), K ≥ 1", a.Table.Numel())
+		}
+		if c.Err() != nil {
+			return c.Err()
+		}
+		a.LR, a.Step = 0, 1 // not used: the table's row holds the scalars
+	}
 	segs, err := opcheck.AdamW(a)
 	if c.record(err).Err() != nil {
 		return c.Err()
@@ -87,6 +98,11 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 		return nil
 	}
 	h := newAdamWHyper(float64(a.LR), float64(a.Beta1), float64(a.Beta2), float64(a.Eps), float64(a.WeightDecay), a.Step)
+	if a.Table != nil { // the row's float32 scalars, widened: adamWKernel rounds them back to the same values
+		k := min(max(int(i32Of(a.Row)[0]), 0), a.Table.Numel()/3-1)
+		row := f32Of(a.Table)[3*k : 3*k+3]
+		h.decayFactor, h.stepSize, h.bc2Sqrt = float64(row[0]), float64(row[1]), float64(row[2])
+	}
 	p, g, m, v := f32Of(a.Params), f32Of(a.Grads), f32Of(a.ExpAvg), f32Of(a.ExpAvgSq)
 	for _, s := range segs {
 		lo := s.Offset

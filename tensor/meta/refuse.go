@@ -72,7 +72,7 @@ func (refusing) RMSNormBackward(dx, dweight, dout, x, weight, rstd *tensor.Tenso
 }
 
 // CrossEntropyWithGrad returns ErrMeta.
-func (refusing) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+func (refusing) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (int, error) {
 	return 0, refuse("CrossEntropyWithGrad")
 }
 
@@ -153,7 +153,7 @@ func (refusing) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex 
 }
 
 // CrossEntropyBackward returns ErrMeta.
-func (refusing) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) error {
+func (refusing) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) error {
 	return refuse("CrossEntropyBackward")
 }
 
@@ -164,7 +164,7 @@ func (refusing) ArgMax(out, x *tensor.Tensor) error { return refuse("ArgMax") }
 func (refusing) MSELoss(losses, pred, target *tensor.Tensor) error { return refuse("MSELoss") }
 
 // MSELossBackward returns ErrMeta.
-func (refusing) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) error {
+func (refusing) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32, scaleBy *tensor.Tensor) error {
 	return refuse("MSELossBackward")
 }
 
@@ -185,6 +185,14 @@ func (refusing) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) error {
 func (refusing) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm float32, nonFinite *tensor.Tensor) error {
 	return refuse("ClipByNorm")
 }
+
+// NonFiniteCheckAndUnscaleOnDevice returns ErrMeta.
+func (refusing) NonFiniteCheckAndUnscaleOnDevice(ts []*tensor.Tensor, scale, found *tensor.Tensor) error {
+	return refuse("NonFiniteCheckAndUnscaleOnDevice")
+}
+
+// UpdateScale returns ErrMeta.
+func (refusing) UpdateScale(a tensor.UpdateScaleArgs) error { return refuse("UpdateScale") }
 
 // AdamW returns ErrMeta.
 func (refusing) AdamW(a tensor.AdamWArgs) error { return refuse("AdamW") }

@@ -275,7 +275,7 @@ func lossCases(dt tensor.DType) []opCase {
 				}},
 			opCase{"CrossEntropyBackward" + name, []arg{output("dlogits", dt, n, v), input("logits", dt, logits, n, v), index("labels", tensor.I32, labels, n)},
 				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
-					return none(b.CrossEntropyBackward(ts[0], ts[1], ts[2], 1.0/3, -100))
+					return none(b.CrossEntropyBackward(ts[0], ts[1], ts[2], 1.0/3, -100, nil))
 				}})
 	}
 	// CrossEntropyWithGrad on a classifier's few logits and on a vocabulary (V ≥ 2048: the block-per-row
@@ -299,7 +299,7 @@ func lossCases(dt tensor.DType) []opCase {
 							return nil, err
 						}
 					}
-					count, err := b.CrossEntropyWithGrad(ts[0], pred, ts[2], ts[3], ts[4], 0.25, -100)
+					count, err := b.CrossEntropyWithGrad(ts[0], pred, ts[2], ts[3], ts[4], 0.25, -100, nil)
 					if err != nil {
 						return nil, err
 					}
@@ -352,7 +352,7 @@ func lossCases(dt tensor.DType) []opCase {
 			}},
 		opCase{"MSELossBackward", []arg{output("dpred", dt, n), input("pred", dt, pred, n), input("target", dt, target, n)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
-				return none(b.MSELossBackward(ts[0], ts[1], ts[2], 0.25))
+				return none(b.MSELossBackward(ts[0], ts[1], ts[2], 0.25, nil))
 			}},
 		opCase{"GlobalNorm", []arg{input("a", dt, g.normal(n, 3), n), input("b", tensor.F32, g.normal(7, 1), 7), input("c", dt, g.normal(33, 1), 3, 11)},
 			func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {

@@ -324,10 +324,10 @@ func TestCrossEntropyWithGradMatchesItsParts(t *testing.T) {
 				if err := b.ArgMax(p1, lg); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.CrossEntropyBackward(d1, lg, lab, 0.125, -100); err != nil {
+				if err := b.CrossEntropyBackward(d1, lg, lab, 0.125, -100, nil); err != nil {
 					t.Fatal(err)
 				}
-				c2, err := b.CrossEntropyWithGrad(l2, p2, d2, lg, lab, 0.125, -100)
+				c2, err := b.CrossEntropyWithGrad(l2, p2, d2, lg, lab, 0.125, -100, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -350,7 +350,7 @@ func TestCrossEntropyWithGradMatchesItsParts(t *testing.T) {
 					}
 				}
 				// in place: the gradient over the logits
-				if _, err := b.CrossEntropyWithGrad(l2, nil, lg, lg, lab, 0.125, -100); err != nil {
+				if _, err := b.CrossEntropyWithGrad(l2, nil, lg, lg, lab, 0.125, -100, nil); err != nil {
 					t.Fatal(err)
 				}
 				sameBits(t, what+" dlogits in place", Download(t, b, d1), Download(t, b, lg))

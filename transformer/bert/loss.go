@@ -92,7 +92,7 @@ func (m *BertForSequenceClassification) lossBackward(p *transformer.Pass, seed f
 	}
 	switch m.last.problem {
 	case SingleLabel:
-		return p.Backend.CrossEntropyBackward(h.dlogits, h.logits, a.labels, scale, ignoreIndex)
+		return p.Backend.CrossEntropyBackward(h.dlogits, h.logits, a.labels, scale, ignoreIndex, p.LossScale)
 	case Regression:
 		b := m.shape.b
 		pred, err := h.logits.Reshape(b)
@@ -103,7 +103,7 @@ func (m *BertForSequenceClassification) lossBackward(p *transformer.Pass, seed f
 		if err != nil {
 			return err
 		}
-		return p.Backend.MSELossBackward(dpred, pred, a.targets, scale)
+		return p.Backend.MSELossBackward(dpred, pred, a.targets, scale, p.LossScale)
 	}
 	return fmt.Errorf("transformer: no loss to back-propagate")
 }

@@ -547,18 +547,18 @@ func (m *Meter) CrossEntropy(losses, logits, labels *tensor.Tensor, ignoreIndex 
 }
 
 // CrossEntropyBackward is timed as "CrossEntropyBackward".
-func (m *Meter) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) error {
+func (m *Meter) CrossEntropyBackward(dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) error {
 	return m.run("CrossEntropyBackward", "", 0, size(dlogits, logits, labels), func() error {
-		return m.Backend.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex)
+		return m.Backend.CrossEntropyBackward(dlogits, logits, labels, scale, ignoreIndex, scaleBy)
 	})
 }
 
 // CrossEntropyWithGrad is timed as "CrossEntropyWithGrad"; it reads the logits twice and writes dlogits.
-func (m *Meter) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int) (int, error) {
+func (m *Meter) CrossEntropyWithGrad(losses, pred, dlogits, logits, labels *tensor.Tensor, scale float32, ignoreIndex int, scaleBy *tensor.Tensor) (int, error) {
 	var count int
 	err := m.run("CrossEntropyWithGrad", "", 0, size(losses, pred, dlogits, labels)+2*size(logits), func() error {
 		var err error
-		count, err = m.Backend.CrossEntropyWithGrad(losses, pred, dlogits, logits, labels, scale, ignoreIndex)
+		count, err = m.Backend.CrossEntropyWithGrad(losses, pred, dlogits, logits, labels, scale, ignoreIndex, scaleBy)
 		return err
 	})
 	return count, err
@@ -575,9 +575,9 @@ func (m *Meter) MSELoss(losses, pred, target *tensor.Tensor) error {
 }
 
 // MSELossBackward is timed as "MSELossBackward".
-func (m *Meter) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32) error {
+func (m *Meter) MSELossBackward(dpred, pred, target *tensor.Tensor, scale float32, scaleBy *tensor.Tensor) error {
 	return m.run("MSELossBackward", "", 0, size(dpred, pred, target), func() error {
-		return m.Backend.MSELossBackward(dpred, pred, target, scale)
+		return m.Backend.MSELossBackward(dpred, pred, target, scale, scaleBy)
 	})
 }
 
@@ -631,6 +631,18 @@ func (m *Meter) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32) 
 		return e
 	})
 	return found, err
+}
+
+// NonFiniteCheckAndUnscaleOnDevice is timed as "NonFiniteCheckAndUnscale"; it does not wait.
+func (m *Meter) NonFiniteCheckAndUnscaleOnDevice(ts []*tensor.Tensor, scale, found *tensor.Tensor) error {
+	return m.run("NonFiniteCheckAndUnscale", "", 0, 2*size(ts...), func() error {
+		return m.Backend.NonFiniteCheckAndUnscaleOnDevice(ts, scale, found)
+	})
+}
+
+// UpdateScale is timed as "UpdateScale".
+func (m *Meter) UpdateScale(a tensor.UpdateScaleArgs) error {
+	return m.run("UpdateScale", "", 0, 0, func() error { return m.Backend.UpdateScale(a) })
 }
 
 // AdamW is timed as "AdamW" (bytes: the gradient read, the parameters and both moments read and written).
