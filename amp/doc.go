@@ -40,4 +40,17 @@
 //
 // The same code runs unchanged under BF16 and FP32, where the scaler is disabled: Scale() is 1, Unscale does
 // nothing and Step always steps.
+//
+// # The same step without host waits
+//
+// On an asynchronous backend the scaler's state can live on the device (DeviceScaler, for scales that are
+// powers of two: GradScaler.PowersOfTwo), so that nothing in the step waits for the found-inf flag:
+//
+//	d, err := s.OnDevice()                           // scale, growth tracker, found flag, steps taken
+//	for each micro-batch: forward with ForwardOptions.LossScale = d.Scale; backward seeded with 1/N
+//	d.Unscale(grads)                                 // grads /= *d.Scale, *d.Found set on inf/NaN
+//	amp.ClipGradNormOnDevice(b, grads, maxNorm, norm, nil)
+//	AdamW with Skip = d.Found, Table/Row = the lr and t of the k-th step taken, k = *d.Steps
+//	d.Update(record)                                 // _amp_update_scale_ on the device; flag → record
+//	later: s.UpdateFound(flag read from record)      // the host's scaler follows, bit for bit
 package amp
