@@ -28,8 +28,8 @@ import (
 // it happened; the flag is sticky, so that step and every later one leave the weights alone (what the run is
 // stopped with is what it had before the bad step). The gradient of the bad step is gone by then, so the
 // error cannot name the parameter ("tune debug nan" does, and TUNE_SYNC_FREE=0 checks each step at once).
-// The progress bar shows the loss of the last read step. FP16 loss scaling keeps reading its found-inf flag
-// after every step (the GradScaler's schedule and skipped-step reports are host decisions).
+// The progress bar shows the loss of the last read step. FP16 loss scaling keeps its GradScaler on the device
+// (deferred16.go).
 
 // pendingCap is the most steps whose scalars wait on the device before the host reads them.
 const pendingCap = 64
@@ -42,12 +42,14 @@ type deferredSteps struct {
 	flag   *tensor.Tensor // I32 (1) set by a non-finite norm; never reset (the run stops at the next read)
 	rows   int            // rows of losses in use
 	steps  []pendingStep
+	fp16   *scaledSteps // the GradScaler on the device (deferred16.go); nil without FP16 loss scaling
 }
 
 // pendingStep is one optimizer step whose loss and gradient norm are still on the device.
 type pendingStep struct {
 	step   int     // its global_step (1-based)
 	prevLR float64 // the learning rate of the step before it (what lossError reports)
+	epoch  float64 // TrainerState.Epoch when it began (what its metrics.jsonl entries say)
 	micro  []pendingMicro
 }
 
@@ -62,10 +64,11 @@ type pendingMicro struct {
 }
 
 // deferChecks reports whether this run's steps keep their scalars on the device: on an asynchronous backend
-// (tensor.HostWaitCounter), without FP16 loss scaling, unless TUNE_SYNC_FREE=0 (internal/syncfree).
-// t.deferOverride, set by tests, decides instead when non-nil.
+// (tensor.HostWaitCounter), unless TUNE_SYNC_FREE=0 (internal/syncfree); with FP16 loss scaling only when
+// every loss scale is a power of two (amp.GradScaler.PowersOfTwo: PyTorch's default factors), where the
+// seed formed on the device is exact. t.deferOverride, set by tests, decides instead when non-nil.
 func (t *Trainer) deferChecks() bool {
-	if t.scaler.Enabled() {
+	if t.scaler.Enabled() && !t.scaler.PowersOfTwo() {
 		return false
 	}
 	if t.deferOverride != nil {
@@ -94,6 +97,7 @@ func newDeferredSteps(b tensor.Backend, accum, batch int) (*deferredSteps, error
 }
 
 func (d *deferredSteps) free() {
+	d.fp16.free(d.b)
 	for _, x := range []*tensor.Tensor{d.losses, d.norms, d.flag} {
 		if x != nil {
 			d.b.Free(x)
@@ -106,9 +110,10 @@ func (d *deferredSteps) full(accum, batch int) bool {
 	return len(d.steps) == pendingCap || d.rows+accum*batch > d.losses.Numel()
 }
 
-// begin opens the record of the step about to run; prevLR is the learning rate the step before it used.
-func (d *deferredSteps) begin(step int, prevLR float64) {
-	d.steps = append(d.steps, pendingStep{step: step, prevLR: prevLR})
+// begin opens the record of the step about to run; prevLR is the learning rate the step before it used, epoch
+// TrainerState.Epoch before it.
+func (d *deferredSteps) begin(step int, prevLR, epoch float64) {
+	d.steps = append(d.steps, pendingStep{step: step, prevLR: prevLR, epoch: epoch})
 }
 
 // addMicro records micro-batch i of n of the current step: its device losses are copied into the ring.
@@ -177,23 +182,38 @@ func (t *Trainer) readDeferred() error {
 	if err := d.b.Download(bits, nv); err != nil {
 		return fmt.Errorf("trainer: reading the gradient norms: %w", err)
 	}
+	var found []int32
+	if d.fp16 != nil {
+		if found, err = d.fp16.readFound(d.b, len(d.steps)); err != nil {
+			return err
+		}
+	}
 	steps := d.steps
 	d.steps, d.rows = d.steps[:0], 0
 	r := &t.run
 	for k, p := range steps {
 		var loss float64
+		prevLR := p.prevLR
+		if d.fp16 != nil {
+			prevLR, r.scale = r.lr, t.scaler.Scale() // the replay's: the schedule holds on skipped steps
+		}
 		for _, m := range p.micro {
 			l := m.host
 			if m.rows > 0 {
 				l = transformer.LossOf(losses[m.off:m.off+m.rows], m.count)
 			}
 			if !isFinite(float64(l)) {
-				return t.lossErrorAt(p.step, p.prevLR, l, m.i, m.of, m.batch)
+				return t.lossErrorAt(p.step, prevLR, l, m.i, m.of, m.batch)
 			}
 			loss += float64(l) * float64(m.n) / float64(m.total) // as trainWindow sums it
 		}
 		norm := math.Float64frombits(uint64(bits[k]))
-		if !isFinite(norm) {
+		if d.fp16 != nil {
+			r.gradNorm = norm // a non-finite norm is a skipped step, not an error
+			if err := t.replayScaled(p, found[k] != 0); err != nil {
+				return err
+			}
+		} else if !isFinite(norm) {
 			e := t.newNonFinite(p.step, NonFiniteGradient)
 			e.Value = float32(norm)
 			e.Detail = fmt.Sprintf("a gradient was non-finite, so the step was not applied (nor any after it); %s", t.lastCheckpointNote())
@@ -204,6 +224,9 @@ func (t *Trainer) readDeferred() error {
 		r.trLoss += loss
 		r.totalLoss += loss
 		r.gradNorm = norm
+	}
+	if d.fp16 != nil {
+		return t.checkScaled(d.fp16)
 	}
 	return nil
 }

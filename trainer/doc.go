@@ -48,7 +48,11 @@
 // 64 steps — as transformers' Trainer keeps tr_loss and grad_norm as tensors until it logs. Everything logged and
 // every weight is bit for bit what a step that reads them at once gives; a non-finite loss or gradient is
 // reported at the next read, naming its step (without it each step is checked at once, naming the parameter
-// of a non-finite gradient). FP16 steps read the GradScaler's found-inf flag every step.
+// of a non-finite gradient). FP16 steps do too when every loss scale is a power of two (PyTorch's defaults):
+// the GradScaler's scale, growth tracker and found-inf flag live on the device, AdamW skips by the flag and
+// takes its learning rate and bias correction from a table indexed by the device's count of steps taken, and
+// the host replays the skips, the schedule and the scale when it reads (deferred16.go); a skipped step's
+// warning then says "a gradient" rather than naming the parameter.
 //
 // # Non-finite values
 //

@@ -251,22 +251,30 @@ func (t *Trainer) gradientError() error {
 // skippedStep records an fp16 step the GradScaler skipped: it names the first non-finite gradient in a
 // warning and in metrics.jsonl, and stops the run (a NonFiniteError) at max_consecutive_skipped_steps.
 func (t *Trainer) skippedStep() error {
-	r := &t.run
-	r.consecutiveSkips++
-	r.skippedTotal++
-	step := t.state.GlobalStep + 1
 	bad, found, _, err := firstNonFinite(t.model.Backend(), t.model.NamedParameters(), true)
 	if err != nil {
 		return err
 	}
+	if !found {
+		return t.reportSkipped(t.state.GlobalStep+1, t.state.Epoch, nil)
+	}
+	return t.reportSkipped(t.state.GlobalStep+1, t.state.Epoch, &bad)
+}
+
+// reportSkipped is skippedStep for step (TrainerState.Epoch epoch before it), after the GradScaler's update:
+// bad is the first non-finite gradient, nil when unknown (a deferred step's gradients are gone).
+func (t *Trainer) reportSkipped(step int, epoch float64, bad *nonFinite) error {
+	r := &t.run
+	r.consecutiveSkips++
+	r.skippedTotal++
 	what := "a gradient"
-	if found {
+	if bad != nil {
 		what = fmt.Sprintf("the gradient of %s (%v at element %d)", bad.name, bad.value, bad.index)
 	}
 	next := t.scaler.Scale()
 	t.logger.Warn(fmt.Sprintf("step %d: %s is non-finite under loss scale %v: step skipped, the scale backs off to %v (%d in a row)",
 		step, what, r.scale, next, r.consecutiveSkips))
-	entry := LogEntry{"step": float64(step), "epoch": t.state.Epoch, "loss_scale": float64(r.scale),
+	entry := LogEntry{"step": float64(step), "epoch": epoch, "loss_scale": float64(r.scale),
 		"next_loss_scale": float64(next), "skipped": 1, "consecutive_skipped_steps": float64(r.consecutiveSkips)}
 	if err := newJSONLWriter(t.args.OutputDir).OnLog(nil, entry); err != nil {
 		return err
@@ -276,7 +284,7 @@ func (t *Trainer) skippedStep() error {
 		return nil
 	}
 	e := t.newNonFinite(step, NonFiniteSkipped)
-	if found {
+	if bad != nil {
 		e.Param, e.Index, e.Value = bad.name, bad.index, bad.value
 	}
 	e.Scale = next

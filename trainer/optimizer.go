@@ -74,6 +74,24 @@ func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor) error {
 	return o.Step(lr)
 }
 
+// StepOnDevice is Step with the step's lr and t taken on the device from row *row of table (tensor.AdamWArgs
+// Table/Row, rows made by tensor.AdamWScalars) and skipped when *skip is set: nothing of the step is known to
+// the host, so Steps does not count it; the caller calls countStep for each step it learns was taken.
+func (o *AdamW) StepOnDevice(skip, table, row *tensor.Tensor) error {
+	err := o.b.AdamW(tensor.AdamWArgs{
+		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
+		Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay),
+		Skip: skip, Table: table, Row: row,
+	})
+	if err != nil {
+		return fmt.Errorf("trainer: AdamW step: %w", err)
+	}
+	return nil
+}
+
+// countStep counts a step StepOnDevice took (the host read that it was not skipped).
+func (o *AdamW) countStep() { o.step++ }
+
 // AdamWState is the optimizer's checkpoint: PyTorch's state ("step", "exp_avg", "exp_avg_sq") for the flat
 // buffer and the hyper-parameters of its param group.
 type AdamWState struct {

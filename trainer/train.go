@@ -148,6 +148,11 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 			return TrainOutput{}, err
 		}
 		defer func() { t.deferred.free(); t.deferred = nil }()
+		if t.scaler.Enabled() { // the GradScaler on the device too (deferred16.go)
+			if t.deferred.fp16, err = t.newScaledSteps(r.total - r.startStep); err != nil {
+				return TrainOutput{}, err
+			}
+		}
 	}
 	r.start = time.Now()
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainBegin(e) }); err != nil {
@@ -262,7 +267,7 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 					return err
 				}
 			}
-			d.begin(t.state.GlobalStep+1, r.lr)
+			d.begin(t.state.GlobalStep+1, r.lr, t.state.Epoch)
 		}
 		loss, tokens, err := t.trainWindow(micro[r.microDone:end])
 		if err != nil {
@@ -324,6 +329,9 @@ func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err err
 			continue // contributes nothing to the window's loss or gradient
 		}
 		seed := float32(float64(r.scale) * float64(n) / float64(total))
+		if t.deferred != nil && t.deferred.fp16 != nil { // the scale multiplies the share on the device
+			seed, opts.LossScale = float32(float64(n)/float64(total)), t.deferred.fp16.dev.Scale
+		}
 		opts.BackwardSeed = seed // a causal LM's head back-propagates during Forward (bit-identical)
 		opts.DeferLoss = t.deferred != nil
 		out, err := t.model.Forward(b, opts)
@@ -360,8 +368,12 @@ func (t *Trainer) optimizerStep() error {
 	r, b := &t.run, t.model.Backend()
 	_, g, _ := t.model.Trainable()
 	grads := []*tensor.Tensor{g}
-	if t.deferred != nil {
-		if err := t.clipAndStep(t.deferred, grads); err != nil {
+	if d := t.deferred; d != nil {
+		step := t.clipAndStep
+		if d.fp16 != nil {
+			step = t.scaledStep
+		}
+		if err := step(d, grads); err != nil {
 			return err
 		}
 		if err := t.model.ZeroGrad(); err != nil {
