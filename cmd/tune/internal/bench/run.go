@@ -117,9 +117,15 @@ type stepper struct {
 	n      int // steps run so far (the dropout offset)
 
 	// norm (I64 (1)) and nonFinite (I32 (1)) are the device scalars of a step without host waits (the gradient
-	// norm, its clip and, for BF16 and FP32, the skip of a non-finite step stay on the device; FP16 loss
-	// scaling still reads its found-inf flag on the host); nil with TUNE_SYNC_FREE=0.
+	// norm, its clip and, for BF16 and FP32, the skip of a non-finite step stay on the device); nil with
+	// TUNE_SYNC_FREE=0.
 	norm, nonFinite *tensor.Tensor
+	// dev and table are FP16 loss scaling on the device (amp.DeviceScaler, as the trainer's deferred16.go):
+	// the found-inf flag, the skip, the scale update, and AdamW's step from a table row indexed by the
+	// device's count of steps taken; nil with TUNE_SYNC_FREE=0, under BF16/FP32, or for scales that are not
+	// powers of two.
+	dev   *amp.DeviceScaler
+	table *tensor.Tensor
 
 	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
 	skipped bool
@@ -129,18 +135,39 @@ type stepper struct {
 // Unless TUNE_SYNC_FREE=0 (internal/syncfree), without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
 // gradient norm and the clip coefficient are computed there and AdamW skips a non-finite step by a device flag.
 func (s *stepper) step() error {
-	out, err := s.m.Forward(s.batch, transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
-		BackwardSeed: s.scaler.Scale(), DeferLoss: syncfree.Enabled()}) // as the trainer: a causal LM's head back-propagates in Forward
+	seed, opts := s.scaler.Scale(), transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
+		DeferLoss: syncfree.Enabled()}
+	if s.dev != nil { // the scale multiplies the seed on the device
+		seed, opts.LossScale = 1, s.dev.Scale
+	}
+	opts.BackwardSeed = seed // as the trainer: a causal LM's head back-propagates in Forward
+	out, err := s.m.Forward(s.batch, opts)
 	if err != nil {
 		return err
 	}
 	s.n++
 	s.out = out
-	if err := s.m.Backward(s.scaler.Scale()); err != nil {
+	if err := s.m.Backward(seed); err != nil {
 		return err
 	}
 	_, g, _ := s.m.Trainable()
 	grads := []*tensor.Tensor{g}
+	if s.dev != nil { // FP16 without host waits: unscale, clip, AdamW and the scale update on the device
+		if err := s.dev.Unscale(grads); err != nil {
+			return err
+		}
+		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, nil); err != nil {
+			return err
+		}
+		if err := s.opt.StepOnDevice(s.dev.Found, s.table, s.dev.Steps); err != nil {
+			return err
+		}
+		if err := s.dev.Update(nil); err != nil {
+			return err
+		}
+		s.m.WeightsUpdated()
+		return s.m.ZeroGrad()
+	}
 	if s.norm != nil && !s.scaler.Enabled() {
 		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, s.nonFinite); err != nil {
 			return err
@@ -154,7 +181,7 @@ func (s *stepper) step() error {
 	if err := s.scaler.Unscale(grads); err != nil {
 		return err
 	}
-	if s.norm != nil { // FP16: the found-inf flag is read on the host, the norm and clip stay on the device
+	if s.norm != nil { // FP16 with scales that are not powers of two: the found-inf flag is read on the host
 		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, nil); err != nil {
 			return err
 		}
@@ -171,6 +198,12 @@ func (s *stepper) step() error {
 		s.m.WeightsUpdated()
 	}
 	return s.m.ZeroGrad()
+}
+
+// skips returns the steps the device's GradScaler skipped so far (one wait).
+func (s *stepper) skips() (int, error) {
+	_, _, taken, err := s.dev.Read()
+	return s.n - taken, err
 }
 
 // loss returns the last step's loss, reading it from the device when the step left it there.
@@ -256,6 +289,12 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 			return nil, fmt.Errorf("bench: %s warm-up step %d: %w", res.Key(), i+1, err)
 		}
 	}
+	skips0 := 0
+	if st.dev != nil {
+		if skips0, err = st.skips(); err != nil {
+			return nil, err
+		}
+	}
 	waits := map[string]int64{}
 	stopProfile := func() {}
 	if cpuprof != nil {
@@ -305,6 +344,13 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	}
 	if s.Steps > 0 {
 		res.HostWaitsPerStep = float64(total) / float64(s.Steps)
+	}
+	if st.dev != nil { // after the timed region
+		n, err := st.skips()
+		if err != nil {
+			return nil, err
+		}
+		res.SkippedSteps = n - skips0
 	}
 	stopProfile() // the timed steps only, not the breakdown's
 	res.PeakBytes = mem.peak()
@@ -406,6 +452,23 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 	st := &stepper{b: b, m: m, opt: opt, scaler: scaler, batch: batch, spec: s}
 	if st.norm, st.nonFinite, err = stepScalars(b, !syncfree.Enabled()); err != nil {
 		return nil, err
+	}
+	if st.norm != nil && scaler.PowersOfTwo() {
+		if st.dev, err = scaler.OnDevice(); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		rows := s.Warmup + s.Steps + s.Profile + 1 // one per step: the constant learning rate, t = 1, 2, ...
+		table := make([]float32, 0, 3*rows)
+		for k := range rows {
+			r := tensor.AdamWScalars(float32(s.LearningRate), float32(opt.Beta1), float32(opt.Beta2), float32(opt.WeightDecay), k+1)
+			table = append(table, r[:]...)
+		}
+		if st.table, err = b.Alloc(tensor.F32, rows, 3); err == nil {
+			err = b.Upload(st.table, table)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: AdamW step table: %w", err)
+		}
 	}
 	return st, nil
 }

@@ -38,11 +38,11 @@ func TestRun(t *testing.T) {
 		policy   amp.Policy
 		lora     bool
 		syncFree bool    // not TUNE_SYNC_FREE=0
-		waits    float64 // host waits per step: the FP16 GradScaler still reads its found-inf flag
+		waits    float64 // host waits per step
 	}{
 		{"fp32 full fine-tuning", amp.FP32, false, true, 0},
 		{"bf16 full fine-tuning", amp.BF16, false, true, 0},
-		{"fp16 full fine-tuning with the GradScaler", amp.FP16, false, true, 1},
+		{"fp16 full fine-tuning with the GradScaler on the device", amp.FP16, false, true, 0},
 		{"bf16 LoRA trains the adapters and the classifier only", amp.BF16, true, true, 0},
 		{"bf16 reading the loss and the norm on the host", amp.BF16, false, false, 2},
 		{"fp16 reading the loss, norm and found-inf on the host", amp.FP16, false, false, 3},
@@ -171,7 +171,7 @@ func TestRunHonoursCancellation(t *testing.T) {
 
 // TestDeviceStepIsHostStep: the step without host waits (loss, gradient norm, clip and skip on the device)
 // trains bit for bit as the step that reads the loss and the norm on the host, full and LoRA, in BF16 and FP32,
-// and in FP16 (the found-inf flag read on the host, the norm and clip on the device).
+// and in FP16 (the GradScaler on the device: found-inf flag, skip, scale update, AdamW's step from a table).
 func TestDeviceStepIsHostStep(t *testing.T) {
 	t.Setenv("TUNE_SYNC_FREE", "1")
 	tensortest.ForEachBackend(t, deviceStepIsHostStep)
@@ -181,7 +181,7 @@ func deviceStepIsHostStep(t *testing.T, b tensor.Backend) {
 	for _, tc := range []struct {
 		policy amp.Policy
 		lora   bool
-	}{{amp.BF16, false}, {amp.FP32, false}, {amp.BF16, true}, {amp.FP16, false}} {
+	}{{amp.BF16, false}, {amp.FP32, false}, {amp.BF16, true}, {amp.FP16, false}, {amp.FP16, true}} {
 		t.Run(tc.policy.Precision()+map[bool]string{true: " LoRA", false: " full"}[tc.lora], func(t *testing.T) {
 			s := smallSpec(tc.policy, tc.lora)
 			s.MaxGradNorm = 0.05 // clipping acts on every step
@@ -193,7 +193,9 @@ func deviceStepIsHostStep(t *testing.T, b tensor.Backend) {
 					t.Fatal(err)
 				}
 				if !device {
-					st.norm, st.nonFinite = nil, nil
+					st.norm, st.nonFinite, st.dev = nil, nil, nil
+				} else if (st.dev != nil) != (tc.policy.DType == tensor.F16) {
+					t.Fatalf("device scaler %v under %s", st.dev != nil, tc.policy.Precision())
 				}
 				var losses []float32
 				for range 3 {
