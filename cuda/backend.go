@@ -49,6 +49,7 @@ type Backend struct {
 	graph        *StepGraph             // the step graph capturing or replaying now (graph.go); nil: eager
 	gstate       graphState
 	htodBytes    int           // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
+	staging      stagingRing   // page-locked ring the eager uploads go through (staging.go)
 	owner        opcheck.Owner // which buffers are this backend's (op.tensor's opcheck.View)
 }
 

@@ -489,7 +489,10 @@ func (o *op) hostToDevice(dst uint64, host unsafe.Pointer, n int, what string) e
 		return nil
 	}
 	b.htodBytes += n + 256 // the probe sizes the staging of a capture by it (aligned)
-	if b.graph == nil {    // from pageable memory the driver stages the bytes before returning
+	if b.graph == nil {    // through the page-locked ring (staging.go), else directly from pageable memory
+		if staged, err := b.stageUpload(dst, host, n, what); staged {
+			return err
+		}
 		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), host, int64(n), b.stream), "%d bytes (%s)", n, what)
 	}
 	data := C.GoBytes(host, C.int(n))

@@ -124,7 +124,8 @@ func (b *Backend) Upload(dst *tensor.Tensor, src any) (err error) {
 		o.failf(tensor.ErrDType, "src is %T; want []float32, []uint16, []int32 or []int64", src)
 		return
 	}
-	// From pageable memory the driver stages the whole buffer before returning, so host may be reused after.
+	// The bytes are copied out of host before this returns (into the page-locked ring, staging.go, or by the
+	// driver's own staging), so the caller may reuse it at once.
 	if o.fail(o.hostToDevice(addr(dst), host, dst.Bytes(), "Upload")) == nil &&
 		!dst.DType.IsFloat() && b.keepIDs {
 		b.rememberIDs(dst, src) // the id-taking ops check these values without reading them back (hostids.go)
