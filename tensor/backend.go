@@ -395,7 +395,8 @@ type AttnOperand struct {
 //
 // Query head h reads key/value head h / (Hq/Hkv) (grouped-query attention; Hkv == Hq is multi-head
 // attention). A row whose every key is forbidden gives O = 0 and LSE = −Inf (and zero gradients in the
-// backward). Q, K, V and O (and the backward's dO, dQ, dK, dV) share one dtype, F32, F16 or BF16.
+// backward); a NaN score of an allowed pair gives a NaN row (O, LSE and its gradients NaN, as PyTorch's
+// softmax; docs/ATTENTION.md). Q, K, V and O (and the backward's dO, dQ, dK, dV) share one dtype, F32, F16 or BF16.
 //
 // Dropout draws element (b, h, i, j) exactly as the Dropout op draws element n = ((b·Hq + h)·Tq + i)·Tk + j of
 // a dense (B, Hq, Tq, Tk) tensor with the same (Seed, Offset) (PhiloxKeep), so the fused op and the two-pass

@@ -756,6 +756,9 @@ GLOBL lowmask<>(SB), RODATA|NOPTR, $34
 // For each of rows rows of s (cols each, dense): s += mask (cols values, the same for every row; nil: none),
 // mx[r] = max s; if that is −Inf the row is left as it is and sum[r] = 0; else s = exp(s − mx) (EXPZ0), sum[r] =
 // Σ s, then s = s·(1/sum[r]) and, when f is not nil, s ·= f (f dense like s, advancing by cols per row).
+// The max propagates NaN (VMAXPS alone does not: it returns its second source when either is NaN, and a short
+// row's unused lanes hold −Inf): a NaN anywhere in the row (after the mask) gives mx[r] = NaN, so the row, its
+// sum and the caller's LSE are NaN as in PyTorch's softmax. K3 collects the NaN lanes (VCMPPS unordered).
 TEXT ·softmaxRowsAVX512(SB), NOSPLIT, $0-56
 	EXPCONST
 	MOVQ         s+0(FP), SI
@@ -777,6 +780,7 @@ smrow:
 	MOVQ    cols+16(FP), R11
 	XORQ    R12, R12
 	VMOVAPS Z16, Z5
+	KXORW   K3, K3, K3
 
 smp1:
 	TESTQ     R11, R11
@@ -791,6 +795,8 @@ smp1:
 
 smnomask:
 	VMAXPS Z0, Z5, K1, Z5
+	VCMPPS $3, Z0, Z0, K1, K2 // unordered: the NaN lanes
+	KORW   K2, K3, K3
 	ADDQ   $64, R12
 	SUBQ   $16, R11
 	JMP    smp1
@@ -804,6 +810,12 @@ smp1end:
 	VMAXPS        X6, X5, X5
 	VPERMILPS     $0xb1, X5, X6
 	VMAXPS        X6, X5, X5
+	KORTESTW      K3, K3
+	JZ            smhavemax
+	MOVL          $0x7fc00000, AX // a NaN in the row: mx = NaN
+	VMOVD         AX, X5
+
+smhavemax:
 	VMOVSS        X5, (DI)
 	VUCOMISS      X16, X5
 	JP            smexp
