@@ -17,12 +17,18 @@ type attnSpec struct {
 	packed                bool
 	mask, causal, seg     bool
 	p                     float32
+	// nanQ makes query row 2 of head Hq−1 of batch member 1 NaN (all of that row's scores), nanK one element
+	// of key 3 of key/value head 0 of batch member 1 (the scores of every row that sees key 3; B ≥ 2, Tk ≥ 4).
+	// Those rows' O, LSE and dQ must be NaN and every other row's O and LSE finite (docs/ATTENTION.md). Batch
+	// member 1 pads with −1e4, not −Inf: whether a NaN row's P at a −Inf key (exp(−Inf − NaN)) feeds that key's
+	// gradients is left open by the contract, as is a forbidden pair's 0 times a NaN operand.
+	nanQ, nanK bool
 }
 
 // attentionCases: Attention and AttentionBackward on odd T, padding masks (−Inf, −1e4, finfo.min, and a fully
 // masked batch member), causal with Tq = Tk and Tq < Tk, segments, grouped-query heads, dropout, head sizes 64
 // and 128 (the GPU kernel's) and an odd one (a backend may refuse it with ErrUnsupported: the case is then
-// skipped). The reference computes with the operands' own dtype (arg.exact), so half results are compared
+// skipped), and NaN in Q and K (NaN rows, rows shorter and longer than 16 keys). The reference computes with the operands' own dtype (arg.exact), so half results are compared
 // against the same rounding of P' and dS the contract prescribes (docs/ATTENTION.md). A backward case's O and
 // LSE come from the reference's forward on the same inputs.
 func attentionCases(dt tensor.DType) []opCase {
@@ -35,6 +41,10 @@ func attentionCases(dt tensor.DType) []opCase {
 		{name: "packed dropout padding", B: 2, Hq: 2, Hkv: 2, Tq: 33, Tk: 33, D: 64, packed: true, mask: true, p: 0.1},
 		{name: "dense D=128 GQA causal padding", B: 2, Hq: 4, Hkv: 1, Tq: 7, Tk: 7, D: 128, mask: true, causal: true},
 		{name: "dense odd head size", B: 1, Hq: 3, Hkv: 3, Tq: 7, Tk: 7, D: 7, mask: true},
+		{name: "dense NaN GQA padding", B: 2, Hq: 2, Hkv: 1, Tq: 7, Tk: 7, D: 64, mask: true, nanQ: true, nanK: true},
+		{name: "packed NaN dropout padding", B: 2, Hq: 2, Hkv: 2, Tq: 33, Tk: 33, D: 64, packed: true, mask: true, p: 0.1, nanQ: true, nanK: true},
+		{name: "dense NaN causal", B: 2, Hq: 2, Hkv: 2, Tq: 7, Tk: 7, D: 64, causal: true, nanK: true},
+		{name: "dense NaN odd head size", B: 2, Hq: 2, Hkv: 2, Tq: 7, Tk: 7, D: 7, mask: true, nanQ: true, nanK: true},
 	}
 	var cases []opCase
 	for _, s := range specs {
@@ -84,6 +94,23 @@ func (s attnSpec) cases(g *gen, dt tensor.DType) []opCase {
 		fwdIn = []arg{exact(input("q", dt, g.normal(nq, 1), nq)), exact(input("k", dt, g.normal(nk, 1), nk)),
 			exact(input("v", dt, g.normal(nk, 1), nk))}
 	}
+	nan := float32(math.NaN())
+	if s.nanQ {
+		for d := 0; d < s.D; d++ {
+			if s.packed {
+				fwdIn[0].f[(s.Tq+2)*wqkv+(s.Hq-1)*s.D+d] = nan
+			} else {
+				fwdIn[0].f[((s.Hq+s.Hq-1)*s.Tq+2)*s.D+d] = nan
+			}
+		}
+	}
+	if s.nanK {
+		if s.packed {
+			fwdIn[0].f[(s.Tq+3)*wqkv+s.Hq*s.D+1] = nan
+		} else {
+			fwdIn[1].f[(s.Hkv*s.Tk+3)*s.D+1] = nan
+		}
+	}
 	extra := func() []arg {
 		var a []arg
 		if mask != nil {
@@ -98,7 +125,16 @@ func (s attnSpec) cases(g *gen, dt tensor.DType) []opCase {
 	if s.packed {
 		oShape, dqkv = []int{s.B, s.Tq, wo}, []arg{exact(output("dqkv", dt, s.B, s.Tq, wqkv))}
 	}
-	fwdArgs := append(append(append([]arg(nil), fwdIn...), exact(output("o", dt, oShape...)), output("lse", tensor.F32, s.B*s.Hq*s.Tq)), extra()...)
+	oArg, lseArg := exact(output("o", dt, oShape...)), output("lse", tensor.F32, s.B*s.Hq*s.Tq)
+	if s.nanQ || s.nanK {
+		oArg.nan, lseArg.nan = s.nanRows(s.Hq, s.Hq*s.D, false), s.nanRows(s.Hq, 1, false)
+		if s.packed {
+			dqkv[0].nan = s.nanRows(s.Hq, wqkv, true)
+		} else {
+			dqkv[0].nan = s.nanRows(s.Hq, s.Hq*s.D, true)
+		}
+	}
+	fwdArgs := append(append(append([]arg(nil), fwdIn...), oArg, lseArg), extra()...)
 	fwd := opCase{name: fmt.Sprintf("Attention %s (B=%d Hq=%d Hkv=%d Tq=%d Tk=%d D=%d p=%v)", s.name, s.B, s.Hq, s.Hkv, s.Tq, s.Tk, s.D, s.p),
 		args: fwdArgs,
 		call: func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
@@ -122,6 +158,49 @@ func (s attnSpec) cases(g *gen, dt tensor.DType) []opCase {
 			return none(b.AttentionBackward(ba))
 		}}
 	return []opCase{fwd, bwd}
+}
+
+// nanRow reports whether row i of query head h of batch member b sees a NaN score (attnSpec.nanQ, nanK).
+func (s attnSpec) nanRow(b, h, i int) bool {
+	return s.nanQ && b == 1 && h == s.Hq-1 && i == 2 ||
+		s.nanK && b == 1 && h/(s.Hq/s.Hkv) == 0 && (!s.causal || i >= 3+s.Tk-s.Tq)
+}
+
+// nanRows returns the arg.nan contract of a per-row output with rows' width elements per query row (D for O
+// and dQ, 1 for LSE): in a packed buffer of row stride width the row's D elements of head h (the buffer's first
+// Hq·D channels) or, dense, the (B, Hq, Tq, per) layout. dq marks the output as dQ: a row before key 3 of a
+// causal case does not see it, but its dQ = dS·K may multiply dS = 0 by the NaN of K (a GEMM does, a kernel
+// that skips forbidden pairs does not), so those rows are open.
+func (s attnSpec) nanRows(hq, width int, dq bool) []int8 {
+	per := s.D
+	if width == 1 {
+		per = 1
+	}
+	n := s.B * s.Tq * width
+	if !s.packed || width == 1 {
+		n = s.B * hq * s.Tq * per
+	}
+	v := make([]int8, n)
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < hq; h++ {
+			for i := 0; i < s.Tq; i++ {
+				want := nanNever
+				if s.nanRow(b, h, i) {
+					want = nanMust
+				} else if dq && s.causal && s.nanK && b == 1 && h/(s.Hq/s.Hkv) == 0 {
+					want = nanOpen
+				}
+				at := ((b*hq+h)*s.Tq + i) * per
+				if s.packed && width > 1 {
+					at = (b*s.Tq+i)*width + h*s.D
+				}
+				for d := 0; d < per; d++ {
+					v[at+d] = want
+				}
+			}
+		}
+	}
+	return v
 }
 
 // args builds the forward's arguments from a case's tensors (inputs, o, lse, mask, segments in that order)

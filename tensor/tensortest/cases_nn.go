@@ -158,7 +158,7 @@ func normCases(dt tensor.DType) []opCase {
 }
 
 // softmaxCases: Softmax with no mask and with padding masks of −Inf, −1e4 and finfo(float32).min (the
-// second mask row fully masked), broadcast over R rows per batch member; and SoftmaxBackward.
+// second mask row fully masked), broadcast over R rows per batch member; NaN rows; and SoftmaxBackward.
 func softmaxCases(dt tensor.DType) []opCase {
 	g := newGen("softmax" + dt.String())
 	const bsz = 3
@@ -199,6 +199,25 @@ func softmaxCases(dt tensor.DType) []opCase {
 	cases = append(cases, opCase{"SoftmaxBackward", []arg{output("dx", dt, bsz*r, c), input("dout", dt, g.normal(n, 1), bsz*r, c), input("y", dt, y, bsz*r, c)},
 		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 			return none(b.SoftmaxBackward(ts[0], ts[1], ts[2]))
+		}})
+	// NaN: one element of row 0 (batch member 0) and one of the last row (batch member 1, fully masked with −Inf:
+	// NaN + −Inf is NaN) make their rows NaN; every other row stays finite.
+	mask, x := make([]float32, bsz*c), g.normal(n, 3)
+	for j := 0; j < c; j++ {
+		mask[c+j] = float32(math.Inf(-1))
+	}
+	x[c-1], x[2*r*c-1] = float32(math.NaN()), float32(math.NaN())
+	out := output("out", dt, bsz, r, c)
+	out.nan = make([]int8, n)
+	for i := range out.nan {
+		out.nan[i] = nanNever
+		if i < c || i/c == 2*r-1 {
+			out.nan[i] = nanMust
+		}
+	}
+	cases = append(cases, opCase{"Softmax NaN", []arg{out, input("x", dt, x, bsz, r, c), input("mask", tensor.F32, mask, bsz, c)},
+		func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
+			return none(b.Softmax(ts[0], ts[1], ts[2]))
 		}})
 	return cases
 }

@@ -50,6 +50,11 @@ type arg struct {
 	// output of a half x holds w·round_x(x·rstd), which moves by a unit of x's dtype when backends' rstd
 	// (summed in other orders) straddle a rounding boundary.
 	tolAs tensor.DType
+	// nan, for an output, is a contract on its own terms that comparing with the reference cannot check (the
+	// reference is the CPU backend): element i must be NaN where nan[i] is nanMust and finite where it is
+	// nanNever, on the backend under test and on the reference alike (fused attention's NaN rows); nanOpen
+	// elements are neither checked nor compared (where the contract leaves NaN or not open). nil: no such check.
+	nan []int8
 }
 
 // opCase is one op call, run on the backend under test and on the CPU reference with the same arguments.
@@ -59,6 +64,14 @@ type opCase struct {
 	args []arg
 	call func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error)
 }
+
+// The values of arg.nan.
+const (
+	nanAny   int8 = iota // compared with the reference as usual
+	nanMust              // NaN
+	nanNever             // finite
+	nanOpen              // not checked
+)
 
 const (
 	guardLen = 3     // elements on each side of every view: views start unaligned and writes past them show
@@ -196,8 +209,22 @@ func run(t *testing.T, b tensor.Backend, c opCase) {
 		if a.tolAs != 0 {
 			tol = Tolerance(a.tolAs)
 		}
-		if msg := compare(g, Download(t, ref, want[k].view), tol); msg != "" {
+		w := Download(t, ref, want[k].view)
+		for i, x := range a.nan {
+			if x == nanOpen {
+				g[i], w[i] = 0, 0
+			}
+		}
+		if msg := compare(g, w, tol); msg != "" {
 			t.Errorf("%s: output %s %v%v: %s", c.name, a.name, a.dt, tensor.Shape(a.shape), msg)
+		}
+		for _, r := range []struct {
+			who string
+			v   []float32
+		}{{b.Name(), g}, {"the reference", w}} {
+			if msg := checkNaN(r.v, a.nan); msg != "" {
+				t.Errorf("%s: output %s on %s: %s", c.name, a.name, r.who, msg)
+			}
 		}
 	}
 }
@@ -250,6 +277,20 @@ func guardIdx(n int) []int {
 		idx = append(idx, i, n-1-i)
 	}
 	return idx
+}
+
+// checkNaN returns "" when v keeps arg.nan's contract (nan nil: always), else the first element that breaks it.
+func checkNaN(v []float32, nan []int8) string {
+	for i, want := range nan {
+		isNaN := v[i] != v[i]
+		switch {
+		case want == nanMust && !isNaN:
+			return fmt.Sprintf("element %d = %v, want NaN", i, v[i])
+		case want == nanNever && (isNaN || math.IsInf(float64(v[i]), 0)):
+			return fmt.Sprintf("element %d = %v, want a finite value", i, v[i])
+		}
+	}
+	return ""
 }
 
 func same(a, b float32) bool { return a == b || a != a && b != b }
