@@ -188,20 +188,14 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 			}
 		}
 	}
+	if adapterDir == "" {
+		if err := checkClassifier(dir); err != nil {
+			return nil, err
+		}
+	}
 	m, report, err := bert.LoadPretrained(dir, b, opts)
 	if err != nil {
 		return nil, errctx.Wrap("recipes", err)
-	}
-	if adapterDir == "" {
-		// The checkpoint holds a trained head for another number of labels than its config.json names: eval and
-		// predict would score a freshly drawn head (from_pretrained refuses such a size mismatch too).
-		for _, mm := range report.Mismatched {
-			if strings.HasPrefix(mm.Name, "classifier.") {
-				return nil, fmt.Errorf("recipes: %s: the checkpoint's %s is %v but config.json's labels (id2label / num_labels: %d) "+
-					"make it %v: the trained classifier does not fit the config; fix id2label and num_labels in %s",
-					dir, mm.Name, mm.Checkpoint, m.Config.NumLabels(), mm.Model, filepath.Join(dir, loaders.ConfigName))
-			}
-		}
 	}
 	what := "--tokenizer"
 	if tokenizerPath == "" {
@@ -233,6 +227,31 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 		run.Model = lm
 	}
 	return run, nil
+}
+
+// checkClassifier refuses a checkpoint in dir that holds a trained head for another number of labels than its
+// config.json names: eval and predict would score a freshly drawn head (from_pretrained refuses such a size
+// mismatch too). It reads only the safetensors headers (bert.CheckPretrained), before the model is built: a
+// num_labels of 1048576 beside a 2-row head would otherwise allocate and draw the [1048576, hidden] classifier
+// first (6.6 GB for hidden 768). Errors of the check itself are left to the load, which reports them.
+func checkClassifier(dir string) error {
+	ck, err := loaders.OpenCheckpoint(dir)
+	if err != nil {
+		return nil
+	}
+	defer ck.Close()
+	report, err := bert.CheckPretrained(dir, ck)
+	if err != nil || report == nil {
+		return nil
+	}
+	for _, mm := range report.Mismatched {
+		if strings.HasPrefix(mm.Name, "classifier.") && len(mm.Model) > 0 {
+			return fmt.Errorf("recipes: %s: the checkpoint's %s is %v but config.json's labels (id2label / num_labels: %d) "+
+				"make it %v: the trained classifier does not fit the config; fix id2label and num_labels in %s",
+				dir, mm.Name, mm.Checkpoint, mm.Model[0], mm.Model, filepath.Join(dir, loaders.ConfigName))
+		}
+	}
+	return nil
 }
 
 // absPath returns p as an absolute path ("" stays ""): the adapter's base_model_name_or_path, which a relative

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -49,5 +50,51 @@ func TestOpenModelRefusesAMisShapedClassifier(t *testing.T) {
 	_, err = OpenModel(dir, "", tok, cpu.New())
 	if err == nil || !strings.Contains(err.Error(), "classifier.weight is [2 16] but config.json's labels (id2label / num_labels: 3) make it [3 16]") {
 		t.Errorf("3 labels over a 2-row classifier: %v", err)
+	}
+}
+
+// TestOpenModelChecksTheClassifierBeforeBuilding checks that a config.json whose num_labels disagrees with the
+// checkpoint's classifier is refused from the safetensors header, before the model is built: num_labels
+// 1048576 (tune's limit) beside a 2-row head made tune eval allocate the [1048576, hidden] classifier and draw
+// it (6.6 GB and 22 s for hidden 768) only to report the mismatch. Here 262144 labels over hidden 128: building
+// allocates 128 MiB for the classifier alone; the check reads the header and config.json, whose labels (the
+// default LABEL_i names transformers gives num_labels) take about 50 MiB.
+func TestOpenModelChecksTheClassifierBeforeBuilding(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	cfg := bert.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 128, 1, 2, 32
+	cfg.MaxPositionEmbeddings = 64
+	m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	delete(c, "id2label")
+	delete(c, "label2id")
+	c["num_labels"] = 1 << 18
+	raw, _ = json.Marshal(c)
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err = OpenModel(dir, "", filepath.Join("data", "tiny", "vocab.txt"), cpu.New())
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "classifier.weight is [2 128] but config.json's labels (id2label / num_labels: 262144) make it [262144 128]") {
+		t.Fatalf("num_labels 262144 over a 2-row classifier: %v", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 96<<20 {
+		t.Errorf("refusing the mis-shaped classifier allocated %d MiB; the header alone tells", n>>20)
 	}
 }
