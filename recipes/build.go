@@ -315,7 +315,7 @@ func hasTokenizer(dir string) bool {
 // and any other label an error naming file:line and the known labels; a model being built for training with
 // transformers' placeholder names (LABEL_0, ...) takes the ids from labels when non-nil, else from the file
 // (integers as they are, strings sorted), as HF's run_glue does. A file with more classes than the model's
-// num_labels is an error. A regression model (num_labels 1) reads float targets.
+// num_labels is an error, and so is a row without a label. A regression model (num_labels 1) reads float targets.
 func (run *Run) LoadDataset(key, path string, d Data, labels map[string]int) (*datasets.Text, error) {
 	return run.loadDataset(key, path, d, labels, false)
 }
@@ -354,7 +354,36 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 	if !regression && len(ds.LabelNames) > cfg.NumLabels() {
 		return nil, tooManyLabels(key, ds.Dataset, cfg.NumLabels())
 	}
+	if !regression && !unlabelled {
+		if err := unlabelledRows(key, ds.Dataset); err != nil {
+			return nil, err
+		}
+	}
 	return ds, nil
+}
+
+// unlabelledRows refuses a labelled file (training, evaluation, tune eval) with rows that have no label (an
+// empty label field, JSON "label": null), which loaders reads as IgnoreLabel: the loss would skip them while
+// they were counted as examples (a broken export trained on half its rows without a word, and
+// eval_samples_per_second counted rows never scored). transformers fails on a None label too. The error names
+// the first such row and how many there are.
+func unlabelledRows(key string, ds *loaders.Dataset) error {
+	var first *loaders.Example
+	n := 0
+	for i := range ds.Examples {
+		if ds.Examples[i].Label == loaders.IgnoreLabel {
+			if first == nil {
+				first = &ds.Examples[i]
+			}
+			n++
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("recipes: %s: %s:%d has no label (an empty label field or \"label\": null), and %d of the file's %d rows have none: "+
+		"every row of a training or evaluation file needs a label; fill them in or remove those rows "+
+		"(tune predict reads files without labels)", key, ds.Path, first.Line, n, len(ds.Examples))
 }
 
 // isDefaultLabels reports whether names are transformers' placeholders LABEL_0, LABEL_1, ...

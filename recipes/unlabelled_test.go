@@ -1,0 +1,55 @@
+package recipes
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/trainer"
+)
+
+// TestRowsWithoutLabelsAreRefused: a TSV row with an empty label field, or a JSONL "label": null, was read as
+// unlabelled (IgnoreLabel) and silently left out of the loss and the metrics while it still counted as an
+// example (tester4: "4000 training examples" trained on 2000; eval reported 500 examples and scored 250). A
+// training or evaluation file (data.train, data.eval, data.test, tune eval's --data) must label every row, as
+// transformers' Trainer needs; the error names the first unlabelled row and how many there are. Prediction
+// still reads files without labels.
+func TestRowsWithoutLabelsAreRefused(t *testing.T) {
+	for _, key := range []string{"data.train", "data.eval"} {
+		t.Run(key, func(t *testing.T) {
+			dir := t.TempDir()
+			writeTSV(t, dir, "train.tsv", "pos", "neg", "pos", "neg")
+			writeTSV(t, dir, "half.tsv", "pos", "", "neg", "")
+			r := labelRecipe(t, dir, "")
+			if key == "data.train" {
+				r.Data.Train = filepath.Join(dir, "half.tsv")
+			} else {
+				r.Data.Eval = filepath.Join(dir, "half.tsv")
+			}
+			_, err := Build(r, cpu.New(), trainer.WithOutput(nil))
+			if err == nil || !strings.Contains(err.Error(), key+": "+filepath.Join(dir, "half.tsv")+":3 has no label") ||
+				!strings.Contains(err.Error(), "2 of the file's 4 rows have none") {
+				t.Errorf("empty labels in %s: %v", key, err)
+			}
+		})
+	}
+	dir := t.TempDir()
+	writeTSV(t, dir, "train.tsv", "pos", "neg", "pos", "neg")
+	out := trainLabelRecipe(t, labelRecipe(t, dir, ""))
+	run, err := OpenModel(out, "", filepath.Join("data", "tiny"), cpu.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nulls := filepath.Join(dir, "n.jsonl")
+	if err := os.WriteFile(nulls, []byte("{\"sentence\": \"a\", \"label\": \"pos\"}\n{\"sentence\": \"b\", \"label\": null}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.LoadDataset("--data", nulls, Data{MaxLength: 32}, nil); err == nil || !strings.Contains(err.Error(), nulls+":2 has no label") {
+		t.Errorf(`"label": null in tune eval's --data: %v`, err)
+	}
+	if ds, err := run.LoadUnlabelled("--input", nulls, Data{MaxLength: 32}); err != nil || ds.Len() != 2 {
+		t.Errorf("prediction reads the same file: %v", err)
+	}
+}
