@@ -274,6 +274,9 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	if keepBitsUsable(pl, g) {
 		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
 	}
+	if !pl.tc && o.attnF32Forward(g) { // F32: chunked GEMMs (attention_f32.go) where they cover the call
+		return
+	}
 	k := pl.fwdKernel(g)
 	p.lpt = k.lpt
 	o.attnLaunch(k.mod, k.name, k.gx, k.gy, k.gz, k.block, k.smem, &p)
@@ -292,7 +295,7 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		return
 	}
 	pl, perr := b.attnPlan(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV)
-	if o.fail(perr) != nil || g.B == 0 {
+	if o.fail(perr) != nil || g.B == 0 || (!pl.tc && o.attnF32Backward(g)) { // F32: attention_f32.go
 		return
 	}
 	p := attnParamsOf(g)

@@ -12,8 +12,15 @@ alone (no grad) and the backward alone (torch.autograd.grad of the output with a
 before the timed region). Each is run 5 times untimed, then --iters times between torch.cuda.Event records;
 the median is reported. FLOPs are counted as FlashAttention counts them (and as the Go benchmark does):
 forward 4*B*H*T^2*D, halved when causal; backward 2.5x the forward.
+
+--dtypes fp32 (or bf16,fp32) times FP32 (the Go benchmark's BenchmarkAttentionF32) on (64, 12, 512, 64) without a
+mask and (8, 32, 2048, 128) causal with TF32 off (torch.backends.cuda.matmul.allow_tf32 = False, as
+tools/reference/bench_pytorch.py trains FP32): "default" is sdpa with no backend restriction (PyTorch picks the
+memory-efficient kernel for FP32), "efficient" EFFICIENT_ATTENTION and "math" MATH (the materialised two-pass
+product).
 """
 import argparse
+import contextlib
 import json
 import statistics
 
@@ -23,6 +30,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 SHAPES = [(64, 12, 512, 64, False), (8, 32, 2048, 128, True), (8, 32, 2048, 128, False), (8, 32, 2048, 64, True)]
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+FP32_SHAPES = [(64, 12, 512, 64, False), (8, 32, 2048, 128, True)]
+FP32_BACKENDS = {"default": None, "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
 
 
 def timed(fn, iters):
@@ -43,17 +52,28 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--json")
+    ap.add_argument("--dtypes", default="bf16", help="comma-separated: bf16 (flash, cudnn), fp32 (default, efficient, math)")
     args = ap.parse_args()
     torch.manual_seed(0)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())
     rows = []
-    for B, H, T, D, causal in SHAPES:
-        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-        do = torch.randn(B, H, T, D, device="cuda", dtype=torch.bfloat16)
+    jobs = []
+    for dt in args.dtypes.split(","):
+        if dt == "bf16":
+            jobs += [(s, torch.bfloat16, "bf16", BACKENDS) for s in SHAPES]
+        elif dt == "fp32":
+            jobs += [(s, torch.float32, "fp32", FP32_BACKENDS) for s in FP32_SHAPES]
+        else:
+            raise SystemExit(f"--dtypes: unknown {dt!r} (use bf16, fp32)")
+    for (B, H, T, D, causal), dtype, dname, backends in jobs:
+        q, k, v = (torch.randn(B, H, T, D, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+        do = torch.randn(B, H, T, D, device="cuda", dtype=dtype)
         fwd_flops = 4 * B * H * T * T * D / (2 if causal else 1)
-        for name, be in BACKENDS.items():
+        for name, be in backends.items():
             try:
-                with sdpa_kernel([be]):
+                with sdpa_kernel([be]) if be is not None else contextlib.nullcontext():
                     def fwd():
                         with torch.no_grad():
                             F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -66,12 +86,13 @@ def main():
             except RuntimeError as e:
                 print(f"{name} B={B} H={H} T={T} D={D} causal={causal}: unavailable: {str(e).splitlines()[0]}")
                 continue
-            r = dict(backend=name, B=B, H=H, T=T, D=D, causal=causal, fwd_ms=ms_f, bwd_ms=ms_b,
+            r = dict(backend=name, dtype=dname, B=B, H=H, T=T, D=D, causal=causal, fwd_ms=ms_f, bwd_ms=ms_b,
                      fwd_tflops=fwd_flops / ms_f / 1e9, bwd_tflops=2.5 * fwd_flops / ms_b / 1e9)
             rows.append(r)
-            print(f"torch {name:5s} bf16 {B}x{H}x{T}x{D} causal={causal}: fwd {ms_f*1e3:9.1f} us {r['fwd_tflops']:6.1f} TFLOP/s"
+            print(f"torch {name:5s} {dname} {B}x{H}x{T}x{D} causal={causal}: fwd {ms_f*1e3:9.1f} us {r['fwd_tflops']:6.1f} TFLOP/s"
                   f"   bwd {ms_b*1e3:9.1f} us {r['bwd_tflops']:6.1f} TFLOP/s")
         del q, k, v, do
+        torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

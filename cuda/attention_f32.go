@@ -1,0 +1,361 @@
+//go:build cuda
+
+package cuda
+
+/*
+#include <cuda.h>
+
+// tc_f32_launch launches a kernel whose only parameter is the struct at params (copied by the driver).
+static int tc_f32_launch(void *fn, unsigned gx, unsigned block, void *stream, void *params) {
+	void *args[1] = {params};
+	return (int)cuLaunchKernel((CUfunction)fn, gx, 1, 1, block, 1, 1, 0, (CUstream)stream, args, NULL);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"unsafe"
+
+	"github.com/tune-ml/tune/internal/opcheck"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// The FP32 path of fused attention: F32 operands have no tensor-core kernel, and the general kernels
+// (attn_*_ref, one warp per query row) run at 0.2–0.36 TFLOP/s. Instead the products run as FP32 cuBLASLt
+// GEMMs (CUBLAS_COMPUTE_32F, TF32 only under SetAllowTF32, as every F32 Gemm) over chunks of (batch, head)
+// pairs, with the pairs' score rows in a scratch buffer of at most attnF32Scratch bytes whatever B, H and T
+// are, and kernels/attention_f32.cu does the row work between the products:
+//
+//	forward, per chunk:   S = Scale·Q·Kᵀ (GEMM) → attn_f32_softmax (mask, causal, segments, LSE, P' with
+//	                      dropout, written over S) → O = P'·V (GEMM)
+//	backward, per chunk:  S = Scale·Q·Kᵀ, dP' = dO·Vᵀ (GEMMs) → attn_f32_dsoftmax (P from the LSE, Δ in FP32,
+//	                      dS and P') → dV (+)= P'ᵀ·dO, dQ = Scale·dS·K, dK (+)= Scale·dSᵀ·Q (GEMMs)
+//
+// This is the two-pass algorithm restricted to what fits the scratch; the numerics are the general kernels'
+// (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij). A
+// chunk is a run of jobs along one axis — batch members (one query head each), or key/value heads (one query
+// head of each group) — for which every operand's address is affine in the job index, so one strided-batched
+// GEMM covers it: this holds for any AttnOperand strides. A query head's rows are split into blocks when its
+// scores do not fit the scratch, and with causal attention into blocks whose products stop at the last
+// visible key. dK and dV of a key/value head sum its query heads' and row blocks' products in a fixed order
+// (beta = 1 after the first), so results are bit-identical from run to run.
+//
+// Not covered (the general kernels run instead, with the same results up to FP32 rounding): operands whose
+// position stride is below D (rows that overlap; cuBLASLt's leading dimension must cover a row), Tk = 0,
+// TUNE_ATTN_F32=ref, and a layout cuBLASLt has no algorithm for (the call then reruns on the general kernels,
+// which overwrite every output).
+
+// attnF32Scratch is the byte bound of the FP32 path's score scratch per call (TUNE_ATTN_F32_SCRATCH in MiB;
+// tests and the microbenchmark override it through export_f32_test.go). The forward holds S for the chunk's
+// jobs, the backward S and dP'. The block comes from the caching allocator, so after the first call it is a
+// cache hit; it counts in a step's peak (tune bench's peak includes op scratch), not in the memory plan.
+var attnF32Scratch = func() int {
+	if v, err := strconv.Atoi(os.Getenv("TUNE_ATTN_F32_SCRATCH")); err == nil && v > 0 {
+		return v << 20
+	}
+	return 64 << 20
+}()
+
+// attnF32Ref, set by TUNE_ATTN_F32=ref (or a test through export_f32_test.go), sends F32 attention to the
+// general kernels.
+var attnF32Ref = os.Getenv("TUNE_ATTN_F32") == "ref"
+
+// attnF32CausalBlock is the largest row block of a causal call (its products stop at the block's last visible
+// key, so smaller blocks skip more of the masked half; larger ones give longer GEMMs).
+var attnF32CausalBlock = 512
+
+// f32Rows mirrors struct F32Rows of kernels/attention_f32.cu field for field.
+type f32Rows struct {
+	s, dp, lse, mask, seg, zero uint64
+	zjob, zrow                  int64
+	ld, n, rows, njobs          int64
+	b0, db, h0, dh, i0          int64
+	Hq, Tq, Tk, D, causal       int64
+	p, dscale                   float32
+	seed, offset                uint64
+}
+
+// f32Chunks is the chunking of one FP32 attention call.
+type f32Chunks struct {
+	axisB bool // jobs are batch members (else key/value heads)
+	jobs  int  // jobs along the axis: B or Hkv
+	per   int  // jobs per chunk
+	rb    int  // query rows per block
+	ld    int  // scratch row length (Tk rounded up to 4)
+}
+
+// f32Usable reports whether the GEMM path covers the call: every operand's rows at least D apart and Tk ≥ 1.
+func f32Usable(g opcheck.Attention, ops ...opcheck.AttnOperand) bool {
+	if attnF32Ref || g.Tk == 0 || g.Tq == 0 || g.B == 0 {
+		return false
+	}
+	for _, x := range ops {
+		if x.T != nil && x.ST < g.D {
+			return false
+		}
+	}
+	return true
+}
+
+// f32Plan chunks a call whose score blocks need nbuf row buffers (1 forward, 2 backward).
+func f32Plan(g opcheck.Attention, nbuf int) f32Chunks {
+	c := f32Chunks{axisB: g.B >= g.Hkv, jobs: g.B, ld: (g.Tk + 3) &^ 3}
+	if !c.axisB {
+		c.jobs = g.Hkv
+	}
+	perRow := c.ld * 4 * nbuf
+	maxRows := max(1, attnF32Scratch/perRow)
+	c.rb = min(g.Tq, maxRows)
+	if g.Causal && c.rb > attnF32CausalBlock {
+		c.rb = attnF32CausalBlock
+	}
+	if c.rb < g.Tq && c.rb >= 64 {
+		c.rb &^= 63
+	}
+	c.per = max(1, min(c.jobs, attnF32Scratch/(c.rb*perRow)))
+	return c
+}
+
+// f32Job is one chunk's geometry: its first job's batch member b, query head h and KV head hk, and the job
+// index step of each.
+type f32Job struct {
+	b, h, hk    int
+	db, dh, dhk int
+}
+
+// at returns element (b, h, t) of x for job j's first (b, h) advanced by job c: x's offset in elements.
+func (j f32Job) q(x opcheck.AttnOperand, c, t int) int {
+	return (j.b+c*j.db)*x.SB + (j.h+c*j.dh)*x.SH + t*x.ST
+}
+func (j f32Job) kv(x opcheck.AttnOperand, c, t int) int {
+	return (j.b+c*j.db)*x.SB + (j.hk+c*j.dhk)*x.SH + t*x.ST
+}
+
+// qStride and kvStride are the element distances between consecutive jobs of x.
+func (j f32Job) qStride(x opcheck.AttnOperand) int  { return j.db*x.SB + j.dh*x.SH }
+func (j f32Job) kvStride(x opcheck.AttnOperand) int { return j.db*x.SB + j.dhk*x.SH }
+
+// f32Fixed lists the calls' fixed parts in processing order: for jobs along B, every query head h (its KV head
+// h/G); along KV heads, every batch member and head-in-group g. Consecutive entries of one KV head are its
+// query heads in order, so dK and dV sum them in a fixed order.
+func f32Fixed(g opcheck.Attention, c f32Chunks) []f32Job {
+	G := g.Group()
+	var out []f32Job
+	if c.axisB {
+		for h := 0; h < g.Hq; h++ {
+			out = append(out, f32Job{h: h, hk: h / G, db: 1})
+		}
+		return out
+	}
+	for b := 0; b < g.B; b++ {
+		for k := 0; k < G; k++ {
+			out = append(out, f32Job{b: b, h: k, dh: G, dhk: 1})
+		}
+	}
+	return out
+}
+
+// visibleKeys returns how many keys (from key 0) a causal row block ending before query r1 can see.
+func visibleKeys(g opcheck.Attention, r1 int) int {
+	if !g.Causal {
+		return g.Tk
+	}
+	return max(0, min(g.Tk, r1+g.Tk-g.Tq))
+}
+
+// f32Launch queues kernel name of attention_f32.cu over rows warps (eight per block) with argument block a.
+func (o *op) f32Launch(name string, rows int, a *f32Rows) {
+	if o.err != nil || rows == 0 {
+		return
+	}
+	f, err := o.b.function("attention_f32.cu", name)
+	if o.fail(err) != nil {
+		return
+	}
+	gx := cdiv(rows, 8)
+	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
+	st := *(*unsafe.Pointer)(unsafe.Pointer(&o.b.stream))
+	blob := unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
+	if o.b.graph != nil { // recorded (graph.go): the parameters are copied, a may change after the op
+		blob = append([]byte(nil), blob...)
+	}
+	run := func() error {
+		if rc := C.tc_f32_launch(fn, C.uint(gx), 256, st, unsafe.Pointer(&blob[0])); rc != 0 {
+			return driverErrCode("cuLaunchKernel", int(rc), fmt.Sprintf("%s (grid %d, block 256)", name, gx))
+		}
+		return nil
+	}
+	if o.b.graph == nil {
+		o.fail(run())
+		return
+	}
+	k := &kernelLaunch{fn: fn, gx: gx, gy: 1, gz: 1, bx: 256, by: 1, blob: blob}
+	o.fail(o.issue(kernelKey(fn, gx, 1, 1, 256, 1, 0), blob, k, run))
+}
+
+// f32Gemm queues one strided-batched FP32 GEMM; it reports false when cuBLASLt has no algorithm for the
+// layout (nothing queued, o not failed) so that the caller can fall back.
+func (o *op) f32Gemm(mm matmul) bool {
+	if o.err != nil {
+		return true
+	}
+	mm.ab, mm.cdt = tensor.F32, tensor.F32
+	if mm.batch == 1 {
+		mm.sa, mm.sb, mm.sc = 0, 0, 0
+	}
+	if err := o.ltMatmul(mm); err != nil {
+		if errNoAlgorithm(err) {
+			return false
+		}
+		o.fail(err)
+	}
+	return true
+}
+
+// rowsArgs fills the row kernels' arguments common to both passes.
+func f32RowsOf(g opcheck.Attention, c f32Chunks) f32Rows {
+	r := f32Rows{lse: addr(g.LSE), mask: addr(g.Mask), seg: addr(g.Segments), ld: int64(c.ld),
+		Hq: int64(g.Hq), Tq: int64(g.Tq), Tk: int64(g.Tk), D: int64(g.D), p: g.DropoutP, dscale: 1, seed: g.Seed, offset: g.Offset}
+	if g.DropoutP > 0 {
+		r.dscale = 1 / (1 - g.DropoutP) // float32, as the Dropout op
+	}
+	if g.Causal {
+		r.causal = 1
+	}
+	return r
+}
+
+// rowKernel picks the register-cached variant of a row kernel when a row fits 512 columns.
+func rowKernel(base string, c f32Chunks) string {
+	if c.ld <= 512 {
+		return base + "_c4"
+	}
+	return base + "_c0"
+}
+
+// f32Elem returns the device address of element e (in elements) of operand x's storage.
+func f32Elem(x opcheck.AttnOperand, e int) uint64 { return addr(x.T) + 4*uint64(e) }
+
+// attnF32Forward runs Attention on the FP32 GEMM path when it covers the call; false means the caller runs
+// the general kernel instead (nothing is left half done that it would not overwrite).
+func (o *op) attnF32Forward(g opcheck.Attention) bool {
+	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O) {
+		return false
+	}
+	c := f32Plan(g, 1)
+	buf := o.scratch(4 * c.per * c.rb * c.ld)
+	if o.failed() {
+		return true
+	}
+	defer o.release(buf)
+	rk := rowKernel("attn_f32_softmax", c)
+	for _, j := range f32Fixed(g, c) {
+		for r0 := 0; r0 < g.Tq; r0 += c.rb {
+			rows := min(c.rb, g.Tq-r0)
+			n := visibleKeys(g, r0+rows)
+			for c0 := 0; c0 < c.jobs; c0 += c.per {
+				nj := min(c.per, c.jobs-c0)
+				a := f32RowsOf(g, c)
+				a.s, a.n, a.rows, a.njobs = uint64(buf), int64(n), int64(rows), int64(nj)
+				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
+				if n == 0 { // no row of the block sees a key: LSE = −Inf, O = 0
+					a.zero, a.zjob, a.zrow = f32Elem(g.O, j.q(g.O, c0, r0)), int64(j.qStride(g.O)), int64(g.O.ST)
+					o.f32Launch(rk, nj*rows, &a)
+					continue
+				}
+				if !o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj,
+					a: f32Elem(g.Q, j.q(g.Q, c0, r0)), lda: g.Q.ST, sa: j.qStride(g.Q),
+					b: f32Elem(g.K, j.kv(g.K, c0, 0)), ldb: g.K.ST, sb: j.kvStride(g.K),
+					c: uint64(buf), ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale}) {
+					return false
+				}
+				o.f32Launch(rk, nj*rows, &a)
+				if !o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj,
+					a: uint64(buf), lda: c.ld, sa: c.rb * c.ld,
+					b: f32Elem(g.V, j.kv(g.V, c0, 0)), ldb: g.V.ST, sb: j.kvStride(g.V),
+					c: f32Elem(g.O, j.q(g.O, c0, r0)), ldc: g.O.ST, sc: j.qStride(g.O), alpha: 1}) {
+					return false
+				}
+				if o.failed() {
+					return true
+				}
+			}
+		}
+	}
+	return true
+}
+
+// attnF32Backward runs AttentionBackward on the FP32 GEMM path when it covers the call; false means the caller
+// runs the general kernels instead (they overwrite every output).
+func (o *op) attnF32Backward(g opcheck.Attention) bool {
+	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV) {
+		return false
+	}
+	c := f32Plan(g, 2)
+	blk := c.per * c.rb * c.ld
+	buf := o.scratch(8 * blk)
+	if o.failed() {
+		return true
+	}
+	defer o.release(buf)
+	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)
+	rk := rowKernel("attn_f32_dsoftmax", c)
+	G := g.Group()
+	// Row blocks last first: with causal attention the last block sees every key, so the first product into
+	// dK and dV (beta 0) covers all of them.
+	var starts []int
+	for r0 := 0; r0 < g.Tq; r0 += c.rb {
+		starts = append([]int{r0}, starts...)
+	}
+	for _, j := range f32Fixed(g, c) {
+		gi := j.h % G // the query head's place in its group (the same for every job of the chunk)
+		for bi, r0 := range starts {
+			rows := min(c.rb, g.Tq-r0)
+			n := visibleKeys(g, r0+rows)
+			var beta float32 = 1
+			if gi == 0 && bi == 0 {
+				beta = 0
+			}
+			for c0 := 0; c0 < c.jobs; c0 += c.per {
+				nj := min(c.per, c.jobs-c0)
+				a := f32RowsOf(g, c)
+				a.s, a.dp, a.n, a.rows, a.njobs = sBuf, dpBuf, int64(n), int64(rows), int64(nj)
+				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
+				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))
+				if n == 0 { // no row of the block sees a key: dQ = 0, nothing for dK and dV
+					a.zero, a.zjob, a.zrow = dq, int64(j.qStride(g.DQ)), int64(g.DQ.ST)
+					o.f32Launch(rk, nj*rows, &a)
+					continue
+				}
+				qa, qs := f32Elem(g.Q, j.q(g.Q, c0, r0)), j.qStride(g.Q)
+				doa, dos := f32Elem(g.DO, j.q(g.DO, c0, r0)), j.qStride(g.DO)
+				ka, ks := f32Elem(g.K, j.kv(g.K, c0, 0)), j.kvStride(g.K)
+				va, vs := f32Elem(g.V, j.kv(g.V, c0, 0)), j.kvStride(g.V)
+				ok := o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: qa, lda: g.Q.ST, sa: qs,
+					b: ka, ldb: g.K.ST, sb: ks, c: sBuf, ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale}) &&
+					o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: doa, lda: g.DO.ST, sa: dos,
+						b: va, ldb: g.V.ST, sb: vs, c: dpBuf, ldc: c.ld, sc: c.rb * c.ld, alpha: 1})
+				if !ok {
+					return false
+				}
+				o.f32Launch(rk, nj*rows, &a)
+				ok = o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sBuf, lda: c.ld, sa: c.rb * c.ld,
+					b: doa, ldb: g.DO.ST, sb: dos, c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1, beta: beta}) &&
+					o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj, a: dpBuf, lda: c.ld, sa: c.rb * c.ld,
+						b: ka, ldb: g.K.ST, sb: ks, c: dq, ldc: g.DQ.ST, sc: j.qStride(g.DQ), alpha: g.Scale}) &&
+					o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: dpBuf, lda: c.ld, sa: c.rb * c.ld,
+						b: qa, ldb: g.Q.ST, sb: qs, c: f32Elem(g.DK, j.kv(g.DK, c0, 0)), ldc: g.DK.ST, sc: j.kvStride(g.DK), alpha: g.Scale, beta: beta})
+				if !ok {
+					return false
+				}
+				if o.failed() {
+					return true
+				}
+			}
+		}
+	}
+	return true
+}
