@@ -257,8 +257,9 @@ func (o *op) attnLaunch(file, name string, gx, gy, gz, block, smem int, p *attnP
 func cdiv(a, b int) int { return (a + b - 1) / b }
 
 // Attention is fused attention (FlashAttention-2's algorithm, kernels/attention.cuh): tensor-core kernels for
-// F16/BF16 with D = 64 or 128 (sm_80+, operands 16-byte aligned), the general kernel for F32 and any other
-// D ≤ 256; larger D is refused with tensor.ErrUnsupported. It writes O and the FP32 LSE.
+// F16/BF16 with D = 64 or 128 (sm_80+, operands 16-byte aligned), chunked FP32 GEMMs for F32
+// (attention_f32.go), the general kernel for any other D ≤ 256; larger D is refused with tensor.ErrUnsupported.
+// It writes O and the FP32 LSE.
 func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	o := b.begin("Attention", opcheck.AttentionTensors(a)...)
 	defer o.end(&err)
