@@ -63,6 +63,10 @@ var attnF32Scratch = func() int {
 // general kernels.
 var attnF32Ref = os.Getenv("TUNE_ATTN_F32") == "ref"
 
+// attnF32X3, set by TUNE_ATTN_F32=x3 (or a test through export_f32_test.go), runs the FP32 path's products as
+// 3xTF32 tensor-core GEMMs (attention_f32x3.go) instead of FP32 SGEMMs.
+var attnF32X3 = os.Getenv("TUNE_ATTN_F32") == "x3"
+
 // attnF32CausalBlock is the largest row block of a causal call (its products stop at the block's last visible
 // key, so smaller blocks skip more of the masked half; larger ones give longer GEMMs).
 var attnF32CausalBlock = 512
@@ -70,6 +74,7 @@ var attnF32CausalBlock = 512
 // f32Rows mirrors struct F32Rows of kernels/attention_f32.cu field for field.
 type f32Rows struct {
 	s, dp, lse, mask, seg, zero uint64
+	slo, dplo                   uint64
 	zjob, zrow                  int64
 	ld, n, rows, njobs          int64
 	b0, db, h0, dh, i0          int64
@@ -100,14 +105,17 @@ func f32Usable(g opcheck.Attention, ops ...opcheck.AttnOperand) bool {
 	return true
 }
 
-// f32Plan chunks a call whose score blocks need nbuf row buffers (1 forward, 2 backward).
-func f32Plan(g opcheck.Attention, nbuf int) f32Chunks {
+// f32Plan chunks a call whose jobs need, in FP32 elements, rowBufs score buffers of rb × ld, rowCols more per
+// query row and keyCols per key (the 3xTF32 operand copies): the SGEMM path's forward holds S (1, 0, 0), its
+// backward S and dP' (2, 0, 0).
+func f32Plan(g opcheck.Attention, rowBufs, rowCols, keyCols int) f32Chunks {
 	c := f32Chunks{axisB: g.B >= g.Hkv, jobs: g.B, ld: (g.Tk + 3) &^ 3}
 	if !c.axisB {
 		c.jobs = g.Hkv
 	}
-	perRow := c.ld * 4 * nbuf
-	maxRows := max(1, attnF32Scratch/perRow)
+	budget := attnF32Scratch / 4 // elements
+	perRow := c.ld*rowBufs + rowCols
+	maxRows := max(1, (budget-keyCols*g.Tk)/perRow)
 	c.rb = min(g.Tq, maxRows)
 	if g.Causal && c.rb > attnF32CausalBlock {
 		c.rb = attnF32CausalBlock
@@ -115,8 +123,18 @@ func f32Plan(g opcheck.Attention, nbuf int) f32Chunks {
 	if c.rb < g.Tq && c.rb >= 64 {
 		c.rb &^= 63
 	}
-	c.per = max(1, min(c.jobs, attnF32Scratch/(c.rb*perRow)))
+	c.per = max(1, min(c.jobs, budget/(c.rb*perRow+keyCols*g.Tk)))
 	return c
+}
+
+// backwardBlocks returns the first rows of the row blocks in the backward's order, last block first: with causal
+// attention the last block sees every key, so the first product into dK and dV (beta 0) covers all of them.
+func (c f32Chunks) backwardBlocks(g opcheck.Attention) []int {
+	var starts []int
+	for r0 := 0; r0 < g.Tq; r0 += c.rb {
+		starts = append([]int{r0}, starts...)
+	}
+	return starts
 }
 
 // f32Job is one chunk's geometry: its first job's batch member b, query head h and KV head hk, and the job
@@ -245,7 +263,10 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O) {
 		return false
 	}
-	c := f32Plan(g, 1)
+	if attnF32X3 {
+		return o.attnX3Forward(g)
+	}
+	c := f32Plan(g, 1, 0, 0)
 	buf := o.scratch(4 * c.per * c.rb * c.ld)
 	if o.failed() {
 		return true
@@ -294,7 +315,10 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV) {
 		return false
 	}
-	c := f32Plan(g, 2)
+	if attnF32X3 {
+		return o.attnX3Backward(g)
+	}
+	c := f32Plan(g, 2, 0, 0)
 	blk := c.per * c.rb * c.ld
 	buf := o.scratch(8 * blk)
 	if o.failed() {
@@ -304,12 +328,7 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)
 	rk := rowKernel("attn_f32_dsoftmax", c)
 	G := g.Group()
-	// Row blocks last first: with causal attention the last block sees every key, so the first product into
-	// dK and dV (beta 0) covers all of them.
-	var starts []int
-	for r0 := 0; r0 < g.Tq; r0 += c.rb {
-		starts = append([]int{r0}, starts...)
-	}
+	starts := c.backwardBlocks(g)
 	for _, j := range f32Fixed(g, c) {
 		gi := j.h % G // the query head's place in its group (the same for every job of the chunk)
 		for bi, r0 := range starts {

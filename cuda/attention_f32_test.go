@@ -325,50 +325,59 @@ func ref64(c f32Case, d attnData) attnResult {
 // Tq ≠ Tk, key padding incl. a fully masked batch member, causal (Tq > Tk: rows with no key), segments, GQA
 // along either chunk axis, dropout (the Dropout op's keep bits), unaligned and strided (Llama's and BERT's
 // packed) operands, chunks that split the (batch, head) pairs unevenly and row blocks within a head.
+// With cuda.SetAttnF32X3 (TUNE_ATTN_F32=x3) the products are 3xTF32 GEMMs: the same tolerances hold.
 func TestAttentionF32MatchesRefAndFP64(t *testing.T) {
 	gpu := openOrSkip(t)
-	for i, c := range f32Cases {
-		t.Run(c.String(), func(t *testing.T) {
-			d := c.data(uint64(i + 31))
-			if c.scratch > 0 {
-				defer cuda.SetAttnF32Scratch(c.scratch)()
-			}
-			if c.causalBlock > 0 {
-				defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
-			}
-			fast := runF32(t, gpu, c, d)
-			restore := cuda.SetAttnF32Ref(true)
-			slow := runF32(t, gpu, c, d)
-			restore()
-			want := ref64(c, d)
-			for _, x := range []struct {
-				name      string
-				got, want []float32
-			}{{"O", fast.o, want.o}, {"LSE", fast.lse, want.lse}, {"dQ", fast.dq, want.dq}, {"dK", fast.dk, want.dk}, {"dV", fast.dv, want.dv}} {
-				closeTo(t, x.name+" (GEMM path vs float64)", x.got, x.want, 1e-5)
-			}
-			for _, x := range []struct {
-				name      string
-				got, want []float32
-			}{{"O", fast.o, slow.o}, {"LSE", fast.lse, slow.lse}, {"dQ", fast.dq, slow.dq}, {"dK", fast.dk, slow.dk}, {"dV", fast.dv, slow.dv}} {
-				closeTo(t, x.name+" (GEMM path vs attn_*_ref)", x.got, x.want, 1e-5)
-			}
-			closeTo(t, "dQ (attn_*_ref vs float64)", slow.dq, want.dq, 1e-5)
-			if c.allMasked {
-				for h := 0; h < c.Hq; h++ {
-					for i := 0; i < c.Tq; i++ {
-						if l := fast.lse[h*c.Tq+i]; !math.IsInf(float64(l), -1) {
-							t.Fatalf("fully masked batch member: LSE[0, %d, %d] = %v, want -Inf", h, i, l)
-						}
-					}
+	for _, x3 := range []bool{false, true} {
+		for i, c := range f32Cases {
+			t.Run(fmt.Sprintf("x3=%v/%v", x3, c), func(t *testing.T) {
+				defer cuda.SetAttnF32X3(x3)()
+				checkF32Case(t, gpu, c, uint64(i+31))
+			})
+		}
+	}
+}
+
+// checkF32Case is one case of TestAttentionF32MatchesRefAndFP64.
+func checkF32Case(t *testing.T, gpu *cuda.Backend, c f32Case, seed uint64) {
+	d := c.data(seed)
+	if c.scratch > 0 {
+		defer cuda.SetAttnF32Scratch(c.scratch)()
+	}
+	if c.causalBlock > 0 {
+		defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
+	}
+	fast := runF32(t, gpu, c, d)
+	restore := cuda.SetAttnF32Ref(true)
+	slow := runF32(t, gpu, c, d)
+	restore()
+	want := ref64(c, d)
+	for _, x := range []struct {
+		name      string
+		got, want []float32
+	}{{"O", fast.o, want.o}, {"LSE", fast.lse, want.lse}, {"dQ", fast.dq, want.dq}, {"dK", fast.dk, want.dk}, {"dV", fast.dv, want.dv}} {
+		closeTo(t, x.name+" (GEMM path vs float64)", x.got, x.want, 1e-5)
+	}
+	for _, x := range []struct {
+		name      string
+		got, want []float32
+	}{{"O", fast.o, slow.o}, {"LSE", fast.lse, slow.lse}, {"dQ", fast.dq, slow.dq}, {"dK", fast.dk, slow.dk}, {"dV", fast.dv, slow.dv}} {
+		closeTo(t, x.name+" (GEMM path vs attn_*_ref)", x.got, x.want, 1e-5)
+	}
+	closeTo(t, "dQ (attn_*_ref vs float64)", slow.dq, want.dq, 1e-5)
+	if c.allMasked {
+		for h := 0; h < c.Hq; h++ {
+			for i := 0; i < c.Tq; i++ {
+				if l := fast.lse[h*c.Tq+i]; !math.IsInf(float64(l), -1) {
+					t.Fatalf("fully masked batch member: LSE[0, %d, %d] = %v, want -Inf", h, i, l)
 				}
-				for x := 0; x < c.Hq*c.Tq*c.D; x++ {
-					if fast.o[x] != 0 || fast.dq[x] != 0 {
-						t.Fatalf("fully masked batch member: O[%d] = %v, dQ[%d] = %v, want 0", x, fast.o[x], x, fast.dq[x])
-					}
-				}
 			}
-		})
+		}
+		for x := 0; x < c.Hq*c.Tq*c.D; x++ {
+			if fast.o[x] != 0 || fast.dq[x] != 0 {
+				t.Fatalf("fully masked batch member: O[%d] = %v, dQ[%d] = %v, want 0", x, fast.o[x], x, fast.dq[x])
+			}
+		}
 	}
 }
 
@@ -380,25 +389,28 @@ func TestAttentionF32Deterministic(t *testing.T) {
 		{attnShape: attnShape{B: 4, Hq: 8, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 3 * 200 * 200 * 4 * 2},
 		{attnShape: attnShape{B: 1, Hq: 4, Hkv: 2, Tq: 300, Tk: 300, D: 128, causal: true, p: 0.1}, layout: 1, causalBlock: 64},
 	} {
-		t.Run(c.String(), func(t *testing.T) {
-			d := c.data(5)
-			if c.scratch > 0 {
-				defer cuda.SetAttnF32Scratch(c.scratch)()
-			}
-			if c.causalBlock > 0 {
-				defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
-			}
-			r1, r2 := runF32(t, gpu, c, d), runF32(t, gpu, c, d)
-			for _, x := range []struct {
-				name string
-				a, b []float32
-			}{{"O", r1.o, r2.o}, {"LSE", r1.lse, r2.lse}, {"dQ", r1.dq, r2.dq}, {"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
-				for i := range x.a {
-					if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
-						t.Fatalf("%s[%d] = %v, then %v: not bit-identical run to run", x.name, i, x.a[i], x.b[i])
+		for _, x3 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("x3=%v/%v", x3, c), func(t *testing.T) {
+				defer cuda.SetAttnF32X3(x3)()
+				d := c.data(5)
+				if c.scratch > 0 {
+					defer cuda.SetAttnF32Scratch(c.scratch)()
+				}
+				if c.causalBlock > 0 {
+					defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
+				}
+				r1, r2 := runF32(t, gpu, c, d), runF32(t, gpu, c, d)
+				for _, x := range []struct {
+					name string
+					a, b []float32
+				}{{"O", r1.o, r2.o}, {"LSE", r1.lse, r2.lse}, {"dQ", r1.dq, r2.dq}, {"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
+					for i := range x.a {
+						if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
+							t.Fatalf("%s[%d] = %v, then %v: not bit-identical run to run", x.name, i, x.a[i], x.b[i])
+						}
 					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -17,8 +17,9 @@ import (
 // at BERT-base's (64, 12, 512, 64) without a mask (and with attention dropout 0.1, as BERT trains) and at
 // (8, 32, 2048, 128) causal, forward and backward, with CUDA events; it reports the median time and TFLOP/s
 // counted as BenchmarkAttention counts them (forward 4·B·H·T²·D, halved when causal; backward 2.5×). Each pass
-// runs at several score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and, when causal, row
-// blocks ("cbNNN": cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32 times PyTorch's
+// runs with FP32 SGEMM products ("sgemm", the default) and 3xTF32 ones ("x3": TUNE_ATTN_F32=x3), at several
+// score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and, when causal, row blocks ("cbNNN":
+// cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32 times PyTorch's
 // FP32 scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
 func BenchmarkAttentionF32(b *testing.B) {
 	gpu := openOrSkip(b)
@@ -30,9 +31,9 @@ func BenchmarkAttentionF32(b *testing.B) {
 		scratch    []int // MiB
 		blocks     []int // causal row blocks
 	}{
-		{64, 12, 512, 64, false, 0, []int{16, 32, 64, 128, 256}, []int{0}},
+		{64, 12, 512, 64, false, 0, []int{16, 64, 256}, []int{0}},
 		{64, 12, 512, 64, false, 0.1, []int{64}, []int{0}},
-		{8, 32, 2048, 128, true, 0, []int{64, 256}, []int{256, 512, 1024, 2048}},
+		{8, 32, 2048, 128, true, 0, []int{64}, []int{256, 512, 2048}},
 	} {
 		n := c.B * c.H * c.T * c.D
 		var live []*tensor.Tensor
@@ -64,42 +65,45 @@ func BenchmarkAttentionF32(b *testing.B) {
 		if c.causal {
 			fwdFlops /= 2
 		}
-		for _, sm := range c.scratch {
-			for _, cb := range c.blocks {
-				for _, pass := range []struct {
-					name  string
-					flops float64
-					fn    func() error
-				}{{"fwd", fwdFlops, func() error { return gpu.Attention(a) }}, {"bwd", 2.5 * fwdFlops, func() error { return gpu.AttentionBackward(ba) }}} {
-					name := fmt.Sprintf("%s f32 %dx%dx%dx%d causal=%v p=%v s%d", pass.name, c.B, c.H, c.T, c.D, c.causal, c.p, sm)
-					if cb > 0 {
-						name += fmt.Sprintf(" cb%d", cb)
-					}
-					b.Run(name, func(b *testing.B) {
-						defer cuda.SetAttnF32Scratch(sm << 20)()
+		for _, mode := range []string{"sgemm", "x3"} {
+			for _, sm := range c.scratch {
+				for _, cb := range c.blocks {
+					for _, pass := range []struct {
+						name  string
+						flops float64
+						fn    func() error
+					}{{"fwd", fwdFlops, func() error { return gpu.Attention(a) }}, {"bwd", 2.5 * fwdFlops, func() error { return gpu.AttentionBackward(ba) }}} {
+						name := fmt.Sprintf("%s f32 %s %dx%dx%dx%d causal=%v p=%v s%d", pass.name, mode, c.B, c.H, c.T, c.D, c.causal, c.p, sm)
 						if cb > 0 {
-							defer cuda.SetAttnF32CausalBlock(cb)()
+							name += fmt.Sprintf(" cb%d", cb)
 						}
-						for i := 0; i < 2; i++ {
-							if err := pass.fn(); err != nil {
-								b.Fatal(err)
+						b.Run(name, func(b *testing.B) {
+							defer cuda.SetAttnF32Scratch(sm << 20)()
+							defer cuda.SetAttnF32X3(mode == "x3")()
+							if cb > 0 {
+								defer cuda.SetAttnF32CausalBlock(cb)()
 							}
-						}
-						times := make([]float64, 0, b.N)
-						b.ResetTimer()
-						for i := 0; i < b.N; i++ {
-							ms, err := gpu.Time(pass.fn)
-							if err != nil {
-								b.Fatal(err)
+							for i := 0; i < 2; i++ {
+								if err := pass.fn(); err != nil {
+									b.Fatal(err)
+								}
 							}
-							times = append(times, ms)
-						}
-						b.StopTimer()
-						sort.Float64s(times)
-						med := times[len(times)/2]
-						b.ReportMetric(med*1e3, "µs/op")
-						b.ReportMetric(pass.flops/(med*1e-3)/1e12, "TFLOP/s")
-					})
+							times := make([]float64, 0, b.N)
+							b.ResetTimer()
+							for i := 0; i < b.N; i++ {
+								ms, err := gpu.Time(pass.fn)
+								if err != nil {
+									b.Fatal(err)
+								}
+								times = append(times, ms)
+							}
+							b.StopTimer()
+							sort.Float64s(times)
+							med := times[len(times)/2]
+							b.ReportMetric(med*1e3, "µs/op")
+							b.ReportMetric(pass.flops/(med*1e-3)/1e12, "TFLOP/s")
+						})
+					}
 				}
 			}
 		}
