@@ -107,7 +107,8 @@ func f32Usable(g opcheck.Attention, ops ...opcheck.AttnOperand) bool {
 
 // f32Plan chunks a call whose jobs need, in FP32 elements, rowBufs score buffers of rb × ld, rowCols more per
 // query row and keyCols per key (the 3xTF32 operand copies): the SGEMM path's forward holds S (1, 0, 0), its
-// backward S and dP' (2, 0, 0).
+// backward S and dP' (2, 0, 0). Blocks keep at least 16 rows (or Tq), so rows longer than attnF32Scratch/64
+// bytes take more scratch than the bound.
 func f32Plan(g opcheck.Attention, rowBufs, rowCols, keyCols int) f32Chunks {
 	c := f32Chunks{axisB: g.B >= g.Hkv, jobs: g.B, ld: (g.Tk + 3) &^ 3}
 	if !c.axisB {
@@ -115,7 +116,7 @@ func f32Plan(g opcheck.Attention, rowBufs, rowCols, keyCols int) f32Chunks {
 	}
 	budget := attnF32Scratch / 4 // elements
 	perRow := c.ld*rowBufs + rowCols
-	maxRows := max(1, (budget-keyCols*g.Tk)/perRow)
+	maxRows := max(16, (budget-keyCols*g.Tk)/perRow) // at least 16 rows a block: the bound yields for very long rows
 	c.rb = min(g.Tq, maxRows)
 	if g.Causal && c.rb > attnF32CausalBlock {
 		c.rb = attnF32CausalBlock

@@ -37,7 +37,7 @@ var f32Cases = []f32Case{
 	{attnShape: attnShape{B: 1, Hq: 6, Hkv: 3, Tq: 70, Tk: 70, D: 64, mask: true, p: 0.1}, layout: 2},
 	// Chunks that split the batch unevenly (5 jobs: forward 4 + 1, backward 2 + 2 + 1).
 	{attnShape: attnShape{B: 5, Hq: 4, Hkv: 2, Tq: 40, Tk: 40, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 2 * 2 * 40 * 40 * 4},
-	// A head's rows split into blocks (13 rows backward, 26 forward): dK and dV summed over blocks and heads.
+	// A head's rows split into blocks (16 rows backward, the floor; 26 forward): dK and dV summed over blocks and heads.
 	{attnShape: attnShape{B: 3, Hq: 4, Hkv: 1, Tq: 40, Tk: 40, D: 64, seg: true, p: 0.2}, layout: 1, scratch: 40 * 40 * 4 * 2 / 3},
 	// Causal blocks with their own key counts, GQA along the KV heads, uneven chunks.
 	{attnShape: attnShape{B: 1, Hq: 8, Hkv: 4, Tq: 130, Tk: 130, D: 64, causal: true, mask: true}, layout: 2, causalBlock: 32, scratch: 3 * 32 * 132 * 4 * 2},
