@@ -125,6 +125,7 @@ func f32Plan(g opcheck.Attention, rowBufs, rowCols, keyCols int) f32Chunks {
 		c.rb &^= 63
 	}
 	c.per = max(1, min(c.jobs, budget/(c.rb*perRow+keyCols*g.Tk)))
+	c.per = cdiv(c.jobs, cdiv(c.jobs, c.per)) // as many chunks, evened out (64 jobs by 20: 16 each, not 20, 20, 20, 4)
 	return c
 }
 

@@ -35,7 +35,7 @@ var f32Cases = []f32Case{
 	{attnShape: attnShape{B: 2, Hq: 2, Hkv: 2, Tq: 45, Tk: 45, D: 24, mask: true, p: 0.1, unaligned: true}},
 	// B < Hkv: jobs along the KV heads (one query head of each group per chunk), GQA 6/3.
 	{attnShape: attnShape{B: 1, Hq: 6, Hkv: 3, Tq: 70, Tk: 70, D: 64, mask: true, p: 0.1}, layout: 2},
-	// Chunks that split the batch unevenly (5 jobs: forward 4 + 1, backward 2 + 2 + 1).
+	// Chunks that split the batch unevenly (5 jobs: forward 3 + 2, backward 2 + 2 + 1).
 	{attnShape: attnShape{B: 5, Hq: 4, Hkv: 2, Tq: 40, Tk: 40, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 2 * 2 * 40 * 40 * 4},
 	// A head's rows split into blocks (16 rows backward, the floor; 26 forward): dK and dV summed over blocks and heads.
 	{attnShape: attnShape{B: 3, Hq: 4, Hkv: 1, Tq: 40, Tk: 40, D: 64, seg: true, p: 0.2}, layout: 1, scratch: 40 * 40 * 4 * 2 / 3},
