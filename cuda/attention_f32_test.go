@@ -40,7 +40,7 @@ var f32Cases = []f32Case{
 	// A head's rows split into blocks (16 rows backward, the floor; 26 forward): dK and dV summed over blocks and heads.
 	{attnShape: attnShape{B: 3, Hq: 4, Hkv: 1, Tq: 40, Tk: 40, D: 64, seg: true, p: 0.2}, layout: 1, scratch: 40 * 40 * 4 * 2 / 3},
 	// Causal blocks with their own key counts, GQA along the KV heads, uneven chunks.
-	{attnShape: attnShape{B: 1, Hq: 8, Hkv: 4, Tq: 130, Tk: 130, D: 64, causal: true, mask: true}, layout: 2, causalBlock: 32, scratch: 3 * 32 * 132 * 4 * 2},
+	{attnShape: attnShape{B: 1, Hq: 10, Hkv: 5, Tq: 130, Tk: 130, D: 64, causal: true, mask: true}, layout: 2, causalBlock: 32, scratch: 3 * 32 * 132 * 4 * 2}, // backward 3 + 2 KV heads
 }
 
 // runF32 runs Attention and AttentionBackward of c on be in F32 through c's layout and returns the results in
