@@ -248,9 +248,10 @@ func f32RowsOf(g opcheck.Attention, c f32Chunks) f32Rows {
 	return r
 }
 
-// rowKernel picks the register-cached variant of a row kernel when a row fits 512 columns.
-func rowKernel(base string, c f32Chunks) string {
-	if c.ld <= 512 {
+// rowKernel picks the register-cached variant of a row kernel when a block's rows have at most 512 columns
+// of keys (n).
+func rowKernel(base string, n int) string {
+	if n <= 512 {
 		return base + "_c4"
 	}
 	return base + "_c0"
@@ -274,7 +275,6 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 		return true
 	}
 	defer o.release(buf)
-	rk := rowKernel("attn_f32_softmax", c)
 	for _, j := range f32Fixed(g, c) {
 		for r0 := 0; r0 < g.Tq; r0 += c.rb {
 			rows := min(c.rb, g.Tq-r0)
@@ -286,7 +286,7 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				if n == 0 { // no row of the block sees a key: LSE = −Inf, O = 0
 					a.zero, a.zjob, a.zrow = f32Elem(g.O, j.q(g.O, c0, r0)), int64(j.qStride(g.O)), int64(g.O.ST)
-					o.f32Launch(rk, nj*rows, &a)
+					o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 					continue
 				}
 				if !o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj,
@@ -295,7 +295,7 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 					c: uint64(buf), ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale}) {
 					return false
 				}
-				o.f32Launch(rk, nj*rows, &a)
+				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 				if !o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj,
 					a: uint64(buf), lda: c.ld, sa: c.rb * c.ld,
 					b: f32Elem(g.V, j.kv(g.V, c0, 0)), ldb: g.V.ST, sb: j.kvStride(g.V),
@@ -328,7 +328,6 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	}
 	defer o.release(buf)
 	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)
-	rk := rowKernel("attn_f32_dsoftmax", c)
 	G := g.Group()
 	starts := c.backwardBlocks(g)
 	for _, j := range f32Fixed(g, c) {
@@ -348,7 +347,7 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))
 				if n == 0 { // no row of the block sees a key: dQ = 0, nothing for dK and dV
 					a.zero, a.zjob, a.zrow = dq, int64(j.qStride(g.DQ)), int64(g.DQ.ST)
-					o.f32Launch(rk, nj*rows, &a)
+					o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 					continue
 				}
 				qa, qs := f32Elem(g.Q, j.q(g.Q, c0, r0)), j.qStride(g.Q)
@@ -362,7 +361,7 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				if !ok {
 					return false
 				}
-				o.f32Launch(rk, nj*rows, &a)
+				o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 				ok = o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sBuf, lda: c.ld, sa: c.rb * c.ld,
 					b: doa, ldb: g.DO.ST, sb: dos, c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1, beta: beta}) &&
 					o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj, a: dpBuf, lda: c.ld, sa: c.rb * c.ld,

@@ -48,7 +48,6 @@ func (o *op) attnX3Forward(g opcheck.Attention) bool {
 	defer o.release(buf)
 	at := func(elems int) uint64 { return uint64(buf) + 4*uint64(elems) }
 	sHi, sLo, q3, k3, v3 := at(0), at(blk), at(2*blk), at(2*blk+rc), at(2*blk+rc+kc)
-	rk := rowKernel("attn_f32_softmax", c)
 	for _, j := range f32Fixed(g, c) {
 		for r0 := 0; r0 < g.Tq; r0 += c.rb {
 			rows := min(c.rb, g.Tq-r0)
@@ -61,7 +60,7 @@ func (o *op) attnX3Forward(g opcheck.Attention) bool {
 				oa := f32Elem(g.O, j.q(g.O, c0, r0))
 				if n == 0 {
 					a.zero, a.zjob, a.zrow = oa, int64(j.qStride(g.O)), int64(g.O.ST)
-					o.f32Launch(rk, nj*rows, &a)
+					o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 					continue
 				}
 				o.x3Split(q3, g.Q, j.q(g.Q, c0, r0), j.qStride(g.Q), rows, D, nj, 1)
@@ -71,7 +70,7 @@ func (o *op) attnX3Forward(g opcheck.Attention) bool {
 					b: k3, ldb: 3 * D, sb: n * 3 * D, c: sHi, ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale, tf32: true}) {
 					return false
 				}
-				o.f32Launch(rk, nj*rows, &a)
+				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 				vh, vl := v3, v3+4*uint64(2*D) // V's copy is [hi | hi | lo]
 				if !o.x3Sum(matmul{m: rows, n: D, k: n, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: n * 3 * D,
 					c: oa, ldc: g.O.ST, sc: j.qStride(g.O), alpha: 1}, [3]uint64{sLo, sHi, sHi}, [3]uint64{vh, vl, vh}, 0) {
@@ -99,7 +98,6 @@ func (o *op) attnX3Backward(g opcheck.Attention) bool {
 	at := func(elems int) uint64 { return uint64(buf) + 4*uint64(elems) }
 	sHi, sLo, dpHi, dpLo := at(0), at(blk), at(2*blk), at(3*blk)
 	q3, do3, k3, v3 := at(4*blk), at(4*blk+rc), at(4*blk+2*rc), at(4*blk+2*rc+kc)
-	rk := rowKernel("attn_f32_dsoftmax", c)
 	G := g.Group()
 	col := func(p uint64, k int) uint64 { return p + 4*uint64(k*D) } // column block k of a 3·D-wide copy
 	for _, j := range f32Fixed(g, c) {
@@ -119,7 +117,7 @@ func (o *op) attnX3Backward(g opcheck.Attention) bool {
 				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))
 				if n == 0 {
 					a.zero, a.zjob, a.zrow = dq, int64(j.qStride(g.DQ)), int64(g.DQ.ST)
-					o.f32Launch(rk, nj*rows, &a)
+					o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 					continue
 				}
 				o.x3Split(q3, g.Q, j.q(g.Q, c0, r0), j.qStride(g.Q), rows, D, nj, 1)     // [hi | lo | hi]
@@ -134,7 +132,7 @@ func (o *op) attnX3Backward(g opcheck.Attention) bool {
 				if !o.f32Gemm(s) || !o.f32Gemm(dp) {
 					return false
 				}
-				o.f32Launch(rk, nj*rows, &a)
+				o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 				// dV (+)= P'loᵀ·dOhi + P'hiᵀ·dOlo + P'hiᵀ·dOhi
 				if !o.x3Sum(matmul{transA: true, m: n, n: D, k: rows, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: rows * 3 * D,
 					c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1},

@@ -9,7 +9,8 @@
 // A chunk is njobs score blocks of rows rows each; job c is query head h = h0 + c·dh of batch member
 // b = b0 + c·db, and row r of its block is query i = i0 + r. Block c's row r starts at element
 // (c·rows + r)·ld of the scratch; its first n columns are keys 0 .. n−1 (keys ≥ n are not visible to any row of
-// the chunk: causal), columns n .. ld−1 are padding that the kernels zero.
+// the chunk: causal); the kernels zero the padding columns up to the next multiple of 4 and leave the rest, which
+// no product reads.
 #include "common.cuh"
 
 // F32Rows is the argument block of the row kernels (mirrored by f32Rows in cuda/attention_f32.go; every field
@@ -137,18 +138,19 @@ __device__ __forceinline__ float f32_get(float4 v, int k) { return k == 0 ? v.x 
 template <int QC>
 __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &w, int lane) {
 	float4 c[QC > 0 ? QC : 1];
-	const i64 nq = (p.ld + 127) / 128;
+	const i64 lim = (p.n + 3) & ~(i64)3; // columns n .. lim−1 are padding; the products never read past n
+	const i64 nq = (lim + 127) / 128;
 	const bool cached = nq <= QC;
 	float m = NEG_INF;
 	if (cached) {
 #pragma unroll
 		for (int q = 0; q < QC; q++) {
 			i64 j0 = 4 * lane + 128 * q;
-			c[q] = j0 < p.ld ? f32_scores4(p, w, j0) : make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+			c[q] = j0 < lim ? f32_scores4(p, w, j0) : make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
 			m = fmaxf(m, fmaxf(fmaxf(c[q].x, c[q].y), fmaxf(c[q].z, c[q].w)));
 		}
 	} else {
-		for (i64 j0 = 4 * lane; j0 < p.ld; j0 += 128) {
+		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 			float4 v = f32_scores4(p, w, j0);
 			m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
 		}
@@ -165,7 +167,7 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 					l += sc == NEG_INF ? 0.0f : expf(sc - m);
 				}
 		} else {
-			for (i64 j0 = 4 * lane; j0 < p.ld; j0 += 128) {
+			for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 				float4 v = f32_scores4(p, w, j0);
 #pragma unroll
 				for (int k = 0; k < 4; k++) {
@@ -193,9 +195,9 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 	if (cached) {
 #pragma unroll
 		for (int q = 0; q < QC; q++)
-			if (4 * lane + 128 * q < p.ld) out4(4 * lane + 128 * q, c[q]);
+			if (4 * lane + 128 * q < lim) out4(4 * lane + 128 * q, c[q]);
 	} else {
-		for (i64 j0 = 4 * lane; j0 < p.ld; j0 += 128) out4(j0, f32_scores4(p, w, j0));
+		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) out4(j0, f32_scores4(p, w, j0));
 	}
 }
 
@@ -223,7 +225,8 @@ F32_SOFTMAX(0)
 template <int QC>
 __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row &w, int lane) {
 	float4 cp[QC > 0 ? QC : 1], cd[QC > 0 ? QC : 1];
-	const i64 nq = (p.ld + 127) / 128;
+	const i64 lim = (p.n + 3) & ~(i64)3; // columns n .. lim−1 are padding; the products never read past n
+	const i64 nq = (lim + 127) / 128;
 	const bool cached = nq <= QC;
 	const float lse = p.lse[w.lrow];
 	const u32 thr = f32_keep_thr(p.p);
@@ -250,13 +253,13 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 		for (int q = 0; q < QC; q++) {
 			i64 j0 = 4 * lane + 128 * q;
 			u32 kp = 0;
-			if (j0 < p.ld) pd4(j0, cp[q], cd[q], kp);
+			if (j0 < lim) pd4(j0, cp[q], cd[q], kp);
 			else cp[q] = cd[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 			keeps |= (kp & 0xfu) << (4 * q);
 			dl += cp[q].x * cd[q].x + cp[q].y * cd[q].y + cp[q].z * cd[q].z + cp[q].w * cd[q].w;
 		}
 	} else {
-		for (i64 j0 = 4 * lane; j0 < p.ld; j0 += 128) {
+		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 			float4 a, b;
 			u32 kp;
 			pd4(j0, a, b, kp);
@@ -279,9 +282,9 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 	if (cached) {
 #pragma unroll
 		for (int q = 0; q < QC; q++)
-			if (4 * lane + 128 * q < p.ld) out4(4 * lane + 128 * q, cp[q], cd[q], keeps >> (4 * q));
+			if (4 * lane + 128 * q < lim) out4(4 * lane + 128 * q, cp[q], cd[q], keeps >> (4 * q));
 	} else {
-		for (i64 j0 = 4 * lane; j0 < p.ld; j0 += 128) {
+		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 			float4 a, b;
 			u32 kp;
 			pd4(j0, a, b, kp);
