@@ -146,7 +146,8 @@ type f32Job struct {
 	db, dh, dhk int
 }
 
-// at returns element (b, h, t) of x for job j's first (b, h) advanced by job c: x's offset in elements.
+// q and kv return the element offset in x of position t of job c of the chunk: q for the query-side operands
+// (query head h + c·dh), kv for the key/value side (KV head hk + c·dhk).
 func (j f32Job) q(x opcheck.AttnOperand, c, t int) int {
 	return (j.b+c*j.db)*x.SB + (j.h+c*j.dh)*x.SH + t*x.ST
 }
@@ -292,12 +293,12 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 				if !o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj,
 					a: f32Elem(g.Q, j.q(g.Q, c0, r0)), lda: g.Q.ST, sa: j.qStride(g.Q),
 					b: f32Elem(g.K, j.kv(g.K, c0, 0)), ldb: g.K.ST, sb: j.kvStride(g.K),
-					c: uint64(buf), ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale}) {
+					c: uint64(buf), ldc: c.ld, sc: rows * c.ld, alpha: g.Scale}) {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 				if !o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj,
-					a: uint64(buf), lda: c.ld, sa: c.rb * c.ld,
+					a: uint64(buf), lda: c.ld, sa: rows * c.ld,
 					b: f32Elem(g.V, j.kv(g.V, c0, 0)), ldb: g.V.ST, sb: j.kvStride(g.V),
 					c: f32Elem(g.O, j.q(g.O, c0, r0)), ldc: g.O.ST, sc: j.qStride(g.O), alpha: 1}) {
 					return false
@@ -355,18 +356,18 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				ka, ks := f32Elem(g.K, j.kv(g.K, c0, 0)), j.kvStride(g.K)
 				va, vs := f32Elem(g.V, j.kv(g.V, c0, 0)), j.kvStride(g.V)
 				ok := o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: qa, lda: g.Q.ST, sa: qs,
-					b: ka, ldb: g.K.ST, sb: ks, c: sBuf, ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale}) &&
+					b: ka, ldb: g.K.ST, sb: ks, c: sBuf, ldc: c.ld, sc: rows * c.ld, alpha: g.Scale}) &&
 					o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: doa, lda: g.DO.ST, sa: dos,
-						b: va, ldb: g.V.ST, sb: vs, c: dpBuf, ldc: c.ld, sc: c.rb * c.ld, alpha: 1})
+						b: va, ldb: g.V.ST, sb: vs, c: dpBuf, ldc: c.ld, sc: rows * c.ld, alpha: 1})
 				if !ok {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
-				ok = o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sBuf, lda: c.ld, sa: c.rb * c.ld,
+				ok = o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sBuf, lda: c.ld, sa: rows * c.ld,
 					b: doa, ldb: g.DO.ST, sb: dos, c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1, beta: beta}) &&
-					o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj, a: dpBuf, lda: c.ld, sa: c.rb * c.ld,
+					o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj, a: dpBuf, lda: c.ld, sa: rows * c.ld,
 						b: ka, ldb: g.K.ST, sb: ks, c: dq, ldc: g.DQ.ST, sc: j.qStride(g.DQ), alpha: g.Scale}) &&
-					o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: dpBuf, lda: c.ld, sa: c.rb * c.ld,
+					o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: dpBuf, lda: c.ld, sa: rows * c.ld,
 						b: qa, ldb: g.Q.ST, sb: qs, c: f32Elem(g.DK, j.kv(g.DK, c0, 0)), ldc: g.DK.ST, sc: j.kvStride(g.DK), alpha: g.Scale, beta: beta})
 				if !ok {
 					return false

@@ -67,12 +67,12 @@ func (o *op) attnX3Forward(g opcheck.Attention) bool {
 				o.x3Split(k3, g.K, j.kv(g.K, c0, 0), j.kvStride(g.K), n, D, nj, 2)
 				o.x3Split(v3, g.V, j.kv(g.V, c0, 0), j.kvStride(g.V), n, D, nj, 2)
 				if !o.f32Gemm(matmul{transB: true, m: rows, n: n, k: 3 * D, batch: nj, a: q3, lda: 3 * D, sa: rows * 3 * D,
-					b: k3, ldb: 3 * D, sb: n * 3 * D, c: sHi, ldc: c.ld, sc: c.rb * c.ld, alpha: g.Scale, tf32: true}) {
+					b: k3, ldb: 3 * D, sb: n * 3 * D, c: sHi, ldc: c.ld, sc: rows * c.ld, alpha: g.Scale, tf32: true}) {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 				vh, vl := v3, v3+4*uint64(2*D) // V's copy is [hi | hi | lo]
-				if !o.x3Sum(matmul{m: rows, n: D, k: n, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: n * 3 * D,
+				if !o.x3Sum(matmul{m: rows, n: D, k: n, batch: nj, lda: c.ld, sa: rows * c.ld, ldb: 3 * D, sb: n * 3 * D,
 					c: oa, ldc: g.O.ST, sc: j.qStride(g.O), alpha: 1}, [3]uint64{sLo, sHi, sHi}, [3]uint64{vh, vl, vh}, 0) {
 					return false
 				}
@@ -125,7 +125,7 @@ func (o *op) attnX3Backward(g opcheck.Attention) bool {
 				o.x3Split(k3, g.K, j.kv(g.K, c0, 0), j.kvStride(g.K), n, D, nj, 2)       // [hi | hi | lo]
 				o.x3Split(v3, g.V, j.kv(g.V, c0, 0), j.kvStride(g.V), n, D, nj, 2)       // [hi | hi | lo]
 				rowsMM := matmul{transB: true, m: rows, n: n, k: 3 * D, batch: nj, lda: 3 * D, sa: rows * 3 * D,
-					ldb: 3 * D, sb: n * 3 * D, ldc: c.ld, sc: c.rb * c.ld, tf32: true}
+					ldb: 3 * D, sb: n * 3 * D, ldc: c.ld, sc: rows * c.ld, tf32: true}
 				s, dp := rowsMM, rowsMM
 				s.a, s.b, s.c, s.alpha = q3, k3, sHi, g.Scale
 				dp.a, dp.b, dp.c, dp.alpha = do3, v3, dpHi, 1
@@ -134,19 +134,19 @@ func (o *op) attnX3Backward(g opcheck.Attention) bool {
 				}
 				o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 				// dV (+)= P'loᵀ·dOhi + P'hiᵀ·dOlo + P'hiᵀ·dOhi
-				if !o.x3Sum(matmul{transA: true, m: n, n: D, k: rows, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: rows * 3 * D,
+				if !o.x3Sum(matmul{transA: true, m: n, n: D, k: rows, batch: nj, lda: c.ld, sa: rows * c.ld, ldb: 3 * D, sb: rows * 3 * D,
 					c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1},
 					[3]uint64{sLo, sHi, sHi}, [3]uint64{col(do3, 0), col(do3, 1), col(do3, 0)}, beta) {
 					return false
 				}
 				// dQ = Scale·(dSlo·Khi + dShi·Klo + dShi·Khi)
-				if !o.x3Sum(matmul{m: rows, n: D, k: n, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: n * 3 * D,
+				if !o.x3Sum(matmul{m: rows, n: D, k: n, batch: nj, lda: c.ld, sa: rows * c.ld, ldb: 3 * D, sb: n * 3 * D,
 					c: dq, ldc: g.DQ.ST, sc: j.qStride(g.DQ), alpha: g.Scale},
 					[3]uint64{dpLo, dpHi, dpHi}, [3]uint64{col(k3, 0), col(k3, 2), col(k3, 0)}, 0) {
 					return false
 				}
 				// dK (+)= Scale·(dSloᵀ·Qhi + dShiᵀ·Qlo + dShiᵀ·Qhi)
-				if !o.x3Sum(matmul{transA: true, m: n, n: D, k: rows, batch: nj, lda: c.ld, sa: c.rb * c.ld, ldb: 3 * D, sb: rows * 3 * D,
+				if !o.x3Sum(matmul{transA: true, m: n, n: D, k: rows, batch: nj, lda: c.ld, sa: rows * c.ld, ldb: 3 * D, sb: rows * 3 * D,
 					c: f32Elem(g.DK, j.kv(g.DK, c0, 0)), ldc: g.DK.ST, sc: j.kvStride(g.DK), alpha: g.Scale},
 					[3]uint64{dpLo, dpHi, dpHi}, [3]uint64{col(q3, 0), col(q3, 1), col(q3, 0)}, beta) {
 					return false
