@@ -17,10 +17,10 @@ import (
 // at BERT-base's (64, 12, 512, 64) without a mask (and with attention dropout 0.1, as BERT trains) and at
 // (8, 32, 2048, 128) causal, forward and backward, with CUDA events; it reports the median time and TFLOP/s
 // counted as BenchmarkAttention counts them (forward 4·B·H·T²·D, halved when causal; backward 2.5×). Each pass
-// runs with FP32 SGEMM products ("sgemm", the default) and 3xTF32 ones ("x3": TUNE_ATTN_F32=x3), at several
-// score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and, when causal, row blocks ("cbNNN":
-// cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32 times PyTorch's
-// FP32 scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
+// runs with FP32 SGEMM products ("sgemm", the default) and with the products over D as 3xTF32 ones ("tf32x3":
+// TUNE_ATTN_F32=tf32x3), at several score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and,
+// when causal, row blocks ("cbNNN": cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32
+// times PyTorch's FP32 scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
 func BenchmarkAttentionF32(b *testing.B) {
 	gpu := openOrSkip(b)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -31,9 +31,9 @@ func BenchmarkAttentionF32(b *testing.B) {
 		scratch    []int // MiB
 		blocks     []int // causal row blocks
 	}{
-		{64, 12, 512, 64, false, 0, []int{16, 64, 256}, []int{0}},
-		{64, 12, 512, 64, false, 0.1, []int{64}, []int{0}},
-		{8, 32, 2048, 128, true, 0, []int{64}, []int{256, 512, 2048}},
+		{64, 12, 512, 64, false, 0, []int{64, 256}, []int{0}},
+		{64, 12, 512, 64, false, 0.1, []int{256}, []int{0}},
+		{8, 32, 2048, 128, true, 0, []int{256}, []int{256, 512}},
 	} {
 		n := c.B * c.H * c.T * c.D
 		var live []*tensor.Tensor
@@ -65,7 +65,7 @@ func BenchmarkAttentionF32(b *testing.B) {
 		if c.causal {
 			fwdFlops /= 2
 		}
-		for _, mode := range []string{"sgemm", "x3"} {
+		for _, mode := range []string{"sgemm", "tf32x3"} {
 			for _, sm := range c.scratch {
 				for _, cb := range c.blocks {
 					for _, pass := range []struct {
@@ -79,7 +79,7 @@ func BenchmarkAttentionF32(b *testing.B) {
 						}
 						b.Run(name, func(b *testing.B) {
 							defer cuda.SetAttnF32Scratch(sm << 20)()
-							defer cuda.SetAttnF32X3(mode == "x3")()
+							defer cuda.SetAttnF32TF32(mode == "tf32x3")()
 							if cb > 0 {
 								defer cuda.SetAttnF32CausalBlock(cb)()
 							}

@@ -28,9 +28,10 @@ func SetAttnF32CausalBlock(n int) (restore func()) {
 // AttnF32Scratch is the FP32 path's score scratch bound in bytes in force.
 func AttnF32Scratch() int { return attnF32Scratch }
 
-// SetAttnF32X3 runs the FP32 path's products as 3xTF32 tensor-core GEMMs when on (TUNE_ATTN_F32=x3).
-func SetAttnF32X3(on bool) (restore func()) {
-	old := attnF32X3
-	attnF32X3 = on
-	return func() { attnF32X3 = old }
+// SetAttnF32TF32 runs the FP32 path's products over D (S, dP') as 3xTF32 tensor-core GEMMs when on
+// (TUNE_ATTN_F32=tf32x3).
+func SetAttnF32TF32(on bool) (restore func()) {
+	old := attnF32TF32
+	attnF32TF32 = on
+	return func() { attnF32TF32 = old }
 }

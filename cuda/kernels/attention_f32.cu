@@ -22,7 +22,6 @@ struct F32Rows {
 	const float *mask; // (B, Tk) additive key mask or nullptr
 	const int *seg;    // (B, T) segment ids or nullptr
 	float *zero;       // rows to zero when n == 0 (O in the forward, dQ in the backward) or nullptr
-	float *slo, *dplo; // 3xTF32 (x3): the low TF32 parts of P' and dS (their high parts go to s and dp); else nullptr
 	i64 zjob, zrow;    // element strides of zero's jobs and rows
 	i64 ld, n, rows, njobs;
 	i64 b0, db, h0, dh, i0;
@@ -37,18 +36,6 @@ __device__ __forceinline__ float tf32_rn(float x) {
 	u32 u = __float_as_uint(x);
 	if ((u & 0x7f800000u) == 0x7f800000u) return x; // Inf, NaN
 	return __uint_as_float((u + 0x1000u) & 0xffffe000u);
-}
-
-// f32_put4 stores v at x[j .. j+3] and, with lo (3xTF32), its TF32 split: hi = tf32_rn(v) at x[j], tf32_rn(v − hi) at
-// lo[j] (the split of CUTLASS's OpMultiplyAddFastF32: v = hi + lo up to 2⁻²² relative).
-__device__ __forceinline__ void f32_put4(float *x, float *lo, i64 j, float4 v) {
-	if (!lo) {
-		*(float4 *)(x + j) = v;
-		return;
-	}
-	float4 h = make_float4(tf32_rn(v.x), tf32_rn(v.y), tf32_rn(v.z), tf32_rn(v.w));
-	*(float4 *)(x + j) = h;
-	*(float4 *)(lo + j) = make_float4(tf32_rn(v.x - h.x), tf32_rn(v.y - h.y), tf32_rn(v.z - h.z), tf32_rn(v.w - h.w));
 }
 
 // f32_keep_thr is PhiloxKeep's test in integer form: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴).
@@ -77,7 +64,7 @@ __device__ __forceinline__ u32 f32_keep4(const F32Rows &p, u64 n, u32 thr) {
 // F32Row is one score row's coordinates.
 struct F32Row {
 	i64 b, h, i;
-	float *s, *dp, *slo, *dplo;
+	float *s, *dp;
 	u64 nbase; // dense dropout index of key 0: ((b·Hq + h)·Tq + i)·Tk
 	i64 lrow;  // index into LSE
 	bool ok;   // the warp has a row
@@ -92,8 +79,6 @@ __device__ __forceinline__ F32Row f32_row(const F32Rows &p) {
 	w.b = p.b0 + c * p.db, w.h = p.h0 + c * p.dh, w.i = p.i0 + r;
 	w.s = p.s + gr * p.ld;
 	w.dp = p.dp ? p.dp + gr * p.ld : nullptr;
-	w.slo = p.slo ? p.slo + gr * p.ld : nullptr;
-	w.dplo = p.dplo ? p.dplo + gr * p.ld : nullptr;
 	w.lrow = (w.b * p.Hq + w.h) * p.Tq + w.i;
 	w.nbase = (u64)w.lrow * (u64)p.Tk;
 	return w;
@@ -190,7 +175,7 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 			float sc = f32_get(v, k);
 			o[k] = (l > 0.0f && sc != NEG_INF && (keep >> k & 1u)) ? expf(sc - m) * inv * p.dscale : 0.0f;
 		}
-		f32_put4(w.s, w.slo, j0, make_float4(o[0], o[1], o[2], o[3]));
+		*(float4 *)(w.s + j0) = make_float4(o[0], o[1], o[2], o[3]);
 	};
 	if (cached) {
 #pragma unroll
@@ -276,8 +261,8 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 			pd[k] = p.p > 0.0f ? ((kp >> k & 1u) ? pr * p.dscale : 0.0f) : pr;
 			ds[k] = pr * (f32_get(b, k) - dl);
 		}
-		f32_put4(w.s, w.slo, j0, make_float4(pd[0], pd[1], pd[2], pd[3]));
-		f32_put4(w.dp, w.dplo, j0, make_float4(ds[0], ds[1], ds[2], ds[3]));
+		*(float4 *)(w.s + j0) = make_float4(pd[0], pd[1], pd[2], pd[3]);
+		*(float4 *)(w.dp + j0) = make_float4(ds[0], ds[1], ds[2], ds[3]);
 	};
 	if (cached) {
 #pragma unroll
@@ -309,11 +294,11 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 F32_DSOFTMAX(4)
 F32_DSOFTMAX(0)
 
-// attn_f32_split3: the 3xTF32 copies of a chunk's operand rows for the products whose inner dimension is D:
-// job c's row r of x (at x + c·xjob + r·xrow, D elements) becomes row r of dst's block c (dense, 3·D columns)
-// as [hi | lo | hi] (lopos = 1: the A side of Q·Kᵀ and dO·Vᵀ) or [hi | hi | lo] (lopos = 2: the B side), so that
-// one TF32 product over the 3·D columns sums hi·hi + lo·hi + hi·lo (CUTLASS's OpMultiplyAddFastF32 terms), and
-// the hi and lo column blocks serve as TF32 operands of the products whose inner dimension is T.
+// attn_f32_split3: the 3xTF32 copies of a chunk's operand rows for the products over D (S = Q·Kᵀ, dP' = dO·Vᵀ;
+// TUNE_ATTN_F32=tf32x3): job c's row r of x (at x + c·xjob + r·xrow, D elements) becomes row r of dst's block c
+// (dense, 3·D columns) as [hi | lo | hi] (lopos = 1: the A side, Q and dO) or [hi | hi | lo] (lopos = 2: the B
+// side, K and V) with hi = tf32_rn(x) and lo = tf32_rn(x − hi), so that one TF32 product over the 3·D columns
+// sums hi·hi + lo·hi + hi·lo: the terms of CUTLASS's OpMultiplyAddFastF32 (the dropped lo·lo is 2⁻²² relative).
 extern "C" __global__ void attn_f32_split3(float *dst, const float *x, i64 xjob, i64 xrow, i64 rows, i64 D, i64 njobs,
                                            i64 lopos) {
 	i64 n = njobs * rows * D;
