@@ -73,6 +73,10 @@ var attnF32Ref = os.Getenv("TUNE_ATTN_F32") == "ref"
 // FP32 SGEMMs.
 var attnF32TF32 = os.Getenv("TUNE_ATTN_F32") == "tf32x3"
 
+// attnF32NoRows, set by the microbenchmark through export_f32_test.go, skips the row kernels (wrong results):
+// the time of the products alone.
+var attnF32NoRows bool
+
 // attnF32CausalBlock is the largest row block of a causal call (its products stop at the block's last visible
 // key, so smaller blocks skip more of the masked half; larger ones give longer GEMMs).
 var attnF32CausalBlock = 512
@@ -194,7 +198,7 @@ func visibleKeys(g opcheck.Attention, r1 int) int {
 
 // f32Launch queues kernel name of attention_f32.cu over rows warps (eight per block) with argument block a.
 func (o *op) f32Launch(name string, rows int, a *f32Rows) {
-	if o.err != nil || rows == 0 {
+	if o.err != nil || rows == 0 || attnF32NoRows {
 		return
 	}
 	f, err := o.b.function("attention_f32.cu", name)

@@ -35,3 +35,11 @@ func SetAttnF32TF32(on bool) (restore func()) {
 	attnF32TF32 = on
 	return func() { attnF32TF32 = old }
 }
+
+// SetAttnF32NoRows skips the FP32 path's row kernels when on (the results are wrong): the microbenchmark times
+// the products alone.
+func SetAttnF32NoRows(on bool) (restore func()) {
+	old := attnF32NoRows
+	attnF32NoRows = on
+	return func() { attnF32NoRows = old }
+}
