@@ -85,7 +85,7 @@ func BenchmarkAttentionF32(b *testing.B) {
 						b.Run(name, func(b *testing.B) {
 							defer cuda.SetAttnF32Scratch(sm << 20)()
 							defer cuda.SetAttnF32TF32(strings.HasPrefix(mode, "tf32x3"))()
-						defer cuda.SetAttnF32NoRows(strings.HasSuffix(mode, "-norows"))()
+							defer cuda.SetAttnF32NoRows(strings.HasSuffix(mode, "-norows"))()
 							if cb > 0 {
 								defer cuda.SetAttnF32CausalBlock(cb)()
 							}
