@@ -20,9 +20,9 @@ import (
 // counted as BenchmarkAttention counts them (forward 4·B·H·T²·D, halved when causal; backward 2.5×). Each pass
 // runs with FP32 SGEMM products ("sgemm", the default) and with the products over D as 3xTF32 ones ("tf32x3":
 // TUNE_ATTN_F32=tf32x3), both also without the row kernels ("-norows": the products alone, wrong results), at
-// several score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and,
-// when causal, row blocks ("cbNNN": cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32
-// times PyTorch's FP32 scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
+// several score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and, when causal, row blocks
+// ("cbNNN": cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32 times PyTorch's FP32
+// scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
 func BenchmarkAttentionF32(b *testing.B) {
 	gpu := openOrSkip(b)
 	rng := rand.New(rand.NewPCG(5, 6))
