@@ -35,7 +35,8 @@ import (
 //	                      dS and P') → dV (+)= P'ᵀ·dO, dQ = Scale·dS·K, dK (+)= Scale·dSᵀ·Q (GEMMs)
 //
 // This is the two-pass algorithm restricted to what fits the scratch; the numerics are the general kernels'
-// (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij). A
+// (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij; see
+// attnF32TF32 for the opt-in 3xTF32 products). A
 // chunk is a run of jobs along one axis — batch members (one query head each), or key/value heads (one query
 // head of each group) — for which every operand's address is affine in the job index, so one strided-batched
 // GEMM covers it: this holds for any AttnOperand strides. A query head's rows are split into blocks when its
@@ -51,9 +52,9 @@ import (
 // attnF32Scratch is the byte bound of the FP32 path's score scratch per call (TUNE_ATTN_F32_SCRATCH in MiB,
 // 256 by default: on the H200 (call d1) BERT-base's (64, 12, 512, 64) backward took 4966 µs with it, 5553 with
 // 64 MiB and 8326 with 16, the forward 2430, 2429 and 3102 µs; tests and the microbenchmark override it through
-// export_f32_test.go). The forward holds S for the chunk's
-// jobs, the backward S and dP'. The block comes from the caching allocator, so after the first call it is a
-// cache hit; it counts in a step's peak (tune bench's peak includes op scratch), not in the memory plan.
+// export_f32_test.go). The forward holds S for the chunk's jobs, the backward S and dP' (and the 3xTF32 copies
+// under attnF32TF32). The block comes from the caching allocator, so after the first call it is a cache hit; it
+// counts in a step's peak (tune bench's peak includes op scratch), not in the memory plan.
 var attnF32Scratch = func() int {
 	if v, err := strconv.Atoi(os.Getenv("TUNE_ATTN_F32_SCRATCH")); err == nil && v > 0 {
 		return v << 20
@@ -245,7 +246,7 @@ func (o *op) f32Gemm(mm matmul) bool {
 	return true
 }
 
-// rowsArgs fills the row kernels' arguments common to both passes.
+// f32RowsOf fills the row kernels' arguments common to both passes.
 func f32RowsOf(g opcheck.Attention, c f32Chunks) f32Rows {
 	r := f32Rows{lse: addr(g.LSE), mask: addr(g.Mask), seg: addr(g.Segments), ld: int64(c.ld),
 		Hq: int64(g.Hq), Tq: int64(g.Tq), Tk: int64(g.Tk), D: int64(g.D), p: g.DropoutP, dscale: 1, seed: g.Seed, offset: g.Offset}
