@@ -73,7 +73,7 @@ func OpenDevice(device string) (tensor.Backend, error) {
 // model.config; a checkpoint whose named labels do not fit the training file takes the file's, as run_glue
 // does: see trainingLabels), loads the data files (labels mapped consistently across train, eval and test;
 // string labels name the model's classes), applies LoRA when the recipe has a lora: section (the adapter's
-// base_model_name_or_path is model.path made absolute, null for model.config), and creates the Trainer with
+// base_model_name_or_path: Recipe.BaseModelNameOrPath; Validate refuses LoRA on model.config), and creates the Trainer with
 // opts. Errors name the recipe key whose input failed.
 func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if r.IsCausalLM() {

@@ -12,17 +12,28 @@ import (
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer/bert"
 )
 
 // labelRecipe is a recipe that trains a 1-layer BERT (hidden 16) for one step on train.tsv in dir, with the
 // repository's tiny tokenizer, saving a checkpoint at that step; extra is appended (a lora: section).
 func labelRecipe(t *testing.T, dir, extra string) *Recipe {
 	t.Helper()
+	r, err := Decode([]byte(labelRecipeText(t, dir, extra)), filepath.Join(dir, "r.yaml"), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// labelRecipeText is labelRecipe's YAML.
+func labelRecipeText(t *testing.T, dir, extra string) string {
+	t.Helper()
 	tok, err := filepath.Abs(filepath.Join("data", "tiny"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := `model:
+	model := `model:
   config:
     vocab_size: 256
     hidden_size: 16
@@ -31,7 +42,11 @@ func labelRecipe(t *testing.T, dir, extra string) *Recipe {
     intermediate_size: 32
     max_position_embeddings: 32
     num_labels: 2
-tokenizer:
+`
+	if strings.Contains(extra, "lora:") { // LoRA trains on a checkpoint: the same model, saved
+		model = "model:\n  path: " + loraBase(t, dir) + "\n"
+	}
+	text := model + `tokenizer:
   path: ` + tok + `
 data:
   train: train.tsv
@@ -44,11 +59,28 @@ training:
   save_steps: 1
 device: cpu
 ` + extra
-	r, err := Decode([]byte(text), filepath.Join(dir, "r.yaml"), dir, nil)
+	return text
+}
+
+// loraBase saves the untrained model of labelRecipe's model.config (1 layer, hidden 16, 2 labels) into
+// dir/lora-base, once, and returns that directory: the base of its LoRA recipes (LoRA needs a checkpoint).
+func loraBase(t *testing.T, dir string) string {
+	t.Helper()
+	base := filepath.Join(dir, "lora-base")
+	if _, err := os.Stat(base); err == nil {
+		return base
+	}
+	cfg := bert.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
+	cfg.MaxPositionEmbeddings = 32
+	m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
+	if err := m.Save(base); err != nil {
+		t.Fatal(err)
+	}
+	return base
 }
 
 // writeTSV writes sentence<TAB>label rows (a header first) into dir/name and returns its path.

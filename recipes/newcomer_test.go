@@ -50,13 +50,16 @@ func TestTargetModulesTypoBeforeLoad(t *testing.T) {
 			}
 		})
 	}
-	// A new model (model.config): the names of the BERT it would build.
-	_, err := Load("tiny.yaml", []string{"lora.target_modules=[query, vlaue]"})
-	if err == nil || !strings.Contains(err.Error(), `lora.target_modules: for model.config: "vlaue" in [query, vlaue] matches none`) {
-		t.Fatalf("model.config: got %v", err)
-	}
-	if _, err := Load("tiny.yaml", []string{"lora.target_modules=[query, value]"}); err != nil {
-		t.Fatalf("valid names: %v", err)
+}
+
+// TestLoRAOnModelConfigIsRefused (tester4): LoRA on a new model (model.config) trained and saved an adapter whose
+// random base was never saved (base_model_name_or_path null, no model.safetensors), which tune eval, tune merge
+// and PEFT could not use. Load refuses it, naming lora and model.config and what to do.
+func TestLoRAOnModelConfigIsRefused(t *testing.T) {
+	_, err := Load("tiny.yaml", []string{"lora.target_modules=[query, value]"})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lora: trains adapters on a frozen base model, but model.config builds a new model") ||
+		!strings.Contains(err.Error(), "Train LoRA on a checkpoint (model.path), or train the new model in full (remove the lora section)") {
+		t.Fatalf("LoRA on model.config: %v", err)
 	}
 }
 

@@ -84,7 +84,12 @@ func (r *Recipe) validate(d *decoder) error {
 	if err := CheckDevice(r.Device); err != nil {
 		bad("device", "%v", err)
 	}
-	if r.LoRA != nil {
+	if r.LoRA != nil && r.Model.Config != nil {
+		bad("lora", "trains adapters on a frozen base model, but model.config builds a new model from random weights, "+
+			"which a LoRA run does not save: the adapter would name no base model (base_model_name_or_path null) and "+
+			"could not be evaluated, merged or loaded with PEFT. Train LoRA on a checkpoint (model.path), or train "+
+			"the new model in full (remove the lora section)")
+	} else if r.LoRA != nil {
 		if err := r.LoRA.Validate(); err != nil {
 			addFieldErrors(err, "lora.", bad)
 		} else if modelOK {
@@ -101,28 +106,17 @@ func (r *Recipe) validate(d *decoder) error {
 }
 
 // checkRank makes lora.Apply's checks of lora.r before anything loads (lora.CheckRank), on the model built on
-// the meta backend from model.config or the checkpoint's config.json (transformer.Skeleton, which matches the
+// the meta backend from the checkpoint's config.json (transformer.Skeleton, which matches the
 // weights with the config first): on device cpu, a rank whose adapters cannot fit in host memory is refused
 // naming lora.r, as tune finetune refuses it when it builds them; a rank above min(in, out) of a targeted
 // projection is a warning (r.Warnings), which validate and finetune print alike. A model that cannot be built
 // from its config is left to CheckFiles and Build, which name what is wrong with it.
 func (r *Recipe) checkRank(bad func(key, format string, a ...any)) {
-	var m lora.Base
-	switch {
-	case r.Model.Config != nil:
-		cfg, err := r.Model.Config.bertConfig()
-		if err != nil {
-			return
-		}
-		if m, err = bert.NewBertForSequenceClassification(meta.New(nil), cfg, 0); err != nil {
-			return
-		}
-	case r.Model.Path != "":
-		var err error
-		if m, err = transformer.Skeleton(r.Model.Path, meta.New(nil)); err != nil {
-			return
-		}
-	default:
+	if r.Model.Path == "" { // LoRA on model.config is refused before (validate)
+		return
+	}
+	m, err := transformer.Skeleton(r.Model.Path, meta.New(nil))
+	if err != nil {
 		return
 	}
 	warnings, err := lora.CheckRank(m, *r.LoRA, r.Device == "cpu")
@@ -137,23 +131,17 @@ func (r *Recipe) checkRank(bad func(key, format string, a ...any)) {
 
 // checkTargets refuses a lora.target_modules that names no module of the model (lora.Config.CheckTargets),
 // with the model's module names and the closest to each bad one, before anything loads: the module paths come
-// from model.config or from the checkpoint's config.json alone (transformer.ProjectionPaths). A checkpoint
+// from the checkpoint's config.json alone (transformer.ProjectionPaths). A checkpoint
 // whose config.json cannot be read is left to CheckFiles and Build, which name what is wrong with it.
 func (r *Recipe) checkTargets(bad func(key, format string, a ...any)) {
 	if !r.LoRA.TargetModules.IsSet() {
 		return // lora.Apply takes PEFT's default for the model's type
 	}
-	var paths []string
-	switch {
-	case r.Model.Config != nil:
-		paths = bert.ProjectionPaths(bert.BertConfig{NumHiddenLayers: r.Model.Config.NumHiddenLayers})
-	case r.Model.Path != "":
-		var err error
-		if paths, err = transformer.ProjectionPaths(r.Model.Path); err != nil {
-			return
-		}
+	if r.Model.Path == "" { // LoRA on model.config is refused before (validate)
+		return
 	}
-	if len(paths) == 0 {
+	paths, err := transformer.ProjectionPaths(r.Model.Path)
+	if err != nil || len(paths) == 0 {
 		return
 	}
 	if err := r.LoRA.CheckTargets(paths); err != nil {

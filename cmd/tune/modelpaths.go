@@ -45,6 +45,9 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 		hint := ""
 		if base != "" {
 			hint = fmt.Sprintf(" (its base_model_name_or_path is %s)", base)
+		} else {
+			hint = " (its adapter_config.json names none, base_model_name_or_path null: an adapter trained on a new " +
+				"model (model.config), whose random base was never saved, cannot be evaluated; tune no longer trains one)"
 		}
 		return "", usagef("--model %s is a LoRA adapter directory: pass the base model it was trained on as --model%s and this directory as --adapter", model, hint)
 	case !isFile(filepath.Join(model, loaders.ConfigName)):

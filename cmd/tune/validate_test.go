@@ -71,13 +71,18 @@ func TestValidate(t *testing.T) {
 			exitUsage, "", `did you mean "tiny"?`, true},
 		{"a missing recipe file is exit 2", []string{"validate", "nope/r.yaml"}, "", exitUsage, "", "no such file", true},
 		{"no recipe is exit 2", []string{"validate"}, "", exitUsage, "", "needs a RECIPE", true},
-		{"LoRA warnings go to stderr", []string{"validate", "FILE", "lora.fan_in_fan_out=true"}, "",
+		{"LoRA warnings go to stderr", []string{"validate", "LORA", "lora.fan_in_fan_out=true", "training.output_dir=" + filepath.Join(work, "out")}, "",
 			exitOK, "fan_in_fan_out: false", "warning: ", true},
+		{"LoRA on model.config is exit 2: the random base would never be saved", []string{"validate", "FILE", "lora.r=8"}, "",
+			exitUsage, "", "lora: trains adapters on a frozen base model, but model.config builds a new model from random weights", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeRecipe(t, work, c.training)
 			args := make([]string, len(c.args))
 			for i, a := range c.args {
+				if a == "LORA" {
+					a = tinyLoRARecipe(t)
+				}
 				args[i] = strings.ReplaceAll(a, "FILE", p)
 			}
 			code, out, errOut := runTune(t, args...)
