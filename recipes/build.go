@@ -358,8 +358,42 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		if err := unlabelledRows(key, ds.Dataset); err != nil {
 			return nil, err
 		}
+		if n := numbersAsNames(key, ds.Dataset); opts.Label2ID == nil && n != "" {
+			run.Notices = append(run.Notices, n)
+		}
 	}
 	return ds, nil
+}
+
+// numbersAsNames returns a note when a file's labels, which name the classes (no model mapping them), include
+// numbers but are not all class ids 0..n-1 ({1, positive}, {-1, 1}, {0, 1.5}): loaders then takes every label as
+// a name and sorts them as strings, as run_glue sorts a label list, so "1" may become class 0, while an integer
+// label is a class id wherever every label is one (tune eval on a 0/1 file). The note shows the mapping.
+func numbersAsNames(key string, ds *loaders.Dataset) string {
+	names := ds.LabelNames
+	if len(names) == 0 || isIDLabels(names) {
+		return ""
+	}
+	number := ""
+	for _, n := range names {
+		if _, err := strconv.ParseFloat(n, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			number = n
+			break
+		}
+	}
+	if number == "" {
+		return ""
+	}
+	shown := make([]string, 0, min(len(names), 6))
+	for i, n := range names[:min(len(names), 6)] {
+		shown = append(shown, fmt.Sprintf("%q → class %d", n, i))
+	}
+	if len(names) > 6 {
+		shown = append(shown, fmt.Sprintf("and %d more", len(names)-6))
+	}
+	return fmt.Sprintf("%s: %s has number labels (%q) but not only class ids 0..%d, so every label is taken as a "+
+		"name and the names are sorted as strings: %s. If the numbers are class ids, renumber the labels 0..n-1 (and "+
+		"use no other labels)", key, ds.Path, number, len(names)-1, strings.Join(shown, ", "))
 }
 
 // unlabelledRows refuses a labelled file (training, evaluation, tune eval) with rows that have no label (an

@@ -53,3 +53,32 @@ func TestRowsWithoutLabelsAreRefused(t *testing.T) {
 		t.Errorf("prediction reads the same file: %v", err)
 	}
 }
+
+// TestNumberLabelsTakenAsNamesAreNoted (tester4): labels {1, positive}, {-1, 1} or {0, 1.5} are not all class ids,
+// so every label becomes a name, sorted as strings ("1" trains as class 0) without a word, while an integer label
+// is a class id wherever every label is one. Build notes it with the mapping; names alone and ids alone are
+// not noted.
+func TestNumberLabelsTakenAsNamesAreNoted(t *testing.T) {
+	for _, c := range []struct {
+		labels []string
+		want   string // "" for no note
+	}{
+		{[]string{"1", "positive"}, `has number labels ("1") but not only class ids 0..1, so every label is taken as a name and the names are sorted as strings: "1" → class 0, "positive" → class 1`},
+		{[]string{"-1", "1"}, `"-1" → class 0, "1" → class 1`},
+		{[]string{"0", "1.5"}, `"0" → class 0, "1.5" → class 1`},
+		{[]string{"neg", "pos"}, ""},
+		{[]string{"0", "1"}, ""},
+	} {
+		dir := t.TempDir()
+		writeTSV(t, dir, "train.tsv", c.labels...)
+		run, err := Build(labelRecipe(t, dir, ""), cpu.New(), trainer.WithOutput(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run.Trainer.Close()
+		notes := strings.Join(run.Notices, "\n")
+		if c.want == "" && strings.Contains(notes, "number labels") || c.want != "" && !strings.Contains(notes, c.want) {
+			t.Errorf("labels %q: notices %q, want %q", c.labels, run.Notices, c.want)
+		}
+	}
+}
