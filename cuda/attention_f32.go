@@ -35,8 +35,7 @@ import (
 //	                      dS and P') → dV (+)= P'ᵀ·dO, dQ = Scale·dS·K, dK (+)= Scale·dSᵀ·Q (GEMMs)
 //
 // This is the two-pass algorithm restricted to what fits the scratch; the numerics are the general kernels'
-// (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij; see
-// attnF32TF32 for the opt-in 3xTF32 products). A
+// (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij). A
 // chunk is a run of jobs along one axis — batch members (one query head each), or key/value heads (one query
 // head of each group) — for which every operand's address is affine in the job index, so one strided-batched
 // GEMM covers it: this holds for any AttnOperand strides. A query head's rows are split into blocks when its
@@ -52,8 +51,7 @@ import (
 // attnF32Scratch is the byte bound of the FP32 path's score scratch per call (TUNE_ATTN_F32_SCRATCH in MiB,
 // 256 by default: on the H200 (call d1) BERT-base's (64, 12, 512, 64) backward took 4966 µs with it, 5553 with
 // 64 MiB and 8326 with 16, the forward 2430, 2429 and 3102 µs; tests and the microbenchmark override it through
-// export_f32_test.go). The forward holds S for the chunk's jobs, the backward S and dP' (and the 3xTF32 copies
-// under attnF32TF32). The block comes from the caching allocator, so after the first call it is a cache hit; it
+// export_f32_test.go). The forward holds S for the chunk's jobs, the backward S and dP'. The block comes from the caching allocator, so after the first call it is a cache hit; it
 // counts in a step's peak (tune bench's peak includes op scratch), not in the memory plan.
 var attnF32Scratch = func() int {
 	if v, err := strconv.Atoi(os.Getenv("TUNE_ATTN_F32_SCRATCH")); err == nil && v > 0 {
@@ -65,14 +63,6 @@ var attnF32Scratch = func() int {
 // attnF32Ref, set by TUNE_ATTN_F32=ref (or a test through export_f32_test.go), sends F32 attention to the
 // general kernels.
 var attnF32Ref = os.Getenv("TUNE_ATTN_F32") == "ref"
-
-// attnF32TF32, set by TUNE_ATTN_F32=tf32x3 (or a test through export_f32_test.go), runs the products over D
-// (S = Scale·Q·Kᵀ, dP' = dO·Vᵀ: short reductions, the slowest SGEMMs) as 3xTF32 tensor-core GEMMs, as CUTLASS's
-// OpMultiplyAddFastF32 does (the kernel PyTorch's memory-efficient attention uses for FP32 on sm_80+): each
-// operand x is split into TF32 values hi = rn(x) and lo = rn(x − hi) (attn_f32_split3), and one TF32 GEMM over
-// 3·D columns sums hi·hi + lo·hi + hi·lo in FP32 (lo·lo, 2⁻²² relative, is dropped). The other products stay
-// FP32 SGEMMs.
-var attnF32TF32 = os.Getenv("TUNE_ATTN_F32") == "tf32x3"
 
 // attnF32NoRows, set by the microbenchmark through export_f32_test.go, skips the row kernels (wrong results):
 // the time of the products alone.
@@ -271,31 +261,14 @@ func rowKernel(base string, n int) string {
 // f32Elem returns the device address of element e (in elements) of operand x's storage.
 func f32Elem(x opcheck.AttnOperand, e int) uint64 { return addr(x.T) + 4*uint64(e) }
 
-// f32Scores queues the scores-shaped product dst = alpha·X·Yᵀ of a chunk (S = Scale·Q·Kᵀ or dP' = dO·Vᵀ): X the
-// rows rows of query-side operand x from element xe (job stride xs), Y the n keys of key-side operand y from
-// element ye (job stride ys), dst nj blocks of rows × n (row length c.ld) in the scratch. It is one FP32 SGEMM,
-// or with attnF32TF32 one TF32 GEMM over the operands' 3xTF32 copies, written first to x3 and y3 (scratch of
-// nj·rows·3·D and nj·n·3·D elements). It reports false when cuBLASLt has no algorithm.
+// f32Scores queues the scores-shaped product dst = alpha·X·Yᵀ of a chunk (S = Scale·Q·Kᵀ or dP' = dO·Vᵀ), one
+// FP32 SGEMM: X the rows rows of query-side operand x from element xe (job stride xs), Y the n keys of key-side
+// operand y from element ye (job stride ys), dst nj blocks of rows × n (row length c.ld) in the scratch. It
+// reports false when cuBLASLt has no algorithm.
 func (o *op) f32Scores(g opcheck.Attention, c f32Chunks, x opcheck.AttnOperand, xe, xs int, y opcheck.AttnOperand, ye, ys int,
-	rows, n, nj int, dst uint64, alpha float32, x3, y3 uint64) bool {
-	if !attnF32TF32 {
-		return o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: f32Elem(x, xe), lda: x.ST, sa: xs,
-			b: f32Elem(y, ye), ldb: y.ST, sb: ys, c: dst, ldc: c.ld, sc: rows * c.ld, alpha: alpha})
-	}
-	D := g.D
-	o.launch("attention_f32.cu", "attn_f32_split3", o.gridFor(nj*rows*D), 1, 256, 1, x3, f32Elem(x, xe), i64(xs), i64(x.ST), i64(rows), i64(D), i64(nj), 1)
-	o.launch("attention_f32.cu", "attn_f32_split3", o.gridFor(nj*n*D), 1, 256, 1, y3, f32Elem(y, ye), i64(ys), i64(y.ST), i64(n), i64(D), i64(nj), 2)
-	return o.f32Gemm(matmul{transB: true, m: rows, n: n, k: 3 * D, batch: nj, a: x3, lda: 3 * D, sa: rows * 3 * D,
-		b: y3, ldb: 3 * D, sb: n * 3 * D, c: dst, ldc: c.ld, sc: rows * c.ld, alpha: alpha, tf32: true})
-}
-
-// f32Copies returns the scratch elements per job of the 3xTF32 copies (attnF32TF32) for pairs query-side and
-// key-side operands: per query row and per key.
-func f32Copies(g opcheck.Attention, pairs int) int {
-	if !attnF32TF32 {
-		return 0
-	}
-	return pairs * 3 * g.D
+	rows, n, nj int, dst uint64, alpha float32) bool {
+	return o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: f32Elem(x, xe), lda: x.ST, sa: xs,
+		b: f32Elem(y, ye), ldb: y.ST, sb: ys, c: dst, ldc: c.ld, sc: rows * c.ld, alpha: alpha})
 }
 
 // attnF32Forward runs Attention on the FP32 GEMM path when it covers the call; false means the caller runs
@@ -304,15 +277,12 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O) {
 		return false
 	}
-	cp := f32Copies(g, 1)
-	c := f32Plan(g, 1, cp, cp)
-	blk, rc := c.per*c.rb*c.ld, c.per*c.rb*cp
-	buf := o.scratch(4 * (blk + rc + c.per*g.Tk*cp))
+	c := f32Plan(g, 1, 0, 0)
+	buf := o.scratch(4 * c.per * c.rb * c.ld)
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
-	q3, k3 := uint64(buf)+4*uint64(blk), uint64(buf)+4*uint64(blk+rc)
 	for _, j := range f32Fixed(g, c) {
 		for r0 := 0; r0 < g.Tq; r0 += c.rb {
 			rows := min(c.rb, g.Tq-r0)
@@ -327,7 +297,7 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 					o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 					continue
 				}
-				if !o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), j.qStride(g.Q), g.K, j.kv(g.K, c0, 0), j.kvStride(g.K), rows, n, nj, uint64(buf), g.Scale, q3, k3) {
+				if !o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), j.qStride(g.Q), g.K, j.kv(g.K, c0, 0), j.kvStride(g.K), rows, n, nj, uint64(buf), g.Scale) {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
@@ -352,17 +322,14 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV) {
 		return false
 	}
-	cp := f32Copies(g, 2) // Q's and dO's, K's and V's
-	c := f32Plan(g, 2, cp, cp)
-	blk, rc, kc := c.per*c.rb*c.ld, c.per*c.rb*cp/2, c.per*g.Tk*cp/2
-	buf := o.scratch(4 * (2*blk + 2*rc + 2*kc))
+	c := f32Plan(g, 2, 0, 0)
+	blk := c.per * c.rb * c.ld
+	buf := o.scratch(8 * blk)
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
-	at := func(e int) uint64 { return uint64(buf) + 4*uint64(e) }
-	sBuf, dpBuf := at(0), at(blk)
-	q3, do3, k3, v3 := at(2*blk), at(2*blk+rc), at(2*blk+2*rc), at(2*blk+2*rc+kc)
+	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)
 	G := g.Group()
 	starts := c.backwardBlocks(g)
 	for _, j := range f32Fixed(g, c) {
@@ -389,8 +356,8 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				doa, dos := f32Elem(g.DO, j.q(g.DO, c0, r0)), j.qStride(g.DO)
 				ka, ks := f32Elem(g.K, j.kv(g.K, c0, 0)), j.kvStride(g.K)
 				vs := j.kvStride(g.V)
-				ok := o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), qs, g.K, j.kv(g.K, c0, 0), ks, rows, n, nj, sBuf, g.Scale, q3, k3) &&
-					o.f32Scores(g, c, g.DO, j.q(g.DO, c0, r0), dos, g.V, j.kv(g.V, c0, 0), vs, rows, n, nj, dpBuf, 1, do3, v3)
+				ok := o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), qs, g.K, j.kv(g.K, c0, 0), ks, rows, n, nj, sBuf, g.Scale) &&
+					o.f32Scores(g, c, g.DO, j.q(g.DO, c0, r0), dos, g.V, j.kv(g.V, c0, 0), vs, rows, n, nj, dpBuf, 1)
 				if !ok {
 					return false
 				}

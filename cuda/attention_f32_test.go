@@ -326,16 +326,10 @@ func ref64(c f32Case, d attnData) attnResult {
 // Tq ≠ Tk, key padding incl. a fully masked batch member, causal (Tq > Tk: rows with no key), segments, GQA
 // along either chunk axis, dropout (the Dropout op's keep bits), unaligned and strided (Llama's and BERT's
 // packed) operands, chunks that split the (batch, head) pairs unevenly and row blocks within a head.
-// With cuda.SetAttnF32TF32 (TUNE_ATTN_F32=tf32x3) the products over D are 3xTF32 GEMMs: the same tolerances hold.
 func TestAttentionF32MatchesRefAndFP64(t *testing.T) {
 	gpu := openOrSkip(t)
-	for _, tf := range []bool{false, true} {
-		for i, c := range f32Cases {
-			t.Run(fmt.Sprintf("tf32x3=%v/%v", tf, c), func(t *testing.T) {
-				defer cuda.SetAttnF32TF32(tf)()
-				checkF32Case(t, gpu, c, uint64(i+31))
-			})
-		}
+	for i, c := range f32Cases {
+		t.Run(c.String(), func(t *testing.T) { checkF32Case(t, gpu, c, uint64(i+31)) })
 	}
 }
 
@@ -390,28 +384,25 @@ func TestAttentionF32Deterministic(t *testing.T) {
 		{attnShape: attnShape{B: 4, Hq: 8, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 3 * 200 * 200 * 4 * 2},
 		{attnShape: attnShape{B: 1, Hq: 4, Hkv: 2, Tq: 300, Tk: 300, D: 128, causal: true, p: 0.1}, layout: 1, causalBlock: 64},
 	} {
-		for _, tf := range []bool{false, true} {
-			t.Run(fmt.Sprintf("tf32x3=%v/%v", tf, c), func(t *testing.T) {
-				defer cuda.SetAttnF32TF32(tf)()
-				d := c.data(5)
-				if c.scratch > 0 {
-					defer cuda.SetAttnF32Scratch(c.scratch)()
-				}
-				if c.causalBlock > 0 {
-					defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
-				}
-				r1, r2 := runF32(t, gpu, c, d), runF32(t, gpu, c, d)
-				for _, x := range []struct {
-					name string
-					a, b []float32
-				}{{"O", r1.o, r2.o}, {"LSE", r1.lse, r2.lse}, {"dQ", r1.dq, r2.dq}, {"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
-					for i := range x.a {
-						if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
-							t.Fatalf("%s[%d] = %v, then %v: not bit-identical run to run", x.name, i, x.a[i], x.b[i])
-						}
+		t.Run(c.String(), func(t *testing.T) {
+			d := c.data(5)
+			if c.scratch > 0 {
+				defer cuda.SetAttnF32Scratch(c.scratch)()
+			}
+			if c.causalBlock > 0 {
+				defer cuda.SetAttnF32CausalBlock(c.causalBlock)()
+			}
+			r1, r2 := runF32(t, gpu, c, d), runF32(t, gpu, c, d)
+			for _, x := range []struct {
+				name string
+				a, b []float32
+			}{{"O", r1.o, r2.o}, {"LSE", r1.lse, r2.lse}, {"dQ", r1.dq, r2.dq}, {"dK", r1.dk, r2.dk}, {"dV", r1.dv, r2.dv}} {
+				for i := range x.a {
+					if math.Float32bits(x.a[i]) != math.Float32bits(x.b[i]) {
+						t.Fatalf("%s[%d] = %v, then %v: not bit-identical run to run", x.name, i, x.a[i], x.b[i])
 					}
 				}
-			})
-		}
+			}
+		})
 	}
 }

@@ -18,8 +18,7 @@ import (
 // at BERT-base's (64, 12, 512, 64) without a mask (and with attention dropout 0.1, as BERT trains) and at
 // (8, 32, 2048, 128) causal, forward and backward, with CUDA events; it reports the median time and TFLOP/s
 // counted as BenchmarkAttention counts them (forward 4·B·H·T²·D, halved when causal; backward 2.5×). Each pass
-// runs with FP32 SGEMM products ("sgemm", the default) and with the products over D as 3xTF32 ones ("tf32x3":
-// TUNE_ATTN_F32=tf32x3), both also without the row kernels ("-norows": the products alone, wrong results), at
+// runs with the row kernels ("sgemm") and without them ("sgemm-norows": the products alone, wrong results), at
 // several score-scratch bounds (the "sNN" suffix, MiB: cuda.SetAttnF32Scratch) and, when causal, row blocks
 // ("cbNNN": cuda.SetAttnF32CausalBlock). tools/reference/bench_attention.py --dtypes fp32 times PyTorch's FP32
 // scaled_dot_product_attention (memory-efficient and math backends) on the same shapes.
@@ -67,7 +66,7 @@ func BenchmarkAttentionF32(b *testing.B) {
 		if c.causal {
 			fwdFlops /= 2
 		}
-		for _, mode := range []string{"sgemm", "tf32x3", "sgemm-norows", "tf32x3-norows"} {
+		for _, mode := range []string{"sgemm", "sgemm-norows"} {
 			if strings.HasSuffix(mode, "-norows") && (c.p > 0 || c.causal) {
 				continue
 			}
@@ -84,7 +83,6 @@ func BenchmarkAttentionF32(b *testing.B) {
 						}
 						b.Run(name, func(b *testing.B) {
 							defer cuda.SetAttnF32Scratch(sm << 20)()
-							defer cuda.SetAttnF32TF32(strings.HasPrefix(mode, "tf32x3"))()
 							defer cuda.SetAttnF32NoRows(strings.HasSuffix(mode, "-norows"))()
 							if cb > 0 {
 								defer cuda.SetAttnF32CausalBlock(cb)()

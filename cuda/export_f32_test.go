@@ -28,14 +28,6 @@ func SetAttnF32CausalBlock(n int) (restore func()) {
 // AttnF32Scratch is the FP32 path's score scratch bound in bytes in force.
 func AttnF32Scratch() int { return attnF32Scratch }
 
-// SetAttnF32TF32 runs the FP32 path's products over D (S, dP') as 3xTF32 tensor-core GEMMs when on
-// (TUNE_ATTN_F32=tf32x3).
-func SetAttnF32TF32(on bool) (restore func()) {
-	old := attnF32TF32
-	attnF32TF32 = on
-	return func() { attnF32TF32 = old }
-}
-
 // SetAttnF32NoRows skips the FP32 path's row kernels when on (the results are wrong): the microbenchmark times
 // the products alone.
 func SetAttnF32NoRows(on bool) (restore func()) {

@@ -89,7 +89,6 @@ type matmul struct {
 	sa, sb, sc     int
 	ab, cdt, biasT tensor.DType // biasT is Invalid without the BIAS epilogue
 	alpha, beta    float32
-	tf32           bool // F32 inputs that are TF32 values (the FP32 attention's 3xTF32 products): COMPUTE_32F_FAST_TF32
 }
 
 // planKey identifies a cached descriptor set and algorithm: the geometry, dtypes, epilogue, pointer
@@ -294,7 +293,7 @@ func (o *op) ltMatmul(mm matmul) error {
 	}
 	key := planKey{transA: mm.transA, transB: mm.transB, m: mm.m, n: mm.n, k: mm.k, batch: mm.batch,
 		lda: mm.lda, ldb: mm.ldb, ldc: mm.ldc, ab: mm.ab, cdt: mm.cdt, biasT: mm.biasT,
-		alignA: align(mm.a), alignB: align(mm.b), alignC: align(mm.c), tf32: mm.ab == tensor.F32 && (o.b.allowTF32 || mm.tf32)}
+		alignA: align(mm.a), alignB: align(mm.b), alignC: align(mm.c), tf32: mm.ab == tensor.F32 && o.b.allowTF32}
 	if mm.batch > 1 {
 		key.sa, key.sb, key.sc = mm.sa, mm.sb, mm.sc
 	}

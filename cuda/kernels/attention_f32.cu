@@ -30,14 +30,6 @@ struct F32Rows {
 	u64 seed, offset;
 };
 
-// tf32_rn rounds x to the nearest TF32 value (10 mantissa bits; ties away from zero, as cvt.rna.tf32.f32),
-// returned as an FP32 whose low 13 bits are 0: TF32 tensor cores read it exactly.
-__device__ __forceinline__ float tf32_rn(float x) {
-	u32 u = __float_as_uint(x);
-	if ((u & 0x7f800000u) == 0x7f800000u) return x; // Inf, NaN
-	return __uint_as_float((u + 0x1000u) & 0xffffe000u);
-}
-
 // f32_keep_thr is PhiloxKeep's test in integer form: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴).
 __device__ __forceinline__ u32 f32_keep_thr(float p) { return (u32)ceilf(p * 16777216.0f); }
 
@@ -293,22 +285,3 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 	}
 F32_DSOFTMAX(4)
 F32_DSOFTMAX(0)
-
-// attn_f32_split3: the 3xTF32 copies of a chunk's operand rows for the products over D (S = Q·Kᵀ, dP' = dO·Vᵀ;
-// TUNE_ATTN_F32=tf32x3): job c's row r of x (at x + c·xjob + r·xrow, D elements) becomes row r of dst's block c
-// (dense, 3·D columns) as [hi | lo | hi] (lopos = 1: the A side, Q and dO) or [hi | hi | lo] (lopos = 2: the B
-// side, K and V) with hi = tf32_rn(x) and lo = tf32_rn(x − hi), so that one TF32 product over the 3·D columns
-// sums hi·hi + lo·hi + hi·lo: the terms of CUTLASS's OpMultiplyAddFastF32 (the dropped lo·lo is 2⁻²² relative).
-extern "C" __global__ void attn_f32_split3(float *dst, const float *x, i64 xjob, i64 xrow, i64 rows, i64 D, i64 njobs,
-                                           i64 lopos) {
-	i64 n = njobs * rows * D;
-	for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
-		i64 d = e % D, r = (e / D) % rows, c = e / (D * rows);
-		float v = x[c * xjob + r * xrow + d];
-		float h = tf32_rn(v), l = tf32_rn(v - h);
-		float *o = dst + (c * rows + r) * 3 * D + d;
-		o[0] = h;
-		o[D] = lopos == 1 ? l : h;
-		o[2 * D] = lopos == 1 ? h : l;
-	}
-}
