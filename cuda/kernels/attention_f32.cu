@@ -109,9 +109,12 @@ __device__ __forceinline__ float4 f32_scores4(const F32Rows &p, const F32Row &w,
 __device__ __forceinline__ float f32_get(float4 v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
 
 // f32_softmax_row is attn_f32_softmax's work on one row, with the row's scores held in QC float4 registers per
-// lane when the row has at most 128·QC columns (else read again from the scratch in each pass): the row max m,
-// l = Σ_j exp(s_ij − m) (each lane's part, then a warp sum: a fixed order), LSE = m + log l (−Inf when no key
-// is visible), and P'_ij = exp(s_ij − m)·(1/l)·keep_ij/(1 − p) written over S (0 for keys not visible).
+// lane when the row has at most 128·QC columns (else read again from the scratch in each pass; cached, the
+// exponentials too): the row max m, l = Σ_j exp(s_ij − m) (each lane's part, then a warp sum: a fixed order),
+// LSE = m + log l (−Inf when no key is visible), and P'_ij = exp(s_ij − m)·(1/l)·f_ij written over S, f_ij the
+// dropout factor keep_ij/(1 − p) (0 for keys not visible). A NaN score of a visible key makes m, l, LSE and the
+// row's P' NaN (docs/ATTENTION.md: NaN propagates as in softmax); the factor multiplies, so a dropped key's P' is
+// NaN there too, as tensor/cpu computes it.
 template <int QC>
 __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &w, int lane) {
 	float4 c[QC > 0 ? QC : 1];
@@ -124,25 +127,29 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 		for (int q = 0; q < QC; q++) {
 			i64 j0 = 4 * lane + 128 * q;
 			c[q] = j0 < lim ? f32_scores4(p, w, j0) : make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-			m = fmaxf(m, fmaxf(fmaxf(c[q].x, c[q].y), fmaxf(c[q].z, c[q].w)));
+			m = maxnan(m, maxnan(maxnan(c[q].x, c[q].y), maxnan(c[q].z, c[q].w)));
 		}
 	} else {
 		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 			float4 v = f32_scores4(p, w, j0);
-			m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+			m = maxnan(m, maxnan(maxnan(v.x, v.y), maxnan(v.z, v.w)));
 		}
 	}
 	m = warp_max(m);
 	float l = 0.0f;
 	if (m != NEG_INF) {
-		if (cached) {
+		if (cached) { // c[q] becomes the exponentials (0 for keys not visible)
 #pragma unroll
-			for (int q = 0; q < QC; q++)
+			for (int q = 0; q < QC; q++) {
+				float e[4];
 #pragma unroll
 				for (int k = 0; k < 4; k++) {
 					float sc = f32_get(c[q], k);
-					l += sc == NEG_INF ? 0.0f : expf(sc - m);
+					e[k] = sc == NEG_INF ? 0.0f : expf(sc - m);
+					l += e[k];
 				}
+				c[q] = make_float4(e[0], e[1], e[2], e[3]);
+			}
 		} else {
 			for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) {
 				float4 v = f32_scores4(p, w, j0);
@@ -155,26 +162,28 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 		}
 	}
 	l = warp_sum(l);
-	float inv = l > 0.0f ? 1.0f / l : 0.0f;
-	if (lane == 0) p.lse[w.lrow] = l > 0.0f ? m + logf(l) : NEG_INF;
+	// l == 0: no key visible (m = −Inf), P' = 0 and LSE = −Inf; l NaN: a NaN row, everything NaN.
+	float inv = l != 0.0f ? 1.0f / l : 0.0f;
+	if (lane == 0) p.lse[w.lrow] = l != 0.0f ? m + logf(l) : NEG_INF;
 	u32 thr = f32_keep_thr(p.p);
-	// out4 writes P' of keys j0 .. j0+3 from their scores v.
-	auto out4 = [&](i64 j0, float4 v) {
+	// out4 writes P' of keys j0 .. j0+3 from their exponentials (cached) or, with exp, from their scores.
+	auto out4 = [&](i64 j0, float4 v, bool exp) {
 		u32 keep = p.p > 0.0f && j0 < p.n ? f32_keep4(p, w.nbase + (u64)j0, thr) : 0xfu;
 		float o[4];
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
-			float sc = f32_get(v, k);
-			o[k] = (l > 0.0f && sc != NEG_INF && (keep >> k & 1u)) ? expf(sc - m) * inv * p.dscale : 0.0f;
+			float x = f32_get(v, k), f = (keep >> k & 1u) ? p.dscale : 0.0f;
+			if (exp) x = (l == 0.0f || x == NEG_INF) ? 0.0f : expf(x - m);
+			o[k] = (l == 0.0f || x == 0.0f) ? 0.0f : x * inv * f; // l == 0: c still holds the (−Inf) scores
 		}
 		*(float4 *)(w.s + j0) = make_float4(o[0], o[1], o[2], o[3]);
 	};
 	if (cached) {
 #pragma unroll
 		for (int q = 0; q < QC; q++)
-			if (4 * lane + 128 * q < lim) out4(4 * lane + 128 * q, c[q]);
+			if (4 * lane + 128 * q < lim) out4(4 * lane + 128 * q, c[q], false);
 	} else {
-		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) out4(j0, f32_scores4(p, w, j0));
+		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) out4(j0, f32_scores4(p, w, j0), true);
 	}
 }
 
@@ -198,7 +207,8 @@ F32_SOFTMAX(0)
 // f32_dsoftmax_row is attn_f32_dsoftmax's work on one row (P and dP held in registers as f32_softmax_row holds
 // S): with P_ij = exp(s_ij − LSE_i) (0 for keys not visible and for rows with LSE = −Inf) and dP_ij =
 // dP'_ij·keep_ij/(1 − p), Δ_i = Σ_j P_ij·dP_ij (each lane's part, then a warp sum), dS_ij = P_ij·(dP_ij − Δ_i)
-// written over dP' and P'_ij = P_ij·keep_ij/(1 − p) over S.
+// written over dP' and P'_ij = P_ij·keep_ij/(1 − p) over S. A NaN row (LSE NaN) gets NaN P, dS and P' at every
+// visible key, so its dQ and the dK, dV of the keys it sees are NaN.
 template <int QC>
 __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row &w, int lane) {
 	float4 cp[QC > 0 ? QC : 1], cd[QC > 0 ? QC : 1];
@@ -217,7 +227,7 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 			float sc = f32_get(s, k);
 			a[k] = (sc == NEG_INF || lse == NEG_INF) ? 0.0f : expf(sc - lse);
 			b[k] = f32_get(d, k);
-			if (p.p > 0.0f) b[k] = (keep >> k & 1u) ? b[k] * p.dscale : 0.0f;
+			if (p.p > 0.0f) b[k] = b[k] * ((keep >> k & 1u) ? p.dscale : 0.0f); // the factor multiplies (NaN stays)
 			if (a[k] == 0.0f) b[k] = 0.0f; // keys not visible: no NaN from an unread dP'
 		}
 		pr = make_float4(a[0], a[1], a[2], a[3]);
@@ -250,7 +260,7 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 #pragma unroll
 		for (int k = 0; k < 4; k++) {
 			float pr = f32_get(a, k);
-			pd[k] = p.p > 0.0f ? ((kp >> k & 1u) ? pr * p.dscale : 0.0f) : pr;
+			pd[k] = p.p > 0.0f ? pr * ((kp >> k & 1u) ? p.dscale : 0.0f) : pr; // a NaN row's dropped P' is NaN
 			ds[k] = pr * (f32_get(b, k) - dl);
 		}
 		*(float4 *)(w.s + j0) = make_float4(pd[0], pd[1], pd[2], pd[3]);
