@@ -91,8 +91,9 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 		{"training_args", func(d string) error { return writeJSON(filepath.Join(d, TrainingArgsName), t.args) }},
 		{"trainer_state", func(d string) error { return s.Save(filepath.Join(d, TrainerStateName)) }},
 	}
-	// 0700 is the mode checkpoint directories have always had (os.MkdirTemp's).
-	err := atomicfile.ReplaceDir(final, 0o700, func(tmp string) error {
+	// 0777 less the umask, as os.makedirs gives transformers' checkpoint folders (they were 0700, MkdirTemp's,
+	// in an output_dir whose files others may read).
+	err := atomicfile.ReplaceDir(final, 0o777, func(tmp string) error {
 		for _, w := range writers {
 			if err := w.write(tmp); err != nil {
 				return errctx.Wrap(w.stage, err) // "optimizer: writing ...", without "loaders: " in between

@@ -135,9 +135,10 @@ func writeTempCommit(path string, perm os.FileMode, fill func(f *os.File) error,
 }
 
 // Dir creates the directory path atomically: build fills a new temporary directory in path's parent (which must
-// exist), which is then given the permissions perm, synced and renamed to path. path must not exist, or be an
-// empty directory (which is replaced); anything else there is left untouched and Dir returns an error wrapping
-// fs.ErrExist. If build fails (or panics) the temporary directory is removed.
+// exist), which is then given the permissions perm less the umask (as os.Mkdir gives them), synced and renamed
+// to path. path must not exist, or be an empty directory (which is replaced); anything else there is left
+// untouched and Dir returns an error wrapping fs.ErrExist. If build fails (or panics) the temporary directory
+// is removed.
 func Dir(path string, perm os.FileMode, build func(dir string) error) error {
 	return buildDir(path, perm, build, func(tmp string) error {
 		if st, err := os.Lstat(path); err == nil {
@@ -196,7 +197,7 @@ func buildDir(path string, perm os.FileMode, build func(dir string) error, commi
 	if err := build(tmp); err != nil {
 		return wrap(path, err)
 	}
-	if err := os.Chmod(tmp, perm); err != nil { // MkdirTemp made it 0700
+	if err := os.Chmod(tmp, umasked(tmp, perm)); err != nil { // MkdirTemp made it 0700
 		return wrap(path, err)
 	}
 	if err := SyncDir(tmp); err != nil {
@@ -207,6 +208,23 @@ func buildDir(path string, perm os.FileMode, build func(dir string) error, commi
 	}
 	committed = true
 	return wrap(path, SyncDir(parent))
+}
+
+// umasked returns perm as the process's umask leaves it for a new directory (what os.Mkdir(path, perm) gives,
+// as Python's os.makedirs gives transformers' checkpoint folders), found by making one inside dir: chmod alone
+// ignores the umask, and reading it (syscall.Umask) would change it for every goroutine meanwhile. If the probe
+// cannot be made, perm is returned as it is.
+func umasked(dir string, perm os.FileMode) os.FileMode {
+	probe := filepath.Join(dir, ".umask-probe")
+	if err := os.Mkdir(probe, perm); err != nil {
+		return perm
+	}
+	defer os.Remove(probe)
+	st, err := os.Stat(probe)
+	if err != nil {
+		return perm
+	}
+	return st.Mode().Perm()
 }
 
 // SyncDir flushes the entries of directory dir (the files created and renamed in it) to disk. File systems that
