@@ -204,3 +204,52 @@ func TestBF16PackMatchesHost(t *testing.T) {
 		t.Errorf("%d values differ in all", bad)
 	}
 }
+
+// TestGlobalNormToMatchesGlobalNorm checks the device-side norm (sumsq_partial with loads in flight, then
+// norm_finish's in-order float64 sum of the partials) against GlobalNorm's host sum of the same partials, bit
+// for bit, over tensors of F32 and BF16 whose sizes leave partial chunks and a partial count not a multiple of
+// eight, and against tensor/cpu within float64 summation rounding.
+func TestGlobalNormToMatchesGlobalNorm(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	rng := rand.New(rand.NewPCG(7, 7))
+	var ts, cs []*tensor.Tensor
+	for i := range 37 {
+		n := 1 + rng.IntN(200_000)
+		dt := tensor.F32
+		if i%3 == 2 {
+			dt = tensor.BF16
+		}
+		v := make([]float32, n)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		for _, b := range []tensor.Backend{gpu, ref} {
+			x, err := b.Alloc(dt, n)
+			must(t, err)
+			defer b.Free(x)
+			must(t, b.Upload(x, v))
+			if b == tensor.Backend(gpu) {
+				ts = append(ts, x)
+			} else {
+				cs = append(cs, x)
+			}
+		}
+	}
+	host, err := gpu.GlobalNorm(ts)
+	must(t, err)
+	norm, err := gpu.Alloc(tensor.I64, 1)
+	must(t, err)
+	defer gpu.Free(norm)
+	must(t, gpu.GlobalNormTo(norm, ts))
+	var bits [1]int64
+	must(t, gpu.Download(bits[:], norm))
+	if got := math.Float64frombits(uint64(bits[0])); got != host {
+		t.Errorf("GlobalNormTo %v (%#x), GlobalNorm %v (%#x)", got, bits[0], host, math.Float64bits(host))
+	}
+	want, err := ref.GlobalNorm(cs)
+	must(t, err)
+	if math.Abs(host-want) > 1e-12*want {
+		t.Errorf("GlobalNorm %v, tensor/cpu %v", host, want)
+	}
+}

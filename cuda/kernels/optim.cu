@@ -58,7 +58,15 @@ extern "C" __global__ void sumsq_partial(double *partial, const Chunk *chunks) {
 extern "C" __global__ void norm_finish(long long *norm, const double *partial, int n) {
 	if (blockIdx.x != 0 || threadIdx.x != 0) return;
 	double s = 0.0;
-	for (int i = 0; i < n; i++) s += partial[i];
+	int i = 0;
+	for (; i + 8 <= n; i += 8) { // eight loads in flight (one dependent load per partial was ~0.3 µs each)
+		double q[8];
+#pragma unroll
+		for (int u = 0; u < 8; u++) q[u] = partial[i + u];
+#pragma unroll
+		for (int u = 0; u < 8; u++) s += q[u];
+	}
+	for (; i < n; i++) s += partial[i];
 	*norm = __double_as_longlong(sqrt(s));
 }
 
