@@ -24,10 +24,11 @@ import (
 
 // hostIDs is the host copy of one Upload of an index tensor: the device bytes [addr, addr+bytes) hold vals.
 type hostIDs struct {
-	addr  uint64
-	bytes int
-	dt    tensor.DType
-	vals  []int
+	addr     uint64
+	bytes    int
+	dt       tensor.DType
+	vals     []int
+	min, max int // the smallest and largest of vals (0, -1 when empty): an in-range check without a scan
 }
 
 // idReaders are the ops that only read their index tensors, which therefore keep their host copies.
@@ -71,6 +72,13 @@ func (b *Backend) rememberIDs(t *tensor.Tensor, src any) {
 	default:
 		return
 	}
+	rec.min, rec.max = 0, -1
+	if n > 0 {
+		rec.min, rec.max = rec.vals[0], rec.vals[0]
+		for _, v := range rec.vals {
+			rec.min, rec.max = min(rec.min, v), max(rec.max, v)
+		}
+	}
 	b.ids[a] = rec
 }
 
@@ -109,13 +117,21 @@ func (b *Backend) forgetRange(lo, hi uint64) {
 // hostCopy returns the host copy of index tensor t's values when Upload wrote exactly t and nothing has
 // written it since, and nil otherwise.
 func (b *Backend) hostCopy(t *tensor.Tensor) []int {
+	if rec := b.hostRecord(t); rec != nil {
+		return rec.vals
+	}
+	return nil
+}
+
+// hostRecord is hostCopy's record (nil when there is none).
+func (b *Backend) hostRecord(t *tensor.Tensor) *hostIDs {
 	bf, ok := live(b, t)
 	if !ok {
 		return nil
 	}
 	a := uint64(bf.ptr) + uint64(t.Offset*t.DType.Size())
 	if rec := b.ids[a]; rec != nil && rec.bytes == t.Bytes() && rec.dt == t.DType && len(rec.vals) == t.Numel() {
-		return rec.vals
+		return rec
 	}
 	return nil
 }

@@ -15,8 +15,9 @@ import (
 func ptrOf[E any](s []E) unsafe.Pointer { return unsafe.Pointer(&s[0]) }
 
 // Embedding gathers out (N, C) = table (V, C)[ids (N)] with ids I32 or I64; out may be any float dtype
-// (values are rounded to it). The ids are checked on the host first (Upload's copy, else a download that
-// waits): an id outside [0, V) is an ErrArgument naming its position, and nothing is written then.
+// (values are rounded to it). The ids are checked on the host first (Upload's copy, whose range is known
+// without a scan, else a download that waits): an id outside [0, V) is an ErrArgument naming its position,
+// and nothing is written then.
 func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 	o := b.begin("Embedding", out, ids, table)
 	defer o.end(&err)
@@ -26,7 +27,7 @@ func (b *Backend) Embedding(out, ids, table *tensor.Tensor) (err error) {
 		return
 	}
 	o.numel("out", out, ids.Numel()*ch)
-	o.indices("ids", ids, v, nil)
+	o.checkIDs("ids", ids, v)
 	if o.failed() || ch == 0 {
 		return
 	}
@@ -64,12 +65,17 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 		return
 	}
 	o.numel("dout", dout, ids.Numel()*ch)
-	idx := o.indices("ids", ids, v, nil)
-	if o.failed() || ch == 0 || len(idx) == 0 {
+	n := ids.Numel()
+	if n <= embDeviceMaxRows && !embHostPlan {
+		o.checkIDs("ids", ids, v)
+		if o.failed() || ch == 0 || n == 0 {
+			return
+		}
+		o.embeddingBackwardDevice(dtable, ids, dout, v, ch, n)
 		return
 	}
-	if len(idx) <= embDeviceMaxRows && !embHostPlan {
-		o.embeddingBackwardDevice(dtable, ids, dout, v, ch, len(idx))
+	idx := o.indices("ids", ids, v, nil)
+	if o.failed() || ch == 0 || len(idx) == 0 {
 		return
 	}
 	it := embeddingItems(idx, v)

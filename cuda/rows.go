@@ -399,3 +399,16 @@ func (o *op) indices(name string, t *tensor.Tensor, v int, ignore *int) []int {
 	}
 	return ids
 }
+
+// checkIDs is indices without the values: it fails the op on an id of t outside [0, v), as indices does, but
+// when Upload's host copy of t is known to lie in range (its recorded minimum and maximum) it neither scans
+// nor copies the ids (Embedding and the device-planned EmbeddingBackward need no more).
+func (o *op) checkIDs(name string, t *tensor.Tensor, v int) {
+	if o.err != nil {
+		return
+	}
+	if rec := o.b.hostRecord(t); rec != nil && (len(rec.vals) == 0 || rec.min >= 0 && rec.max < v) {
+		return
+	}
+	o.indices(name, t, v, nil)
+}
