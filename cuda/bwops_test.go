@@ -14,7 +14,7 @@ import (
 )
 
 // TestLayerNormBackwardPathsMatch checks that the LayerNorm backward's one-pass kernel (two rows in flight per
-// warp) and its two passes give the same bits, with dx aliasing dout as in BERT, for ResidualLayerNormBackward
+// warp), its 16-warp form and its two passes give the same bits, with dx aliasing dout as in BERT, for ResidualLayerNormBackward
 // with and without dropout and for LayerNormBackward, on row counts whose last chunk is partial and whose
 // warps end on an odd row.
 func TestLayerNormBackwardPathsMatch(t *testing.T) {
@@ -25,13 +25,16 @@ func TestLayerNormBackwardPathsMatch(t *testing.T) {
 				for _, p := range []float32{0, 0.1} {
 					name := fmt.Sprintf("%dx%d dout %v p=%v", n, c, dt, p)
 					t.Run(name, func(t *testing.T) {
-						var got [2][][]float32
-						for k, path := range []string{"fused", "split"} {
+						paths := []string{"fused", "split", "pair"}
+						got := make([][][]float32, len(paths))
+						for k, path := range paths {
 							got[k] = lnBwdRun(t, gpu, path, n, c, dt, p)
 						}
-						for j := range got[0] {
-							if d := firstBitDiff(got[0][j], got[1][j]); d >= 0 {
-								t.Errorf("output %d differs at %d: fused %v, split %v", j, d, got[0][j][d], got[1][j][d])
+						for k := 1; k < len(paths); k++ {
+							for j := range got[0] {
+								if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
+									t.Errorf("output %d differs at %d: fused %v, %s %v", j, d, got[0][j][d], paths[k], got[k][j][d])
+								}
 							}
 						}
 					})

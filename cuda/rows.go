@@ -103,8 +103,9 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 const lnBwdFusedMax = 8
 
 // lnBwdPath is TUNE_LN_BWD, read once: "fused" or "split" force the LayerNorm backward's one-pass kernel
-// (where it applies) or the two passes (colsum_partial, then layernorm_bwd), for A/B measurements; unset or
-// empty chooses by the chunk count (lnBwdOnePass). Both give the same bits.
+// (where it applies) or the two passes (colsum_partial, then layernorm_bwd), "pair" the one-pass kernel with
+// 16 warps a chunk (layernorm_bwd_pair_<k>, C = 768 or 1024), for A/B measurements; unset or empty chooses by
+// the chunk count (lnBwdOnePass). All give the same bits.
 var lnBwdPath = os.Getenv("TUNE_LN_BWD")
 
 // lnBwdOnePass reports whether the one-pass kernel should run over chunks chunks of rows: it has one block
@@ -113,7 +114,7 @@ var lnBwdPath = os.Getenv("TUNE_LN_BWD")
 // they read dout and x twice.
 func (o *op) lnBwdOnePass(chunks int) bool {
 	switch lnBwdPath {
-	case "fused":
+	case "fused", "pair":
 		return true
 	case "split":
 		return false
@@ -159,7 +160,11 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
 		defer o.release(pa)
 		defer o.release(pb)
-		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
+		kernel, threads := lnBwdFused(ch/128), 256
+		if lnBwdPath == "pair" && (ch == 768 || ch == 1024) {
+			kernel, threads = fmt.Sprintf("layernorm_bwd_pair_%d", ch/128), 512
+		}
+		o.launch("lnbwd.cu", kernel, chunks, 1, threads, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
 			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))

@@ -132,3 +132,128 @@ LN_BWD_FUSED(6)
 LN_BWD_FUSED(7)
 LN_BWD_FUSED(8)
 
+// ---- layernorm_bwd_pair_<NG>: the same partials from 16 warps a chunk (TUNE_LN_BWD=pair, for A/B) ----
+//
+// Block k (16 warps) owns chunk k's rows; at step s warp W takes row lo + 16s + W, which is row 2s + W/8 of
+// thread row W % 8's sequence (rows lo + (W % 8), + 8, …). Each warp computes and stores its row's dx and dy;
+// warp W + 8 hands its row's dgamma and dbeta terms to warp W through shared memory, and warp W adds its own
+// row's terms, then W + 8's: the additions of layernorm_bwd_fused_<NG>, in its order, from twice the warps.
+
+// ln_bwd_row_store is ln_bwd_row without the weight-gradient sums, gamma read per column group.
+template <int NG>
+__device__ __forceinline__ void ln_bwd_row_store(const F4 (&xv)[NG], const F4 (&dv)[NG], float m, float r, i64 base,
+                                                 int lane, void *dx, int dtdx, void *dy, int dtdy, const void *gamma,
+                                                 int dtg, int C, float p, float scale, uint2 key, u64 offset) {
+	float sg = 0.0f, sgn = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		F4 w = ld4(gamma, dtg, lane * 4 + j * 128);
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			float g = dv[j].v[q] * w.v[q];
+			sg += g;
+			sgn += g * (xv[j].v[q] - m) * r;
+		}
+	}
+	float mg = warp_sum(sg) / (float)C, mgn = warp_sum(sgn) / (float)C;
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		int c = lane * 4 + j * 128;
+		F4 w = ld4(gamma, dtg, c), o;
+#pragma unroll
+		for (int q = 0; q < 4; q++) {
+			float n = (xv[j].v[q] - m) * r;
+			o.v[q] = r * (dv[j].v[q] * w.v[q] - mg - n * mgn);
+		}
+		st4(dx, dtdx, base + c, o);
+		if (dy) {
+			u32 wd[4] = {0u, 0u, 0u, 0u};
+			if (p != 0.0f) philox_words(wd, (u64)((base + c) / 4), key, offset);
+#pragma unroll
+			for (int q = 0; q < 4; q++) o.v[q] = branch_grad(round_to(o.v[q], dtdx), q, wd, p, scale);
+			st4(dy, dtdy, base + c, o);
+		}
+	}
+}
+
+template <int NG>
+__device__ __forceinline__ void ln_bwd_pair(float (*xb)[NG * 128], float *pa, float *pb, void *dx, int dtdx, void *dy,
+                                            int dtdy, const void *dout, int dtd, const void *x, int dtx,
+                                            const void *gamma, int dtg, const float *mean, const float *rstd, i64 N,
+                                            int C, i64 rows, float p, float scale, u64 seed, u64 offset) {
+	int W = threadIdx.x / 32, lane = threadIdx.x % 32, wp = W & 7;
+	bool helper = W >= 8;
+	i64 k = blockIdx.x;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	float ga[NG][4], gb[NG][4];
+#pragma unroll
+	for (int j = 0; j < NG; j++)
+#pragma unroll
+		for (int q = 0; q < 4; q++) ga[j][q] = 0.0f, gb[j][q] = 0.0f;
+	for (i64 r0 = lo; r0 < hi; r0 += 16) {
+		i64 row = r0 + W;
+		bool mine = row < hi, partner = !helper && row + 8 < hi;
+		F4 xv[NG], dv[NG];
+		float m = 0.0f, r = 0.0f;
+		if (mine) {
+			i64 base = row * C;
+			m = mean[row], r = rstd[row];
+#pragma unroll
+			for (int j = 0; j < NG; j++) {
+				xv[j] = ld4(x, dtx, base + lane * 4 + j * 128);
+				dv[j] = ld4(dout, dtd, base + lane * 4 + j * 128);
+			}
+			ln_bwd_row_store<NG>(xv, dv, m, r, base, lane, dx, dtdx, dy, dtdy, gamma, dtg, C, p, scale, key, offset);
+		}
+		for (int pass = 0; pass < 2; pass++) { // dgamma's terms, then dbeta's
+			if (helper && mine) {
+#pragma unroll
+				for (int j = 0; j < NG; j++)
+#pragma unroll
+					for (int q = 0; q < 4; q++)
+						xb[wp][lane * 4 + j * 128 + q] = pass ? dv[j].v[q] : dv[j].v[q] * ((xv[j].v[q] - m) * r);
+			}
+			__syncthreads();
+			if (!helper) {
+#pragma unroll
+				for (int j = 0; j < NG; j++)
+#pragma unroll
+					for (int q = 0; q < 4; q++) {
+						float *acc = pass ? &gb[j][q] : &ga[j][q];
+						if (mine) *acc += pass ? dv[j].v[q] : dv[j].v[q] * ((xv[j].v[q] - m) * r);
+						if (partner) *acc += xb[wp][lane * 4 + j * 128 + q];
+					}
+			}
+			__syncthreads();
+		}
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (!helper) {
+#pragma unroll
+			for (int j = 0; j < NG; j++)
+#pragma unroll
+				for (int q = 0; q < 4; q++) xb[wp][lane * 4 + j * 128 + q] = pass ? gb[j][q] : ga[j][q];
+		}
+		__syncthreads();
+		float *out = pass ? pb : pa;
+		for (int c = threadIdx.x; c < C; c += blockDim.x) {
+			float t = 0.0f;
+			for (int w = 0; w < 8; w++) t += xb[w][c];
+			out[k * C + c] = t;
+		}
+		__syncthreads();
+	}
+}
+
+#define LN_BWD_PAIR(NG)                                                                                           \
+	extern "C" __global__ void __launch_bounds__(512) layernorm_bwd_pair_##NG(                                    \
+	    float *pa, float *pb, void *dx, int dtdx, void *dy, int dtdy, const void *dout, int dtd, const void *x,    \
+	    int dtx, const void *gamma, int dtg, const float *mean, const float *rstd, i64 N, int C, i64 rows,       \
+	    float p, float scale, u64 seed, u64 offset) {                                                             \
+		__shared__ float xb[8][NG * 128];                                                                         \
+		ln_bwd_pair<NG>(xb, pa, pb, dx, dtdx, dy, dtdy, dout, dtd, x, dtx, gamma, dtg, mean, rstd, N, C, rows, p,    \
+		                scale, seed, offset);                                                                     \
+	}
+LN_BWD_PAIR(6)
+LN_BWD_PAIR(8)
