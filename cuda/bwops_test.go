@@ -211,7 +211,8 @@ func TestBF16PackMatchesHost(t *testing.T) {
 // TestGlobalNormToMatchesGlobalNorm checks the device-side norm (sumsq_partial with loads in flight, then
 // norm_finish's in-order float64 sum of the partials) against GlobalNorm's host sum of the same partials, bit
 // for bit, over tensors of F32 and BF16 whose sizes leave partial chunks and a partial count not a multiple of
-// eight, and against tensor/cpu within float64 summation rounding.
+// eight, and against tensor/cpu within float64 summation rounding; then ClipByNorm from it against the host's
+// clip_grad_norm_ arithmetic, bit for bit.
 func TestGlobalNormToMatchesGlobalNorm(t *testing.T) {
 	gpu := openOrSkip(t)
 	ref := cpu.New()
@@ -254,5 +255,28 @@ func TestGlobalNormToMatchesGlobalNorm(t *testing.T) {
 	must(t, err)
 	if math.Abs(host-want) > 1e-12*want {
 		t.Errorf("GlobalNorm %v, tensor/cpu %v", host, want)
+	}
+	// ClipByNorm from that norm: clip_grad_norm_'s coefficient in FP32 steps, every element times it, rounded
+	// to its dtype (float4 groups for the F32 chunks, element by element for the BF16 ones and the tails).
+	const maxNorm = 0.5
+	before := make([][]float32, len(ts))
+	for i, x := range ts {
+		before[i] = make([]float32, x.Numel())
+		must(t, gpu.Download(before[i], x))
+	}
+	must(t, gpu.ClipByNorm(ts, norm, maxNorm, nil))
+	coef := float32(1/(float32(host)+1e-6)) * maxNorm
+	for i, x := range ts {
+		got := make([]float32, x.Numel())
+		must(t, gpu.Download(got, x))
+		for j, v := range before[i] {
+			w := v * coef
+			if x.DType == tensor.BF16 {
+				w = tensor.BF16ToF32(tensor.F32ToBF16(w))
+			}
+			if math.Float32bits(got[j]) != math.Float32bits(w) {
+				t.Fatalf("ClipByNorm tensor %d (%v) element %d: %v, want %v·%v = %v", i, x.DType, j, got[j], v, coef, w)
+			}
+		}
 	}
 }

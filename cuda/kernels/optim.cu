@@ -5,9 +5,10 @@
 // Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
 // chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
 // (or every segment of the flat parameter buffer) whatever their sizes. The chunks of a segment list start at
-// arbitrary element offsets: sumsq_partial and clip_scale keep their one-element accesses (and their
-// summation order) but load OPT_U elements per thread before they use any; adamw goes by float4 groups
-// between the chunk's first 16-byte boundary and its last full group.
+// arbitrary element offsets: sumsq_partial keeps its one-element accesses (and its summation order) but loads
+// OPT_U elements per thread before it uses any; clip_scale does the same, or goes by float4 groups for an F32
+// chunk that starts on a 16-byte boundary; adamw goes by float4 groups between the chunk's first 16-byte
+// boundary and its last full group.
 #include "common.cuh"
 
 // OPT_U is how many elements a thread of sumsq_partial or clip_scale loads before it uses any.
@@ -86,12 +87,31 @@ extern "C" __global__ void clip_scale(const long long *norm, int *nonfinite, con
 	void *x = (void *)ch.ptr;
 	int dt = (int)ch.tag;
 	i64 i = threadIdx.x, b = blockDim.x;
-	for (; i + (OPT_U - 1) * b < ch.n; i += OPT_U * b) {
-		float q[OPT_U];
+	if (dt == DT_F32 && ch.ptr % 16 == 0) { // an F32 chunk on a 16-byte boundary: float4 groups, then the tail
+		float4 *x4 = (float4 *)x;
+		i64 groups = ch.n / 4, j = threadIdx.x;
+		for (; j + (OPT_U - 1) * b < groups; j += OPT_U * b) {
+			float4 q[OPT_U];
 #pragma unroll
-		for (int u = 0; u < OPT_U; u++) q[u] = ld(x, dt, i + u * b);
+			for (int u = 0; u < OPT_U; u++) q[u] = x4[j + u * b];
 #pragma unroll
-		for (int u = 0; u < OPT_U; u++) st(x, dt, i + u * b, __fmul_rn(q[u], coef));
+			for (int u = 0; u < OPT_U; u++)
+				x4[j + u * b] = make_float4(__fmul_rn(q[u].x, coef), __fmul_rn(q[u].y, coef), __fmul_rn(q[u].z, coef),
+				                            __fmul_rn(q[u].w, coef));
+		}
+		for (; j < groups; j += b) {
+			float4 q = x4[j];
+			x4[j] = make_float4(__fmul_rn(q.x, coef), __fmul_rn(q.y, coef), __fmul_rn(q.z, coef), __fmul_rn(q.w, coef));
+		}
+		i = 4 * groups + threadIdx.x;
+	} else {
+		for (; i + (OPT_U - 1) * b < ch.n; i += OPT_U * b) {
+			float q[OPT_U];
+#pragma unroll
+			for (int u = 0; u < OPT_U; u++) q[u] = ld(x, dt, i + u * b);
+#pragma unroll
+			for (int u = 0; u < OPT_U; u++) st(x, dt, i + u * b, __fmul_rn(q[u], coef));
+		}
 	}
 	for (; i < ch.n; i += b) st(x, dt, i, __fmul_rn(ld(x, dt, i), coef));
 }
