@@ -51,6 +51,7 @@ type Backend struct {
 	htodBytes    int           // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
 	staging      stagingRing   // page-locked ring the eager uploads go through (staging.go)
 	owner        opcheck.Owner // which buffers are this backend's (op.tensor's opcheck.View)
+	colsumCount  cu.DevicePtr  // the column sums' per-tile counters (elementwise.go colsumCounters), 0 until used
 }
 
 var _ tensor.Backend = (*Backend)(nil)

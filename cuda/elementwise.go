@@ -4,6 +4,9 @@ package cuda
 
 import (
 	"math"
+	"os"
+
+	"gorgonia.org/cu"
 
 	"github.com/tune-ml/tune/tensor"
 )
@@ -92,6 +95,36 @@ func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	o.colsumMode(mode, outA, outB, dy, x, mean, rstd, n, ch)
 }
 
+// colsumTiles is how many column tiles (64 columns each) the counters of colsumCounters serve: wider sums
+// launch colsum_finish.
+const colsumTiles = 4096
+
+// colsumCounters returns the device address of the zeroed per-tile counters with which colsum_partial and
+// gelu_bwd_colsum finish their sums in the same launch (kernels/norm.cu cs_last; each tile's last block resets
+// its counter), allocated and zeroed once per backend, or 0 when tiles > colsumTiles or TUNE_COLSUM_FINISH=launch
+// (then the host launches colsum_finish, the same bits).
+func (o *op) colsumCounters(tiles int) uint64 {
+	if o.err != nil || tiles > colsumTiles || colsumFinishLaunch {
+		return 0
+	}
+	if o.b.colsumCount == 0 {
+		p, err := cu.MemAlloc(4 * colsumTiles)
+		if o.fail(driverErr("cuMemAlloc", err, "column-sum counters")) != nil {
+			return 0
+		}
+		if o.fail(o.memset32(uint64(p), 0, colsumTiles, "column-sum counters")) != nil {
+			cu.MemFree(p)
+			return 0
+		}
+		o.b.colsumCount = p
+	}
+	return uint64(o.b.colsumCount)
+}
+
+// colsumFinishLaunch is TUNE_COLSUM_FINISH=launch, read once: the column sums end with a colsum_finish launch
+// instead of in their own last blocks (for A/B measurements; the same bits).
+var colsumFinishLaunch = os.Getenv("TUNE_COLSUM_FINISH") == "launch"
+
 // colsumChunks splits n rows into the chunks of the column sums: 256 rows each, more when the chunk count
 // would pass the grid's y extent (65535).
 func colsumChunks(n int) (rowsPerChunk, chunks int) {
@@ -118,8 +151,13 @@ func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, 
 	if ch%2 != 0 {
 		v = 0
 	}
-	o.launch("norm.cu", "colsum_partial", (ch+63)/64, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
-		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v)
+	tiles := (ch + 63) / 64
+	count := o.colsumCounters(tiles)
+	o.launch("norm.cu", "colsum_partial", tiles, chunks, 32, 8, uint64(pa), pb, addr(dy), dt(dy), addr(x), dt(x),
+		addr(mean), addr(rstd), i64(n), i64(ch), i64(rowsPerChunk), i64(mode), v, addr(outA), dt(outA), addr(outB), dt(outB), count)
+	if count != 0 { // the last block of each column tile finished it (kernels/norm.cu cs_last)
+		return
+	}
 	if outA != nil {
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(outA), dt(outA), uint64(pa), i64(chunks), i64(ch))
 	}
@@ -199,9 +237,13 @@ func (b *Backend) GELUBackwardRecompute(dx, out, dbias, dout, x *tensor.Tensor) 
 	if ch%2 != 0 {
 		v = 0
 	}
-	o.launch("norm.cu", "gelu_bwd_colsum", (ch+63)/64, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
-		addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v)
-	o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbias), dt(dbias), uint64(pa), i64(chunks), i64(ch))
+	tiles := (ch + 63) / 64
+	count := o.colsumCounters(tiles)
+	o.launch("norm.cu", "gelu_bwd_colsum", tiles, chunks, 32, 8, uint64(pa), addr(dx), dt(dx), addr(out), dt(out),
+		addr(dout), dt(dout), addr(x), dt(x), i64(rows), i64(ch), i64(per), v, addr(dbias), dt(dbias), count)
+	if count == 0 {
+		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbias), dt(dbias), uint64(pa), i64(chunks), i64(ch))
+	}
 	return
 }
 

@@ -310,12 +310,60 @@ __device__ __forceinline__ void cs_finish2(float (*sa)[65], const float *a, floa
 	}
 }
 
+// cs_last: when count is not NULL, the last block of column tile blockIdx.x to write its partials (of
+// gridDim.y chunks) also does colsum_finish's work for the tile's 64 columns of outA (from pa) and outB (from
+// pb), with its operations in its order, so the host need not launch colsum_finish; it then resets
+// count[blockIdx.x] to 0 for the next launch. Every block fences its partials before it counts itself, and the
+// last one reads them from L2 (__ldcg).
+__device__ __forceinline__ void cs_last(float (*s)[65], int *count, const float *pa, void *outA, int dtA,
+                                        const float *pb, void *outB, int dtB, int C) {
+	__shared__ int last;
+	if (!count) return;
+	__threadfence();
+	__syncthreads();
+	int tx = threadIdx.x, ty = threadIdx.y;
+	if (tx == 0 && ty == 0) last = atomicAdd(&count[blockIdx.x], 1) == (int)gridDim.y - 1;
+	__syncthreads();
+	if (!last) return;
+	i64 chunks = gridDim.y;
+	for (int o = 0; o < 2; o++) {
+		const float *part = o ? pb : pa;
+		void *out = o ? outB : outA;
+		int dto = o ? dtB : dtA;
+		if (!out) continue;
+		for (int h = 0; h < 64; h += 32) {
+			int c = blockIdx.x * 64 + h + tx;
+			float acc = 0.0f;
+			if (c < C) { // colsum_finish's sum
+				i64 k = ty;
+				for (; k + 24 < chunks; k += 32) {
+					float q0 = __ldcg(part + k * C + c), q1 = __ldcg(part + (k + 8) * C + c),
+					      q2 = __ldcg(part + (k + 16) * C + c), q3 = __ldcg(part + (k + 24) * C + c);
+					acc += q0, acc += q1, acc += q2, acc += q3;
+				}
+				for (; k < chunks; k += 8) acc += __ldcg(part + k * C + c);
+			}
+			s[ty][tx] = acc;
+			__syncthreads();
+			if (ty == 0 && c < C) {
+				float v = ld(out, dto, c);
+				for (int j = 0; j < 8; j++) v += s[j][tx];
+				st(out, dto, c, v);
+			}
+			__syncthreads();
+		}
+	}
+	if (tx == 0 && ty == 0) count[blockIdx.x] = 0;
+}
+
 // colsum_partial: grid (ceil(C/64), chunks), chunk k covering rows [k·rows, (k+1)·rows); vec=1 when C is even
 // and dy, x are aligned for two-element accesses. mode 0: pa[k][c] = Σ dy. mode 1: pa[k][c] = Σ dy·(x −
-// mean)·rstd, pb[k][c] = Σ dy. mode 2: pa[k][c] = Σ dy·round_to(x·rstd, dtx) (mean unused).
+// mean)·rstd, pb[k][c] = Σ dy. mode 2: pa[k][c] = Σ dy·round_to(x·rstd, dtx) (mean unused). With count, the
+// finish into outA (and outB) follows in the same launch (cs_last).
 __device__ __forceinline__ void colsum2(float (*sa)[65], float (*sb)[65], float *pa, float *pb, const void *dy,
                                         int dtdy, const void *x, int dtx, const float *mean, const float *rstd, i64 N,
-                                        int C, i64 rows, int mode, int vec) {
+                                        int C, i64 rows, int mode, int vec, void *outA, int dtA, void *outB, int dtB,
+                                        int *count) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int c0 = blockIdx.x * 64 + tx * 2;
 	i64 k = blockIdx.y;
@@ -385,19 +433,22 @@ __device__ __forceinline__ void colsum2(float (*sa)[65], float (*sb)[65], float 
 		__syncthreads();
 		cs_finish2(sb, b, pb, k, C);
 	}
+	cs_last(sa, count, pa, outA, dtA, pb, mode == 1 ? outB : nullptr, dtB, C);
 }
 
-extern "C" __global__ void __launch_bounds__(256) colsum_partial(float *pa, float *pb, const void *dy, int dtdy,
+// (256, 5): at most 51 registers, five blocks per multiprocessor (the finish's pointers took it from 40 to 64).
+extern "C" __global__ void __launch_bounds__(256, 5) colsum_partial(float *pa, float *pb, const void *dy, int dtdy,
                                                                    const void *x, int dtx, const float *mean,
                                                                    const float *rstd, i64 N, int C, i64 rows,
-                                                                   int mode, int vec) {
+                                                                   int mode, int vec, void *outA, int dtA,
+                                                                   void *outB, int dtB, int *count) {
 	__shared__ float sa[8][65], sb[8][65];
 	if (mode == 0 && dtdy == DT_BF16) // BiasGrad of a BF16 gradient: constant dtype (see gelu_bwd_colsum)
-		colsum2(sa, sb, pa, pb, dy, DT_BF16, x, dtx, mean, rstd, N, C, rows, 0, vec);
+		colsum2(sa, sb, pa, pb, dy, DT_BF16, x, dtx, mean, rstd, N, C, rows, 0, vec, outA, dtA, outB, dtB, count);
 	else if (mode == 0 && dtdy == DT_F16)
-		colsum2(sa, sb, pa, pb, dy, DT_F16, x, dtx, mean, rstd, N, C, rows, 0, vec);
+		colsum2(sa, sb, pa, pb, dy, DT_F16, x, dtx, mean, rstd, N, C, rows, 0, vec, outA, dtA, outB, dtB, count);
 	else
-		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec);
+		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec, outA, dtA, outB, dtB, count);
 }
 
 // gelu_el computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
@@ -424,7 +475,7 @@ __device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
 // element is read before it is written, by the one thread that owns it).
 __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *dx, int dtdx, void *out, int dto,
                                              const void *dout, int dtd, const void *x, int dtx, i64 N, int C,
-                                             i64 rows, int vec) {
+                                             i64 rows, int vec, void *dbias, int dtb, int *count) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int c0 = blockIdx.x * 64 + tx * 2;
 	i64 k = blockIdx.y;
@@ -483,6 +534,7 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 		}
 	}
 	cs_finish2(sa, a, pa, k, C);
+	cs_last(sa, count, pa, dbias, dtb, nullptr, nullptr, 0, C);
 }
 
 // With every tensor BF16 (BERT's case) or every one F16 the body is instantiated with constant dtypes: the
@@ -490,12 +542,13 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 extern "C" __global__ void __launch_bounds__(256) gelu_bwd_colsum(float *pa, void *dx, int dtdx, void *out,
                                                                     int dto, const void *dout, int dtd,
                                                                     const void *x, int dtx, i64 N, int C,
-                                                                    i64 rows, int vec) {
+                                                                    i64 rows, int vec, void *dbias, int dtb,
+                                                                    int *count) {
 	__shared__ float sa[8][65];
 	if (dtdx == DT_BF16 && dtd == DT_BF16 && dtx == DT_BF16 && (out == nullptr || dto == DT_BF16))
-		gelu_colsum2(sa, pa, dx, DT_BF16, out, DT_BF16, dout, DT_BF16, x, DT_BF16, N, C, rows, vec);
+		gelu_colsum2(sa, pa, dx, DT_BF16, out, DT_BF16, dout, DT_BF16, x, DT_BF16, N, C, rows, vec, dbias, dtb, count);
 	else if (dtdx == DT_F16 && dtd == DT_F16 && dtx == DT_F16 && (out == nullptr || dto == DT_F16))
-		gelu_colsum2(sa, pa, dx, DT_F16, out, DT_F16, dout, DT_F16, x, DT_F16, N, C, rows, vec);
+		gelu_colsum2(sa, pa, dx, DT_F16, out, DT_F16, dout, DT_F16, x, DT_F16, N, C, rows, vec, dbias, dtb, count);
 	else
-		gelu_colsum2(sa, pa, dx, dtdx, out, dto, dout, dtd, x, dtx, N, C, rows, vec);
+		gelu_colsum2(sa, pa, dx, dtdx, out, dto, dout, dtd, x, dtx, N, C, rows, vec, dbias, dtb, count);
 }
