@@ -280,3 +280,53 @@ func TestGlobalNormToMatchesGlobalNorm(t *testing.T) {
 		}
 	}
 }
+
+// TestColumnSumFinishMatchesLaunch checks that BiasGrad, GELUBackwardRecompute's bias gradient and the
+// two-pass LayerNorm weight gradients give the same bits when their last blocks finish the sums (the default)
+// as with a colsum_finish launch, three calls in a row accumulating onto nonzero gradients (so each tile's
+// counter must have been reset), on BERT's widths and ragged ones.
+func TestColumnSumFinishMatchesLaunch(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, sh := range [][2]int{{2600, 768}, {4096, 2304}, {600, 3072}, {37, 33}, {300, 70}} {
+		for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
+			n, c := sh[0], sh[1]
+			t.Run(fmt.Sprintf("%v %dx%d", dt, n, c), func(t *testing.T) {
+				var got [2][][]float32
+				for k, launch := range []bool{true, false} {
+					got[k] = colsumRun(t, gpu, launch, n, c, dt)
+				}
+				for j := range got[0] {
+					if d := firstBitDiff(got[0][j], got[1][j]); d >= 0 {
+						t.Errorf("output %d differs at %d: launch %v, last block %v", j, d, got[0][j][d], got[1][j][d])
+					}
+				}
+			})
+		}
+	}
+}
+
+// colsumRun runs BiasGrad, GELUBackwardRecompute with dbias and LayerNormBackward with only dgamma (the
+// two-pass path) three times each and returns their outputs.
+func colsumRun(t *testing.T, gpu *cuda.Backend, launch bool, n, c int, dt tensor.DType) [][]float32 {
+	defer cuda.SetColsumFinishLaunch(launch)()
+	r := &bitsRig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
+	defer r.free()
+	dy, db := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, c)
+	x, d, g, gdb := r.up(dt, 3, 0, n, c), r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, c)
+	lx, gamma, beta := r.up(tensor.F32, 2, 0, n, c), r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+	y, mean, rstd := r.up(tensor.F32, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+	must(t, gpu.LayerNorm(y, mean, rstd, lx, gamma, beta, 1e-12))
+	ld, ldx, dg := r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, c)
+	for range 3 {
+		must(t, gpu.BiasGrad(db, dy))
+		must(t, gpu.GELUBackwardRecompute(d, g, gdb, d, x))
+		must(t, gpu.LayerNormBackward(ldx, dg, nil, ld, lx, gamma, mean, rstd))
+	}
+	var out [][]float32
+	for _, o := range []*tensor.Tensor{db, d, g, gdb, ldx, dg} {
+		h := make([]float32, o.Numel())
+		must(t, gpu.Download(h, o))
+		out = append(out, h)
+	}
+	return out
+}

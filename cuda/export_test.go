@@ -139,3 +139,11 @@ func SetEmbeddingHostPlan(on bool) (restore func()) {
 	embHostPlan = on
 	return func() { embHostPlan = old }
 }
+
+// SetColsumFinishLaunch makes the column sums end with a colsum_finish launch (on) or in their last blocks
+// (off), and returns a function restoring the previous choice.
+func SetColsumFinishLaunch(on bool) (restore func()) {
+	old := colsumFinishLaunch
+	colsumFinishLaunch = on
+	return func() { colsumFinishLaunch = old }
+}
