@@ -126,6 +126,13 @@ func bitsCases() []bitsCase {
 			{"positions", 8192, 128, func(i int, _ *rand.Rand) int { return i % 128 }},
 			{"groups of 33", 33 * 50, 50, func(i int, _ *rand.Rand) int { return i % 50 }},
 			{"one row", 1, 4, func(int, *rand.Rand) int { return 3 }},
+			{"vocabulary", 20000, 30522, func(_ int, rng *rand.Rand) int { return rng.IntN(30522) }}, // scan tiles
+			{"split ids across scan tiles", 20000, 5000, func(i int, rng *rand.Rand) int {
+				if i%3 == 0 {
+					return 1000*(i%5) + 7
+				}
+				return rng.IntN(5000)
+			}},
 		}
 		for _, ec := range embCases {
 			if dt == tensor.F16 {

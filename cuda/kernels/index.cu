@@ -103,32 +103,55 @@ extern "C" __global__ void emb2_hist(int *cnt, const void *ids, int dti, i64 N) 
 		atomicAdd(&cnt[ldi(ids, dti, i)], 1);
 }
 
-// emb2_scan: one block of 1024 threads; thread t owns ids [t·per, (t+1)·per).
+// int4_shfl_up is __shfl_up_sync of each component.
+__device__ __forceinline__ int4 int4_shfl_up(int4 v, int d) {
+	return make_int4(__shfl_up_sync(0xffffffffu, v.x, d), __shfl_up_sync(0xffffffffu, v.y, d),
+	                 __shfl_up_sync(0xffffffffu, v.z, d), __shfl_up_sync(0xffffffffu, v.w, d));
+}
+
+// emb2_scan: one block of 1024 threads walks the ids in tiles of 1024, thread t taking id tile + t (coalesced
+// loads and stores; a thread that owned a contiguous range of ids made every warp access 32 cache lines, about
+// 90 µs for the word table's 30522 ids): exclusive scans of the rows, items, slots and merges of emb_work, by
+// warp shuffles and one pass over the 32 warp totals, carried from tile to tile. A sum of integers, so the
+// offsets do not depend on the order it is formed in.
 extern "C" __global__ void emb2_scan(const int *cnt, int *start, int *itemOff, int *slotOff, int *mergeOff, int *big,
                                      int *tot, int V) {
-	__shared__ int4 sh[1024];
-	int t = threadIdx.x, T = blockDim.x;
-	int per = (V + T - 1) / T, lo = min(V, t * per), hi = min(V, lo + per);
-	int4 s = make_int4(0, 0, 0, 0);
-	for (int id = lo; id < hi; id++) s = add4(s, emb_work(cnt[id]));
-	sh[t] = s;
-	__syncthreads();
-	for (int o = 1; o < T; o <<= 1) { // inclusive Hillis–Steele scan
-		int4 v = sh[t], a = t >= o ? sh[t - o] : make_int4(0, 0, 0, 0);
+	__shared__ int4 wsum[32], tsum;
+	int t = threadIdx.x, lane = t & 31, w = t >> 5;
+	int4 carry = make_int4(0, 0, 0, 0);
+	for (int base = 0; base < V; base += 1024) {
+		int id = base + t;
+		int4 x = id < V ? emb_work(cnt[id]) : make_int4(0, 0, 0, 0), inc = x;
+#pragma unroll
+		for (int d = 1; d < 32; d <<= 1) {
+			int4 y = int4_shfl_up(inc, d);
+			if (lane >= d) inc = add4(inc, y);
+		}
+		if (lane == 31) wsum[w] = inc;
 		__syncthreads();
-		sh[t] = add4(v, a);
+		if (w == 0) { // exclusive scan of the warp totals
+			int4 v = wsum[lane], vi = v;
+#pragma unroll
+			for (int d = 1; d < 32; d <<= 1) {
+				int4 y = int4_shfl_up(vi, d);
+				if (lane >= d) vi = add4(vi, y);
+			}
+			wsum[lane] = make_int4(vi.x - v.x, vi.y - v.y, vi.z - v.z, vi.w - v.w);
+			if (lane == 31) tsum = vi; // the tile's total
+		}
 		__syncthreads();
+		int4 tileTotal = tsum, pre = wsum[w];
+		int4 e = add4(carry, add4(pre, make_int4(inc.x - x.x, inc.y - x.y, inc.z - x.z, inc.w - x.w)));
+		if (id < V) {
+			start[id] = e.x, itemOff[id] = e.y, slotOff[id] = e.z, mergeOff[id] = e.w;
+			if (x.w) big[e.w] = id;
+		}
+		__syncthreads();
+		carry = add4(carry, tileTotal);
 	}
-	int4 base = t > 0 ? sh[t - 1] : make_int4(0, 0, 0, 0);
-	for (int id = lo; id < hi; id++) {
-		int4 w = emb_work(cnt[id]);
-		start[id] = base.x, itemOff[id] = base.y, slotOff[id] = base.z, mergeOff[id] = base.w;
-		if (w.w) big[base.w] = id;
-		base = add4(base, w);
-	}
-	if (t == T - 1) {
-		start[V] = base.x;
-		tot[0] = base.y, tot[1] = base.w, tot[2] = base.z;
+	if (t == 0) {
+		start[V] = carry.x;
+		tot[0] = carry.y, tot[1] = carry.w, tot[2] = carry.z;
 	}
 }
 
