@@ -463,8 +463,10 @@ __device__ __forceinline__ float gelu_el(float d, float v, int dtdx, float *y) {
 __device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
 	u32 r;
 	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
-	if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
+	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair; the fix-ups are rare
+		if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
+		if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
+	}
 	return r;
 }
 
