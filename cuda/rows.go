@@ -102,11 +102,12 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 // lnBwdFusedMax is the widest layernorm_bwd_fused_<k> of kernels/lnbwd.cu (C = 128·k).
 const lnBwdFusedMax = 8
 
-// lnBwdPath is TUNE_LN_BWD, read once: "fused" or "split" force the LayerNorm backward's one-pass kernel
-// (where it applies) or the two passes (colsum_partial, then layernorm_bwd), "pair" the one-pass kernel with
-// 16 warps a chunk (layernorm_bwd_pair_<k>, C = 768 or 1024), for A/B measurements; unset or empty chooses by
-// the chunk count (lnBwdOnePass). All give the same bits.
-var lnBwdPath = os.Getenv("TUNE_LN_BWD")
+// lnBwdPath, when "fused" or "split", forces the LayerNorm backward's one-pass kernel (where it applies) or its
+// two passes (colsum_partial, then layernorm_bwd), for the tests that compare them (export_test.go
+// SetLNBwdPath); empty (always, outside tests) chooses by the chunk count (lnBwdOnePass). Both give the same
+// bits. (H200, d2, 64×512: one-pass 152 µs, two passes 188; 32×128: 130 and 33. A 16-warp one-pass kernel, warp
+// W + 8 handing its row's terms to warp W through shared memory, took 330 µs and was dropped.)
+var lnBwdPath = ""
 
 // lnBwdOnePass reports whether the one-pass kernel should run over chunks chunks of rows: it has one block
 // (8 warps) per chunk, so with fewer chunks than half the multiprocessors (32×128 tokens: 16 chunks on the
@@ -114,7 +115,7 @@ var lnBwdPath = os.Getenv("TUNE_LN_BWD")
 // they read dout and x twice.
 func (o *op) lnBwdOnePass(chunks int) bool {
 	switch lnBwdPath {
-	case "fused", "pair":
+	case "fused":
 		return true
 	case "split":
 		return false
@@ -160,11 +161,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
 		defer o.release(pa)
 		defer o.release(pb)
-		kernel, threads := lnBwdFused(ch/128), 256
-		if lnBwdPath == "pair" && (ch == 768 || ch == 1024) {
-			kernel, threads = fmt.Sprintf("layernorm_bwd_pair_%d", ch/128), 512
-		}
-		o.launch("lnbwd.cu", kernel, chunks, 1, threads, 1, uint64(pa), uint64(pb),
+		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
 			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
