@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 )
 
@@ -46,8 +48,9 @@ func init() {
 }
 
 // GemmKernel names the FP32 GEMM path the CPU backend uses: "avx512 (12x32)", "avx2 (6x16)" or "gonum".
-// The environment variable TUNE_CPU_GEMM=avx512|avx2|gonum forces a path (for tests and comparisons); a path
-// the processor cannot run is refused with a warning and the best available one is used.
+// The environment variable TUNE_CPU_GEMM=avx512|avx2|gonum (any case) forces a path (for tests and
+// comparisons); a path the processor cannot run, or an unknown value, is refused with a warning saying which
+// and the best available one is used.
 func GemmKernel() string {
 	if gemmPath == nil {
 		return "gonum"
@@ -55,9 +58,21 @@ func GemmKernel() string {
 	return fmt.Sprintf("%s (%dx%d)", gemmPath.name, gemmPath.mr, gemmPath.nr)
 }
 
-// selectGemmPath picks the path named by want ("" or "auto": the fastest the CPU supports).
+// gemmPathNames are the values TUNE_CPU_GEMM takes (any case).
+var gemmPathNames = []string{"auto", "avx512", "avx2", "gonum"}
+
+// selectGemmPath picks the path named by want ("" or "auto": the fastest the CPU supports), in any case.
 func selectGemmPath(want string) (*microKernel, error) {
 	avail := availableKernels() // fastest first
+	orig := want
+	want = strings.ToLower(strings.TrimSpace(want))
+	if want != "" && !slices.Contains(gemmPathNames, want) {
+		var best *microKernel
+		if len(avail) > 0 {
+			best = avail[0]
+		}
+		return best, fmt.Errorf("TUNE_CPU_GEMM=%q is not a GEMM path (auto, avx512, avx2 or gonum); using the fastest", orig)
+	}
 	switch want {
 	case "", "auto":
 		if len(avail) > 0 {
@@ -80,7 +95,7 @@ func selectGemmPath(want string) (*microKernel, error) {
 	if len(avail) > 0 {
 		best = avail[0]
 	}
-	return best, fmt.Errorf("TUNE_CPU_GEMM=%q is not available on this processor (available: %v); using the fastest", want, names)
+	return best, fmt.Errorf("TUNE_CPU_GEMM=%q is not available on this processor (available: %v); using the fastest", orig, names)
 }
 
 // packPool recycles packing buffers (A blocks per task, B blocks per call), so steady-state training steps do
