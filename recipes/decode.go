@@ -110,7 +110,7 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if _, ok := t.FieldByName("Path"); ok {
 			hint = fmt.Sprintf("; did you mean '%s.path'?", path)
 		}
-		d.add(d.position(path), path, "%s is a section of keys, not a value (got %q)%s", path, n.Value, hint)
+		d.add(d.position(path), path, "%s is a section of keys, not a value (got %q)%s", path, nodeText(n), hint)
 		return
 	}
 	fields := yamlFields(t)
@@ -565,4 +565,19 @@ func (d *decoder) applyOverride(root *yaml.Node, override string) {
 		}
 		cur = next
 	}
+}
+
+// nodeText is n as the recipe wrote it, for messages: a scalar's value, a list or mapping in flow style
+// ([1, 2]), whose Value is empty.
+func nodeText(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode {
+		return n.Value
+	}
+	c := *n
+	c.Style = yaml.FlowStyle
+	b, err := yaml.Marshal(&c)
+	if err != nil {
+		return n.Value
+	}
+	return strings.TrimSpace(string(b))
 }

@@ -224,6 +224,8 @@ func TestOverrides(t *testing.T) {
 			"override training.learning_rate=abc: training.learning_rate: abc is not a number (such as 2e-5)"},
 		{"a section given a value", []string{"model=../bert-base-uncased"}, nil,
 			"override model=../bert-base-uncased: model is a section of keys, not a value (got \"../bert-base-uncased\"); did you mean 'model.path'?"},
+		{"a section given a list", []string{"training=[1,2]"}, nil, // the list was printed as got ""
+			"override training=[1,2]: training is a section of keys, not a value (got \"[1, 2]\")"},
 		{"a value used as a section", []string{"device.id=1"}, nil, "override device.id=1: device takes a value, not a section of keys"},
 		{"a value of the recipe used as a section", []string{"training.learning_rate.x=1"}, nil, "override training.learning_rate.x=1: training.learning_rate.x: 'training.learning_rate' is a value, not a section"},
 		{"no equals sign", []string{"training.seed"}, nil, "override training.seed: an override must be key=value"},
