@@ -289,11 +289,15 @@ func (o *predictOptions) stdinFile() (string, func(), error) {
 }
 
 // nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.
-func (o *predictOptions) nonFiniteHint() string {
+func (o *predictOptions) nonFiniteHint() string { return nonFiniteHint(o.FP16, o.BF16) }
+
+// nonFiniteHint says what non-finite logits most likely mean under FP16 or BF16 autocast, or FP32 (neither):
+// predict's and eval's message.
+func nonFiniteHint(fp16, bf16 bool) string {
 	switch {
-	case o.FP16:
+	case fp16:
 		return "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither"
-	case o.BF16:
+	case bf16:
 		return "BF16 has FP32's range, so the model's weights are likely non-finite: check them with tune inspect, or try without --bf16"
 	}
 	return "the model's weights are likely non-finite (a diverged training run?): check them with tune inspect"
