@@ -167,6 +167,11 @@ func LoadAdapter(base Base, dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	// r from the headers first: an r the weights do not have (1e9 beside rank-8 weights) would size adapters
+	// for it, which Apply refuses as too large for memory instead of naming the mismatch.
+	if err := CheckWeightsRank(dir, cfg.R); err != nil {
+		return nil, err
+	}
 	m, err := Apply(base, cfg, 0)
 	if err != nil {
 		return nil, errctx.Wrapf(err, "lora: applying the adapter in %s", dir)
@@ -176,6 +181,45 @@ func LoadAdapter(base Base, dir string) (*Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// CheckWeightsRank compares r (adapter_config.json's) with the rank of the lora_A ([r, in]) and lora_B ([out, r])
+// tensors of dir/adapter_model.safetensors, read from its header alone: when they all have one rank and it is
+// not r, the error matches ErrRankMismatch and names both. Weights that cannot be read, or of several ranks,
+// are left to LoadAdapter's full match, which names what is wrong with them.
+func CheckWeightsRank(dir string, r int) error {
+	path := filepath.Join(dir, AdapterWeightsName)
+	ck, err := loaders.OpenCheckpoint(path)
+	if err != nil {
+		return nil
+	}
+	defer ck.Close()
+	rank, n := -1, 0
+	var names []string
+	for _, ti := range ck.Infos() {
+		k := -1
+		switch {
+		case strings.HasSuffix(ti.Name, ".lora_A.weight") && len(ti.Shape) == 2:
+			k = ti.Shape[0]
+		case strings.HasSuffix(ti.Name, ".lora_B.weight") && len(ti.Shape) == 2:
+			k = ti.Shape[1]
+		default:
+			continue
+		}
+		if rank >= 0 && k != rank {
+			return nil
+		}
+		rank, n = k, n+1
+		names = append(names, ti.Name)
+	}
+	if n == 0 || rank == r {
+		return nil
+	}
+	sort.Strings(names)
+	cfgPath := filepath.Join(dir, AdapterConfigName)
+	return rankError{fmt.Sprintf("lora: %s says r = %d but %s holds rank-%d lora_A/lora_B weights (%s): the config's r "+
+		"disagrees with the weights' rank; set \"r\": %d in %s, or use the adapter_config.json saved with these weights",
+		cfgPath, r, path, rank, firstFew(names, ", "), rank, cfgPath)}
 }
 
 // loadWeights copies dir/adapter_model.safetensors into the parameters the adapter trains (see LoadAdapter).

@@ -33,8 +33,16 @@ func TestCorruptAdapterConfig(t *testing.T) {
 
 // TestAdapterRankMismatchIsBadInput: an adapter_config.json whose r disagrees with the rank of the adapter's
 // weights is bad input (exit 2) in eval, predict and merge, like a broken adapter_config.json, and the message
-// says which r the weights have.
+// says which r the weights have; inspect shows it as a warning. An r of 1e9 beside rank-4 weights gets the same
+// message (tester4: merge said the adapters would need 8 TB of training memory, inspect said nothing): the
+// rank is compared from the header before any adapter is sized.
 func TestAdapterRankMismatchIsBadInput(t *testing.T) {
+	for _, scale := range []int{2, 250_000_000} {
+		t.Run(fmt.Sprintf("r×%d", scale), func(t *testing.T) { adapterRankMismatch(t, scale) })
+	}
+}
+
+func adapterRankMismatch(t *testing.T, scale int) {
 	model, adapter, _, _ := mergeFixture(t)
 	cfgPath := filepath.Join(adapter, "adapter_config.json")
 	b, err := os.ReadFile(cfgPath)
@@ -46,7 +54,7 @@ func TestAdapterRankMismatchIsBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := int(cfg["r"].(float64))
-	cfg["r"] = r * 2
+	cfg["r"] = r * scale
 	b, _ = json.Marshal(cfg)
 	os.WriteFile(cfgPath, b, 0o644)
 	dev := filepath.Join("..", "..", "recipes", "data", "tiny", "dev.tsv")
@@ -58,9 +66,13 @@ func TestAdapterRankMismatchIsBadInput(t *testing.T) {
 		{"merge", "--model", model, "--adapter", adapter, "--output", filepath.Join(t.TempDir(), "merged")},
 	} {
 		code, _, stderr := runTune(t, args...)
-		if code != exitUsage || !strings.Contains(stderr, fmt.Sprintf("says r = %d but", 2*r)) ||
+		if code != exitUsage || !strings.Contains(stderr, fmt.Sprintf("says r = %d but", scale*r)) ||
 			!strings.Contains(stderr, fmt.Sprintf(`set "r": %d in`, r)) {
 			t.Errorf("tune %s: exit %d (want %d), stderr %q", args[0], code, exitUsage, stderr)
 		}
+	}
+	code, stdout, stderr := runTune(t, "inspect", adapter)
+	if code != exitOK || !strings.Contains(stdout, fmt.Sprintf("warning: %s says r = %d but", cfgPath, scale*r)) {
+		t.Errorf("tune inspect: exit %d, stdout %q, stderr %q; want the mismatch as a warning", code, stdout, stderr)
 	}
 }

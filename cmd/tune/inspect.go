@@ -170,6 +170,9 @@ func inspectAdapter(w io.Writer, dir string) error {
 	fmt.Fprintf(tw, "modules_to_save:\t%s\n", saved)
 	fmt.Fprintf(tw, "bias:\t%s\n", cfg.Bias)
 	tw.Flush()
+	if err := lora.CheckWeightsRank(dir, cfg.R); err != nil { // what merge, eval and predict refuse
+		fmt.Fprintf(w, "warning: %s\n", strings.TrimPrefix(err.Error(), "lora: "))
+	}
 	configPath := filepath.Join(dir, loaders.ConfigName)
 	if _, err := os.Stat(configPath); err != nil {
 		return nil
