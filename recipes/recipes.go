@@ -58,9 +58,6 @@ type Recipe struct {
 	// the hub.NotCachedError.
 	hubIDs     map[string]string
 	hubMissing map[string]error
-	// embeddedAsWritten maps the input keys of an embedded recipe that were resolved against the unpacked copy
-	// of its data to the relative paths the recipe writes (model.path: data/tiny-chat); overrides are not in it.
-	embeddedAsWritten map[string]string
 }
 
 // Model says which model to train: exactly one of Path and Config is set.
@@ -363,20 +360,13 @@ func (r *Recipe) resolvePaths(dir string, fromArgs map[string]bool) {
 		if *p == "" || fromArgs[in.key] {
 			continue
 		}
-		outside := false
 		if clean := path.Clean(filepath.ToSlash(*p)); embedded && (filepath.IsAbs(*p) || clean == ".." || strings.HasPrefix(clean, "../")) {
 			if r.outside == nil {
 				r.outside = map[string]string{}
 			}
-			r.outside[in.key], outside = *p, true
+			r.outside[in.key] = *p
 		}
 		if !filepath.IsAbs(*p) {
-			if embedded && !outside {
-				if r.embeddedAsWritten == nil {
-					r.embeddedAsWritten = map[string]string{}
-				}
-				r.embeddedAsWritten[in.key] = *p
-			}
 			*p = filepath.Join(dir, *p)
 		}
 	}
@@ -434,26 +424,24 @@ func (r *Recipe) resolveHubIDs(written map[string]string) {
 // resolved in the Hugging Face cache, else "".
 func (r *Recipe) HubID(key string) string { return r.hubIDs[key] }
 
-// BaseModelNameOrPath is the name a LoRA run records as its adapter's base_model_name_or_path, the model the
-// user named, as PEFT records the name_or_path given to from_pretrained: the Hub id when model.path named one
-// (HubID); the model.path of an embedded recipe as the recipe writes it ("data/tiny-chat"), not the copy
-// tune unpacked into its cache, whose directory is no name the user gave and changes with every build's
-// data; otherwise model.path made absolute, so that the adapter names its base wherever it is used from.
-// tune merge compares --model with it (and with an older adapter's cache path) the same way.
+// BaseModelNameOrPath is the name a LoRA run records as its adapter's base_model_name_or_path, what PEFT's
+// from_pretrained needs to load the base: the Hub id when model.path named one (HubID), as PEFT records it;
+// otherwise model.path made absolute, so that the adapter names its base wherever it is used from. For an
+// embedded recipe that is the copy of its data tune unpacked into the user's cache
+// (<cache>/tune/recipes-<hash>/data/tiny-chat): the recipe's own "data/tiny-chat" would be resolved against
+// the working directory by PEFT and name nothing. tune merge compares --model with it, taking a path inside
+// the unpacked copy as the recipe writes it (EmbeddedDataPath), so merging onto the repository's copy of the
+// same model is not a mismatch.
 func (r *Recipe) BaseModelNameOrPath() (string, error) {
 	if id := r.HubID("model.path"); id != "" {
 		return id, nil
-	}
-	if p, ok := r.embeddedAsWritten["model.path"]; ok {
-		return filepath.ToSlash(filepath.Clean(p)), nil
 	}
 	return absPath(r.Model.Path)
 }
 
 // EmbeddedDataPath reports whether p lies in a copy of the embedded recipes' data that tune unpacked into the
 // user's cache (unpackEmbedded: <cache>/tune/recipes-<hash>/), and returns its path relative to that copy as
-// the embedded recipes write it ("data/tiny-chat"): what BaseModelNameOrPath records for such a model, for
-// comparing adapters written before it did.
+// the embedded recipes write it ("data/tiny-chat"), for comparing such an adapter's base with --model.
 func EmbeddedDataPath(p string) (string, bool) {
 	base, err := os.UserCacheDir()
 	if err != nil {

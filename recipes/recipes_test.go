@@ -317,7 +317,7 @@ func TestMarshalRoundTrip(t *testing.T) {
 			t.Fatalf("%s: the printed recipe does not decode: %v\n%s", name, err, out)
 		}
 		// Where the recipe and its paths came from is not printed.
-		back.Source, back.Warnings, back.outside, back.embeddedAsWritten = r.Source, r.Warnings, r.outside, r.embeddedAsWritten
+		back.Source, back.Warnings, back.outside = r.Source, r.Warnings, r.outside
 		if !reflect.DeepEqual(back, r) {
 			t.Errorf("%s: round trip differs:\n%+v\n%+v", name, back, r)
 		}
@@ -373,9 +373,10 @@ func TestEditDistance(t *testing.T) {
 	}
 }
 
-// TestBaseModelNameOrPath: what a LoRA run records as base_model_name_or_path is the model the user named: an
-// embedded recipe's model.path as the recipe writes it (not the unpacked cache copy it resolves to), a
-// model.path override or a recipe file's model.path made absolute.
+// TestBaseModelNameOrPath: what a LoRA run records as base_model_name_or_path is a path PEFT can load: an
+// embedded recipe's model.path as the absolute path of the copy tune unpacked into its cache (tester4: the
+// recipe's own "data/tiny-chat" named nothing from the working directory), a model.path override or a recipe
+// file's model.path made absolute.
 func TestBaseModelNameOrPath(t *testing.T) {
 	testutil.IsolateCache(t)
 	abs, err := filepath.Abs(filepath.Join("data", "tiny-chat"))
@@ -387,7 +388,7 @@ func TestBaseModelNameOrPath(t *testing.T) {
 		overrides []string
 		want      string
 	}{
-		{"tiny-chat", nil, "data/tiny-chat"},
+		{"tiny-chat", nil, ""}, // "": the unpacked copy, r.Model.Path
 		{"tiny-chat", []string{"model.path=" + filepath.Join("data", "tiny-chat")}, abs},
 		{"tiny-chat.yaml", nil, abs},
 	} {
@@ -396,6 +397,12 @@ func TestBaseModelNameOrPath(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := r.BaseModelNameOrPath()
+		if c.want == "" {
+			c.want = r.Model.Path
+			if st, serr := os.Stat(got); serr != nil || !st.IsDir() || !filepath.IsAbs(got) {
+				t.Errorf("%s: base_model_name_or_path %q is not an existing absolute directory (%v)", c.ref, got, serr)
+			}
+		}
 		if err != nil || got != c.want {
 			t.Errorf("%s %v: %q, %v; want %q", c.ref, c.overrides, got, err, c.want)
 		}

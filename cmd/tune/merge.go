@@ -49,7 +49,8 @@ and tune load with no missing or unexpected tensor.
 --model and --adapter also take Hub ids of models in the Hugging Face cache (see tune download), at --revision.
 --model should be the base the adapter was trained on: merge warns when the adapter's
 base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
-there). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
+there, for an embedded recipe the copy of its data tune unpacked into the user's cache, which PEFT can load;
+merging onto another copy of that model, such as the repository's recipes/data/tiny-chat, is no mismatch). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
 number from the adapter's classifier when it saved one. The merge runs on the CPU in FP32 (one small matrix
 product per adapted module). --model and --adapter are only read. merge never overwrites: --output must be a
 new or an empty directory; the checkpoint is written into a temporary directory beside it and renamed into
@@ -179,15 +180,15 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 // A relative base is tried against the working directory and the adapter directory (and its parent, for a
 // checkpoint-N inside a run); when it names no existing directory (a Hub id, an embedded recipe's model.path
 // as written, data/tiny-chat, or a path from another machine) the last path elements are compared. A path
-// inside tune's unpacked copy of the embedded recipes (what such runs recorded before) is taken as the
-// recipe writes it (recipes.EmbeddedDataPath). An empty base (null) is not checked.
+// inside tune's unpacked copy of the embedded recipes (what such runs record) is taken as the recipe writes
+// it (recipes.EmbeddedDataPath). An empty base (null) is not checked.
 func baseMismatch(base, model, adapter string) string {
 	if base == "" {
 		return ""
 	}
 	if rel, ok := recipes.EmbeddedDataPath(base); ok {
-		// An adapter from an embedded recipe written before tune recorded the recipe's model.path as written
-		// names the copy tune unpacked into its cache; compare what the recipe wrote, as a recipe records now.
+		// An adapter from an embedded recipe names the copy tune unpacked into its cache; compare what the
+		// recipe wrote, so that another copy of the same model (the repository's) is no mismatch.
 		base = rel
 	}
 	mst, err := os.Stat(model)
