@@ -48,9 +48,15 @@ func (e *Error) Error() string { return fmt.Sprintf("chat template %s: %s", e.So
 // Compile compiles a template; source names it in errors (a file path). special holds the special tokens
 // the template sees (bos_token, eos_token, ...); empty values are left undefined.
 func Compile(src, source string, special map[string]string) (*Template, error) {
+	if d := nesting(src); d > MaxNesting {
+		return nil, fmt.Errorf("chat template %s nests brackets %d deep, more than tune's limit of %d", source, d, MaxNesting)
+	}
 	t, err := jinja.Compile(rewriteIndentedTojson(src))
 	if err != nil {
 		return nil, fmt.Errorf("chat template %s does not compile: %v", source, err)
+	}
+	if err := instrument(t); err != nil {
+		return nil, fmt.Errorf("chat template %s: cannot apply tune's rendering limits: %v", source, err)
 	}
 	sp := map[string]string{}
 	for k, v := range special {
@@ -118,6 +124,10 @@ func (t *Template) Render(messages []jinja.Value, opts Options) (string, error) 
 		data[k] = jinja.NewString(v)
 	}
 	for k, v := range opts.Kwargs {
+		data[k] = v
+	}
+	g := &guard{source: t.source, outputLimit: MaxOutput, limit: MaxOutput}
+	for k, v := range g.globals() {
 		data[k] = v
 	}
 	out, err := t.tmpl.RenderValues(data)

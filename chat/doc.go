@@ -17,6 +17,10 @@
 // with Python's separators. Messages and tools decoded from JSON keep their key order (ParseJSON), so
 // tojson writes them as Python's json.dumps does.
 //
+// The engine has no sandbox, so Compile instruments the compiled template (patch.go) to stay within the
+// limits of limits.go (MaxRange, MaxDepth, MaxLoopIterations, MaxOutput, MaxBuilt, MaxNesting), as
+// transformers renders in jinja2's sandbox; a template past one fails with an Error.
+//
 // A template that calls raise_exception fails with an error holding its message (Error), which callers
 // report with the file and line of the conversation.
 package chat

@@ -1,0 +1,277 @@
+package chat
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// Limits of one rendering, in the spirit of transformers' sandbox (transformers/utils/chat_template_utils.py
+// renders in jinja2.sandbox.ImmutableSandboxedEnvironment, whose range() refuses more than MAX_RANGE =
+// 100000 items, and Python's recursion limit stops a runaway macro). A template that passes one fails with
+// an Error naming the template's file and the limit.
+const (
+	// MaxRange is the most items range() makes (jinja2.sandbox.MAX_RANGE).
+	MaxRange = 100_000
+	// MaxDepth is the deepest chain of macro calls.
+	MaxDepth = 500
+	// MaxLoopIterations is the most for-loop iterations one rendering runs, all loops together.
+	MaxLoopIterations = 10_000_000
+	// MaxOutput is the most bytes one rendering writes (text written inside macros and set blocks counts
+	// too) and the longest string an operator or filter may build.
+	MaxOutput = 16 << 20
+	// MaxBuilt is the most bytes that *, +, ~ and the guarded filters may build in one rendering.
+	MaxBuilt = 1 << 30
+)
+
+// guard is the state of one rendering.
+type guard struct {
+	source             string
+	out, built         int64
+	ticks, depth       int
+	stack              []jinja.Value
+	outputLimit, limit int64 // MaxOutput unless a test lowers them
+}
+
+func (g *guard) fail(format string, args ...any) error {
+	return &Error{g.source, fmt.Sprintf(format, args...) + ": a limit tune sets on chat templates, as transformers' sandboxed rendering does"}
+}
+
+// globals returns the guard functions and the bounded range() the instrumented tree calls.
+func (g *guard) globals() map[string]jinja.Value {
+	fn := func(name string, f func([]jinja.Value) (jinja.Value, error)) jinja.Value {
+		return jinja.NewCallable(name, func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) { return f(args) })
+	}
+	empty := jinja.NewString("")
+	return map[string]jinja.Value{
+		"range": jinja.NewCallable("range", g.rangeFn),
+		guardOut: fn(guardOut, func(a []jinja.Value) (jinja.Value, error) {
+			g.out += int64(size(a[0]))
+			if g.out > g.outputLimit {
+				return jinja.Undefined(), g.fail("the rendered text passes %d bytes", g.outputLimit)
+			}
+			return a[0], nil
+		}),
+		guardTick: fn(guardTick, func([]jinja.Value) (jinja.Value, error) {
+			if g.ticks++; g.ticks > MaxLoopIterations {
+				return jinja.Undefined(), g.fail("the for-loops run more than %d iterations", MaxLoopIterations)
+			}
+			return empty, nil
+		}),
+		guardEnter: fn(guardEnter, func([]jinja.Value) (jinja.Value, error) {
+			if g.depth++; g.depth > MaxDepth {
+				return jinja.Undefined(), g.fail("macro calls nest deeper than %d (a macro that calls itself without end?)", MaxDepth)
+			}
+			return empty, nil
+		}),
+		guardLeave: fn(guardLeave, func([]jinja.Value) (jinja.Value, error) { g.depth--; return empty, nil }),
+		guardPush: fn(guardPush, func(a []jinja.Value) (jinja.Value, error) {
+			g.stack = append(g.stack, a[0])
+			return a[0], nil
+		}),
+		guardCheck: fn(guardCheck, g.check),
+	}
+}
+
+// rangeFn is Python's range, refusing more than MaxRange items as jinja2's sandbox does.
+func (g *guard) rangeFn(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	var start, stop, step int64 = 0, 0, 1
+	for _, a := range args {
+		if !a.IsInt() {
+			return jinja.Undefined(), g.fail("range() takes integers, got %s", a.String())
+		}
+	}
+	switch len(args) {
+	case 1:
+		stop = args[0].AsInt()
+	case 2, 3:
+		start, stop = args[0].AsInt(), args[1].AsInt()
+		if len(args) == 3 {
+			step = args[2].AsInt()
+		}
+	default:
+		return jinja.Undefined(), g.fail("range() takes 1 to 3 arguments, got %d", len(args))
+	}
+	if step == 0 {
+		return jinja.Undefined(), g.fail("range() step must not be zero")
+	}
+	var n int64
+	if step > 0 && stop > start {
+		n = (stop - start + step - 1) / step
+	} else if step < 0 && start > stop {
+		n = (start - stop - step - 1) / -step
+	}
+	if n > MaxRange || n < 0 {
+		return jinja.Undefined(), g.fail("range() of more than %d items", MaxRange)
+	}
+	items := make([]jinja.Value, n)
+	for i := range items {
+		items[i] = jinja.NewInt(start + int64(i)*step)
+	}
+	return jinja.NewList(items), nil
+}
+
+// check sees the operands of a guarded operator, filter or method (the last as its argument, the others on
+// the stack) and refuses one whose result would pass MaxOutput or push the rendering past MaxBuilt. It
+// returns the last operand unchanged.
+func (g *guard) check(a []jinja.Value) (jinja.Value, error) {
+	op, npos, names, last := a[0].AsString(), int(a[1].AsInt()), a[2].AsList().Items, a[3]
+	n := 1 + npos + len(names) // operands in all: subject (or left), positional, keyword
+	if op == "*" || op == "+" || op == "~" {
+		n = 2
+	}
+	if len(g.stack) < n-1 {
+		return jinja.Undefined(), g.fail("internal: guard stack underflow at %s", op)
+	}
+	ops := append(append([]jinja.Value(nil), g.stack[len(g.stack)-(n-1):]...), last)
+	g.stack = g.stack[:len(g.stack)-(n-1)]
+	kw := map[string]jinja.Value{}
+	for i, k := range names {
+		kw[k.AsString()] = ops[1+npos+i]
+	}
+	pos := ops[1 : 1+min(npos, len(ops)-1)]
+	arg := func(i int, key string) (jinja.Value, bool) {
+		if v, ok := kw[key]; ok {
+			return v, true
+		}
+		if i < len(pos) {
+			return pos[i], true
+		}
+		return jinja.Undefined(), false
+	}
+	subject := ops[0]
+	var want int64 // the result's size, at most
+	switch strings.TrimPrefix(op, ".") {
+	case "*":
+		if subject.IsString() && last.IsInt() {
+			want = int64(len(subject.AsString())) * max(last.AsInt(), 0)
+			if last.AsInt() > 0 && want/last.AsInt() != int64(len(subject.AsString())) {
+				want = 1 << 62
+			}
+		}
+	case "+", "~":
+		if op == "~" || subject.IsString() || last.IsString() || (subject.IsList() && last.IsList()) {
+			want = int64(size(subject) + size(last))
+		}
+	case "indent":
+		w := int64(4)
+		if v, ok := arg(0, "width"); ok {
+			w = toInt(v)
+		}
+		s := size(subject)
+		want = int64(s) + max(w, 0)*int64(strings.Count(str(subject), "\n")+1)
+		if w < 0 || w > MaxOutput {
+			want = 1 << 62
+		}
+	case "center":
+		w, _ := arg(0, "width")
+		want = int64(size(subject)) + max(toInt(w), 0)
+	case "replace":
+		old, _ := arg(0, "old")
+		nw, _ := arg(1, "new")
+		s, o := str(subject), str(old)
+		var count int64
+		if o == "" {
+			count = int64(utf8.RuneCountInString(s) + 1)
+		} else {
+			count = int64(strings.Count(s, o))
+		}
+		want = int64(len(s)) + count*int64(len(str(nw)))
+	case "join":
+		if subject.IsList() {
+			sep, _ := arg(0, "d")
+			items := subject.AsList().Items
+			for _, it := range items {
+				want += int64(size(it))
+			}
+			want += int64(max(len(items)-1, 0)) * int64(len(str(sep)))
+		}
+	case "list":
+		if subject.IsString() {
+			want = int64(utf8.RuneCountInString(subject.AsString())) * 32 // a list item per character
+		}
+	case "format":
+		want = int64(size(subject))
+		for _, v := range ops[1:] {
+			want += int64(size(v)) * int64(strings.Count(str(subject), "%")+strings.Count(str(subject), "{")+1)
+		}
+	}
+	if want > g.limit {
+		return jinja.Undefined(), g.fail("%s would build a string of %d bytes, more than the limit of %d", describe(op), want, g.limit)
+	}
+	if g.built += want; g.built > MaxBuilt {
+		return jinja.Undefined(), g.fail("the operators and filters build more than %d bytes in all", MaxBuilt)
+	}
+	return last, nil
+}
+
+func describe(op string) string {
+	switch op {
+	case "*", "+", "~":
+		return "the operator " + op
+	}
+	if strings.HasPrefix(op, ".") {
+		return op[1:] + "()"
+	}
+	return "the filter " + op
+}
+
+// size is the length of v as the engine prints it (an upper bound for None).
+func size(v jinja.Value) int {
+	if v.IsString() {
+		return len(v.AsString())
+	}
+	if v.IsList() {
+		n := 2
+		for _, it := range v.AsList().Items {
+			n += size(it) + 4
+		}
+		return n
+	}
+	if v.IsDict() {
+		return len(v.String())
+	}
+	return len(v.String())
+}
+
+func str(v jinja.Value) string {
+	if v.IsString() {
+		return v.AsString()
+	}
+	if v.IsUndefined() || v.IsNone() {
+		return ""
+	}
+	return v.String()
+}
+
+func toInt(v jinja.Value) int64 {
+	switch {
+	case v.IsInt():
+		return v.AsInt()
+	case v.IsFloat():
+		return int64(v.AsFloat())
+	}
+	return 0
+}
+
+// MaxNesting is the deepest nesting of brackets ((, [, {) a template's source may have: the engine parses
+// by recursive descent, and a deep enough nesting would overflow Go's stack.
+const MaxNesting = 200
+
+// nesting returns the deepest bracket nesting of src.
+func nesting(src string) int {
+	d, most := 0, 0
+	for i := 0; i < len(src); i++ {
+		switch src[i] {
+		case '(', '[', '{':
+			if d++; d > most {
+				most = d
+			}
+		case ')', ']', '}':
+			d = max(d-1, 0)
+		}
+	}
+	return most
+}

@@ -1,0 +1,278 @@
+package chat
+
+import (
+	"fmt"
+	"reflect"
+	"unsafe"
+
+	"github.com/ardanlabs/jinja"
+)
+
+// The engine (github.com/ardanlabs/jinja v1.8.0) has no sandbox: range() materialises its whole list, macros
+// recurse until Go's stack limit (a fatal error, not a panic), "x" * n allocates n bytes at once, and nothing
+// bounds the rendered text. It offers no hooks either, so instrument rewrites the compiled syntax tree once,
+// at Compile, to call the guard functions of limits.go at every point where a template can spend memory or
+// time without bound:
+//
+//   - text and {{ }} output pass through guardOut, which counts the bytes written;
+//   - every for-loop body starts with guardTick, which counts iterations;
+//   - every macro body is bracketed by guardEnter/guardLeave, which track the call depth;
+//   - the operands of *, + and ~, and the operands of the filters and string methods whose result can be
+//     much larger than their input (indent, replace, join, center, list, format), go through guardPush, and
+//     the last one through a check that sees them all before the operation runs.
+//
+// The values pass through unchanged, so a template that stays within the limits renders exactly as before.
+// The tree's types are unexported, so the rewrite goes through reflect and unsafe; patch_test.go pins the
+// shapes it relies on, and a tree it does not recognise makes Compile fail (never a silent, unguarded
+// template).
+
+// Names of the guard functions in the template's globals; templates cannot spell a name starting with
+// "__tune" by accident.
+const (
+	guardOut   = "__tune_out"
+	guardTick  = "__tune_tick"
+	guardEnter = "__tune_enter"
+	guardLeave = "__tune_leave"
+	guardPush  = "__tune_push"
+	guardCheck = "__tune_check"
+)
+
+// guardedFilters are the filters and string methods whose result is checked before they run.
+var guardedFilters = map[string]bool{"indent": true, "replace": true, "join": true, "center": true, "list": true, "format": true}
+
+// patcher builds tree nodes of the engine's unexported types from prototypes taken out of a compiled
+// template.
+type patcher struct {
+	outputNode, callExpr, nameExpr, litExpr, listExpr reflect.Type
+	err                                               error
+}
+
+// settable returns v (a field reached through unexported fields) as a settable value.
+func settable(v reflect.Value) reflect.Value {
+	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+}
+
+func field(ptr reflect.Value, name string) reflect.Value {
+	f := ptr.Elem().FieldByName(name)
+	if !f.IsValid() {
+		panic(fmt.Sprintf("chat: the template engine has no field %s.%s", ptr.Elem().Type().Name(), name))
+	}
+	return settable(f)
+}
+
+func newPatcher() (p *patcher, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	proto, err := jinja.Compile(`{{ f(x, 1, [2]) }}`)
+	if err != nil {
+		return nil, err
+	}
+	nodes := field(reflect.ValueOf(proto), "nodes")
+	out := nodes.Index(0).Elem()
+	call := field(out, "expression").Elem()
+	args := field(call, "args")
+	p = &patcher{outputNode: out.Type().Elem(), callExpr: call.Type().Elem(), nameExpr: field(call, "fn").Elem().Type().Elem(),
+		litExpr: args.Index(1).Elem().Type().Elem(), listExpr: args.Index(2).Elem().Type().Elem()}
+	return p, nil
+}
+
+// call makes the expression fn(args...).
+func (p *patcher) call(fn string, args ...reflect.Value) reflect.Value {
+	name := reflect.New(p.nameExpr)
+	field(name, "name").SetString(fn)
+	c := reflect.New(p.callExpr)
+	fv := field(c, "fn")
+	fv.Set(name.Convert(fv.Type()))
+	av := field(c, "args")
+	list := reflect.MakeSlice(av.Type(), len(args), len(args))
+	for i, a := range args {
+		list.Index(i).Set(a.Convert(av.Type().Elem()))
+	}
+	av.Set(list)
+	return c
+}
+
+func (p *patcher) lit(v jinja.Value) reflect.Value {
+	l := reflect.New(p.litExpr)
+	field(l, "val").Set(reflect.ValueOf(v))
+	return l
+}
+
+func (p *patcher) strList(ss []string) reflect.Value {
+	l := reflect.New(p.listExpr)
+	items := field(l, "items")
+	list := reflect.MakeSlice(items.Type(), len(ss), len(ss))
+	for i, s := range ss {
+		list.Index(i).Set(p.lit(jinja.NewString(s)).Convert(items.Type().Elem()))
+	}
+	items.Set(list)
+	return l
+}
+
+// output makes the node {{ e }}.
+func (p *patcher) output(e reflect.Value) reflect.Value {
+	o := reflect.New(p.outputNode)
+	ev := field(o, "expression")
+	ev.Set(e.Convert(ev.Type()))
+	return o
+}
+
+// instrument rewrites t's tree in place (see the comment at the top of this file).
+func instrument(t *jinja.Template) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	p, err := newPatcher()
+	if err != nil {
+		return err
+	}
+	p.visitNodes(field(reflect.ValueOf(t), "nodes"))
+	return p.err
+}
+
+// visitNodes rewrites a []node in place.
+func (p *patcher) visitNodes(nodes reflect.Value) {
+	for i := 0; i < nodes.Len(); i++ {
+		slot := nodes.Index(i)
+		if r := p.visit(slot.Elem()); r.IsValid() {
+			slot.Set(r.Convert(slot.Type()))
+		}
+	}
+}
+
+// prepend puts the node {{ fn() }} in front of a []node (and, with appendToo, at its end too: closing).
+func (p *patcher) bracket(nodes reflect.Value, first, last string) {
+	n := nodes.Len()
+	extra := 1
+	if last != "" {
+		extra = 2
+	}
+	list := reflect.MakeSlice(nodes.Type(), n+extra, n+extra)
+	list.Index(0).Set(p.output(p.call(first)).Convert(nodes.Type().Elem()))
+	reflect.Copy(list.Slice(1, n+1), nodes)
+	if last != "" {
+		list.Index(n + 1).Set(p.output(p.call(last)).Convert(nodes.Type().Elem()))
+	}
+	nodes.Set(list)
+}
+
+// visitExpr rewrites the expression held in slot (an interface-typed field or slice element) in place.
+func (p *patcher) visitExpr(slot reflect.Value) {
+	if slot.IsNil() {
+		return
+	}
+	if r := p.visit(slot.Elem()); r.IsValid() {
+		slot.Set(r.Convert(slot.Type()))
+	}
+}
+
+// guardOperands routes a sequence of operand slots, evaluated in this order, through guardPush, and the
+// last through guardCheck(op, npos, kwnames, last).
+func (p *patcher) guardOperands(op string, slots []reflect.Value, npos int, kwnames []string) {
+	if len(slots) == 0 {
+		return
+	}
+	for _, s := range slots[:len(slots)-1] {
+		s.Set(p.call(guardPush, s.Elem()).Convert(s.Type()))
+	}
+	s := slots[len(slots)-1]
+	s.Set(p.call(guardCheck, p.lit(jinja.NewString(op)), p.lit(jinja.NewInt(int64(npos))), p.strList(kwnames), s.Elem()).Convert(s.Type()))
+}
+
+// visit walks the node or expression ptr (a pointer to one of the engine's structs) and returns its
+// replacement, or an invalid Value to keep it.
+func (p *patcher) visit(ptr reflect.Value) reflect.Value {
+	if ptr.Kind() != reflect.Pointer || ptr.IsNil() {
+		return reflect.Value{}
+	}
+	typ := ptr.Elem().Type().Name()
+	// Children first, generically: every field that holds nodes or expressions.
+	st := ptr.Elem()
+	for i := 0; i < st.NumField(); i++ {
+		p.visitField(settable(st.Field(i)))
+	}
+	switch typ {
+	case "textNode":
+		return p.output(p.call(guardOut, p.lit(jinja.NewString(field(ptr, "text").String()))))
+	case "outputNode":
+		e := field(ptr, "expression")
+		e.Set(p.call(guardOut, e.Elem()).Convert(e.Type()))
+	case "forNode":
+		p.bracket(field(ptr, "body"), guardTick, "")
+	case "macroNode":
+		p.bracket(field(ptr, "body"), guardEnter, guardLeave)
+	case "binExpr":
+		switch op := field(ptr, "op").String(); op {
+		case "*", "+", "~":
+			p.guardOperands(op, []reflect.Value{field(ptr, "left"), field(ptr, "right")}, 1, nil)
+		}
+	case "filterExpr":
+		if name := field(ptr, "name").String(); guardedFilters[name] {
+			p.guardCall(name, field(ptr, "expr"), field(ptr, "args"), field(ptr, "kwargs"))
+		}
+	case "callExpr":
+		fn := field(ptr, "fn")
+		if fn.Elem().Elem().Type().Name() == "attrExpr" {
+			if m := field(fn.Elem(), "attr").String(); m == "replace" || m == "format" || m == "center" {
+				p.guardCall("."+m, field(fn.Elem(), "obj"), field(ptr, "args"), field(ptr, "kwargs"))
+			}
+		}
+	}
+	return reflect.Value{}
+}
+
+// guardCall guards a filter or method call: the subject, then the positional arguments, then the keyword
+// arguments, in the order the engine evaluates them.
+func (p *patcher) guardCall(name string, subject, args, kwargs reflect.Value) {
+	slots := []reflect.Value{subject}
+	for i := 0; i < args.Len(); i++ {
+		slots = append(slots, args.Index(i))
+	}
+	var names []string
+	for i := 0; i < kwargs.Len(); i++ {
+		kw := kwargs.Index(i)
+		names = append(names, settable(kw.FieldByName("name")).String())
+		slots = append(slots, settable(kw.FieldByName("value")))
+	}
+	p.guardOperands(name, slots, args.Len(), names)
+}
+
+// visitField descends into a struct field: a node or expression, a slice of them, or a struct holding them
+// (branches, parameters, keyword arguments, dict pairs).
+func (p *patcher) visitField(f reflect.Value) {
+	switch f.Kind() {
+	case reflect.Interface:
+		if f.IsNil() {
+			return
+		}
+		if _, ok := f.Elem().Interface().(jinja.Value); ok {
+			return
+		}
+		p.visitExpr(f)
+	case reflect.Slice:
+		if f.Type().Elem().Kind() == reflect.String {
+			return
+		}
+		if f.Type().Elem().Kind() == reflect.Interface {
+			for i := 0; i < f.Len(); i++ {
+				p.visitExpr(f.Index(i))
+			}
+			return
+		}
+		for i := 0; i < f.Len(); i++ {
+			p.visitField(f.Index(i))
+		}
+	case reflect.Struct:
+		if f.Type() == reflect.TypeOf(jinja.Value{}) {
+			return
+		}
+		for i := 0; i < f.NumField(); i++ {
+			p.visitField(settable(f.Field(i)))
+		}
+	}
+}
