@@ -74,6 +74,8 @@ func (r *Recipe) validate(d *decoder) error {
 		if r.Data.MaxLength > m.Config.MaxPositionEmbeddings && m.Config.MaxPositionEmbeddings > 0 {
 			bad("data.max_length", "%d exceeds model.config.max_position_embeddings %d", r.Data.MaxLength,
 				m.Config.MaxPositionEmbeddings)
+		} else if msg := r.padBeyond(m.Config.MaxPositionEmbeddings, "model.config.max_position_embeddings"); msg != "" {
+			bad("data.pad_to_multiple_of", "%s", msg)
 		}
 	}
 	modelOK := len(d.problems) == before // the LoRA checks build the model's skeleton from it
@@ -192,6 +194,22 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 	if dt.PadToMultipleOf < 0 {
 		bad("data.pad_to_multiple_of", "must be ≥ 0 (got %d)", dt.PadToMultipleOf)
 	}
+}
+
+// padBeyond returns the problem when data.pad_to_multiple_of rounds a batch of data.max_length tokens up past
+// positions (the model's max_position_embeddings, named by what): the collator pads every batch to a multiple of
+// it, as transformers' DataCollatorWithPadding does, so the first batch would fail in the position embedding
+// (pad_to_multiple_of 1000 beside 64 positions). "" when it fits, or when either is not set.
+func (r *Recipe) padBeyond(positions int, what string) string {
+	m, n := r.Data.PadToMultipleOf, r.Data.MaxLength
+	if m <= 1 || n <= 0 || positions <= 0 {
+		return ""
+	}
+	if padded := (n + m - 1) / m * m; padded > positions {
+		return fmt.Sprintf("%d pads a batch of data.max_length %d tokens to %d, beyond %s %d: batches are padded to a "+
+			"multiple of it; use one that keeps %d within %d (8 suits Tensor Cores), or 0", m, n, padded, what, positions, n, positions)
+	}
+	return ""
 }
 
 // validateBestMetric checks training.metric_for_best_model against the metrics the evaluation reports
@@ -332,6 +350,11 @@ func (r *Recipe) CheckFiles() error {
 			bad("data.max_length", "%d exceeds the model's max_position_embeddings %d (%s, model.path): sequences "+
 				"longer than that have no position embedding; set data.max_length=%d or less",
 				r.Data.MaxLength, hf.MaxPositionEmbeddings, filepath.Join(r.Model.Path, loaders.ConfigName), hf.MaxPositionEmbeddings)
+		} else if err == nil {
+			if msg := r.padBeyond(hf.MaxPositionEmbeddings, "the model's max_position_embeddings ("+
+				filepath.Join(r.Model.Path, loaders.ConfigName)+")"); msg != "" {
+				bad("data.pad_to_multiple_of", "%s", msg)
+			}
 		}
 	}
 	tok := ""

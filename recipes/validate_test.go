@@ -138,3 +138,32 @@ func TestModelSizes(t *testing.T) {
 		}
 	})
 }
+
+// TestPadToMultipleOfWithinPositions (tester4): data.pad_to_multiple_of was not checked against the positions
+// the model has, so `tune validate tiny data.pad_to_multiple_of=1000` passed and finetune failed at step 1
+// ("sequence length 1000 exceeds max_position_embeddings 64; truncate ..."). A multiple that pads a batch of
+// data.max_length tokens past max_position_embeddings (model.config's, or config.json's for model.path) is
+// refused naming the key; one that fits is not.
+func TestPadToMultipleOfWithinPositions(t *testing.T) {
+	_, err := Load("tiny", []string{"data.pad_to_multiple_of=1000"})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(),
+		"data.pad_to_multiple_of: 1000 pads a batch of data.max_length 64 tokens to 1000, beyond model.config.max_position_embeddings 64") {
+		t.Errorf("tiny, 1000: %v", err)
+	}
+	for _, ok := range []string{"0", "1", "8", "64"} {
+		if _, err := Load("tiny", []string{"data.pad_to_multiple_of=" + ok}); err != nil {
+			t.Errorf("tiny, %s: %v", ok, err)
+		}
+	}
+	dir := t.TempDir()
+	writeTSV(t, dir, "train.tsv", "1", "0")
+	r := labelRecipe(t, dir, "lora:\n  r: 2\n") // model.path: a checkpoint with 32 positions
+	r.Data.MaxLength, r.Data.PadToMultipleOf = 20, 40
+	if err := r.CheckFiles(); err == nil || !strings.Contains(err.Error(), "40 pads a batch of data.max_length 20 tokens to 40, beyond the model's max_position_embeddings") {
+		t.Errorf("model.path, 40: %v", err)
+	}
+	r.Data.PadToMultipleOf = 16
+	if err := r.CheckFiles(); err != nil {
+		t.Errorf("model.path, 16: %v", err)
+	}
+}
