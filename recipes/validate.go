@@ -94,6 +94,10 @@ func (r *Recipe) validate(d *decoder) error {
 	} else if r.LoRA != nil {
 		if err := r.LoRA.Validate(); err != nil {
 			addFieldErrors(err, "lora.", bad)
+		} else if want, what, known := r.loraTaskType(); known && r.LoRA.TaskType != "" && r.LoRA.TaskType != want {
+			// PEFT's AutoPeftModel builds the wrapper that adapter_config.json's task_type names (a causal-LM
+			// wrapper around a classifier, modules_to_save null): the adapter would load as another model.
+			bad("lora.task_type", "%s does not fit %s, whose adapters PEFT loads with task_type %s: set task_type: %s", r.LoRA.TaskType, what, want, want)
 		} else if modelOK {
 			r.checkTargets(bad)
 			r.checkRank(bad)
@@ -194,6 +198,20 @@ func (r *Recipe) validateData(bad func(key, format string, a ...any)) {
 	if dt.PadToMultipleOf < 0 {
 		bad("data.pad_to_multiple_of", "must be ≥ 0 (got %d)", dt.PadToMultipleOf)
 	}
+}
+
+// loraTaskType returns PEFT's task_type for the recipe's model and what the model is, for messages; known is
+// false when model.path's config.json cannot tell (not there yet: CheckFiles reports it).
+func (r *Recipe) loraTaskType() (want, what string, known bool) {
+	if r.Model.Path != "" {
+		if _, err := transformer.Lookup(r.Model.Path); err != nil {
+			return "", "", false
+		}
+	}
+	if r.IsCausalLM() {
+		return "CAUSAL_LM", "a causal language model", true
+	}
+	return lora.TaskSeqCls, "a BERT sequence classifier", true
 }
 
 // padBeyond returns the problem when data.pad_to_multiple_of rounds a batch of data.max_length tokens up past

@@ -167,3 +167,24 @@ func TestPadToMultipleOfWithinPositions(t *testing.T) {
 		t.Errorf("model.path, 16: %v", err)
 	}
 }
+
+// TestLoRATaskTypeFitsTheModel (tester4): lora.task_type CAUSAL_LM on a BERT sequence classifier was accepted and
+// written to adapter_config.json (modules_to_save null), so PEFT's AutoPeftModel would build a causal-LM wrapper
+// around a classifier. A task_type that does not fit the recipe's model is refused naming the one that does.
+func TestLoRATaskTypeFitsTheModel(t *testing.T) {
+	dir := t.TempDir()
+	writeTSV(t, dir, "train.tsv", "1", "0")
+	_, err := Decode([]byte(labelRecipeText(t, dir, "lora:\n  r: 2\n  task_type: CAUSAL_LM\n")), filepath.Join(dir, "r.yaml"), dir, nil)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lora.task_type: CAUSAL_LM does not fit a BERT sequence classifier, whose adapters PEFT loads with task_type SEQ_CLS") {
+		t.Errorf("CAUSAL_LM on BERT: %v", err)
+	}
+	_, err = Load("tiny-chat", []string{"lora.r=8", "lora.task_type=SEQ_CLS", "training.output_dir=" + t.TempDir()})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lora.task_type: SEQ_CLS does not fit a causal language model") {
+		t.Errorf("SEQ_CLS on a causal LM: %v", err)
+	}
+	for _, ok := range [][]string{{"lora.r=8", "lora.task_type=CAUSAL_LM"}, {"lora.r=8"}} {
+		if _, err := Load("tiny-chat", append(ok, "training.output_dir="+t.TempDir())); err != nil {
+			t.Errorf("%v: %v", ok, err)
+		}
+	}
+}
