@@ -53,9 +53,22 @@ __device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
 	return r;
 }
 
-// st4h is st4 with BF16 stores packed by bf16x2_rn (dt is a constant in the BF16 instantiations).
+// f16x2_rn packs f32_to_f16(lo) | f32_to_f16(hi) << 16 with one hardware conversion (cvt.rn.f16x2.f32,
+// sm_80+: round to nearest even, overflow and Inf to Inf — what f32_to_f16's hardware path gives one value at a
+// time); a NaN takes f32_to_f16's payload rule (TestF16PackMatchesHost checks it against tensor.F32ToF16).
+__device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
+	if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
+	return r;
+}
+
+// st4h is st4 with BF16 and F16 stores packed by bf16x2_rn and f16x2_rn (dt is a constant in the half
+// instantiations).
 __device__ __forceinline__ void st4h(void *p, int dt, i64 i, F4 r) {
 	if (dt == DT_BF16) *(uint2 *)((u16 *)p + i) = make_uint2(bf16x2_rn(r.v[0], r.v[1]), bf16x2_rn(r.v[2], r.v[3]));
+	else if (dt == DT_F16) *(uint2 *)((u16 *)p + i) = make_uint2(f16x2_rn(r.v[0], r.v[1]), f16x2_rn(r.v[2], r.v[3]));
 	else st4(p, dt, i, r);
 }
 

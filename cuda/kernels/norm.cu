@@ -470,6 +470,15 @@ __device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
 	return r;
 }
 
+// f16x2_rn is elementwise.cu's (see there): f32_to_f16(lo) | f32_to_f16(hi) << 16 in one hardware conversion.
+__device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
+	if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
+	return r;
+}
+
 // gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) on
 // colsum_partial's layout, adding the stored (rounded) dx into partial[k][c] as mode 0 would: grid
 // (ceil(C/64), chunks), vec=1 when C is even and every tensor is aligned for two-element accesses. A
@@ -499,7 +508,7 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 					unq2(qx[u], dtx, v);
 					unq2(qd[u], dtd, d);
 					i64 base = (r + 8 * u) * C + c0;
-					if (dtdx == DT_BF16 && (out == nullptr || dto == DT_BF16)) { // one packed rounding per pair
+					if ((dtdx == DT_BF16 || dtdx == DT_F16) && (out == nullptr || dto == dtdx)) { // one packed rounding per pair
 						float e[2];
 #pragma unroll
 						for (int j = 0; j < 2; j++) {
@@ -507,10 +516,10 @@ __device__ __forceinline__ void gelu_colsum2(float (*sa)[65], float *pa, void *d
 							g[j] = gelu_grad(d[j], v[j], e[j]);
 							y[j] = 0.5f * v[j] * (1.0f + e[j]);
 						}
-						u32 qg = bf16x2_rn(g[0], g[1]);
-						a[0] += bf16_to_f32((u16)(qg & 0xffffu)), a[1] += bf16_to_f32((u16)(qg >> 16));
+						u32 qg = dtdx == DT_BF16 ? bf16x2_rn(g[0], g[1]) : f16x2_rn(g[0], g[1]);
+						a[0] += half_to_f32((u16)(qg & 0xffffu), dtdx), a[1] += half_to_f32((u16)(qg >> 16), dtdx);
 						*(u32 *)((u16 *)dx + base) = qg;
-						if (out) *(u32 *)((u16 *)out + base) = bf16x2_rn(y[0], y[1]);
+						if (out) *(u32 *)((u16 *)out + base) = dtdx == DT_BF16 ? bf16x2_rn(y[0], y[1]) : f16x2_rn(y[0], y[1]);
 						continue;
 					}
 #pragma unroll
