@@ -179,6 +179,24 @@ func resolve(path, what, col string, header []string, width int) (int, error) {
 	return 0, fmt.Errorf("loaders: %s:1: no %s column %q in the header %q", path, what, col, header)
 }
 
+// delimiterHint returns a hint for a file whose first row is one column holding another delimiter (a
+// ;-separated "CSV", a comma-separated "TSV"): the column errors it causes say nothing of the delimiter. ""
+// otherwise.
+func delimiterHint(first []string, format string) string {
+	if len(first) != 1 {
+		return ""
+	}
+	names := map[string]string{";": "semicolon", "|": "pipe", ",": "comma", "\t": "tab"}
+	for _, d := range []string{"\t", ",", ";", "|"} {
+		if (format == "tsv" && d == "\t") || (format == "csv" && d == ",") || !strings.Contains(first[0], d) {
+			continue
+		}
+		return fmt.Sprintf(" (the first row is one column, %q: is the file %s-separated? tune splits TSV on tabs and "+
+			"CSV on commas)", first[0], names[d])
+	}
+	return ""
+}
+
 func readDelimited(path string, lr *LineReader, format string, opts DatasetOptions) ([]rawRow, error) {
 	records, lines, err := splitRecords(path, lr, format)
 	if err != nil {
@@ -187,6 +205,7 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 	if len(records) == 0 {
 		return nil, fmt.Errorf("loaders: %s: the file has no rows", path)
 	}
+	hint := delimiterHint(records[0], format)
 	var header []string
 	switch opts.Header {
 	case HeaderPresent:
@@ -219,20 +238,20 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 	}
 	ti, err := resolve(path, "text", text, header, width)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w%s", err, hint)
 	}
 	pi, li := -1, -1
 	if pair != "" {
 		if pi, err = resolve(path, "text_pair", pair, header, width); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w%s", err, hint)
 		}
 	}
 	if !opts.Unlabelled {
 		if li, err = resolve(path, "label", label, header, width); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w%s", err, hint)
 		}
 		if li == ti || li == pi {
-			return nil, fmt.Errorf("loaders: %s: the label column %d is also a text column; set the columns, or unlabelled", path, li)
+			return nil, fmt.Errorf("loaders: %s: the label column %d is also a text column; set the columns, or unlabelled%s", path, li, hint)
 		}
 	}
 	rows := make([]rawRow, 0, len(records))

@@ -119,6 +119,11 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"bad regression number", "a.tsv", "sentence\tlabel\nx\t1.5\ny\tabc\n", DatasetOptions{Regression: true}, `:3: regression target "abc"`},
 		{"missing column in header", "a.tsv", "sentence\tscore\nx\t1\n", DatasetOptions{}, `:1: no label column "label"`},
 		{"named column without a header", "a.tsv", "x\t1\n", DatasetOptions{TextColumn: "sentence", Header: HeaderAbsent}, `needs a header row`},
+		// tester4: the error said nothing of the delimiter.
+		{"a ;-separated CSV", "a.csv", "sentence;label\ngood;1\n", DatasetOptions{TextColumn: "sentence"},
+			`(the first row is one column, "sentence;label": is the file semicolon-separated? tune splits TSV on tabs and CSV on commas)`},
+		{"a comma-separated TSV", "a.tsv", "sentence,label\ngood,1\n", DatasetOptions{},
+			`is the file comma-separated?`},
 		{"column index out of range", "a.tsv", "x\t1\n", DatasetOptions{TextColumn: "5"}, "text column 5 is out of range"},
 		{"CSV bad quoting", "a.csv", "text,label\n\"unterminated,1\n", DatasetOptions{}, ":2:"},
 		{"JSONL invalid JSON", "a.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \n", DatasetOptions{}, ":2: not a JSON object"},
