@@ -32,8 +32,9 @@ var (
 	ErrHeaderTooLarge = errors.New("header too large")
 	// ErrInvalidHeaderLength: the declared header length runs past the end of the file.
 	ErrInvalidHeaderLength = errors.New("invalid header length")
-	// ErrInvalidHeader: the header is not valid UTF-8 JSON of the safetensors shape.
-	ErrInvalidHeader = errors.New("invalid JSON in header")
+	// ErrInvalidHeader: the header is not valid UTF-8 JSON of the safetensors shape (a JSON syntax error, or a
+	// tensor entry with an unknown dtype, a repeated or missing field, ...: the message says which).
+	ErrInvalidHeader = errors.New("invalid header")
 	// ErrInvalidOffset: tensors' data_offsets overlap, leave a hole, or do not start at 0.
 	ErrInvalidOffset = errors.New("invalid data offsets")
 	// ErrTensorInvalidInfo: a tensor's dtype and shape do not match the size of its byte range.
@@ -453,7 +454,7 @@ func jsonError(err error) error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return fmt.Errorf("%w: %v at header offset %d", ErrInvalidHeader, se, se.Offset)
+		return fmt.Errorf("%w: invalid JSON: %v at header offset %d", ErrInvalidHeader, se, se.Offset)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: the JSON ends early", ErrInvalidHeader)
 	}
