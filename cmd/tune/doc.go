@@ -16,5 +16,6 @@
 //
 // Each command lives in its own file with an options struct, so its flags are parsed and checked without
 // running it; main only calls run. Exit status: 0 success, 1 the command failed, 2 bad usage (flags,
-// arguments, recipe keys or values), 3 the requested device is not available, 130 interrupted.
+// arguments, recipe keys or values), 3 the requested device is not available, 130 interrupted (SIGINT or
+// SIGTERM).
 package main

@@ -49,7 +49,7 @@ YAML recipe.
 Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hugging Face tools.
 
 Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, recipe keys or values);
-3 the requested device is not available; 130 interrupted.`,
+3 the requested device is not available; 130 interrupted (Ctrl-C, or SIGTERM: finetune handles both alike).`,
 		Example: `  tune finetune recipes/tiny.yaml
   tune finetune --bf16 recipes/bert.yaml model.path=checkpoints/bert-base-uncased
   tune download bert-base-uncased && tune finetune recipes/bert.yaml model.path=bert-base-uncased
