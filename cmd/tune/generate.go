@@ -14,6 +14,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tokenizers"
@@ -110,6 +111,11 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if f, err := transformer.Lookup(model); err == nil && f.Name == "bert" {
 		return usagef("--model %s is a BERT encoder (model_type bert in its config.json), not a causal language model: "+
 			"generate continues text with a decoder (llama, mistral, qwen2, qwen3, gpt2); score a BERT model with tune predict", o.Model)
+	}
+	if _, err := transformer.ProjectionPaths(model); err != nil {
+		// config.json as the family reads it, matched with the weights' headers (what tune validate checks for
+		// model.path): a config tune cannot build is bad input, exit 2, as in finetune, validate and inspect.
+		return usagef("%s", errctx.Trim(err.Error()))
 	}
 	adapter, err := resolveHub("--adapter", o.Adapter, o.Revision)
 	if err != nil {

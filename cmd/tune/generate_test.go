@@ -288,3 +288,30 @@ func TestGenerateEOSFirstSaysSo(t *testing.T) {
 		t.Errorf("a normal answer: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestGenerateBadDecoderConfigIsUsage (tester4): a decoder config.json tune cannot build ("rms_norm_eps": 0)
+// exited 2 from finetune, validate and inspect but 1 from tune generate, with the same message. generate checks
+// the config (with the weights' headers) before loading, as validate does: exit 2.
+func TestGenerateBadDecoderConfigIsUsage(t *testing.T) {
+	src := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "generation_config.json"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "config.json" {
+			b = []byte(strings.Replace(string(b), `"rms_norm_eps": 1e-06`, `"rms_norm_eps": 0`, 1))
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errOut := runTune(t, "generate", "--model", dir, "--prompt", "hi")
+	if code != exitUsage || !strings.Contains(errOut, "rms_norm_eps: 0 must be positive and finite") {
+		t.Errorf("exit %d, stderr %q; want exit %d naming rms_norm_eps", code, errOut, exitUsage)
+	}
+}
