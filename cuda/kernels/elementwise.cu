@@ -59,8 +59,10 @@ __device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
 __device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
 	u32 r;
 	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
-	if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
+	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair, as bf16x2_rn
+		if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
+		if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
+	}
 	return r;
 }
 
