@@ -13,7 +13,8 @@
 // Without a mask and with scale > 0 the exponent is computed as FlashAttention does,
 // exp2(s·scale·log2 e − m), one FMA per score; with a mask the natural-log domain is kept
 // (exp2((s·scale + mask − m)·log2 e)) so a finfo.min mask cannot overflow. A row with no visible key gives
-// O = 0 and LSE = −Inf. Dropout keeps element (b, h, i, j) exactly when the Dropout op keeps element
+// O = 0 and LSE = −Inf; a NaN score of a visible key makes the row sum NaN, so the row's O and LSE are NaN
+// (fmaxf drops a NaN from the row max, not from the sum) and its gradients follow. Dropout keeps element (b, h, i, j) exactly when the Dropout op keeps element
 // n = ((b·Hq + h)·Tq + i)·Tk + j (tensor.PhiloxKeep: word n%4 of the Philox block at counter offset + n/4).
 #pragma once
 #include "common.cuh"

@@ -254,11 +254,11 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 			float lt = l[mt][hh];
 			lt += __shfl_xor_sync(0xffffffffu, lt, 1);
 			lt += __shfl_xor_sync(0xffffffffu, lt, 2);
-			float inv = lt > 0.0f ? p.dscale / lt : 0.0f;
+			float inv = lt == 0.0f ? 0.0f : p.dscale / lt; // a NaN score makes lt NaN: the row is NaN
 			int r = wr + mt * 16 + g + hh * 8, i = q0 + r;
 			if (tig == 0 && i < Tq) {
 				float lse = NEG_INF;
-				if (lt > 0.0f) lse = fast ? (m[mt][hh] + log2f(lt)) * LN2 : m[mt][hh] + log2f(lt) * LN2;
+				if (lt != 0.0f) lse = fast ? (m[mt][hh] + log2f(lt)) * LN2 : m[mt][hh] + log2f(lt) * LN2;
 				p.lse[((i64)b * p.Hq + h) * Tq + i] = lse;
 			}
 #pragma unroll

@@ -68,8 +68,8 @@ extern "C" __global__ void attn_fwd_ref(const AttnParams p) {
 		l = l * expf(m - mn) + expf(sc - mn);
 		m = mn;
 	}
-	float inv = l > 0.0f ? 1.0f / l : 0.0f;
-	for (i64 j = 0; j < p.Tk && l > 0.0f; j++) {
+	float inv = l == 0.0f ? 0.0f : 1.0f / l; // a NaN score makes l NaN (fmaxf drops it from m): the row is NaN
+	for (i64 j = 0; j < p.Tk && l != 0.0f; j++) {
 		float mk;
 		if (!ref_visible(p, b, i, j, mk)) continue;
 		float sc = ref_dot(q, p.k, dt, b * p.ks[0] + hk * p.ks[1] + j * p.ks[2], D, lane) * p.scale + mk;
@@ -90,7 +90,7 @@ extern "C" __global__ void attn_fwd_ref(const AttnParams p) {
 		int d = lane + 32 * k;
 		if (d < D) st(p.o, dt, obase + d, o[k]);
 	}
-	if (lane == 0) p.lse[(b * p.Hq + h) * p.Tq + i] = l > 0.0f ? m + logf(l) : NEG_INF;
+	if (lane == 0) p.lse[(b * p.Hq + h) * p.Tq + i] = l == 0.0f ? NEG_INF : m + logf(l);
 }
 
 // attn_bwd_dq_ref: one warp per query row: dQ_i = scale·Σ_j dS_ij·K_j.
