@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -172,7 +173,7 @@ type TrainingArguments struct {
 	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
 	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint) replace the training run already in
 	// output_dir (transformers v4's overwrite_output_dir): the files a tune run writes there (OutputArtifacts)
-	// are removed first, nothing else. Without it a fresh run is refused when output_dir already holds a run or
+	// are removed first, nothing else; a checkpoint-N folder holding other files is an error, nothing removed. Without it a fresh run is refused when output_dir already holds a run or
 	// model files, so a finished run or a user's checkpoint is never clobbered by accident. Default false.
 	OverwriteOutputDir bool `yaml:"overwrite_output_dir" json:"overwrite_output_dir"`
 }
@@ -376,7 +377,9 @@ func isRunOutput(dir string, found []string) bool {
 // ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N
 // folders), when overwrite_output_dir is set and the run does not resume; other files are left alone. It does
 // nothing unless output_dir holds a trainer_state.json, itself or in a checkpoint-N folder (the mark of a run's
-// output, isRunOutput): CheckOutputDir refuses such a folder before a run starts.
+// output, isRunOutput): CheckOutputDir refuses such a folder before a run starts. A checkpoint-N folder that
+// holds anything a tune checkpoint does not write (foreignCheckpointFile: a user's file, or a folder no tune
+// run made) is an error, before anything is removed (it used to be deleted with the rest, tester4).
 func (a *TrainingArguments) ClearOutputDir() error {
 	if !a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
 		return nil
@@ -386,11 +389,55 @@ func (a *TrainingArguments) ClearOutputDir() error {
 		return nil
 	}
 	for _, name := range found {
+		if !IsCheckpointDir(name) {
+			continue
+		}
+		if f := foreignCheckpointFile(filepath.Join(a.OutputDir, name)); f != "" {
+			return fmt.Errorf("trainer: overwrite_output_dir: %s holds %s, which no tune checkpoint writes: "+
+				"overwrite_output_dir removes only what a run wrote, so nothing was removed; move %s (or the folder) "+
+				"out of %s first", filepath.Join(a.OutputDir, name), f, f, a.OutputDir)
+		}
+	}
+	for _, name := range found {
 		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
 			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
 		}
 	}
 	return nil
+}
+
+// checkpointFiles are the names a tune checkpoint's files have, besides the model's or adapter's own
+// (OutputArtifacts).
+var checkpointFiles = []string{OptimizerName, SchedulerName, ScalerName, RNGStateName, TrainingArgsName,
+	TrainerStateName, ManifestName}
+
+// foreignCheckpointFile returns the name of the first entry of the checkpoint-N folder dir that a tune
+// checkpoint does not hold, "" when there is none: with a manifest, any entry it does not list; without one
+// (an older or an interrupted tune run), any entry whose name no checkpoint writes, or a subdirectory.
+func foreignCheckpointFile(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	var listed map[string]bool
+	if b, err := os.ReadFile(filepath.Join(dir, ManifestName)); err == nil {
+		var m Manifest
+		if json.Unmarshal(b, &m) == nil && m.Format == manifestFormat {
+			listed = map[string]bool{ManifestName: true}
+			for _, f := range m.Files {
+				listed[f.Name] = true
+			}
+		}
+	}
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case listed != nil && !listed[n],
+			listed == nil && (e.IsDir() || !slices.Contains(checkpointFiles, n) && !slices.Contains(OutputArtifacts, n)):
+			return n
+		}
+	}
+	return ""
 }
 
 // DefaultTrainingArguments returns transformers 5.17's defaults (transformers/training_args.py) plus tune's Shuffle = true.

@@ -233,3 +233,68 @@ func TestOutputDirInUseNamesTheRun(t *testing.T) {
 		t.Errorf("Message:\n got %s\nwant %s...", got, want)
 	}
 }
+
+// TestClearOutputDirKeepsForeignCheckpointFiles (tester4): overwrite_output_dir deleted every checkpoint-N folder,
+// including ones no tune run wrote and the user's files inside them, without a word. A checkpoint-N folder with
+// an entry its manifest does not list, or without a manifest one with a name no checkpoint writes, is an error
+// naming it, and nothing is removed; the run's own checkpoints (complete, or without a manifest but with only
+// checkpoint files) are removed as before.
+func TestClearOutputDirKeepsForeignCheckpointFiles(t *testing.T) {
+	write := func(t *testing.T, path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, foreign string // foreign: the path (in output_dir) that makes the overwrite an error; "" none
+	}{
+		{"a folder no run wrote", "checkpoint-999/important.txt"},
+		{"a user's file in a complete checkpoint", "checkpoint-10/notes.txt"},
+		{"a subdirectory in a checkpoint without a manifest", "checkpoint-20/sub/x"},
+		{"only the run's checkpoints", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, TrainerStateName))
+			for _, f := range []string{TrainerStateName, OptimizerName, "model.safetensors"} {
+				write(t, filepath.Join(dir, "checkpoint-10", f))
+				write(t, filepath.Join(dir, "checkpoint-20", f)) // no manifest: an older run's
+			}
+			if err := WriteCheckpointManifest(filepath.Join(dir, "checkpoint-10")); err != nil {
+				t.Fatal(err)
+			}
+			if c.foreign != "" {
+				write(t, filepath.Join(dir, c.foreign))
+			}
+			a := DefaultTrainingArguments()
+			a.OutputDir, a.OverwriteOutputDir = dir, true
+			err := a.ClearOutputDir()
+			if c.foreign == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, f := range []string{TrainerStateName, "checkpoint-10", "checkpoint-20"} {
+					if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+						t.Errorf("%s is still there", f)
+					}
+				}
+				return
+			}
+			first, _, _ := strings.Cut(c.foreign, "/")
+			rest := strings.TrimPrefix(c.foreign, first+"/")
+			rest, _, _ = strings.Cut(rest, "/")
+			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, first)+" holds "+rest+", which no tune checkpoint writes") {
+				t.Errorf("error %v, want one naming %s", err, c.foreign)
+			}
+			for _, f := range []string{TrainerStateName, "checkpoint-10", "checkpoint-20", c.foreign} {
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("%s was removed: %v", f, err)
+				}
+			}
+		})
+	}
+}
