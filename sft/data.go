@@ -184,6 +184,9 @@ type preparer struct {
 	hasEOS    bool
 	// detectedLine is the line of the record the format was detected from; 0 when Options.Format gave it.
 	detectedLine int
+	// renders counts the chat-template renderings (tests check that a long conversation costs a number
+	// bounded by max_length, not by its turns).
+	renders int
 }
 
 // prepare tokenizes one JSON record; format is detected on the first record when empty.
@@ -415,6 +418,7 @@ func (p *preparer) render(msgs []jinja.Value, gen bool) ([]int32, error) {
 }
 
 func (p *preparer) renderText(msgs []jinja.Value, gen bool) (string, error) {
+	p.renders++
 	if p.tk.Template == nil {
 		return "", errors.New("conversational data needs a chat template (tokenizer_config.json chat_template or chat_template.jinja)")
 	}
@@ -462,7 +466,9 @@ func (p *preparer) span(ids []int32, sup []bool, full, before, through, content 
 		return errors.New("the chat template renders this assistant turn differently inside the whole conversation, so its tokens cannot be told apart; set assistant_only_loss false to supervise the whole conversation")
 	}
 	prev := 0
-	for k := range ids {
+	// Tokens past max_length are cut from the example (prepare), so their labels do not matter; decoding
+	// every prefix of a longer conversation would cost its length squared.
+	for k := range ids[:min(len(ids), p.opts.maxLength())] {
 		pos := len(p.tk.Tok.Decode(ids[:k+1], false))
 		if pos > start && prev < end {
 			sup[k] = true
@@ -529,6 +535,12 @@ func (p *preparer) messages(rec map[string]json.RawMessage) ([]int32, []bool, er
 	if !slices.Contains(roles, "assistant") {
 		return nil, nil, errors.New("the conversation has no assistant message, so nothing is supervised (assistant_only_loss)")
 	}
+	// Finding a turn renders the conversation up to it, so a conversation of n turns costs n renderings of
+	// up to n turns. prepare keeps only the first max_length tokens: once a turn starts past them (in tokens,
+	// and in the text those tokens decode to, which is where span's inexact path places it), neither it nor
+	// any later turn has a token left to supervise, and the loop stops there.
+	m := p.opts.maxLength()
+	cutText := -1 // bytes of full that the first m tokens hold
 	for i, role := range roles {
 		if role != "assistant" {
 			continue
@@ -536,6 +548,16 @@ func (p *preparer) messages(rec map[string]json.RawMessage) ([]int32, []bool, er
 		before, err := p.renderText(msgs[:i], true)
 		if err != nil {
 			return nil, nil, err
+		}
+		if len(ids) > m {
+			if cutText < 0 {
+				cutText = len(p.tk.Tok.Decode(ids[:m], false))
+			}
+			if commonPrefix(before, full) >= cutText {
+				if b, err := p.tk.Tok.Encode(before, false); err == nil && len(b) >= m {
+					break
+				}
+			}
 		}
 		through, err := p.renderText(msgs[:i+1], false)
 		if err != nil {
