@@ -246,6 +246,12 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trans
 	if batch.Labels == nil && batch.Targets == nil {
 		return out, nil
 	}
+	if !opts.Train && batch.Targets == nil && batch.NumLabelled() == 0 {
+		// No labelled row (a prediction file's batch: every label −100): no loss, as PyTorch's mean over no
+		// element is NaN. A regression model would otherwise refuse integer Labels (tester4: tune predict could
+		// not run one).
+		return out, nil
+	}
 	if out.Loss, err = m.loss(batch, opts.DeferLoss); err != nil {
 		return out, err
 	}

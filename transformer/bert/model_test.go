@@ -141,3 +141,22 @@ func TestProblemTypeResolution(t *testing.T) {
 		}
 	}
 }
+
+// TestRegressionForwardOfAnUnlabelledBatch (tester4): tune predict on a regression model (num_labels 1) failed
+// with "problem_type regression needs float targets in Batch.Targets (got integer Labels)": a prediction file's
+// batch carries Labels of −100 only. An evaluation Forward of a batch with no labelled row computes no loss
+// (NaN) for any problem type, and gives the logits.
+func TestRegressionForwardOfAnUnlabelledBatch(t *testing.T) {
+	cfg := tinyConfig()
+	cfg.ID2Label = DefaultLabels(1)
+	m := newTestModel(t, cpuBackend(), cfg, 1)
+	batch := testBatch(2, 4, cfg.VocabSize, 1, []int{4, 2})
+	batch.Labels = []int64{ignoreIndex, ignoreIndex}
+	out, err := m.Forward(batch, transformer.ForwardOptions{HostLogits: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsNaN(float64(out.Loss)) || len(out.Logits) != 2 {
+		t.Errorf("loss %v, %d logits; want NaN and 2", out.Loss, len(out.Logits))
+	}
+}
