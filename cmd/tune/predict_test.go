@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
@@ -99,5 +100,35 @@ func TestPredictOutputNeverReplacesSilently(t *testing.T) {
 				t.Errorf("after the run the file starts %.40q; want predictions: %v", data, st.replaced)
 			}
 		})
+	}
+}
+
+// TestPredictRegression runs predict on a regression model (num_labels 1): each line's label is the predicted
+// value, the model's one logit (it failed with "problem_type regression needs float targets", tester4).
+func TestPredictRegression(t *testing.T) {
+	model := filepath.Join(t.TempDir(), "reg")
+	cfg := bert.DefaultBertConfig()
+	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
+	cfg.MaxPositionEmbeddings = 64
+	cfg.ID2Label = []string{"LABEL_0"}
+	m, err := bert.NewBertForSequenceClassification(cpu.New(), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(model); err != nil {
+		t.Fatal(err)
+	}
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	code, stdout, stderr := runCLI("predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", filepath.Join(tiny, "dev.tsv"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var row struct {
+		Label  float64   `json:"label"`
+		Logits []float64 `json:"logits"`
+	}
+	if err := json.Unmarshal([]byte(lines[0]), &row); err != nil || len(row.Logits) != 1 || row.Label != row.Logits[0] {
+		t.Fatalf("first line %q (%v): want the predicted value as label, equal to the one logit", lines[0], err)
 	}
 }
