@@ -135,9 +135,18 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	}
 	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
 	if a.ResumeFromCheckpoint != "" && r.startStep >= r.total {
-		return TrainOutput{}, fmt.Errorf("trainer: %w: resume_from_checkpoint %s is at step %d, the end of training (max_steps %d): "+
-			"the run finished; raise max_steps or num_train_epochs to train on, or use the model saved in %s",
-			ErrNothingToTrain, a.ResumeFromCheckpoint, r.startStep, r.total, a.OutputDir)
+		if model := finalModel(a.OutputDir); model != "" && regularFile(filepath.Join(a.OutputDir, AllResultsName)) {
+			return TrainOutput{}, fmt.Errorf("trainer: %w: resume_from_checkpoint %s is at step %d, the end of training (max_steps %d): "+
+				"the run finished; raise max_steps or num_train_epochs to train on, or use the model saved in %s",
+				ErrNothingToTrain, a.ResumeFromCheckpoint, r.startStep, r.total, model)
+		}
+		// A run stopped after its last checkpoint (Ctrl-C in the final evaluation: the model may be saved, but
+		// not the results, which tune finetune writes last), or another run's final
+		// checkpoint resumed into a new output_dir: no step is left, but the end of training is (the final
+		// trainer_state.json here; the caller's save and evaluation), as transformers' Trainer.train returns at
+		// once and the script saves and evaluates.
+		t.logger.Info("no step left to train: finishing the run (the final save and evaluation)", "checkpoint", a.ResumeFromCheckpoint,
+			"step", r.startStep, "max_steps", r.total)
 	}
 	r.scale = t.scaler.Scale()
 	if err := t.checkWeights(true, "training did not start"); err != nil {
@@ -169,17 +178,17 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 // interrupted says where training stopped and how to go on: the newest complete checkpoint, which a run with
 // resume_from_checkpoint continues from exactly, or that there is none. It wraps err (context.Canceled) without
 // printing it: Go's "context canceled" tells the user nothing the message does not.
-func (t *Trainer) interrupted(err error) error {
+func (t *Trainer) interrupted(err error, at string) error {
 	step := t.state.GlobalStep
 	all, _ := ScanCheckpoints(t.args.OutputDir)
 	for i := len(all) - 1; i >= 0; i-- {
 		if all[i].Problem == "" {
-			return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; %s (step %d) holds the run: resume_from_checkpoint=true "+
-				"(on the tune finetune command line: training.resume_from_checkpoint=true) continues from it as if never stopped", step, all[i].Dir, all[i].Step), err}
+			return interruptedError{fmt.Sprintf("trainer: training interrupted %s %d; %s (step %d) holds the run: resume_from_checkpoint=true "+
+				"(on the tune finetune command line: training.resume_from_checkpoint=true) continues from it as if never stopped", at, step, all[i].Dir, all[i].Step), err}
 		}
 	}
-	return interruptedError{fmt.Sprintf("trainer: training interrupted at step %d; no checkpoint was saved in %s (save_strategy %s), so a "+
-		"new run starts from the beginning", step, t.args.OutputDir, t.args.SaveStrategy), err}
+	return interruptedError{fmt.Sprintf("trainer: training interrupted %s %d; no checkpoint was saved in %s (save_strategy %s), so a "+
+		"new run starts from the beginning", at, step, t.args.OutputDir, t.args.SaveStrategy), err}
 }
 
 // withEarlierCheckpoint adds to err, the failure to resume from dir when dir fails VerifyCheckpoint, the newest
@@ -207,8 +216,24 @@ type interruptedError struct {
 func (e interruptedError) Error() string { return e.msg }
 func (e interruptedError) Unwrap() error { return e.err }
 
+// finalModel returns the model file a finished run left in dir (model.safetensors, or a LoRA run's
+// adapter_model.safetensors), "" when there is none.
+func finalModel(dir string) string {
+	for _, name := range []string{"model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors"} {
+		if p := filepath.Join(dir, name); regularFile(p) {
+			return p
+		}
+	}
+	return ""
+}
+
+func regularFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // ErrNothingToTrain is wrapped by Train's error when resume_from_checkpoint names a checkpoint at the end of
-// training: there are no steps left.
+// training and output_dir already holds the run's final model: there is nothing left to do.
 var ErrNothingToTrain = errors.New("nothing left to train")
 
 // newState returns the TrainerState of a fresh run.
@@ -254,7 +279,7 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 	}
 	for r.epoch == epoch && !t.control.ShouldEpochStop && !t.control.ShouldTrainingStop {
 		if err := ctx.Err(); err != nil {
-			return t.interrupted(err)
+			return t.interrupted(err, "at step")
 		}
 		t.control.ShouldLog, t.control.ShouldEvaluate, t.control.ShouldSave = false, false, false
 		if err := t.fire(func(cb Callback, e *Event) error { return cb.OnStepBegin(e) }); err != nil {
@@ -462,6 +487,9 @@ func (t *Trainer) maybeLogSaveEvaluate(ctx context.Context) error {
 	if c.ShouldEvaluate && r.lastEval != s.GlobalStep && t.eval != nil {
 		r.lastEval = s.GlobalStep
 		metrics, err := t.Evaluate(ctx)
+		if errors.Is(err, context.Canceled) {
+			return t.interrupted(err, "in the evaluation after step")
+		}
 		if err != nil {
 			return err
 		}

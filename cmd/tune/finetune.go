@@ -204,11 +204,18 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	metrics, err := finalMetrics(ctx, run)
-	if err != nil {
+	// The model is saved before the final evaluation, as run_glue.py calls trainer.save_model() before
+	// trainer.evaluate(): a Ctrl-C in the evaluation leaves the trained model, and the message says so.
+	if err := run.SaveModel(a.OutputDir); err != nil { // the model or adapter, and the tokenizer files
 		return err
 	}
-	if err := run.SaveModel(a.OutputDir); err != nil { // the model or adapter, and the tokenizer files
+	metrics, err := finalMetrics(ctx, run)
+	if errors.Is(err, context.Canceled) {
+		return interruptedEval{fmt.Sprintf("the final evaluation was interrupted; the trained model is saved in %s: "+
+			"the same command with training.resume_from_checkpoint=true finishes the run (evaluation and results), "+
+			"or tune eval --model %s evaluates it", a.OutputDir, a.OutputDir), err}
+	}
+	if err != nil {
 		return err
 	}
 	if err := saveResults(a.OutputDir, run, out, metrics); err != nil {
@@ -371,3 +378,13 @@ func (h *cliHandler) WithAttrs(as []slog.Attr) slog.Handler {
 }
 
 func (h *cliHandler) WithGroup(string) slog.Handler { return h }
+
+// interruptedEval is the error of a Ctrl-C in the final evaluation: its message, wrapping context.Canceled
+// unprinted (the exit code is the interrupt's).
+type interruptedEval struct {
+	msg string
+	err error
+}
+
+func (e interruptedEval) Error() string { return e.msg }
+func (e interruptedEval) Unwrap() error { return e.err }

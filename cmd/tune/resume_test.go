@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -110,5 +111,49 @@ func TestResumeKeepsOneHistory(t *testing.T) {
 	code, _, stderr = runCLI(append(args, "training.max_steps=6", "training.resume_from_checkpoint=true")...)
 	if code != exitUsage || !strings.Contains(stderr, "is at step 6, the end of training (max_steps 6): the run finished") {
 		t.Errorf("resuming a finished run: exit %d %s", code, stderr)
+	}
+}
+
+// TestFinetuneResumeAtTheEnd: a run whose last checkpoint is at max_steps but whose final model and results
+// were never written (Ctrl-C in the final evaluation, tester4) is finished by a resume: the model, trainer
+// state and results are written; a resume of the finished run is refused naming the model that exists; and
+// another run's final checkpoint resumed into a new output_dir finishes there (it used to say "use the model
+// saved in" that empty directory).
+func TestFinetuneResumeAtTheEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a model; skipped in -short mode")
+	}
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "run")
+	args := []string{"finetune", "--device", "cpu", tinyRecipe, "training.output_dir=" + out, "training.max_steps=4",
+		"training.eval_strategy=no", "training.save_strategy=steps", "training.save_steps=4"}
+	if code, stdout, stderr := runCLI(args...); code != exitOK {
+		t.Fatalf("finetune exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	// What a Ctrl-C after the last checkpoint leaves: checkpoint-4 and nothing of the end of training.
+	ents, _ := os.ReadDir(out)
+	for _, e := range ents {
+		if e.Name() != "checkpoint-4" {
+			os.RemoveAll(filepath.Join(out, e.Name()))
+		}
+	}
+	resume := append(slices.Clone(args), "training.resume_from_checkpoint=true")
+	if code, stdout, stderr := runCLI(resume...); code != exitOK {
+		t.Fatalf("resume at the end: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, f := range []string{"model.safetensors", "trainer_state.json", "all_results.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("the resumed run did not write %s", f)
+		}
+	}
+	code, stdout, stderr := runCLI(resume...)
+	if want := "use the model saved in " + filepath.Join(out, "model.safetensors"); code != exitUsage || !strings.Contains(stderr, want) {
+		t.Errorf("resume of a finished run: exit %d, %q; want exit %d with %q", code, stderr, exitUsage, want)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	code, stdout, stderr = runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+other, "training.max_steps=4",
+		"training.eval_strategy=no", "training.resume_from_checkpoint="+filepath.Join(out, "checkpoint-4"))
+	if _, err := os.Stat(filepath.Join(other, "model.safetensors")); code != exitOK || err != nil {
+		t.Errorf("another run's final checkpoint into a new output_dir: exit %d, model %v\n%s\n%s", code, err, stdout, stderr)
 	}
 }
