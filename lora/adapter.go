@@ -222,15 +222,26 @@ func CheckWeightsRank(dir string, r int) error {
 		cfgPath, r, path, rank, firstFew(names, ", "), rank, cfgPath)}
 }
 
-// loadWeights copies dir/adapter_model.safetensors into the parameters the adapter trains (see LoadAdapter).
-func (m *Model) loadWeights(dir string) (err error) {
+// adapterWeights returns dir/adapter_model.safetensors, or an error that says what the folder holds instead:
+// a pickle adapter_model.bin (older PEFT, or safe_serialization=False), which tune does not read.
+func adapterWeights(dir string) (string, error) {
 	path := filepath.Join(dir, AdapterWeightsName)
 	if _, serr := os.Stat(path); serr != nil {
 		if _, berr := os.Stat(filepath.Join(dir, "adapter_model.bin")); berr == nil {
-			return fmt.Errorf("lora: %s holds adapter_model.bin (a pickle); tune reads safetensors only: re-save the "+
-				"adapter with PEFT's save_pretrained(dir, safe_serialization=True)", dir)
+			return "", fmt.Errorf("lora: %s holds adapter_model.bin (a pickle) and no %s; tune reads safetensors only: re-save the "+
+				"adapter with PEFT's save_pretrained(dir, safe_serialization=True), or convert it in Python with "+
+				"safetensors.torch.save_file(torch.load(\"adapter_model.bin\"), \"adapter_model.safetensors\")", dir, AdapterWeightsName)
 		}
-		return errctx.Wrap("lora: reading the adapter", serr)
+		return "", errctx.Wrap("lora: reading the adapter", serr)
+	}
+	return path, nil
+}
+
+// loadWeights copies dir/adapter_model.safetensors into the parameters the adapter trains (see LoadAdapter).
+func (m *Model) loadWeights(dir string) (err error) {
+	path, err := adapterWeights(dir)
+	if err != nil {
+		return err
 	}
 	ck, err := loaders.OpenCheckpoint(path)
 	if err != nil {
@@ -360,7 +371,11 @@ func SavedLabels(dir string) ([]string, error) {
 // base_model.model.classifier.weight), or 0 when it saved none. Load the base model with that many labels
 // before LoadAdapter (transformer.LoadOptions.NumLabels), as PEFT users pass num_labels to from_pretrained.
 func SavedNumLabels(dir string) (int, error) {
-	ck, err := loaders.OpenCheckpoint(filepath.Join(dir, AdapterWeightsName))
+	path, err := adapterWeights(dir)
+	if err != nil {
+		return 0, err
+	}
+	ck, err := loaders.OpenCheckpoint(path)
 	if err != nil {
 		return 0, errctx.Wrap("lora: reading the adapter", err)
 	}
