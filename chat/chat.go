@@ -49,7 +49,7 @@ func (e *Error) Error() string { return fmt.Sprintf("chat template %s: %s", e.So
 // the template sees (bos_token, eos_token, ...); empty values are left undefined.
 func Compile(src, source string, special map[string]string) (*Template, error) {
 	if d := nesting(src); d > MaxNesting {
-		return nil, fmt.Errorf("chat template %s nests brackets %d deep, more than tune's limit of %d", source, d, MaxNesting)
+		return nil, fmt.Errorf("chat template %s nests brackets or blocks %d deep, more than tune's limit of %d", source, d, MaxNesting)
 	}
 	t, err := jinja.Compile(rewriteIndentedTojson(src))
 	if err != nil {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -256,12 +257,33 @@ func toInt(v jinja.Value) int64 {
 	return 0
 }
 
-// MaxNesting is the deepest nesting of brackets ((, [, {) a template's source may have: the engine parses
-// by recursive descent, and a deep enough nesting would overflow Go's stack.
+// MaxNesting is the deepest nesting of brackets ((, [, {) and of blocks ({% if %}, {% for %}, ...) a
+// template's source may have: the engine parses by recursive descent, so deep brackets would overflow Go's
+// stack, and its time grows with the square of the block depth (200,000 nested ifs: over a minute).
 const MaxNesting = 200
 
-// nesting returns the deepest bracket nesting of src.
+// blockTag matches the keyword of a {% ... %} tag.
+var blockTag = regexp.MustCompile(`\{%-?\s*(\w+)([^%]*)`)
+
+// nesting returns the deepest nesting of brackets or of blocks in src.
 func nesting(src string) int {
+	d, most := 0, 0
+	for _, m := range blockTag.FindAllStringSubmatch(src, -1) {
+		switch kw := m[1]; {
+		case kw == "if" || kw == "for" || kw == "macro" || kw == "call" || kw == "filter" || kw == "raw" ||
+			kw == "set" && !strings.Contains(m[2], "="):
+			if d++; d > most {
+				most = d
+			}
+		case strings.HasPrefix(kw, "end"):
+			d = max(d-1, 0)
+		}
+	}
+	return max(most, brackets(src))
+}
+
+// brackets returns the deepest bracket nesting of src.
+func brackets(src string) int {
 	d, most := 0, 0
 	for i := 0; i < len(src); i++ {
 		switch src[i] {

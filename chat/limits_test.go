@@ -88,11 +88,19 @@ func TestLimitsKeepRendering(t *testing.T) {
 	}
 }
 
-// TestDeepNesting checks that a template whose brackets nest deeper than the parser's stack can take is
-// refused at Compile.
+// TestDeepNesting checks that a template whose brackets or blocks nest deeper than MaxNesting is
+// refused at Compile (the parser would overflow Go's stack, or take minutes), and a long shallow one is not.
 func TestDeepNesting(t *testing.T) {
 	src := "{{ " + strings.Repeat("(", 1_000_000) + "1" + strings.Repeat(")", 1_000_000) + " }}"
-	if _, err := Compile(src, "g/tokenizer_config.json", nil); err == nil || !strings.Contains(err.Error(), "nests brackets 1000002 deep") {
+	if _, err := Compile(src, "g/tokenizer_config.json", nil); err == nil || !strings.Contains(err.Error(), "nests brackets or blocks 1000002 deep") {
 		t.Fatalf("got %v", err)
+	}
+	src = strings.Repeat("{% if true %}", 200_000) + "x" + strings.Repeat("{% endif %}", 200_000)
+	if _, err := Compile(src, "g/tokenizer_config.json", nil); err == nil || !strings.Contains(err.Error(), "200000 deep") {
+		t.Fatalf("got %v", err)
+	}
+	src = strings.Repeat("{% if true %}{% set x = 1 %}{% set y %}a{% endset %}x{% endif %}", 5000) // deep 2, long
+	if _, err := Compile(src, "g/tokenizer_config.json", nil); err != nil {
+		t.Fatalf("a long, shallow template: %v", err)
 	}
 }
