@@ -14,7 +14,8 @@ import (
 // 100000 items, and Python's recursion limit stops a runaway macro). A template that passes one fails with
 // an Error naming the template's file and the limit.
 const (
-	// MaxRange is the most items range() makes (jinja2.sandbox.MAX_RANGE).
+	// MaxRange is the most items range() makes (jinja2.sandbox.MAX_RANGE), and the most characters a
+	// for-loop over a string may visit.
 	MaxRange = 100_000
 	// MaxDepth is the deepest chain of macro calls.
 	MaxDepth = 500
@@ -60,6 +61,12 @@ func (g *guard) globals() map[string]jinja.Value {
 				return jinja.Undefined(), g.fail("the for-loops run more than %d iterations", MaxLoopIterations)
 			}
 			return empty, nil
+		}),
+		guardIter: fn(guardIter, func(a []jinja.Value) (jinja.Value, error) {
+			if a[0].IsString() && len(a[0].AsString()) > MaxRange && utf8.RuneCountInString(a[0].AsString()) > MaxRange {
+				return jinja.Undefined(), g.fail("a for-loop over a string of more than %d characters", MaxRange)
+			}
+			return a[0], nil
 		}),
 		guardEnter: fn(guardEnter, func([]jinja.Value) (jinja.Value, error) {
 			if g.depth++; g.depth > MaxDepth {

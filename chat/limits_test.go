@@ -27,6 +27,7 @@ func TestHostileTemplates(t *testing.T) {
 		{"doubling", `{% set ns = namespace(s="x") %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}`, "the operator ~ would build"},
 		{"doubling with +", `{% set ns = namespace(s="x") %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}`, "the operator + would build"},
 		{"output", `{% for i in range(100000) %}{{ "x" * 200 }}{% endfor %}`, "the rendered text passes 16777216 bytes"},
+		{"loop over a long string", `{% for c in "x" * 16000000 %}{% endfor %}`, "a for-loop over a string of more than 100000 characters"},
 		{"indent", `{{ "a\nb" | indent(10000000000) }}`, "the filter indent"},
 		{"replace", `{% set s = "x" * 10000 %}{{ s.replace("", s) }}`, "replace()"},
 		{"replace filter", `{% set s = "x" * 10000 %}{{ s | replace("x", s) }}`, "the filter replace"},
@@ -74,6 +75,7 @@ func TestLimitsKeepRendering(t *testing.T) {
 		{`{% for i in range(3) %}{{ i }}{% endfor %}|{% for i in range(5, 0, -2) %}{{ i }}{% endfor %}|{% for i in range(1, 3) %}{{ i }}{% endfor %}`, "012|531|12"},
 		{`{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(3) }}`, "321"},
 		{`{{ "a\nb" | indent(2) }}|{{ "a-b" | replace("-", "+") }}|{{ "a-b".replace("-", "") }}|{{ ["a", "b"] | join(", ") }}`, "a\n  b|a+b|ab|a, b"},
+		{`{% for c in "abc" %}{{ c }}.{% endfor %}`, "a.b.c."},
 		{`{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}`, "user:hi;"},
 	}
 	for _, c := range cases {

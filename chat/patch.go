@@ -15,7 +15,8 @@ import (
 // time without bound:
 //
 //   - text and {{ }} output pass through guardOut, which counts the bytes written;
-//   - every for-loop body starts with guardTick, which counts iterations;
+//   - every for-loop body starts with guardTick, which counts iterations, and its iterable passes through
+//     guardIter, which refuses a string of more than MaxRange characters (the engine makes a list of them);
 //   - every macro body is bracketed by guardEnter/guardLeave, which track the call depth;
 //   - the operands of *, + and ~, and the operands of the filters and string methods whose result can be
 //     much larger than their input (indent, replace, join, center, list, format), go through guardPush, and
@@ -31,6 +32,7 @@ import (
 const (
 	guardOut   = "__tune_out"
 	guardTick  = "__tune_tick"
+	guardIter  = "__tune_iter"
 	guardEnter = "__tune_enter"
 	guardLeave = "__tune_leave"
 	guardPush  = "__tune_push"
@@ -204,6 +206,8 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 		e.Set(p.call(guardOut, e.Elem()).Convert(e.Type()))
 	case "forNode":
 		p.bracket(field(ptr, "body"), guardTick, "")
+		it := field(ptr, "iter")
+		it.Set(p.call(guardIter, it.Elem()).Convert(it.Type()))
 	case "macroNode":
 		p.bracket(field(ptr, "body"), guardEnter, guardLeave)
 	case "binExpr":
