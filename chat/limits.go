@@ -125,7 +125,11 @@ func (g *guard) rangeFn(args []jinja.Value, _ map[string]jinja.Value) (jinja.Val
 // the stack) and refuses one whose result would pass MaxOutput or push the rendering past MaxBuilt. It
 // returns the last operand unchanged.
 func (g *guard) check(a []jinja.Value) (jinja.Value, error) {
-	op, npos, names, last := a[0].AsString(), int(a[1].AsInt()), a[2].AsList().Items, a[3]
+	op, npos, last := a[0].AsString(), int(a[1].AsInt()), a[3]
+	var names []jinja.Value
+	if a[2].IsList() {
+		names = a[2].AsList().Items
+	}
 	n := 1 + npos + len(names) // operands in all: subject (or left), positional, keyword
 	if op == "*" || op == "+" || op == "~" {
 		n = 2
@@ -133,11 +137,15 @@ func (g *guard) check(a []jinja.Value) (jinja.Value, error) {
 	if len(g.stack) < n-1 {
 		return jinja.Undefined(), g.fail("internal: guard stack underflow at %s", op)
 	}
-	ops := append(append([]jinja.Value(nil), g.stack[len(g.stack)-(n-1):]...), last)
+	ops := g.stack[len(g.stack)-(n-1):]
 	g.stack = g.stack[:len(g.stack)-(n-1)]
-	kw := map[string]jinja.Value{}
-	for i, k := range names {
-		kw[k.AsString()] = ops[1+npos+i]
+	ops = append(ops[:n-1:n-1], last) // a copy once the stack has more: the capacity stops at the slice
+	var kw map[string]jinja.Value
+	if len(names) > 0 {
+		kw = map[string]jinja.Value{}
+		for i, k := range names {
+			kw[k.AsString()] = ops[1+npos+i]
+		}
 	}
 	pos := ops[1 : 1+min(npos, len(ops)-1)]
 	arg := func(i int, key string) (jinja.Value, bool) {

@@ -45,8 +45,8 @@ var guardedFilters = map[string]bool{"indent": true, "replace": true, "join": tr
 // patcher builds tree nodes of the engine's unexported types from prototypes taken out of a compiled
 // template.
 type patcher struct {
-	outputNode, callExpr, nameExpr, litExpr, listExpr reflect.Type
-	err                                               error
+	outputNode, callExpr, nameExpr, litExpr reflect.Type
+	err                                     error
 }
 
 // settable returns v (a field reached through unexported fields) as a settable value.
@@ -68,7 +68,7 @@ func newPatcher() (p *patcher, err error) {
 			p, err = nil, fmt.Errorf("%v", r)
 		}
 	}()
-	proto, err := jinja.Compile(`{{ f(x, 1, [2]) }}`)
+	proto, err := jinja.Compile(`{{ f(x, 1) }}`)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func newPatcher() (p *patcher, err error) {
 	call := field(out, "expression").Elem()
 	args := field(call, "args")
 	p = &patcher{outputNode: out.Type().Elem(), callExpr: call.Type().Elem(), nameExpr: field(call, "fn").Elem().Type().Elem(),
-		litExpr: args.Index(1).Elem().Type().Elem(), listExpr: args.Index(2).Elem().Type().Elem()}
+		litExpr: args.Index(1).Elem().Type().Elem()}
 	return p, nil
 }
 
@@ -100,17 +100,6 @@ func (p *patcher) call(fn string, args ...reflect.Value) reflect.Value {
 func (p *patcher) lit(v jinja.Value) reflect.Value {
 	l := reflect.New(p.litExpr)
 	field(l, "val").Set(reflect.ValueOf(v))
-	return l
-}
-
-func (p *patcher) strList(ss []string) reflect.Value {
-	l := reflect.New(p.listExpr)
-	items := field(l, "items")
-	list := reflect.MakeSlice(items.Type(), len(ss), len(ss))
-	for i, s := range ss {
-		list.Index(i).Set(p.lit(jinja.NewString(s)).Convert(items.Type().Elem()))
-	}
-	items.Set(list)
 	return l
 }
 
@@ -182,8 +171,16 @@ func (p *patcher) guardOperands(op string, slots []reflect.Value, npos int, kwna
 	for _, s := range slots[:len(slots)-1] {
 		s.Set(p.call(guardPush, s.Elem()).Convert(s.Type()))
 	}
+	var names jinja.Value = jinja.None() // a literal: the engine hands out the same value at every call
+	if len(kwnames) > 0 {
+		items := make([]jinja.Value, len(kwnames))
+		for i, k := range kwnames {
+			items[i] = jinja.NewString(k)
+		}
+		names = jinja.NewList(items)
+	}
 	s := slots[len(slots)-1]
-	s.Set(p.call(guardCheck, p.lit(jinja.NewString(op)), p.lit(jinja.NewInt(int64(npos))), p.strList(kwnames), s.Elem()).Convert(s.Type()))
+	s.Set(p.call(guardCheck, p.lit(jinja.NewString(op)), p.lit(jinja.NewInt(int64(npos))), p.lit(names), s.Elem()).Convert(s.Type()))
 }
 
 // visit walks the node or expression ptr (a pointer to one of the engine's structs) and returns its
