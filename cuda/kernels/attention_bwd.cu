@@ -436,7 +436,7 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dkdv
 					float dpv = dp[nl][c], pd = pv;
 					if (drop) {
 						bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
-						pd = kp ? pv * p.dscale : 0.0f;
+						pd = pv * (kp ? p.dscale : 0.0f); // as tensor/cpu: a NaN row's dropped P' stays NaN
 						dpv = kp ? dpv * p.dscale : 0.0f;
 					}
 					dp[nl][c] = pv * (dpv - dl);

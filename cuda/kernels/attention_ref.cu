@@ -165,7 +165,7 @@ extern "C" __global__ void attn_bwd_dkdv_ref(const AttnParams p) {
 			float dpv = ref_dot(vr, p.dout, dt, ob, D, lane);
 			if (p.p > 0.0f) {
 				bool kp = keep1((u64)row * (u64)p.Tk + (u64)j, p, thr);
-				pd = kp ? pr * p.dscale : 0.0f;
+				pd = pr * (kp ? p.dscale : 0.0f); // as tensor/cpu: a NaN row's dropped P' stays NaN
 				dpv = kp ? dpv * p.dscale : 0.0f;
 			}
 			pd = ref_rnd(pd, dt);
