@@ -142,7 +142,7 @@ func (o *op) embeddingBackwardDevice(dtable, ids, dout *tensor.Tensor, v, ch, n 
 	defer o.release(part)
 	at := func(k int) uint64 { return uint64(ints) + uint64(4*offs[k]) }
 	cnt, fill, start, itemOff, slotOff, mergeOff, big, tot, rows, items, merges := at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9), at(10)
-	if o.fail(driverErr("cuMemsetD32Async", cu.MemsetD32Async(cu.DevicePtr(cnt), 0, int64(2*v), o.b.stream), "embedding counts")) != nil {
+	if o.fail(o.memset32(cnt, 0, 2*v, "embedding counts")) != nil { // through the recorder: graph replays compare it
 		return
 	}
 	gn, gv := o.gridFor(n), o.gridFor(v)
