@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -56,10 +57,7 @@ func (b *Backend) UpdateScale(a tensor.UpdateScaleArgs) (err error) {
 			o.tensor(x.name, x.t, tensor.I32).numel(x.name, x.t, 1)
 		}
 	}
-	o.that(a.MaxSkipped >= 0, tensor.ErrArgument, "MaxSkipped %d must be ≥ 0", a.MaxSkipped).that(a.GrowthFactor > 1 && !math.IsInf(a.GrowthFactor, 0), tensor.ErrArgument, "GrowthFactor %v must be finite and > 1", a.GrowthFactor).
-		that(a.BackoffFactor > 0 && a.BackoffFactor < 1, tensor.ErrArgument, "BackoffFactor %v must be in (0, 1)", a.BackoffFactor).
-		that(a.GrowthInterval >= 1, tensor.ErrArgument, "GrowthInterval %d must be ≥ 1", a.GrowthInterval).
-		that(a.MinScale >= 0, tensor.ErrArgument, "MinScale %v must be ≥ 0", a.MinScale)
+	o.fail(opcheck.UpdateScale(a))
 	o.launch("optim.cu", "update_scale", 1, 1, 32, 1, addr(a.Scale), addr(a.GrowthTracker), addr(a.FoundInf), addr(a.Record),
 		addr(a.Steps), addr(a.Skipped), i64(a.MaxSkipped), math.Float64bits(a.GrowthFactor), math.Float64bits(a.BackoffFactor),
 		i64(a.GrowthInterval), f32(a.MinScale))

@@ -168,3 +168,25 @@ func AdamW(a tensor.AdamWArgs) ([]tensor.Segment, error) {
 	}
 	return segs, nil
 }
+
+// UpdateScale checks the GradScaler options of Backend.UpdateScale (ErrArgument), as torch/amp/grad_scaler.py
+// requires them: MaxSkipped ≥ 0, GrowthFactor finite and > 1, BackoffFactor in (0, 1), GrowthInterval ≥ 1,
+// MinScale ≥ 0. The backends check the tensors themselves.
+func UpdateScale(a tensor.UpdateScaleArgs) error {
+	for _, r := range []struct {
+		ok     bool
+		format string
+		v      any
+	}{
+		{a.MaxSkipped >= 0, "MaxSkipped %d must be ≥ 0", a.MaxSkipped},
+		{a.GrowthFactor > 1 && !math.IsInf(a.GrowthFactor, 0), "GrowthFactor %v must be finite and > 1", a.GrowthFactor},
+		{a.BackoffFactor > 0 && a.BackoffFactor < 1, "BackoffFactor %v must be in (0, 1)", a.BackoffFactor},
+		{a.GrowthInterval >= 1, "GrowthInterval %d must be ≥ 1", a.GrowthInterval},
+		{a.MinScale >= 0, "MinScale %v must be ≥ 0", a.MinScale},
+	} {
+		if !r.ok {
+			return Errorf(tensor.ErrArgument, r.format, r.v)
+		}
+	}
+	return nil
+}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -41,10 +42,7 @@ func (b *Backend) UpdateScale(a tensor.UpdateScaleArgs) (err error) {
 			c.tensor(o.name, o.t, tensor.I32).numel(o.name, o.t, 1)
 		}
 	}
-	c.that(a.MaxSkipped >= 0, tensor.ErrArgument, "MaxSkipped %d must be ≥ 0", a.MaxSkipped).that(a.GrowthFactor > 1 && !math.IsInf(a.GrowthFactor, 0), tensor.ErrArgument, "GrowthFactor %v must be finite and > 1", a.GrowthFactor).
-		that(a.BackoffFactor > 0 && a.BackoffFactor < 1, tensor.ErrArgument, "BackoffFactor %v must be in (0, 1)", a.BackoffFactor).
-		that(a.GrowthInterval >= 1, tensor.ErrArgument, "GrowthInterval %d must be ≥ 1", a.GrowthInterval).
-		that(a.MinScale >= 0, tensor.ErrArgument, "MinScale %v must be ≥ 0", a.MinScale)
+	c.record(opcheck.UpdateScale(a))
 	if c.Err() != nil {
 		return c.Err()
 	}
