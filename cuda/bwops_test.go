@@ -176,36 +176,10 @@ func TestEmbeddingMatchesCPU(t *testing.T) {
 // (0x7FFF, 0x8000, 0x8001), their neighbours and two random ones. That covers subnormals, the largest
 // finite values rounding to Inf, Inf and NaNs (which must become 0x7FC0).
 func TestBF16PackMatchesHost(t *testing.T) {
-	gpu := openOrSkip(t)
 	rng := rand.New(rand.NewPCG(9, 10))
-	var in []float32
-	for hi := range 1 << 16 {
-		for _, lo := range []uint32{0, 1, 0x7FFE, 0x7FFF, 0x8000, 0x8001, 0xFFFF, rng.Uint32() & 0xFFFF, rng.Uint32() & 0xFFFF} {
-			in = append(in, math.Float32frombits(uint32(hi)<<16|lo))
-		}
-	}
-	in = append(in, 1, 2, 3) // a ragged tail: the last elements go one by one
-	x, err := gpu.Alloc(tensor.F32, len(in))
-	must(t, err)
-	defer gpu.Free(x)
-	must(t, gpu.Upload(x, in))
-	h, err := gpu.Alloc(tensor.BF16, len(in))
-	must(t, err)
-	defer gpu.Free(h)
-	must(t, gpu.Cast(h, x))
-	got := make([]uint16, len(in))
-	must(t, gpu.Download(got, h))
-	bad := 0
-	for i, v := range in {
-		if want := tensor.F32ToBF16(v); got[i] != want {
-			if bad++; bad <= 10 {
-				t.Errorf("Cast to BF16 of %#08x: got %#04x, want %#04x", math.Float32bits(v), got[i], want)
-			}
-		}
-	}
-	if bad > 10 {
-		t.Errorf("%d values differ in all", bad)
-	}
+	checkHalfCast(t, openOrSkip(t), tensor.BF16, tensor.F32ToBF16, func() []uint32 {
+		return []uint32{0, 1, 0x7FFE, 0x7FFF, 0x8000, 0x8001, 0xFFFF, rng.Uint32() & 0xFFFF, rng.Uint32() & 0xFFFF}
+	})
 }
 
 // TestGlobalNormToMatchesGlobalNorm checks the device-side norm (sumsq_partial with loads in flight, then

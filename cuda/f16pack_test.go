@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -17,11 +18,20 @@ import (
 // neighbours and two random ones. That covers FP16's subnormals and underflow, the largest finite values
 // rounding to Inf, Inf and NaNs (whose payload rule is f32_to_f16's).
 func TestF16PackMatchesHost(t *testing.T) {
-	gpu := openOrSkip(t)
 	rng := rand.New(rand.NewPCG(11, 12))
+	checkHalfCast(t, openOrSkip(t), tensor.F16, tensor.F32ToF16, func() []uint32 {
+		return []uint32{0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x7FFF, 0x8000, 0xFFFF, rng.Uint32() & 0xFFFF, rng.Uint32() & 0xFFFF}
+	})
+}
+
+// checkHalfCast casts, on gpu, every FP32 value whose upper half is any of the 2¹⁶ patterns and whose lower
+// half is one of lows() (called once per upper half), plus a ragged tail, to dt and compares each result with
+// want, the host's rounding.
+func checkHalfCast(t *testing.T, gpu *cuda.Backend, dt tensor.DType, want func(float32) uint16, lows func() []uint32) {
+	t.Helper()
 	var in []float32
 	for hi := range 1 << 16 {
-		for _, lo := range []uint32{0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x7FFF, 0x8000, 0xFFFF, rng.Uint32() & 0xFFFF, rng.Uint32() & 0xFFFF} {
+		for _, lo := range lows() {
 			in = append(in, math.Float32frombits(uint32(hi)<<16|lo))
 		}
 	}
@@ -30,7 +40,7 @@ func TestF16PackMatchesHost(t *testing.T) {
 	must(t, err)
 	defer gpu.Free(x)
 	must(t, gpu.Upload(x, in))
-	h, err := gpu.Alloc(tensor.F16, len(in))
+	h, err := gpu.Alloc(dt, len(in))
 	must(t, err)
 	defer gpu.Free(h)
 	must(t, gpu.Cast(h, x))
@@ -38,9 +48,9 @@ func TestF16PackMatchesHost(t *testing.T) {
 	must(t, gpu.Download(got, h))
 	bad := 0
 	for i, v := range in {
-		if want := tensor.F32ToF16(v); got[i] != want {
+		if w := want(v); got[i] != w {
 			if bad++; bad <= 10 {
-				t.Errorf("Cast to F16 of %#08x: got %#04x, want %#04x", math.Float32bits(v), got[i], want)
+				t.Errorf("Cast to %v of %#08x: got %#04x, want %#04x", dt, math.Float32bits(v), got[i], w)
 			}
 		}
 	}
