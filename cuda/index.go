@@ -101,17 +101,24 @@ func (b *Backend) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) (err error
 	pi := counts + 8
 	pm := pi + uint64(4*len(it.items))
 	pr := pm + uint64(4*len(it.merges))
+	o.embeddingScatter(dtable, dout, uint64(part), pi, pr, pm, counts, ch, items, merges)
+	return
+}
+
+// embeddingScatter queues the plan's sums (embedding_bwd_rows over at most maxItems items, then
+// embedding_bwd_merge over at most maxMerges split groups; the kernels read the actual counts at counts and
+// counts+4) for either planner.
+func (o *op) embeddingScatter(dtable, dout *tensor.Tensor, part, items, rows, merges, counts uint64, ch, maxItems, maxMerges int) {
 	vv := vec(dtable, dout)
 	if ch%4 != 0 {
 		vv = 0
 	}
 	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
-	o.launch("index.cu", "embedding_bwd_rows", min(items, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
-		uint64(part), pi, pr, i64(ch), vv, counts)
-	if merges > 0 {
-		o.launch("index.cu", "embedding_bwd_merge", min(merges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), pm, i64(ch), vv, counts+4)
+	o.launch("index.cu", "embedding_bwd_rows", min(maxItems, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
+		part, items, rows, i64(ch), vv, counts)
+	if maxMerges > 0 {
+		o.launch("index.cu", "embedding_bwd_merge", min(maxMerges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), part, merges, i64(ch), vv, counts+4)
 	}
-	return
 }
 
 // embHostPlan makes EmbeddingBackward build its plan on the host whatever the row count (the tests compare
@@ -152,14 +159,7 @@ func (o *op) embeddingBackwardDevice(dtable, ids, dout *tensor.Tensor, v, ch, n 
 	o.launch("index.cu", "emb2_sort_small", min((v+7)/8, 4096), 1, 256, 1, rows, cnt, start, i64(v))
 	o.launch("index.cu", "emb2_compact", min(maxMerges, 2*o.b.sms), 1, 1024, 1, rows, start, big, tot, addr(ids), dt(ids), i64(n))
 	o.launch("index.cu", "emb2_items", gv, 1, 256, 1, items, merges, cnt, start, itemOff, slotOff, mergeOff, i64(v))
-	vv := vec(dtable, dout)
-	if ch%4 != 0 {
-		vv = 0
-	}
-	threads := min(256, max(32, ((ch+3)/4+31)/32*32))
-	o.launch("index.cu", "embedding_bwd_rows", min(n, 16*o.b.sms*8), 1, threads, 1, addr(dtable), dt(dtable), addr(dout), dt(dout),
-		uint64(part), items, rows, i64(ch), vv, tot)
-	o.launch("index.cu", "embedding_bwd_merge", min(maxMerges, 16*o.b.sms), 1, threads, 1, addr(dtable), dt(dtable), uint64(part), merges, i64(ch), vv, tot+4)
+	o.embeddingScatter(dtable, dout, uint64(part), items, rows, merges, tot, ch, n, maxMerges)
 }
 
 // embeddingWork is EmbeddingBackward's plan, built on the host from the ids.
