@@ -243,7 +243,7 @@ func (m *BertForSequenceClassification) Forward(batch *loaders.Batch, opts trans
 		}
 	}
 	out.Loss = float32(math.NaN())
-	if batch.Labels == nil && batch.Targets == nil || m.unlabelledRegression(batch) {
+	if batch.Labels == nil && batch.Targets == nil {
 		return out, nil
 	}
 	if !opts.Train && batch.Targets == nil && batch.NumLabelled() == 0 {
@@ -329,19 +329,4 @@ func recoverError(err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("transformer: internal error: %v", r)
 	}
-}
-
-// unlabelledRegression reports a batch of inputs without targets (every label −100, as datasets read for
-// prediction give) for a regression model: it has no loss, only the predicted values, where a classifier's
-// cross-entropy over no labelled row is NaN.
-func (m *BertForSequenceClassification) unlabelledRegression(batch *loaders.Batch) bool {
-	if batch.Targets != nil || !(m.Config.ProblemType == Regression || m.Config.ProblemType == "" && m.Config.NumLabels() == 1) {
-		return false
-	}
-	for _, l := range batch.Labels {
-		if l != ignoreIndex {
-			return false
-		}
-	}
-	return true
 }
