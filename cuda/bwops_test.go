@@ -170,11 +170,11 @@ func TestEmbeddingMatchesCPU(t *testing.T) {
 	}
 }
 
-// TestBF16PackMatchesHost checks the hardware BF16 rounding of the BF16 kernels (bf16x2_rn in elementwise.cu
-// and norm.cu) against tensor.F32ToBF16 through Cast (F32 → BF16, aligned: the packed stores): every sign,
-// exponent and leading 7 mantissa bits (the upper halves), each with the low halves where rounding turns
-// (0x7FFF, 0x8000, 0x8001), their neighbours and two random ones. That covers subnormals, the largest
-// finite values rounding to Inf, Inf and NaNs (which must become 0x7FC0).
+// TestBF16PackMatchesHost checks the hardware BF16 rounding of the BF16 kernels (bf16x2_rn in common.cuh, used by
+// elementwise.cu and norm.cu) against tensor.F32ToBF16 through Cast (F32 → BF16, aligned: the packed stores): every
+// sign, exponent and leading 7 mantissa bits (the upper halves), each with the low halves where rounding turns
+// (0x7FFF, 0x8000, 0x8001), their neighbours and two random ones. That covers subnormals, the largest finite values
+// rounding to Inf, Inf and NaNs (which must become 0x7FC0).
 func TestBF16PackMatchesHost(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	checkHalfCast(t, openOrSkip(t), tensor.BF16, tensor.F32ToBF16, func() []uint32 {

@@ -12,10 +12,10 @@ import (
 	"github.com/tune-ml/tune/tensor"
 )
 
-// TestF16PackMatchesHost checks the hardware FP16 rounding of the F16 kernels (f16x2_rn in elementwise.cu and
-// norm.cu) against tensor.F32ToF16 through Cast (F32 → F16, aligned: the packed stores): every sign, exponent
-// and leading 7 mantissa bits (the upper halves), each with low halves around the rounding points, their
-// neighbours and two random ones. That covers FP16's subnormals and underflow, the largest finite values
+// TestF16PackMatchesHost checks the hardware FP16 rounding of the F16 kernels (f16x2_rn in common.cuh, used by
+// elementwise.cu and norm.cu) against tensor.F32ToF16 through Cast (F32 → F16, aligned: the packed stores): every
+// sign, exponent and leading 7 mantissa bits (the upper halves), each with low halves around the rounding points,
+// their neighbours and two random ones. That covers FP16's subnormals and underflow, the largest finite values
 // rounding to Inf, Inf and NaNs (whose payload rule is f32_to_f16's).
 func TestF16PackMatchesHost(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))

@@ -55,6 +55,35 @@ __device__ __forceinline__ u16 f32_to_bf16(float f) {
 __device__ __forceinline__ float half_to_f32(u16 h, int dt) { return dt == DT_F16 ? f16_to_f32(h) : bf16_to_f32(h); }
 __device__ __forceinline__ u16 f32_to_half(float f, int dt) { return dt == DT_F16 ? f32_to_f16(f) : f32_to_bf16(f); }
 
+// bf16x2_rn packs f32_to_bf16(lo) | f32_to_bf16(hi) << 16 with one hardware conversion (cvt.rn.bf16x2.f32,
+// sm_80+: round to nearest even, subnormals kept, overflow to Inf), which gives f32_to_bf16's bits for every
+// value but NaN; a NaN gets f32_to_bf16's 0x7FC0 (the hardware writes 0x7FFF). f32_to_bf16's integer rounding
+// costs about seven instructions a value, a large part of the BF16 GELU kernels' instruction budget
+// (TestBF16PackMatchesHost checks the equality on every sign, exponent and leading mantissa bits with the
+// rounding-boundary low halves).
+__device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair; the fix-ups are rare
+		if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
+		if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
+	}
+	return r;
+}
+
+// f16x2_rn packs f32_to_f16(lo) | f32_to_f16(hi) << 16 with one hardware conversion (cvt.rn.f16x2.f32,
+// sm_80+: round to nearest even, overflow and Inf to Inf — what f32_to_f16's hardware path gives one value at a
+// time); a NaN takes f32_to_f16's payload rule (TestF16PackMatchesHost checks it against tensor.F32ToF16).
+__device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
+	u32 r;
+	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair, as bf16x2_rn
+		if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
+		if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
+	}
+	return r;
+}
+
 // round_to rounds an FP32 value to dt and widens it back (the identity for F32): a value "held in dt".
 __device__ __forceinline__ float round_to(float v, int dt) {
 	return dt == DT_F32 ? v : half_to_f32(f32_to_half(v, dt), dt);

@@ -37,35 +37,6 @@ __device__ __forceinline__ F4 unq4(uint4 q, int dt) {
 	return r;
 }
 
-// bf16x2_rn packs f32_to_bf16(lo) | f32_to_bf16(hi) << 16 with one hardware conversion (cvt.rn.bf16x2.f32,
-// sm_80+: round to nearest even, subnormals kept, overflow to Inf), which gives f32_to_bf16's bits for every
-// value but NaN; a NaN gets f32_to_bf16's 0x7FC0 (the hardware writes 0x7FFF). f32_to_bf16's integer rounding
-// costs about seven instructions a value, a large part of the BF16 GELU kernels' instruction budget
-// (TestBF16PackMatchesHost checks the equality on every sign, exponent and leading mantissa bits with the
-// rounding-boundary low halves). The same helper is in norm.cu.
-__device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
-	u32 r;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair; the fix-ups are rare
-		if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
-		if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
-	}
-	return r;
-}
-
-// f16x2_rn packs f32_to_f16(lo) | f32_to_f16(hi) << 16 with one hardware conversion (cvt.rn.f16x2.f32,
-// sm_80+: round to nearest even, overflow and Inf to Inf — what f32_to_f16's hardware path gives one value at a
-// time); a NaN takes f32_to_f16's payload rule (TestF16PackMatchesHost checks it against tensor.F32ToF16).
-__device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
-	u32 r;
-	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair, as bf16x2_rn
-		if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
-		if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
-	}
-	return r;
-}
-
 // st4h is st4 with BF16 and F16 stores packed by bf16x2_rn and f16x2_rn (dt is a constant in the half
 // instantiations).
 __device__ __forceinline__ void st4h(void *p, int dt, i64 i, F4 r) {

@@ -458,29 +458,6 @@ __device__ __forceinline__ float gelu_el(float d, float v, int dtdx, float *y) {
 	return round_to(gelu_grad(d, v, e), dtdx);
 }
 
-// bf16x2_rn is elementwise.cu's (see there): f32_to_bf16(lo) | f32_to_bf16(hi) << 16 in one hardware
-// conversion, NaNs made 0x7FC0.
-__device__ __forceinline__ u32 bf16x2_rn(float lo, float hi) {
-	u32 r;
-	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair; the fix-ups are rare
-		if (lo != lo) r = (r & 0xffff0000u) | 0x7FC0u;
-		if (hi != hi) r = (r & 0x0000ffffu) | 0x7FC00000u;
-	}
-	return r;
-}
-
-// f16x2_rn is elementwise.cu's (see there): f32_to_f16(lo) | f32_to_f16(hi) << 16 in one hardware conversion.
-__device__ __forceinline__ u32 f16x2_rn(float lo, float hi) {
-	u32 r;
-	asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-	if (__builtin_expect(lo != lo || hi != hi, 0)) { // one unordered test per pair, as bf16x2_rn
-		if (lo != lo) r = (r & 0xffff0000u) | (u32)f32_to_f16(lo);
-		if (hi != hi) r = (r & 0x0000ffffu) | ((u32)f32_to_f16(hi) << 16);
-	}
-	return r;
-}
-
 // gelu_bwd_colsum: gelu_bwd_recompute (dx = dout·GELU'(x), out = GELU(x) when out is not NULL) on
 // colsum_partial's layout, adding the stored (rounded) dx into partial[k][c] as mode 0 would: grid
 // (ceil(C/64), chunks), vec=1 when C is even and every tensor is aligned for two-element accesses. A
