@@ -11,6 +11,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/tokenizers"
 )
 
@@ -45,15 +46,19 @@ type Error struct {
 // Error returns "chat template SOURCE: MSG".
 func (e *Error) Error() string { return fmt.Sprintf("chat template %s: %s", e.Source, e.Msg) }
 
+// BadInput marks the error as the input's (internal/badinput): the template or the conversation must change
+// (exit status 2).
+func (e *Error) BadInput() bool { return true }
+
 // Compile compiles a template; source names it in errors (a file path). special holds the special tokens
 // the template sees (bos_token, eos_token, ...); empty values are left undefined.
 func Compile(src, source string, special map[string]string) (*Template, error) {
 	if d := nesting(src); d > MaxNesting {
-		return nil, fmt.Errorf("chat template %s nests brackets or blocks %d deep, more than tune's limit of %d", source, d, MaxNesting)
+		return nil, badinput.Errorf("chat template %s nests brackets or blocks %d deep, more than tune's limit of %d", source, d, MaxNesting)
 	}
 	t, err := jinja.Compile(rewriteIndentedTojson(src))
 	if err != nil {
-		return nil, fmt.Errorf("chat template %s does not compile: %v", source, err)
+		return nil, badinput.Errorf("chat template %s does not compile: %v", source, err)
 	}
 	if err := instrument(t); err != nil {
 		return nil, fmt.Errorf("chat template %s: cannot apply tune's rendering limits: %v", source, err)

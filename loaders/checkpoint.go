@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // SafetensorsWeightsName is the weights file of an unsharded checkpoint, as transformers' save_pretrained names it.
@@ -34,8 +36,15 @@ type Checkpoint struct {
 // OpenCheckpoint opens a checkpoint given as a directory (model.safetensors, else model.safetensors.index.json),
 // a .safetensors file, or a shard index (.json). Every file is validated completely; a corrupt one gives an error
 // naming the file and the problem (see ErrHeaderTooLarge and its siblings). A directory without safetensors weights
-// gives an error wrapping ErrNoWeights that says what it found instead.
+// gives an error wrapping ErrNoWeights that says what it found instead. These errors are bad input
+// (badinput.Is); one of the operating system's (a file that cannot be read) is not.
 func OpenCheckpoint(path string) (*Checkpoint, error) {
+	c, err := openCheckpoint(path)
+	return c, badinput.Mark(err) // the file's contents are wrong (exit 2); a failed read (*fs.PathError) is not
+}
+
+// openCheckpoint is OpenCheckpoint without the bad-input mark.
+func openCheckpoint(path string) (*Checkpoint, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %w", err)
@@ -153,9 +162,10 @@ func (c *Checkpoint) Get(name string) (HostTensor, error) {
 	}
 	f, ok := c.where[name]
 	if !ok {
-		return HostTensor{}, fmt.Errorf("loaders: %s: no tensor %q", c.Path, name)
+		return HostTensor{}, badinput.Errorf("loaders: %s: no tensor %q", c.Path, name)
 	}
-	return f.tensor(name)
+	t, err := f.tensor(name)
+	return t, badinput.Mark(err) // a dtype tune cannot compute with
 }
 
 // Close unmaps the files. HostTensors obtained from Get must not be used afterwards. Closing twice is harmless.

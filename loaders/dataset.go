@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // IgnoreLabel is the label of an unlabelled example (PyTorch's cross-entropy ignore_index).
@@ -92,6 +94,12 @@ type rawRow struct {
 // invalid JSON, a missing key, an unknown label, a bad number) is an error naming file:line.
 // TSV fields are split on tabs with no quoting (as GLUE's files); CSV follows RFC 4180 quoting.
 func LoadDataset(path string, opts DatasetOptions) (*Dataset, error) {
+	ds, err := loadDataset(path, opts)
+	return ds, badinput.Mark(err) // a row or an option is wrong (exit 2); a failed read (*fs.PathError) is not
+}
+
+// loadDataset is LoadDataset without the bad-input mark.
+func loadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 	format := strings.ToLower(opts.Format)
 	if format == "" {
 		switch strings.ToLower(filepath.Ext(path)) {
@@ -521,6 +529,9 @@ type LabelRangeError struct {
 	Labels    []int64 // the file's distinct integer labels, sorted (at most 20: the smallest ones)
 	More      int     // how many distinct labels Labels leaves out
 }
+
+// BadInput marks the error as the input's (internal/badinput): the data or num_labels must change (exit 2).
+func (e *LabelRangeError) BadInput() bool { return true }
 
 // Error says which label is out of range, where, and the labels the file holds.
 func (e *LabelRangeError) Error() string {

@@ -7,14 +7,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // Errors LoadReport.Err wraps.
 var (
 	// ErrMissingTensors: the model expects tensors the checkpoint does not hold.
-	ErrMissingTensors = errors.New("tensors missing from the checkpoint")
+	ErrMissingTensors = badinput.New("tensors missing from the checkpoint")
 	// ErrShapeMismatch: a checkpoint tensor's shape differs from the model's.
-	ErrShapeMismatch = errors.New("tensor shapes differ from the model's")
+	ErrShapeMismatch = badinput.New("tensor shapes differ from the model's")
 )
 
 // ShapeMismatch is a checkpoint tensor whose shape differs from the model's.

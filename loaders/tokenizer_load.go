@@ -15,6 +15,7 @@ import (
 	"github.com/sugarme/tokenizer/model"
 	"github.com/sugarme/tokenizer/model/wordpiece"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/strictjson"
 )
 
@@ -32,12 +33,14 @@ import (
 // for do_lower_case, strip_accents, tokenize_chinese_chars, the special token names and added_tokens_decoder
 // (a tokenizer.json already states its own pipeline, and wins, as in transformers' fast tokenizers).
 // The "truncation" and "padding" sections of tokenizer.json are not applied by default, as transformers does
-// not apply them either; pass EncodeOptions instead. Errors name the file and the field.
+// not apply them either; pass EncodeOptions instead. Errors name the file and the field, and are bad input
+// (badinput.Is) unless the operating system's.
 func LoadTokenizer(path string) (tok *Tokenizer, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			tok, err = nil, fmt.Errorf("loaders: %s: tokenizer could not be built (internal error: %v)", path, r)
 		}
+		err = badinput.Mark(err) // the files' contents are wrong (exit 2); a failed read is not
 	}()
 	st, err := os.Stat(path)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/datasets"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
@@ -246,7 +247,7 @@ func checkClassifier(dir string) error {
 	}
 	for _, mm := range report.Mismatched {
 		if strings.HasPrefix(mm.Name, "classifier.") && len(mm.Model) > 0 {
-			return fmt.Errorf("recipes: %s: the checkpoint's %s is %v but config.json's labels (id2label / num_labels: %d) "+
+			return badinput.Errorf("recipes: %s: the checkpoint's %s is %v but config.json's labels (id2label / num_labels: %d) "+
 				"make it %v: the trained classifier does not fit the config; fix id2label and num_labels in %s",
 				dir, mm.Name, mm.Checkpoint, mm.Model[0], mm.Model, filepath.Join(dir, loaders.ConfigName))
 		}

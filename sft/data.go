@@ -13,6 +13,7 @@ import (
 	"github.com/ardanlabs/jinja"
 
 	"github.com/tune-ml/tune/chat"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tokenizers"
 )
@@ -116,6 +117,12 @@ func Load(path string, tk Tokenizer, opts Options) (*Dataset, error) {
 
 // Read is Load on an open file; name is used in errors.
 func Read(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, error) {
+	ds, err := readData(r, name, tk, opts)
+	return ds, badinput.Mark(err) // a row, the format or the chat template is wrong (exit 2); a read error is not
+}
+
+// readData is Read without the bad-input mark.
+func readData(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, error) {
 	if tk.Tok == nil {
 		return nil, errors.New("sft: no tokenizer")
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // Config is what tune reads from a model's tokenizer_config.json (and chat_template.jinja beside it): the
@@ -47,7 +49,7 @@ func LoadConfig(dir string) (*Config, error) {
 	default:
 		c.Path = p
 		if err := c.parse(data); err != nil {
-			return nil, fmt.Errorf("tokenizers: %s: %w", p, err)
+			return nil, badinput.Errorf("tokenizers: %s: %w", p, err) // the file must change (exit 2)
 		}
 	}
 	jp := filepath.Join(dir, "chat_template.jinja")

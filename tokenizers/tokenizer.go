@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // Tokenizer is a BPE tokenizer read from a tokenizer.json. It is safe for concurrent use.
@@ -45,7 +47,7 @@ func Load(path string) (*Tokenizer, error) {
 func Parse(data []byte, name string) (*Tokenizer, error) {
 	t, err := parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("tokenizers: %s: %w", name, err)
+		return nil, badinput.Errorf("tokenizers: %s: %w", name, err) // the file must change (exit 2)
 	}
 	t.source = name
 	return t, nil

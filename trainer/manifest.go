@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // ManifestName is the file a checkpoint directory is complete with: the list of its other files with their
@@ -121,10 +122,11 @@ func readManifest(dir string, sums bool) error {
 }
 
 // VerifyCheckpoint checks that dir is a complete checkpoint: its manifest is there and every file it lists has
-// its size and SHA-256. Resuming calls it before anything is loaded.
+// its size and SHA-256. Resuming calls it before anything is loaded. A checkpoint found incomplete or changed is
+// bad input (internal/badinput: the run must resume from another); a file that cannot be read is not.
 func VerifyCheckpoint(dir string) error {
 	if err := readManifest(dir, true); err != nil {
-		return fmt.Errorf("trainer: %s is not a complete checkpoint: %w", dir, err)
+		return badinput.Errorf("trainer: %s is not a complete checkpoint: %w", dir, err)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -167,7 +168,7 @@ func ReloadParams(family string, b tensor.Backend, dir string, list []NamedParam
 	defer ck.Close()
 	source, lr := MatchCheckpoint(CheckpointTensors(list, rules), ck.Infos(), rules)
 	if p := CheckpointProblems(lr); p != "" {
-		return fmt.Errorf("%s: load %s: not a checkpoint of this model: %s", family, ck.Path, p)
+		return badinput.Errorf("%s: load %s: not a checkpoint of this model: %s", family, ck.Path, p)
 	}
 	if err := LoadParams(b, ck, list, source, rules); err != nil {
 		return errctx.Wrapf(err, "%s: load %s", family, ck.Path)
@@ -251,6 +252,6 @@ func CheckLayerCount(configPath, key string, n int, ck *loaders.Checkpoint, pref
 	if layers > 0 {
 		held = fmt.Sprintf("%d layers (%s0 to %s%d)", layers, prefixes[0], prefixes[0], layers-1)
 	}
-	return fmt.Errorf("%s has %s %d but the checkpoint %s holds %s: config.json does not describe these weights",
+	return badinput.Errorf("%s has %s %d but the checkpoint %s holds %s: config.json does not describe these weights",
 		configPath, key, n, ck.Path, held)
 }

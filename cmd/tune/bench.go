@@ -19,6 +19,7 @@ import (
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/cmd/tune/internal/bench"
 	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -383,7 +384,7 @@ func (o *benchReportOptions) run(stdout io.Writer) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return badinput.Mark(err) // not a results file (exit 2); one that cannot be read is exit 1
 		}
 		all = append(all, f.Results...)
 		src := fmt.Sprintf("%s: %s, %d results", path, f.Tool, len(f.Results))
@@ -396,7 +397,7 @@ func (o *benchReportOptions) run(stdout io.Writer) error {
 		sources = append(sources, src)
 	}
 	if len(all) == 0 {
-		return fmt.Errorf("bench: none of %s holds a result", strings.Join(o.Files, ", "))
+		return badinput.Errorf("bench: none of %s holds a result", strings.Join(o.Files, ", "))
 	}
 	devices := map[string]bool{}
 	for _, r := range all {

@@ -163,8 +163,8 @@ func TestBenchReport(t *testing.T) {
 	}{
 		{"no files", []string{"bench", "report"}, exitUsage, "needs one or more results files"},
 		{"a chart that exists", []string{"bench", "report", "--png", png, tuneJSON}, exitUsage, "already exists"},
-		{"a file that is not results", []string{"bench", "report", png}, exitError, "not a results file"},
-		{"only a file without results", []string{"bench", "report", empty}, exitError, "none of"},
+		{"a file that is not results", []string{"bench", "report", png}, exitUsage, "not a results file"},
+		{"only a file without results", []string{"bench", "report", empty}, exitUsage, "none of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runTune(t, tc.args...)

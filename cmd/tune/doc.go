@@ -15,7 +15,8 @@
 // per precision (bench report lines results up with PyTorch's), and env shows the machine and CUDA devices.
 //
 // Each command lives in its own file with an options struct, so its flags are parsed and checked without
-// running it; main only calls run. Exit status: 0 success, 1 the command failed, 2 bad usage (flags,
-// arguments, recipe keys or values), 3 the requested device is not available, 130 interrupted (SIGINT or
-// SIGTERM).
+// running it; main only calls run. Exit status: 0 success, 1 the command failed while running, 2 the input is
+// wrong (flags, arguments, recipe keys or values, or the contents of a file it read: errors marked by
+// internal/badinput, typed in the loaders, never matched by their text), 3 the requested device is not
+// available, 130 interrupted (SIGINT or SIGTERM).
 package main

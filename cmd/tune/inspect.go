@@ -45,7 +45,7 @@ llama, qwen2, qwen3, mistral or gpt2) is summarised with its own keys (heads and
 and RoPE) and checked the same way; an unknown model_type is an error listing the supported ones. Weights
 the config does not describe (more layers than the checkpoint holds, a missing or mis-shaped tensor other
 than a classifier head tune initialises) are reported after the tensors with the error eval, finetune or
-generate would give, and inspect exits 1, as they do; the layer count is compared first, so nothing is
+generate would give, and inspect exits 2 (bad input), as they do; the layer count is compared first, so nothing is
 listed or allocated by the config's sizes.
 
 PATH is a checkpoint directory (model.safetensors or model.safetensors.index.json, plus config.json), a

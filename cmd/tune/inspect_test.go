@@ -102,8 +102,8 @@ func TestInspectErrors(t *testing.T) {
 		{"no path", []string{"inspect"}, exitUsage, "inspect takes one PATH"},
 		{"two paths", []string{"inspect", "a", "b"}, exitUsage, "got 2 arguments"},
 		{"missing path", []string{"inspect", filepath.Join(empty, "nope")}, exitUsage, "no such file"},
-		{"corrupt file", []string{"inspect", corrupt}, exitError, "bad.safetensors: header too small"},
-		{"directory without weights or config", []string{"inspect", empty}, exitError, "no safetensors weights"},
+		{"corrupt file", []string{"inspect", corrupt}, exitUsage, "bad.safetensors: header too small"},
+		{"directory without weights or config", []string{"inspect", empty}, exitUsage, "no safetensors weights"},
 		{"model_type roberta over BERT weights: tensors shown, then the error", []string{"inspect", roberta}, exitUsage,
 			`model_type "roberta" is not supported; tune builds model_type bert, gpt2, llama, mistral, qwen2, qwen3`},
 		{"invalid config beside good weights: tensors shown, then the error", []string{"inspect", badConfig}, exitUsage,
@@ -123,7 +123,7 @@ func TestInspectErrors(t *testing.T) {
 }
 
 // TestInspectConfigDisagreesWithWeights: a config.json that does not describe the weights beside it is reported
-// as the loaders refuse it, after the tensors, and inspect exits 1 as eval, finetune and generate do. Found from
+// as the loaders refuse it, after the tensors, and inspect exits 2 as eval, finetune and generate do. Found from
 // the headers: a config claiming 10000000 layers over two is named by its layer count before any tensor list
 // is made (inspect printed "parameters: 369,920,096,832" and exited 0; a BERT config of 190000 layers listed
 // three million missing names in 1.4 GB).
@@ -165,8 +165,8 @@ func TestInspectConfigDisagreesWithWeights(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := runTune(t, "inspect", c.dir)
-			if code != exitError {
-				t.Errorf("exit %d, want %d", code, exitError)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
 			}
 			if !strings.Contains(out, "total: ") {
 				t.Errorf("the tensors were not shown:\n%s", out)

@@ -11,16 +11,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/recipes"
 )
 
 // Exit codes of the tune command (documented in `tune --help`).
 const (
-	exitOK        = 0 // success
-	exitError     = 1 // the command failed (bad data, a failed run, ...)
-	exitUsage     = 2 // bad flags, arguments, recipe keys or values
-	exitNoDevice  = 3 // the requested device is not available
+	exitOK        = 0   // success
+	exitError     = 1   // the command failed while running (I/O, a diverging loss, ...)
+	exitUsage     = 2   // the input is wrong: flags, arguments, recipe keys or values, a file's contents (badinput)
+	exitNoDevice  = 3   // the requested device is not available
 	exitInterrupt = 130
 )
 
@@ -48,8 +49,11 @@ text or chat JSONL; in FP32 or in FP16/BF16 mixed precision, on NVIDIA GPUs (cuB
 YAML recipe.
 Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hugging Face tools.
 
-Exit codes: 0 success; 1 the command failed; 2 bad usage (flags, arguments, recipe keys or values);
-3 the requested device is not available; 130 interrupted (Ctrl-C, or SIGTERM: finetune handles both alike).`,
+Exit codes: 0 success; 1 the command failed while running (an I/O error, a full disk, a diverging loss,
+memory that is not there); 2 the input is wrong and must change: flags, arguments, recipe keys or values, or
+the contents of a file tune reads (a data row, config.json, safetensors weights, tokenizer files,
+adapter_config.json, a damaged checkpoint); 3 the requested device is not available; 130 interrupted
+(Ctrl-C, or SIGTERM: finetune handles both alike).`,
 		Example: `  tune finetune recipes/tiny.yaml
   tune finetune --bf16 recipes/bert.yaml model.path=checkpoints/bert-base-uncased
   tune download bert-base-uncased && tune finetune recipes/bert.yaml model.path=bert-base-uncased
@@ -168,7 +172,9 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "tune:", errctx.Trim(err.Error()))
 	var ue usageError
 	switch {
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), badinput.Is(err):
+		// Flags, arguments, recipe keys, or the contents of a file tune read (a data row, config.json, a
+		// safetensors header, tokenizer files): the input must change before a rerun can succeed.
 		return exitUsage
 	case cmd == root:
 		// The root runs nothing itself: its only errors are cobra's unknown command ("tune bogus").

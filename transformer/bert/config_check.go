@@ -45,6 +45,9 @@ func (e *ConfigFileError) Error() string {
 // Unwrap returns Err.
 func (e *ConfigFileError) Unwrap() error { return e.Err }
 
+// BadInput marks the error as the input's (internal/badinput): the config.json must change (exit status 2).
+func (e *ConfigFileError) BadInput() bool { return true }
+
 // Unwrap returns Err, so that errors.As finds a *SizeError and errors.Is finds ErrMultiLabel.
 func (p ConfigProblem) Unwrap() error { return p.Err }
 

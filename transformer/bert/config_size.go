@@ -27,6 +27,9 @@ type SizeError struct {
 // Error formats as "vocab_size: 3000000000 is more than 2147483647 ...", the key being config.json's.
 func (e *SizeError) Error() string { return e.Key + ": " + e.Reason }
 
+// BadInput marks the error as the input's (internal/badinput): the config must change (exit status 2).
+func (e *SizeError) BadInput() bool { return true }
+
 // sizes lists the size keys with their values and bert-base's (DefaultBertConfig), the reference for which key
 // is unusually large.
 func (c *BertConfig) sizes() []struct {

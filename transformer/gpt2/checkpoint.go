@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -147,7 +148,7 @@ func matchPretrained(dir string, cfg Config, ck *loaders.Checkpoint) (map[string
 	source, lr := transformer.MatchCheckpoint(tensorSpecs(cfg), ck.Infos(), checkpointRules(cfg))
 	report := &transformer.LoadReport{LoadReport: lr, Architecture: "GPT2LMHeadModel"}
 	if p := transformer.CheckpointProblems(lr); p != "" {
-		return nil, report, fmt.Errorf("gpt2: load %s: %s\n(tune's GPT2LMHeadModel has transformer.{wte,wpe,h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj},ln_f} "+
+		return nil, report, badinput.Errorf("gpt2: load %s: %s\n(tune's GPT2LMHeadModel has transformer.{wte,wpe,h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj},ln_f} "+
 			"and, untied, lm_head; the shapes come from %s)", ck.Path, p, configPath)
 	}
 	return source, report, nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -137,7 +138,7 @@ func problemsError(dir string, ck *loaders.Checkpoint, lr *loaders.LoadReport) e
 	if len(lr.Missing) == 0 && len(lr.Unexpected) == 0 && len(lr.Mismatched) == 0 {
 		return nil
 	}
-	return fmt.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
+	return badinput.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
 		ck.Path, transformer.CheckpointProblems(lr), filepath.Join(dir, loaders.ConfigName))
 }
 
