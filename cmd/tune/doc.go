@@ -18,5 +18,5 @@
 // running it; main only calls run. Exit status: 0 success, 1 the command failed while running, 2 the input is
 // wrong (flags, arguments, recipe keys or values, or the contents of a file it read: errors marked by
 // internal/badinput, typed in the loaders, never matched by their text), 3 the requested device is not
-// available, 130 interrupted (SIGINT or SIGTERM).
+// available, 130 interrupted by SIGINT, 143 by SIGTERM (128 + the signal).
 package main

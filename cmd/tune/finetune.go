@@ -8,11 +8,9 @@ import (
 	"log/slog"
 	"maps"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -189,8 +187,8 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	}
 	// SIGTERM (timeout(1), Slurm, Kubernetes, systemd) stops the run as Ctrl-C does: the step in flight ends, the
 	// lock is released and the message names the last checkpoint; before, the default action killed the process
-	// mid-step and left a stale lock.
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	// mid-step and left a stale lock. The exit status is 128 + the signal (interruptCode).
+	ctx, stop := notifyStop(ctx)
 	defer stop()
 	out, err := run.Trainer.Train(ctx)
 	if errors.Is(err, trainer.ErrNothingToTrain) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/internal/testutil"
+	"github.com/tune-ml/tune/trainer"
 )
 
 // cliChildEnv holds the arguments (JSON) of TestCLIChild.
@@ -36,8 +38,15 @@ func TestCLIChild(t *testing.T) {
 // startCLI starts the CLI in a child process.
 func startCLI(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	return startCLIStderr(t, nil, args...)
+}
+
+// startCLIStderr is startCLI with the child's stderr written to stderr (nil: discarded).
+func startCLIStderr(t *testing.T, stderr io.Writer, args ...string) *exec.Cmd {
+	t.Helper()
 	raw, _ := json.Marshal(args)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCLIChild$", "-test.count=1")
+	cmd.Stderr = stderr
 	cmd.Env = append(os.Environ(), cliChildEnv+"="+string(raw))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -94,32 +103,46 @@ func TestFinetuneConcurrentRuns(t *testing.T) {
 	}
 }
 
-// TestFinetuneSIGTERM: SIGTERM (what timeout(1) and job schedulers send) stops a run as Ctrl-C does: exit 130,
-// the run lock released; before, the process died by the signal mid-step and left a stale .tune.lock.
+// TestFinetuneSIGTERM: SIGTERM (what timeout(1) and job schedulers send) stops a run as Ctrl-C does, with the
+// same message naming the checkpoint to resume from and the run lock released; before, the process died by the
+// signal mid-step and left a stale .tune.lock. The exit status is 128 + the signal, as a shell reports a process
+// the signal killed: 130 for SIGINT, 143 for SIGTERM (it was 130 for both, and a scheduler could not tell its
+// own stop from a Ctrl-C).
 func TestFinetuneSIGTERM(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no SIGTERM")
 	}
 	testutil.IsolateCache(t)
-	out := filepath.Join(t.TempDir(), "out")
-	child := startCLI(t, "finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=100000",
-		"training.eval_strategy=no", "training.save_strategy=no")
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(filepath.Join(out, "metrics.jsonl")); err == nil {
-			break // training has begun
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run never started training")
-		}
-	}
-	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	child.Wait()
-	if code := child.ProcessState.ExitCode(); code != exitInterrupt {
-		t.Errorf("after SIGTERM: %v (exit %d), want exit %d", child.ProcessState, code, exitInterrupt)
-	}
-	if _, err := os.Stat(filepath.Join(out, dirlock.Name)); !os.IsNotExist(err) {
-		t.Errorf("the lock file outlived its run: %v", err)
+	for _, c := range []struct {
+		sig  syscall.Signal
+		code int
+	}{{syscall.SIGTERM, 143}, {syscall.SIGINT, 130}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			var stderr strings.Builder
+			child := startCLIStderr(t, &stderr, "finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=100000",
+				"training.eval_strategy=no", "training.save_strategy=steps", "training.save_steps=20")
+			for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				if _, err := os.Stat(filepath.Join(out, "checkpoint-20", trainer.ManifestName)); err == nil {
+					break // training has begun and saved a checkpoint
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the run never saved checkpoint-20")
+				}
+			}
+			if err := child.Process.Signal(c.sig); err != nil {
+				t.Fatal(err)
+			}
+			child.Wait()
+			if code := child.ProcessState.ExitCode(); code != c.code || code != 128+int(c.sig) {
+				t.Errorf("after %v: %v (exit %d), want exit %d", c.sig, child.ProcessState, code, c.code)
+			}
+			if !strings.Contains(stderr.String(), "resume_from_checkpoint") || !strings.Contains(stderr.String(), "checkpoint-") {
+				t.Errorf("after %v: the message does not name the checkpoint to resume from:\n%s", c.sig, stderr.String())
+			}
+			if _, err := os.Stat(filepath.Join(out, dirlock.Name)); !os.IsNotExist(err) {
+				t.Errorf("the lock file outlived its run: %v", err)
+			}
+		})
 	}
 }

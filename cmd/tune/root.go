@@ -22,7 +22,7 @@ const (
 	exitError     = 1   // the command failed while running (I/O, a diverging loss, ...)
 	exitUsage     = 2   // the input is wrong: flags, arguments, recipe keys or values, a file's contents (badinput)
 	exitNoDevice  = 3   // the requested device is not available
-	exitInterrupt = 130
+	exitInterrupt = 130 // 128 + SIGINT; SIGTERM gives 143 (interruptCode)
 )
 
 // usageError marks an error caused by how the command was called; run maps it to exitUsage.
@@ -52,8 +52,9 @@ Outputs (model.safetensors, PEFT adapters, tokenizer files) load unchanged in Hu
 Exit codes: 0 success; 1 the command failed while running (an I/O error, a full disk, a diverging loss,
 memory that is not there); 2 the input is wrong and must change: flags, arguments, recipe keys or values, or
 the contents of a file tune reads (a data row, config.json, safetensors weights, tokenizer files,
-adapter_config.json, a damaged checkpoint); 3 the requested device is not available; 130 interrupted
-(Ctrl-C, or SIGTERM: finetune handles both alike).`,
+adapter_config.json, a damaged checkpoint); 3 the requested device is not available; 130 interrupted by
+Ctrl-C (SIGINT), 143 stopped by SIGTERM (128 + the signal, as a shell reports it; finetune handles both
+alike: the step in flight ends and the message names the last checkpoint).`,
 		Example: `  tune finetune recipes/tiny.yaml
   tune finetune --bf16 recipes/bert.yaml model.path=checkpoints/bert-base-uncased
   tune download bert-base-uncased && tune finetune recipes/bert.yaml model.path=bert-base-uncased
@@ -155,6 +156,7 @@ func run(args []string, stdout, stderr io.Writer) int { return runIn(args, nil, 
 
 // runIn is run with stdin as the commands' standard input (nil: the process's).
 func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stopSignal.Store(0)
 	root := newRootCmd()
 	root.SetArgs(args)
 	if stdin != nil {
@@ -182,7 +184,7 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case isNoDevice(err):
 		return exitNoDevice
 	case errors.Is(err, context.Canceled):
-		return exitInterrupt
+		return interruptCode()
 	}
 	return exitError
 }
