@@ -1,6 +1,7 @@
 package loaders
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -93,18 +94,69 @@ func openCheckpoint(path string) (*Checkpoint, error) {
 // noWeightsError explains what a directory without safetensors weights holds instead.
 func noWeightsError(dir string) error {
 	hint := ""
-	for _, other := range []string{"pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "adapter_model.safetensors"} {
-		if fileExists(filepath.Join(dir, other)) {
-			hint = fmt.Sprintf(" (found %s", other)
-			if other == "adapter_model.safetensors" {
-				hint += ": a PEFT adapter; load its base model and apply the adapter)"
-			} else {
-				hint += ": tune reads safetensors only; convert with transformers' save_pretrained(dir, safe_serialization=True))"
-			}
-			break
-		}
+	if h := OtherWeightsHint(dir); h != "" {
+		hint = " (" + h + ")"
 	}
 	return fmt.Errorf("loaders: %s: %w: neither %s nor %s is there%s", dir, ErrNoWeights, SafetensorsWeightsName, SafetensorsIndexName, hint)
+}
+
+// otherWeights are the weight files of other formats transformers saves, with the from_pretrained argument that
+// reads them.
+var otherWeights = []struct{ name, from string }{
+	{"pytorch_model.bin", ""}, {"pytorch_model.bin.index.json", ""},
+	{"tf_model.h5", ", from_tf=True"}, {"flax_model.msgpack", ", from_flax=True"},
+}
+
+// OtherWeightsHint says what a directory without safetensors weights holds instead, and what to do: for a
+// PyTorch pickle (pytorch_model.bin, which tune does not read: unpickling runs code) or TensorFlow/Flax
+// weights, the one-line transformers conversion that writes model.safetensors beside it, with the model class
+// config.json's architectures names; for adapter_model.safetensors (.bin), that it is a PEFT adapter. "" when the
+// directory holds none of these.
+func OtherWeightsHint(dir string) string {
+	if fileExists(filepath.Join(dir, "adapter_model.safetensors")) {
+		return "found adapter_model.safetensors: a PEFT adapter; load its base model and apply the adapter"
+	}
+	if fileExists(filepath.Join(dir, "adapter_model.bin")) {
+		return "found adapter_model.bin: a PEFT adapter in PyTorch's pickle format, which tune does not read; re-save it " +
+			"with PEFT's save_pretrained(dir, safe_serialization=True) to get adapter_model.safetensors"
+	}
+	for _, w := range otherWeights {
+		if !fileExists(filepath.Join(dir, w.name)) {
+			continue
+		}
+		what := "TensorFlow/Flax weights"
+		if w.from == "" {
+			what = "PyTorch's pickle format, which tune does not read (loading a pickle can run code)"
+		}
+		return fmt.Sprintf("found %s: %s; convert it once with transformers: python -c 'from transformers import %s as M; "+
+			"M.from_pretrained(\"%s\"%s).save_pretrained(\"%s\", safe_serialization=True)' writes %s beside it, "+
+			"or fetch the model's safetensors files (tune download)", w.name, what, modelClass(dir), dir, w.from, dir, SafetensorsWeightsName)
+	}
+	return ""
+}
+
+// modelClass returns the transformers class config.json's architectures names first, or
+// AutoModelForSequenceClassification when it names none.
+func modelClass(dir string) string {
+	var c struct {
+		Architectures []string `json:"architectures"`
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, ConfigName)); err == nil && len(data) < 1<<20 {
+		if json.Unmarshal(data, &c) == nil && len(c.Architectures) > 0 && isIdentifier(c.Architectures[0]) {
+			return c.Architectures[0]
+		}
+	}
+	return "AutoModelForSequenceClassification"
+}
+
+// isIdentifier reports whether s is a Python identifier of ASCII letters, digits and underscores.
+func isIdentifier(s string) bool {
+	for i, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return s != "" && len(s) < 100
 }
 
 func fileExists(p string) bool {

@@ -351,6 +351,10 @@ func (r *Recipe) CheckFiles() error {
 		} else if _, err := os.Stat(filepath.Join(r.Model.Path, "config.json")); err != nil {
 			fail("model.path", "%s is not a Hugging Face checkpoint directory (no config.json)%s: %s", r.Model.Path, r.cachedNote("model.path"), pathError(err))
 			modelBad = true
+		} else if h := loaders.OtherWeightsHint(r.Model.Path); h != "" && !hasSafetensors(r.Model.Path) {
+			// Weights in a format tune does not read (pytorch_model.bin): Build would fail at the load.
+			bad("model.path", "%s has no %s (nor %s): %s", r.Model.Path, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName, h)
+			modelBad = true
 		} else if r.IsCausalLM() {
 			// A decoder checkpoint: config.json as its family reads it (the sizes it can build, no weights read),
 			// so that tune validate reports what Build would.
@@ -459,6 +463,16 @@ func CheckModelConfig(dir string) error {
 		return &bert.ConfigFileError{Path: filepath.Join(dir, loaders.ConfigName), Err: err}
 	}
 	return nil
+}
+
+// hasSafetensors reports whether dir holds model.safetensors or its shard index.
+func hasSafetensors(dir string) bool {
+	for _, name := range []string{loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // overridePlaceholder is what a message shows as the value of an input key's override: DIR or FILE.

@@ -111,6 +111,9 @@ func (o *inspectOptions) run(w io.Writer) error {
 		return cfgErr
 	case errors.Is(err, loaders.ErrNoWeights) && cfg != nil:
 		fmt.Fprintf(w, "no weights: %s holds neither %s nor %s\n", dir, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
+		if h := loaders.OtherWeightsHint(dir); h != "" {
+			fmt.Fprintf(w, "  %s\n", h)
+		}
 	case err != nil:
 		return err
 	default:

@@ -53,7 +53,11 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 	case !isFile(filepath.Join(model, loaders.ConfigName)):
 		return "", usagef("--model %s has no %s: it is not a Hugging Face model directory (config.json and model.safetensors, as tune finetune writes)", model, loaders.ConfigName)
 	case !hasWeights:
-		return "", usagef("--model %s has no %s (nor %s): tune reads safetensors weights only", model, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName)
+		hint := ""
+		if h := loaders.OtherWeightsHint(model); h != "" {
+			hint = "; " + h
+		}
+		return "", usagef("--model %s has no %s (nor %s): tune reads safetensors weights only%s", model, loaders.SafetensorsWeightsName, loaders.SafetensorsIndexName, hint)
 	}
 	if f, err := transformer.Lookup(model); err == nil && f.Name != "bert" {
 		return "", usagef("--model %s is a %s causal language model (its config.json), not a sequence classifier: "+
