@@ -110,7 +110,6 @@ func (t *Template) Render(messages []jinja.Value, opts Options) (string, error) 
 			}
 			return jinja.Undefined(), &Error{t.source, msg}
 		}),
-		indentedJSONFunc: jinja.NewCallable(indentedJSONFunc, indentedJSON),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			if len(args) != 1 || !args[0].IsString() {
 				return jinja.Undefined(), errors.New("strftime_now takes one format string")

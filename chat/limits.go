@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/ardanlabs/jinja"
@@ -24,15 +25,25 @@ const (
 	// MaxOutput is the most bytes one rendering writes (text written inside macros and set blocks counts
 	// too) and the longest string an operator or filter may build.
 	MaxOutput = 16 << 20
-	// MaxBuilt is the most bytes that *, +, ~ and the guarded filters may build in one rendering.
+	// MaxBuilt is the most bytes that *, +, ~ and the guarded filters and methods may build in one rendering.
 	MaxBuilt = 1 << 30
+	// MaxValueDepth is the deepest nesting of lists and dicts a {% set %}, append, insert or update may make
+	// (Python's repr stops at its recursion limit, 1000, too); a value can never contain itself.
+	MaxValueDepth = 1000
+	// MaxWalk is the most list items and dict entries the guards may visit in one rendering, checking values
+	// for depth and self-containment.
+	MaxWalk = 50_000_000
 )
+
+// valueBytes is what one list item costs the engine (a jinja.Value and its slot), for the guards' estimates.
+const valueBytes = 64
 
 // guard is the state of one rendering.
 type guard struct {
 	source             string
 	out, built         int64
 	ticks, depth       int
+	walked             int
 	stack              []jinja.Value
 	outputLimit, limit int64 // MaxOutput unless a test lowers them
 }
@@ -80,7 +91,74 @@ func (g *guard) globals() map[string]jinja.Value {
 			return a[0], nil
 		}),
 		guardCheck: fn(guardCheck, g.check),
+		indentedJSONFunc: jinja.NewCallable(indentedJSONFunc, func(a []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
+			// PATH | tojson(indent=N), rewritten at Compile: bounded as the tojson filter is, before it writes.
+			if len(a) == 2 && a[1].IsInt() {
+				if want := jsonBound(a[0], a[1].AsInt(), 0); want > g.limit {
+					return jinja.Undefined(), g.fail("the filter tojson would build a string of %d bytes, more than the limit of %d", want, g.limit)
+				} else if g.built += want; g.built > MaxBuilt {
+					return jinja.Undefined(), g.fail("the operators and filters build more than %d bytes in all", MaxBuilt)
+				}
+			}
+			return indentedJSON(a, kw)
+		}),
+		guardValue: fn(guardValue, func(a []jinja.Value) (jinja.Value, error) {
+			if err := g.checkValue("{% set %}", a[0], a[1]); err != nil {
+				return jinja.Undefined(), err
+			}
+			return a[1], nil
+		}),
 	}
+}
+
+// checkValue refuses v, about to be stored by op into target (a list or dict; None for a plain variable),
+// when v nests lists and dicts deeper than MaxValueDepth or contains target: the engine's printing,
+// comparison and filters recurse through values without a limit, so a list that contains itself
+// (l.append(l)) ends the process with a fatal stack overflow.
+func (g *guard) checkValue(op string, target, v jinja.Value) error {
+	var list *jinja.List
+	var dict *jinja.Dict
+	switch {
+	case target.IsList():
+		list = target.AsList()
+	case target.IsDict():
+		dict = target.AsDict()
+	}
+	var walk func(v jinja.Value, depth int) error
+	walk = func(v jinja.Value, depth int) error {
+		if !v.IsList() && !v.IsDict() {
+			return nil
+		}
+		if depth > MaxValueDepth {
+			return g.fail("%s would nest lists and dicts deeper than %d", op, MaxValueDepth)
+		}
+		if g.walked++; g.walked > MaxWalk {
+			return g.fail("the guards would visit more than %d list items and dict entries", MaxWalk)
+		}
+		if v.IsList() {
+			l := v.AsList()
+			if l == list {
+				return g.fail("%s would put a list into itself (a list that contains itself has no end when printed or compared)", op)
+			}
+			for _, it := range l.Items {
+				if err := walk(it, depth+1); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		d := v.AsDict()
+		if d == dict {
+			return g.fail("%s would put a dict or namespace into itself (a dict that contains itself has no end when printed or compared)", op)
+		}
+		for _, k := range d.Keys {
+			if err := walk(d.Data[k], depth+1); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(v, 1)
 }
 
 // rangeFn is Python's range, refusing more than MaxRange items as jinja2's sandbox does.
@@ -159,7 +237,50 @@ func (g *guard) check(a []jinja.Value) (jinja.Value, error) {
 	}
 	subject := ops[0]
 	var want int64 // the result's size, at most
-	switch strings.TrimPrefix(op, ".") {
+	switch name := strings.TrimPrefix(op, "."); name {
+	case "append", "update":
+		if len(ops) > 1 && (subject.IsList() || subject.IsDict()) {
+			if err := g.checkValue(name+"()", subject, ops[1]); err != nil {
+				return jinja.Undefined(), err
+			}
+		}
+		want = valueBytes
+		if name == "update" && len(ops) > 1 {
+			want = int64(size(ops[1]))
+		}
+	case "insert":
+		if len(ops) > 2 && subject.IsList() {
+			if err := g.checkValue("insert()", subject, ops[2]); err != nil {
+				return jinja.Undefined(), err
+			}
+		}
+		want = valueBytes
+	case "upper", "lower", "title", "capitalize", "trim", "strip", "lstrip", "rstrip", "reverse", "string",
+		"unique", "sort", "map", "select", "reject", "selectattr", "rejectattr", "dictsort", "items", "batch":
+		want = int64(size(subject)) // a copy of the subject, at most
+	case "escape", "e":
+		want = 6 * int64(size(subject)) // "&#34;" for each '"', at most
+	case "split":
+		s := str(subject)
+		sep, given := arg(0, "sep")
+		var items int64
+		switch {
+		case !given || sep.IsNone():
+			items = int64(countFields(s))
+		case str(sep) == "":
+			return jinja.Undefined(), g.fail("split() with an empty separator (Python raises ValueError: empty separator)")
+		default:
+			items = int64(strings.Count(s, str(sep)) + 1)
+		}
+		want = int64(len(s)) + items*valueBytes
+	case "tojson":
+		indent := int64(-1)
+		if v, ok := arg(0, "indent"); ok && !v.IsNone() {
+			if indent = toInt(v); indent < 0 {
+				return jinja.Undefined(), g.fail("tojson(indent=%d): the indent must be 0 or more", indent)
+			}
+		}
+		want = jsonBound(subject, indent, 0)
 	case "*":
 		if subject.IsString() && last.IsInt() {
 			want = int64(len(subject.AsString())) * max(last.AsInt(), 0)
@@ -234,22 +355,74 @@ func describe(op string) string {
 	return "the filter " + op
 }
 
-// size is the length of v as the engine prints it (an upper bound for None).
-func size(v jinja.Value) int {
-	if v.IsString() {
+// size is the length of v as the engine prints it, at most (an upper bound for None); a value nested deeper
+// than MaxValueDepth counts as 2^40 bytes, so that a guard refuses it instead of recursing.
+func size(v jinja.Value) int { return sizeAt(v, 0) }
+
+func sizeAt(v jinja.Value, depth int) int {
+	switch {
+	case v.IsString():
 		return len(v.AsString())
-	}
-	if v.IsList() {
+	case depth > MaxValueDepth && (v.IsList() || v.IsDict()):
+		return 1 << 40
+	case v.IsList():
 		n := 2
 		for _, it := range v.AsList().Items {
-			n += size(it) + 4
+			n += sizeAt(it, depth+1) + 4
+		}
+		return n
+	case v.IsDict():
+		d := v.AsDict()
+		n := 2
+		for _, k := range d.Keys {
+			n += len(k) + 6 + sizeAt(d.Data[k], depth+1)
 		}
 		return n
 	}
-	if v.IsDict() {
-		return len(v.String())
-	}
 	return len(v.String())
+}
+
+// countFields is len(strings.Fields(s)) without making the list.
+func countFields(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		space := unicode.IsSpace(r)
+		if !space && !in {
+			n++
+		}
+		in = !space
+	}
+	return n
+}
+
+// jsonBound is the most bytes tojson writes for v with indent (< 0: none) at nesting depth: json.dumps'
+// escapes make a string at most 6 times longer, and each item of a list or dict gets its own line, indented
+// by depth+1 steps.
+func jsonBound(v jinja.Value, indent int64, depth int) int64 {
+	line := int64(2)
+	if indent > 0 {
+		line += indent * int64(depth+1)
+	}
+	switch {
+	case v.IsString():
+		return 6*int64(len(v.AsString())) + 2
+	case depth > MaxValueDepth && (v.IsList() || v.IsDict()):
+		return 1 << 40
+	case v.IsList():
+		n := int64(2)
+		for _, it := range v.AsList().Items {
+			n += line + jsonBound(it, indent, depth+1)
+		}
+		return n
+	case v.IsDict():
+		d := v.AsDict()
+		n := int64(2)
+		for _, k := range d.Keys {
+			n += line + 6*int64(len(k)) + 4 + jsonBound(d.Data[k], indent, depth+1)
+		}
+		return n
+	}
+	return int64(len(v.String())) + 2
 }
 
 func str(v jinja.Value) string {

@@ -31,6 +31,25 @@ func TestHostileTemplates(t *testing.T) {
 		{"indent", `{{ "a\nb" | indent(10000000000) }}`, "the filter indent"},
 		{"replace", `{% set s = "x" * 10000 %}{{ s.replace("", s) }}`, "replace()"},
 		{"replace filter", `{% set s = "x" * 10000 %}{{ s | replace("x", s) }}`, "the filter replace"},
+		// findings5 #2: tojson(indent=N) on a path (tune's rewrite) and on another value (the engine's filter).
+		{"tojson indent on a path", `{{ messages|tojson(indent=1000000000) }}`, "the filter tojson would build"},
+		{"tojson indent on a literal", `{{ [1,[2,[3,[4]]]]|tojson(indent=300000000) }}`, "the filter tojson would build"},
+		{"tojson negative indent", `{{ messages|tojson(indent=-5) }}`, "the indent must be 0 or more"},
+		{"tojson negative indent literal", `{{ [1]|tojson(indent=-1) }}`, "the indent must be 0 or more"},
+		// findings5 #3: values that contain themselves.
+		{"list contains itself", `{% set l = [1] %}{% set _ = l.append(l) %}{{ l }}`, "would put a list into itself"},
+		{"list compared with itself", `{% set l = [1] %}{% set _ = l.append(l) %}{{ l == l }}`, "would put a list into itself"},
+		{"list through another", `{% set a = [1] %}{% set b = [a] %}{% set _ = a.append(b) %}{{ a }}`, "would put a list into itself"},
+		{"insert", `{% set l = [1] %}{% set _ = l.insert(0, [l]) %}{{ l }}`, "would put a list into itself"},
+		{"dict contains itself", `{% set d = {} %}{% set _ = d.update({"a": d}) %}{{ d }}`, "would put a dict or namespace into itself"},
+		{"namespace contains itself", `{% set ns = namespace(a=1) %}{% set ns.a = [ns] %}{{ ns.a }}`, "would put a dict or namespace into itself"},
+		{"deep nesting", `{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}`, "deeper than 1000"},
+		// findings5 #4: filters and methods that copy strings count towards MaxBuilt.
+		{"upper copies", `{% set s = "x" * 16000000 %}{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(s|upper) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
+		{"upper method copies", `{% set s = "x" * 16000000 %}{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(s.upper()) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
+		{"split", `{% set s = " x" * 8000000 %}{% set a = s.split(" ") %}`, "split() would build"},
+		{"split fields", `{% set s = " x" * 8000000 %}{% set a = s.split() %}`, "split() would build"},
+		{"split empty separator", `{{ ("x" * 1000).split("") }}`, "empty separator"},
 		{"join", `{% set s = "x" * 1000000 %}{% set ns = namespace(l=[]) %}{% for i in range(100) %}{% set ns.l = ns.l + [s] %}{% endfor %}{{ ns.l | join("") }}`, "would build"},
 	}
 	for _, c := range cases {
@@ -77,6 +96,9 @@ func TestLimitsKeepRendering(t *testing.T) {
 		{`{{ "a\nb" | indent(2) }}|{{ "a-b" | replace("-", "+") }}|{{ "a-b".replace("-", "") }}|{{ ["a", "b"] | join(", ") }}`, "a\n  b|a+b|ab|a, b"},
 		{`{% for c in "abc" %}{{ c }}.{% endfor %}`, "a.b.c."},
 		{`{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}`, "user:hi;"},
+		{`{{ "aB"|upper }}{{ "aB".lower() }}|{{ " a b ".split() }}|{{ "a,b".split(",") }}|{{ " x ".strip() }}|{{ "<"|e }}`, "ABab|['a', 'b']|['a', 'b']|x|&lt;"},
+		{`{% set l = [1] %}{% set _ = l.append([2]) %}{% set _ = l.insert(0, 0) %}{{ l }}|{% set d = {"a": 1} %}{% set _ = d.update({"b": [d["a"]]}) %}{{ d|tojson }}`, `[0, 1, [2]]|{"a": 1, "b": [1]}`},
+		{`{% set ns = namespace(l=[]) %}{% for i in range(3) %}{% set ns.l = ns.l + [i] %}{% endfor %}{{ ns.l }}|{{ messages|tojson(indent=2) }}`, "[0, 1, 2]|[\n  {\n    \"role\": \"user\",\n    \"content\": \"hi\"\n  }\n]"},
 	}
 	for _, c := range cases {
 		tm, err := Compile(c.src, "t", nil)

@@ -18,9 +18,12 @@ import (
 //   - every for-loop body starts with guardTick, which counts iterations, and its iterable passes through
 //     guardIter, which refuses a string of more than MaxRange characters (the engine makes a list of them);
 //   - every macro body is bracketed by guardEnter/guardLeave, which track the call depth;
-//   - the operands of *, + and ~, and the operands of the filters and string methods whose result can be
-//     much larger than their input (indent, replace, join, center, list, format), go through guardPush, and
-//     the last one through a check that sees them all before the operation runs.
+//   - the value of every {% set %} goes through guardValue, which refuses one nested deeper than MaxValueDepth
+//     or, for {% set ns.x = v %}, one that contains the namespace ns (a value that contains itself sends the
+//     engine's printing and comparison into endless recursion: a fatal stack overflow);
+//   - the operands of *, + and ~, of the filters and methods that build or copy strings and lists
+//     (guardedFilters, guardedMethods), and of append, insert and update go through guardPush, and the last
+//     one through a check that sees them all before the operation runs.
 //
 // The values pass through unchanged, so a template that stays within the limits renders exactly as before.
 // The tree's types are unexported, so the rewrite goes through reflect and unsafe; patch_test.go pins the
@@ -37,10 +40,24 @@ const (
 	guardLeave = "__tune_leave"
 	guardPush  = "__tune_push"
 	guardCheck = "__tune_check"
+	guardValue = "__tune_value"
 )
 
-// guardedFilters are the filters and string methods whose result is checked before they run.
-var guardedFilters = map[string]bool{"indent": true, "replace": true, "join": true, "center": true, "list": true, "format": true}
+// guardedFilters are the filters whose result is checked before they run: those that can build much more
+// than their input (indent, replace, join, center, list, format, tojson) and those that copy it (upper,
+// sort, ...), whose copies count towards MaxBuilt.
+var guardedFilters = map[string]bool{"indent": true, "replace": true, "join": true, "center": true, "list": true,
+	"format": true, "tojson": true, "upper": true, "lower": true, "title": true, "capitalize": true, "trim": true,
+	"reverse": true, "string": true, "escape": true, "e": true, "unique": true, "sort": true, "map": true,
+	"select": true, "reject": true, "selectattr": true, "rejectattr": true, "dictsort": true, "items": true,
+	"batch": true}
+
+// guardedMethods are the string, list and dict methods checked before they run: those that build strings or
+// lists as guardedFilters do, and those that put a value into a list or dict (append, insert, update), which
+// must not make it contain itself.
+var guardedMethods = map[string]bool{"replace": true, "format": true, "center": true, "upper": true, "lower": true,
+	"title": true, "capitalize": true, "strip": true, "lstrip": true, "rstrip": true, "split": true,
+	"append": true, "insert": true, "update": true}
 
 // patcher builds tree nodes of the engine's unexported types from prototypes taken out of a compiled
 // template.
@@ -95,6 +112,13 @@ func (p *patcher) call(fn string, args ...reflect.Value) reflect.Value {
 	}
 	av.Set(list)
 	return c
+}
+
+// name makes the expression that reads the variable n.
+func (p *patcher) name(n string) reflect.Value {
+	e := reflect.New(p.nameExpr)
+	field(e, "name").SetString(n)
+	return e
 }
 
 func (p *patcher) lit(v jinja.Value) reflect.Value {
@@ -207,6 +231,14 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 		it.Set(p.call(guardIter, it.Elem()).Convert(it.Type()))
 	case "macroNode":
 		p.bracket(field(ptr, "body"), guardEnter, guardLeave)
+	case "setNode":
+		// {% set x = v %} and {% set ns.x = v %}: v must not nest too deep, nor contain the namespace ns.
+		target := p.lit(jinja.None())
+		if ns := field(ptr, "namespace").String(); ns != "" {
+			target = p.name(ns)
+		}
+		v := field(ptr, "value")
+		v.Set(p.call(guardValue, target, v.Elem()).Convert(v.Type()))
 	case "binExpr":
 		switch op := field(ptr, "op").String(); op {
 		case "*", "+", "~":
@@ -219,7 +251,7 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 	case "callExpr":
 		fn := field(ptr, "fn")
 		if fn.Elem().Elem().Type().Name() == "attrExpr" {
-			if m := field(fn.Elem(), "attr").String(); m == "replace" || m == "format" || m == "center" {
+			if m := field(fn.Elem(), "attr").String(); guardedMethods[m] {
 				p.guardCall("."+m, field(fn.Elem(), "obj"), field(ptr, "args"), field(ptr, "kwargs"))
 			}
 		}
