@@ -31,6 +31,11 @@ type Tokenizer struct {
 // ErrInvalidUTF8 is returned (wrapped) by Encode for text that is not valid UTF-8.
 var ErrInvalidUTF8 = errors.New("text is not valid UTF-8")
 
+// MaxIDGap is how many ids beyond twice the number of tokens a tokenizer.json may leave unnamed: tune's id
+// table has a slot per id up to the largest (16 bytes each), so one token with id 1,000,000,000 among 757
+// would take 16 GB.
+const MaxIDGap = 1 << 20
+
 // Load reads a tokenizer.json, or the tokenizer.json inside a directory.
 func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -98,6 +103,11 @@ func parse(data []byte) (*Tokenizer, error) {
 			t.special[a.ID] = true
 		}
 	}
+	if entries := len(t.model.vocab) + len(t.added); size > 2*entries+MaxIDGap {
+		return nil, fmt.Errorf("the largest token id is %d but model.vocab and added_tokens hold %d tokens: tune keeps a "+
+			"table of every id up to the largest, and refuses ids that leave more than %d of it empty (a real "+
+			"tokenizer's ids are dense); renumber the tokens 0..%d", size-1, entries, entries+MaxIDGap, entries-1)
+	}
 	t.idToTok = make([]string, size)
 	for s, id := range t.model.vocab {
 		if id < 0 {
@@ -120,12 +130,20 @@ func parse(data []byte) (*Tokenizer, error) {
 		}
 	}
 	t.raw = newAddedMatcher(rawToks, func(a *addedToken) string { return a.content })
+	var normErr error
 	t.normed = newAddedMatcher(normToks, func(a *addedToken) string {
 		if t.norm == nil {
 			return a.content
 		}
-		return t.norm.normalize(a.content)
+		s, err := normalizeText(t.norm, a.content)
+		if err != nil && normErr == nil {
+			normErr = fmt.Errorf("added token %q: %w", a.content, err)
+		}
+		return s
 	})
+	if normErr != nil {
+		return nil, normErr
+	}
 	return t, nil
 }
 
@@ -243,8 +261,18 @@ func (t *Tokenizer) process(a, b []int32, pair, addSpecial bool) ([]int32, []int
 	return t.post.process(a, b, pair, addSpecial)
 }
 
-// encodeSequence is encode_single_sequence without the post-processor.
-func (t *Tokenizer) encodeSequence(text string) ([]int32, error) {
+// encodeSequence is encode_single_sequence without the post-processor. A limit a normalizer or a regex passes
+// (limitError) is an error naming the tokenizer file, bad input.
+func (t *Tokenizer) encodeSequence(text string) (ids []int32, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			le, ok := r.(*limitError)
+			if !ok {
+				panic(r)
+			}
+			ids, err = nil, badinput.Errorf("tokenizers: %s: %w", t.source, le)
+		}
+	}()
 	if !utf8.ValidString(text) {
 		for i, r := range text {
 			if r == utf8.RuneError {
@@ -254,7 +282,6 @@ func (t *Tokenizer) encodeSequence(text string) ([]int32, error) {
 			}
 		}
 	}
-	var ids []int32
 	var pieces []piece
 	flush := func() {
 		if len(pieces) == 0 {
@@ -276,7 +303,7 @@ func (t *Tokenizer) encodeSequence(text string) ([]int32, error) {
 		}
 		s := seg.s
 		if t.norm != nil {
-			s = t.norm.normalize(s)
+			s = t.norm.normalize(s, MaxGrowth*len(s)+1024)
 		}
 		for _, sub := range t.normed.split(s) {
 			if sub.tok != nil {
