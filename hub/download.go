@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -44,6 +45,22 @@ type Client struct {
 	// Retries is how many times a file whose transfer broke off is resumed within one Download (3 by
 	// NewClient, 0 for none).
 	Retries int
+	// ETagTimeout bounds the metadata requests (the repository's file list, each file's HEAD), and
+	// DownloadTimeout the wait for a download's answer and for each of its reads, as huggingface_hub's
+	// HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT do (10 s each by NewClient; 0: no limit). A server
+	// that accepts the connection and never answers is then an error naming the address, not a hang.
+	ETagTimeout, DownloadTimeout time.Duration
+}
+
+// DefaultTimeout is huggingface_hub's default HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT.
+const DefaultTimeout = 10 * time.Second
+
+// timeoutEnv reads a timeout in seconds from the environment variable name (a number > 0), else def.
+func timeoutEnv(name string, def time.Duration) time.Duration {
+	if s, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(name)), 64); err == nil && s > 0 && s < 1e6 {
+		return time.Duration(s * float64(time.Second))
+	}
+	return def
 }
 
 // NewClient returns a Client configured as huggingface_hub is by the environment: HF_ENDPOINT, HF_TOKEN (else
@@ -57,6 +74,9 @@ func NewClient() *Client {
 		Offline:  truthy(os.Getenv("HF_HUB_OFFLINE")),
 		HTTP:     &http.Client{Timeout: 0, Transport: http.DefaultTransport},
 		Retries:  3,
+		// HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT, in seconds (huggingface_hub/constants.py).
+		ETagTimeout:     timeoutEnv("HF_HUB_ETAG_TIMEOUT", DefaultTimeout),
+		DownloadTimeout: timeoutEnv("HF_HUB_DOWNLOAD_TIMEOUT", DefaultTimeout),
 	}
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint
@@ -230,6 +250,9 @@ func (c *Client) fromCache(repoID, rev, reason string) (*Result, error) {
 
 // netProblem says briefly why a connection failed: the DNS or dial error without the request around it.
 func netProblem(err error) string {
+	if te := (*timeoutError)(nil); errors.As(err, &te) {
+		return strings.TrimPrefix(te.msg, "hub: ")
+	}
 	var de *net.DNSError
 	if errors.As(err, &de) {
 		return "cannot resolve " + de.Name + ": " + de.Err
@@ -272,9 +295,11 @@ func (c *Client) request(ctx context.Context, method, u string, header http.Head
 
 func (c *Client) repoInfo(ctx context.Context, repoID, rev string) (*repoInfo, error) {
 	u := fmt.Sprintf("%s/api/models/%s/revision/%s", c.Endpoint, repoID, url.PathEscape(rev))
+	ctx, cancel := c.metadataContext(ctx)
+	defer cancel()
 	resp, err := c.request(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, err
+		return nil, c.timedOut(ctx, err, "HF_HUB_ETAG_TIMEOUT", c.ETagTimeout)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -282,9 +307,38 @@ func (c *Client) repoInfo(ctx context.Context, repoID, rev string) (*repoInfo, e
 	}
 	var info repoInfo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return nil, fmt.Errorf("hub: reading %s: %w", u, err)
+		return nil, c.timedOut(ctx, fmt.Errorf("hub: reading %s: %w", u, err), "HF_HUB_ETAG_TIMEOUT", c.ETagTimeout)
 	}
 	return &info, nil
+}
+
+// metadataContext is ctx bounded by ETagTimeout.
+func (c *Client) metadataContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.ETagTimeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.ETagTimeout)
+}
+
+// timeoutError is a request the server did not answer in time; it unwraps to the request's error.
+type timeoutError struct {
+	msg string
+	err error
+}
+
+func (e *timeoutError) Error() string   { return e.msg }
+func (e *timeoutError) Unwrap() error   { return e.err }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// timedOut returns err, or, when ctx ran out of time (and not because the caller's context ended), an error
+// saying that the server did not answer within d and which variable gives it longer.
+func (c *Client) timedOut(ctx context.Context, err error, env string, d time.Duration) error {
+	if err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return err
+	}
+	return &timeoutError{fmt.Sprintf("hub: the Hub at %s did not answer within %v; try again later, or set %s "+
+		"(seconds) to wait longer", c.Endpoint, d, env), err}
 }
 
 // refusal turns a Hub error response into an *HTTPError that says what to do, as huggingface_hub's
@@ -339,6 +393,8 @@ func (c *Client) resolveURL(repoID, commit, file string) string {
 func (c *Client) head(ctx context.Context, repoID, commit, file string) (fileMeta, error) {
 	hc := *c.HTTP
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	ctx, cancel := c.metadataContext(ctx)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, c.resolveURL(repoID, commit, file), nil)
 	if err != nil {
 		return fileMeta{}, fmt.Errorf("hub: %w", err)
@@ -349,7 +405,7 @@ func (c *Client) head(ctx context.Context, repoID, commit, file string) (fileMet
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fileMeta{}, fmt.Errorf("hub: HEAD %s: %w", req.URL, err)
+		return fileMeta{}, c.timedOut(ctx, fmt.Errorf("hub: HEAD %s: %w", req.URL, err), "HF_HUB_ETAG_TIMEOUT", c.ETagTimeout)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -365,7 +421,9 @@ func (c *Client) head(ctx context.Context, repoID, commit, file string) (fileMet
 	}
 	size := resp.ContentLength
 	if s := resp.Header.Get("X-Linked-Size"); s != "" {
-		size, _ = strconv.ParseInt(s, 10, 64)
+		if size, err = strconv.ParseInt(s, 10, 64); err != nil || size < 0 {
+			return fileMeta{}, fmt.Errorf("hub: %s gave %s the size X-Linked-Size %q, not a number of bytes", c.Endpoint, file, s)
+		}
 	}
 	return fileMeta{etag: etag, size: size}, nil
 }
@@ -375,6 +433,10 @@ func (c *Client) head(ctx context.Context, repoID, commit, file string) (fileMet
 func (c *Client) file(ctx context.Context, repoID, commit, file, repo string) (int64, bool, error) {
 	if strings.HasPrefix(file, "/") || strings.Contains("/"+file+"/", "/../") {
 		return 0, false, fmt.Errorf("hub: %s lists a file outside the repository (%q); refusing it", repoID, file)
+	}
+	if file == "" || file == "." || path.Clean(file) != file || strings.Contains(file, "\\") {
+		// "", "." or "a/./b" would make the snapshot directory itself, or a folder in it, the file's link.
+		return 0, false, fmt.Errorf("hub: %s lists a file named %q, which is not a plain path in the repository; refusing it", repoID, file)
 	}
 	meta, err := c.head(ctx, repoID, commit, file)
 	if err != nil {
@@ -483,9 +545,26 @@ func (c *Client) getRange(ctx context.Context, repoID, commit, file, tmp string,
 	if have > 0 {
 		h.Set("Range", fmt.Sprintf("bytes=%d-", have))
 	}
-	resp, err := c.request(ctx, http.MethodGet, c.resolveURL(repoID, commit, file), h)
+	// The answer and every read must come within DownloadTimeout: a timer, reset by each read, cancels the
+	// request when the server goes quiet.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var idle atomic.Bool
+	var timer *time.Timer
+	if c.DownloadTimeout > 0 {
+		timer = time.AfterFunc(c.DownloadTimeout, func() { idle.Store(true); cancel() })
+		defer timer.Stop()
+	}
+	quiet := func(err error, got int64) error {
+		if err == nil || !idle.Load() || ctx.Err() != nil {
+			return err
+		}
+		return &transferError{&timeoutError{fmt.Sprintf("hub: %s from %s: the server at %s sent nothing for %v (after %d bytes); "+
+			"try again later, or set HF_HUB_DOWNLOAD_TIMEOUT (seconds) to wait longer", file, repoID, c.Endpoint, c.DownloadTimeout, got), err}}
+	}
+	resp, err := c.request(rctx, http.MethodGet, c.resolveURL(repoID, commit, file), h)
 	if err != nil {
-		return 0, err
+		return 0, quiet(err, have)
 	}
 	defer resp.Body.Close()
 	switch {
@@ -512,8 +591,23 @@ func (c *Client) getRange(ctx context.Context, repoID, commit, file, tmp string,
 		bar.Set64(have)
 		w = io.MultiWriter(f, bar)
 	}
-	n, err := io.Copy(w, resp.Body)
+	var body io.Reader = resp.Body
+	if timer != nil {
+		body = &resettingReader{body, timer, c.DownloadTimeout}
+	}
+	if meta.size >= 0 {
+		body = io.LimitReader(body, meta.size-have+1) // one byte more than announced tells a longer body
+	}
+	n, err := io.Copy(w, body)
+	if meta.size >= 0 && have+n > meta.size {
+		_ = f.Truncate(0)
+		return n, fmt.Errorf("hub: %s from %s: the server sent more than the %d bytes it announced (X-Linked-Size or "+
+			"Content-Length); the partial file was removed: check HF_ENDPOINT (%s) and run the download again", file, repoID, meta.size, c.Endpoint)
+	}
 	if err != nil {
+		if qe := quiet(err, have+n); qe != err {
+			return n, qe
+		}
 		return n, &transferError{fmt.Errorf("hub: %s from %s broke off after %d bytes (kept in %s, resumed on the next try): %w", file, repoID, have+n, tmp, err)}
 	}
 	if meta.size >= 0 && have+n != meta.size {
@@ -523,6 +617,21 @@ func (c *Client) getRange(ctx context.Context, repoID, commit, file, tmp string,
 		return n, fmt.Errorf("hub: %w", err)
 	}
 	return n, nil
+}
+
+// resettingReader restarts the idle timer t (to d) after every read of r.
+type resettingReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (r *resettingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.t.Reset(r.d)
+	}
+	return n, err
 }
 
 // verify checks a finished download against its etag: a 64-hex etag is the SHA-256 of an LFS file's content,

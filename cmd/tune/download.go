@@ -47,7 +47,9 @@ weights (tf_model.h5, flax_model.msgpack, *.onnx) only when --include names them
 
 Environment, as in huggingface_hub: HF_ENDPOINT (the Hub's address, for a mirror), HF_TOKEN (for private
 and gated models; else the token huggingface-cli login saved), HF_HUB_OFFLINE=1 (no network: report
-what the cache holds or lacks).`,
+what the cache holds or lacks), HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT (seconds, 10 each: how long
+the file list and each file's metadata, and each download's answer and reads, may take before it is an
+error naming the address).`,
 		Example: `  tune download bert-base-uncased
   tune download Qwen/Qwen2.5-0.5B --revision main
   tune download google-bert/bert-base-uncased --include '*.json' --include '*.txt'
