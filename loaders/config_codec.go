@@ -90,14 +90,20 @@ func (d *configDecoder) labels(c *BertConfig) {
 				return
 			}
 			if n > MaxLabels { // checked before labels are made for it: 2147483647 used to exhaust memory
-				d.err = fmt.Errorf("%q: %d is more than the %d classes tune reads", key, n, MaxLabels)
+				d.err = fmt.Errorf("%q: %d is more than the %d classes tune reads; set it to the number of classes the "+
+					"classifier has (the rows of classifier.weight)", key, n, MaxLabels)
 				return
 			}
 			numLabels = n
 		}
 	}
 	var id2label map[string]string
-	if d.take("id2label", "an object of id strings to names", true, &id2label) {
+	hasNames := d.take("id2label", "an object of id strings to names", true, &id2label)
+	if hasNames {
+		if len(id2label) > MaxLabels {
+			d.err = fmt.Errorf("\"id2label\": %d classes is more than the %d tune reads", len(id2label), MaxLabels)
+			return
+		}
 		c.ID2Label = make(map[int]string, len(id2label))
 		for k, name := range id2label {
 			id, err := strconv.Atoi(k)
@@ -113,8 +119,8 @@ func (d *configDecoder) labels(c *BertConfig) {
 	c.Label2ID = invertLabels(c.ID2Label)
 	var label2id map[string]int
 	has := d.take("label2id", "an object of names to integer ids", true, &label2id)
-	if d.err != nil {
-		return
+	if d.err != nil || !has && !hasNames {
+		return // only num_labels: the LABEL_i names are distinct by construction
 	}
 	rebuild, err := checkLabels(c.ID2Label, label2id, has)
 	if err != nil {

@@ -174,7 +174,7 @@ func TestConfigErrors(t *testing.T) {
 		{"id2label with a gap", `{"id2label":{"0":"a","2":"c"}}`, "id2label has 2 entries but no id 1"},
 		{"label2id outside id2label", `{"id2label":{"0":"a"},"label2id":{"a":3}}`, `label2id maps "a" to 3`},
 		{"num_labels negative", `{"num_labels":-1}`, `"num_labels": -1 is negative`},
-		{"num_labels beyond MaxLabels, before any label is made", `{"num_labels":2147483647}`, `"num_labels": 2147483647 is more than the 1048576 classes tune reads`},
+		{"num_labels beyond MaxLabels, before any label is made", `{"num_labels":2147483647}`, `"num_labels": 2147483647 is more than the 100000 classes tune reads`},
 		{"architectures not a list", `{"architectures":"Bert"}`, `"architectures": want a list of strings or null, got "Bert"`},
 		{"invalid JSON", "{\n  \"hidden_size\": 768,\n  oops\n}", "invalid JSON: line 3 column 3"},
 		{"null document", `null`, "the config is null"},

@@ -515,9 +515,12 @@ func labelMapping(path string, rows []rawRow, label2id map[string]int, numLabels
 	return func(s string) (int64, error) { return ids[s], nil }, names, nil
 }
 
-// MaxLabels is the most classes a data file's integer labels may imply when the model's num_labels is not given
-// (DatasetOptions.NumLabels): ids are class ids, and the id-to-name table has max id + 1 entries.
-const MaxLabels = 1 << 20
+// MaxLabels is the most classes tune reads: a config.json's num_labels or id2label, a recipe's
+// model.config.num_labels, and what a data file's integer labels may imply when the model's num_labels is not
+// given (DatasetOptions.NumLabels: ids are class ids, and the id-to-name table has max id + 1 entries). The
+// largest classification label sets in use (extreme multi-label benchmarks aside) have some 10^4 classes; at
+// 10^6, config.json's label tables alone took seconds to build and check, each time the file was read.
+const MaxLabels = 100_000
 
 // LabelRangeError is LoadDataset's error for an integer label at or beyond the number of classes (the model's
 // num_labels, or MaxLabels); it is returned before any table is sized by the label.

@@ -52,7 +52,7 @@ func TestLoadDatasetHugeLabel(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 	_, err = LoadDataset(p, DatasetOptions{})
-	if !errors.As(err, &lre) || !strings.Contains(err.Error(), "beyond the 1048576 classes") {
+	if !errors.As(err, &lre) || !strings.Contains(err.Error(), "beyond the 100000 classes") {
 		t.Fatalf("without num_labels: %v", err)
 	}
 	before := testingAllocs(func() { LoadDataset(p, DatasetOptions{}) })

@@ -107,7 +107,7 @@ func (c *ModelConfig) bertConfig() (bert.BertConfig, error) {
 // classification label sets in use (extreme multi-label benchmarks aside) have some 10^4 classes. Validating
 // model.config writes and parses that config.json, which at 10^6 labels took 12 s and 1.3 GB of allocations
 // (FuzzDecodeRecipe's worker died on it); at 10^5 it is a tenth of that.
-const maxNumLabels = 100_000
+const maxNumLabels = loaders.MaxLabels
 
 // validate reports each problem of model.config through bad(key, format, args...), keys relative to
 // model.config. The rules are the model's, not the recipe's (STYLE: configs never reach into layers): the
