@@ -47,6 +47,18 @@ type DataState struct {
 	Epoch         int    `json:"epoch"`                  // epoch of the next micro-batch, from 0
 	MicroBatches  int    `json:"micro_batches_in_epoch"` // micro-batches of that epoch already trained on
 	DropoutOffset uint64 `json:"dropout_offset"`         // Philox offset of the next micro-batch
+	// The logging window open at the checkpoint (steps since the last training log, when the checkpoint is
+	// not on a logging step): its steps, their summed loss, the token accuracies (causal LMs) and the
+	// GradScaler-skipped steps, so that the first log after a resume and train_loss cover the same steps as
+	// without the interruption. Absent (0) in older checkpoints: the window then starts at the resume.
+	StepsSinceLog   int     `json:"steps_since_log,omitempty"`                  // steps since the last training log
+	LossSinceLog    float64 `json:"loss_since_log,omitempty"`                   // their summed loss
+	AccSumSinceLog  float64 `json:"token_accuracy_sum_since_log,omitempty"`     // Σ token accuracies (causal LMs)
+	AccNSinceLog    int     `json:"token_accuracy_batches_since_log,omitempty"` // micro-batches in that sum
+	SkippedSinceLog int     `json:"skipped_steps_since_log,omitempty"`          // GradScaler-skipped steps
+	// TrainExamples is the size of the run's training set (0 in older checkpoints): a resume on another one is
+	// warned about, or refused when the position does not fit it.
+	TrainExamples int `json:"train_examples,omitempty"`
 }
 
 // checkpointHook, when set (by tests), runs after each file of a checkpoint is written into the temporary
@@ -165,8 +177,16 @@ func readJSON(path string, v any) error {
 // dataState returns the current seeds and position.
 func (t *Trainer) dataState() DataState {
 	a := &t.args
-	ds := DataState{Seed: a.Seed, DataSeed: a.Seed, Shuffle: a.Shuffle, Epoch: t.run.epoch,
-		MicroBatches: t.run.microDone, DropoutOffset: t.run.dropoutOffset}
+	r := &t.run
+	ds := DataState{Seed: a.Seed, DataSeed: a.Seed, Shuffle: a.Shuffle, Epoch: r.epoch,
+		MicroBatches: r.microDone, DropoutOffset: r.dropoutOffset}
+	if t.train != nil {
+		ds.TrainExamples = t.train.Len()
+	}
+	if t.state != nil && t.state.GlobalStep > r.lastLogged {
+		ds.StepsSinceLog, ds.LossSinceLog = t.state.GlobalStep-r.lastLogged, r.trLoss
+		ds.AccSumSinceLog, ds.AccNSinceLog, ds.SkippedSinceLog = r.accSum, r.accN, r.skippedSinceLog
+	}
 	if a.DataSeed != nil {
 		ds.DataSeed = *a.DataSeed
 	}

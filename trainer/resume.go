@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -132,7 +133,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 		return wrap("scaler", err)
 	}
 	if err := t.loadDataState(dir, st.GlobalStep, st.TrainBatchSize); err != nil {
-		return wrap("data position", err)
+		return fmt.Errorf("trainer: resume from %s: %w", dir, err)
 	}
 	s := t.state
 	s.GlobalStep, s.Epoch, s.LogHistory = st.GlobalStep, st.Epoch, st.LogHistory
@@ -209,8 +210,18 @@ func (t *Trainer) loadDataState(dir string, globalStep, batch int) error {
 		t.logger.Warn("resuming with a different seed, data_seed or shuffle: the remaining data order and dropout masks differ from the original run's",
 			"checkpoint_seed", ds.Seed, "seed", now.Seed, "checkpoint_data_seed", ds.DataSeed, "data_seed", now.DataSeed)
 	}
+	if ds.TrainExamples > 0 && ds.TrainExamples != t.train.Len() {
+		t.logger.Warn(fmt.Sprintf("the training set has %d examples, the checkpoint's run had %d: the remaining data order "+
+			"and the schedule (steps per epoch, max_steps of num_train_epochs) differ from that run's", t.train.Len(), ds.TrainExamples), "checkpoint", dir)
+	}
 	if ds.MicroBatches > r.numMicro || ds.Epoch < 0 {
-		return fmt.Errorf("position epoch %d, micro-batch %d does not fit this training set (%d micro-batches per epoch)", ds.Epoch, ds.MicroBatches, r.numMicro)
+		had := ""
+		if ds.TrainExamples > 0 {
+			had = fmt.Sprintf(" (that run had %d examples, this one has %d)", ds.TrainExamples, t.train.Len())
+		}
+		return badinput.Errorf("the checkpoint stopped at epoch %d, micro-batch %d, which this training set does not have "+
+			"(%d micro-batches per epoch): the training data differ from the checkpoint's run%s; resume with that run's "+
+			"data, or start a new run", ds.Epoch, ds.MicroBatches, r.numMicro, had)
 	}
 	ga := t.args.GradientAccumulationSteps
 	if at := ds.Epoch*r.stepsPerEpoch + (ds.MicroBatches+ga-1)/ga; at != globalStep {
@@ -221,5 +232,10 @@ func (t *Trainer) loadDataState(dir string, globalStep, batch int) error {
 		return nil
 	}
 	r.epoch, r.microDone, r.dropoutOffset = ds.Epoch, ds.MicroBatches, ds.DropoutOffset
+	if ds.StepsSinceLog > 0 && ds.StepsSinceLog <= globalStep {
+		// The logging window open at the checkpoint goes on (Train starts the window that many steps back).
+		r.resumedWindow, r.resumedLoss = ds.StepsSinceLog, ds.LossSinceLog
+		r.trLoss, r.accSum, r.accN, r.skippedSinceLog = ds.LossSinceLog, ds.AccSumSinceLog, ds.AccNSinceLog, ds.SkippedSinceLog
+	}
 	return nil
 }

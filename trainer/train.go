@@ -26,6 +26,8 @@ type runState struct {
 	dropoutOffset uint64 // Philox offset of the next micro-batch
 
 	startStep           int     // global_step when this Train call began (> 0 after a resume)
+	resumedWindow       int     // steps of the logging window open at the resumed checkpoint (DataState)
+	resumedLoss         float64 // their summed loss
 	trLoss              float64 // Σ window losses since the last log
 	accSum              float64 // Σ per-micro-batch token accuracies since the last log (causal LMs)
 	accN                int     // micro-batches in accSum
@@ -133,7 +135,7 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 			return TrainOutput{}, withEarlierCheckpoint(err, a.OutputDir, dir)
 		}
 	}
-	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep
+	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep-r.resumedWindow
 	if a.ResumeFromCheckpoint != "" && r.startStep >= r.total {
 		if model := finalModel(a.OutputDir); model != "" && regularFile(filepath.Join(a.OutputDir, AllResultsName)) {
 			return TrainOutput{}, fmt.Errorf("trainer: %w: resume_from_checkpoint %s is at step %d, the end of training (max_steps %d): "+
@@ -582,9 +584,12 @@ func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
 
 // runLoss is the mean training loss over the whole run: this call's steps (lossSum over steps) and, after a
 // resume, the steps before it whose loss log_history holds (each logged loss is the mean of its window since
-// the previous logged step). A window not logged before the checkpoint is not counted.
+// the previous logged step) and the window open at the checkpoint (DataState.LossSinceLog; a checkpoint of an
+// older tune has none, and those steps are not counted).
 func (t *Trainer) runLoss(lossSum float64, steps int) float64 {
 	prev, covered := 0.0, float64(steps)
+	lossSum += t.run.resumedLoss
+	covered += float64(t.run.resumedWindow)
 	for _, l := range t.state.LogHistory {
 		v, ok := l["loss"]
 		if !ok || l["step"] > float64(t.run.startStep) {
