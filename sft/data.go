@@ -361,6 +361,15 @@ func contentOf(m jinja.Value) string {
 	return c.AsString()
 }
 
+// excerpt is up to 40 bytes of s from byte i, cut at a rune boundary.
+func excerpt(s string, i int) string {
+	s = s[min(i, len(s)):]
+	if len(s) > 40 {
+		s = strings.ToValidUTF8(s[:40], "")
+	}
+	return s
+}
+
 // commonPrefix is the length in bytes of the longest common prefix of a and b.
 func commonPrefix(a, b string) int {
 	n := 0
@@ -438,8 +447,12 @@ func (p *preparer) renderText(msgs []jinja.Value, gen bool) (string, error) {
 // at turn boundaries) the span is exact. Otherwise the span's text runs from where before stops agreeing with
 // full to where through does (a template may end its generation prompt differently from the turn, as one
 // that writes a newline after every {{ }} does), and a token belongs to it when the text the ids up to it
-// decode to ends inside the span.
-func (p *preparer) span(ids []int32, sup []bool, full, before, through, content string) error {
+// decode to ends inside the span. That is only done when the conversation before the turn renders as the
+// start of full, up to its generation prompt: plain returns the rendering of the same messages without the
+// generation prompt, and before may differ from full only after the point where it leaves plain. A template
+// that renders earlier turns differently when later ones follow (Mistral's puts the system message into the
+// last user turn) is refused: the span would start at the first difference and supervise user and system text.
+func (p *preparer) span(ids []int32, sup []bool, full, before, through, content string, plain func() (string, error)) error {
 	b, err := p.tk.Tok.Encode(before, false)
 	if err != nil {
 		return err
@@ -455,6 +468,16 @@ func (p *preparer) span(ids []int32, sup []bool, full, before, through, content 
 		return nil
 	}
 	start, end := commonPrefix(before, full), commonPrefix(through, full)
+	pl, err := plain()
+	if err != nil {
+		return err
+	}
+	if gen := commonPrefix(before, pl); start < gen {
+		return fmt.Errorf("the chat template renders the conversation before this assistant turn differently when later "+
+			"turns follow (at byte %d: %q alone, %q in the whole conversation), so the turn's tokens cannot be told apart "+
+			"from the user's and the system's; set assistant_only_loss false to supervise the whole conversation, or use a "+
+			"template whose renderings of a conversation's beginnings are prefixes of the whole", start, excerpt(before, start), excerpt(full, start))
+	}
 	if end < len(through) && content != "" {
 		// The turn renders differently as the last one (Qwen3 adds an empty think block there and strips
 		// think blocks from earlier turns): find its content in the conversation and end the span after the
@@ -513,7 +536,8 @@ func (p *preparer) conversationalPromptCompletion(rec map[string]json.RawMessage
 		}
 		return ids, sup, nil
 	}
-	if err := p.span(ids, sup, full, before, full, ""); err != nil {
+	plain := func() (string, error) { return p.renderText(prompt, false) }
+	if err := p.span(ids, sup, full, before, full, "", plain); err != nil {
 		return nil, nil, fmt.Errorf("completion: %w", err)
 	}
 	return ids, sup, nil
@@ -570,7 +594,8 @@ func (p *preparer) messages(rec map[string]json.RawMessage) ([]int32, []bool, er
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := p.span(ids, sup, full, before, through, contentOf(msgs[i])); err != nil {
+		plain := func() (string, error) { return p.renderText(msgs[:i], false) }
+		if err := p.span(ids, sup, full, before, through, contentOf(msgs[i]), plain); err != nil {
 			return nil, nil, fmt.Errorf("messages[%d]: %w", i, err)
 		}
 	}

@@ -214,3 +214,46 @@ func TestQwen3Messages(t *testing.T) {
 		t.Errorf("pad id %d", tk.PadID())
 	}
 }
+
+// TestPrefixBreakingTemplatesAreRefused: a template that renders a conversation's beginning differently when
+// later turns follow made the inexact span start at the first difference, supervising user and system text
+// without a word (findings5 #16: a Mistral-v0.3-style template, which puts the system message into the LAST
+// user turn, supervised "What colour is a lime?[/INST]"; so did templates that render the messages reversed,
+// start with {{ messages|length }}, or render the last message only). Each is refused naming the turn and
+// where the renderings part; the same conversation without a system message, whose prefixes agree, is
+// supervised exactly.
+func TestPrefixBreakingTemplatesAreRefused(t *testing.T) {
+	tok, err := tokenizers.Load(filepath.Join("..", "testdata", "bpe", "tiny-gpt2", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	compile := func(src string) Tokenizer {
+		tm, err := chat.Compile(src, "t/tokenizer_config.json (chat_template)", map[string]string{"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Tokenizer{Tok: tok, Config: &tokenizers.Config{EOSToken: "<|endoftext|>"}, Template: tm}
+	}
+	mistralLast := `{%- if messages[0]["role"] == "system" %}{%- set system_message = messages[0]["content"] %}{%- set loop_messages = messages[1:] %}{%- else %}{%- set loop_messages = messages %}{%- endif %}{{- bos_token }}{%- for message in loop_messages %}{%- if message["role"] == "user" %}{%- if loop.last and system_message is defined %}{{- "[INST] " + system_message + "\n\n" + message["content"] + "[/INST]" }}{%- else %}{{- "[INST] " + message["content"] + "[/INST]" }}{%- endif %}{%- elif message["role"] == "assistant" %}{{- " " + message["content"] + eos_token}}{%- endif %}{%- endfor %}`
+	withSystem := `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What colour is a lime?"},{"role":"assistant","content":"A lime is green."}]}`
+	for name, src := range map[string]string{
+		"system in the last user turn": mistralLast,
+		"reversed":                     `{% for m in messages|reverse %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}`,
+		"length first":                 `{{ messages|length }}{% for m in messages %} {{ m.role }}: {{ m.content }}{% endfor %}{% if add_generation_prompt %} assistant:{% endif %}`,
+		"last message only":            `{{ messages[-1].role }}: {{ messages[-1].content }}{% if add_generation_prompt %} assistant:{% endif %}`,
+	} {
+		_, err := read(t, compile(src), withSystem, Options{})
+		if err == nil || !strings.Contains(err.Error(), "data.jsonl:1: messages[2]: the chat template renders the conversation before this assistant turn differently") ||
+			!strings.Contains(err.Error(), "set assistant_only_loss false") {
+			t.Errorf("%s: got %v", name, err)
+		}
+	}
+	tk := compile(mistralLast)
+	ds, err := read(t, tk, `{"messages":[{"role":"user","content":"What colour is a lime?"},{"role":"assistant","content":"A lime is green."}]}`, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runs, _ := supervised(tk, ds.Examples[0]); !slices.Equal(runs, []string{" A lime is green.<|endoftext|>"}) {
+		t.Errorf("without a system message: supervised %q", runs)
+	}
+}
