@@ -286,6 +286,9 @@ type vocabError struct{ msg string }
 func (e vocabError) Error() string        { return e.msg }
 func (e vocabError) Is(target error) bool { return target == ErrTokenizerMismatch }
 
+// BadInput marks the error as the input's (internal/badinput): exit status 2.
+func (e vocabError) BadInput() bool { return true }
+
 // modelSource names where a recipe's model comes from, for messages.
 func modelSource(r *Recipe) string {
 	if r.Model.Path != "" {

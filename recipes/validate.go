@@ -446,6 +446,12 @@ func (r *Recipe) CheckFiles() error {
 					"they do not belong together (token ids ≥ %d have no embedding)", tok, n, r.Model.Path, hf.VocabSize, hf.VocabSize)
 			}
 		}
+	} else if r.Model.Path != "" && !modelBad && tok != "" {
+		// A decoder: the same check, from config.json's vocab_size (the embedding's rows; it may be larger than
+		// the tokenizer, never smaller), so that a token id past it fails here and not at the batch that holds it.
+		if err := CheckCausalVocab(tok, r.Model.Path); err != nil {
+			bad("tokenizer.path", "%s", strings.TrimPrefix(err.Error(), "recipes: "))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -588,6 +594,27 @@ func TokenizerFile(p string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s holds neither tokenizer.json nor vocab.txt", p)
+}
+
+// CheckCausalVocab refuses a tokenizer (the file tokenizer) whose largest id does not fit the embedding of the
+// decoder in dir (config.json's vocab_size): those tokens would fail in the embedding lookup of the batch that
+// holds them, hours into a run. The error matches ErrTokenizerMismatch. A config.json without vocab_size, or
+// files that cannot be read, are left to the loaders, which report them.
+func CheckCausalVocab(tokenizer, dir string) error {
+	var c struct {
+		VocabSize int `json:"vocab_size"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, loaders.ConfigName))
+	if err != nil || json.Unmarshal(data, &c) != nil || c.VocabSize <= 0 {
+		return nil
+	}
+	n, err := vocabSize(tokenizer)
+	if err != nil || n <= c.VocabSize {
+		return nil
+	}
+	return vocabError{fmt.Sprintf("recipes: the tokenizer %s has %d tokens (its largest id is %d) but the model in %s has "+
+		"vocab_size %d (%s): they do not belong together (token ids ≥ %d have no embedding)",
+		tokenizer, n, n-1, dir, c.VocabSize, filepath.Join(dir, loaders.ConfigName), c.VocabSize)}
 }
 
 // vocabSize counts the entries of a vocab.txt (lines) or a tokenizer.json (model.vocab plus added tokens

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
 	"github.com/tune-ml/tune/tokenizers"
@@ -170,6 +172,12 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	if file, err := recipes.TokenizerFile(tokPath); err == nil {
+		// A tokenizer with ids past the model's embedding: refused before the prompt, as finetune refuses it.
+		if err := recipes.CheckCausalVocab(file, model); err != nil {
+			return usagef("%s", errctx.Trim(err.Error()))
+		}
+	}
 	cfg, err := tokenizers.LoadConfig(tokPath)
 	if err != nil {
 		return err
@@ -206,12 +214,18 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		return usageError{err}
 	}
 	prompt := o.Prompt
+	limit, ctxLen := promptLimit(model)
 	if !f.Changed("prompt") {
-		b, err := io.ReadAll(stdin)
+		b, err := io.ReadAll(io.LimitReader(stdin, limit+1)) // more would not fit the context anyway
 		if err != nil {
 			return err
 		}
 		prompt = string(b)
+	}
+	if n := len(prompt) + len(o.System); int64(n) > limit {
+		return usagef("the prompt has more than %d bytes, which would not fit the model's context of %d tokens "+
+			"(max_position_embeddings in %s) at %d bytes a token: %v; shorten the prompt",
+			limit, ctxLen, filepath.Join(model, "config.json"), promptBytesPerToken, generate.ErrTooLong)
 	}
 	var ids []int32
 	if o.Chat {
@@ -281,6 +295,26 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 			"token (id %d), so %s ends its answer at once; try another prompt%s, or --do-sample\n", out[0], what, chatHint(o.Chat))
 	}
 	return nil
+}
+
+// promptBytesPerToken bounds the bytes of prompt text one token of the context may hold, for promptLimit: the
+// longest tokens of real vocabularies (runs of spaces or dashes) have a few dozen bytes.
+const promptBytesPerToken = 64
+
+// promptLimit is the most bytes of prompt generate reads and tokenizes for the model in dir, and the model's
+// context (max_position_embeddings, or GPT-2's n_positions; 0 when config.json names none): promptBytesPerToken
+// a position, at least the 1 MiB a data row may hold and at most 64 MiB. A longer prompt cannot fit the
+// context; it was read whole and tokenized first (100 MB of stdin: 26 s and 5.7 GB, then out of memory).
+func promptLimit(dir string) (int64, int) {
+	var c struct {
+		MaxPositionEmbeddings int `json:"max_position_embeddings"`
+		NPositions            int `json:"n_positions"`
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+		_ = json.Unmarshal(data, &c)
+	}
+	ctx := max(c.MaxPositionEmbeddings, c.NPositions, 0)
+	return min(max(int64(loaders.DefaultMaxRowBytes), int64(ctx)*promptBytesPerToken), 64<<20), ctx
 }
 
 // chatHint suggests --chat to a generate call without it (a chat model may answer only inside its template).
