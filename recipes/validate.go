@@ -15,11 +15,13 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/meta"
+	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -453,6 +455,24 @@ func (r *Recipe) CheckFiles() error {
 			bad("tokenizer.path", "%s", strings.TrimPrefix(err.Error(), "recipes: "))
 		}
 	}
+	if r.IsCausalLM() && tok != "" {
+		// What buildCausalLM reads before the data: the tokenizer as transformers builds it, its
+		// tokenizer_config.json and the chat template, compiled (a BERT tokenizer is read above, by vocabSize
+		// and the label checks).
+		if err := checkCausalTokenizer(r.Tokenizer.Path); err != nil {
+			bad("tokenizer.path", "%s", errctx.Trim(err.Error()))
+		}
+	}
+	if r.Model.Path != "" && !modelBad {
+		// The weights' headers (every offset and size is checked; no tensor data is read), as the load reads
+		// them: a truncated model.safetensors fails here, not after the data are prepared. A folder without
+		// weights is Build's to report (it names what the folder holds).
+		if ck, err := loaders.OpenCheckpoint(r.Model.Path); err == nil {
+			ck.Close()
+		} else if !errors.Is(err, loaders.ErrNoWeights) && !errors.Is(err, fs.ErrNotExist) {
+			bad("model.path", "%s", errctx.Trim(err.Error()))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -594,6 +614,24 @@ func TokenizerFile(p string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%s holds neither tokenizer.json nor vocab.txt", p)
+}
+
+// checkCausalTokenizer loads the decoder tokenizer at path (tokenizer.json, tokenizer_config.json) and compiles
+// its chat template, as buildCausalLM does.
+func checkCausalTokenizer(path string) error {
+	if _, err := tokenizers.LoadForTransformers(path); err != nil {
+		return err
+	}
+	cfg, err := tokenizers.LoadConfig(path)
+	if err != nil {
+		return err
+	}
+	if cfg.ChatTemplate != "" {
+		if _, err := chat.FromConfig(cfg); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // CheckCausalVocab refuses a tokenizer (the file tokenizer) whose largest id does not fit the embedding of the
