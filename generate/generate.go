@@ -57,6 +57,40 @@ type Config struct {
 	MaxNewTokens *int     // max_new_tokens
 	UseCache     *bool    // use_cache; nil when absent (true)
 	Path         string   // the file read; "" when there was none
+	// Unapplied lists the decoding settings of generation_config.json that transformers' generate would
+	// apply and tune does not (repetition_penalty 1.5, num_beams 4, max_length 4096, ...), as "key value";
+	// keys at their neutral values are not listed. The output then differs from transformers'.
+	Unapplied []string
+}
+
+// unappliedKeys are generation_config.json's decoding keys tune does not implement, with the value at which
+// transformers' generate (GenerationConfig's defaults) does nothing. max_length has none: when set, it bounds
+// prompt + new tokens there, while tune generates max_new_tokens.
+var unappliedKeys = []struct {
+	key     string
+	neutral func(json.RawMessage) bool
+}{
+	{"repetition_penalty", isNumber(1)}, {"encoder_repetition_penalty", isNumber(1)}, {"no_repeat_ngram_size", isNumber(0)},
+	{"num_beams", isNumber(1)}, {"num_beam_groups", isNumber(1)}, {"penalty_alpha", isNull}, {"min_p", isNull},
+	{"typical_p", isNumber(1)}, {"epsilon_cutoff", isNumber(0)}, {"eta_cutoff", isNumber(0)},
+	{"min_length", isNumber(0)}, {"min_new_tokens", isNull}, {"max_length", isNull}, {"max_time", isNull},
+	{"bad_words_ids", isNull}, {"suppress_tokens", isNull}, {"begin_suppress_tokens", isNull},
+	{"forced_bos_token_id", isNull}, {"forced_eos_token_id", isNull}, {"sequence_bias", isNull},
+	{"exponential_decay_length_penalty", isNull}, {"guidance_scale", isNull}, {"stop_strings", isNull},
+}
+
+// isNumber returns a predicate for a JSON number equal to v (or null, transformers' "unset").
+func isNumber(v float64) func(json.RawMessage) bool {
+	return func(raw json.RawMessage) bool {
+		var f *float64
+		return json.Unmarshal(raw, &f) == nil && (f == nil || *f == v)
+	}
+}
+
+// isNull reports whether raw is JSON null (or empty: [] and {} set nothing either).
+func isNull(raw json.RawMessage) bool {
+	s := strings.TrimSpace(string(raw))
+	return s == "null" || s == "[]" || s == "{}"
 }
 
 // ReadConfig reads generation_config.json from a model directory, falling back to config.json's
@@ -102,6 +136,18 @@ func ReadConfig(dir string) (*Config, error) {
 	if strings.HasSuffix(path, "generation_config.json") {
 		c.DoSample, c.Temperature, c.TopK, c.TopP, c.MaxNewTokens = j.DoSample, j.Temperature, j.TopK, j.TopP, j.MaxNewTokens
 		c.UseCache = j.UseCache
+		var all map[string]json.RawMessage
+		if json.Unmarshal(data, &all) == nil {
+			for _, k := range unappliedKeys {
+				if raw, ok := all[k.key]; ok && !k.neutral(raw) {
+					v := string(raw)
+					if len(v) > 40 {
+						v = v[:40] + "..."
+					}
+					c.Unapplied = append(c.Unapplied, k.key+" "+v)
+				}
+			}
+		}
 	}
 	return c, nil
 }

@@ -186,6 +186,12 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return err
 	}
+	if len(gc.Unapplied) > 0 {
+		// transformers' generate would apply these; tune's output then differs from it (greedy included).
+		fmt.Fprintf(cmd.ErrOrStderr(), "tune: warning: %s sets %s, which tune generate does not apply: the text differs "+
+			"from transformers' generate with that file (max_new_tokens, temperature, top_k, top_p, do_sample and "+
+			"eos_token_id are applied)\n", gc.Path, strings.Join(gc.Unapplied, ", "))
+	}
 	opts := gc.Options()
 	f := cmd.Flags()
 	if f.Changed("max-new-tokens") {
