@@ -20,6 +20,7 @@ import (
 	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/trainer"
+	"github.com/tune-ml/tune/transformer"
 )
 
 //go:generate go run ../tools/maketiny -out data/tiny
@@ -338,12 +339,24 @@ func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error
 	}
 	r.resolvePaths(dir, d.fromArgs)
 	if r.LoRA != nil {
-		r.Warnings = r.LoRA.Normalize()
+		// PEFT's adjustments for the model's module kind: GPT-2's projections are Conv1D, where fan_in_fan_out
+		// must be true (warning and resetting it as for a Linear contradicted lora.Apply's note after it).
+		r.Warnings = r.LoRA.NormalizeFor(r.conv1DModel())
 	}
 	if err := r.validate(d); err != nil {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// conv1DModel reports whether model.path is a checkpoint of a family whose projections are transformers'
+// Conv1D modules (GPT-2), as lora.Apply tells from the model; false when config.json cannot tell yet.
+func (r *Recipe) conv1DModel() bool {
+	if r.Model.Path == "" {
+		return false
+	}
+	f, err := transformer.Lookup(r.Model.Path)
+	return err == nil && f.Name == "gpt2"
 }
 
 // resolvePaths joins dir to the relative input paths the recipe file wrote; paths from overrides stay relative
