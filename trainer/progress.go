@@ -261,8 +261,17 @@ func (p *progress) eta(s *TrainerState) string {
 	if done <= 0 {
 		return "?"
 	}
-	left := time.Duration(float64(time.Since(p.start)) / float64(done) * float64(s.MaxSteps-s.GlobalStep))
-	return left.Round(time.Second).String()
+	return formatETA(float64(time.Since(p.start)) / float64(done) * float64(s.MaxSteps-s.GlobalStep))
+}
+
+// formatETA writes a remaining time of ns nanoseconds (a float: max_steps 10^15 overflowed time.Duration into
+// "eta -2562047h47m16.85s"); beyond 100000 hours it is "> 100000h".
+func formatETA(ns float64) string {
+	const most = 100_000 * float64(time.Hour)
+	if !(ns < most) { // NaN too
+		return "> 100000h"
+	}
+	return time.Duration(max(ns, 0)).Round(time.Second).String()
 }
 
 func (p *progress) OnTrainEnd(*Event) error {

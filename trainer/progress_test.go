@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor/cpu"
@@ -57,5 +58,16 @@ func TestBarFitsTheTerminal(t *testing.T) {
 	}
 	if barWidth(0, 40, false) != 24 || barWidth(300, 40, false) != 40 {
 		t.Errorf("barWidth: unknown %d, wide %d", barWidth(0, 40, false), barWidth(300, 40, false))
+	}
+}
+
+// TestFormatETA: a huge max_steps overflowed time.Duration into a negative ETA (findings5 #1).
+func TestFormatETA(t *testing.T) {
+	for ns, want := range map[float64]string{
+		float64(90 * time.Second): "1m30s", 1e30: "> 100000h", float64(100_001 * time.Hour): "> 100000h", -5: "0s",
+	} {
+		if got := formatETA(ns); got != want {
+			t.Errorf("formatETA(%g) = %q, want %q", ns, got, want)
+		}
 	}
 }
