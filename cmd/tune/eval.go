@@ -35,6 +35,8 @@ type evalOptions struct {
 	MaxLength int      // --max-length: truncation (default: the recipe's data.max_length, else as predict)
 	JSON      bool     // --json: print the metrics as one JSON object
 	tokenizer string   // the tokenizer for recipes.OpenModel, set by setup (checkModelPaths)
+	// batchSizeSet records that --batch-size was given (0 is its "the recipe's" default).
+	batchSizeSet bool
 }
 
 func newEvalCmd() *cobra.Command {
@@ -72,6 +74,7 @@ training precision is used (FP32 when there is no recipe).`,
 			if len(args) > 0 {
 				o.Recipe, o.Overrides = args[0], args[1:]
 			}
+			o.batchSizeSet = cmd.Flags().Changed("batch-size")
 			return o.run(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -96,6 +99,10 @@ training precision is used (FP32 when there is no recipe).`,
 func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter, data string, err error) {
 	if o.FP16 && o.BF16 {
 		return nil, "", "", "", usagef("--fp16 and --bf16 are exclusive")
+	}
+	if o.BatchSize < 1 && (o.batchSizeSet || o.BatchSize < 0) {
+		// 0 and -1 ran with the default batch; predict refuses them too.
+		return nil, "", "", "", usagef("--batch-size must be ≥ 1")
 	}
 	if o.Recipe == "" && o.Model == "" {
 		return nil, "", "", "", usagef("eval needs a RECIPE or --model DIR")

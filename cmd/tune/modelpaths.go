@@ -115,8 +115,10 @@ func maxLength(flag, fallback int, dir string) (int, error) {
 		positions = hf.MaxPositionEmbeddings
 	}
 	switch {
-	case flag < 0 || flag == 1:
-		return 0, usagef("--max-length must be at least 2 ([CLS] and [SEP]), got %d", flag)
+	case flag < 0 || flag == 1 || flag == 2:
+		// As the recipe's data.max_length: [CLS], at least one token of text, [SEP] (2 scored every row from
+		// [CLS] [SEP] alone, the same logits for all).
+		return 0, usagef("--max-length must be at least 3 ([CLS], one token, [SEP]), got %d", flag)
 	case flag > 0 && positions > 0 && flag > positions:
 		return 0, usagef("--max-length %d exceeds the model's max_position_embeddings %d (%s): give at most %d", flag, positions, filepath.Join(dir, loaders.ConfigName), positions)
 	case flag > 0:
