@@ -168,6 +168,9 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	if n.ShortTag() == "!!str" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
 		if _, perr := strconv.ParseFloat(n.Value, 64); perr == nil {
 			msg = fmt.Sprintf("%q is quoted, so it is a string, not a number: write %s without quotes", n.Value, n.Value)
+		} else if b := strings.ToLower(n.Value); b == "true" || b == "false" {
+			// "true is not true or false" read as a contradiction.
+			msg = fmt.Sprintf("%q is quoted, so it is a string, not true or false: write %s without quotes", n.Value, b)
 		}
 	}
 	d.add(pos, path, "%s: %s", path, msg)

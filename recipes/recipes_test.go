@@ -163,6 +163,13 @@ func TestNumbersB34(t *testing.T) {
 			t.Fatalf("error %v, want %s", err, want)
 		}
 	})
+	t.Run(`quoted "true" says it is quoted`, func(t *testing.T) { // findings5 #25: "true is not true or false"
+		_, err := decode("training:\n  fp16: \"true\"\n")
+		want := `r.yaml:2: training.fp16: "true" is quoted, so it is a string, not true or false: write true without quotes`
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want %s", err, want)
+		}
+	})
 	t.Run(".inf parses and is rejected by validation", func(t *testing.T) {
 		_, err := decode(minimal("training:\n  learning_rate: .inf\n"))
 		want := "r.yaml:6: training.learning_rate: must be a finite number (got +Inf)"
