@@ -228,6 +228,16 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 		}
 	}
 	if header != nil {
+		// A column read by name must be named once: `sentence<TAB>sentence<TAB>label` trained on one of the
+		// two without a word (pandas renames the second sentence.1, datasets refuses).
+		text, pair, label := defaultColumns(opts, header)
+		for _, name := range []string{text, pair, label} {
+			if i := indexOf(header, name); name != "" && i >= 0 {
+				if j := indexOf(header[i+1:], name); j >= 0 {
+					return nil, fmt.Errorf("loaders: %s:1: the header names column %q twice (columns %d and %d); rename one", path, name, i, i+1+j)
+				}
+			}
+		}
 		records, lines = records[1:], lines[1:]
 		if len(records) == 0 {
 			return nil, fmt.Errorf("loaders: %s: the file has a header row and no examples", path)
@@ -605,10 +615,19 @@ func labelNames(label2id map[string]int) ([]string, error) {
 }
 
 // quoteAll returns names quoted and comma-separated: "neg", "pos".
-func quoteAll(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = strconv.Quote(n)
+func quoteAll(names []string) string { return QuoteNames(names) }
+
+// QuoteNames quotes the first 10 of names, comma-separated, and says how many more there are: a message about
+// 200000 labels listed them all (2.5 MB).
+func QuoteNames(names []string) string {
+	const most = 10
+	q := make([]string, 0, min(len(names), most))
+	for _, n := range names[:min(len(names), most)] {
+		q = append(q, strconv.Quote(n))
 	}
-	return strings.Join(q, ", ")
+	s := strings.Join(q, ", ")
+	if len(names) > most {
+		s += fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return s
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -68,4 +69,21 @@ func testingAllocs(f func()) uint64 {
 			f()
 		}
 	}).AllocedBytesPerOp())
+}
+
+// TestDuplicateHeaderAndLongLabelLists: a header naming the text column twice trained on one of them silently,
+// and an error about 200000 string labels listed every one (2.5 MB; findings5 #15).
+func TestDuplicateHeaderAndLongLabelLists(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "d.tsv")
+	os.WriteFile(p, []byte("sentence\tsentence\tlabel\na\tb\t1\n"), 0o644)
+	if _, err := LoadDataset(p, DatasetOptions{}); err == nil || !strings.Contains(err.Error(), `d.tsv:1: the header names column "sentence" twice (columns 0 and 1); rename one`) {
+		t.Errorf("duplicate header: %v", err)
+	}
+	names := make([]string, 200_000)
+	for i := range names {
+		names[i] = "lab" + strconv.Itoa(i)
+	}
+	if s := QuoteNames(names); !strings.HasSuffix(s, `"lab9" and 199990 more`) || len(s) > 200 {
+		t.Errorf("QuoteNames: %q", s)
+	}
 }

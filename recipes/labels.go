@@ -63,13 +63,7 @@ func labelOutOfRange(key string, e *loaders.LabelRangeError) error {
 }
 
 // quoteNames returns names quoted and comma-separated: "neg", "pos".
-func quoteNames(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = strconv.Quote(n)
-	}
-	return strings.Join(q, ", ")
-}
+func quoteNames(names []string) string { return loaders.QuoteNames(names) }
 
 // dataOptions returns the loaders options for reading a data file with d's format and columns; loadDataset adds
 // the label handling.
