@@ -21,15 +21,19 @@ func TestFinetuneRefusesMultiProcessLaunch(t *testing.T) {
 		{map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
 			"rank 1 of WORLD_SIZE=2"},
 		{map[string]string{"RANK": "0", "WORLD_SIZE": "two"}, `WORLD_SIZE="two" is not an integer`},
-		{map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, "MASTER_ADDR is not set"},
+		// WORLD_SIZE > 1 is refused first (it asked for MASTER_ADDR, then refused; findings5 #13).
+		{map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, "rank 0 of WORLD_SIZE=2 (torchrun-style variables are set), but multi-process data-parallel training is not available yet"},
+		{map[string]string{"WORLD_SIZE": "1", "RANK": "3"}, "RANK"},
 	} {
 		for k, v := range c.env {
 			t.Setenv(k, v)
 		}
 		out := filepath.Join(t.TempDir(), "out")
-		code, _, stderr := runCLI("finetune", tinyRecipe, "training.output_dir="+out)
-		if code != 2 || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", c.env, code, stderr, c.want)
+		for _, cmd := range []string{"finetune", "validate"} { // validate refuses what finetune refuses
+			code, _, stderr := runCLI(cmd, tinyRecipe, "training.output_dir="+out)
+			if code != 2 || !strings.Contains(stderr, c.want) {
+				t.Errorf("%s %v: exit %d, stderr %q; want 2 and %q", cmd, c.env, code, stderr, c.want)
+			}
 		}
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%v: output_dir was created", c.env)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -67,6 +68,9 @@ Exit status 2 when the recipe is invalid.`,
 }
 
 func (o *validateOptions) run(stdout, stderr io.Writer) error {
+	if err := checkSingleProcess(os.Getenv); err != nil { // what finetune refuses first
+		return err
+	}
 	// The same overrides finetune would apply for these flags and arguments.
 	overrides, err := (&finetuneOptions{Overrides: o.Overrides, FP16: o.FP16, BF16: o.BF16, Device: o.Device}).overrides()
 	if err != nil {
