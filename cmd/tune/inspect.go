@@ -119,6 +119,12 @@ func (o *inspectOptions) run(w io.Writer) error {
 	default:
 		defer ck.Close()
 		printTensors(w, ck)
+		if f := ck.Metadata()["format"]; f == "tune-adamw" {
+			// A checkpoint's optimizer.safetensors (AdamW's moments, by parameter): not model weights, so the
+			// config.json beside it does not describe it.
+			fmt.Fprintf(w, "\n%s holds a training run's optimizer state (format %s), not model weights: the config.json beside it is not checked against it\n", ck.Path, f)
+			return nil
+		}
 	}
 	if cfg != nil {
 		fmt.Fprintln(w)
