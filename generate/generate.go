@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -98,10 +99,10 @@ func isNull(raw json.RawMessage) bool {
 func ReadConfig(dir string) (*Config, error) {
 	c := &Config{}
 	path := filepath.Join(dir, "generation_config.json")
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		path = filepath.Join(dir, loaders.ConfigName)
-		if data, err = os.ReadFile(path); errors.Is(err, os.ErrNotExist) {
+		if data, err = smallfile.Read(path); errors.Is(err, os.ErrNotExist) {
 			return c, nil
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // ConfigName is the model configuration file of a Hugging Face checkpoint directory.
@@ -99,7 +101,7 @@ func ReadBertConfig(path string) (*BertConfig, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, ConfigName)
 	}
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sugarme/tokenizer/model/wordpiece"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/internal/strictjson"
 )
 
@@ -134,7 +135,7 @@ type addedTokenEntry struct {
 }
 
 func readTokenizerConfig(path string) (*tokenizerConfig, error) {
-	b, err := os.ReadFile(path)
+	b, err := smallfile.Read(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return &tokenizerConfig{}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // Config is what tune reads from a model's tokenizer_config.json (and chat_template.jinja beside it): the
@@ -41,7 +42,7 @@ func LoadConfig(dir string) (*Config, error) {
 	}
 	c := &Config{}
 	p := filepath.Join(dir, "tokenizer_config.json")
-	data, err := os.ReadFile(p)
+	data, err := smallfile.Read(p)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
@@ -53,7 +54,7 @@ func LoadConfig(dir string) (*Config, error) {
 		}
 	}
 	jp := filepath.Join(dir, "chat_template.jinja")
-	if b, err := os.ReadFile(jp); err == nil {
+	if b, err := smallfile.Read(jp); err == nil {
 		c.ChatTemplate, c.ChatTemplateSource = string(b), jp
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("tokenizers: %w", err)

@@ -29,7 +29,9 @@ func edited(t *testing.T, edit func(map[string]any)) []byte {
 // #5, a fatal out-of-memory); it is refused from the ids alone, naming the largest id and the count.
 func TestSparseIDsAreRefused(t *testing.T) {
 	for name, edit := range map[string]func(map[string]any){
-		"model.vocab": func(d map[string]any) { d["model"].(map[string]any)["vocab"].(map[string]any)["zzzbig"] = 1_000_000_000 },
+		"model.vocab": func(d map[string]any) {
+			d["model"].(map[string]any)["vocab"].(map[string]any)["zzzbig"] = 1_000_000_000
+		},
 		"added_tokens": func(d map[string]any) {
 			d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 1_000_000_000, "content": "<big>",
 				"single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": true})
@@ -79,7 +81,9 @@ func TestNormalizerGrowthIsBounded(t *testing.T) {
 		}
 	}
 	// Within the bound, the steps apply as before: "a" → "aa" twice is "aaaa", four tokens "a".
-	tok, err := Parse(edited(t, func(d map[string]any) { d["normalizer"] = map[string]any{"type": "Sequence", "normalizers": doubling[:2]} }), "ok")
+	tok, err := Parse(edited(t, func(d map[string]any) {
+		d["normalizer"] = map[string]any{"type": "Sequence", "normalizers": doubling[:2]}
+	}), "ok")
 	if err != nil {
 		t.Fatal(err)
 	}

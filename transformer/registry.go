@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -89,7 +89,7 @@ const MaxConfigLayers = 1000
 // building them on the meta backend.
 func checkConfigLayers(dir string) error {
 	path := filepath.Join(dir, loaders.ConfigName)
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return fmt.Errorf("transformer: %w", err)
 	}
@@ -124,7 +124,7 @@ type modelKind struct {
 // and the supported ones.
 func Lookup(dir string) (*Family, error) {
 	path := filepath.Join(dir, loaders.ConfigName)
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("transformer: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
@@ -123,7 +124,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		m.FreeParameters()
 		return nil, report, err
 	}
-	if gen, err := os.ReadFile(filepath.Join(dir, generationConfigName)); err == nil {
+	if gen, err := smallfile.Read(filepath.Join(dir, generationConfigName)); err == nil {
 		m.generation = gen
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, report, fmt.Errorf("gpt2: load %s: %w", dir, err)

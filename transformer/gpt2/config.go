@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 )
 
@@ -128,7 +128,7 @@ func (c Config) Validate() error {
 // ReadConfig reads dir/config.json (ParseConfig).
 func ReadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, loaders.ConfigName)
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("gpt2: %w", err)
 	}

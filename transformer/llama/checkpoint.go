@@ -2,13 +2,13 @@ package llama
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/meta"
@@ -125,7 +125,7 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		m.FreeParameters()
 		return nil, report, errctx.Wrapf(err, "llama: load %s", ck.Path)
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, GenerationConfigName)); err == nil {
+	if data, err := smallfile.Read(filepath.Join(dir, GenerationConfigName)); err == nil {
 		m.extra.generationConfig = data
 	}
 	m.WeightsUpdated()

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 )
 
@@ -145,7 +145,7 @@ type hfConfig struct {
 // naming the file and the key (see ParseConfig).
 func ReadConfig(dir string) (Config, error) {
 	path := filepath.Join(dir, loaders.ConfigName)
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("llama: %w", err)
 	}
