@@ -69,7 +69,8 @@
 // # Randomness
 //
 // Dropout draws from Philox 4x32-10 (Salmon et al., SC'11) at a (seed, offset) the caller chooses: element i is
-// kept when PhiloxUniform(seed, offset, i) ≥ p (PhiloxKeep). Every backend computes the same draw, so the CPU
+// kept when PhiloxUniform(seed, offset, i) ≥ p (PhiloxKeep), its uniform being 16-bit slice i%8 of the block at
+// counter offset + i/8 (eight draws per block; p is quantised up to a multiple of 2⁻¹⁶). Every backend computes the same draw, so the CPU
 // and the GPU produce the same masks, and a caller that draws several masks advances its offset by
 // PhiloxCounters(n) after each so that no two share draws. A resumed run needs only the seed and the offset.
 //

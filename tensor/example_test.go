@@ -94,5 +94,5 @@ func ExamplePhiloxKeep() {
 		}
 	}
 	fmt.Println(kept > 8900 && kept < 9100, tensor.PhiloxCounters(10000))
-	// Output: true 2500
+	// Output: true 1250
 }

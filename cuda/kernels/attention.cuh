@@ -14,8 +14,9 @@
 // exp2(s·scale·log2 e − m), one FMA per score; with a mask the natural-log domain is kept
 // (exp2((s·scale + mask − m)·log2 e)) so a finfo.min mask cannot overflow. A row with no visible key gives
 // O = 0 and LSE = −Inf; a NaN score of a visible key makes the row sum NaN, so the row's O and LSE are NaN
-// (fmaxf drops a NaN from the row max, not from the sum) and its gradients follow. Dropout keeps element (b, h, i, j) exactly when the Dropout op keeps element
-// n = ((b·Hq + h)·Tq + i)·Tk + j (tensor.PhiloxKeep: word n%4 of the Philox block at counter offset + n/4).
+// (fmaxf drops a NaN from the row max, not from the sum) and its gradients follow. Dropout keeps element
+// (b, h, i, j) exactly when the Dropout op keeps element n = ((b·Hq + h)·Tq + i)·Tk + j (tensor.PhiloxKeep:
+// 16-bit slice n%8 of the Philox block at counter offset + n/8).
 #pragma once
 #include "common.cuh"
 #define LOG2E 1.4426950408889634f
@@ -43,35 +44,27 @@ struct AttnParams {
 	i64 lpt;       // backward with ORD: (batch, head) pairs per block-order chunk (order_block)
 };
 
-// keep_thr is the integer form of PhiloxKeep's test: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴) (both sides
-// exact in FP32).
-__device__ __forceinline__ u32 keep_thr(float p) { return (u32)ceilf(p * 16777216.0f); }
+// keep_thr is the integer form of PhiloxKeep's test (common.cuh's philox_thr): slice·2⁻¹⁶ ≥ p ⇔ slice ≥
+// ceil(p·2¹⁶).
+__device__ __forceinline__ u32 keep_thr(float p) { return philox_thr(p); }
 
-__device__ __forceinline__ u32 pick(uint4 v, int r) { return r == 0 ? v.x : r == 1 ? v.y : r == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint2 attn_key(const AttnParams &p) { return make_uint2((u32)p.seed, (u32)(p.seed >> 32)); }
 
-// keep1 reports whether dense element n survives dropout.
+// keep1 reports whether dense element n survives dropout (slice n % 8 of the Philox block at offset + n/8).
 __device__ __forceinline__ bool keep1(u64 n, const AttnParams &p, u32 thr) {
-	u64 ctr = p.offset + (n >> 2);
-	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), make_uint2((u32)p.seed, (u32)(p.seed >> 32)));
-	return (pick(blk, (int)(n & 3)) >> 8) >= thr;
+	return philox_slice(philox_block(p.offset + (n >> 3), attn_key(p)), (int)(n & 7)) >= thr;
 }
 
 // keep2 draws elements n and n+1 with one Philox block unless they straddle two.
 __device__ __forceinline__ void keep2(u64 n, const AttnParams &p, u32 thr, bool &k0, bool &k1) {
-	u64 ctr = p.offset + (n >> 2);
-	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
-	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-	int r = (int)(n & 3);
-	k0 = (pick(blk, r) >> 8) >= thr;
-	if (r == 3) {
-		u64 c2 = ctr + 1;
-		uint4 b2 = philox4x32_10(make_uint4((u32)c2, (u32)(c2 >> 32), 0u, 0u), key);
-		k1 = (b2.x >> 8) >= thr;
-	} else {
-		k1 = (pick(blk, r + 1) >> 8) >= thr;
-	}
+	u64 ctr = p.offset + (n >> 3);
+	uint2 key = attn_key(p);
+	uint4 blk = philox_block(ctr, key);
+	int r = (int)(n & 7);
+	k0 = philox_slice(blk, r) >= thr;
+	if (r == 7) k1 = philox_slice(philox_block(ctr + 1, key), 0) >= thr;
+	else k1 = philox_slice(blk, r + 1) >= thr;
 }
-
 
 // ---------------------------------------------------------------------------------------------------------
 // Tensor-core path (sm_80+).
@@ -172,24 +165,29 @@ __device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int
 
 // draw_bits fills bits (ROWS rows of COLS/16 words) with the dropout keep bits of a (query, key) tile: bit
 // c % 16 of word r·COLS/16 + c/16 keeps dense element (hbase + r0 + r)·Tk + c0 + c. Needs Tk % 4 == 0 (and c0
-// % 16 == 0), so each Philox block gives the words of four consecutive keys of one row: one block per four
-// scores, shared by the block's threads through shared memory. With gb (the backward's p.bits) the words of
-// rows r0 + r < Tq are also stored there, at word (hbase + r0 + r)·bitsw + c0/16 + c/16, for load_bits.
+// % 16 == 0), so the 16 keys of a word start at slice 0 or 4 of a Philox block and take two blocks (three when
+// they start at slice 4): a Philox block per eight scores, shared by the block's threads through shared memory.
+// With gb (the backward's p.bits, the forward's KeepBits) the words of rows r0 + r < Tq are also stored there, at
+// word (hbase + r0 + r)·bitsw + c0/16 + c/16 (those below bitsw), for load_bits.
 template <int ROWS, int COLS>
 __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid, u16 *gb = nullptr) {
 	constexpr int W = COLS / 16;
-	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
+	uint2 key = attn_key(p);
 #pragma unroll 1
 	for (int w = tid; w < ROWS * W; w += 128) {
 		u64 n = (hbase + (u64)(r0 + w / W)) * (u64)p.Tk + (u64)(c0 + (w % W) * 16);
-		u64 ctr = p.offset + (n >> 2);
+		u64 ctr = p.offset + (n >> 3);
+		uint4 b0 = philox_block(ctr, key), b1 = philox_block(ctr + 1, key);
 		u32 m = 0;
+		if ((n & 7) == 0) {
 #pragma unroll
-		for (int q = 0; q < 4; q++) {
-			u64 c = ctr + q;
-			uint4 blk = philox4x32_10(make_uint4((u32)c, (u32)(c >> 32), 0u, 0u), key);
-			m |= ((u32)((blk.x >> 8) >= thr) | ((u32)((blk.y >> 8) >= thr) << 1) | ((u32)((blk.z >> 8) >= thr) << 2) |
-			      ((u32)((blk.w >> 8) >= thr) << 3)) << (4 * q);
+			for (int k = 0; k < 8; k++) m |= ((u32)(philox_slice(b0, k) >= thr) << k) | ((u32)(philox_slice(b1, k) >= thr) << (8 + k));
+		} else { // slices 4 … 7 of b0, all of b1, 0 … 3 of the next
+			uint4 b2 = philox_block(ctr + 2, key);
+#pragma unroll
+			for (int k = 0; k < 4; k++) m |= ((u32)(philox_slice(b0, 4 + k) >= thr) << k) | ((u32)(philox_slice(b2, k) >= thr) << (12 + k));
+#pragma unroll
+			for (int k = 0; k < 8; k++) m |= (u32)(philox_slice(b1, k) >= thr) << (4 + k);
 		}
 		bits[w] = (u16)m;
 		if (gb && r0 + w / W < p.Tq) gb[(hbase + (u64)(r0 + w / W)) * (u64)p.bitsw + (u64)(c0 / 16 + w % W)] = (u16)m;

@@ -30,26 +30,23 @@ struct F32Rows {
 	u64 seed, offset;
 };
 
-// f32_keep_thr is PhiloxKeep's test in integer form: (w >> 8)·2⁻²⁴ ≥ p ⇔ (w >> 8) ≥ ceil(p·2²⁴).
-__device__ __forceinline__ u32 f32_keep_thr(float p) { return (u32)ceilf(p * 16777216.0f); }
+// f32_keep_thr is PhiloxKeep's test in integer form: slice·2⁻¹⁶ ≥ p ⇔ slice ≥ ceil(p·2¹⁶) (common.cuh's philox_thr).
+__device__ __forceinline__ u32 f32_keep_thr(float p) { return philox_thr(p); }
 
 // f32_keep4 returns the keep flags (bit k for element n + k) of dense elements n .. n+3 of the dropout mask:
-// word (n + k) % 4 of the Philox block at counter offset + (n + k) / 4, one block when n % 4 == 0, else two.
+// slice (n + k) % 8 of the Philox block at counter offset + (n + k) / 8, one block when n % 8 ≤ 4, else two.
 __device__ __forceinline__ u32 f32_keep4(const F32Rows &p, u64 n, u32 thr) {
 	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
-	u64 c0 = p.offset + (n >> 2);
-	uint4 a = philox4x32_10(make_uint4((u32)c0, (u32)(c0 >> 32), 0u, 0u), key);
-	u32 w[8] = {a.x, a.y, a.z, a.w, 0u, 0u, 0u, 0u};
-	int r = (int)(n & 3);
-	if (r != 0) {
-		u64 c1 = c0 + 1;
-		uint4 b = philox4x32_10(make_uint4((u32)c1, (u32)(c1 >> 32), 0u, 0u), key);
-		w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-	}
+	u64 c0 = p.offset + (n >> 3);
+	int r = (int)(n & 7);
+	uint4 a = philox_block(c0, key), b = a;
+	if (r > 4) b = philox_block(c0 + 1, key);
 	u32 bits = 0;
 #pragma unroll
-	for (int k = 0; k < 4; k++)
-		if ((w[r + k] >> 8) >= thr) bits |= 1u << k;
+	for (int k = 0; k < 4; k++) {
+		int s = r + k;
+		if ((s < 8 ? philox_slice(a, s) : philox_slice(b, s - 8)) >= thr) bits |= 1u << k;
+	}
 	return bits;
 }
 

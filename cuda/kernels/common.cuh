@@ -176,18 +176,33 @@ __device__ __forceinline__ uint4 philox4x32_10(uint4 c, uint2 k) {
 	return c;
 }
 
-// branch_grad returns the branch gradient of the element in lane k of Philox block w from its stored dx value v
+// The dropout draw (tensor.PhiloxUniform): element n of a stream (seed, offset) reads 16-bit slice n % 8 of the
+// Philox block at counter offset + n/8 (slice 2k the low half of word k, 2k+1 the high half) and is kept when
+// slice·2⁻¹⁶ ≥ p, i.e. slice ≥ ceil(p·2¹⁶) (tensor.PhiloxThreshold; p·2¹⁶ is exact in FP32).
+__device__ __forceinline__ uint4 philox_block(u64 ctr, uint2 key) {
+	return philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
+}
+__device__ __forceinline__ u32 philox_thr(float p) { return (u32)ceilf(p * 65536.0f); }
+// philox_slice is slice s (0 … 7) of blk.
+__device__ __forceinline__ u32 philox_slice(uint4 blk, int s) {
+	u32 w = s < 4 ? (s < 2 ? blk.x : blk.y) : (s < 6 ? blk.z : blk.w);
+	return (s & 1) ? w >> 16 : w & 0xffffu;
+}
+// keep_of is 1 when draw w (a slice, as philox_words gives them) keeps its element under probability p, else 0.
+__device__ __forceinline__ float keep_of(u32 w, float p) { return (float)w * (1.0f / 65536.0f) >= p ? 1.0f : 0.0f; }
+
+// branch_grad returns the branch gradient of element k of a philox_words group w from its stored dx value v
 // (already rounded to dx's dtype): v·keep·scale as the dropout kernel (DropoutBackward of dx), or v itself
 // when p == 0 (a cast).
 __device__ __forceinline__ float branch_grad(float v, int k, const u32 *w, float p, float scale) {
 	if (p == 0.0f) return v;
-	float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-	return v * keep * scale;
+	return v * keep_of(w[k], p) * scale;
 }
 
-// philox_words fills w with the Philox block of counter offset + g (the dropout mask of elements 4g .. 4g+3).
+// philox_words fills w with the draws of elements 4g … 4g+3 (the dropout mask of a group of four): slices
+// 4(g % 2) … 4(g % 2) + 3 of the Philox block at counter offset + g/2.
 __device__ __forceinline__ void philox_words(u32 *w, u64 g, uint2 key, u64 offset) {
-	u64 ctr = offset + g;
-	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-	w[0] = blk.x, w[1] = blk.y, w[2] = blk.z, w[3] = blk.w;
+	uint4 blk = philox_block(offset + (g >> 1), key);
+	u32 a = (g & 1) ? blk.z : blk.x, b = (g & 1) ? blk.w : blk.y;
+	w[0] = a & 0xffffu, w[1] = a >> 16, w[2] = b & 0xffffu, w[3] = b >> 16;
 }

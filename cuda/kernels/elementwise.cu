@@ -256,30 +256,27 @@ extern "C" __global__ void mse_bwd(void *dpred, int dtd, const void *pred, int d
 }
 
 // dropout: out = x·keep·scale, scale = 1/(1−p) computed by the host in float32, keep drawn for element i as
-// tensor.PhiloxKeep(seed, offset, i, p): the Philox block at counter offset + i/4 (key = seed's low and high
-// words) gives lane i%4, mapped to (w>>8)·2⁻²⁴ and kept when ≥ p. One block serves a group of four, so each
-// thread draws once. A dropped NaN stays NaN (0·NaN), as in tensor/cpu.
+// tensor.PhiloxKeep(seed, offset, i, p) (common.cuh's philox_words: slice i%8 of the Philox block at counter
+// offset + i/8, key = seed's low and high words, mapped to slice·2⁻¹⁶ and kept when ≥ p). Each thread draws
+// once per group of four. A dropped NaN stays NaN (0·NaN), as in tensor/cpu.
 extern "C" __global__ void dropout(void *out, int dto, const void *x, int dtx, i64 n, float p, float scale,
                                    u64 seed, u64 offset, int vec) {
 	i64 groups = (n + 3) / 4;
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
 	FOR_GROUPS(g, groups) {
-		u64 ctr = offset + (u64)g;
-		uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-		u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+		u32 w[4];
+		philox_words(w, (u64)g, key, offset);
 		i64 i = g * 4;
 		if (vec && i + 4 <= n) {
 			F4 a = ld4(x, dtx, i), o;
 #pragma unroll
 			for (int k = 0; k < 4; k++) {
-				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-				o.v[k] = a.v[k] * keep * scale;
+				o.v[k] = a.v[k] * keep_of(w[k], p) * scale;
 			}
 			st4(out, dto, i, o);
 		} else {
 			for (int k = 0; k < 4 && i + k < n; k++) {
-				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-				st(out, dto, i + k, ld(x, dtx, i + k) * keep * scale);
+				st(out, dto, i + k, ld(x, dtx, i + k) * keep_of(w[k], p) * scale);
 			}
 		}
 	}

@@ -33,15 +33,11 @@ __device__ __forceinline__ void res_ln_fwd2(void *sum, int dts, void *out, int d
 #pragma unroll
 	for (int j = 0; j < NG; j++) {
 		i64 c = base + lane * 4 + j * 128;
-		if (p != 0.0f) { // one Philox block serves the four elements (c is a multiple of 4)
-			u64 ctr = offset + (u64)(c / 4);
-			uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-			u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+		if (p != 0.0f) { // one Philox call serves the four elements (c is a multiple of 4)
+			u32 w[4];
+			philox_words(w, (u64)(c / 4), key, offset);
 #pragma unroll
-			for (int k = 0; k < 4; k++) {
-				float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-				a[j].v[k] = round_to(a[j].v[k] * keep * scale, dty);
-			}
+			for (int k = 0; k < 4; k++) a[j].v[k] = round_to(a[j].v[k] * keep_of(w[k], p) * scale, dty);
 		}
 #pragma unroll
 		for (int k = 0; k < 4; k++) a[j].v[k] = round_to(a[j].v[k] + b[j].v[k], dts);

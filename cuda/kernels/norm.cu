@@ -73,14 +73,11 @@ extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float 
 }
 
 // dropped returns element i of a dropout input after the mask: v·keep·scale with keep drawn as the dropout
-// kernel of elementwise.cu draws element i (lane i % 4 of Philox block offset + i/4); p == 0 keeps v.
+// kernel of elementwise.cu draws element i (slice i % 8 of Philox block offset + i/8); p == 0 keeps v.
 __device__ __forceinline__ float dropped(float v, i64 i, float p, float scale, uint2 key, u64 offset) {
 	if (p == 0.0f) return v;
-	u64 ctr = offset + (u64)(i / 4);
-	uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-	u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
-	float keep = (float)(w[i % 4] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-	return v * keep * scale;
+	uint4 blk = philox_block(offset + (u64)(i / 8), key);
+	return v * keep_of(philox_slice(blk, (int)(i % 8)), p) * scale;
 }
 
 // residual_layernorm_fwd: sum = round_y(dropout(y)) + x (rounded to sum's dtype), then layernorm_fwd over
@@ -101,15 +98,11 @@ extern "C" __global__ void residual_layernorm_fwd(void *sum, int dts, void *out,
 	if (vec) {
 		for (int c = lane * 4; c < C; c += 128) {
 			F4 a = ld4(y, dty, base + c), b = ld4(x, dtx, base + c), r;
-			if (p != 0.0f) { // one Philox block serves the four elements (base + c is a multiple of 4)
-				u64 ctr = offset + (u64)((base + c) / 4);
-				uint4 blk = philox4x32_10(make_uint4((u32)ctr, (u32)(ctr >> 32), 0u, 0u), key);
-				u32 w[4] = {blk.x, blk.y, blk.z, blk.w};
+			if (p != 0.0f) { // one Philox call serves the four elements (base + c is a multiple of 4)
+				u32 w[4];
+				philox_words(w, (u64)((base + c) / 4), key, offset);
 #pragma unroll
-				for (int k = 0; k < 4; k++) {
-					float keep = (float)(w[k] >> 8) * (1.0f / 16777216.0f) >= p ? 1.0f : 0.0f;
-					a.v[k] = round_to(a.v[k] * keep * scale, dty);
-				}
+				for (int k = 0; k < 4; k++) a.v[k] = round_to(a.v[k] * keep_of(w[k], p) * scale, dty);
 			}
 #pragma unroll
 			for (int k = 0; k < 4; k++) r.v[k] = round_to(a.v[k] + b.v[k], dts);

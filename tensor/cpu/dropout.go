@@ -12,47 +12,49 @@ import (
 func dropoutKernel[T scalar](out, x []T, p float32, seed, offset uint64, first int) {
 	scale := 1 / (1 - T(p))
 	key := [2]uint32{uint32(seed), uint32(seed >> 32)}
-	// u >= p  ⇔  (bits>>8)·2⁻²⁴ >= p  ⇔  bits>>8 >= ceil(p·2²⁴) (exact: p·2²⁴ is exact in float64)
-	threshold := uint32(math.Ceil(float64(p) * (1 << 24)))
-	keep := func(bits uint32) T {
-		if bits>>8 >= threshold {
+	threshold := tensor.PhiloxThreshold(p) // keep ⇔ the element's 16-bit slice ≥ threshold
+	keep := func(slice uint32) T {
+		if slice >= threshold {
 			return scale
 		}
 		return 0
 	}
+	const per = tensor.PhiloxSlices
 	i := 0
-	var wide [64]uint32
+	var wide, lanes [64]uint32
 	o32, _ := any(out).([]float32)
 	x32, _ := any(x).([]float32)
 	simd := hasSIMD && o32 != nil
 	for i < len(x) {
 		g := first + i
-		if philox16 != nil && g%4 == 0 && len(x)-i >= 64 { // 16 blocks at once: element e is word e%4 of block e/4
-			// philox16Fill is philox16 called directly, so that wide stays on the stack
-			philox16Fill(offset+uint64(g/4), key, &wide)
-			if simd { // the same products, 64 at a time
-				dropApply64AVX512(&o32[i], &x32[i], &wide, threshold, float32(scale))
+		if philox16 != nil && g%per == 0 && len(x)-i >= 16*per { // 16 blocks at once: element e is slice e%8 of block e/8
+			// philox16Fill is philox16 called directly, so that wide stays on the stack; word w of block j is
+			// wide[16w + j], so element e's slice lives in word (e%8)/2 of block e/8.
+			philox16Fill(offset+uint64(g/per), key, &wide)
+			for h := 0; h < 2; h++ {
+				o, v := out[i:i+64:i+64], x[i:i+64:i+64]
+				if simd { // the same products, 64 at a time: dropApply64AVX512 reads element e's draw in the
+					// top 24 bits of lanes[(e%4)·16 + e/4]
+					for e := range 64 {
+						ee := 64*h + e
+						lanes[(e%4)*16+e/4] = (wide[16*((ee%per)/2)+ee/per] >> (16 * (ee % 2)) & 0xffff) << 8
+					}
+					dropApply64AVX512(&o32[i], &x32[i], &lanes, threshold, float32(scale))
+				} else {
+					for e := range o {
+						ee := 64*h + e
+						o[e] = v[e] * keep(wide[16*((ee%per)/2)+ee/per]>>(16*(ee%2))&0xffff)
+					}
+				}
 				i += 64
-				continue
 			}
-			o, v := out[i:i+64:i+64], x[i:i+64:i+64]
-			for e := range o {
-				o[e] = v[e] * keep(wide[(e%4)*16+e/4])
-			}
-			i += 64
 			continue
 		}
-		ctr := offset + uint64(g/4)
+		ctr := offset + uint64(g/per)
 		blk := tensor.Philox4x32([4]uint32{uint32(ctr), uint32(ctr >> 32), 0, 0}, key)
-		if lane := g % 4; lane != 0 || len(x)-i < 4 { // a partial block: element by element
-			for ; lane < 4 && i < len(x); lane, i = lane+1, i+1 {
-				out[i] = x[i] * keep(blk[lane])
-			}
-			continue
+		for s := g % per; s < per && i < len(x); s, i = s+1, i+1 {
+			out[i] = x[i] * keep(tensor.PhiloxSlice(blk, s))
 		}
-		o, v := out[i:i+4:i+4], x[i:i+4:i+4]
-		o[0], o[1], o[2], o[3] = v[0]*keep(blk[0]), v[1]*keep(blk[1]), v[2]*keep(blk[2]), v[3]*keep(blk[3])
-		i += 4
 	}
 }
 

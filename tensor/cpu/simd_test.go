@@ -101,12 +101,12 @@ func checkGELU(t *testing.T, n int, x, dout []float32) {
 
 func isNaN32(x float32) bool { return x != x }
 
-// TestDropoutUnalignedStart checks the 64-at-a-time dropout (Philox from any block boundary, the AVX-512
-// products) against tensor.PhiloxKeep for chunks that start at every residue of the stream index mod 64,
-// with NaN inputs staying NaN where dropped.
+// TestDropoutUnalignedStart checks the 128-at-a-time dropout (16 Philox blocks from any block boundary, the
+// AVX-512 products) against tensor.PhiloxKeep for chunks that start at every residue of the stream index mod
+// 128, with NaN inputs staying NaN where dropped.
 func TestDropoutUnalignedStart(t *testing.T) {
 	x := simdInputs(300, 2)
-	for first := 0; first < 70; first++ {
+	for first := 0; first < 136; first++ {
 		out := make([]float32, len(x))
 		dropoutKernel(out, x, 0.3, 99, 5, first)
 		for i, v := range x {
