@@ -69,6 +69,21 @@ func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a .
 	if set("data.label_column") {
 		bad("data.label_column", "does not apply to causal-LM (SFT) data: the labels are the text's next tokens; remove the key")
 	}
+	// The sequence-classification keys the SFT path never reads (they were accepted and ignored).
+	for _, k := range []struct {
+		key, why string
+		on  bool
+	}{
+		{"data.text_pair_column", "SFT rows have no sentence pairs", set("data.text_pair_column")},
+		{"model.num_labels", "a causal LM has no classes: it predicts the next token", set("model.num_labels")},
+		{"data.pad_to_multiple_of", "SFT batches are padded to their longest row (or packed into max_length rows)", r.Data.PadToMultipleOf > 0 && set("data.pad_to_multiple_of")},
+		{"data.group_by_length", "SFT rows are packed (data.packing) or taken in order", r.Data.GroupByLength},
+		{"data.test", "tune finetune does not read it and tune eval evaluates sequence classifiers; the eval set is data.eval", r.Data.Test != ""},
+	} {
+		if k.on {
+			bad(k.key, "does not apply to causal-LM (SFT) data: %s; remove the key", k.why)
+		}
+	}
 	if f := r.Data.Format; f == FormatTSV || f == FormatCSV {
 		bad("data.format", "%s does not apply to causal-LM (SFT) data, which are JSONL: one JSON object a line ({\"messages\": [...]}, "+
 			"{\"prompt\": ..., \"completion\": ...} or {\"text\": ...}); set data.format=jsonl or remove the key", f)
@@ -79,6 +94,26 @@ func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a .
 			bad(f.key, "%s is a %s file by its extension, but causal-LM (SFT) data are JSONL: one JSON object a line "+
 				"({\"messages\": [...]}, {\"prompt\": ..., \"completion\": ...} or {\"text\": ...}); convert it to a .jsonl file "+
 				"(or, if it already holds JSONL, rename it or set data.format=jsonl)", f.path, strings.ToUpper(format))
+		}
+	}
+}
+
+// validateClassifierData refuses the SFT keys a sequence classifier's data do not use (they were accepted and
+// ignored: tune validate tiny data.packing=true passed).
+func (r *Recipe) validateClassifierData(d *decoder, bad func(key, format string, a ...any)) {
+	set := func(key string) bool { _, ok := d.pos[key]; return ok }
+	for _, k := range []struct {
+		key string
+		on  bool
+	}{
+		{"data.packing", r.Data.Packing},
+		{"data.assistant_only_loss", set("data.assistant_only_loss")},
+		{"data.completion_only_loss", set("data.completion_only_loss")},
+		{"data.dataset_text_field", set("data.dataset_text_field")},
+	} {
+		if k.on {
+			bad(k.key, "does not apply to sequence-classification data (a BERT model): it is a causal-LM (SFT) key; "+
+				"the text and label are data.text_column and data.label_column; remove the key")
 		}
 	}
 }

@@ -84,6 +84,10 @@ func (r *Recipe) validate(d *decoder) error {
 	r.validateData(bad)
 	if r.IsCausalLM() {
 		r.validateCausalData(d, bad)
+	} else if _, _, known := r.loraTaskType(); known {
+		// A BERT classifier, known from model.config or model.path's config.json (not a recipe whose checkpoint
+		// is not there yet: gpt2-full before tune download).
+		r.validateClassifierData(d, bad)
 	}
 	if err := CheckDevice(r.Device); err != nil {
 		bad("device", "%v", err)
