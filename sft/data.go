@@ -94,6 +94,9 @@ type Dataset struct {
 	Truncated int
 	// MaxLength is the limit the examples were cut to.
 	MaxLength int
+	// Unsupervised counts the examples left out because truncation to MaxLength kept none of their
+	// supervised tokens (a prompt longer than max_length); UnsupervisedLine is the first one's line.
+	Unsupervised, UnsupervisedLine int
 }
 
 // Summary is a one-line account of the dataset ("train.jsonl: 120 messages examples, 3 cut to 1024 tokens").
@@ -101,6 +104,10 @@ func (d *Dataset) Summary() string {
 	s := fmt.Sprintf("%s: %d %s examples", d.Path, len(d.Examples), d.Format)
 	if d.Truncated > 0 {
 		s += fmt.Sprintf(", %d cut to max_length %d tokens", d.Truncated, d.MaxLength)
+	}
+	if d.Unsupervised > 0 {
+		s += fmt.Sprintf("; %d left out: their supervised part starts beyond max_length %d (the first at %s:%d; "+
+			"TRL would train on them without a loss)", d.Unsupervised, d.MaxLength, d.Path, d.UnsupervisedLine)
 	}
 	return s
 }
@@ -166,14 +173,24 @@ func readData(r io.Reader, name string, tk Tokenizer, opts Options) (*Dataset, e
 				ds.Truncated++
 			}
 			if !slices.ContainsFunc(ex.Labels, func(l int32) bool { return l != IgnoreIndex }) {
-				msg := "has no supervised token"
 				if cut {
-					msg += fmt.Sprintf(" after truncation to max_length %d (its supervised part starts beyond it); raise max_length or shorten the prompt", ds.MaxLength)
+					// A prompt longer than max_length: the example is left out (and counted in the summary)
+					// rather than stopping the run; most of the file so is an error below.
+					if ds.Unsupervised++; ds.Unsupervised == 1 {
+						ds.UnsupervisedLine = line
+					}
+					ds.Truncated--
+					continue
 				}
-				return nil, fmt.Errorf("sft: %s:%d: the example %s", name, line, msg)
+				return nil, fmt.Errorf("sft: %s:%d: the example has no supervised token", name, line)
 			}
 			ds.Examples = append(ds.Examples, ex)
 		}
+	}
+	if ds.Unsupervised > 0 && ds.Unsupervised >= len(ds.Examples) {
+		return nil, fmt.Errorf("sft: %s:%d: the example has no supervised token after truncation to max_length %d (its "+
+			"supervised part starts beyond it), and so have %d of the file's %d examples; raise max_length or shorten the prompts",
+			name, ds.UnsupervisedLine, ds.MaxLength, ds.Unsupervised, ds.Unsupervised+len(ds.Examples))
 	}
 	if len(ds.Examples) == 0 {
 		return nil, fmt.Errorf("sft: %s holds no examples", name)

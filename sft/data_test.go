@@ -257,3 +257,26 @@ func TestPrefixBreakingTemplatesAreRefused(t *testing.T) {
 		t.Errorf("without a system message: supervised %q", runs)
 	}
 }
+
+// TestLongPromptsAreLeftOut: one conversation whose prompt passes max_length stopped a run of 1200 good ones
+// ("the example has no supervised token after truncation", exit 1; findings5 #22), where TRL trains on it
+// without a loss. Such examples are left out and counted in the summary; when they are at least half the
+// file, it is still an error.
+func TestLongPromptsAreLeftOut(t *testing.T) {
+	tk := tiny(t, "smollm2-style.jinja")
+	good := `{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}` + "\n"
+	long := `{"messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"},{"role":"assistant","content":"b"}]}` + "\n"
+	ds, err := read(t, tk, good+good+long+good, Options{MaxLength: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Examples) != 3 || ds.Unsupervised != 1 || ds.UnsupervisedLine != 3 ||
+		!strings.Contains(ds.Summary(), "1 left out: their supervised part starts beyond max_length 100 (the first at data.jsonl:3") {
+		t.Errorf("%d examples, summary %q", len(ds.Examples), ds.Summary())
+	}
+	_, err = read(t, tk, good+long+long, Options{MaxLength: 100})
+	if err == nil || !strings.Contains(err.Error(), "data.jsonl:2: the example has no supervised token after truncation to max_length 100") ||
+		!strings.Contains(err.Error(), "so have 2 of the file's 3 examples") {
+		t.Errorf("mostly long prompts: %v", err)
+	}
+}
