@@ -1,8 +1,9 @@
 package loaders
 
 import (
-	"sort"
 	"unicode"
+
+	"github.com/tune-ml/tune/internal/trie"
 )
 
 // AddedToken is one entry of tokenizer.json's "added_tokens": a string matched as a whole in the input before
@@ -18,11 +19,21 @@ type AddedToken struct {
 	Special    bool   // special token (skipped when decoding)
 }
 
+// MaxAddedTokenBytes bounds an added token's content, and with it the matcher's work per rune of text: real
+// added tokens ([CLS], [unused0], special tokens) have at most a few dozen bytes.
+const MaxAddedTokenBytes = 256
+
 // addedVocab matches added tokens as HF does: tokens with Normalized false are found in the raw text first,
 // leftmost-longest (HF's Aho-Corasick with MatchKind::LeftmostLongest), then every remaining piece is
 // normalized and the Normalized tokens are found in it, by their normalized content.
 type addedVocab struct {
-	raw, norm []addedPattern // sorted by descending length, so the first match at a position is the longest
+	raw, norm addedSet
+}
+
+// addedSet is the patterns of one kind in a trie: the longest at a position is found in time bounded by the
+// longest pattern, not by their number (every pattern was tried at every rune).
+type addedSet struct {
+	trie *trie.Trie[rune, *addedPattern]
 }
 
 type addedPattern struct {
@@ -31,13 +42,14 @@ type addedPattern struct {
 }
 
 func newAddedVocab(tokens []AddedToken, n *BertNormalizer) addedVocab {
-	var v addedVocab
+	v := addedVocab{raw: addedSet{trie.New[rune, *addedPattern]()}, norm: addedSet{trie.New[rune, *addedPattern]()}}
 	for _, t := range tokens {
 		if t.Content == "" {
 			continue
 		}
 		if !t.Normalized {
-			v.raw = append(v.raw, addedPattern{[]rune(t.Content), t})
+			p := &addedPattern{[]rune(t.Content), t}
+			v.raw.trie.Insert(p.runes, p) // equal patterns: the first keeps it, as the stable sort did
 			continue
 		}
 		content := t.Content
@@ -45,11 +57,9 @@ func newAddedVocab(tokens []AddedToken, n *BertNormalizer) addedVocab {
 			content = n.Normalize(content)
 		}
 		if content != "" {
-			v.norm = append(v.norm, addedPattern{[]rune(content), t})
+			p := &addedPattern{[]rune(content), t}
+			v.norm.trie.Insert(p.runes, p)
 		}
-	}
-	for _, ps := range [][]addedPattern{v.raw, v.norm} {
-		sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].runes) > len(ps[j].runes) })
 	}
 	return v
 }
@@ -63,8 +73,8 @@ type addedSplit struct {
 // split cuts t around the matches of patterns (HF find_matches): at each position the longest pattern that
 // matches wins; a single_word token is dropped when a word character touches it; lstrip/rstrip extend the
 // match over adjacent whitespace (lstrip never reaches back into the previous match).
-func splitAdded(t normalized, patterns []addedPattern) []addedSplit {
-	if len(patterns) == 0 || len(t.runes) == 0 {
+func splitAdded(t normalized, patterns addedSet) []addedSplit {
+	if patterns.trie == nil || patterns.trie.Len() == 1 || len(t.runes) == 0 {
 		return []addedSplit{{text: t}}
 	}
 	var out []addedSplit
@@ -107,24 +117,14 @@ func splitAdded(t normalized, patterns []addedPattern) []addedSplit {
 	return out
 }
 
-func longestAt(rs []rune, i int, patterns []addedPattern) *addedPattern {
-	for k := range patterns {
-		p := &patterns[k]
-		if len(p.runes) > len(rs)-i {
-			continue
+func longestAt(rs []rune, i int, patterns addedSet) *addedPattern {
+	p, _, _ := patterns.trie.Longest(func(k int) (rune, bool) {
+		if i+k < len(rs) {
+			return rs[i+k], true
 		}
-		match := true
-		for j, r := range p.runes {
-			if rs[i+j] != r {
-				match = false
-				break
-			}
-		}
-		if match {
-			return p
-		}
-	}
-	return nil
+		return 0, false
+	})
+	return p
 }
 
 // isWordRune is Rust regex's Unicode \w: Alphabetic, marks, decimal digits, connector punctuation and

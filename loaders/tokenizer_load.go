@@ -315,6 +315,9 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 		if a.Content == "" {
 			continue
 		}
+		if len(a.Content) > MaxAddedTokenBytes {
+			return nil, bad("added_tokens[%d] has %d bytes, more than the %d tune matches (real added tokens have a few dozen)", i, len(a.Content), MaxAddedTokenBytes)
+		}
 		id := int32(a.Id)
 		if v, ok := vocab[a.Content]; ok {
 			id = int32(v)
@@ -522,6 +525,9 @@ func loadVocabTxt(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 		id, err := strconv.ParseInt(key, 10, 32)
 		if err != nil || id < 0 || a.Content == "" {
 			return nil, fmt.Errorf("loaders: tokenizer_config.json: added_tokens_decoder[%q] is not an id with a content", key)
+		}
+		if len(a.Content) > MaxAddedTokenBytes {
+			return nil, fmt.Errorf("loaders: tokenizer_config.json: added_tokens_decoder[%q] has %d bytes, more than the %d tune matches", key, len(a.Content), MaxAddedTokenBytes)
 		}
 		if v, ok := vocab[a.Content]; ok {
 			id = int64(v)

@@ -2,7 +2,9 @@ package tokenizers
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -115,4 +117,59 @@ func TestRegexBacktrackingIsBounded(t *testing.T) {
 	if _, err := tok.Encode("aaa b", false); err != nil {
 		t.Errorf("a line the pattern matches quickly: %v", err)
 	}
+}
+
+// withAddedTokens is minimal with n added tokens "tok00000x", "tok00001x", ... after its own.
+func withAddedTokens(t testing.TB, n int) *Tokenizer {
+	var d map[string]any
+	if err := json.Unmarshal([]byte(minimal), &d); err != nil {
+		t.Fatal(err)
+	}
+	added := d["added_tokens"].([]any)
+	for i := 0; i < n; i++ {
+		added = append(added, map[string]any{"id": 6 + i, "content": fmt.Sprintf("tok%05dx", i), "single_word": false,
+			"lstrip": false, "rstrip": false, "normalized": false, "special": false})
+	}
+	d["added_tokens"] = added
+	b, _ := json.Marshal(d)
+	tok, err := Parse(b, "added")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestManyAddedTokens: with 50,000 added tokens sharing their first bytes, the matcher still finds the longest
+// token at each position (a trie walk; it tried every token at every byte: 365 s for a 1 MB row, findings5
+// #28), and an added token longer than MaxAddedTokenBytes is refused at Parse.
+func TestManyAddedTokens(t *testing.T) {
+	tok := withAddedTokens(t, 50_000)
+	ids, err := tok.Encode("tok00042xab tok49999x tok0", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) < 3 || ids[0] != 6+42 || !slices.Contains(ids, 6+49999) {
+		t.Errorf("ids %v", ids)
+	}
+	long := edited(t, func(d map[string]any) {
+		d["added_tokens"] = append(d["added_tokens"].([]any), map[string]any{"id": 9, "content": strings.Repeat("a", MaxAddedTokenBytes+1),
+			"single_word": false, "lstrip": false, "rstrip": false, "normalized": false, "special": false})
+	})
+	if _, err := Parse(long, "long"); err == nil || !strings.Contains(err.Error(), "added_tokens[1]: the content has 257 bytes") {
+		t.Errorf("a long added token: %v", err)
+	}
+}
+
+// BenchmarkAddedTokens encodes 100 kB of text against 50,000 added tokens (findings5 #28: 365 s per MB
+// before the trie); b.ReportMetric gives ns per byte of text.
+func BenchmarkAddedTokens(b *testing.B) {
+	tok := withAddedTokens(b, 50_000)
+	text := strings.Repeat("tok0 ", 20_000)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := tok.Encode(text, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(text)), "ns/byte")
 }

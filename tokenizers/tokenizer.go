@@ -94,6 +94,10 @@ func parse(data []byte) (*Tokenizer, error) {
 		if a.Content == "" {
 			return nil, fmt.Errorf("added_tokens[%d]: empty content", i)
 		}
+		if len(a.Content) > MaxAddedTokenBytes {
+			return nil, fmt.Errorf("added_tokens[%d]: the content has %d bytes, more than the %d tune matches "+
+				"(real added tokens have a few dozen)", i, len(a.Content), MaxAddedTokenBytes)
+		}
 		tok := &addedToken{id: a.ID, content: a.Content, singleWord: a.SingleWord, lstrip: a.LStrip,
 			rstrip: a.RStrip, normalized: a.Normalized, special: a.Special}
 		t.added = append(t.added, tok)
