@@ -19,6 +19,10 @@ type AddedToken struct {
 	Special    bool   // special token (skipped when decoding)
 }
 
+// MaxInputCharsPerWord is the largest max_input_chars_per_word a WordPiece tokenizer.json may set: longer
+// words are [UNK] anyway, and the longest-match search costs up to the cube of the word length below it.
+const MaxInputCharsPerWord = 200
+
 // MaxAddedTokenBytes bounds an added token's content, and with it the matcher's work per rune of text: real
 // added tokens ([CLS], [unused0], special tokens) have at most a few dozen bytes.
 const MaxAddedTokenBytes = 256

@@ -226,6 +226,7 @@ func TestLoadTokenizerErrors(t *testing.T) {
 		{"negative id", `{"model": {"type": "WordPiece", "unk_token": "a", "vocab": {"a": -1}}}`, "not a valid id"},
 		{"missing unk", `{"model": {"type": "WordPiece", "vocab": {"a": 0}}}`, `unk_token "[UNK]" is not in model.vocab`},
 		{"max_input_chars_per_word 0", `{"model": {"type": "WordPiece", "max_input_chars_per_word": 0, "vocab": {"[UNK]": 0}}}`, "must be at least 1"},
+		{"max_input_chars_per_word 10^8 (findings5 #29: cubic time per word)", `{"model": {"type": "WordPiece", "max_input_chars_per_word": 100000000, "vocab": {"[UNK]": 0}}}`, "is more than tune's 200"},
 		{"vocab id of the wrong type", `{"model": {"type": "WordPiece", "vocab": {"[UNK]": "zero"}}}`, "not a valid tokenizer.json"},
 		{"unsupported normalizer", `{"normalizer": {"type": "NFKC"}, "model": {"vocab": {"[UNK]": 0}}}`, `normalizer type "NFKC"`},
 		{"unsupported pre-tokenizer", `{"pre_tokenizer": {"type": "ByteLevel"}, "model": {"vocab": {"[UNK]": 0}}}`, `pre_tokenizer type "ByteLevel"`},

@@ -282,6 +282,12 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 	if maxChars < 1 {
 		return nil, bad("model.max_input_chars_per_word = %d must be at least 1", maxChars)
 	}
+	if maxChars > MaxInputCharsPerWord {
+		// WordPiece's greedy longest match tries every end for every start of a word: its time grows with the
+		// cube of the word's length up to this limit (10^8 made one 2000-letter word take 9 s).
+		return nil, bad("model.max_input_chars_per_word = %d is more than tune's %d (transformers' default is 100; "+
+			"published BERT tokenizers use 100 or 200): set it to 100", maxChars, MaxInputCharsPerWord)
+	}
 	if _, ok := vocab[unk]; !ok {
 		return nil, bad("model.unk_token %q is not in model.vocab", unk)
 	}
