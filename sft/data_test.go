@@ -248,6 +248,11 @@ func TestPrefixBreakingTemplatesAreRefused(t *testing.T) {
 			t.Errorf("%s: got %v", name, err)
 		}
 	}
+	// findings5 #16b: the same template with conversational prompt/completion data.
+	_, err = read(t, compile(mistralLast), `{"prompt":[{"role":"system","content":"Be brief."},{"role":"user","content":"What colour is a lime?"}],"completion":[{"role":"assistant","content":"Green."}]}`, Options{})
+	if err == nil || !strings.Contains(err.Error(), "data.jsonl:1: completion: the chat template renders the conversation before this assistant turn differently") {
+		t.Errorf("prompt/completion: got %v", err)
+	}
 	tk := compile(mistralLast)
 	ds, err := read(t, tk, `{"messages":[{"role":"user","content":"What colour is a lime?"},{"role":"assistant","content":"A lime is green."}]}`, Options{})
 	if err != nil {
