@@ -72,7 +72,7 @@ func (r *Recipe) validateCausalData(d *decoder, bad func(key, format string, a .
 	// The sequence-classification keys the SFT path never reads (they were accepted and ignored).
 	for _, k := range []struct {
 		key, why string
-		on  bool
+		on       bool
 	}{
 		{"data.text_pair_column", "SFT rows have no sentence pairs", set("data.text_pair_column")},
 		{"model.num_labels", "a causal LM has no classes: it predicts the next token", set("model.num_labels")},
