@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -706,19 +707,24 @@ func unpackEmbedded() (string, error) {
 		}
 		return nil
 	})
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
+	base, top := "", "tune"
+	if b, err := os.UserCacheDir(); err == nil {
+		base = b
+	} else {
+		// No user cache (HOME unset): a per-user name in the shared temporary directory, not /tmp/tune, which
+		// any user can create first.
+		base, top = os.TempDir(), fmt.Sprintf("tune-%d", os.Getuid())
 	}
-	dir := filepath.Join(base, "tune", "recipes-"+hex.EncodeToString(h.Sum(nil))[:12])
-	if _, err := os.Stat(dir); err == nil {
+	dir := filepath.Join(base, top, "recipes-"+hex.EncodeToString(h.Sum(nil))[:12])
+	if _, err := os.Stat(dir); err == nil && embeddedIntact(dir, files) {
 		return dir, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
 	}
-	// 0700: a private cache, as it has always been.
-	err = atomicfile.Dir(dir, 0o700, func(tmp string) error {
+	// 0700: a private cache, as it has always been. A copy whose files changed since (truncated by a full disk,
+	// edited by hand) is replaced: the name is the embedded content's hash, so the files must be that content.
+	err := atomicfile.ReplaceDir(dir, 0o700, func(tmp string) error {
 		for _, p := range files {
 			data, _ := embedded.ReadFile(p)
 			dst := filepath.Join(tmp, filepath.FromSlash(p))
@@ -738,6 +744,20 @@ func unpackEmbedded() (string, error) {
 		return "", fmt.Errorf("recipes: unpacking the embedded data: %w", err)
 	}
 	return dir, nil
+}
+
+// embeddedIntact reports whether dir holds the embedded files unchanged (their bytes are compared: the data are
+// a few MB, read in milliseconds): a copy truncated by a full disk or edited by hand made tune finetune tiny
+// train on other data than the binary embeds, without a word.
+func embeddedIntact(dir string, files []string) bool {
+	for _, p := range files {
+		want, _ := embedded.ReadFile(p)
+		got, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+		if err != nil || !bytes.Equal(got, want) {
+			return false
+		}
+	}
+	return true
 }
 
 // inputInOutputDir returns the first input (model.path, then tokenizer.path) that a run writing into
