@@ -499,12 +499,24 @@ func (r *Recipe) outsideKeys() []string {
 	return keys
 }
 
-// Marshal returns the resolved recipe as YAML (what `tune validate` prints).
+// Marshal returns the resolved recipe as YAML (what `tune validate` prints). An embedded recipe's paths that
+// lie outside what tune embeds are written as the recipe writes them: resolved against the hidden copy of the
+// embedded data they named folders that never exist (tune validate --no-files bert printed
+// /root/.cache/shared/data/sst2/train.tsv).
 func (r *Recipe) Marshal() ([]byte, error) {
+	c := *r
+	for _, in := range c.inputs() {
+		if written, ok := r.outside[in.key]; ok {
+			if in.key == "model.path" && c.Tokenizer.Path == r.Model.Path {
+				c.Tokenizer.Path = written // tokenizer.path defaults to model.path
+			}
+			*in.path = written
+		}
+	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(r); err != nil {
+	if err := enc.Encode(&c); err != nil {
 		return nil, fmt.Errorf("recipes: encoding the recipe: %w", err)
 	}
 	return b.Bytes(), enc.Close()

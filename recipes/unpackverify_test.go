@@ -39,3 +39,26 @@ func TestEmbeddedCopyIsVerified(t *testing.T) {
 		t.Errorf("without a user cache: %s, %v", tmp, err)
 	}
 }
+
+// TestMarshalKeepsOutsidePathsAsWritten: tune validate --no-files bert printed the embedded recipe's paths that
+// leave the embedded tree resolved against the hidden copy of the data (/root/.cache/shared/data/sst2/...),
+// folders that never exist (findings4). They are printed as the recipe writes them; embedded ones resolve.
+func TestMarshalKeepsOutsidePathsAsWritten(t *testing.T) {
+	testutil.IsolateCache(t)
+	r, err := Load("bert", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"path: ../checkpoints/bert-base-uncased\n", "train: ../../shared/data/sst2/train.tsv\n", "eval: ../../shared/data/sst2/dev.tsv\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in\n%s", want, out)
+		}
+	}
+	if strings.Count(string(out), "path: ../checkpoints/bert-base-uncased") != 2 || !strings.HasSuffix(r.Model.Path, filepath.Join("checkpoints", "bert-base-uncased")) || !filepath.IsAbs(r.Data.Train) {
+		t.Errorf("tokenizer.path or the recipe itself changed: %s %s\n%s", r.Model.Path, r.Data.Train, out)
+	}
+}
