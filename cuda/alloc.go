@@ -99,7 +99,16 @@ func (a *allocator) put(p cu.DevicePtr, c int64) {
 		return
 	}
 	a.allocated -= c
-	a.free[c] = append(a.free[c], p)
+	// The list stays sorted by address, highest first, so get hands out the lowest free block: which block a
+	// request gets depends on the set of free blocks, not on the order they were put back in. A training
+	// step that frees all its scratch then gets the same addresses every step, whatever order its ops release
+	// them in (a CUDA graph of the step replays without patching its kernels' pointers: graph.go).
+	l := a.free[c]
+	i := sort.Search(len(l), func(i int) bool { return l[i] < p })
+	l = append(l, 0)
+	copy(l[i+1:], l[i:])
+	l[i] = p
+	a.free[c] = l
 }
 
 // emptyCache releases every cached block to the driver (torch.cuda.empty_cache). Blocks in use are kept.

@@ -115,3 +115,32 @@ func TestAllocatorRetriesAfterReleasingTheCache(t *testing.T) {
 		t.Error("a request beyond the device's capacity succeeded")
 	}
 }
+
+// TestAllocatorHandsOutTheLowestFreeBlock: which cached block a request gets depends only on the free set,
+// not on the order the blocks were put back in — a step that releases its scratch in another order each time
+// still gets the same addresses (the CUDA graph of a step replays unpatched).
+func TestAllocatorHandsOutTheLowestFreeBlock(t *testing.T) {
+	dev := &fakeDevice{capacity: 10 << 20, live: map[cu.DevicePtr]int64{}}
+	a := newAllocator()
+	a.alloc, a.release = dev.alloc, dev.release
+	var ps [3]cu.DevicePtr
+	var c int64
+	for i := range ps {
+		ps[i], c, _ = a.get(100)
+	}
+	for _, order := range [][3]int{{0, 1, 2}, {2, 0, 1}, {1, 2, 0}} {
+		for _, i := range order {
+			a.put(ps[i], c)
+		}
+		var got [3]cu.DevicePtr
+		for i := range got {
+			got[i], _, _ = a.get(100)
+		}
+		for i := 1; i < 3; i++ {
+			if got[i] <= got[i-1] {
+				t.Fatalf("put in order %v, then got %v: want ascending addresses", order, got)
+			}
+		}
+		ps = got
+	}
+}
