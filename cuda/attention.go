@@ -250,8 +250,8 @@ func (o *op) attnLaunch(file, name string, gx, gy, gz, block, smem int, p *attnP
 		o.fail(run())
 		return
 	}
-	k := &kernelLaunch{fn: fn, gx: gx, gy: gy, gz: gz, bx: block, by: 1, smem: smem, blob: blob}
-	o.fail(o.issue(kernelKey(fn, gx, gy, gz, block, 1, smem), blob, k, run))
+	k := &kernelLaunch{name: name, fn: fn, gx: gx, gy: gy, gz: gz, bx: block, by: 1, smem: smem, blob: blob}
+	o.fail(o.issue(func() []byte { return kernelKey(fn, gx, gy, gz, block, 1, smem) }, k, nil, run))
 }
 
 func cdiv(a, b int) int { return (a + b - 1) / b }
@@ -272,6 +272,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return
 	}
 	p := attnParamsOf(g)
+	p.offset -= o.b.philoxBase // the kernels add it back (philox.go)
 	if keepBitsUsable(pl, g) {
 		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
 	}
@@ -300,6 +301,7 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		return
 	}
 	p := attnParamsOf(g)
+	p.offset -= o.b.philoxBase // the kernels add it back (philox.go)
 	rows := g.B * g.Hq * g.Tq
 	if rows > 0 {
 		d := o.scratch(4 * rows)

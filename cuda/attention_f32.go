@@ -213,8 +213,8 @@ func (o *op) f32Launch(name string, rows int, a *f32Rows) {
 		o.fail(run())
 		return
 	}
-	k := &kernelLaunch{fn: fn, gx: gx, gy: 1, gz: 1, bx: 256, by: 1, blob: blob}
-	o.fail(o.issue(kernelKey(fn, gx, 1, 1, 256, 1, 0), blob, k, run))
+	k := &kernelLaunch{name: name, fn: fn, gx: gx, gy: 1, gz: 1, bx: 256, by: 1, blob: blob}
+	o.fail(o.issue(func() []byte { return kernelKey(fn, gx, 1, 1, 256, 1, 0) }, k, nil, run))
 }
 
 // f32Gemm queues one strided-batched FP32 GEMM; it reports false when cuBLASLt has no algorithm for the
@@ -290,6 +290,7 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 			for c0 := 0; c0 < c.jobs; c0 += c.per {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
+				a.offset -= o.b.philoxBase // the kernels add it back (philox.go)
 				a.s, a.n, a.rows, a.njobs = uint64(buf), int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				if n == 0 { // no row of the block sees a key: LSE = −Inf, O = 0
@@ -344,6 +345,7 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 			for c0 := 0; c0 < c.jobs; c0 += c.per {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
+				a.offset -= o.b.philoxBase // the kernels add it back (philox.go)
 				a.s, a.dp, a.n, a.rows, a.njobs = sBuf, dpBuf, int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))

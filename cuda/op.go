@@ -199,6 +199,9 @@ func (b *Backend) function(file, name string) (cu.Function, error) {
 		if m, err = cu.LoadData(string(img.data)); err != nil {
 			return cu.Function{}, driverErr("cuModuleLoadData", err, "kernels/%s (%d bytes, cubin=%v)", file, len(img.data), img.cubin)
 		}
+		if err := b.registerPhilox(m, file); err != nil {
+			return cu.Function{}, err
+		}
 		b.modules[file] = m
 	}
 	f, err := m.Function(name)
@@ -230,8 +233,8 @@ func (o *op) launch(file, name string, gx, gy, bx, by int, args ...uint64) {
 		return
 	}
 	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
-	k := &kernelLaunch{fn: fn, gx: gx, gy: gy, gz: 1, bx: bx, by: by, args: args}
-	o.fail(o.issue(kernelKey(fn, gx, gy, 1, bx, by, 0), argBytes(args), k, run))
+	k := &kernelLaunch{name: name, fn: fn, gx: gx, gy: gy, gz: 1, bx: bx, by: by, args: args}
+	o.fail(o.issue(func() []byte { return kernelKey(fn, gx, gy, 1, bx, by, 0) }, k, nil, run))
 }
 
 // gridFor returns the block count of a grid-stride kernel over work items with 256-thread blocks, capped

@@ -75,7 +75,7 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	}
 	o.rowsLaunch(file, kernel, n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),
 		addr(a.Mean), addr(a.Rstd), addr(a.Y), dt(a.Y), addr(a.X), dt(a.X), addr(a.Gamma), dt(a.Gamma), addr(a.Beta), dt(a.Beta),
-		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), a.Seed, a.Offset, v)
+		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase, v)
 	return
 }
 
@@ -163,7 +163,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		defer o.release(pb)
 		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
-			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset)
+			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbeta), dt(dbeta), uint64(pb), i64(chunks), i64(ch))
 		return
@@ -171,7 +171,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	// The weight gradients read dout and x, so they go first: dx may alias either.
 	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
 	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
-		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), a.Seed, a.Offset, v)
+		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase, v)
 }
 
 // Softmax normalizes the last axis with an additive mask: x (…, C) is viewed as (B, R, C) rows where B =

@@ -19,6 +19,7 @@
 // 16-bit slice n%8 of the Philox block at counter offset + n/8).
 #pragma once
 #include "common.cuh"
+#include "philox.cuh"
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 #define POS_INF __int_as_float(0x7f800000)
@@ -52,12 +53,12 @@ __device__ __forceinline__ uint2 attn_key(const AttnParams &p) { return make_uin
 
 // keep1 reports whether dense element n survives dropout (slice n % 8 of the Philox block at offset + n/8).
 __device__ __forceinline__ bool keep1(u64 n, const AttnParams &p, u32 thr) {
-	return philox_slice(philox_block(p.offset + (n >> 3), attn_key(p)), (int)(n & 7)) >= thr;
+	return philox_slice(philox_block(p.offset + tune_philox_base + (n >> 3), attn_key(p)), (int)(n & 7)) >= thr;
 }
 
 // keep2 draws elements n and n+1 with one Philox block unless they straddle two.
 __device__ __forceinline__ void keep2(u64 n, const AttnParams &p, u32 thr, bool &k0, bool &k1) {
-	u64 ctr = p.offset + (n >> 3);
+	u64 ctr = p.offset + tune_philox_base + (n >> 3);
 	uint2 key = attn_key(p);
 	uint4 blk = philox_block(ctr, key);
 	int r = (int)(n & 7);
@@ -176,7 +177,7 @@ __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hb
 #pragma unroll 1
 	for (int w = tid; w < ROWS * W; w += 128) {
 		u64 n = (hbase + (u64)(r0 + w / W)) * (u64)p.Tk + (u64)(c0 + (w % W) * 16);
-		u64 ctr = p.offset + (n >> 3);
+		u64 ctr = p.offset + tune_philox_base + (n >> 3);
 		uint4 b0 = philox_block(ctr, key), b1 = philox_block(ctr + 1, key);
 		u32 m = 0;
 		if ((n & 7) == 0) {

@@ -12,6 +12,7 @@
 // the chunk: causal); the kernels zero the padding columns up to the next multiple of 4 and leave the rest, which
 // no product reads.
 #include "common.cuh"
+#include "philox.cuh"
 
 // F32Rows is the argument block of the row kernels (mirrored by f32Rows in cuda/attention_f32.go; every field
 // 8 bytes, or two 4-byte values, so the layouts agree without padding).
@@ -37,7 +38,7 @@ __device__ __forceinline__ u32 f32_keep_thr(float p) { return philox_thr(p); }
 // slice (n + k) % 8 of the Philox block at counter offset + (n + k) / 8, one block when n % 8 ≤ 4, else two.
 __device__ __forceinline__ u32 f32_keep4(const F32Rows &p, u64 n, u32 thr) {
 	uint2 key = make_uint2((u32)p.seed, (u32)(p.seed >> 32));
-	u64 c0 = p.offset + (n >> 3);
+	u64 c0 = p.offset + tune_philox_base + (n >> 3);
 	int r = (int)(n & 7);
 	uint4 a = philox_block(c0, key), b = a;
 	if (r > 4) b = philox_block(c0 + 1, key);

@@ -7,6 +7,7 @@
 // as tensor/cpu, without FMA contraction, so results are bit-identical to the CPU reference except where a
 // transcendental function is involved (erff, expf, tanhf differ from Go's float64 math by an ulp or two).
 #include "common.cuh"
+#include "philox.cuh"
 
 // The kernels built on map1/map2 (and gelu_bwd_recompute) take vec=2 when every tensor is aligned (cuda/ops.go
 // ewVec): a thread loads EW_U groups, EW_U grid strides apart, before it computes and stores any of them. Its
@@ -263,6 +264,7 @@ extern "C" __global__ void dropout(void *out, int dto, const void *x, int dtx, i
                                    u64 seed, u64 offset, int vec) {
 	i64 groups = (n + 3) / 4;
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
 	FOR_GROUPS(g, groups) {
 		u32 w[4];
 		philox_words(w, (u64)g, key, offset);

@@ -12,6 +12,7 @@
 // 3.92 ms/step over 24 calls): with one block of eight warps per multiprocessor the kernel is bound by
 // instruction latency, not by loads in flight, so it was dropped.
 #include "common.cuh"
+#include "philox.cuh"
 
 template <int NG>
 __device__ __forceinline__ void res_ln_fwd2(void *sum, int dts, void *out, int dto, void *outh, int dth, float *mean,
@@ -23,6 +24,7 @@ __device__ __forceinline__ void res_ln_fwd2(void *sum, int dts, void *out, int d
 	if (row >= N) return;
 	i64 base = row * C;
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
 	F4 a[NG], b[NG];
 #pragma unroll
 	for (int j = 0; j < NG; j++) {

@@ -3,6 +3,7 @@
 // partial sums in registers; the file is compiled without -lineinfo (NVRTC 11.8 crashes on templates with
 // line information; see optionsFor in nvrtc.go). norm.cu has the general kernels it matches.
 #include "common.cuh"
+#include "philox.cuh"
 
 // ln_bwd_row is one row of layernorm_bwd_fused_<NG> from its x and dout slices (already in registers): the
 // row's two means, dx (and dy) stored, the lane's dgamma and dbeta sums ga, gb advanced by the row.
@@ -62,6 +63,7 @@ __device__ __forceinline__ void ln_bwd_fused(float (*sh)[NG * 128], float *pa, f
 	i64 k = blockIdx.x;
 	i64 lo = k * rows, hi = min(N, lo + rows);
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
 	float ga[NG][4], gb[NG][4];
 #pragma unroll
 	for (int j = 0; j < NG; j++)

@@ -19,6 +19,7 @@
 // - gelu_bwd_colsum: GELUBackwardRecompute with its bias gradient, laid out as colsum_partial's mode 0 over the
 //   dx it stores (the same partials as BiasGrad of that dx).
 #include "common.cuh"
+#include "philox.cuh"
 
 extern "C" __global__ void layernorm_fwd(void *out, int dto, float *mean, float *rstd, const void *x, int dtx,
                                          const void *gamma, int dtg, const void *beta, int dtb, i64 N, int C,
@@ -94,6 +95,7 @@ extern "C" __global__ void residual_layernorm_fwd(void *sum, int dts, void *out,
 	if (row >= N) return;
 	i64 base = row * C;
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
 	float s = 0.0f;
 	if (vec) {
 		for (int c = lane * 4; c < C; c += 128) {
@@ -174,6 +176,7 @@ extern "C" __global__ void layernorm_bwd(void *dx, int dtdx, void *dy, int dtdy,
 	if (row >= N) return;
 	i64 base = row * C;
 	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
 	float m = mean[row], r = rstd[row];
 	float sg = 0.0f, sgn = 0.0f;
 	if (vec) {
