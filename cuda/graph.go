@@ -98,8 +98,6 @@ static int tc_set_kernel(CUgraphExec e, CUgraphNode node, void *fn, unsigned gx,
 	return (int)p_setkernel(e, node, &p);
 }
 
-static int tc_host_alloc(void **p, size_t n) { return (int)cuMemAllocHost(p, n); }
-static void tc_host_free(void *p) { cuMemFreeHost(p); }
 */
 import "C"
 
@@ -107,6 +105,7 @@ import (
 	"bytes"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -118,22 +117,31 @@ import (
 // One CUDA graph per training step.
 //
 // A training step issues the same stream operations every time (the same kernels on the same static arena
-// buffers, the same GEMM plans, the same scratch blocks from the caching allocator), so it can be captured
-// once (cuStreamBeginCapture … cuStreamEndCapture, cuGraphInstantiate) and replayed with one cuGraphLaunch,
-// which removes the per-launch driver work and the gaps between kernels. What differs between steps are a
-// few scalars — the Philox offset of each dropout, AdamW's step count in its bias corrections — so a replay
-// is checked, not assumed: StepGraph.Run runs the step's host code again with every stream operation
-// recorded instead of issued, compares the record with the captured one, updates the kernel nodes whose
-// arguments changed (cuGraphExecKernelNodeSetParams) and launches the graph. Anything else that differs — an
-// operation that is not there, another kernel or grid, a GEMM, a copy or a fill with other arguments, an
-// upload of other bytes — makes the step run eagerly: the recorded operations are issued in order, and the
-// rest of the step as usual (the graph is captured again later). A step that waits for the device (a
-// Download, a scalar read) or allocates device memory cannot be captured: the first step after warm-up runs
-// as a probe, and a probe that waits or allocates turns graphs off with the reason (StepGraph.Off).
+// buffers, the same GEMM plans, the same scratch blocks from the caching allocator, which hands out the lowest
+// free block), so it can be captured once (cuStreamBeginCapture … cuStreamEndCapture, cuGraphInstantiate)
+// and replayed with one cuGraphLaunch, which removes the per-launch driver work and the gaps between kernels.
+// What differs between steps is kept out of the kernels' arguments: the Philox offset of each dropout is
+// relative to a base the caller sets before the step (Backend.SetPhiloxBase, philox.go), AdamW's scalars come
+// from a device table (tensor.AdamWArgs.Table/Row) the caller writes before the step, and the step's uploads
+// (the batch) go through device slots: the graph copies slot → destination where the step uploads, and the
+// bytes reach the slot by an ordinary upload issued just before each launch. A replay then launches the graph
+// unchanged.
 //
-// Host-to-device copies inside a captured step read from page-locked buffers the graph owns (filled at
-// capture); a replay requires the same bytes (the same batch, as in tune bench). Nothing of this changes the
-// values computed: a replayed step issues exactly the operations of an eager one.
+// A replay is checked, not assumed, for StepGraph.Verify replays after each capture: StepGraph.Run runs the
+// step's host code again with every stream operation recorded instead of issued, compares the record with the
+// captured one, updates the kernel nodes whose arguments still changed (cuGraphExecKernelNodeSetParams;
+// GraphStats.Patched counts them), uploads the step's bytes into the slots and launches the graph. Anything
+// else that differs — an operation that is not there, another kernel or grid, a GEMM, a copy or a fill with
+// other arguments, an upload of another size — makes the step run eagerly: the recorded operations are issued
+// in order, and the rest of the step as usual (the graph is captured again later). After Verify checked
+// replays, a replay launches the graph first and then runs the host code with the stream operations compared
+// (kernels by function, grid and arguments; uploads by their bytes) but not issued: the host's work overlaps
+// the device's. A difference found then is an error, the graph's operations having run instead of the step's.
+//
+// A step that waits for the device (a Download, a scalar read) or allocates device memory cannot be captured:
+// the first step after warm-up runs as a probe, and a probe that waits or allocates turns graphs off with the
+// reason (StepGraph.Off). Nothing of this changes the values computed: a replayed step issues exactly the
+// operations of an eager one.
 
 // graphBind resolves the driver's graph entry points once (tc_graph_bind); graphBindErr says what is missing.
 var (
@@ -149,22 +157,26 @@ const (
 	graphProbing                     // issued; counted to see whether the step could be captured
 	graphCapturing                   // issued into the capture and recorded
 	graphReplaying                   // recorded and compared with the capture, issued only on a mismatch
+	graphTrusted                     // compared with the capture after its graph was launched; never issued
 )
 
 // streamOp is one recorded stream operation of a step: what it is (key), how to issue it eagerly (run),
-// and, for a kernel, what a graph node update needs.
+// and, for a kernel, what a graph node update needs; for an upload, its bytes and slot.
 type streamOp struct {
-	key    []byte       // kind, function, grid and every argument other than a kernel's parameters
-	params []byte       // a kernel's parameter bytes (updatable in place); nil for other operations
-	run    func() error // issues the operation on the stream (eager execution of a recorded op)
-	kern   *kernelLaunch
-	node   C.CUgraphNode // the captured kernel node
+	key  []byte       // kind, function, grid and every argument other than a kernel's parameters
+	run  func() error // issues the operation on the stream (eager execution of a recorded op)
+	kern *kernelLaunch
+	node C.CUgraphNode // the captured kernel node
+
+	data []byte // an upload's bytes (the last ones its slot received, in the trace)
+	slot int    // an upload's offset in the slot buffer; -1 for other operations
 }
 
 // kernelLaunch is what cuGraphExecKernelNodeSetParams needs for one kernel: its function, grid, block,
 // dynamic shared memory, and either 8-byte arguments (op.launch) or one struct argument of blobLen bytes at
 // blob (attention's attnParams).
 type kernelLaunch struct {
+	name               string
 	fn                 unsafe.Pointer
 	gx, gy, gz, bx, by int
 	smem               int
@@ -172,38 +184,60 @@ type kernelLaunch struct {
 	blob               []byte
 }
 
+// same reports whether k launches what c does (function, grid, block, shared memory and arguments).
+func (k *kernelLaunch) same(c *kernelLaunch) bool {
+	return c != nil && k.fn == c.fn && k.gx == c.gx && k.gy == c.gy && k.gz == c.gz && k.bx == c.bx && k.by == c.by &&
+		k.smem == c.smem && slices.Equal(k.args, c.args) && bytes.Equal(k.blob, c.blob)
+}
+
 // StepGraph captures and replays one training step as a CUDA graph on a Backend (see above).
 type StepGraph struct {
-	b                        *Backend
-	warmup                   int // eager steps before the probe
-	steps                    int
-	graph                    C.CUgraph
-	exec                     C.CUgraphExec
-	trace                    []streamOp     // the captured step's operations
-	pinned                   unsafe.Pointer // page-locked staging of the captured host-to-device copies
-	pinnedCap, pinnedUsed    int            // its size (the probe's upload bytes, rounded up) and use
-	probeHtoD                int            // host-to-device bytes of the probe step
-	off                      string         // why graphs are off ("" while they are on)
-	current                  []streamOp     // the replaying step's operations so far
-	pos                      int            // the next captured operation to compare with
-	broken                   bool           // the replaying step did not match: it runs eagerly
-	Replays, Captures, Eager int            // GraphStats
-	Mismatch                 string         // GraphStats
+	// Verify is how many replays after each capture are checked before the step's host code runs (see above)
+	// before replays launch first and compare after; negative: every replay is checked (the default).
+	Verify int
+
+	b                 *Backend
+	warmup            int // eager steps before the probe
+	steps             int
+	checked           int // checked replays since the capture
+	graph             C.CUgraph
+	exec              C.CUgraphExec
+	trace             []streamOp   // the captured step's operations
+	slots             cu.DevicePtr // device slots of the step's uploads (allocated before the capture)
+	slotCap, slotUsed int          // their size (the probe's upload bytes, rounded up) and use
+	probeHtoD         int          // host-to-device bytes of the probe step
+	off               string       // why graphs are off ("" while they are on)
+	current           []streamOp   // the replaying step's operations so far
+	pos               int          // the next captured operation to compare with
+	broken            bool         // the replaying step did not match: it runs eagerly
+	diverged          string       // a trusted replay's first difference from the capture
+	patchedKernels    map[string]int
+	Replays, Captures int    // GraphStats
+	Eager, Patched    int    // GraphStats
+	Mismatch          string // GraphStats
 }
 
 // Stats reports how the steps ran so far.
 func (g *StepGraph) Stats() GraphStats {
-	return GraphStats{Replays: g.Replays, Captures: g.Captures, Eager: g.Eager, Off: g.off, Mismatch: g.Mismatch}
+	st := GraphStats{Replays: g.Replays, Captures: g.Captures, Eager: g.Eager, Patched: g.Patched, Off: g.off, Mismatch: g.Mismatch}
+	for name, n := range g.patchedKernels {
+		st.PatchedKernels = append(st.PatchedKernels, fmt.Sprintf("%s×%d", name, n))
+	}
+	slices.Sort(st.PatchedKernels)
+	return st
 }
 
 // NewStepGraph returns a StepGraph for steps on b that runs warmup steps eagerly first (kernel compilation,
-// GEMM plans, the allocator's first allocations), then one probe step, then captures.
-func (b *Backend) NewStepGraph(warmup int) *StepGraph { return &StepGraph{b: b, warmup: warmup} }
+// GEMM plans, the allocator's first allocations), then one probe step, then captures. Every replay is
+// checked (Verify −1) unless the caller sets Verify.
+func (b *Backend) NewStepGraph(warmup int) *StepGraph {
+	return &StepGraph{b: b, warmup: warmup, Verify: -1}
+}
 
 // Off returns why graphs are off for these steps ("" while they are on).
 func (g *StepGraph) Off() string { return g.off }
 
-// Close releases the graph and its staging buffers.
+// Close releases the graph and its upload slots.
 func (g *StepGraph) Close() {
 	b := g.b
 	b.mu.Lock()
@@ -215,10 +249,10 @@ func (g *StepGraph) Close() {
 func (g *StepGraph) release() {
 	C.tc_graph_free(g.exec, g.graph)
 	g.exec, g.graph = nil, nil
-	if g.pinned != nil {
-		C.tc_host_free(g.pinned)
+	if g.slots != 0 {
+		cu.MemFree(g.slots)
 	}
-	g.pinned, g.pinnedCap, g.pinnedUsed, g.trace = nil, 0, 0, nil
+	g.slots, g.slotCap, g.slotUsed, g.trace = 0, 0, 0, nil
 }
 
 // Run runs one step: fn issues the step's ops on g's Backend. It is eager during warm-up and for the probe, a
@@ -247,6 +281,8 @@ func (g *StepGraph) Run(fn func() error) error {
 			return fn()
 		}
 		return g.capture(fn)
+	case g.Verify >= 0 && g.checked >= g.Verify:
+		return g.replayTrusted(fn)
 	default:
 		return g.replay(fn)
 	}
@@ -281,24 +317,26 @@ func total(m map[string]int64) int64 {
 	return n
 }
 
-// capture runs fn into a stream capture, instantiates the graph and launches it once (capturing executes
-// nothing).
+// capture runs fn into a stream capture, instantiates the graph, fills the upload slots and launches the
+// graph once (capturing executes nothing).
 func (g *StepGraph) capture(fn func() error) (err error) {
 	b := g.b
 	runtime.LockOSThread() // relaxed capture; ops lock the thread again (nested)
 	defer runtime.UnlockOSThread()
 	b.mu.Lock()
 	st := streamHandle(b.stream)
-	if g.pinned == nil { // the staging of the step's uploads, allocated before the capture (cuMemAllocHost)
-		g.pinnedCap = 2*g.probeHtoD + 1<<16
-		if rc := C.tc_host_alloc(&g.pinned, C.size_t(g.pinnedCap)); rc != 0 {
+	if g.slots == 0 { // the slots of the step's uploads, allocated before the capture
+		g.slotCap = 2*g.probeHtoD + 1<<16
+		p, aerr := cu.MemAlloc(int64(g.slotCap))
+		if aerr != nil {
 			b.mu.Unlock()
-			g.off = fmt.Sprintf("cuMemAllocHost of %d bytes of upload staging failed (%d)", g.pinnedCap, int(rc))
+			g.off = fmt.Sprintf("cuMemAlloc of %d bytes of upload slots failed: %v", g.slotCap, aerr)
 			g.Eager++
 			return fn()
 		}
+		g.slots = p
 	}
-	g.pinnedUsed = 0
+	g.slotUsed = 0
 	if rc := C.tc_begin_capture(st); rc != 0 {
 		b.mu.Unlock()
 		g.off = fmt.Sprintf("cuStreamBeginCapture failed (%d)", int(rc))
@@ -331,8 +369,32 @@ func (g *StepGraph) capture(fn func() error) (err error) {
 	}
 	g.graph, g.exec = graph, exec
 	g.Captures++
-	if rc := C.tc_graph_launch(exec, st); rc != 0 {
-		return driverErrCode("cuGraphLaunch", int(rc), "the captured training step")
+	g.checked = 0
+	return g.launchLocked(g.trace)
+}
+
+// launchLocked uploads the step's bytes (ops: the trace's uploads, in order) into their slots and launches
+// the graph.
+func (g *StepGraph) launchLocked(ops []streamOp) error {
+	b := g.b
+	for i := range ops {
+		c := &ops[i]
+		if c.slot < 0 {
+			continue
+		}
+		dst := uint64(g.slots) + uint64(g.trace[i].slot)
+		if staged, err := b.stageUpload(dst, unsafe.Pointer(&c.data[0]), len(c.data), "a graph's upload slot"); !staged {
+			err = driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&c.data[0]), int64(len(c.data)), b.stream), "%d bytes (a graph's upload slot)", len(c.data))
+			if err != nil {
+				return err
+			}
+		} else if err != nil {
+			return err
+		}
+		g.trace[i].data = c.data
+	}
+	if rc := C.tc_graph_launch(g.exec, streamHandle(b.stream)); rc != 0 {
+		return driverErrCode("cuGraphLaunch", int(rc), "a training step's graph")
 	}
 	return nil
 }
@@ -364,7 +426,7 @@ func (g *StepGraph) replay(fn func() error) error {
 	}
 	for i := range g.current {
 		c, t := &g.current[i], &g.trace[i]
-		if c.kern == nil || bytes.Equal(c.params, t.params) {
+		if c.kern == nil || c.kern.same(t.kern) {
 			continue
 		}
 		if err := g.setKernel(t.node, c.kern); err != nil {
@@ -372,13 +434,49 @@ func (g *StepGraph) replay(fn func() error) error {
 			g.recaptureLocked()
 			return g.flushLocked()
 		}
-		t.params = c.params
+		t.kern = c.kern
+		g.Patched++
+		if g.patchedKernels == nil {
+			g.patchedKernels = map[string]int{}
+		}
+		g.patchedKernels[c.kern.name]++
 	}
-	if rc := C.tc_graph_launch(g.exec, streamHandle(b.stream)); rc != 0 {
-		return driverErrCode("cuGraphLaunch", int(rc), "a replayed training step")
+	if err := g.launchLocked(g.current); err != nil {
+		return err
 	}
 	g.Replays++
+	g.checked++
 	return nil
+}
+
+// replayTrusted launches the graph, then runs fn's host code with the stream operations compared with the
+// capture but not issued; a difference is an error (the graph's operations ran instead of the step's) and
+// turns graphs off.
+func (g *StepGraph) replayTrusted(fn func() error) error {
+	b := g.b
+	b.mu.Lock()
+	if err := g.launchLocked(nil); err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.graph, b.gstate = g, graphTrusted
+	g.pos, g.diverged = 0, ""
+	b.mu.Unlock()
+	ferr := fn()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.graph, b.gstate = nil, graphEager
+	g.Replays++
+	if g.diverged == "" && ferr == nil && g.pos != len(g.trace) {
+		g.diverged = fmt.Sprintf("the step issued %d stream operations, its graph %d", g.pos, len(g.trace))
+	}
+	if g.diverged != "" {
+		g.off = "a replayed step differed from its capture: " + g.diverged
+		g.Mismatch = g.diverged
+		g.release()
+		return fmt.Errorf("cuda: a training step differed from the CUDA graph replayed for it (%s): the graph's operations ran instead of the step's; graphs are off now", g.diverged)
+	}
+	return ferr
 }
 
 // setKernel points a kernel node of the executable graph at k's arguments (copied by the driver).
@@ -389,12 +487,7 @@ func (g *StepGraph) setKernel(node C.CUgraphNode, k *kernelLaunch) error {
 		vals = k.blob
 	} else {
 		n = len(k.args)
-		vals = make([]byte, 8*n)
-		for i, a := range k.args {
-			for j := 0; j < 8; j++ {
-				vals[8*i+j] = byte(a >> (8 * j))
-			}
-		}
+		vals = argBytes(k.args)
 	}
 	if len(vals) == 0 {
 		vals = make([]byte, 8)
@@ -438,20 +531,35 @@ func (g *StepGraph) flushLocked() error {
 	return nil
 }
 
-// issue runs or records one stream operation of op o: key identifies it apart from a kernel's parameter
-// bytes params (for kernel launches, k tells how to update the node). It returns run's error when the
-// operation is issued now.
-func (o *op) issue(key, params []byte, k *kernelLaunch, run func() error) error {
+// issue runs or records one stream operation of op o: key (called only while a graph captures or replays)
+// identifies it apart from a kernel's arguments (for kernel launches, k holds them and tells how to update
+// the node), data is an upload's bytes (nil otherwise). It returns run's error when the operation is issued now.
+func (o *op) issue(key func() []byte, k *kernelLaunch, data []byte, run func() error) error {
 	b := o.b
 	g := b.graph
 	switch {
 	case g == nil || b.gstate == graphEager || b.gstate == graphProbing:
 		return run()
+	case b.gstate == graphTrusted:
+		g.compareTrusted(o.name, key, k, data)
+		return nil
 	case b.gstate == graphCapturing:
+		s := streamOp{key: key(), kern: k, slot: -1}
+		if data != nil { // the graph copies from the upload's slot; launchLocked fills it
+			off := (g.slotUsed + 255) &^ 255
+			if off+len(data) > g.slotCap {
+				return fmt.Errorf("cuda: the captured step uploads more than the probe step did (%d bytes of slots, at %s)", g.slotCap, o.name)
+			}
+			g.slotUsed = off + len(data)
+			s.slot, s.data = off, data
+			dst := binaryDst(s.key)
+			run = func() error {
+				return driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(dst), g.slots+cu.DevicePtr(off), int64(len(data)), b.stream), "%d bytes from a graph's upload slot", len(data))
+			}
+		}
 		if err := run(); err != nil {
 			return err
 		}
-		s := streamOp{key: key, params: params, kern: k}
 		if k != nil {
 			if rc := C.tc_last_node(streamHandle(b.stream), &s.node); rc != 0 {
 				return driverErrCode("cuStreamGetCaptureInfo", int(rc), "the node of "+o.name)
@@ -464,7 +572,8 @@ func (o *op) issue(key, params []byte, k *kernelLaunch, run func() error) error 
 	if g.broken {
 		return run()
 	}
-	if g.pos >= len(g.trace) || !bytes.Equal(g.trace[g.pos].key, key) {
+	kb := key()
+	if g.pos >= len(g.trace) || !bytes.Equal(g.trace[g.pos].key, kb) {
 		if g.pos >= len(g.trace) {
 			g.Mismatch = fmt.Sprintf("%s: more stream operations than the captured step's %d", o.name, len(g.trace))
 		} else {
@@ -476,45 +585,68 @@ func (o *op) issue(key, params []byte, k *kernelLaunch, run func() error) error 
 		}
 		return run()
 	}
-	g.current = append(g.current, streamOp{key: key, params: params, kern: k, run: run})
+	c := streamOp{key: kb, kern: k, run: run, slot: -1, data: data}
+	if data != nil {
+		c.slot = g.trace[g.pos].slot
+	}
+	g.current = append(g.current, c)
 	g.pos++
 	return nil
 }
 
-// hostToDevice copies n bytes from host to device address dst on the stream. During a capture the bytes go
-// through a page-locked buffer the graph keeps (a replay then requires the same bytes: they are part of key).
+// compareTrusted compares one stream operation of a trusted replay with the capture's (see replayTrusted).
+func (g *StepGraph) compareTrusted(name string, key func() []byte, k *kernelLaunch, data []byte) {
+	if g.diverged != "" {
+		return
+	}
+	if g.pos >= len(g.trace) {
+		g.diverged = fmt.Sprintf("%s: more stream operations than the captured step's %d", name, len(g.trace))
+		return
+	}
+	t := &g.trace[g.pos]
+	var same bool
+	switch {
+	case k != nil:
+		same = k.same(t.kern)
+	case data != nil:
+		same = t.slot >= 0 && bytes.Equal(t.data, data) && bytes.Equal(t.key, key())
+	default:
+		same = t.kern == nil && t.slot < 0 && bytes.Equal(t.key, key())
+	}
+	if !same {
+		g.diverged = fmt.Sprintf("%s: stream operation %d differs from the captured step's", name, g.pos)
+	}
+	g.pos++
+}
+
+// binaryDst reads the destination address of an upload's key ("htod <dst> <n>").
+func binaryDst(key []byte) uint64 {
+	var dst uint64
+	var n int
+	fmt.Sscanf(string(key), "htod %x %d", &dst, &n)
+	return dst
+}
+
+// hostToDevice copies n bytes from host to device address dst on the stream. Inside a captured step the
+// graph copies them from a slot the bytes are uploaded to before each launch (see above).
 func (o *op) hostToDevice(dst uint64, host unsafe.Pointer, n int, what string) error {
 	b := o.b
 	if n == 0 {
 		return nil
 	}
-	b.htodBytes += n + 256 // the probe sizes the staging of a capture by it (aligned)
+	b.htodBytes += n + 256 // the probe sizes the slots of a capture by it (aligned)
 	if b.graph == nil {    // through the page-locked ring (staging.go), else directly from pageable memory
 		if staged, err := b.stageUpload(dst, host, n, what); staged {
 			return err
 		}
 		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), host, int64(n), b.stream), "%d bytes (%s)", n, what)
 	}
-	data := C.GoBytes(host, C.int(n))
-	key := append(fmt.Appendf(nil, "htod %x %d ", dst, n), data...)
-	if g := b.graph; g != nil && b.gstate == graphCapturing {
-		off := (g.pinnedUsed + 255) &^ 255
-		if off+n > g.pinnedCap {
-			return fmt.Errorf("cuda: the captured step uploads more than the probe step did (%d bytes of staging for %s)", g.pinnedCap, what)
+	data := C.GoBytes(host, C.int(n)) // the caller's memory may be gone when a mismatch issues the copy later
+	return o.issue(func() []byte { return fmt.Appendf(nil, "htod %x %d", dst, n) }, nil, data, func() error {
+		if staged, err := b.stageUpload(dst, unsafe.Pointer(&data[0]), n, what); staged {
+			return err
 		}
-		p := unsafe.Add(g.pinned, off)
-		g.pinnedUsed = off + n
-		C.memcpy(p, host, C.size_t(n))
-		host = p
-	}
-	src := host
-	if b.graph != nil && b.gstate == graphReplaying {
-		src = unsafe.Pointer(&data[0]) // the caller's memory may be gone when a mismatch issues it later
-	}
-	return o.issue(key, nil, nil, func() error {
-		err := cu.MemcpyHtoDAsync(cu.DevicePtr(dst), src, int64(n), b.stream)
-		runtime.KeepAlive(data)
-		return driverErr("cuMemcpyHtoDAsync", err, "%d bytes (%s)", n, what)
+		return driverErr("cuMemcpyHtoDAsync", cu.MemcpyHtoDAsync(cu.DevicePtr(dst), unsafe.Pointer(&data[0]), int64(n), b.stream), "%d bytes (%s)", n, what)
 	})
 }
 
@@ -540,11 +672,11 @@ func (o *op) stream(key func() []byte, run func() error) error {
 	if o.b.graph == nil {
 		return run()
 	}
-	return o.issue(key(), nil, nil, run)
+	return o.issue(key, nil, nil, run)
 }
 
-// syncCheck is called before a host wait: a captured step cannot wait (the error names the op), and a
-// replaying step issues what it recorded first, then runs eagerly.
+// syncCheck is called before a host wait: a captured step cannot wait (the error names the op), a replaying
+// step issues what it recorded first, then runs eagerly, and a trusted replay (its graph launched) fails.
 func (o *op) syncCheck() error {
 	b := o.b
 	g := b.graph
@@ -554,6 +686,11 @@ func (o *op) syncCheck() error {
 	switch b.gstate {
 	case graphCapturing:
 		return fmt.Errorf("cuda: %s waits for the device inside a captured training step", o.name)
+	case graphTrusted:
+		if g.diverged == "" {
+			g.diverged = o.name + " waits for the device"
+		}
+		return fmt.Errorf("cuda: %s waits for the device inside a replayed training step", o.name)
 	case graphReplaying:
 		if !g.broken {
 			g.Mismatch = o.name + " waits for the device"
@@ -573,3 +710,8 @@ func NewStepGraph(b tensor.Backend, warmup int) (*StepGraph, error) {
 	}
 	return cb.NewStepGraph(warmup), nil
 }
+
+// SetPhiloxBase sets the Philox base of the next steps on g's Backend (Backend.SetPhiloxBase): call it
+// before Run with the dropout offset of the step's first micro-batch, so that every step launches the same
+// kernel arguments.
+func (g *StepGraph) SetPhiloxBase(base uint64) error { return g.b.SetPhiloxBase(base) }

@@ -21,8 +21,8 @@ var streamCallers = map[string]bool{
 	"staging.go:stageUpload":     true, // eager only (hostToDevice calls it when no graph is active)
 	"memory.go:Alloc":            true, // the zero fill, inside o.stream
 	"memory.go:toHost":           true, // Download's read: it waits for the device, which a captured step cannot do
-	"graph.go:capture":           true, // the graph launch of the step just captured
-	"graph.go:replay":            true, // the graph launch itself
+	"graph.go:launchLocked":      true, // the graph launch itself, and the uploads into its slots before it
+	"graph.go:issue":             true, // the captured copy out of an upload's slot (capturing only)
 	"memory.go:copyDD":           true, // inside o.stream
 	"memory.go:Fill":             true, // inside o.stream
 	"optim.go:memset32":          true, // inside o.stream

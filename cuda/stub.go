@@ -34,7 +34,13 @@ func SetAllowTF32(b tensor.Backend, allow bool) error {
 func Memory(b tensor.Backend) (MemoryStats, bool) { return MemoryStats{}, false }
 
 // StepGraph is the CUDA graph of a training step (a CUDA build only).
-type StepGraph struct{}
+type StepGraph struct {
+	// Verify is the CUDA build's checked replays after each capture (unused here).
+	Verify int
+}
+
+// SetPhiloxBase does nothing: without CUDA every dropout offset is absolute.
+func (g *StepGraph) SetPhiloxBase(base uint64) error { return nil }
 
 // NewStepGraph fails: this binary was built without CUDA.
 func NewStepGraph(b tensor.Backend, warmup int) (*StepGraph, error) {

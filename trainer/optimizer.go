@@ -74,6 +74,29 @@ func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor) error {
 	return o.Step(lr)
 }
 
+// StepUnlessFrom is StepUnless with the step's lr and bias corrections read on the device from row *row of
+// table (tensor.AdamWArgs.Table/Row) instead of passed as kernel arguments — the caller wrote NextScalars
+// there before the step — so that a CUDA graph of the step launches the same arguments every step. The
+// update is bit for bit StepUnless's; the step is counted the same way.
+func (o *AdamW) StepUnlessFrom(table, row, skip *tensor.Tensor) error {
+	o.step++
+	err := o.b.AdamW(tensor.AdamWArgs{
+		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
+		Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay),
+		Skip: skip, Table: table, Row: row,
+	})
+	if err != nil {
+		o.step--
+		return fmt.Errorf("trainer: AdamW step %d: %w", o.step+1, err)
+	}
+	return nil
+}
+
+// NextScalars returns the table row (tensor.AdamWScalars) of the next step at learning rate lr.
+func (o *AdamW) NextScalars(lr float64) [3]float32 {
+	return tensor.AdamWScalars(float32(lr), float32(o.Beta1), float32(o.Beta2), float32(o.WeightDecay), o.step+1)
+}
+
 // StepOnDevice is Step with the step's lr and t taken on the device from row *row of table (tensor.AdamWArgs
 // Table/Row, rows made by tensor.AdamWScalars) and skipped when *skip is set: nothing of the step is known to
 // the host, so Steps does not count it; the caller calls countStep for each step it learns was taken.

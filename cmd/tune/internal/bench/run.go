@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -126,6 +127,10 @@ type stepper struct {
 	// powers of two.
 	dev   *amp.DeviceScaler
 	table *tensor.Tensor
+	// scal (F32 (1, 3)) and row (I32 (1), 0) are AdamW's scalars on the device for a step without loss
+	// scaling run as a CUDA graph: written before each step (prepare), so that the graph's AdamW kernel
+	// launches the same arguments every step; nil otherwise.
+	scal, row *tensor.Tensor
 
 	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
 	skipped bool
@@ -172,7 +177,11 @@ func (s *stepper) step() error {
 		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, s.nonFinite); err != nil {
 			return err
 		}
-		if err := s.opt.StepUnless(s.spec.LearningRate, s.nonFinite); err != nil {
+		step := func() error { return s.opt.StepUnless(s.spec.LearningRate, s.nonFinite) }
+		if s.scal != nil {
+			step = func() error { return s.opt.StepUnlessFrom(s.scal, s.row, s.nonFinite) }
+		}
+		if err := step(); err != nil {
 			return err
 		}
 		s.m.WeightsUpdated()
@@ -198,6 +207,19 @@ func (s *stepper) step() error {
 		s.m.WeightsUpdated()
 	}
 	return s.m.ZeroGrad()
+}
+
+// prepare sets what a step run as a CUDA graph reads from the device, before the step: the Philox base (the
+// step's dropout offset) and, with scal, AdamW's scalars.
+func (s *stepper) prepare(g *cuda.StepGraph) error {
+	if err := g.SetPhiloxBase(uint64(s.n) * dropoutStride); err != nil {
+		return err
+	}
+	if s.scal == nil {
+		return nil
+	}
+	r := s.opt.NextScalars(s.spec.LearningRate)
+	return s.b.Upload(s.scal, r[:])
 }
 
 // skips returns the steps the device's GradScaler skipped so far (one wait).
@@ -273,7 +295,20 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 			return nil, fmt.Errorf("bench: --cuda-graphs: %w", err)
 		}
 		defer g.Close()
-		step = func() error { return g.Run(st.step) }
+		// The steps are the same by construction (one batch): the first replay is checked, later ones launch
+		// at once and are compared after (cuda/graph.go). TUNE_GRAPH_VERIFY=-1 checks every replay.
+		g.Verify = 1
+		if v := os.Getenv("TUNE_GRAPH_VERIFY"); v != "" {
+			if g.Verify, err = strconv.Atoi(v); err != nil {
+				return nil, fmt.Errorf("bench: TUNE_GRAPH_VERIFY=%q: want an integer", v)
+			}
+		}
+		step = func() error {
+			if err := st.prepare(g); err != nil {
+				return err
+			}
+			return g.Run(st.step)
+		}
 		defer func() {
 			if res != nil {
 				gs := g.Stats()
@@ -468,6 +503,16 @@ func build(b tensor.Backend, s *Spec) (*stepper, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("bench: AdamW step table: %w", err)
+		}
+	}
+	if s.CUDAGraphs && st.norm != nil && st.dev == nil && !scaler.Enabled() {
+		if st.scal, err = b.Alloc(tensor.F32, 1, 3); err == nil {
+			if st.row, err = b.Alloc(tensor.I32, 1); err == nil {
+				err = b.Upload(st.row, []int32{0})
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bench: AdamW scalars: %w", err)
 		}
 	}
 	return st, nil
