@@ -90,3 +90,28 @@ func TestOneDocument(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDAGraphsKey: training.cuda_graphs is a boolean, decoded strictly: a value that is not one is named
+// with its line, a misspelled key with the right one.
+func TestCUDAGraphsKey(t *testing.T) {
+	for _, c := range []struct {
+		name, text, want string
+	}{
+		{"on", minimal("training:\n  cuda_graphs: true\n"), ""},
+		{"not a boolean", minimal("training:\n  cuda_graphs: sometimes\n"), "r.yaml:6: training.cuda_graphs: sometimes is not true or false"},
+		{"misspelled", minimal("training:\n  cuda_graph: true\n"), "did you mean 'cuda_graphs'?"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := decode(c.text)
+			if c.want == "" {
+				if err != nil || !r.Training.CUDAGraphs {
+					t.Fatalf("decoded %v, CUDAGraphs %v; want true", err, err == nil && r.Training.CUDAGraphs)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error\n%v\nwant\n%s", err, c.want)
+			}
+		})
+	}
+}

@@ -105,6 +105,14 @@ type TrainingArguments struct {
 	// memory for about one more forward per step, results bit for bit unchanged. The model must implement
 	// transformer.GradientCheckpointer. Default false.
 	GradientCheckpointing bool `yaml:"gradient_checkpointing" json:"gradient_checkpointing"`
+	// CUDAGraphs runs each optimizer step as one CUDA graph on a CUDA device (a tune extension; the closest
+	// PyTorch setting is torch.compile's mode="reduce-overhead"): after warm-up steps the step is captured
+	// and then replayed with one launch, its host code re-run to check it issues the same operations. Steps
+	// that cannot be replayed run eagerly with the reason logged: another batch shape (a short last batch,
+	// per-batch padding), steps that read the loss or gradient norm on the host (TUNE_SYNC_FREE=0, FP16 loss
+	// scales that are not powers of two), a backend without graphs. Results are bit for bit those without it.
+	// Default false.
+	CUDAGraphs bool `yaml:"cuda_graphs" json:"cuda_graphs"`
 
 	// Seed seeds weight initialisation, dropout (Philox) and the data order. Default 42.
 	Seed int64 `yaml:"seed" json:"seed"`

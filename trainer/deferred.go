@@ -43,6 +43,37 @@ type deferredSteps struct {
 	rows   int            // rows of losses in use
 	steps  []pendingStep
 	fp16   *scaledSteps // the GradScaler on the device (deferred16.go); nil without FP16 loss scaling
+
+	// Under cuda_graphs (graphs.go) a step writes its scalars to fixed staging buffers — stage (F32, stageRows
+	// per micro-batch of a window), normStage (I64 (1)), foundStage (I32 (1), FP16) — and staged holds the
+	// copies into the rings that flushStaged issues after the step; all nil otherwise.
+	stage, normStage, foundStage *tensor.Tensor
+	stageRows                    int
+	staged                       []stagedCopy
+}
+
+// stagedCopy is one copy of a step's scalars from staging into a ring slot, issued after the step.
+type stagedCopy struct{ dst, src *tensor.Tensor }
+
+// stageOr returns where a step writes the scalars bound for ring slot dst: the staging view src, the copy
+// queued for flushStaged, when staging is on (stage non-nil); dst itself otherwise.
+func (d *deferredSteps) stageOr(dst, src *tensor.Tensor) *tensor.Tensor {
+	if src == nil {
+		return dst
+	}
+	d.staged = append(d.staged, stagedCopy{dst: dst, src: src})
+	return src
+}
+
+// flushStaged issues the step's staged copies, in order.
+func (d *deferredSteps) flushStaged() error {
+	for _, c := range d.staged {
+		if err := d.b.Copy(c.dst, c.src); err != nil {
+			return fmt.Errorf("trainer: keeping the step's scalars: %w", err)
+		}
+	}
+	d.staged = d.staged[:0]
+	return nil
 }
 
 // pendingStep is one optimizer step whose loss and gradient norm are still on the device.
@@ -126,6 +157,16 @@ func (d *deferredSteps) addMicro(out transformer.Output, n, total, i, of int, b 
 		if err != nil {
 			return err
 		}
+		if d.stage != nil {
+			if m.rows > d.stageRows {
+				return fmt.Errorf("trainer: micro-batch %d has %d loss rows, the step staging holds %d", i+1, m.rows, d.stageRows)
+			}
+			src, err := d.stage.View(i*d.stageRows, m.rows)
+			if err != nil {
+				return err
+			}
+			dst = d.stageOr(dst, src)
+		}
 		if err := d.b.Copy(dst, out.LossRows); err != nil {
 			return fmt.Errorf("trainer: keeping the loss: %w", err)
 		}
@@ -143,12 +184,17 @@ func (t *Trainer) clipAndStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
+	slot = d.stageOr(slot, d.normStage)
 	maxNorm := max(t.args.MaxGradNorm, 0)
 	if err := amp.ClipGradNormOnDevice(t.model.Backend(), grads, maxNorm, slot, d.flag); err != nil {
 		return fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
 	}
 	r.lr = t.sched.LR()
-	if err := t.opt.StepUnless(r.lr, d.flag); err != nil {
+	step := func() error { return t.opt.StepUnless(r.lr, d.flag) }
+	if g := t.graph; g != nil { // the scalars graphs.go wrote before the step
+		step = func() error { return t.opt.StepUnlessFrom(g.scal, g.row, d.flag) }
+	}
+	if err := step(); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
 	}
 	t.model.WeightsUpdated()

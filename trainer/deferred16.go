@@ -93,6 +93,10 @@ func (t *Trainer) scaledStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	if err != nil {
 		return err
 	}
+	slot = d.stageOr(slot, d.normStage)
+	if d.foundStage != nil {
+		found = d.stageOr(found, d.foundStage)
+	}
 	step := t.state.GlobalStep + 1
 	if err := d.fp16.dev.Unscale(grads); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", step, err)

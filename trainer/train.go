@@ -165,6 +165,14 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 			}
 		}
 	}
+	if a.CUDAGraphs {
+		if t.graph, err = t.newStepGraph(); err != nil {
+			return TrainOutput{}, err
+		}
+		if t.graph != nil {
+			defer func() { t.graph.report(t); t.graph.free(t.model.Backend(), t.deferred); t.graph = nil }()
+		}
+	}
 	r.start = time.Now()
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainBegin(e) }); err != nil {
 		return TrainOutput{}, err
@@ -296,11 +304,8 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 			}
 			d.begin(t.state.GlobalStep+1, r.lr, t.state.Epoch)
 		}
-		loss, tokens, err := t.trainWindow(micro[r.microDone:end])
+		loss, tokens, err := t.step(micro[r.microDone:end])
 		if err != nil {
-			return err
-		}
-		if err := t.optimizerStep(); err != nil {
 			return err
 		}
 		r.microDone = end
@@ -329,22 +334,49 @@ func (t *Trainer) trainEpoch(ctx context.Context) error {
 	return t.maybeLogSaveEvaluate(ctx)
 }
 
-// trainWindow runs forward and backward over the micro-batches of one accumulation window and returns the
-// window's mean loss over its supervised labels (Model.Supervised: examples, or tokens of a causal LM) and its number of tokens. Each micro-batch's Backward is seeded
-// with scale·n_i/Σn (loss normalisation by num_items_in_batch, transformers' trainer.py), so the accumulated gradient is that of the window's mean loss, scaled.
-func (t *Trainer) trainWindow(window [][]int) (loss float64, tokens int, err error) {
-	r := &t.run
-	batches := make([]*loaders.Batch, len(window))
-	total := 0
+// step runs one optimizer step over the micro-batches of window: forward and backward over each, then
+// optimizerStep — as one CUDA graph under cuda_graphs (graphs.go). It returns trainWindow's loss and tokens.
+func (t *Trainer) step(window [][]int) (loss float64, tokens int, err error) {
+	batches, total, err := t.windowBatches(window)
+	if err != nil {
+		return 0, 0, err
+	}
+	run := func() error {
+		var err error
+		if loss, tokens, err = t.trainWindow(batches, total); err != nil {
+			return err
+		}
+		return t.optimizerStep()
+	}
+	if t.graph != nil {
+		err = t.graph.step(t, batches, run)
+	} else {
+		err = run()
+	}
+	return loss, tokens, err
+}
+
+// windowBatches collates the micro-batches of window and counts their supervised labels.
+func (t *Trainer) windowBatches(window [][]int) (batches []*loaders.Batch, total int, err error) {
+	batches = make([]*loaders.Batch, len(window))
 	for i, idx := range window {
 		if batches[i], err = t.train.Batch(idx); err != nil {
-			return 0, 0, fmt.Errorf("trainer: training batch at step %d: %w", t.state.GlobalStep+1, err)
+			return nil, 0, fmt.Errorf("trainer: training batch at step %d: %w", t.state.GlobalStep+1, err)
 		}
 		if batches[i].Labels == nil && batches[i].Targets == nil {
-			return 0, 0, fmt.Errorf("trainer: training batch at step %d has no labels; the training set needs a label column", t.state.GlobalStep+1)
+			return nil, 0, fmt.Errorf("trainer: training batch at step %d has no labels; the training set needs a label column", t.state.GlobalStep+1)
 		}
 		total += t.model.Supervised(batches[i])
 	}
+	return batches, total, nil
+}
+
+// trainWindow runs forward and backward over the micro-batches of one accumulation window (total: their
+// supervised labels) and returns the
+// window's mean loss over its supervised labels (Model.Supervised: examples, or tokens of a causal LM) and its number of tokens. Each micro-batch's Backward is seeded
+// with scale·n_i/Σn (loss normalisation by num_items_in_batch, transformers' trainer.py), so the accumulated gradient is that of the window's mean loss, scaled.
+func (t *Trainer) trainWindow(batches []*loaders.Batch, total int) (loss float64, tokens int, err error) {
+	r := &t.run
 	r.scale = t.scaler.Scale()
 	cast := false // the window's first Forward casts the weights; nothing can change them before its last
 	for i, b := range batches {

@@ -61,6 +61,10 @@ type Trainer struct {
 	// each step reads them at once. deferOverride, set by tests, forces the choice.
 	deferred      *deferredSteps
 	deferOverride *bool
+	// graph runs the steps as CUDA graphs (graphs.go); nil without cuda_graphs. graphRunner, set by tests,
+	// stands in for cuda.NewStepGraph.
+	graph       *stepGraph
+	graphRunner func(tensor.Backend) graphRunner
 }
 
 // Option configures a Trainer.

@@ -29,6 +29,7 @@ type finetuneOptions struct {
 	FP16      bool     // --fp16: training.fp16=true, training.bf16=false
 	BF16      bool     // --bf16: training.bf16=true, training.fp16=false
 	Device    string   // --device: overrides the recipe's device
+	Graphs    bool     // --cuda-graphs: training.cuda_graphs=true
 }
 
 func newFinetuneCmd() *cobra.Command {
@@ -76,6 +77,7 @@ and a GPU is present, else the CPU). Ctrl-C stops after the current step; the la
 	f.BoolVar(&o.FP16, "fp16", false, "train in FP16 mixed precision with dynamic loss scaling (sets training.fp16)")
 	f.BoolVar(&o.BF16, "bf16", false, "train in BF16 mixed precision (sets training.bf16)")
 	f.StringVar(&o.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's device)")
+	f.BoolVar(&o.Graphs, "cuda-graphs", false, "run each optimizer step as one CUDA graph after a warm-up (sets training.cuda_graphs)")
 	return cmd
 }
 
@@ -107,6 +109,9 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 		out = append(out, "training.fp16=true", "training.bf16=false")
 	case o.BF16:
 		out = append(out, "training.bf16=true", "training.fp16=false")
+	}
+	if o.Graphs {
+		out = append(out, "training.cuda_graphs=true")
 	}
 	if o.Device != "" {
 		if err := recipes.CheckDevice(o.Device); err != nil {
