@@ -242,17 +242,30 @@ func (g *StepGraph) Close() {
 	b := g.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if g.slots != 0 { // a launch in flight may still read the slots
+		runtime.LockOSThread()
+		if cu.SetCurrentContext(b.ctx) == nil {
+			b.stream.Synchronize()
+		}
+		runtime.UnlockOSThread()
+	}
 	g.release()
 	g.off = "closed"
 }
 
 func (g *StepGraph) release() {
-	C.tc_graph_free(g.exec, g.graph)
-	g.exec, g.graph = nil, nil
+	g.dropGraph()
 	if g.slots != 0 {
 		cu.MemFree(g.slots)
 	}
-	g.slots, g.slotCap, g.slotUsed, g.trace = 0, 0, 0, nil
+	g.slots, g.slotCap, g.slotUsed = 0, 0, 0
+}
+
+// dropGraph destroys the executable graph (a launch in flight finishes) and forgets the capture; the upload
+// slots stay for the next capture.
+func (g *StepGraph) dropGraph() {
+	C.tc_graph_free(g.exec, g.graph)
+	g.exec, g.graph, g.trace = nil, nil, nil
 }
 
 // Run runs one step: fn issues the step's ops on g's Backend. It is eager during warm-up and for the probe, a
@@ -325,6 +338,10 @@ func (g *StepGraph) capture(fn func() error) (err error) {
 	defer runtime.UnlockOSThread()
 	b.mu.Lock()
 	st := streamHandle(b.stream)
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		b.mu.Unlock()
+		return driverErr("cuCtxSetCurrent", err, "device %d", b.ordinal)
+	}
 	if g.slots == 0 { // the slots of the step's uploads, allocated before the capture
 		g.slotCap = 2*g.probeHtoD + 1<<16
 		p, aerr := cu.MemAlloc(int64(g.slotCap))
@@ -377,6 +394,11 @@ func (g *StepGraph) capture(fn func() error) (err error) {
 // the graph.
 func (g *StepGraph) launchLocked(ops []streamOp) error {
 	b := g.b
+	runtime.LockOSThread() // the context is current per thread
+	defer runtime.UnlockOSThread()
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		return driverErr("cuCtxSetCurrent", err, "device %d", b.ordinal)
+	}
 	for i := range ops {
 		c := &ops[i]
 		if c.slot < 0 {
@@ -473,7 +495,7 @@ func (g *StepGraph) replayTrusted(fn func() error) error {
 	if g.diverged != "" {
 		g.off = "a replayed step differed from its capture: " + g.diverged
 		g.Mismatch = g.diverged
-		g.release()
+		g.dropGraph() // the slots stay until Close: the graph may still read them
 		return fmt.Errorf("cuda: a training step differed from the CUDA graph replayed for it (%s): the graph's operations ran instead of the step's; graphs are off now", g.diverged)
 	}
 	return ferr
@@ -513,7 +535,7 @@ func (g *StepGraph) setKernel(node C.CUgraphNode, k *kernelLaunch) error {
 
 // recaptureLocked drops the graph so that the next step captures again.
 func (g *StepGraph) recaptureLocked() {
-	g.release()
+	g.dropGraph()
 	g.steps = g.warmup + 1 // the next Run captures (the probe already passed)
 }
 
