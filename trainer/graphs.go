@@ -49,6 +49,10 @@ type stepGraph struct {
 // steps cannot run as graphs.
 func (t *Trainer) newStepGraph() (*stepGraph, error) {
 	b := t.model.Backend()
+	if _, async := b.(tensor.HostWaitCounter); !async && t.graphRunner == nil {
+		t.logger.Warn(fmt.Sprintf("cuda_graphs: the steps run eagerly: the %s backend has no CUDA graphs (device: cuda runs them)", b.Name()))
+		return nil, nil
+	}
 	if t.deferred == nil {
 		t.logger.Warn("cuda_graphs: the steps run eagerly: they read their loss or gradient norm on the host (TUNE_SYNC_FREE=0, or FP16 loss scales that are not powers of two)")
 		return nil, nil

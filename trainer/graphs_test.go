@@ -198,8 +198,10 @@ func TestCUDAGraphsOffWithAReason(t *testing.T) {
 	for _, c := range []struct {
 		deferred bool
 		why      string
-	}{{false, "read their loss or gradient norm on the host"}, {true, "need a CUDA"}} {
-		m := tinyBert(t, cpu.New())
+		b        tensor.Backend
+	}{{false, "read their loss or gradient norm on the host", newWaitCounter()}, {true, "need a CUDA", newWaitCounter()},
+		{false, "the cpu backend has no CUDA graphs", cpu.New()}} {
+		m := tinyBert(t, c.b)
 		a := deferredArgs(t, func(a *TrainingArguments) { a.CUDAGraphs, a.MaxSteps, a.EvalStrategy = true, 3, IntervalNo })
 		tr, _, logs := newTestTrainer(t, m, a, toyTask(20, 64, 11), nil, deferSteps(c.deferred))
 		mustTrain(t, tr)
