@@ -272,7 +272,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return
 	}
 	p := attnParamsOf(g)
-	p.offset -= o.b.philoxBase // the kernels add it back (philox.go)
+	p.seed, p.offset = o.b.philoxArgs(p.p, p.seed, p.offset)
 	if keepBitsUsable(pl, g) {
 		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
 	}
@@ -301,7 +301,7 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		return
 	}
 	p := attnParamsOf(g)
-	p.offset -= o.b.philoxBase // the kernels add it back (philox.go)
+	p.seed, p.offset = o.b.philoxArgs(p.p, p.seed, p.offset)
 	rows := g.B * g.Hq * g.Tq
 	if rows > 0 {
 		d := o.scratch(4 * rows)

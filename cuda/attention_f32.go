@@ -290,7 +290,7 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 			for c0 := 0; c0 < c.jobs; c0 += c.per {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
-				a.offset -= o.b.philoxBase // the kernels add it back (philox.go)
+				a.seed, a.offset = o.b.philoxArgs(a.p, a.seed, a.offset)
 				a.s, a.n, a.rows, a.njobs = uint64(buf), int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				if n == 0 { // no row of the block sees a key: LSE = −Inf, O = 0
@@ -345,7 +345,7 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 			for c0 := 0; c0 < c.jobs; c0 += c.per {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
-				a.offset -= o.b.philoxBase // the kernels add it back (philox.go)
+				a.seed, a.offset = o.b.philoxArgs(a.p, a.seed, a.offset)
 				a.s, a.dp, a.n, a.rows, a.njobs = sBuf, dpBuf, int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))

@@ -291,7 +291,8 @@ func (b *Backend) dropout(opName string, out, x *tensor.Tensor, p float32, seed,
 		return
 	}
 	scale := 1 / (1 - p) // float32, as tensor/cpu
-	o.ew("elementwise.cu", "dropout", n, addr(out), dt(out), addr(x), dt(x), i64(n), f32(p), f32(scale), seed, offset-b.philoxBase, vec(out, x))
+	seed, offset = b.philoxArgs(p, seed, offset)
+	o.ew("elementwise.cu", "dropout", n, addr(out), dt(out), addr(x), dt(x), i64(n), f32(p), f32(scale), seed, offset, vec(out, x))
 	return
 }
 

@@ -40,6 +40,16 @@ func (b *Backend) SetPhiloxBase(base uint64) (err error) {
 	return
 }
 
+// philoxArgs returns the seed and offset a dropout kernel is given for drop probability p: the offset less
+// the base (the kernel adds it back), or both 0 when p is 0 and the kernel draws nothing — so that a step's
+// ops without dropout pass the same arguments whatever their caller's offset and the base.
+func (b *Backend) philoxArgs(p float32, seed, offset uint64) (uint64, uint64) {
+	if p == 0 {
+		return 0, 0
+	}
+	return seed, offset - b.philoxBase
+}
+
 // PhiloxBase returns the base set by SetPhiloxBase (0 until then).
 func (b *Backend) PhiloxBase() uint64 {
 	b.mu.Lock()

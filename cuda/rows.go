@@ -69,13 +69,14 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	if p > 0 {
 		scale = 1 / (1 - p) // float32, as the dropout kernel
 	}
+	seed, off := o.b.philoxArgs(p, a.Seed, a.Offset)
 	file, kernel := "norm.cu", "residual_layernorm_fwd"
 	if v == 1 && ch%128 == 0 && ch/128 <= resLNFwd2Max {
 		file, kernel = "layernorm2.cu", fmt.Sprintf("residual_layernorm_fwd2_%d", ch/128)
 	}
 	o.rowsLaunch(file, kernel, n, addr(a.Sum), dt(a.Sum), addr(a.Out), dt(a.Out), addr(a.OutHalf), dt(a.OutHalf),
 		addr(a.Mean), addr(a.Rstd), addr(a.Y), dt(a.Y), addr(a.X), dt(a.X), addr(a.Gamma), dt(a.Gamma), addr(a.Beta), dt(a.Beta),
-		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase, v)
+		i64(n), i64(ch), f32(a.Eps), f32(p), f32(scale), seed, off, v)
 	return
 }
 
@@ -156,6 +157,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	if ch%4 != 0 {
 		v = 0
 	}
+	seed, off := o.b.philoxArgs(p, a.Seed, a.Offset)
 	rows, chunks := colsumChunks(n)
 	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 && o.lnBwdOnePass(chunks) {
 		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
@@ -163,7 +165,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		defer o.release(pb)
 		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
 			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
-			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase)
+			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), seed, off)
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
 		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbeta), dt(dbeta), uint64(pb), i64(chunks), i64(ch))
 		return
@@ -171,7 +173,7 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	// The weight gradients read dout and x, so they go first: dx may alias either.
 	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
 	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
-		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), a.Seed, a.Offset-o.b.philoxBase, v)
+		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), seed, off, v)
 }
 
 // Softmax normalizes the last axis with an additive mask: x (…, C) is viewed as (B, R, C) rows where B =
