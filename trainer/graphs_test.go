@@ -76,7 +76,8 @@ func withGraphs(b tensor.Backend) (opt Option, stats func(*Trainer) (cuda.GraphS
 
 // TestCUDAGraphStepsAreBitIdentical: steps run as CUDA graphs (on CUDA; the same code paths on the CPU)
 // train and log bit for bit as steps without (weights, every loss, grad_norm, learning_rate), over
-// accumulation windows with a short last one (run eagerly), dropout, clipping, evaluation and checkpoints;
+// accumulation windows with a short last one (run eagerly), dropout, clipping, evaluation and checkpoints,
+// in BF16, FP32 and FP16 (its found-inf flags staged too);
 // on CUDA most steps replay. A second configuration (full windows, no evaluation) replays every step after
 // the capture without updating a graph node.
 func TestCUDAGraphStepsAreBitIdentical(t *testing.T) {
@@ -90,6 +91,7 @@ func TestCUDAGraphStepsAreBitIdentical(t *testing.T) {
 		}{
 			{"bf16 windows of 2", func(a *TrainingArguments) { a.BF16, a.MaxSteps = true, 14 }, 20, false},
 			{"fp32", func(a *TrainingArguments) { a.MaxSteps = 10 }, 20, false},
+			{"fp16 (the GradScaler on the device)", func(a *TrainingArguments) { a.FP16, a.MaxSteps = true, 10 }, 20, false},
 			{"bf16 full windows", func(a *TrainingArguments) {
 				a.BF16, a.GradientAccumulationSteps, a.PerDeviceTrainBatchSize, a.MaxSteps = true, 1, 4, 12
 				a.EvalStrategy, a.SaveStrategy, a.LoggingSteps = IntervalNo, IntervalNo, 6
