@@ -54,6 +54,11 @@
 // the host replays the skips, the schedule and the scale when it reads (deferred16.go); a skipped step's
 // warning then says "a gradient" rather than naming the parameter.
 //
+// With cuda_graphs (TrainingArguments.CUDAGraphs) such steps run as one CUDA graph each on CUDA after a short
+// warm-up (graphs.go): the trainer writes the step's Philox base and AdamW scalars to the device before it,
+// the step's scalars go through fixed staging into the rings after it, and steps of another batch shape run
+// eagerly with the reason logged. Results are bit for bit those without graphs, resumed runs included.
+//
 // # Non-finite values
 //
 // A run that cannot make progress stops with a *NonFiniteError (ErrNonFinite) naming the step, what was
