@@ -43,7 +43,9 @@
 // hash of the NVRTC version, options, target and sources. A compile error is an *Error whose Detail holds
 // NVRTC's log. Each kernel file's header says which variants exist and why; kernels/common.cuh holds the
 // exact FP16/BF16 conversions (bit-identical to the tensor package's) and the Philox generator shared with
-// tensor.PhiloxUniform.
+// tensor.PhiloxUniform. The dropout kernels add their module's constant tune_philox_base (kernels/philox.cuh,
+// Backend.SetPhiloxBase) to the offsets they are given, so that a captured training step (StepGraph, graph.go)
+// replays the same arguments every step.
 //
 // GEMMs (Backend.Gemm): row-major C = alpha·op(A)·op(B) + beta·C (+ bias) is computed as the column-major
 // Cᵀ = op(B)ᵀ·op(A)ᵀ with CUBLAS_COMPUTE_32F, transposes, leading dimensions and strided batches as layout
@@ -53,7 +55,7 @@
 // pair, a staged path packs the operands into aligned scratch and still rounds C once.
 //
 // Memory: a caching allocator (size classes of four steps per power of two) serves Alloc, Free and the ops'
-// scratch buffers on the backend's one stream; MemoryStats reports the bytes allocated, the peak and the
+// scratch buffers on the backend's one stream, the lowest free block of a class first; MemoryStats reports the bytes allocated, the peak and the
 // bytes reserved from the driver, as torch.cuda.memory_allocated / max_memory_allocated / memory_reserved.
 //
 // Errors: every op returns a *tensor.OpError naming the op and its argument shapes; a failed CUDA, cuBLASLt
