@@ -131,6 +131,7 @@ type stepper struct {
 	// scaling run as a CUDA graph: written before each step (prepare), so that the graph's AdamW kernel
 	// launches the same arguments every step; nil otherwise.
 	scal, row *tensor.Tensor
+	prepared  bool // prepare wrote scal for the next step
 
 	out     transformer.Output // the last step's Forward output (its LossRows are valid until the next step)
 	skipped bool
@@ -178,6 +179,13 @@ func (s *stepper) step() error {
 			return err
 		}
 		step := func() error { return s.opt.StepUnless(s.spec.LearningRate, s.nonFinite) }
+		if s.scal != nil && !s.prepared { // a step outside the graph (the breakdown's): its scalars now
+			r := s.opt.NextScalars(s.spec.LearningRate)
+			if err := s.b.Upload(s.scal, r[:]); err != nil {
+				return err
+			}
+		}
+		s.prepared = false
 		if s.scal != nil {
 			step = func() error { return s.opt.StepUnlessFrom(s.scal, s.row, s.nonFinite) }
 		}
@@ -219,6 +227,7 @@ func (s *stepper) prepare(g *cuda.StepGraph) error {
 		return nil
 	}
 	r := s.opt.NextScalars(s.spec.LearningRate)
+	s.prepared = true
 	return s.b.Upload(s.scal, r[:])
 }
 
