@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"unicode/utf8"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // DefaultMaxRowBytes is the longest line LoadDataset and LineReader accept unless told otherwise: 1 MiB. A row
@@ -45,7 +47,7 @@ func (l *LineReader) Next() ([]byte, int, error) {
 		chunk, err := l.r.ReadSlice('\n')
 		if len(l.buf)+len(chunk) > l.limit+2 { // +2: the "\r\n" is not part of the line
 			l.line++
-			return nil, l.line, fmt.Errorf("loaders: %s:%d: %w: the line is longer than %d bytes, the most a row may hold "+
+			return nil, l.line, badinput.Errorf("loaders: %s:%d: %w: the line is longer than %d bytes, the most a row may hold "+
 				"(a missing line break, or not a text file?); split or shorten the text: rows are truncated to "+
 				"max_length tokens anyway", l.name, l.line, ErrRowTooLong, l.limit)
 		}
@@ -63,7 +65,7 @@ func (l *LineReader) Next() ([]byte, int, error) {
 		line := bytes.TrimSuffix(l.buf, []byte("\n"))
 		line = bytes.TrimSuffix(line, []byte("\r"))
 		if len(line) > l.limit {
-			return nil, l.line, fmt.Errorf("loaders: %s:%d: %w: the line is longer than %d bytes, the most a row may hold; "+
+			return nil, l.line, badinput.Errorf("loaders: %s:%d: %w: the line is longer than %d bytes, the most a row may hold; "+
 				"split or shorten the text", l.name, l.line, ErrRowTooLong, l.limit)
 		}
 		if l.line == 1 {
@@ -86,7 +88,7 @@ func checkLineUTF8(path string, lineNo int, line []byte) error {
 	for i := 0; i < len(line); {
 		r, size := utf8.DecodeRune(line[i:])
 		if r == utf8.RuneError && size <= 1 {
-			return fmt.Errorf("loaders: %s:%d: invalid UTF-8 (byte 0x%02x at column %d); data files must be UTF-8 "+
+			return badinput.Errorf("loaders: %s:%d: invalid UTF-8 (byte 0x%02x at column %d); data files must be UTF-8 "+
 				"(convert with iconv -f WINDOWS-1252 -t UTF-8, or the file's encoding)", path, lineNo, line[i], i+1)
 		}
 		i += size

@@ -50,6 +50,7 @@ func TestBadInputFilesExit2(t *testing.T) {
 	}
 	badRow := write("rows.tsv", "sentence\tlabel\nfine movie\t1\nbad\n")
 	badJSON := write("rows.jsonl", "{\"sentence\": \"fine\", \"label\": 1}\n{\"sentence\": \"bad\", \"label\n")
+	badUTF8 := write("latin1.txt", "ok\n\xff\xfe bad\n")
 	badChat := write("chat.jsonl", "{\"messages\": [{\"role\": \"bogus\", \"content\": \"x\"}]}\n")
 	truncated := variant("truncated", "model.safetensors", func(b []byte) []byte { return b[:len(b)/2] })
 	layers := variant("layers", "config.json", func(b []byte) []byte {
@@ -84,11 +85,12 @@ func TestBadInputFilesExit2(t *testing.T) {
 		{"inspect: config.json does not describe the weights", []string{"inspect", layers}, "config.json does not describe these weights"},
 		{"eval: config.json does not describe the weights", []string{"eval", "--model", layers, "--data", dev}, "config.json does not describe these weights"},
 		{"eval: a classifier head of another size", []string{"eval", "--model", labels, "--data", dev}, "the trained classifier does not fit the config"},
+		{"tokenize: a line that is not UTF-8", []string{"tokenize", "--tokenizer", filepath.Join("..", "..", "recipes", "data", "tiny"), badUTF8}, "latin1.txt:2: invalid UTF-8 (byte 0xff at column 1)"},
 		{"eval: a broken tokenizer.json", []string{"eval", "--model", badTokenizer, "--data", dev}, "not a valid tokenizer.json"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			args := c.args
-			if args[0] != "inspect" {
+			if args[0] != "inspect" && args[0] != "tokenize" {
 				args = append(args[:1:1], append([]string{"--device", "cpu"}, args[1:]...)...)
 			}
 			code, _, stderr := runCLI(args...)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tokenizers"
 )
@@ -165,7 +166,7 @@ func (o *tokenizeOptions) run(stdin io.Reader, stdout io.Writer) error {
 		if o.Pair {
 			fields := strings.Split(line, "\t")
 			if len(fields) != 2 {
-				return fmt.Errorf("%s:%d: --pair expects text<TAB>pair, got %d tab-separated fields", name, lineNo, len(fields))
+				return badinput.Errorf("%s:%d: --pair expects text<TAB>pair, got %d tab-separated fields", name, lineNo, len(fields))
 			}
 			e, err = encode(fields[0], &fields[1])
 		} else {
