@@ -1,22 +1,28 @@
 package transformer
 
 import (
+	"errors"
+
 	"github.com/tune-ml/tune/tensor"
 )
 
-// LinearStack is bias-free Linears that read one input, computed as if they were one Linear whose output
-// rows hold theirs side by side: out (N, ΣOut) with part i's columns after part i−1's (a decoder layer's
-// q_proj, k_proj and v_proj into one packed buffer). When the parts' weights lie one after another in one
-// buffer — ParamGroups.Pack lays consecutive parameters of one trainability out that way, so q, k and v of a
-// Llama layer without biases do — the stack runs one GEMM for the forward, one for the input gradient and
-// (gradients adjacent too) one for the weight gradients, instead of one each per part: a (N, 960) product
-// instead of (N, 576) + 2·(N, 192) for SmolLM2, where the narrow ones run at a third of the wide one's rate.
+// LinearStack is Linears that read one input, computed as if they were one Linear whose output rows hold
+// theirs side by side: out (N, ΣOut) with part i's columns after part i−1's (a decoder layer's q_proj,
+// k_proj and v_proj, or BERT's query, key and value, into one packed buffer). When the parts' weights lie one
+// after another in one buffer — ParamGroups.Pack lays consecutive parameters of one trainability out that way,
+// and ModelCore.SetStacks puts a stack's weights, then its biases, next to each other — the stack runs one
+// GEMM for the forward (the packed bias in its epilogue), one for the input gradient and (gradients adjacent
+// too) one for the weight gradients, instead of one each per part: a (N, 960) product instead of (N, 576) +
+// 2·(N, 192) for SmolLM2, (N, 2304) instead of 3·(N, 768) for BERT-base, where the narrow ones run at half to
+// a third of the wide one's rate. The bias gradients are one column sum (BiasGrad) over the packed dOut.
 // Otherwise it runs one GEMM per part into strided rows. Either way each output element is the same dot
 // product accumulated in FP32 (the GEMM's blocking may differ, so results may differ in rounding).
 type LinearStack struct {
-	Parts []*Linear // the stacked Linears, in output-column order; equal In, no biases
+	Parts []*Linear // the stacked Linears, in output-column order; equal In, all with biases or none
 
-	w, g joinedView // the parts' weights and gradients viewed as one (ΣOut, In) tensor
+	w, g  joinedView     // the parts' weights and gradients viewed as one (ΣOut, In) tensor
+	b, bg joinedView     // the parts' biases and their gradients viewed as one (ΣOut) tensor
+	dbias *tensor.Tensor // (ΣOut) F32 scratch for the bias gradients when they are not adjacent (Layout)
 }
 
 // joinedView caches the one tensor viewing several adjacent tensors, so that its pointer is stable (the
@@ -27,13 +33,14 @@ type joinedView struct {
 	t   *tensor.Tensor
 }
 
-// NewLinearStack returns the stack of parts when every part is a plain *Linear without bias and all read In
-// features, and nil otherwise (a LoRA wrapper, a biased projection: the caller keeps its per-part path).
+// NewLinearStack returns the stack of parts when every part is a plain *Linear, all read In features and
+// either all have biases or none has, and nil otherwise (a LoRA wrapper, a mix of biased and bias-free
+// projections: the caller keeps its per-part path).
 func NewLinearStack(parts ...Projection) *LinearStack {
 	s := &LinearStack{}
 	for _, p := range parts {
 		l, ok := p.(*Linear)
-		if !ok || l.Bias != nil || (len(s.Parts) > 0 && l.In != s.Parts[0].In) {
+		if !ok || (len(s.Parts) > 0 && (l.In != s.Parts[0].In || (l.Bias == nil) != (s.Parts[0].Bias == nil))) {
 			return nil
 		}
 		s.Parts = append(s.Parts, l)
@@ -67,9 +74,9 @@ func (s *LinearStack) Out() int {
 	return n
 }
 
-// join returns the one (ΣOut, In) view of ts, consecutive tensors of one buffer and dtype, or nil when they
-// are not (or one is nil).
-func (s *LinearStack) join(v *joinedView, ts []*tensor.Tensor) *tensor.Tensor {
+// join returns the one view of ts, consecutive tensors of one buffer and dtype, with shape (ΣOut, In) or
+// (ΣOut) for shape nil, or nil when they are not consecutive (or one is nil).
+func (s *LinearStack) join(v *joinedView, ts []*tensor.Tensor, shape tensor.Shape) *tensor.Tensor {
 	next := -1
 	for i, t := range ts {
 		if t == nil || (i > 0 && (t.Buf != ts[0].Buf || t.DType != ts[0].DType || t.Offset != next)) {
@@ -81,37 +88,88 @@ func (s *LinearStack) join(v *joinedView, ts []*tensor.Tensor) *tensor.Tensor {
 		return v.t
 	}
 	t := *ts[0]
-	t.Shape = tensor.Shape{s.Out(), s.Parts[0].In}
+	t.Shape = shape
 	*v = joinedView{buf: t.Buf, off: t.Offset, t: &t}
 	return v.t
 }
 
-// weights and grads return the joined weight and gradient views, or nil.
+// weights, grads, biases and biasGrads return the joined weight, weight-gradient, bias and bias-gradient
+// views, or nil.
 func (s *LinearStack) weights() *tensor.Tensor {
-	ts := make([]*tensor.Tensor, len(s.Parts))
-	for i, l := range s.Parts {
-		ts[i] = l.Weight.Value
-	}
-	return s.join(&s.w, ts)
+	return s.join(&s.w, s.collect(func(l *Linear) *Param { return l.Weight }, false), s.wShape())
 }
 
 func (s *LinearStack) grads() *tensor.Tensor {
-	ts := make([]*tensor.Tensor, len(s.Parts))
-	for i, l := range s.Parts {
-		ts[i] = l.Weight.Grad
-	}
-	return s.join(&s.g, ts)
+	return s.join(&s.g, s.collect(func(l *Linear) *Param { return l.Weight }, true), s.wShape())
 }
 
-// Forward computes out (N, ΣOut) = in (N, In)·[W₁; W₂; …]ᵀ, overwritten.
+func (s *LinearStack) biases() *tensor.Tensor {
+	if !s.hasBias() {
+		return nil
+	}
+	return s.join(&s.b, s.collect(func(l *Linear) *Param { return l.Bias }, false), tensor.Shape{s.Out()})
+}
+
+func (s *LinearStack) biasGrads() *tensor.Tensor {
+	if !s.hasBias() {
+		return nil
+	}
+	return s.join(&s.bg, s.collect(func(l *Linear) *Param { return l.Bias }, true), tensor.Shape{s.Out()})
+}
+
+func (s *LinearStack) wShape() tensor.Shape { return tensor.Shape{s.Out(), s.Parts[0].In} }
+
+// hasBias reports whether the parts have biases (all or none do).
+func (s *LinearStack) hasBias() bool { return s.Parts[0].Bias != nil }
+
+// collect returns each part's parameter values (or gradients, for grad) as param picks them.
+func (s *LinearStack) collect(param func(*Linear) *Param, grad bool) []*tensor.Tensor {
+	ts := make([]*tensor.Tensor, len(s.Parts))
+	for i, l := range s.Parts {
+		if grad {
+			ts[i] = param(l).Grad
+		} else {
+			ts[i] = param(l).Value
+		}
+	}
+	return ts
+}
+
+// biasTrains reports whether some part's bias gets a gradient.
+func (s *LinearStack) biasTrains() bool {
+	for _, l := range s.Parts {
+		if l.Bias != nil && l.Bias.Grad != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Layout takes the stack's per-pass scratch from a: the (ΣOut) F32 sum of the bias gradients when some bias
+// trains and the biases' gradients do not lie adjacent (BiasGrad needs dense rows, so the stack sums the
+// packed gradient once and adds each part's share). Call it whenever the pass is laid out (after a re-pack).
+func (s *LinearStack) Layout(a *Arena) {
+	s.dbias = nil
+	if s.biasTrains() && s.biasGrads() == nil {
+		s.dbias = a.Take(tensor.F32, s.Out())
+	}
+}
+
+// Forward computes out (N, ΣOut) = in (N, In)·[W₁; W₂; …]ᵀ + [b₁, b₂, …], overwritten.
 func (s *LinearStack) Forward(p *Pass, out, in *tensor.Tensor) error {
 	n, ld := in.Numel()/s.Parts[0].In, s.Out()
-	if w := s.weights(); w != nil {
+	if w, b := s.weights(), s.biases(); w != nil && (b != nil || !s.hasBias()) {
 		wh, err := p.Weight(w)
 		if err != nil {
 			return err
 		}
-		return p.Backend.Gemm(tensor.GemmArgs{TransB: true, M: n, N: ld, K: s.Parts[0].In, A: in, B: wh, C: out, Alpha: 1, Batch: 1})
+		var bh *tensor.Tensor
+		if b != nil {
+			if bh, err = p.Weight(b); err != nil {
+				return err
+			}
+		}
+		return p.Backend.Gemm(tensor.GemmArgs{TransB: true, M: n, N: ld, K: s.Parts[0].In, A: in, B: wh, C: out, Alpha: 1, Bias: bh, Batch: 1})
 	}
 	off := 0
 	for _, l := range s.Parts {
@@ -124,8 +182,47 @@ func (s *LinearStack) Forward(p *Pass, out, in *tensor.Tensor) error {
 }
 
 // Backward computes dIn (N, In) (=, or += when accumulate; skipped when nil) = dOut·[W₁; W₂; …] and
-// accumulates (+=) each trainable part's weight gradient dWᵢ += dOutᵢᵀ·in from dOut (N, ΣOut).
+// accumulates (+=) each trainable part's weight gradient dWᵢ += dOutᵢᵀ·in and bias gradient dbᵢ += Σ_rows
+// dOutᵢ from dOut (N, ΣOut).
 func (s *LinearStack) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error {
+	if err := s.backwardMain(p, dIn, dOut, in, accumulate); err != nil {
+		return err
+	}
+	return s.biasBackward(p, dOut)
+}
+
+// biasBackward accumulates the trainable bias gradients from dOut (N, ΣOut): one BiasGrad into the joined
+// gradients, or into the Layout scratch and from there into each part's.
+func (s *LinearStack) biasBackward(p *Pass, dOut *tensor.Tensor) error {
+	if !s.biasTrains() {
+		return nil
+	}
+	if g := s.biasGrads(); g != nil {
+		return p.Backend.BiasGrad(g, dOut)
+	}
+	if s.dbias == nil {
+		return errors.New("transformer: LinearStack's bias gradients are not adjacent and Layout took no scratch for them")
+	}
+	if err := p.Backend.Fill(s.dbias, 0); err != nil {
+		return err
+	}
+	if err := p.Backend.BiasGrad(s.dbias, dOut); err != nil {
+		return err
+	}
+	off := 0
+	for _, l := range s.Parts {
+		if g := l.Bias.Grad; g != nil {
+			if err := p.Backend.Axpy(g, viewRange(s.dbias, off, l.Out), 1); err != nil {
+				return err
+			}
+		}
+		off += l.Out
+	}
+	return nil
+}
+
+// backwardMain is Backward without the bias gradients.
+func (s *LinearStack) backwardMain(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error {
 	ld, k := s.Out(), s.Parts[0].In
 	n := dOut.Numel() / ld
 	beta := float32(0)
@@ -175,16 +272,16 @@ func (s *LinearStack) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate
 }
 
 // Joined reports whether the stack runs as one GEMM per product: the parts' weights are adjacent, and their
-// gradients too (or none trains).
+// gradients too (or none trains), and likewise their biases and bias gradients.
 func (s *LinearStack) Joined() bool {
-	if s.weights() == nil {
+	if s.weights() == nil || (s.hasBias() && s.biases() == nil) {
 		return false
 	}
-	if s.grads() != nil {
-		return true
-	}
 	for _, l := range s.Parts {
-		if l.Weight.Grad != nil {
+		if l.Weight.Grad != nil && s.grads() == nil {
+			return false
+		}
+		if l.Bias != nil && l.Bias.Grad != nil && s.biasGrads() == nil {
 			return false
 		}
 	}
@@ -193,8 +290,11 @@ func (s *LinearStack) Joined() bool {
 
 // ForwardT is Forward with the output transposed: outT (ΣOut, N) = [W₁; W₂; …]·inᵀ, so that each part's
 // output is one dense (Outᵢ, N) block of outT (a gate and an up projection side by side for an elementwise
-// op, without strided rows). The stack must be Joined.
+// op, without strided rows). The stack must be Joined and bias-free.
 func (s *LinearStack) ForwardT(p *Pass, outT, in *tensor.Tensor) error {
+	if s.hasBias() {
+		return errors.New("transformer: LinearStack.ForwardT of biased parts")
+	}
 	w, err := p.Weight(s.weights())
 	if err != nil {
 		return err
@@ -205,8 +305,11 @@ func (s *LinearStack) ForwardT(p *Pass, outT, in *tensor.Tensor) error {
 
 // BackwardT is Backward from the transposed output gradient dOutT (ΣOut, N): dIn (N, In) (=, or += when
 // accumulate; skipped when nil) = dOutTᵀ·[W₁; W₂; …] and dW += dOutT·in (one GEMM: the gradients are
-// adjacent, or none trains). The stack must be Joined.
+// adjacent, or none trains). The stack must be Joined and bias-free.
 func (s *LinearStack) BackwardT(p *Pass, dIn, dOutT, in *tensor.Tensor, accumulate bool) error {
+	if s.hasBias() {
+		return errors.New("transformer: LinearStack.BackwardT of biased parts")
+	}
 	ld, k := s.Out(), s.Parts[0].In
 	n := dOutT.Numel() / ld
 	if dIn != nil {

@@ -10,9 +10,11 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 )
 
-// TestLinearStack: a stack of three Linears gives the outputs, input gradient and weight gradients of its
-// parts run one by one, both joined (packed adjacent, one GEMM each) and not (a part's weight elsewhere:
-// one GEMM per part into strided rows), under FP32 and BF16 autocast; a biased or LoRA-like part gives no
+// TestLinearStack: a stack of three Linears, with biases or without, gives the outputs, input gradient and
+// weight and bias gradients of its parts run one by one, both joined (weights adjacent, then biases: one
+// GEMM each, the bias in the forward's epilogue, one BiasGrad) and not (a part's weight elsewhere: one GEMM
+// per part into strided rows; or the weights adjacent and a bias elsewhere: one GEMM, the bias gradients
+// through the Layout scratch), under FP32 and BF16 autocast; a mix of biased and bias-free parts gives no
 // stack.
 func TestLinearStack(t *testing.T) {
 	b := cpu.New()
@@ -35,23 +37,38 @@ func TestLinearStack(t *testing.T) {
 		}
 		return v
 	}
-	for _, joined := range []bool{true, false} {
+	for _, c := range []struct {
+		biased, joined, biasApart bool
+	}{{false, true, false}, {false, false, false}, {true, true, false}, {true, false, false}, {true, false, true}} {
+		joined, biased := c.joined, c.biased
 		for _, pol := range []amp.Policy{amp.FP32, amp.BF16} {
 			var parts []Projection
-			var list []NamedParameter
+			var list, biases []NamedParameter
+			gap := func() NamedParameter { // a parameter between two parts breaks adjacency
+				g, _ := NewLinear(b, 1, 1, false)
+				return NamedParameter{Name: "gap.weight", Param: g.Weight}
+			}
 			for i, o := range outs {
-				l, err := NewLinear(b, in, o, false)
+				l, err := NewLinear(b, in, o, biased)
 				if err != nil {
 					t.Fatal(err)
 				}
 				upload(l.Weight.Value)
 				parts = append(parts, l)
-				list = append(list, NamedParameter{Name: "p" + string(rune('0'+i)) + ".weight", Param: l.Weight})
-				if !joined && i == 0 { // a parameter between the first two parts breaks adjacency
-					gap, _ := NewLinear(b, 1, 1, false)
-					list = append(list, NamedParameter{Name: "gap.weight", Param: gap.Weight})
+				name := "p" + string(rune('0'+i))
+				list = append(list, NamedParameter{Name: name + ".weight", Param: l.Weight})
+				if biased {
+					upload(l.Bias.Value)
+					biases = append(biases, NamedParameter{Name: name + ".bias", Param: l.Bias})
+					if c.biasApart && i == 0 {
+						biases = append(biases, gap())
+					}
+				}
+				if !joined && !c.biasApart && i == 0 {
+					list = append(list, gap())
 				}
 			}
+			list = append(list, biases...)
 			g := ParamGroups{B: b}
 			if err := g.Pack(list); err != nil {
 				t.Fatal(err)
@@ -60,8 +77,18 @@ func TestLinearStack(t *testing.T) {
 			if s == nil || !s.Matches(parts...) || s.Out() != 10 {
 				t.Fatalf("NewLinearStack = %v", s)
 			}
-			if got := s.weights() != nil && s.grads() != nil; got != joined {
-				t.Fatalf("joined = %v, want %v", got, joined)
+			if got := s.weights() != nil && s.grads() != nil; got != (joined || c.biasApart) {
+				t.Fatalf("%+v: weights joined = %v", c, got)
+			}
+			if s.Joined() != joined {
+				t.Fatalf("%+v: Joined = %v", c, s.Joined())
+			}
+			arena := NewArena(b)
+			if err := arena.Carve(func(a *Arena) error { s.Layout(a); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if (s.dbias != nil) != c.biasApart {
+				t.Fatalf("%+v: bias scratch %v", c, s.dbias)
 			}
 			dt := pol.GemmDType()
 			p := &Pass{Backend: b, Policy: pol, Train: true}
@@ -81,11 +108,17 @@ func TestLinearStack(t *testing.T) {
 				t.Fatal(err)
 			}
 			gotY, gotDX := download(y), download(dx)
-			var gotG [][]float32
+			var gotG, gotB [][]float32
 			for _, l := range s.Parts {
 				gotG = append(gotG, download(l.Weight.Grad))
 				if err := b.Fill(l.Weight.Grad, 0); err != nil {
 					t.Fatal(err)
+				}
+				if biased {
+					gotB = append(gotB, download(l.Bias.Grad))
+					if err := b.Fill(l.Bias.Grad, 0); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			// the parts one by one, into dense buffers
@@ -110,17 +143,20 @@ func TestLinearStack(t *testing.T) {
 				}
 				want := download(yi)
 				for r := range n {
-					for c := range l.Out {
-						if g, w := gotY[r*10+off+c], want[r*l.Out+c]; g != w {
-							t.Fatalf("joined %v %v: out[%d, %d] = %v, want %v", joined, pol, r, off+c, g, w)
+					for col := range l.Out {
+						if g, w := gotY[r*10+off+col], want[r*l.Out+col]; g != w {
+							t.Fatalf("%+v %v: out[%d, %d] = %v, want %v", c, pol, r, off+col, g, w)
 						}
 					}
 				}
 				closeTo(t, "weight grad", gotG[i], download(l.Weight.Grad))
+				if biased {
+					closeTo(t, "bias grad", gotB[i], download(l.Bias.Grad))
+				}
 				off += l.Out
 			}
 			closeTo(t, "input grad", gotDX, download(wantDX))
-			if !joined || !s.Joined() {
+			if !joined || biased {
 				continue
 			}
 			// The transposed forms: outT = outᵀ, and from dOutT = dOutᵀ the same gradients.
@@ -195,7 +231,7 @@ func TestLinearStack(t *testing.T) {
 	biased, _ := NewLinear(b, 4, 4, true)
 	plain, _ := NewLinear(b, 4, 4, false)
 	if NewLinearStack(plain, biased) != nil || NewLinearStack() != nil {
-		t.Error("a stack with a biased part or no parts")
+		t.Error("a stack mixing biased and bias-free parts, or of no parts")
 	}
 }
 

@@ -193,7 +193,10 @@ func (l *DecoderLayer) mlpStack() *transformer.LinearStack {
 		return nil
 	}
 	if !l.mstack.Matches(ml.Gate, ml.Up) {
-		l.mstack = transformer.NewLinearStack(ml.Gate, ml.Up)
+		l.mstack = nil
+		if biasFree(ml.Gate, ml.Up) {
+			l.mstack = transformer.NewLinearStack(ml.Gate, ml.Up)
+		}
 	}
 	if l.mstack == nil || !l.mstack.Joined() {
 		return nil
@@ -210,9 +213,24 @@ func (l *DecoderLayer) qkvStack() *transformer.LinearStack {
 		return nil
 	}
 	if !l.stack.Matches(at.Q, at.K, at.V) {
-		l.stack = transformer.NewLinearStack(at.Q, at.K, at.V)
+		l.stack = nil
+		if biasFree(at.Q, at.K, at.V) {
+			l.stack = transformer.NewLinearStack(at.Q, at.K, at.V)
+		}
 	}
 	return l.stack
+}
+
+// biasFree reports whether no projection of ps has a bias. The decoder stacks only bias-free parts: Qwen2's
+// q/k/v biases are not laid out next to each other (the model does not call ModelCore.SetStacks) and the
+// transposed MLP form has no bias epilogue.
+func biasFree(ps ...transformer.Projection) bool {
+	for _, p := range ps {
+		if b := p.Base(); b == nil || b.Bias != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // heads views a (N, H·D) projection buffer as the (B, H, T, D) attention operand it holds.
