@@ -40,7 +40,8 @@ func CheckAttnImplementation(impl string) error {
 //	scores = Q·Kᵀ·scaling + mask,  P = softmax(scores),  ctx = dropout(P)·V,  heads merged back to (B, T, C).
 //
 // Two implementations compute it (Impl). "sdpa", the default, is the fused op (tensor.Backend.Attention,
-// docs/ATTENTION.md): the projections write Q, K and V into one (B, T, 3C) buffer (three GEMMs with row stride
+// docs/ATTENTION.md): the projections write Q, K and V into one (B, T, 3C) buffer (a LinearStack: one
+// (N, 3C) GEMM over the adjacent weights with the packed bias in its epilogue, or three GEMMs with row stride
 // 3C; separate (B, T, C) buffers when a projection is not a plain *Linear, e.g. a LoRA wrapper), the op reads
 // the heads in place through strides and writes ctx as (B, T, C), and its backward writes dQ, dK, dV into one
 // (B, T, 3C) gradient buffer; per layer only Q, K, V, ctx and the (B, H, T) FP32 log-sum-exp are kept.
@@ -57,7 +58,8 @@ type SelfAttention struct {
 	Heads, HeadDim    int        // H and D = C/H
 	Dropout           float32    // attention_probs_dropout_prob
 
-	c attentionCache
+	stack *LinearStack // the three plain Linears as one packed projection (packable), or nil
+	c     attentionCache
 }
 
 // attentionCache holds one pass's activations; h is the pass's GEMM dtype.
@@ -81,8 +83,7 @@ type attentionCache struct {
 
 // attentionScratch is shared by every layer of one pass (forward and backward use it in turn).
 type attentionScratch struct {
-	dqkv  *tensor.Tensor // sdpa: (B, T, 3C) h gradient of the projections (or three (B, T, C) blocks)
-	dbias *tensor.Tensor // sdpa packed: (3C) F32 bias gradient of the packed projections
+	dqkv *tensor.Tensor // sdpa: (B, T, 3C) h gradient of the projections (or three (B, T, C) blocks)
 
 	scores   *tensor.Tensor // eager: (B, H, T, T) F32 QKᵀ·scaling; in backward the F32 gradient of the scores
 	scoresH  *tensor.Tensor // eager: (B, H, T, T) h the scores gradient as GEMM input; nil when h is F32
@@ -95,7 +96,7 @@ type attentionScratch struct {
 // layoutAttentionScratch takes the buffers shared by every layer's attention for a (B, T) pass with C = H·D.
 func layoutAttentionScratch(a *Arena, impl string, b, t, h, d int, dt tensor.DType) attentionScratch {
 	if impl == AttnSDPA {
-		return attentionScratch{dqkv: a.Take(dt, b*t, 3*h*d), dbias: a.Take(tensor.F32, 3*h*d)}
+		return attentionScratch{dqkv: a.Take(dt, b*t, 3*h*d)}
 	}
 	return attentionScratch{
 		scores: a.Take(tensor.F32, b, h, t, t), scoresH: takeIfCast(a, dt, tensor.F32, b, h, t, t),
@@ -115,14 +116,25 @@ func (s *SelfAttention) takeKeepBits(a *Arena, b, t int) *tensor.Tensor {
 	return a.Take(tensor.I32, b, s.Heads, t, tensor.AttentionKeepBitsLen(1, 1, 1, t))
 }
 
-// packable reports whether the three projections are plain Linears with or without biases alike, which the
-// sdpa path runs as three GEMMs into one (B, T, 3C) buffer (a wrapper such as LoRA's computes its own output
-// and gets a (B, T, C) buffer of its own).
-func (s *SelfAttention) packable() bool {
-	q, ok1 := s.Query.(*Linear)
-	k, ok2 := s.Key.(*Linear)
-	v, ok3 := s.Value.(*Linear)
-	return ok1 && ok2 && ok3 && (q.Bias == nil) == (k.Bias == nil) && (q.Bias == nil) == (v.Bias == nil)
+// packable returns the three projections as one LinearStack when they are plain Linears with or without
+// biases alike, which the sdpa path runs into one (B, T, 3C) buffer: one GEMM each for the forward, the input
+// gradient and the weight gradients when their parameters lie adjacent (ModelCore.SetStacks), else one per
+// projection into strided rows. nil otherwise: a wrapper such as LoRA's computes its own output and gets a
+// (B, T, C) buffer of its own. The stack is kept while the projections stay (its joined views are what the
+// weight-cast cache knows).
+func (s *SelfAttention) packable() *LinearStack {
+	if !s.stack.Matches(s.Query, s.Key, s.Value) {
+		s.stack = NewLinearStack(s.Query, s.Key, s.Value)
+	}
+	return s.stack
+}
+
+// Stack returns the projections' LinearStack of the last layout (nil when they run one by one).
+func (s *SelfAttention) Stack() *LinearStack {
+	if !s.c.packed {
+		return nil
+	}
+	return s.stack
 }
 
 // layout takes this layer's kept buffers for implementation impl; q, k and v are the shared (B, T, C) scratch
@@ -132,8 +144,9 @@ func (s *SelfAttention) layout(a *Arena, impl string, b, t int, dt tensor.DType,
 	n, c := b*t, h*d
 	s.c = attentionCache{impl: impl}
 	switch {
-	case impl == AttnSDPA && s.packable():
+	case impl == AttnSDPA && s.packable() != nil:
 		s.c.packed, s.c.qkv = true, a.Take(dt, n, 3*c)
+		s.stack.Layout(a)
 		s.c.lse = a.Take(tensor.F32, b, h, t)
 		s.c.keep = s.takeKeepBits(a, b, t)
 	case impl == AttnSDPA:
@@ -199,23 +212,23 @@ func (s *SelfAttention) qkvRows(buf, q, k, v *tensor.Tensor, n int) (rq, rk, rv 
 	return q, k, v, c
 }
 
-// forwardSDPA is the fused path: the projections into the (B, T, 3C) buffer (or three (B, T, C) buffers), then
-// one Attention call that reads the heads in place and writes out (B, T, C).
+// forwardSDPA is the fused path: the projections into the (B, T, 3C) buffer (the LinearStack) or three
+// (B, T, C) buffers, then one Attention call that reads the heads in place and writes out (B, T, C).
 func (s *SelfAttention) forwardSDPA(p *Pass, out, x, mask *tensor.Tensor, b, t int) error {
 	c, n := &s.c, b*t
 	q, k, v, ld := s.qkvRows(c.qkv, c.q, c.k, c.v, n)
-	for _, m := range []struct {
-		proj Projection
-		rows *tensor.Tensor
-	}{{s.Query, q}, {s.Key, k}, {s.Value, v}} {
-		var err error
-		if c.packed {
-			err = m.proj.(*Linear).forwardRows(p, m.rows, ld, x)
-		} else {
-			err = m.proj.Forward(p, m.rows, x)
-		}
-		if err != nil {
+	if c.packed {
+		if err := s.stack.Forward(p, c.qkv, x); err != nil {
 			return err
+		}
+	} else {
+		for _, m := range []struct {
+			proj Projection
+			rows *tensor.Tensor
+		}{{s.Query, q}, {s.Key, k}, {s.Value, v}} {
+			if err := m.proj.Forward(p, m.rows, x); err != nil {
+				return err
+			}
 		}
 	}
 	a := s.args(p, q, k, v, out, ld, mask, b, t)
@@ -252,44 +265,15 @@ func (s *SelfAttention) backwardSDPA(p *Pass, sc *attentionScratch, dx, dout, x 
 	if err := p.Backend.AttentionBackward(ba); err != nil {
 		return err
 	}
-	if !c.packed {
-		for _, m := range []struct {
-			proj Projection
-			d    *tensor.Tensor
-		}{{s.Query, dq}, {s.Key, dk}, {s.Value, dv}} {
-			if err := m.proj.Backward(p, dx, m.d, x, true); err != nil {
-				return err
-			}
-		}
-		return nil
+	if c.packed { // the bias gradients are one column sum over the packed gradient
+		return s.stack.Backward(p, dx, sc.dqkv, x, true)
 	}
-	var biasGrad bool
 	for _, m := range []struct {
 		proj Projection
 		d    *tensor.Tensor
 	}{{s.Query, dq}, {s.Key, dk}, {s.Value, dv}} {
-		l := m.proj.(*Linear)
-		if err := l.backwardRows(p, dx, m.d, ld, n, x); err != nil {
+		if err := m.proj.Backward(p, dx, m.d, x, true); err != nil {
 			return err
-		}
-		biasGrad = biasGrad || l.Bias != nil && l.Bias.Grad != nil
-	}
-	if !biasGrad {
-		return nil
-	}
-	// The three bias gradients are the column sums of the packed gradient: one BiasGrad over (N, 3C) into the
-	// FP32 scratch, then added to each trainable bias's gradient.
-	if err := p.Backend.Fill(sc.dbias, 0); err != nil {
-		return err
-	}
-	if err := p.Backend.BiasGrad(sc.dbias, sc.dqkv); err != nil {
-		return err
-	}
-	for i, proj := range []Projection{s.Query, s.Key, s.Value} {
-		if bias := proj.(*Linear).Bias; bias != nil && bias.Grad != nil {
-			if err := p.Backend.Axpy(bias.Grad, viewRange(sc.dbias, i*ch, ch), 1); err != nil {
-				return err
-			}
 		}
 	}
 	return nil

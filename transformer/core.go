@@ -31,6 +31,70 @@ type ModelCore struct {
 	changed func()
 	// frozenDT is the dtype frozen projection weights are stored in (StoreFrozenIn; Invalid means F32).
 	frozenDT tensor.DType
+	// stacks lists the projection groups whose weights (and biases) the packing lays out adjacently (SetStacks).
+	stacks func() [][]Projection
+}
+
+// SetStacks names the projections that run as LinearStacks: Pack lays out each group's base weights one after
+// another at the place of its first parameter, then its biases likewise, instead of in params' order
+// (weight, bias, weight, bias, …), so that the stack reads them as one (ΣOut, In) matrix and one (ΣOut)
+// vector. Names, saving, loading and LoRA still follow params; only the flat buffers' order changes (and with
+// it the order of the summation in the global gradient norm). Call it before the first Pack.
+func (c *ModelCore) SetStacks(stacks func() [][]Projection) { c.stacks = stacks }
+
+// packOrder returns the parameter list in the order Pack lays it out (SetStacks).
+func (c *ModelCore) packOrder() []NamedParameter {
+	list := c.params()
+	if c.stacks == nil {
+		return list
+	}
+	type member struct{ stack, part int }
+	in := map[*Param]member{}
+	groups := c.stacks()
+	for i, g := range groups {
+		for j, p := range g {
+			if p == nil || p.Base() == nil {
+				continue
+			}
+			l := p.Base()
+			in[l.Weight] = member{i, j}
+			if l.Bias != nil {
+				in[l.Bias] = member{i, j}
+			}
+		}
+	}
+	byParam := make(map[*Param]NamedParameter, len(list))
+	for _, np := range list {
+		byParam[np.Param] = np
+	}
+	done := make([]bool, len(groups))
+	out := make([]NamedParameter, 0, len(list))
+	for _, np := range list {
+		m, ok := in[np.Param]
+		if !ok {
+			out = append(out, np)
+			continue
+		}
+		if done[m.stack] {
+			continue
+		}
+		done[m.stack] = true
+		var biases []NamedParameter
+		for _, p := range groups[m.stack] {
+			if p == nil || p.Base() == nil {
+				continue
+			}
+			l := p.Base()
+			if w, ok := byParam[l.Weight]; ok {
+				out = append(out, w)
+			}
+			if b, ok := byParam[l.Bias]; ok && l.Bias != nil {
+				biases = append(biases, b)
+			}
+		}
+		out = append(out, biases...)
+	}
+	return out
 }
 
 // InitCore sets up the core on backend b. params lists the model's parameters with their full Hugging Face
@@ -86,7 +150,7 @@ func (c *ModelCore) NewPass(opts ForwardOptions) Pass {
 // trainability; gradients restart at zero and the family's changed hook runs.
 func (c *ModelCore) Pack() error {
 	c.changed()
-	if err := c.groups.PackStored(c.params(), c.frozenDT, c.storable()); err != nil {
+	if err := c.groups.PackStored(c.packOrder(), c.frozenDT, c.storable()); err != nil {
 		return err
 	}
 	if c.cache != nil {
@@ -203,7 +267,7 @@ func (c *ModelCore) StoreFrozenIn(dt tensor.DType) error {
 		return fmt.Errorf("%s: frozen weights are stored in %v; storing them in %v would round them twice: reload the model",
 			c.name, cur, dt)
 	}
-	if err := c.groups.RepackFrozen(c.params(), dt, c.storable()); err != nil {
+	if err := c.groups.RepackFrozen(c.packOrder(), dt, c.storable()); err != nil {
 		return fmt.Errorf("%s: %w", c.name, err)
 	}
 	c.frozenDT = dt
@@ -232,7 +296,7 @@ func (c *ModelCore) FrozenStoredBytes() int64 {
 }
 
 // Trainable returns the flat FP32 buffers of every trainable parameter and its gradient (equal length, in
-// NamedParameters order) and their segments with weight-decay flags. All three are nil when nothing is
+// NamedParameters order except that a stack's weights and biases lie together: SetStacks) and their segments with weight-decay flags. All three are nil when nothing is
 // trainable.
 func (c *ModelCore) Trainable() (params, grads *tensor.Tensor, segs []tensor.Segment) {
 	return c.groups.Train, c.groups.Grads, append([]tensor.Segment(nil), c.groups.Segs...)

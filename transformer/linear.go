@@ -99,29 +99,6 @@ func (l *Linear) forwardRows(p *Pass, out *tensor.Tensor, ld int, in *tensor.Ten
 	})
 }
 
-// backwardRows is Backward without the bias gradient for dOut (n, Out) with rows ld elements apart (a column
-// block of a packed buffer): dIn (n, In) += dOut·W when dIn is set, and dW += dOutᵀ·in when W is trainable.
-// The caller sums the bias gradient over the packed buffer (BiasGrad needs dense rows).
-func (l *Linear) backwardRows(p *Pass, dIn, dOut *tensor.Tensor, ld, n int, in *tensor.Tensor) error {
-	if dIn != nil {
-		w, err := p.Weight(l.Weight.Value)
-		if err != nil {
-			return err
-		}
-		if err := p.Backend.Gemm(tensor.GemmArgs{
-			M: n, N: l.In, K: l.Out, A: dOut, LDA: ld, B: w, C: dIn, Alpha: 1, Beta: 1, Batch: 1,
-		}); err != nil {
-			return err
-		}
-	}
-	if g := l.Weight.Grad; g != nil {
-		return p.Backend.Gemm(tensor.GemmArgs{
-			TransA: true, M: l.Out, N: l.In, K: n, A: dOut, LDA: ld, B: in, C: g, Alpha: 1, Beta: 1, Batch: 1,
-		})
-	}
-	return nil
-}
-
 // Backward computes dIn (N, In) (=, or += when accumulate) = dOut (N, Out)·W, dW (Out, In) += dOutᵀ·in and
 // db (Out) += Σ_rows dOut, each only where needed (dIn non-nil, W or b trainable). dW accumulates straight into
 // the FP32 master gradient (beta = 1): under autocast the half inputs meet in an FP32 accumulator and nothing is

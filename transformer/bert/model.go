@@ -80,6 +80,7 @@ func newBert(b tensor.Backend, cfg BertConfig) (*BertForSequenceClassification, 
 	}
 	m := &BertForSequenceClassification{Config: cfg}
 	m.InitCore(b, "transformer", m.namedParameters, m.projectionSlots, m.reset)
+	m.SetStacks(m.qkvStacks)
 	c, inter := cfg.HiddenSize, cfg.IntermediateSize
 	table := func(rows int) (*transformer.Param, error) {
 		t, err := b.Alloc(tensor.F32, rows, c)

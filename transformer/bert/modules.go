@@ -26,6 +26,16 @@ func (m *BertForSequenceClassification) projectionSlots() []transformer.Slot {
 		transformer.Slot{Path: "classifier", Proj: &m.Head.Classifier})
 }
 
+// qkvStacks returns each layer's query, key and value, the projections its attention runs as one packed
+// LinearStack: their weights (and biases) are laid out next to each other (ModelCore.SetStacks).
+func (m *BertForSequenceClassification) qkvStacks() [][]transformer.Projection {
+	s := make([][]transformer.Projection, len(m.Layers))
+	for i, l := range m.Layers {
+		s[i] = []transformer.Projection{l.Attention.Query, l.Attention.Key, l.Attention.Value}
+	}
+	return s
+}
+
 // namedParameters lists every parameter with its full Hugging Face name, in transformers' named_parameters()
 // order (transformers/models/bert/modeling_bert.py).
 func (m *BertForSequenceClassification) namedParameters() []transformer.NamedParameter {

@@ -1,13 +1,14 @@
 package bert
 
 import (
-	"github.com/tune-ml/tune/transformer"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/tensortest"
+	"github.com/tune-ml/tune/transformer"
 	"github.com/tune-ml/tune/transformer/transformertest"
 )
 
@@ -65,17 +66,48 @@ func TestNamedParametersMatchTransformers(t *testing.T) {
 	}
 }
 
-// TestTrainableSegments checks that Trainable's flat buffers hold exactly the trainable parameters, in order,
-// with contiguous decay/no-decay segments that cover them.
+// TestTrainableSegments checks that Trainable's flat buffers hold exactly the trainable parameters, in
+// NamedParameters order except that each layer's query, key and value weights lie together, then their biases
+// (the packed LinearStack reads them as one matrix and one vector), with contiguous decay/no-decay segments
+// that cover them; and that the stacks are joined.
 func TestTrainableSegments(t *testing.T) {
 	m := newTestModel(t, cpuBackend(), tinyConfig(), 1)
 	params, grads, segs := m.Trainable()
-	total := 0
+	qkv := regexp.MustCompile(`^(.*attention\.self\.)(query|key|value)\.(weight|bias)$`)
+	var order []transformer.NamedParam
+	byName := map[string]transformer.NamedParam{}
 	for _, p := range m.NamedParameters() {
+		byName[p.Name] = p
+	}
+	for _, p := range m.NamedParameters() {
+		sm := qkv.FindStringSubmatch(p.Name)
+		switch {
+		case sm == nil:
+			order = append(order, p)
+		case sm[2] == "query" && sm[3] == "weight":
+			for _, kind := range []string{"weight", "bias"} {
+				for _, proj := range []string{"query", "key", "value"} {
+					order = append(order, byName[sm[1]+proj+"."+kind])
+				}
+			}
+		}
+	}
+	if len(order) != len(m.NamedParameters()) {
+		t.Fatalf("pack order lists %d of %d parameters", len(order), len(m.NamedParameters()))
+	}
+	total := 0
+	for _, p := range order {
 		if p.Value.Buf != params.Buf || p.Grad.Buf != grads.Buf || p.Value.Offset-params.Offset != total {
 			t.Fatalf("%s is not at offset %d of the flat buffers", p.Name, total)
 		}
 		total += p.Value.Numel()
+	}
+	b := testBatch(1, 4, m.Config.VocabSize, m.Config.NumLabels(), []int{4})
+	transformertest.Step(t, m, b, 1)
+	for i, l := range m.Layers {
+		if st := l.Attention.Stack(); st == nil || !st.Joined() {
+			t.Errorf("layer %d: query/key/value are not one joined LinearStack (%v)", i, st)
+		}
 	}
 	if params.Numel() != total || grads.Numel() != total {
 		t.Fatalf("flat buffers hold %d/%d elements, parameters %d", params.Numel(), grads.Numel(), total)
