@@ -71,10 +71,16 @@ func (t *Trainer) loadOptimizer(dir string) error {
 	if err != nil {
 		return fmt.Errorf("%s: metadata \"step\" %q is not an integer", path, meta["step"])
 	}
+	var move func([]float32) ([]float32, error)
 	if saved := meta["params"]; saved != "" {
-		now, _ := json.Marshal(t.layout())
+		nowLayout := t.layout()
+		now, _ := json.Marshal(nowLayout)
 		if saved != string(now) {
-			return fmt.Errorf("%s was written for another set of trainable parameters (a different model, LoRA configuration or frozen set); resume with the configuration that wrote it", path)
+			var old []paramLayout
+			if json.Unmarshal([]byte(saved), &old) != nil || !sameParams(old, nowLayout) {
+				return fmt.Errorf("%s was written for another set of trainable parameters (a different model, LoRA configuration or frozen set); resume with the configuration that wrote it", path)
+			}
+			move = func(v []float32) ([]float32, error) { return relayout(v, old, nowLayout) }
 		}
 	}
 	st := AdamWState{Step: step}
@@ -86,8 +92,42 @@ func (t *Trainer) loadOptimizer(dir string) error {
 		if *dst, err = ht.Float32(); err != nil {
 			return err
 		}
+		if move != nil {
+			if *dst, err = move(*dst); err != nil {
+				return fmt.Errorf("%s: %s: %w", path, name, err)
+			}
+		}
 	}
 	return t.opt.LoadState(st)
+}
+
+// sameParams reports whether two layouts list the same parameters (names and sizes, in the same order)
+// at other offsets: a flat buffer laid out in another order (a checkpoint written before the model packed a
+// LinearStack's weights together), whose moments relayout moves to their parameters' new places.
+func sameParams(a, b []paramLayout) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Numel != b[i].Numel {
+			return false
+		}
+	}
+	return true
+}
+
+// relayout returns v, a flat buffer laid out as from, with each parameter's elements moved to its offset in
+// to (sameParams layouts); an error when a range of either lies outside v.
+func relayout(v []float32, from, to []paramLayout) ([]float32, error) {
+	out := make([]float32, len(v))
+	for i := range from {
+		f, t, n := from[i].Offset, to[i].Offset, from[i].Numel
+		if n < 0 || f < 0 || t < 0 || f+n > len(v) || t+n > len(v) {
+			return nil, fmt.Errorf("parameter %s (offset %d, %d elements) lies outside the %d saved moments", from[i].Name, f, n, len(v))
+		}
+		copy(out[t:t+n], v[f:f+n])
+	}
+	return out, nil
 }
 
 // loadModel restores the model's weights from a checkpoint directory through Loader.
