@@ -212,6 +212,16 @@ func (l *Linear) Forward(p *transformer.Pass, out, in *tensor.Tensor) error {
 	if err := l.base.Forward(p, out, in); err != nil {
 		return err
 	}
+	return l.ForwardDelta(p, out, 0, in)
+}
+
+var _ transformer.Adapter = (*Linear)(nil)
+
+// ForwardDelta is Forward's adapter term alone: out += scaling·(dropout(in)·Aᵀ)·Bᵀ into out's rows ld elements
+// apart (0: dense), the base output already there (a transformer.LinearStack computed the bases packed).
+// Nothing for a merged adapter.
+func (l *Linear) ForwardDelta(p *transformer.Pass, out *tensor.Tensor, ld int, in *tensor.Tensor) error {
+	l.c.ready = false
 	if l.merged {
 		return nil
 	}
@@ -243,7 +253,7 @@ func (l *Linear) Forward(p *transformer.Pass, out, in *tensor.Tensor) error {
 		return err
 	}
 	// out (N, Out) += scaling·h·Bᵀ
-	if err := bk.Gemm(tensor.GemmArgs{TransB: true, M: n, N: l.base.Out, K: l.R, A: h, B: bw, C: out,
+	if err := bk.Gemm(tensor.GemmArgs{TransB: true, M: n, N: l.base.Out, K: l.R, A: h, B: bw, C: out, LDC: ld,
 		Alpha: l.Scaling, Beta: 1, Batch: 1}); err != nil {
 		return err
 	}
@@ -261,18 +271,40 @@ func (l *Linear) Forward(p *transformer.Pass, out, in *tensor.Tensor) error {
 // (skipped) and may be F32 while dOut is half. dOut is not modified. It errors, wrapping ErrMerged, on a merged
 // adapter, and when no training Forward preceded it.
 func (l *Linear) Backward(p *transformer.Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error {
-	if l.merged {
-		return fmt.Errorf("lora: backward: %w; call Unmerge before training", ErrMerged)
+	if err := l.ready(); err != nil {
+		return err
 	}
-	c := &l.c
-	if !c.ready {
-		return errors.New("lora: Backward needs a preceding Forward with Train set")
+	if _, err := l.rowsOf(dOut, l.base.Out, "output gradient"); err != nil {
+		return err
 	}
-	c.ready = false
 	if err := l.base.Backward(p, dIn, dOut, in, accumulate); err != nil {
 		return err
 	}
-	n, err := l.rowsOf(dOut, l.base.Out, "output gradient")
+	return l.BackwardDelta(p, dIn, dOut, 0, in)
+}
+
+// ready returns an error unless a training Forward (or ForwardDelta) ran on the unmerged adapter since the
+// last Backward.
+func (l *Linear) ready() error {
+	if l.merged {
+		return fmt.Errorf("lora: backward: %w; call Unmerge before training", ErrMerged)
+	}
+	if !l.c.ready {
+		return errors.New("lora: Backward needs a preceding Forward with Train set")
+	}
+	return nil
+}
+
+// BackwardDelta is Backward's adapter part alone, from dOut (N, Out) with rows ld elements apart (0: dense):
+// dB and dA accumulate and dIn (skipped when nil) += the adapter branch's input gradient; the base's
+// gradients are left to the caller (a transformer.LinearStack computes them packed).
+func (l *Linear) BackwardDelta(p *transformer.Pass, dIn, dOut *tensor.Tensor, ld int, in *tensor.Tensor) error {
+	if err := l.ready(); err != nil {
+		return err
+	}
+	c := &l.c
+	c.ready = false
+	n, err := l.rowsOf(in, l.base.In, "input")
 	if err != nil {
 		return err
 	}
@@ -289,13 +321,13 @@ func (l *Linear) Backward(p *transformer.Pass, dIn, dOut, in *tensor.Tensor, acc
 	bk := p.Backend
 	// dB (Out, R) += scaling·dOutᵀ·h
 	if g := l.B.Grad; g != nil {
-		if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.base.Out, N: l.R, K: n, A: dOut, B: h, C: g,
+		if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: l.base.Out, N: l.R, K: n, A: dOut, LDA: ld, B: h, C: g,
 			Alpha: l.Scaling, Beta: 1, Batch: 1}); err != nil {
 			return err
 		}
 	}
 	// dh (N, R) = scaling·dOut·B
-	if err := bk.Gemm(tensor.GemmArgs{M: n, N: l.R, K: l.base.Out, A: dOut, B: bw, C: dh, Alpha: l.Scaling, Batch: 1}); err != nil {
+	if err := bk.Gemm(tensor.GemmArgs{M: n, N: l.R, K: l.base.Out, A: dOut, LDA: ld, B: bw, C: dh, Alpha: l.Scaling, Batch: 1}); err != nil {
 		return err
 	}
 	// dA (R, In) += dhᵀ·aIn

@@ -17,8 +17,14 @@ import (
 // a third of the wide one's rate. The bias gradients are one column sum (BiasGrad) over the packed dOut.
 // Otherwise it runs one GEMM per part into strided rows. Either way each output element is the same dot
 // product accumulated in FP32 (the GEMM's blocking may differ, so results may differ in rounding).
+//
+// A part may also be an Adapter (package lora's adapters): the stack then runs the parts' base Linears packed
+// as above and adds each adapter's term into its column block (Adapter.ForwardDelta, BackwardDelta), so a
+// LoRA layer's frozen base projections still run as one GEMM each way.
 type LinearStack struct {
-	Parts []*Linear // the stacked Linears, in output-column order; equal In, all with biases or none
+	Parts []*Linear // the stacked Linears (an Adapter's Base()), in output-column order; equal In, all with biases or none
+
+	projs []Projection // the parts as given: a *Linear, or an Adapter around Parts[i]
 
 	w, g  joinedView     // the parts' weights and gradients viewed as one (ΣOut, In) tensor
 	b, bg joinedView     // the parts' biases and their gradients viewed as one (ΣOut) tensor
@@ -33,17 +39,36 @@ type joinedView struct {
 	t   *tensor.Tensor
 }
 
-// NewLinearStack returns the stack of parts when every part is a plain *Linear, all read In features and
-// either all have biases or none has, and nil otherwise (a LoRA wrapper, a mix of biased and bias-free
-// projections: the caller keeps its per-part path).
+// Adapter is a projection computed as its Base() Linear plus a term of its own (package lora's adapters:
+// scaling·(dropout(x)·Aᵀ)·Bᵀ), which it can compute alone into a column block of a wider buffer, so that a
+// LinearStack runs the bases of several projections as one GEMM.
+type Adapter interface {
+	Projection
+	// ForwardDelta adds the term to out (N, Out), whose rows are ld elements apart (0: dense), from in (N, In),
+	// and keeps what BackwardDelta needs when p.Train. The base's output must already be in out.
+	ForwardDelta(p *Pass, out *tensor.Tensor, ld int, in *tensor.Tensor) error
+	// BackwardDelta accumulates the term's parameter gradients and adds (+=) its input gradient into dIn
+	// (skipped when nil) from dOut (N, Out) with rows ld elements apart. The base's gradients are not touched.
+	BackwardDelta(p *Pass, dIn, dOut *tensor.Tensor, ld int, in *tensor.Tensor) error
+}
+
+// NewLinearStack returns the stack of parts when every part is a plain *Linear or an Adapter, their base
+// Linears all read In features and either all have biases or none has, and nil otherwise (another wrapper,
+// a mix of biased and bias-free projections: the caller keeps its per-part path).
 func NewLinearStack(parts ...Projection) *LinearStack {
 	s := &LinearStack{}
 	for _, p := range parts {
-		l, ok := p.(*Linear)
-		if !ok || (len(s.Parts) > 0 && (l.In != s.Parts[0].In || (l.Bias == nil) != (s.Parts[0].Bias == nil))) {
+		var l *Linear
+		switch q := p.(type) {
+		case *Linear:
+			l = q
+		case Adapter:
+			l = q.Base()
+		}
+		if l == nil || (len(s.Parts) > 0 && (l.In != s.Parts[0].In || (l.Bias == nil) != (s.Parts[0].Bias == nil))) {
 			return nil
 		}
-		s.Parts = append(s.Parts, l)
+		s.Parts, s.projs = append(s.Parts, l), append(s.projs, p)
 	}
 	if len(s.Parts) == 0 {
 		return nil
@@ -58,11 +83,42 @@ func (s *LinearStack) Matches(parts ...Projection) bool {
 		return false
 	}
 	for i, p := range parts {
-		if l, ok := p.(*Linear); !ok || l != s.Parts[i] {
+		if p != s.projs[i] {
 			return false
 		}
 	}
 	return true
+}
+
+// adapted reports whether a part is an Adapter.
+func (s *LinearStack) adapted() bool {
+	for _, p := range s.projs {
+		if _, ok := p.(Adapter); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// deltas adds the adapters' terms into their column blocks of out (N, ΣOut) (forward) or their gradients
+// from dOut's blocks into dIn (backward, dIn may be nil).
+func (s *LinearStack) deltas(p *Pass, backward bool, dIn, out, in *tensor.Tensor) error {
+	off, ld := 0, s.Out()
+	for i, q := range s.projs {
+		if a, ok := q.(Adapter); ok {
+			var err error
+			if backward {
+				err = a.BackwardDelta(p, dIn, viewFrom(out, off), ld, in)
+			} else {
+				err = a.ForwardDelta(p, viewFrom(out, off), ld, in)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		off += s.Parts[i].Out
+	}
+	return nil
 }
 
 // Out returns ΣOut, the packed output's row width.
@@ -155,8 +211,17 @@ func (s *LinearStack) Layout(a *Arena) {
 	}
 }
 
-// Forward computes out (N, ΣOut) = in (N, In)·[W₁; W₂; …]ᵀ + [b₁, b₂, …], overwritten.
+// Forward computes out (N, ΣOut) = in (N, In)·[W₁; W₂; …]ᵀ + [b₁, b₂, …], overwritten, and adds each
+// Adapter part's term into its block.
 func (s *LinearStack) Forward(p *Pass, out, in *tensor.Tensor) error {
+	if err := s.forwardBase(p, out, in); err != nil {
+		return err
+	}
+	return s.deltas(p, false, nil, out, in)
+}
+
+// forwardBase is Forward of the base Linears alone.
+func (s *LinearStack) forwardBase(p *Pass, out, in *tensor.Tensor) error {
 	n, ld := in.Numel()/s.Parts[0].In, s.Out()
 	if w, b := s.weights(), s.biases(); w != nil && (b != nil || !s.hasBias()) {
 		wh, err := p.Weight(w)
@@ -183,12 +248,15 @@ func (s *LinearStack) Forward(p *Pass, out, in *tensor.Tensor) error {
 
 // Backward computes dIn (N, In) (=, or += when accumulate; skipped when nil) = dOut·[W₁; W₂; …] and
 // accumulates (+=) each trainable part's weight gradient dWᵢ += dOutᵢᵀ·in and bias gradient dbᵢ += Σ_rows
-// dOutᵢ from dOut (N, ΣOut).
+// dOutᵢ from dOut (N, ΣOut); then each Adapter part's BackwardDelta adds its gradients.
 func (s *LinearStack) Backward(p *Pass, dIn, dOut, in *tensor.Tensor, accumulate bool) error {
 	if err := s.backwardMain(p, dIn, dOut, in, accumulate); err != nil {
 		return err
 	}
-	return s.biasBackward(p, dOut)
+	if err := s.biasBackward(p, dOut); err != nil {
+		return err
+	}
+	return s.deltas(p, true, dIn, dOut, in)
 }
 
 // biasBackward accumulates the trainable bias gradients from dOut (N, ΣOut): one BiasGrad into the joined
@@ -290,10 +358,10 @@ func (s *LinearStack) Joined() bool {
 
 // ForwardT is Forward with the output transposed: outT (ΣOut, N) = [W₁; W₂; …]·inᵀ, so that each part's
 // output is one dense (Outᵢ, N) block of outT (a gate and an up projection side by side for an elementwise
-// op, without strided rows). The stack must be Joined and bias-free.
+// op, without strided rows). The stack must be Joined, bias-free and without Adapters.
 func (s *LinearStack) ForwardT(p *Pass, outT, in *tensor.Tensor) error {
-	if s.hasBias() {
-		return errors.New("transformer: LinearStack.ForwardT of biased parts")
+	if s.hasBias() || s.adapted() {
+		return errors.New("transformer: LinearStack.ForwardT of biased or adapted parts")
 	}
 	w, err := p.Weight(s.weights())
 	if err != nil {
@@ -305,10 +373,10 @@ func (s *LinearStack) ForwardT(p *Pass, outT, in *tensor.Tensor) error {
 
 // BackwardT is Backward from the transposed output gradient dOutT (ΣOut, N): dIn (N, In) (=, or += when
 // accumulate; skipped when nil) = dOutTᵀ·[W₁; W₂; …] and dW += dOutT·in (one GEMM: the gradients are
-// adjacent, or none trains). The stack must be Joined and bias-free.
+// adjacent, or none trains). The stack must be Joined, bias-free and without Adapters.
 func (s *LinearStack) BackwardT(p *Pass, dIn, dOutT, in *tensor.Tensor, accumulate bool) error {
-	if s.hasBias() {
-		return errors.New("transformer: LinearStack.BackwardT of biased parts")
+	if s.hasBias() || s.adapted() {
+		return errors.New("transformer: LinearStack.BackwardT of biased or adapted parts")
 	}
 	ld, k := s.Out(), s.Parts[0].In
 	n := dOutT.Numel() / ld

@@ -221,12 +221,13 @@ func (l *DecoderLayer) qkvStack() *transformer.LinearStack {
 	return l.stack
 }
 
-// biasFree reports whether no projection of ps has a bias. The decoder stacks only bias-free parts: Qwen2's
-// q/k/v biases are not laid out next to each other (the model does not call ModelCore.SetStacks) and the
-// transposed MLP form has no bias epilogue.
+// biasFree reports whether every projection of ps is a plain Linear without a bias. The decoder stacks only
+// those: Qwen2's q/k/v biases are not laid out next to each other (the model does not call
+// ModelCore.SetStacks), the transposed MLP form has no bias epilogue, and LoRA adapters run as
+// transformer.ProjectionGroups instead.
 func biasFree(ps ...transformer.Projection) bool {
 	for _, p := range ps {
-		if b := p.Base(); b == nil || b.Bias != nil {
+		if l, ok := p.(*transformer.Linear); !ok || l.Bias != nil {
 			return false
 		}
 	}
