@@ -42,7 +42,8 @@ func CheckAttnImplementation(impl string) error {
 // Two implementations compute it (Impl). "sdpa", the default, is the fused op (tensor.Backend.Attention,
 // docs/ATTENTION.md): the projections write Q, K and V into one (B, T, 3C) buffer (a LinearStack: one
 // (N, 3C) GEMM over the adjacent weights with the packed bias in its epilogue, or three GEMMs with row stride
-// 3C; separate (B, T, C) buffers when a projection is not a plain *Linear, e.g. a LoRA wrapper), the op reads
+// 3C; LoRA adapters add their terms into their blocks; separate (B, T, C) buffers when a projection is
+// neither a plain *Linear nor an Adapter), the op reads
 // the heads in place through strides and writes ctx as (B, T, C), and its backward writes dQ, dK, dV into one
 // (B, T, 3C) gradient buffer; per layer only Q, K, V, ctx and the (B, H, T) FP32 log-sum-exp are kept.
 // "eager" is the two-pass path below, with dropout drawn from the same Philox elements, so both give the same
@@ -116,11 +117,11 @@ func (s *SelfAttention) takeKeepBits(a *Arena, b, t int) *tensor.Tensor {
 	return a.Take(tensor.I32, b, s.Heads, t, tensor.AttentionKeepBitsLen(1, 1, 1, t))
 }
 
-// packable returns the three projections as one LinearStack when they are plain Linears with or without
-// biases alike, which the sdpa path runs into one (B, T, 3C) buffer: one GEMM each for the forward, the input
-// gradient and the weight gradients when their parameters lie adjacent (ModelCore.SetStacks), else one per
-// projection into strided rows. nil otherwise: a wrapper such as LoRA's computes its own output and gets a
-// (B, T, C) buffer of its own. The stack is kept while the projections stay (its joined views are what the
+// packable returns the three projections as one LinearStack when they are plain Linears or Adapters (LoRA)
+// whose bases have biases alike, which the sdpa path runs into one (B, T, 3C) buffer: one GEMM each for the
+// forward, the input gradient and the weight gradients when their parameters lie adjacent
+// (ModelCore.SetStacks), else one per projection into strided rows. nil otherwise: another wrapper computes
+// its own output and gets a (B, T, C) buffer of its own. The stack is kept while the projections stay (its joined views are what the
 // weight-cast cache knows).
 func (s *SelfAttention) packable() *LinearStack {
 	if !s.stack.Matches(s.Query, s.Key, s.Value) {
