@@ -32,5 +32,7 @@
 //
 // Full control: Projections lists every Linear by its module path and ReplaceProjections swaps in another
 // Projection (package lora's adapters); SetTrainable freezes parameters by name. A frozen weight gets no
-// gradient, and its GEMM is skipped in backward. NamedParameters gives Hugging Face's names and order.
+// gradient, and its GEMM is skipped in backward. NamedParameters gives Hugging Face's names and order; only the
+// flat buffers order them otherwise: each layer's query, key and value weights lie together, then their biases,
+// so that attention runs them as one packed GEMM each way (transformer.LinearStack, LoRA adapters included).
 package bert
