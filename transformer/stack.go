@@ -130,8 +130,8 @@ func (s *LinearStack) Out() int {
 	return n
 }
 
-// join returns the one view of ts, consecutive tensors of one buffer and dtype, with shape (ΣOut, In) or
-// (ΣOut) for shape nil, or nil when they are not consecutive (or one is nil).
+// join returns the one view of ts, consecutive tensors of one buffer and dtype, with the given shape
+// ((ΣOut, In) for weights, (ΣOut) for biases), or nil when they are not consecutive (or one is nil).
 func (s *LinearStack) join(v *joinedView, ts []*tensor.Tensor, shape tensor.Shape) *tensor.Tensor {
 	next := -1
 	for i, t := range ts {
