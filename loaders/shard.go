@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // SafetensorsIndexName is the index file of a sharded checkpoint, as transformers' save_pretrained names it.
@@ -28,7 +30,7 @@ type ShardIndex struct {
 // names to shard file names, each a plain file name in the index's directory (no path separators or ".."),
 // and "metadata" numbers, where present, must be non-negative integers.
 func ReadShardIndex(path string) (*ShardIndex, error) {
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}

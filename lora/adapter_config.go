@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 )
 
@@ -165,7 +165,7 @@ func ParseAdapterConfig(data []byte) (Config, string, error) {
 // ReadAdapterConfig reads dir/adapter_config.json (see ParseAdapterConfig).
 func ReadAdapterConfig(dir string) (Config, string, error) {
 	p := filepath.Join(dir, AdapterConfigName)
-	data, err := os.ReadFile(p)
+	data, err := smallfile.Read(p)
 	if err != nil {
 		return Config{}, "", fmt.Errorf("lora: reading the adapter config: %w", err)
 	}

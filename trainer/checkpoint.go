@@ -12,6 +12,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // Checkpoint layout: output_dir/checkpoint-<global_step>/ holds what Model.Save writes (config.json +
@@ -164,7 +165,7 @@ func writeJSON(path string, v any) error {
 
 // readJSON reads path into v.
 func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := smallfile.Read(path)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // ManifestName is the file a checkpoint directory is complete with: the list of its other files with their
@@ -84,7 +85,7 @@ func fileSum(path string) (int64, string, error) {
 // readManifest reads and checks dir's manifest against the directory: every file listed is present with its
 // size, and, with sums, its SHA-256. The error says what is missing or wrong.
 func readManifest(dir string, sums bool) error {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	data, err := smallfile.Read(filepath.Join(dir, ManifestName))
 	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("no %s (a save or a rotation was interrupted, or an older tune wrote it)", ManifestName)
 	}
