@@ -25,8 +25,7 @@ import (
 // -test.bench 'Attention/(fwd|bwd)_bf16_' selects the whole ops.
 func BenchmarkAttention(b *testing.B) {
 	gpu := openOrSkip(b)
-	rng := rand.New(rand.NewPCG(3, 4))
-	for _, c := range []struct {
+	for k, c := range []struct {
 		B, H, T, D int
 		hkv        int // KV heads (GQA); 0 means H
 		causal     bool
@@ -47,10 +46,12 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		n, nkv := c.B*c.H*c.T*c.D, c.B*hkv*c.T*c.D
 		var live []*tensor.Tensor
+		var tb testing.TB // the benchmark running setup
+		rng := rand.New(rand.NewPCG(3, uint64(k)))
 		mk := func(dt tensor.DType, n int, fill bool) *tensor.Tensor {
 			x, err := gpu.Alloc(dt, n)
 			if err != nil {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 			live = append(live, x)
 			if fill {
@@ -59,21 +60,32 @@ func BenchmarkAttention(b *testing.B) {
 					v[i] = float32(rng.NormFloat64())
 				}
 				if err := gpu.Upload(x, v); err != nil {
-					b.Fatal(err)
+					tb.Fatal(err)
 				}
 			}
 			return x
 		}
-		bf := tensor.BF16
-		a := tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: hkv, Tq: c.T, Tk: c.T, D: c.D,
-			Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, nkv, true)}, V: tensor.AttnOperand{T: mk(bf, nkv, true)},
-			O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
-			Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
-		if c.p > 0 { // as the attention layer trains: the forward stores the keep bits for the backward
-			a.KeepBits = mk(tensor.I32, tensor.AttentionKeepBitsLen(c.B, c.H, c.T, c.T), false)
+		var a tensor.AttentionArgs
+		var ba tensor.AttentionBackwardArgs
+		// setup allocates and fills the shape's operands the first time one of its benchmarks runs, so that a
+		// -test.bench filter selecting one shape does not pay for the others.
+		once := false
+		setup := func(b *testing.B) {
+			if once {
+				return
+			}
+			once, tb = true, b
+			bf := tensor.BF16
+			a = tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: hkv, Tq: c.T, Tk: c.T, D: c.D,
+				Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, nkv, true)}, V: tensor.AttnOperand{T: mk(bf, nkv, true)},
+				O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
+				Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
+			if c.p > 0 { // as the attention layer trains: the forward stores the keep bits for the backward
+				a.KeepBits = mk(tensor.I32, tensor.AttentionKeepBitsLen(c.B, c.H, c.T, c.T), false)
+			}
+			ba = tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
+				DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, nkv, false)}, DV: tensor.AttnOperand{T: mk(bf, nkv, false)}}
 		}
-		ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
-			DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, nkv, false)}, DV: tensor.AttnOperand{T: mk(bf, nkv, false)}}
 		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
 		if c.causal {
 			fwdFlops /= 2
@@ -99,6 +111,7 @@ func BenchmarkAttention(b *testing.B) {
 		}
 		for _, pass := range passes {
 			b.Run(pass.name+" "+name, func(b *testing.B) {
+				setup(b)
 				defer pass.restore()()
 				med := medianMs(b, gpu, 3, pass.fn)
 				b.ReportMetric(med*1e3, "µs/op")
