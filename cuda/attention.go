@@ -273,13 +273,18 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	}
 	p := attnParamsOf(g)
 	p.seed, p.offset = o.b.philoxArgs(p.p, p.seed, p.offset)
-	if keepBitsUsable(pl, g) {
-		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk) // the forward stores the bits it draws there
+	pre := keepBitsUsable(pl, g)
+	if pre {
+		p.bits, p.bitsw = addr(g.KeepBits), keepBitsWords(g.Tk)
 	}
 	if !pl.tc && o.attnF32Forward(g) { // F32: chunked GEMMs (attention_f32.go) where they cover the call
 		return
 	}
 	k := pl.fwdKernel(g)
+	if pre { // attn_keep_bits draws every bit into KeepBits (for the backward too), the forward loads them
+		o.attnLaunch(k.mod, "attn_keep_bits", cdiv(g.B*g.Hq*g.Tq, 4), 1, 1, 128, 0, &p)
+		p.bitsready = 1
+	}
 	p.lpt = k.lpt
 	o.attnLaunch(k.mod, k.name, k.gx, k.gy, k.gz, k.block, k.smem, &p)
 	return

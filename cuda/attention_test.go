@@ -318,3 +318,77 @@ func TestAttentionKeepBitsMatchesRedraw(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionKeepBitsArePhiloxKeep reads the KeepBits a BF16 forward stores (attn_keep_bits draws them before
+// the forward) and requires bit j % 16 of word j/16 of row (b·Hq + h)·Tq + i to be tensor.PhiloxKeep of dense
+// element ((b·Hq + h)·Tq + i)·Tk + j for every key j < Tk, also past a causal diagonal: rows that start at slice
+// 0 and at slice 4 of a Philox block (Tk % 8 == 4), D = 64 and 128, a counter carrying into its high word.
+func TestAttentionKeepBitsArePhiloxKeep(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, s := range []attnShape{
+		{B: 2, Hq: 3, Hkv: 3, Tq: 70, Tk: 132, D: 64, p: 0.1},
+		{B: 1, Hq: 2, Hkv: 1, Tq: 130, Tk: 200, D: 128, causal: true, p: 0.3},
+	} {
+		t.Run(s.String(), func(t *testing.T) {
+			n := tensor.AttentionKeepBitsLen(s.B, s.Hq, s.Tq, s.Tk)
+			kb, err := gpu.Alloc(tensor.I32, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gpu.Free(kb)
+			if err := gpu.Upload(kb, make([]int32, n)); err != nil {
+				t.Fatal(err)
+			}
+			var live []*tensor.Tensor
+			defer func() {
+				for _, x := range live {
+					gpu.Free(x)
+				}
+			}()
+			d := s.data(5)
+			mk := func(v []float32, n int, dt tensor.DType) *tensor.Tensor {
+				x, err := gpu.Alloc(dt, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				live = append(live, x)
+				if v != nil {
+					if err := gpu.Upload(x, v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return x
+			}
+			nq, nk := s.B*s.Hq*s.Tq*s.D, s.B*s.Hkv*s.Tk*s.D
+			const seed, offset = 0x5eed_0000_0001, 1<<32 - 5
+			a := tensor.AttentionArgs{B: s.B, Hq: s.Hq, Hkv: s.Hkv, Tq: s.Tq, Tk: s.Tk, D: s.D,
+				Q: tensor.AttnOperand{T: mk(d.q, nq, tensor.BF16)}, K: tensor.AttnOperand{T: mk(d.k, nk, tensor.BF16)},
+				V: tensor.AttnOperand{T: mk(d.v, nk, tensor.BF16)}, O: tensor.AttnOperand{T: mk(nil, nq, tensor.BF16)},
+				LSE: mk(nil, s.B*s.Hq*s.Tq, tensor.F32), Scale: 0.125, Causal: s.causal, DropoutP: s.p,
+				Seed: seed, Offset: offset, KeepBits: kb}
+			if err := gpu.Attention(a); err != nil {
+				t.Fatal(err)
+			}
+			got := make([]int32, n)
+			if err := gpu.Download(got, kb); err != nil {
+				t.Fatal(err)
+			}
+			words := 4 * ((s.Tk + 63) / 64) // 16-bit words per row
+			bad := 0
+			for r := 0; r < s.B*s.Hq*s.Tq; r++ {
+				for j := 0; j < s.Tk; j++ {
+					w := r*words + j/16
+					bit := uint32(got[w/2])>>(16*(w%2)+j%16)&1 == 1
+					if want := tensor.PhiloxKeep(seed, offset, r*s.Tk+j, s.p); bit != want {
+						if bad++; bad <= 5 {
+							t.Errorf("row %d key %d: keep bit %v, want %v", r, j, bit, want)
+						}
+					}
+				}
+			}
+			if bad > 0 {
+				t.Fatalf("%d keep bits differ from tensor.PhiloxKeep", bad)
+			}
+		})
+	}
+}

@@ -95,6 +95,9 @@ func AttnModuleKernels() map[string][]string {
 		for _, k := range []attnKernel{pl.fwdKernel(g), ks[0], ks[1]} {
 			out[k.mod] = append(out[k.mod], k.name)
 		}
+		if pl.tc {
+			out[pl.fwdKernel(g).mod] = append(out[pl.fwdKernel(g).mod], "attn_keep_bits")
+		}
 	}
 	for _, names := range out {
 		sort.Strings(names)

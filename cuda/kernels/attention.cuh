@@ -164,11 +164,30 @@ __device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int
 	return false;
 }
 
+// keep_word returns the 16 keep bits of dense elements n … n+15 (bit k for n + k), n % 4 == 0: two Philox
+// blocks when n % 8 == 0, else three (slices 4 … 7 of the first, all of the second, 0 … 3 of the third).
+__device__ __forceinline__ u32 keep_word(u64 n, u64 offset, uint2 key, u32 thr) {
+	u64 ctr = offset + (n >> 3);
+	uint4 b0 = philox_block(ctr, key), b1 = philox_block(ctr + 1, key);
+	u32 m = 0;
+	if ((n & 7) == 0) {
+#pragma unroll
+		for (int k = 0; k < 8; k++) m |= ((u32)(philox_slice(b0, k) >= thr) << k) | ((u32)(philox_slice(b1, k) >= thr) << (8 + k));
+	} else {
+		uint4 b2 = philox_block(ctr + 2, key);
+#pragma unroll
+		for (int k = 0; k < 4; k++) m |= ((u32)(philox_slice(b0, 4 + k) >= thr) << k) | ((u32)(philox_slice(b2, k) >= thr) << (12 + k));
+#pragma unroll
+		for (int k = 0; k < 8; k++) m |= (u32)(philox_slice(b1, k) >= thr) << (4 + k);
+	}
+	return m;
+}
+
 // draw_bits fills bits (ROWS rows of COLS/16 words) with the dropout keep bits of a (query, key) tile: bit
 // c % 16 of word r·COLS/16 + c/16 keeps dense element (hbase + r0 + r)·Tk + c0 + c. Needs Tk % 4 == 0 (and c0
-// % 16 == 0), so the 16 keys of a word start at slice 0 or 4 of a Philox block and take two blocks (three when
-// they start at slice 4): a Philox block per eight scores, shared by the block's threads through shared memory.
-// With gb (the backward's p.bits, the forward's KeepBits) the words of rows r0 + r < Tq are also stored there, at
+// % 16 == 0), so the 16 keys of a word start at slice 0 or 4 of a Philox block (keep_word): a Philox block per
+// eight scores, shared by the block's threads through shared memory.
+// With gb (the backward's p.bits) the words of rows r0 + r < Tq are also stored there, at
 // word (hbase + r0 + r)·bitsw + c0/16 + c/16 (those below bitsw), for load_bits.
 template <int ROWS, int COLS>
 __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hbase, int r0, int c0, u32 thr, int tid, u16 *gb = nullptr) {
@@ -177,21 +196,9 @@ __device__ __forceinline__ void draw_bits(u16 *bits, const AttnParams &p, u64 hb
 #pragma unroll 1
 	for (int w = tid; w < ROWS * W; w += 128) {
 		u64 n = (hbase + (u64)(r0 + w / W)) * (u64)p.Tk + (u64)(c0 + (w % W) * 16);
-		u64 ctr = p.offset + tune_philox_base + (n >> 3);
-		uint4 b0 = philox_block(ctr, key), b1 = philox_block(ctr + 1, key);
-		u32 m = 0;
-		if ((n & 7) == 0) {
-#pragma unroll
-			for (int k = 0; k < 8; k++) m |= ((u32)(philox_slice(b0, k) >= thr) << k) | ((u32)(philox_slice(b1, k) >= thr) << (8 + k));
-		} else { // slices 4 … 7 of b0, all of b1, 0 … 3 of the next
-			uint4 b2 = philox_block(ctr + 2, key);
-#pragma unroll
-			for (int k = 0; k < 4; k++) m |= ((u32)(philox_slice(b0, 4 + k) >= thr) << k) | ((u32)(philox_slice(b2, k) >= thr) << (12 + k));
-#pragma unroll
-			for (int k = 0; k < 8; k++) m |= (u32)(philox_slice(b1, k) >= thr) << (4 + k);
-		}
+		u32 m = keep_word(n, p.offset + tune_philox_base, key, thr);
 		bits[w] = (u16)m;
-		if (gb && r0 + w / W < p.Tq) gb[(hbase + (u64)(r0 + w / W)) * (u64)p.bitsw + (u64)(c0 / 16 + w % W)] = (u16)m;
+		if (gb && r0 + w / W < p.Tq && (i64)(c0 / 16 + w % W) < p.bitsw) gb[(hbase + (u64)(r0 + w / W)) * (u64)p.bitsw + (u64)(c0 / 16 + w % W)] = (u16)m;
 	}
 }
 

@@ -2,14 +2,15 @@
 // mma.sync m16n8k16 with FP32 accumulation on sm_80+, for F16/BF16 with D = 64 or 128 (attention.cuh: the
 // algorithm, the numerics and the shared helpers; attention_ref.cu: the general kernel for everything else).
 //
-// One kernel per family, attn_fwd_{bf16,f16}_d{64,128}, compiled into its own module (cuda/attention.go's
-// attnModule: this file with ATTN_D and ATTN_BF defined). One block per BR queries of one head; K and V tiles of
-// 64 keys move with cp.async into XOR-swizzled shared memory (16-byte chunk c of row r lives at chunk
-// c ^ (r & 7), so ldmatrix's eight row addresses hit eight bank groups). Causal blocks past the diagonal are
+// One kernel per family, attn_fwd_{bf16,f16}_d{64,128}, compiled with attn_keep_bits into its own module
+// (cuda/attention.go's attnModule: this file with ATTN_D and ATTN_BF defined). One block per BR queries of one
+// head; K and V tiles of 64 keys move with cp.async into XOR-swizzled shared memory (16-byte chunk c of row r
+// lives at chunk c ^ (r & 7), so ldmatrix's eight row addresses hit eight bank groups). Causal blocks past the diagonal are
 // skipped, masks are evaluated only in blocks that need them (tails, diagonal, segments). Query blocks run
 // last first (the longest causal blocks start first). With dropout and Tk % 4 == 0 the keep bits go through
-// shared memory (draw_bits, one Philox block per four scores) and are stored in AttentionArgs.KeepBits for the
-// backward when it is given.
+// shared memory: with AttentionArgs.KeepBits attn_keep_bits draws them all first and each step's tiles load with
+// K and V (the backward reads the same bits); without it the block draws them (draw_bits, a Philox block per
+// eight scores).
 #include "attention.cuh"
 
 #ifndef ATTN_D
@@ -44,7 +45,12 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 	// when Tk % 4 == 0; otherwise each thread draws its own pairs (keep2).
 	const bool sbits = drop && (Tk & 3) == 0;
 	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
-	if (sbits && nb > 0) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits); // p.bits: KeepBits, stored for the backward
+	// pre: attn_keep_bits already drew every bit into p.bits (KeepBits): the tiles load with K and V instead.
+	const bool pre = sbits && p.bitsready;
+	if (sbits && nb > 0) {
+		if (pre) load_bits<BR>(sB, p, hbase, q0, 0, tid);
+		else draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid);
+	}
 
 	load_tile<D, BR>(sQ, Q, p.qs[2], Tq - q0, tid);
 	if (nb > 0) load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
@@ -70,6 +76,7 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 			if (n + 1 < nb) {
 				load_tile<D, BC>(sK + ((n + 1) & 1) * BC * D, K + (i64)(k0 + BC) * p.ks[2], p.ks[2], Tk - k0 - BC, tid);
 				load_tile<D, BC>(sV + ((n + 1) & 1) * BC * D, V + (i64)(k0 + BC) * p.vs[2], p.vs[2], Tk - k0 - BC, tid);
+				if (pre) load_bits<BR>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, tid);
 				cp_commit();
 				cp_wait<1>();
 			} else {
@@ -80,9 +87,10 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 			cp_wait<0>();
 			__syncthreads();
 			load_tile<D, BC>(sV, V + (i64)k0 * p.vs[2], p.vs[2], Tk - k0, tid);
+			if (pre && n + 1 < nb) load_bits<BR>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, tid);
 			cp_commit();
 		}
-		if (sbits && n + 1 < nb) draw_bits<BR, BC>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, thr, tid, p.bits);
+		if (sbits && !pre && n + 1 < nb) draw_bits<BR, BC>(sB + ((n + 1) & 1) * BR * (BC / 16), p, hbase, q0, k0 + BC, thr, tid);
 		if (QREG && n == 0) {
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++)
@@ -153,6 +161,7 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 							if (forbidden(p, b, i, k0 + nt * 8 + tig * 2 + e, shift)) s[mt][nt][hh * 2 + e] = NEG_INF;
 				}
 		}
+		float al[MT][2];
 #pragma unroll
 		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -177,9 +186,14 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 						s[mt][nt][hh * 2 + e] = pv;
 					}
 				l[mt][hh] = l[mt][hh] * alpha + sum;
-#pragma unroll
-				for (int dn = 0; dn < ND; dn++) o[mt][dn][hh * 2] *= alpha, o[mt][dn][hh * 2 + 1] *= alpha;
+				al[mt][hh] = alpha;
 			}
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+				for (int dn = 0; dn < ND; dn++) o[mt][dn][hh * 2] *= al[mt][hh], o[mt][dn][hh * 2 + 1] *= al[mt][hh];
 		if (sbits) {
 			const u16 *cb = sB + (n & 1) * BR * (BC / 16);
 #pragma unroll
@@ -268,6 +282,19 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 	__syncwarp();
 	store_rows<D, 16 * MT>((u16 *)p.o + b * p.os[0] + h * p.os[1] + (i64)q0 * p.os[2], p.os[2], sQ, wr, Tq - q0, lane);
 #endif
+}
+
+// attn_keep_bits draws every dropout keep bit of a call into p.bits (AttentionArgs.KeepBits) before the forward
+// runs with p.bitsready: word w of row r (r = (b·Hq + h)·Tq + i, w < bitsw) holds the bits of keys 16w … 16w+15
+// as draw_bits stores them. Four rows per block of 128 threads, a thread per word: the Philox arithmetic at full
+// occupancy instead of inside the forward's four warps, where it waited on its own dependency chain.
+extern "C" __global__ void __launch_bounds__(128) attn_keep_bits(const AttnParams p) {
+	i64 row = (i64)blockIdx.x * 4 + threadIdx.x / 32;
+	if (row >= p.B * p.Hq * p.Tq) return;
+	uint2 key = attn_key(p);
+	u32 thr = keep_thr(p.p);
+	for (int w = threadIdx.x % 32; w < (int)p.bitsw; w += 32)
+		p.bits[row * p.bitsw + w] = (u16)keep_word((u64)row * (u64)p.Tk + (u64)w * 16, p.offset + tune_philox_base, key, thr);
 }
 
 // D = 64: 128 queries per block (MT = 2: 4 warps × 32 rows, so every K/V fragment read from shared memory feeds
