@@ -9,8 +9,9 @@ import (
 )
 
 // TestIncludedHeaders: a compile's cache key covers exactly the headers its file includes (besides common.cuh,
-// which all do): the attention files attention.cuh, every other file none, so adding a header leaves the cached
-// kernels of the files that do not include it valid.
+// which all do): the attention files attention.cuh (and the philox.cuh it includes), the dropout kernels'
+// files philox.cuh, every other file none, so adding a header leaves the cached kernels of the files that do
+// not include it valid.
 func TestIncludedHeaders(t *testing.T) {
 	hdrs, err := kernelHeaders()
 	if err != nil {
@@ -32,11 +33,16 @@ func TestIncludedHeaders(t *testing.T) {
 		for _, h := range includedHeaders(src, hdrs[1:]) {
 			got = append(got, h.name)
 		}
-		want := ""
-		if strings.Contains(string(src), `#include "attention.cuh"`) {
-			want = "attention.cuh"
+		var hs []string
+		att := strings.Contains(string(src), `#include "attention.cuh"`)
+		if att {
+			hs = append(hs, "attention.cuh")
 		}
-		if strings.HasPrefix(e.Name(), "attention_") != (want != "") && e.Name() != "attention_f32.cu" {
+		if att || strings.Contains(string(src), `#include "philox.cuh"`) { // attention.cuh includes philox.cuh
+			hs = append(hs, "philox.cuh")
+		}
+		want := strings.Join(hs, ",")
+		if strings.HasPrefix(e.Name(), "attention_") != att && e.Name() != "attention_f32.cu" {
 			t.Errorf("%s: want the attention files, and only them, to include attention.cuh", e.Name())
 		}
 		if strings.Join(got, ",") != want {
