@@ -39,6 +39,8 @@ type Backend struct {
 	modules   map[string]cu.Module
 	funcs     map[string]cu.Function
 	lt        *ltState
+	blas      *blasState // legacy cuBLAS, for unbatched true-FP32 products (gemmf32.go)
+	blasErr   error      // why libcublas could not be loaded (those products then run on cuBLASLt)
 	allowTF32 bool
 
 	scratchClass map[cu.DevicePtr]int64 // size classes of live scratch buffers
@@ -162,6 +164,11 @@ func libraryReport() []string {
 		out = append(out, fmt.Sprintf("cublasLt: %s (version %d)", p, ltVersion()))
 	} else {
 		out = append(out, "cublasLt: "+err.Error())
+	}
+	if p, err := libCublas.load(); err == nil {
+		out = append(out, "cublas: "+p+" (unbatched FP32 products)")
+	} else {
+		out = append(out, "cublas: "+err.Error()+" (FP32 products run on cuBLASLt)")
 	}
 	if nv, err := loadNVRTC(); err == nil {
 		out = append(out, fmt.Sprintf("nvrtc: %s (NVRTC %d.%d)", nv.path, nv.major, nv.minor))

@@ -150,3 +150,11 @@ func SetColsumFinishLaunch(on bool) (restore func()) {
 	colsumFinishLaunch = on
 	return func() { colsumFinishLaunch = old }
 }
+
+// SetGemmF32Lt sends every true-FP32 GEMM to cuBLASLt when on (as TUNE_GEMM_F32=lt), else the unbatched
+// ones without a bias to cublasSgemm (gemmf32.go); it returns a function restoring the previous choice.
+func SetGemmF32Lt(on bool) (restore func()) {
+	old := gemmF32Lt
+	gemmF32Lt = on
+	return func() { gemmF32Lt = old }
+}

@@ -284,9 +284,15 @@ func (k planKey) String() string {
 		k.m, k.n, k.k, k.batch, k.transA, k.transB, k.ab, k.cdt, k.lda, k.ldb, k.ldc, k.sa, k.sb, k.sc, k.alignA, k.alignB, k.alignC, epi, k.tf32)
 }
 
-// ltMatmul runs one GEMM through cuBLASLt, choosing (once per plan key) and caching the algorithm. The error
-// wraps errNotSupported when cuBLASLt has no algorithm, so the caller can fall back.
+// ltMatmul runs one GEMM through cuBLASLt, choosing (once per plan key) and caching the algorithm, or an
+// unbatched true-FP32 product without a bias through cublasSgemm (gemmf32.go). The error wraps
+// errNotSupported when cuBLASLt has no algorithm, so the caller can fall back.
 func (o *op) ltMatmul(mm matmul) error {
+	if o.useBlas(mm) { // gemmf32.go
+		if ok, err := o.blasMatmul(mm); ok {
+			return err
+		}
+	}
 	lt, err := o.cuBLASLt()
 	if err != nil {
 		return err

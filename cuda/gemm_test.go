@@ -278,3 +278,87 @@ func TestGemmTF32IsOptIn(t *testing.T) {
 		t.Logf("TF32 error %.3g is not clearly above FP32's %.3g: cuBLASLt may have kept FP32 for this shape", tf32, fp32)
 	}
 }
+
+// TestGemmF32Rules runs the F32 → F32 cases of gemmCases with every true-FP32 GEMM on cuBLASLt
+// (TUNE_GEMM_F32=lt; TestGemmAgainstCPU runs them under the default, cublasSgemm for the unbatched products
+// without a bias) against the CPU, and checks under both choices that a product is true FP32 (relative error
+// under 1e-5 at K = 3072, where TF32 gives ~1e-3) and gives the same bits when run twice, with and without a
+// bias.
+func TestGemmF32Rules(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	const m, n, k = 192, 160, 3072
+	rng := rand.New(rand.NewPCG(9, 10))
+	av, bv, bias := make([]float32, m*k), make([]float32, n*k), make([]float32, n)
+	for _, v := range [][]float32{av, bv, bias} {
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+		}
+	}
+	exact := make([]float64, m*n) // without the bias
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float64
+			for p := 0; p < k; p++ {
+				s += float64(av[i*k+p]) * float64(bv[j*k+p])
+			}
+			exact[i*n+j] = s
+		}
+	}
+	for _, rule := range []string{"default", "lt"} {
+		t.Run(rule, func(t *testing.T) {
+			defer cuda.SetGemmF32Lt(rule == "lt")()
+			for _, c := range gemmCases() {
+				if rule == "lt" && c.ab == tensor.F32 && c.c == tensor.F32 {
+					t.Run(c.String(), func(t *testing.T) { runGemmCase(t, gpu, ref, rng, c) })
+				}
+			}
+			up := func(v []float32) *tensor.Tensor {
+				x, err := gpu.Alloc(tensor.F32, len(v))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := gpu.Upload(x, v); err != nil {
+					t.Fatal(err)
+				}
+				return x
+			}
+			a, b, bb, c := up(av), up(bv), up(bias), up(make([]float32, m*n))
+			defer func() {
+				for _, x := range []*tensor.Tensor{a, b, bb, c} {
+					gpu.Free(x)
+				}
+			}()
+			for _, withBias := range []bool{false, true} {
+				args := tensor.GemmArgs{TransB: true, M: m, N: n, K: k, A: a, B: b, C: c, Alpha: 1}
+				if withBias {
+					args.Bias = bb
+				}
+				var runs [2][]float32
+				for r := range runs {
+					if err := gpu.Gemm(args); err != nil {
+						t.Fatal(err)
+					}
+					runs[r] = make([]float32, m*n)
+					if err := gpu.Download(runs[r], c); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var num, den float64
+				for i, e := range exact {
+					if withBias {
+						e += float64(bias[i%n])
+					}
+					if math.Float32bits(runs[0][i]) != math.Float32bits(runs[1][i]) {
+						t.Fatalf("bias %v: C[%d] = %v then %v: not the same bits run to run", withBias, i, runs[0][i], runs[1][i])
+					}
+					num += (float64(runs[0][i]) - e) * (float64(runs[0][i]) - e)
+					den += e * e
+				}
+				if rel := math.Sqrt(num / den); rel > 1e-5 {
+					t.Errorf("bias %v: relative error %.3g; true FP32 stays under 1e-5 (TF32?)", withBias, rel)
+				}
+			}
+		})
+	}
+}

@@ -157,6 +157,45 @@ cublasStatus_t tc_lt_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, float a
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// cuBLAS (legacy API) function-pointer table.
+static struct {
+	cublasStatus_t (*create)(cublasHandle_t *);
+	cublasStatus_t (*version)(cublasHandle_t, int *);
+	cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+	cublasStatus_t (*set_workspace)(cublasHandle_t, void *, size_t);
+	cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+	cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
+	                        const float *, int, const float *, int, const float *, float *, int);
+} blas;
+
+const char *tc_blas_bind(void *h) {
+	BIND(blas, h, create, "cublasCreate_v2");
+	BIND(blas, h, version, "cublasGetVersion_v2");
+	BIND(blas, h, set_stream, "cublasSetStream_v2");
+	BIND(blas, h, set_workspace, "cublasSetWorkspace_v2");
+	BIND(blas, h, set_math_mode, "cublasSetMathMode");
+	BIND(blas, h, sgemm, "cublasSgemm_v2");
+	return NULL;
+}
+
+cublasStatus_t tc_blas_create(cublasHandle_t *h) { return blas.create(h); }
+cublasStatus_t tc_blas_version(cublasHandle_t h, int *version) { return blas.version(h, version); }
+
+cublasStatus_t tc_blas_setup(cublasHandle_t h, void *stream, uintptr_t ws, size_t wsSize) {
+	cublasStatus_t st = blas.set_stream(h, (cudaStream_t)stream);
+	if (st != CUBLAS_STATUS_SUCCESS) return st;
+	st = blas.set_workspace(h, (void *)ws, wsSize);
+	if (st != CUBLAS_STATUS_SUCCESS) return st;
+	return blas.set_math_mode(h, CUBLAS_DEFAULT_MATH);
+}
+
+cublasStatus_t tc_blas_sgemm(cublasHandle_t h, int transa, int transb, int m, int n, int k, float alpha, uintptr_t a,
+                             int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc) {
+	return blas.sgemm(h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+	                  (const float *)a, lda, (const float *)b, ldb, &beta, (float *)c, ldc);
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // NVRTC function-pointer table.
 static struct {
 	nvrtcResult (*version)(int *, int *);

@@ -1,5 +1,5 @@
 // tunecuda.h declares the C glue of package cuda (tunecuda.c): the cuInit interposer, dlopen helpers, and
-// function-pointer tables for cuBLASLt and NVRTC, which are opened at run time by soname so that one binary runs
+// function-pointer tables for cuBLASLt, cuBLAS and NVRTC, which are opened at run time by soname so that one binary runs
 // with CUDA 11.8, 12.x or 13.x libraries. The 11.8 headers supply the types; the argument and enum layouts used
 // here are the same in 11.8 and 13 (see cublasLt.h of CUDA 11.8 and 13).
 #ifndef TUNECUDA_H
@@ -48,6 +48,16 @@ cublasStatus_t tc_lt_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, float a
                             cublasLtMatrixLayout_t al, uintptr_t b, cublasLtMatrixLayout_t bl, float beta,
                             uintptr_t c, cublasLtMatrixLayout_t cl, cublasLtMatrixLayout_t dl,
                             const cublasLtMatmulAlgo_t *algo, uintptr_t ws, size_t wsSize, void *stream);
+
+// --- cuBLAS (the legacy API, for unbatched FP32 products: see gemmf32.go) ---
+const char *tc_blas_bind(void *handle);
+cublasStatus_t tc_blas_create(cublasHandle_t *h);
+cublasStatus_t tc_blas_version(cublasHandle_t h, int *version);
+// tc_blas_setup sets the handle's stream and workspace and the default (FP32, no TF32) math mode.
+cublasStatus_t tc_blas_setup(cublasHandle_t h, void *stream, uintptr_t ws, size_t wsSize);
+// tc_blas_sgemm is cublasSgemm in column-major terms (transa/transb 0 = N, 1 = T).
+cublasStatus_t tc_blas_sgemm(cublasHandle_t h, int transa, int transb, int m, int n, int k, float alpha, uintptr_t a,
+                             int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc);
 
 // --- NVRTC ---
 const char *tc_nvrtc_bind(void *handle);
