@@ -81,6 +81,8 @@ type f32Rows struct {
 	Hq, Tq, Tk, D, causal       int64
 	p, dscale                   float32
 	seed, offset                uint64
+	bits                        uint64 // KeepBits (f32KeepBits), or 0
+	bitsw                       int64  // its I32 words per LSE row
 }
 
 // f32Chunks is the chunking of one FP32 attention call.
@@ -236,6 +238,26 @@ func (o *op) f32Gemm(mm matmul) bool {
 	return true
 }
 
+// f32KeepBits reports whether the row kernels keep a call's dropout draws in its KeepBits (the forward
+// stores them, the backward reads them instead of drawing again): dropout, Tk ≤ 512 (every row block of both
+// passes then runs the register-cached kernels, which store and read the bits alike) and a 4-byte aligned
+// buffer (opcheck checks its length, tensor.AttentionKeepBitsLen).
+func f32KeepBits(g opcheck.Attention) bool {
+	return g.DropoutP > 0 && g.KeepBits != nil && g.Tk <= 512 && addr(g.KeepBits)%4 == 0
+}
+
+// f32KeepMark is what an FP32-path forward stored in a KeepBits buffer: the draws of (Seed, Offset) at
+// dropout probability p over its rows.
+type f32KeepMark struct {
+	seed, offset  uint64
+	p             float32
+	b, hq, tq, tk int
+}
+
+func keepMarkOf(g opcheck.Attention) f32KeepMark {
+	return f32KeepMark{g.Seed, g.Offset, g.DropoutP, g.B, g.Hq, g.Tq, g.Tk}
+}
+
 // f32RowsOf fills the row kernels' arguments common to both passes.
 func f32RowsOf(g opcheck.Attention, c f32Chunks) f32Rows {
 	r := f32Rows{lse: addr(g.LSE), mask: addr(g.Mask), seg: addr(g.Segments), ld: int64(c.ld),
@@ -274,7 +296,16 @@ func (o *op) f32Scores(g opcheck.Attention, c f32Chunks, x opcheck.AttnOperand, 
 // attnF32Forward runs Attention on the FP32 GEMM path when it covers the call; false means the caller runs
 // the general kernel instead (nothing is left half done that it would not overwrite).
 func (o *op) attnF32Forward(g opcheck.Attention) bool {
-	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O) {
+	if g.Q.T.DType != tensor.F32 {
+		return false
+	}
+	// A backward reads the bits only after a forward on this path stored them all (marked at the end): a
+	// forward that falls back to the general kernels, which do not store them, leaves no mark.
+	keep := f32KeepBits(g)
+	if g.KeepBits != nil {
+		delete(o.b.f32Keep, addr(g.KeepBits))
+	}
+	if !f32Usable(g, g.Q, g.K, g.V, g.O) {
 		return false
 	}
 	c := f32Plan(g, 1, 0, 0)
@@ -291,6 +322,9 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
 				a.seed, a.offset = o.b.philoxArgs(a.p, a.seed, a.offset)
+				if keep {
+					a.bits, a.bitsw = addr(g.KeepBits), int64(tensor.AttentionKeepBitsLen(1, 1, 1, g.Tk))
+				}
 				a.s, a.n, a.rows, a.njobs = uint64(buf), int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				if n == 0 { // no row of the block sees a key: LSE = −Inf, O = 0
@@ -314,6 +348,12 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 			}
 		}
 	}
+	if keep {
+		if o.b.f32Keep == nil {
+			o.b.f32Keep = map[uint64]f32KeepMark{}
+		}
+		o.b.f32Keep[addr(g.KeepBits)] = keepMarkOf(g)
+	}
 	return true
 }
 
@@ -322,6 +362,11 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	if g.Q.T.DType != tensor.F32 || !f32Usable(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV) {
 		return false
+	}
+	keep := false
+	if f32KeepBits(g) {
+		m, ok := o.b.f32Keep[addr(g.KeepBits)]
+		keep = ok && m == keepMarkOf(g)
 	}
 	c := f32Plan(g, 2, 0, 0)
 	blk := c.per * c.rb * c.ld
@@ -346,6 +391,9 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				nj := min(c.per, c.jobs-c0)
 				a := f32RowsOf(g, c)
 				a.seed, a.offset = o.b.philoxArgs(a.p, a.seed, a.offset)
+				if keep {
+					a.bits, a.bitsw = addr(g.KeepBits), int64(tensor.AttentionKeepBitsLen(1, 1, 1, g.Tk))
+				}
 				a.s, a.dp, a.n, a.rows, a.njobs = sBuf, dpBuf, int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
 				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))

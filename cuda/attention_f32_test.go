@@ -18,10 +18,11 @@ type f32Case struct {
 	allMasked   bool // batch member 0 has every key masked with −Inf: rows with no visible key
 	scratch     int  // the path's scratch bound in bytes (0 the default)
 	causalBlock int  // the causal row block (0 the default)
+	refForward  bool // the forward on the general kernels (which store no KeepBits), the backward on the GEMM path
 }
 
 func (c f32Case) String() string {
-	return fmt.Sprintf("%v_layout%d_allmasked%v_scratch%d_cblock%d", c.attnShape, c.layout, c.allMasked, c.scratch, c.causalBlock)
+	return fmt.Sprintf("%v_layout%d_allmasked%v_scratch%d_cblock%d_refwd%v", c.attnShape, c.layout, c.allMasked, c.scratch, c.causalBlock, c.refForward)
 }
 
 var f32Cases = []f32Case{
@@ -42,6 +43,16 @@ var f32Cases = []f32Case{
 	{attnShape: attnShape{B: 3, Hq: 4, Hkv: 1, Tq: 40, Tk: 40, D: 64, seg: true, p: 0.2}, layout: 1, scratch: 40 * 40 * 4 * 2 / 3},
 	// Causal blocks with their own key counts, GQA along the KV heads, uneven chunks.
 	{attnShape: attnShape{B: 1, Hq: 10, Hkv: 5, Tq: 130, Tk: 130, D: 64, causal: true, mask: true}, layout: 2, causalBlock: 32, scratch: 3 * 32 * 132 * 4 * 2}, // backward 3 + 2 KV heads
+	// KeepBits: the forward stores its draws, the backward reads them (Tk ≤ 512): segments, Tk % 4 != 0,
+	// causal blocks that differ between the passes (forward 32 rows, backward 16), row blocks and uneven
+	// chunks; and Tk > 512, where both passes draw.
+	{attnShape: attnShape{B: 2, Hq: 2, Hkv: 2, Tq: 100, Tk: 100, D: 64, seg: true, p: 0.1, keepBits: true}, layout: 2},
+	{attnShape: attnShape{B: 2, Hq: 3, Hkv: 1, Tq: 37, Tk: 37, D: 16, mask: true, p: 0.2, keepBits: true}, layout: 1},
+	{attnShape: attnShape{B: 1, Hq: 4, Hkv: 2, Tq: 64, Tk: 64, D: 128, causal: true, mask: true, p: 0.15, keepBits: true}, layout: 2, scratch: 32 * 64 * 4},
+	{attnShape: attnShape{B: 5, Hq: 4, Hkv: 2, Tq: 40, Tk: 40, D: 64, p: 0.1, keepBits: true}, layout: 2, scratch: 2 * 2 * 40 * 40 * 4}, // no mask: see above
+	{attnShape: attnShape{B: 1, Hq: 2, Hkv: 2, Tq: 24, Tk: 600, D: 64, mask: true, p: 0.1, keepBits: true}, layout: 1},
+	// A forward that stored no bits (the general kernels): the backward draws its own.
+	{attnShape: attnShape{B: 2, Hq: 2, Hkv: 2, Tq: 64, Tk: 64, D: 64, mask: true, p: 0.1, keepBits: true}, layout: 2, refForward: true},
 }
 
 // runF32 runs Attention and AttentionBackward of c on be in F32 through c's layout and returns the results in
@@ -192,6 +203,22 @@ func runF32(t testing.TB, be tensor.Backend, c f32Case, d attnData) attnResult {
 	if d.mask != nil {
 		a.Mask = alloc(tensor.F32, d.mask)
 	}
+	if s.keepBits { // garbage where the forward stores its draws
+		n := tensor.AttentionKeepBitsLen(s.B, s.Hq, s.Tq, s.Tk)
+		kb, err := be.Alloc(tensor.I32, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, kb)
+		junk := make([]int32, n)
+		for i := range junk {
+			junk[i] = int32(i*0x9E3779B1) ^ 0x5a5a5a5a
+		}
+		if err := be.Upload(kb, junk); err != nil {
+			t.Fatal(err)
+		}
+		a.KeepBits = kb
+	}
 	if d.seg != nil {
 		seg, err := be.Alloc(tensor.I32, len(d.seg))
 		if err != nil {
@@ -203,7 +230,13 @@ func runF32(t testing.TB, be tensor.Backend, c f32Case, d attnData) attnResult {
 		}
 		a.Segments = seg
 	}
-	if err := be.Attention(a); err != nil {
+	restore := func() {}
+	if c.refForward {
+		restore = cuda.SetAttnF32Ref(true)
+	}
+	err := be.Attention(a)
+	restore()
+	if err != nil {
 		t.Fatal(err)
 	}
 	ba := tensor.AttentionBackwardArgs{AttentionArgs: a, DO: ao(do), DQ: ao(dq), DK: ao(dk), DV: ao(dv)}

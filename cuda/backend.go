@@ -39,8 +39,9 @@ type Backend struct {
 	modules   map[string]cu.Module
 	funcs     map[string]cu.Function
 	lt        *ltState
-	blas      *blasState // legacy cuBLAS, for unbatched true-FP32 products (gemmf32.go)
-	blasErr   error      // why libcublas could not be loaded (those products then run on cuBLASLt)
+	blas      *blasState             // legacy cuBLAS, for unbatched true-FP32 products (gemmf32.go)
+	blasErr   error                  // why libcublas could not be loaded (those products then run on cuBLASLt)
+	f32Keep   map[uint64]f32KeepMark // KeepBits buffers an FP32-path forward filled (attention_f32.go)
 	allowTF32 bool
 
 	scratchClass map[cu.DevicePtr]int64 // size classes of live scratch buffers

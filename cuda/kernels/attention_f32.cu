@@ -29,6 +29,8 @@ struct F32Rows {
 	i64 Hq, Tq, Tk, D, causal;
 	float p, dscale; // dropout probability, 1/(1 − p)
 	u64 seed, offset;
+	u32 *bits; // with dropout and Tk ≤ 512: the caller's KeepBits, bitsw words per LSE row (bit j%32 of
+	i64 bitsw; // word j/32 is key j's keep flag): the forward stores its draws, the backward reads them; or nullptr
 };
 
 // f32_keep_thr is PhiloxKeep's test in integer form: slice·2⁻¹⁶ ≥ p ⇔ slice ≥ ceil(p·2¹⁶) (common.cuh's philox_thr).
@@ -55,22 +57,33 @@ __device__ __forceinline__ u32 f32_keep4(const F32Rows &p, u64 n, u32 thr) {
 struct F32Row {
 	i64 b, h, i;
 	float *s, *dp;
-	u64 nbase; // dense dropout index of key 0: ((b·Hq + h)·Tq + i)·Tk
-	i64 lrow;  // index into LSE
-	bool ok;   // the warp has a row
+	u64 nbase;         // dense dropout index of key 0: ((b·Hq + h)·Tq + i)·Tk
+	i64 lrow;          // index into LSE
+	const float *mrow; // the row's mask (nullptr without one)
+	bool fast;         // no causal limit, no segments, and the mask row 16-byte aligned
+	bool ok;           // the warp has a row
 };
 
+// f32_row finds the warp's row (dividing in 32 bits when the chunk's rows allow it).
 __device__ __forceinline__ F32Row f32_row(const F32Rows &p) {
 	F32Row w;
 	i64 gr = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
 	w.ok = gr < p.njobs * p.rows;
 	if (!w.ok) gr = 0;
-	i64 c = gr / p.rows, r = gr - c * p.rows;
+	i64 c, r;
+	if (p.njobs * p.rows <= 0xffffffffll) {
+		u32 q = (u32)gr / (u32)p.rows;
+		c = q, r = gr - (i64)q * p.rows;
+	} else {
+		c = gr / p.rows, r = gr - c * p.rows;
+	}
 	w.b = p.b0 + c * p.db, w.h = p.h0 + c * p.dh, w.i = p.i0 + r;
 	w.s = p.s + gr * p.ld;
 	w.dp = p.dp ? p.dp + gr * p.ld : nullptr;
 	w.lrow = (w.b * p.Hq + w.h) * p.Tq + w.i;
 	w.nbase = (u64)w.lrow * (u64)p.Tk;
+	w.mrow = p.mask ? p.mask + w.b * p.Tk : nullptr;
+	w.fast = !p.causal && !p.seg && ((unsigned long long)w.mrow & 15) == 0;
 	return w;
 }
 
@@ -93,8 +106,15 @@ __device__ __forceinline__ void f32_zero_row(const F32Rows &p, int lane) {
 
 // f32_scores4 returns keys j0 .. j0+3 of the row as s_ij + mask_j, −Inf where not visible (j0 % 4 == 0 and
 // ld % 4 == 0, so the four are one aligned float4 of the row).
+// With w.fast and all four keys below n, visibility is the mask's alone: one float4 of it (x + 0 without a mask,
+// as the general test adds mk = 0).
 __device__ __forceinline__ float4 f32_scores4(const F32Rows &p, const F32Row &w, i64 j0) {
 	float4 v = *(const float4 *)(w.s + j0);
+	if (w.fast && j0 + 4 <= p.n) {
+		float4 mk = w.mrow ? *(const float4 *)(w.mrow + j0) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		return make_float4(mk.x == NEG_INF ? NEG_INF : v.x + mk.x, mk.y == NEG_INF ? NEG_INF : v.y + mk.y,
+		                   mk.z == NEG_INF ? NEG_INF : v.z + mk.z, mk.w == NEG_INF ? NEG_INF : v.w + mk.w);
+	}
 	float x[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
 	for (int k = 0; k < 4; k++) {
@@ -164,8 +184,9 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 	float inv = l != 0.0f ? 1.0f / l : 0.0f;
 	if (lane == 0) p.lse[w.lrow] = l != 0.0f ? m + logf(l) : NEG_INF;
 	u32 thr = f32_keep_thr(p.p);
-	// out4 writes P' of keys j0 .. j0+3 from their exponentials (cached) or, with exp, from their scores.
-	auto out4 = [&](i64 j0, float4 v, bool exp) {
+	// out4 writes P' of keys j0 .. j0+3 from their exponentials (cached) or, with exp, from their scores, and
+	// returns their keep flags.
+	auto out4 = [&](i64 j0, float4 v, bool exp) -> u32 {
 		u32 keep = p.p > 0.0f && j0 < p.n ? f32_keep4(p, w.nbase + (u64)j0, thr) : 0xfu;
 		float o[4];
 #pragma unroll
@@ -175,11 +196,21 @@ __device__ __forceinline__ void f32_softmax_row(const F32Rows &p, const F32Row &
 			o[k] = (l == 0.0f || x == 0.0f) ? 0.0f : x * inv * f; // l == 0: c still holds the (−Inf) scores
 		}
 		*(float4 *)(w.s + j0) = make_float4(o[0], o[1], o[2], o[3]);
+		return keep;
 	};
 	if (cached) {
 #pragma unroll
-		for (int q = 0; q < QC; q++)
-			if (4 * lane + 128 * q < lim) out4(4 * lane + 128 * q, c[q], false);
+		for (int q = 0; q < QC; q++) {
+			i64 j0 = 4 * lane + 128 * q;
+			u32 kp = j0 < lim ? out4(j0, c[q], false) : 0u;
+			if (p.bits) { // eight lanes' flags make one word (every lane of the warp takes part)
+				u32 v = (kp & 0xfu) << (4 * (lane & 7));
+				v |= __shfl_xor_sync(0xffffffffu, v, 1);
+				v |= __shfl_xor_sync(0xffffffffu, v, 2);
+				v |= __shfl_xor_sync(0xffffffffu, v, 4);
+				if ((lane & 7) == 0 && j0 < lim) p.bits[w.lrow * p.bitsw + (j0 >> 5)] = v;
+			}
+		}
 	} else {
 		for (i64 j0 = 4 * lane; j0 < lim; j0 += 128) out4(j0, f32_scores4(p, w, j0), true);
 	}
@@ -217,7 +248,10 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 	const u32 thr = f32_keep_thr(p.p);
 	// pd4 computes P and dP (dropout applied) of keys j0 .. j0+3 and their keep flags.
 	auto pd4 = [&](i64 j0, float4 &pr, float4 &dp, u32 &keep) {
-		keep = p.p > 0.0f && j0 < p.n ? f32_keep4(p, w.nbase + (u64)j0, thr) : 0xfu;
+		if (p.bits) // the forward's draws (keys the forward's block did not reach are not visible here)
+			keep = p.bits[w.lrow * p.bitsw + (j0 >> 5)] >> (j0 & 31) & 0xfu;
+		else
+			keep = p.p > 0.0f && j0 < p.n ? f32_keep4(p, w.nbase + (u64)j0, thr) : 0xfu;
 		float4 s = f32_scores4(p, w, j0), d = *(const float4 *)(w.dp + j0);
 		float a[4], b[4];
 #pragma unroll
