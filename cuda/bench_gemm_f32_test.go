@@ -25,12 +25,12 @@ type f32Shape struct {
 }
 
 // bertF32Shapes lists the step's GEMMs: the Linear layers' forward (X·Wᵀ + b), input gradient (dY·W) and
-// weight gradient (dYᵀ·X), and the FP32 attention path's per-head products over the 64 batch members (Q, K,
+// weight gradient (dYᵀ·X) — query, key and value as one 2304-wide stack (transformer.LinearStack) — and the FP32 attention path's per-head products over the 64 batch members (Q, K,
 // V, O rows 768 floats apart; scores 512 × 512 in the scratch), as cuda/attention_f32.go issues them.
 func bertF32Shapes() []f32Shape {
 	const T, H, D, B, M = 512, 768, 64, 64, 32768
 	var out []f32Shape
-	for _, l := range [][2]int{{768, 768}, {768, 3072}, {3072, 768}} { // (in, out)
+	for _, l := range [][2]int{{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}} { // (in, out): QKV stack, attention output, FFN
 		in, o := l[0], l[1]
 		out = append(out,
 			f32Shape{name: fmt.Sprintf("fwd_%dx%dx%d", M, o, in), m: M, n: o, k: in, transB: true, bias: true, alpha: 1},

@@ -25,7 +25,7 @@ def shapes(dev):
         return torch.randn(*s, device=dev, generator=g)
 
     out = []
-    for fin, fout in ((768, 768), (768, 3072), (3072, 768)):
+    for fin, fout in ((768, 2304), (768, 768), (768, 3072), (3072, 768)):  # tune's QKV stack, attention output, FFN
         x, w, b, dy = r(M, fin), r(fout, fin), r(fout), r(M, fout)
         out.append((f"fwd_{M}x{fout}x{fin}", 2 * M * fout * fin, lambda x=x, w=w, b=b: torch.addmm(b, x, w.t())))
         out.append((f"dX_{M}x{fin}x{fout}", 2 * M * fout * fin, lambda dy=dy, w=w: torch.mm(dy, w)))
