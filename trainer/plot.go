@@ -27,14 +27,16 @@ func (curvePlotter) OnTrainEnd(e *Event) error {
 
 // PlotCurves draws a training curve as a PNG at path (written atomically): the top panel shows the training
 // loss and the eval loss against the optimizer step, the bottom panel the eval metric `metric` (without its
-// "eval_" prefix; "accuracy" when metric is the loss and accuracy was measured). Non-finite values are left out.
-// With no evaluation the bottom panel is omitted.
+// "eval_" prefix; "accuracy" when metric is the loss and accuracy was measured). Values that cannot be plotted
+// are left out: non-finite ones, and finite ones beyond ±maxPlotted (a log_history of ±1e308, from an edited
+// checkpoint, made the axis range overflow to +Inf and gonum's tick search spin forever). With no evaluation
+// the bottom panel is omitted.
 func PlotCurves(path string, history []LogEntry, metric string) error {
 	series := func(key string) plotter.XYs {
 		var xy plotter.XYs
 		for _, l := range history {
 			v, ok := l[key]
-			if ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+			if ok && plottable(v) && plottable(l["step"]) {
 				xy = append(xy, plotter.XY{X: l["step"], Y: v})
 			}
 		}
@@ -73,7 +75,9 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 	}
 	maxStep := 1.0
 	for _, l := range history {
-		maxStep = max(maxStep, l["step"])
+		if plottable(l["step"]) {
+			maxStep = max(maxStep, l["step"])
+		}
 	}
 	for _, row := range panels { // one step axis for both panels, labelled with whole steps (250, not 250.00)
 		row[0].X.Min, row[0].X.Max = 0, maxStep
@@ -95,6 +99,13 @@ func PlotCurves(path string, history []LogEntry, metric string) error {
 	}
 	return writeFileAtomic(path, buf.Bytes())
 }
+
+// maxPlotted bounds the values PlotCurves draws: far beyond any loss, metric or step, and far enough below
+// math.MaxFloat64 that an axis range (max − min) stays finite.
+const maxPlotted = 1e100
+
+// plottable reports whether v can be drawn: finite and within ±maxPlotted.
+func plottable(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= maxPlotted }
 
 // stepTicks places gonum's default ticks and labels them as plain numbers (250, 1e+04 stays 10000, 0.5 for a
 // fractional tick), instead of DefaultTicks' fixed precision ("250.00").
