@@ -157,7 +157,8 @@ func (o *op) embeddingBackwardDevice(dtable, ids, dout *tensor.Tensor, v, ch, n 
 	o.launch("index.cu", "emb2_scan", 1, 1, 1024, 1, cnt, start, itemOff, slotOff, mergeOff, big, tot, i64(v))
 	o.launch("index.cu", "emb2_place", gn, 1, 256, 1, rows, fill, cnt, start, addr(ids), dt(ids), i64(n))
 	o.launch("index.cu", "emb2_sort_small", min((v+7)/8, 4096), 1, 256, 1, rows, cnt, start, i64(v))
-	o.launch("index.cu", "emb2_compact", min(maxMerges, 2*o.b.sms), 1, 1024, 1, rows, start, big, tot, addr(ids), dt(ids), i64(n))
+	o.launch("index.cu", "emb2_sort_mid", min(maxMerges, 4*o.b.sms), 1, 256, 1, rows, cnt, start, big, tot)
+	o.launch("index.cu", "emb2_compact", min(maxMerges, 2*o.b.sms), 1, 1024, 1, rows, start, big, tot, addr(ids), dt(ids), i64(n), cnt)
 	o.launch("index.cu", "emb2_items", gv, 1, 256, 1, items, merges, cnt, start, itemOff, slotOff, mergeOff, i64(v))
 	o.embeddingScatter(dtable, dout, uint64(part), items, rows, merges, tot, ch, n, maxMerges)
 }

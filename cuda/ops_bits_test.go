@@ -129,7 +129,13 @@ func bitsCases() []bitsCase {
 			{"vocabulary", 20000, 30522, func(_ int, rng *rand.Rand) int { return rng.IntN(30522) }}, // scan tiles
 			{"split ids across scan tiles", 20000, 5000, func(i int, rng *rand.Rand) int {
 				if i%3 == 0 {
-					return 1000*(i%5) + 7
+					return 1000*(i%5) + 7 // 1333 rows each: the compaction
+				}
+				return rng.IntN(5000)
+			}},
+			{"mid groups across scan tiles", 20000, 5000, func(i int, rng *rand.Rand) int {
+				if i%15 == 0 {
+					return 1000*(i%5) + 3 // 267 rows each: placed, then sorted in shared memory
 				}
 				return rng.IntN(5000)
 			}},

@@ -80,10 +80,11 @@ extern "C" __global__ void transpose12(void *out, int dto, const void *x, int dt
 //   emb2_hist        cnt[id] = rows of id (integer atomics: the counts do not depend on their order)
 //   emb2_scan        one block: exclusive scans over the ids of rows, items, slots and merges; the list of
 //                    split ids (ascending); the totals into tot (items, merges, slots)
-//   emb2_place       each token of a group of ≤ 32 rows into its group (atomic order) …
-//   emb2_sort_small  … then a warp per such group sorts its token numbers ascending (token order)
-//   emb2_compact     a block per split group scans all tokens in order and writes the group's token numbers
-//                    ascending (a stream compaction: stable by construction)
+//   emb2_place       each token of a group of ≤ EMB_MID rows into its group (atomic order) …
+//   emb2_sort_small  … then a warp per group of ≤ 32 rows sorts its token numbers ascending (token order)
+//   emb2_sort_mid    … and a block per larger such group ranks them in shared memory
+//   emb2_compact     a block per group of more than EMB_MID rows scans all tokens in order and writes the
+//                    group's token numbers ascending (a stream compaction: stable by construction)
 //   emb2_items       the work items and merges of every id, at its scanned offsets
 // then embedding_bwd_rows / embedding_bwd_merge loop over the device counts.
 
@@ -98,9 +99,20 @@ __device__ __forceinline__ int4 emb_work(int n) {
 
 __device__ __forceinline__ int4 add4(int4 a, int4 b) { return make_int4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 
+// emb2_hist and emb2_place go over the ids a warp of 32 consecutive tokens at a time (the loop is uniform
+// across the warp) and aggregate each warp's equal ids (__match_any_sync): one atomic per distinct id a warp,
+// not per token. The token-type table's one id owned every one of 32768 tokens: 32768 atomics on one counter
+// (and as many on its fill) became 1024. A count is a sum and emb2_place's order within a group is undone by
+// the sorts below, so the plan is the same.
 extern "C" __global__ void emb2_hist(int *cnt, const void *ids, int dti, i64 N) {
-	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (i64)gridDim.x * blockDim.x)
-		atomicAdd(&cnt[ldi(ids, dti, i)], 1);
+	int lane = threadIdx.x & 31;
+	i64 stride = (i64)gridDim.x * blockDim.x;
+	for (i64 w = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w < N; w += stride) {
+		i64 i = w + lane;
+		i64 id = i < N ? ldi(ids, dti, i) : -1;
+		unsigned same = __match_any_sync(0xffffffffu, id);
+		if (id >= 0 && lane == __ffs(same) - 1) atomicAdd(&cnt[id], __popc(same));
+	}
 }
 
 // int4_shfl_up is __shfl_up_sync of each component.
@@ -155,11 +167,43 @@ extern "C" __global__ void emb2_scan(const int *cnt, int *start, int *itemOff, i
 	}
 }
 
+// EMB_MID is the largest group whose token numbers emb2_place scatters and a sort restores to token order
+// (emb2_sort_small up to 32 rows, emb2_sort_mid above); larger groups are written in order by emb2_compact.
+#define EMB_MID 1024
+
 extern "C" __global__ void emb2_place(int *rows, int *fill, const int *cnt, const int *start, const void *ids, int dti,
                                       i64 N) {
-	for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N; i += (i64)gridDim.x * blockDim.x) {
-		i64 id = ldi(ids, dti, i);
-		if (cnt[id] <= 32) rows[start[id] + atomicAdd(&fill[id], 1)] = (int)i;
+	int lane = threadIdx.x & 31;
+	i64 stride = (i64)gridDim.x * blockDim.x;
+	for (i64 w = (i64)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w < N; w += stride) {
+		i64 i = w + lane;
+		i64 id = i < N ? ldi(ids, dti, i) : -1;
+		unsigned same = __match_any_sync(0xffffffffu, id);
+		int lead = __ffs(same) - 1, off = 0;
+		bool mid = id >= 0 && cnt[id] <= EMB_MID;
+		if (mid && lane == lead) off = atomicAdd(&fill[id], __popc(same));
+		off = __shfl_sync(0xffffffffu, off, lead);
+		if (mid) rows[start[id] + off + __popc(same & ((1u << lane) - 1u))] = (int)i;
+	}
+}
+
+// emb2_sort_mid: block b takes split ids big[b], big[b + grid], … of 33..EMB_MID rows: it loads the group's
+// token numbers (distinct) into shared memory, ranks each against all of them and stores them ascending.
+extern "C" __global__ void emb2_sort_mid(int *rows, const int *cnt, const int *start, const int *big, const int *tot) {
+	__shared__ int sh[EMB_MID];
+	int nb = tot[1];
+	for (int b = blockIdx.x; b < nb; b += gridDim.x) {
+		int id = big[b], n = cnt[id];
+		if (n > EMB_MID) continue; // uniform over the block
+		int s = start[id];
+		for (int i = threadIdx.x; i < n; i += blockDim.x) sh[i] = rows[s + i];
+		__syncthreads();
+		for (int i = threadIdx.x; i < n; i += blockDim.x) {
+			int v = sh[i], rank = 0;
+			for (int j = 0; j < n; j++) rank += sh[j] < v ? 1 : 0;
+			rows[s + rank] = v;
+		}
+		__syncthreads();
 	}
 }
 
@@ -180,16 +224,19 @@ extern "C" __global__ void emb2_sort_small(int *rows, const int *cnt, const int 
 	}
 }
 
-// emb2_compact: block b handles split ids big[b], big[b + grid], …: it walks the tokens in order, EMB_CT per
-// thread per step, and writes those with that id at start[id] + (their number among them so far).
+// emb2_compact: block b handles split ids big[b], big[b + grid], … of more than EMB_MID rows: it walks the
+// tokens in order, EMB_CT per thread per step, and writes those with that id at start[id] + (their number
+// among them so far). (A block per id reading every token was most of the position table's backward at
+// 64×512: 512 ids of 64 rows.)
 #define EMB_CT 4
 extern "C" __global__ void emb2_compact(int *rows, const int *start, const int *big, const int *tot, const void *ids,
-                                        int dti, i64 N) {
+                                        int dti, i64 N, const int *cnt) {
 	__shared__ int wsum[EMB_CT][32];
 	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
 	int nb = tot[1];
 	for (int b = blockIdx.x; b < nb; b += gridDim.x) {
 		i64 id = big[b];
+		if (cnt[id] <= EMB_MID) continue; // placed by emb2_place, ordered by emb2_sort_mid
 		int base = start[id];
 		for (i64 t0 = 0; t0 < N; t0 += (i64)EMB_CT * blockDim.x) {
 			bool p[EMB_CT];
