@@ -51,12 +51,14 @@ type Backend struct {
 	keepIDs      bool                   // Upload keeps those copies (unless TUNE_SYNC_FREE=0, internal/syncfree)
 	graph        *StepGraph             // the step graph capturing or replaying now (graph.go); nil: eager
 	gstate       graphState
-	htodBytes    int            // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
-	staging      stagingRing    // page-locked ring the eager uploads go through (staging.go)
-	owner        opcheck.Owner  // which buffers are this backend's (op.tensor's opcheck.View)
-	colsumCount  cu.DevicePtr   // the column sums' per-tile counters (elementwise.go colsumCounters), 0 until used
-	philoxBase   uint64         // the dropout kernels' Philox base (philox.go), as their modules' constants hold it
-	philoxConsts []cu.DevicePtr // those constants (tune_philox_base) of the loaded modules
+	htodBytes    int             // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
+	staging      stagingRing     // page-locked ring the eager uploads go through (staging.go)
+	owner        opcheck.Owner   // which buffers are this backend's (op.tensor's opcheck.View)
+	colsumCount  cu.DevicePtr    // the column sums' per-tile counters (elementwise.go colsumCounters), 0 until used
+	philoxBase   uint64          // the dropout kernels' Philox base (philox.go), as their modules' constants hold it
+	philoxConsts []cu.DevicePtr  // those constants (tune_philox_base) of the loaded modules
+	smemSet      map[uintptr]int // kernels' raised dynamic shared memory limits (smem.go launchShared)
+	smemOptIn    int             // the device's opt-in shared memory per block, 0 until read (smem.go sharedOptIn)
 }
 
 var _ tensor.Backend = (*Backend)(nil)

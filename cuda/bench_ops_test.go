@@ -178,6 +178,19 @@ func opCases(b *testing.B, gpu *cuda.Backend, tok int) []opCase {
 					DOut: d, X: sum, Gamma: g, Mean: m, Rstd: r, DropoutP: 0.1, Seed: 1, Offset: 0})
 			}
 		}, live},
+		{"ResidualLayerNormBackward+dbias f32 tok x768 p=0.1", t*C*(4+2+4+4) + t*8 + C*4 + 6*C*4, func() func() error {
+			y, x, g, be := mk(bf, tok, C), mk(f32, tok, C), mk(f32, C), mk(f32, C)
+			sum, o, m, r := mk(f32, tok, C), mk(f32, tok, C), mk(f32, tok), mk(f32, tok)
+			if err := gpu.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: sum, Out: o, Mean: m, Rstd: r, Y: y, X: x,
+				Gamma: g, Beta: be, Eps: 1e-12}); err != nil {
+				b.Fatal(err)
+			}
+			d, dy, dg, db, dc := mk(f32, tok, C), mk(bf, tok, C), mk(f32, C), mk(f32, C), mk(f32, C)
+			return func() error {
+				return gpu.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: d, DY: dy, DGamma: dg, DBeta: db, DBias: dc,
+					DOut: d, X: sum, Gamma: g, Mean: m, Rstd: r, DropoutP: 0.1, Seed: 1, Offset: 0})
+			}
+		}, live},
 		{"Embedding word f32 tok x768", t*4 + 2*t*C*4, func() func() error {
 			tab, o, id := mk(f32, V, C), mk(f32, tok, C), ids(tok, V, random)
 			return func() error { return gpu.Embedding(o, id, tab) }

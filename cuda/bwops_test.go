@@ -13,55 +13,91 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 )
 
-// TestLayerNormBackwardPathsMatch checks that the LayerNorm backward's one-pass kernel (two rows in flight per
-// warp) and its two passes give the same bits, with dx aliasing dout as in BERT, for ResidualLayerNormBackward
-// with and without dropout and for LayerNormBackward, on row counts whose last chunk is partial and whose
-// warps end on an odd row.
+// TestLayerNormBackwardPathsMatch checks that the LayerNorm backward's one-pass ring kernel and its two passes
+// give the same bits, with dx aliasing dout, for ResidualLayerNormBackward with and without dropout and with its
+// bias gradient, and for LayerNormBackward, on row counts whose last chunk is partial and whose warps end on an
+// odd row, with x and dout in F32 and BF16 (and BERT's 64×512 plus a partial chunk once). The inputs are made
+// once per case; each path starts from device copies of them.
 func TestLayerNormBackwardPathsMatch(t *testing.T) {
 	gpu := openOrSkip(t)
+	type tc struct {
+		n, c  int
+		dt    tensor.DType
+		p     float32
+		paths []string
+	}
+	all := []string{"ring", "split"}
+	var cases []tc
 	for _, n := range []int{4096 + 37, 600} {
 		for _, c := range []int{768, 1024} {
 			for _, dt := range []tensor.DType{tensor.F32, tensor.BF16} {
 				for _, p := range []float32{0, 0.1} {
-					name := fmt.Sprintf("%dx%d dout %v p=%v", n, c, dt, p)
-					t.Run(name, func(t *testing.T) {
-						paths := []string{"fused", "split"}
-						got := make([][][]float32, len(paths))
-						for k, path := range paths {
-							got[k] = lnBwdRun(t, gpu, path, n, c, dt, p)
-						}
-						for k := 1; k < len(paths); k++ {
-							for j := range got[0] {
-								if d := firstBitDiff(got[0][j], got[k][j]); d >= 0 {
-									t.Errorf("output %d differs at %d: fused %v, %s %v", j, d, got[0][j][d], paths[k], got[k][j][d])
-								}
-							}
-						}
-					})
+					cases = append(cases, tc{n, c, dt, p, all})
 				}
 			}
 		}
 	}
+	cases = append(cases, tc{32768 + 37, 768, tensor.F32, 0.1, all})
+	for _, k := range cases {
+		t.Run(fmt.Sprintf("%dx%d dout %v p=%v", k.n, k.c, k.dt, k.p), func(t *testing.T) {
+			in := lnBwdInputs(t, gpu, k.n, k.c, k.dt)
+			defer in.free()
+			got := make([][][]float32, len(k.paths))
+			for i, path := range k.paths {
+				got[i] = lnBwdRun(t, gpu, in, path, k.p)
+			}
+			for i := 1; i < len(k.paths); i++ {
+				for j := range got[0] {
+					if d := firstBitDiff(got[0][j], got[i][j]); d >= 0 {
+						t.Errorf("output %d differs at %d: ring %v, %s %v", j, d, got[0][j][d], k.paths[i], got[i][j][d])
+					}
+				}
+			}
+		})
+	}
 }
 
-// lnBwdRun runs ResidualLayerNormBackward (dx = dout in place) and LayerNormBackward under path and returns
-// dx, dy, dgamma, dbeta of the first and dx, dgamma, dbeta of the second.
-func lnBwdRun(t *testing.T, gpu *cuda.Backend, path string, n, c int, dt tensor.DType, p float32) [][]float32 {
-	defer cuda.SetLNBwdPath(path)()
+// lnBwdIn holds one case's inputs for lnBwdRun: x (in dout's dtype), gamma, the forward's mean and rstd, the
+// pristine dout and gradients that each run copies, and the run's buffers.
+type lnBwdIn struct {
+	r                               *bitsRig
+	x, gamma, mean, rstd, d0, g0    *tensor.Tensor
+	d, dy, dg, db, dc, d2, dx2, dg2 *tensor.Tensor
+	db2                             *tensor.Tensor
+}
+
+func (in *lnBwdIn) free() { in.r.free() }
+
+// lnBwdInputs makes the inputs of an (n, c) case with dout in dt.
+func lnBwdInputs(t *testing.T, gpu *cuda.Backend, n, c int, dt tensor.DType) *lnBwdIn {
 	r := &bitsRig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
-	defer r.free()
-	x, gamma, beta := r.up(tensor.F32, 2, 0, n, c), r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
-	y, mean, rstd := r.up(tensor.F32, 1, 0, n, c), r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
-	must(t, gpu.LayerNorm(y, mean, rstd, x, gamma, beta, 1e-12))
-	d, dy := r.up(dt, 1, 0, n, c), r.up(tensor.BF16, 1, 0, n, c)
-	dg, db := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
-	must(t, gpu.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: d, DY: dy, DGamma: dg, DBeta: db, DOut: d,
-		X: x, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: 5, Offset: 17}))
-	d2, dx2 := r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, n, c)
-	dg2, db2 := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
-	must(t, gpu.LayerNormBackward(dx2, dg2, db2, d2, x, gamma, mean, rstd))
+	in := &lnBwdIn{r: r}
+	in.x, in.gamma = r.up(dt, 2, 0, n, c), r.up(tensor.F32, 1, 0, c)
+	beta, y := r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, n, c)
+	in.mean, in.rstd = r.up(tensor.F32, 1, 0, n), r.up(tensor.F32, 1, 0, n)
+	must(t, gpu.LayerNorm(y, in.mean, in.rstd, in.x, in.gamma, beta, 1e-12))
+	in.d0, in.g0 = r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, c)
+	in.d, in.dy, in.d2, in.dx2 = r.up(dt, 1, 0, n, c), r.up(tensor.BF16, 1, 0, n, c), r.up(dt, 1, 0, n, c), r.up(dt, 1, 0, n, c)
+	in.dg, in.db, in.dc, in.dg2, in.db2 = r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c),
+		r.up(tensor.F32, 1, 0, c), r.up(tensor.F32, 1, 0, c)
+	return in
+}
+
+// lnBwdRun runs ResidualLayerNormBackward (dx = dout in place) and LayerNormBackward under path from in's
+// pristine dout and gradients and returns dx, dy, dgamma, dbeta, dbias of the first and dx, dgamma, dbeta of the
+// second.
+func lnBwdRun(t *testing.T, gpu *cuda.Backend, in *lnBwdIn, path string, p float32) [][]float32 {
+	defer cuda.SetLNBwdPath(path)()
+	must(t, gpu.Copy(in.d, in.d0))
+	must(t, gpu.Copy(in.d2, in.d0))
+	for _, g := range []*tensor.Tensor{in.dg, in.db, in.dc, in.dg2, in.db2} {
+		must(t, gpu.Copy(g, in.g0))
+	}
+	must(t, gpu.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: in.d, DY: in.dy, DGamma: in.dg, DBeta: in.db,
+		DBias: in.dc, DOut: in.d, X: in.x, Gamma: in.gamma, Mean: in.mean, Rstd: in.rstd, DropoutP: p, Seed: 5, Offset: 17}))
+	must(t, gpu.LayerNormBackward(in.dx2, in.dg2, in.db2, in.d2, in.x, in.gamma, in.mean, in.rstd))
 	var out [][]float32
-	for _, o := range []*tensor.Tensor{d, dy, dg, db, dx2, dg2, db2} {
+	for _, o := range []*tensor.Tensor{in.d, in.dy, in.dg, in.db, in.dc, in.dx2, in.dg2, in.db2} {
 		h := make([]float32, o.Numel())
 		must(t, gpu.Download(h, o))
 		out = append(out, h)

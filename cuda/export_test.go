@@ -127,8 +127,8 @@ func KernelRegistersForTest(file string, sm int) (string, error) {
 	return img.log, nil
 }
 
-// SetLNBwdPath forces the LayerNorm backward's one-pass kernel ("fused"), its two passes ("split") or the
-// automatic choice (""; see lnBwdOnePass), and returns a function restoring the previous choice.
+// SetLNBwdPath forces the LayerNorm backward's two passes ("split") or its ring kernel ("ring"), or lets it
+// choose (""), and returns a function restoring the previous choice.
 func SetLNBwdPath(p string) (restore func()) {
 	old := lnBwdPath
 	lnBwdPath = p

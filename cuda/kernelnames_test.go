@@ -51,7 +51,7 @@ func TestLaunchedKernelsExist(t *testing.T) {
 		}
 	}
 	for k := 1; k <= lnBwdFusedMax; k++ {
-		add("lnbwd.cu", lnBwdFused(k))
+		add("lnbwd.cu", lnBwdRing(k))
 	}
 	for k := 1; k <= resLNFwd2Max; k++ {
 		add("layernorm2.cu", fmt.Sprintf("residual_layernorm_fwd2_%d", k))

@@ -5,10 +5,11 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
-	"os"
+	"gorgonia.org/cu"
 )
 
 // LayerNorm normalizes the last axis: x (N, C) → out (N, C) = (x − μ)·rstd·gamma + beta with the biased
@@ -93,30 +94,29 @@ func (b *Backend) LayerNormBackward(dx, dgamma, dbeta, dout, x, gamma, mean, rst
 // ResidualLayerNormBackward is LayerNormBackward with the branch gradient DY = DropoutBackward(DX) (a cast
 // when DropoutP is 0) formed as DX is stored (tensor.ResidualNormBackwardArgs).
 func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (err error) {
-	o := b.begin("ResidualLayerNormBackward", a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)
+	o := b.begin("ResidualLayerNormBackward", a.DX, a.DY, a.DGamma, a.DBeta, a.DBias, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)
 	defer o.end(&err)
 	o.float("DY", a.DY)
 	o.layerNormBackward(a)
 	return
 }
 
-// lnBwdFusedMax is the widest layernorm_bwd_fused_<k> of kernels/lnbwd.cu (C = 128·k).
+// lnBwdFusedMax is the widest layernorm_bwd_ring_<k> of kernels/lnbwd.cu (C = 128·k).
 const lnBwdFusedMax = 8
 
-// lnBwdPath, when "fused" or "split", forces the LayerNorm backward's one-pass kernel (where it applies) or its
-// two passes (colsum_partial, then layernorm_bwd), for the tests that compare them (export_test.go
-// SetLNBwdPath); empty (always, outside tests) chooses by the chunk count (lnBwdOnePass). Both give the same
-// bits. (H200, d2, 64×512: one-pass 152 µs, two passes 188; 32×128: 130 and 33. A 16-warp one-pass kernel, warp
-// W + 8 handing its row's terms to warp W through shared memory, took 330 µs and was dropped.)
+// lnBwdPath, when "split" or "ring", forces the LayerNorm backward's two passes (colsum_partial, then
+// layernorm_bwd) or its one-pass ring kernel, for the tests that compare them (export_test.go SetLNBwdPath);
+// empty chooses by the chunk count (lnBwdOnePass). Both give the same bits.
 var lnBwdPath = ""
 
-// lnBwdOnePass reports whether the one-pass kernel should run over chunks chunks of rows: it has one block
-// (8 warps) per chunk, so with fewer chunks than half the multiprocessors (32×128 tokens: 16 chunks on the
-// H200's 132) the two passes, which spread rows and column tiles over the whole device, are faster although
-// they read dout and x twice.
+// lnBwdOnePass reports whether the ring kernel should run over chunks chunks of rows: it has one block (8
+// warps) per chunk, so with fewer chunks than half the multiprocessors (BERT 32×128: 16 chunks on the H200's
+// 132) the two passes, which spread rows and column tiles over the whole device, are faster although they read
+// dout and x twice (and BiasGrad's pass reads dy). H200, session 5 d2, with the bias gradient: 64×512 ring
+// 128.1 µs, two passes 203.6; 32×128 ring 111.5, two passes 38.6.
 func (o *op) lnBwdOnePass(chunks int) bool {
 	switch lnBwdPath {
-	case "fused":
+	case "ring":
 		return true
 	case "split":
 		return false
@@ -124,15 +124,31 @@ func (o *op) lnBwdOnePass(chunks int) bool {
 	return 2*chunks >= o.b.sms
 }
 
-// lnBwdFused names the one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFusedMax.
-func lnBwdFused(k int) string { return fmt.Sprintf("layernorm_bwd_fused_%d", k) }
+// lnBwdRing names the one-pass LayerNorm backward kernel for C = 128·k, 1 ≤ k ≤ lnBwdFusedMax.
+func lnBwdRing(k int) string { return fmt.Sprintf("layernorm_bwd_ring_%d", k) }
 
-// layerNormBackward validates and queues both backward ops (a.DY nil for LayerNormBackward). With both
-// weight gradients, C a multiple of 128 up to 1024 and aligned rows, one kernel (layernorm_bwd_fused_<C/128>)
-// computes dx and the per-chunk column sums from one read of dout and x; otherwise colsum_partial reads them
-// first and layernorm_bwd second. The chunks and their summation order are the same either way.
+// lnBwdRingMaxStages is kernels/lnbwd.cu's LNR_SMAX.
+const lnBwdRingMaxStages = 8
+
+// lnBwdRingPlan returns the ring kernel's stages and dynamic shared memory for C = 128·k with x and dout of
+// element sizes sx and sd: each of the eight warps gets as many stages (a row of x, one of dout, 16 bytes for
+// mean and rstd) as the device's shared memory holds, at most lnBwdRingMaxStages (BERT's F32 rows of 768 on
+// the H200: 4).
+func (o *op) lnBwdRingPlan(k, sx, sd int) (stages, smem int) {
+	sb := 128*k*(sx+sd) + 16
+	stages = min(lnBwdRingMaxStages, o.b.sharedOptIn()/(8*sb))
+	return stages, 8 * stages * sb
+}
+
+// layerNormBackward validates and queues both backward ops (a.DY nil for LayerNormBackward) and the bias
+// gradient a.DBias of DY. With both weight gradients, C a multiple of 128 up to 1024 and aligned rows, one
+// kernel (layernorm_bwd_ring_<C/128>, lnBwdRing) computes dx, dy and the per-chunk column sums of dgamma, dbeta
+// and dbias from one read of dout and x, and one colsum_finish3 launch adds the chunks, where there are enough
+// chunks (lnBwdOnePass); otherwise colsum_partial reads dout and x first, layernorm_bwd second, and BiasGrad's
+// colsum_partial reads dy. The chunks and their summation order are the same either way.
 func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	dx, dy, dgamma, dbeta, dout, x, gamma, mean, rstd := a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd
+	dbias := a.DBias
 	o.float("dx", dx).float("dout", dout).float("x", x).float("gamma", gamma).f32("mean", mean).f32("rstd", rstd)
 	n, ch := o.rows("x", x)
 	o.numel("dx", dx, n*ch).numel("dout", dout, n*ch).numel("gamma", gamma, ch).numel("mean", mean, n).numel("rstd", rstd, n)
@@ -145,6 +161,9 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	p := a.DropoutP
 	if dy != nil {
 		o.numel("DY", dy, n*ch).that(p >= 0 && p < 1 && !math.IsNaN(float64(p)), tensor.ErrArgument, "DropoutP = %v, want 0 ≤ p < 1", p)
+	}
+	if dbias != nil {
+		o.that(dy != nil, tensor.ErrArgument, "DBias is the column sum of DY, and DY is nil").float("DBias", dbias).numel("DBias", dbias, ch)
 	}
 	if o.failed() || ch == 0 {
 		return
@@ -160,20 +179,43 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	seed, off := o.b.philoxArgs(p, a.Seed, a.Offset)
 	rows, chunks := colsumChunks(n)
 	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 && o.lnBwdOnePass(chunks) {
-		pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
-		defer o.release(pa)
-		defer o.release(pb)
-		o.launch("lnbwd.cu", lnBwdFused(ch/128), chunks, 1, 256, 1, uint64(pa), uint64(pb),
-			addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x), addr(gamma), dt(gamma),
-			addr(mean), addr(rstd), i64(n), i64(ch), i64(rows), f32(p), f32(scale), seed, off)
-		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dgamma), dt(dgamma), uint64(pa), i64(chunks), i64(ch))
-		o.launch("norm.cu", "colsum_finish", (ch+31)/32, 1, 32, 8, addr(dbeta), dt(dbeta), uint64(pb), i64(chunks), i64(ch))
-		return
+		if o.lnBwdRing(a, n, ch, rows, chunks, p, scale, seed, off) {
+			return
+		}
 	}
 	// The weight gradients read dout and x, so they go first: dx may alias either.
 	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
 	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
 		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), seed, off, v)
+	o.colsum(dbias, nil, dy, nil, nil, nil, n, ch)
+}
+
+// lnBwdRing queues layernorm_bwd_ring_<C/128> and the finish of its partials (see layerNormBackward) and
+// reports whether it did: not when the device's shared memory holds fewer than two ring stages per warp. seed
+// and off are the dropout's Philox key and counter as the kernels take them (philoxArgs).
+func (o *op) lnBwdRing(a tensor.ResidualNormBackwardArgs, n, ch, rows, chunks int, p, scale float32, seed, off uint64) bool {
+	k := ch / 128
+	stages, smem := o.lnBwdRingPlan(k, a.X.DType.Size(), a.DOut.DType.Size())
+	if stages < 2 {
+		return false
+	}
+	outs := 2
+	pa, pb := o.scratch(4*chunks*ch), o.scratch(4*chunks*ch)
+	defer o.release(pa)
+	defer o.release(pb)
+	var pc cu.DevicePtr
+	if a.DBias != nil {
+		outs, pc = 3, o.scratch(4*chunks*ch)
+		defer o.release(pc)
+	}
+	o.launchShared("lnbwd.cu", lnBwdRing(k), chunks, 1, 256, 1, smem,
+		uint64(pa), uint64(pb), uint64(pc), addr(a.DX), dt(a.DX), addr(a.DY), dt(a.DY), addr(a.DOut), dt(a.DOut),
+		addr(a.X), dt(a.X), addr(a.Gamma), dt(a.Gamma), addr(a.Mean), addr(a.Rstd), i64(n), i64(ch), i64(rows),
+		f32(p), f32(scale), seed, off, uint64(stages))
+	g, b, c := a.DGamma, a.DBeta, a.DBias
+	o.launch("norm.cu", "colsum_finish3", (ch+31)/32, outs, 32, 8, addr(g), dt(g), uint64(pa),
+		addr(b), dt(b), uint64(pb), addr(c), dt(c), uint64(pc), i64(chunks), i64(ch))
+	return true
 }
 
 // Softmax normalizes the last axis with an additive mask: x (…, C) is viewed as (B, R, C) rows where B =

@@ -252,13 +252,17 @@ type ResidualNormArgs struct {
 //
 //	LayerNormBackward(DX, DGamma, DBeta, DOut, X, Gamma, Mean, Rstd)   DX =, DGamma and DBeta += (nil: frozen)
 //	DY = DropoutBackward(DX, DropoutP, Seed, Offset)                     (=), a Cast of DX when DropoutP is 0
+//	BiasGrad(DBias, DY)                                                  DBias += (nil: none)
 //
 // X, Mean and Rstd are the forward's Sum and statistics; DX is the gradient of the residual input X of the
-// forward, DY that of its branch Y. Every output holds the bits the separate ops give on the same backend.
-// DX may be DOut or X; DY must not overlap the other arguments.
+// forward, DY that of its branch Y. DBias is the bias gradient of the projection whose output Y was (BERT's
+// attention.output.dense and output.dense): the column sum of the DY just formed, without a second read of
+// it. Every output holds the bits the separate ops give on the same backend. DX may be DOut or X; DY and
+// DBias must not overlap the other arguments.
 type ResidualNormBackwardArgs struct {
 	DX, DY        *Tensor // (N, C) written
 	DGamma, DBeta *Tensor // (C) accumulated; either may be nil
+	DBias         *Tensor // (C) accumulated: Σ over rows of DY; nil for none
 	DOut, X       *Tensor // (N, C) the output's gradient and the forward's Sum
 	Gamma         *Tensor // (C)
 	Mean, Rstd    *Tensor // (N) F32, as the forward saved them

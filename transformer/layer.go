@@ -318,25 +318,43 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 	c := &l.c
 	// output.LayerNorm; then da collects the residual and the FFN branch.
 	da := scratch
-	dy, err := l.normBackward(p, l.OutNorm, sc.y, da, grad, c.r2, c.mean2, c.rstd2, c.drop2Used, c.drop2Off) // (N, C) h
+	dy, biasDone, err := l.normBackward(p, l.OutNorm, sc.y, da, grad, c.r2, c.mean2, c.rstd2, c.drop2Used, c.drop2Off, fusedBias(l.Output)) // (N, C) h
 	if err != nil {
 		return err
 	}
-	if err := l.ffnBackward(p, sc, da, dy); err != nil {
+	if err := l.ffnBackward(p, sc, da, dy, biasDone); err != nil {
 		return err
 	}
 	// attention.output.LayerNorm; then dx collects the residual and the attention branch.
 	dx := grad
-	if dy, err = l.normBackward(p, l.AttnNorm, sc.y, dx, da, c.r1, c.mean1, c.rstd1, c.drop1Used, c.drop1Off); err != nil {
+	if dy, biasDone, err = l.normBackward(p, l.AttnNorm, sc.y, dx, da, c.r1, c.mean1, c.rstd1, c.drop1Used, c.drop1Off, fusedBias(l.AttnOut)); err != nil {
 		return err
 	}
-	if err := l.AttnOut.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
+	if biasDone { // attention.output.dense's bias gradient came with the LayerNorm backward
+		lin := l.AttnOut.(*Linear)
+		if err := lin.backwardInput(p, sc.dctx, dy, false); err != nil {
+			return err
+		}
+		if err := lin.backwardWeight(p, dy, c.ctx); err != nil {
+			return err
+		}
+	} else if err := l.AttnOut.Backward(p, sc.dctx, dy, c.ctx, false); err != nil {
 		return err
 	}
 	if !inputGrad {
 		dx = nil
 	}
 	return l.Attention.Backward(p, &sc.attn, dx, sc.dctx, c.xIn, b, t)
+}
+
+// fusedBias returns the bias gradient of proj when proj is a plain Linear with a trainable bias: the column
+// sum of its output's gradient, which the LayerNorm backward before it can form in its own pass (normBackward);
+// nil otherwise (a LoRA wrapper, a frozen or absent bias).
+func fusedBias(proj Projection) *tensor.Tensor {
+	if l, ok := proj.(*Linear); ok && l.Bias != nil && l.Bias.Grad != nil {
+		return l.Bias.Grad
+	}
+	return nil
 }
 
 // ffnBackward runs the feed-forward block's backward from dy, the gradient of output.dense's output:
@@ -346,8 +364,8 @@ func (l *Layer) Backward(p *Pass, sc *layerScratch, grad, scratch *tensor.Tensor
 // GELU gradient, g (none when the weight is frozen: no one reads g) and, for a plain Linear
 // intermediate.dense with a trainable bias, that bias's gradient; then the weight gradients. Another
 // projection (a LoRA wrapper) needs g before its Backward, so there GELU runs first. The values are the
-// separate ops' bits either way.
-func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor) error {
+// separate ops' bits either way. With biasDone output.dense's bias gradient is already formed (normBackward).
+func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor, biasDone bool) error {
 	bk, c := p.Backend, &l.c
 	var dbias *tensor.Tensor // intermediate.dense's bias gradient, if the GELU pass forms it
 	inter, interLinear := l.Intermediate.(*Linear)
@@ -374,7 +392,13 @@ func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor) er
 		if err := bk.GELUBackwardRecompute(sc.dg, g, dbias, sc.dg, u); err != nil {
 			return err
 		}
-		if err := out.backwardParams(p, dy, sc.g); err != nil {
+		var err error
+		if biasDone {
+			err = out.backwardWeight(p, dy, sc.g)
+		} else {
+			err = out.backwardParams(p, dy, sc.g)
+		}
+		if err != nil {
 			return err
 		}
 	} else {
@@ -400,13 +424,15 @@ func (l *Layer) ffnBackward(p *Pass, sc *layerScratch, da, dy *tensor.Tensor) er
 // normBackward runs the backward of a ResidualLayerNorm (norm over dropout(y) + x, saved sum, mean, rstd):
 // dx (N, C) F32 = the residual's gradient, and it returns the branch's gradient, dx passed back through the
 // hidden dropout and rounded to the GEMM dtype into dst, or dx itself when neither applies (FP32, no dropout).
-func (l *Layer) normBackward(p *Pass, n *LayerNorm, dst, dx, dout, sum, mean, rstd *tensor.Tensor, dropUsed bool, off uint64) (*tensor.Tensor, error) {
+// dbias, when set, is the bias gradient of the branch's projection: it is accumulated from the branch's
+// gradient in the same op when there is one to form (BiasGrad's bits), and biasDone reports that.
+func (l *Layer) normBackward(p *Pass, n *LayerNorm, dst, dx, dout, sum, mean, rstd *tensor.Tensor, dropUsed bool, off uint64, dbias *tensor.Tensor) (dy *tensor.Tensor, biasDone bool, err error) {
 	if !dropUsed && dst.DType == dx.DType {
-		return dx, n.Backward(p, dx, dout, sum, mean, rstd)
+		return dx, false, n.Backward(p, dx, dout, sum, mean, rstd)
 	}
 	var prob float32
 	if dropUsed {
 		prob = l.HiddenDropout
 	}
-	return dst, n.BackwardResidual(p, dx, dst, dout, sum, mean, rstd, prob, off)
+	return dst, dbias != nil, n.BackwardResidual(p, dx, dst, dbias, dout, sum, mean, rstd, prob, off)
 }

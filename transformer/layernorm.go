@@ -53,10 +53,11 @@ func (l *LayerNorm) ForwardResidual(p *Pass, out, outHalf, mean, rstd, sum, y, x
 
 // BackwardResidual is Backward for ForwardResidual: dx (N, C) = is the gradient of the residual x (and of
 // sum), and dy (N, C) = that of the branch y, dx through the forward's dropout (prob, offset; a cast to dy's
-// dtype when prob is 0), in one op.
-func (l *LayerNorm) BackwardResidual(p *Pass, dx, dy, dout, sum, mean, rstd *tensor.Tensor, prob float32, offset uint64) error {
+// dtype when prob is 0), in one op; dbias (C), when set, += Σ_rows dy (the bias gradient of the projection
+// whose output y was).
+func (l *LayerNorm) BackwardResidual(p *Pass, dx, dy, dbias, dout, sum, mean, rstd *tensor.Tensor, prob float32, offset uint64) error {
 	return p.Backend.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{
-		DX: dx, DY: dy, DGamma: l.Weight.Grad, DBeta: l.Bias.Grad, DOut: dout, X: sum, Gamma: l.Weight.Value,
+		DX: dx, DY: dy, DGamma: l.Weight.Grad, DBeta: l.Bias.Grad, DBias: dbias, DOut: dout, X: sum, Gamma: l.Weight.Value,
 		Mean: mean, Rstd: rstd, DropoutP: prob, Seed: p.Seed, Offset: offset,
 	})
 }

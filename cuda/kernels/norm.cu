@@ -6,7 +6,8 @@
 //   L1/L2 for each pass. With vec=1 (C % 4 == 0, every row pointer aligned) a lane moves four elements per
 //   access. Statistics are FP32: two-pass mean then biased variance, as torch.nn.LayerNorm and tensor/cpu;
 //   rstd = 1/sqrt(var + eps) evaluated in double and rounded once (tensor/cpu does the same).
-// - layernorm_bwd_fused_<C/128> (lnbwd.cu): layernorm_bwd and colsum_partial's mode 1 from one read of each row.
+// - layernorm_bwd_ring_<C/128> (lnbwd.cu): layernorm_bwd and colsum_partial's mode 1 (and BiasGrad of its dy)
+//   from one read of each row.
 // - residual_layernorm_fwd: layernorm_fwd with its input formed on the fly, sum = dropout(y) + x (written
 //   once, for the backward), and the output optionally also stored in a second dtype (the next GEMM's copy).
 // - colsum_partial / colsum_finish: deterministic column sums of an (N, C) matrix. A (32 × 8)-thread block owns
@@ -240,8 +241,7 @@ __device__ __forceinline__ float gelu_grad(float d, float v, float e) {
 // dtype once. Thread row ty sums the chunks k ≡ ty (mod 8) in increasing k; the eight sums are then added in
 // order ty = 0..7 onto the widened out[c] (a fixed order: the same result on every run, with an eighth of
 // the sequential loads of a one-thread-per-column loop).
-extern "C" __global__ void colsum_finish(void *out, int dto, const float *partial, i64 chunks, int C) {
-	__shared__ float s[8][33];
+__device__ __forceinline__ void cs_finish_cols(float (*s)[33], void *out, int dto, const float *partial, i64 chunks, int C) {
 	int tx = threadIdx.x, ty = threadIdx.y;
 	int c = blockIdx.x * 32 + tx;
 	float acc = 0.0f;
@@ -261,6 +261,23 @@ extern "C" __global__ void colsum_finish(void *out, int dto, const float *partia
 		for (int j = 0; j < 8; j++) v += s[j][tx];
 		st(out, dto, c, v);
 	}
+}
+
+extern "C" __global__ void colsum_finish(void *out, int dto, const float *partial, i64 chunks, int C) {
+	__shared__ float s[8][33];
+	cs_finish_cols(s, out, dto, partial, chunks, C);
+}
+
+// colsum_finish3: colsum_finish of up to three sums of C columns in one launch, grid (ceil(C/32), 3): blockIdx.y
+// picks (out0, partial0), (out1, partial1) or (out2, partial2); a NULL output is skipped. The same operations per
+// column as colsum_finish.
+extern "C" __global__ void colsum_finish3(void *out0, int dt0, const float *p0, void *out1, int dt1, const float *p1,
+                                          void *out2, int dt2, const float *p2, i64 chunks, int C) {
+	__shared__ float s[8][33];
+	int y = blockIdx.y;
+	void *out = y == 0 ? out0 : y == 1 ? out1 : out2;
+	if (!out) return;
+	cs_finish_cols(s, out, y == 0 ? dt0 : y == 1 ? dt1 : dt2, y == 0 ? p0 : y == 1 ? p1 : p2, chunks, C);
 }
 
 // ---- column sums ----

@@ -53,11 +53,11 @@ func (b *Backend) ResidualLayerNorm(a tensor.ResidualNormArgs) (err error) {
 	return nil
 }
 
-// ResidualLayerNormBackward runs LayerNormBackward and then DropoutBackward (a Cast when DropoutP is 0) of
-// its dx into DY (tensor.ResidualNormBackwardArgs).
+// ResidualLayerNormBackward runs LayerNormBackward, then DropoutBackward (a Cast when DropoutP is 0) of its
+// dx into DY, then BiasGrad of DY into DBias when set (tensor.ResidualNormBackwardArgs).
 func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (err error) {
 	const op = "ResidualLayerNormBackward"
-	args := []*tensor.Tensor{a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd}
+	args := []*tensor.Tensor{a.DX, a.DY, a.DGamma, a.DBeta, a.DBias, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd}
 	defer guard(&err, op, args...)
 	c := newCheck(op, args...).float("DX", a.DX).float("DY", a.DY)
 	p := a.DropoutP
@@ -69,9 +69,14 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 		return err
 	}
 	if p == 0 {
-		return b.Cast(a.DY, a.DX)
+		err = b.Cast(a.DY, a.DX)
+	} else {
+		err = b.DropoutBackward(a.DY, a.DX, p, a.Seed, a.Offset)
 	}
-	return b.DropoutBackward(a.DY, a.DX, p, a.Seed, a.Offset)
+	if err != nil || a.DBias == nil {
+		return err
+	}
+	return b.BiasGrad(a.DBias, a.DY)
 }
 
 // ResidualRMSNorm runs Add into Sum, then RMSNorm of Sum into Out and Rstd (tensor.ResidualRMSNormArgs): the

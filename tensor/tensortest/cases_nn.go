@@ -130,13 +130,14 @@ func normCases(dt tensor.DType) []opCase {
 					return none(b.ResidualLayerNorm(tensor.ResidualNormArgs{Sum: ts[0], Out: ts[1], OutHalf: ts[2], Mean: ts[3], Rstd: ts[4],
 						Y: ts[5], X: ts[6], Gamma: ts[7], Beta: ts[8], Eps: eps}))
 				}},
-			opCase{"ResidualLayerNormBackward dropout, F32 dx, dt dy" + shape, []arg{output("dx", tensor.F32, n, c), output("dy", dt, n, c),
-				accum("dgamma", dt, g.normal(c, 1), c), accum("dbeta", dt, g.normal(c, 1), c),
+			// dy is held in dt by the reference too (exact): dbias sums its rounded values.
+			opCase{"ResidualLayerNormBackward dropout, F32 dx, dt dy, dbias" + shape, []arg{output("dx", tensor.F32, n, c), exact(output("dy", dt, n, c)),
+				accum("dgamma", dt, g.normal(c, 1), c), accum("dbeta", dt, g.normal(c, 1), c), accum("dbias", tensor.F32, g.normal(c, 1), c),
 				input("dout", tensor.F32, g.normal(n*c, 1), n, c), input("x", dt, x, n, c), input("gamma", dt, gamma, c),
 				input("mean", tensor.F32, mean, n), input("rstd", tensor.F32, rstd, n)},
 				func(b tensor.Backend, ts []*tensor.Tensor) ([]float64, error) {
 					return none(b.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: ts[0], DY: ts[1], DGamma: ts[2], DBeta: ts[3],
-						DOut: ts[4], X: ts[5], Gamma: ts[6], Mean: ts[7], Rstd: ts[8], DropoutP: 0.1, Seed: 42, Offset: 7}))
+						DBias: ts[4], DOut: ts[5], X: ts[6], Gamma: ts[7], Mean: ts[8], Rstd: ts[9], DropoutP: 0.1, Seed: 42, Offset: 7}))
 				}},
 			opCase{"ResidualLayerNormBackward cast, frozen" + shape, []arg{output("dx", tensor.F32, n, c), output("dy", dt, n, c),
 				input("dout", dt, g.normal(n*c, 1), n, c), input("x", dt, x, n, c), input("gamma", dt, gamma, c),

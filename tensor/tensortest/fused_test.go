@@ -141,9 +141,10 @@ func TestResidualLayerNormMatchesItsParts(t *testing.T) {
 	})
 }
 
-// TestResidualLayerNormBackwardMatchesItsParts checks ResidualLayerNormBackward against LayerNormBackward
-// and DropoutBackward (or Cast), with the weight gradients taken one at a time so that a backend with a
-// one-pass kernel for both (cuda: C = 768, 1024) is compared with its general kernels, bit for bit.
+// TestResidualLayerNormBackwardMatchesItsParts checks ResidualLayerNormBackward against LayerNormBackward,
+// DropoutBackward (or Cast) and BiasGrad of the branch gradient, with the weight gradients taken one at a time
+// so that a backend with a one-pass kernel for all three (cuda: C = 768, 1024) is compared with its general
+// kernels, bit for bit, with and without DBias.
 func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
 		rng := rand.New(rand.NewPCG(11, 13))
@@ -157,7 +158,8 @@ func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 		const n = 600 // three column-sum chunks of 256 rows, the last one partial
 		for _, h := range []tensor.DType{tensor.F32, tensor.F16, tensor.BF16} {
 			for _, c := range []int{768, 1024, 33} {
-				for _, p := range []float32{0, 0.1} {
+				for i, p := range []float32{0, 0.1, 0.1} {
+					withBias := i < 2 // the last run has no DBias
 					x, gamma, beta := Upload(t, b, tensor.F32, normal(n*c, 2, 0.5), n, c), Upload(t, b, tensor.F32, normal(c, 1, 1), c), Upload(t, b, tensor.F32, normal(c, 1, 0), c)
 					y, mean, rstd := Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n), Alloc(t, b, tensor.F32, n)
 					if err := b.LayerNorm(y, mean, rstd, x, gamma, beta, 1e-12); err != nil {
@@ -168,6 +170,8 @@ func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 					dg1, db1, dg2, db2 := Upload(t, b, tensor.F32, g0, c), Upload(t, b, tensor.F32, b0, c), Upload(t, b, tensor.F32, g0, c), Upload(t, b, tensor.F32, b0, c)
 					dx1, dx1b, dx2 := Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n, c), Alloc(t, b, tensor.F32, n, c)
 					dy1, dy2 := Alloc(t, b, h, n, c), Alloc(t, b, h, n, c)
+					c0 := normal(c, 1, 0)
+					dc1, dc2 := Upload(t, b, tensor.F32, c0, c), Upload(t, b, tensor.F32, c0, c)
 					const seed, off = 77, 12345
 					if err := b.LayerNormBackward(dx1, dg1, nil, dout, x, gamma, mean, rstd); err != nil {
 						t.Fatal(err)
@@ -184,17 +188,25 @@ func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := b.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: dx2, DY: dy2, DGamma: dg2, DBeta: db2, DOut: dout,
-						X: x, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: seed, Offset: off}); err != nil {
+					var dbias *tensor.Tensor
+					if withBias {
+						if err := b.BiasGrad(dc1, dy1); err != nil {
+							t.Fatal(err)
+						}
+						dbias = dc2
+					}
+					if err := b.ResidualLayerNormBackward(tensor.ResidualNormBackwardArgs{DX: dx2, DY: dy2, DGamma: dg2, DBeta: db2, DBias: dbias,
+						DOut: dout, X: x, Gamma: gamma, Mean: mean, Rstd: rstd, DropoutP: p, Seed: seed, Offset: off}); err != nil {
 						t.Fatal(err)
 					}
-					what := fmt.Sprintf("dy %v C=%d p=%v", h, c, p)
+					what := fmt.Sprintf("dy %v C=%d p=%v bias=%v", h, c, p, withBias)
+					sameBits(t, what+" dbias", Download(t, b, dc1), Download(t, b, dc2))
 					sameBits(t, what+" dx", Download(t, b, dx1), Download(t, b, dx2))
 					sameBits(t, what+" dx (dbeta pass)", Download(t, b, dx1b), Download(t, b, dx2))
 					sameBits(t, what+" dy", Download(t, b, dy1), Download(t, b, dy2))
 					sameBits(t, what+" dgamma", Download(t, b, dg1), Download(t, b, dg2))
 					sameBits(t, what+" dbeta", Download(t, b, db1), Download(t, b, db2))
-					for _, t := range []*tensor.Tensor{x, gamma, beta, y, mean, rstd, dout, dg1, db1, dg2, db2, dx1, dx1b, dx2, dy1, dy2} {
+					for _, t := range []*tensor.Tensor{x, gamma, beta, y, mean, rstd, dout, dg1, db1, dg2, db2, dx1, dx1b, dx2, dy1, dy2, dc1, dc2} {
 						b.Free(t)
 					}
 				}

@@ -385,7 +385,7 @@ func (m *Meter) ResidualLayerNorm(a tensor.ResidualNormArgs) error {
 
 // ResidualLayerNormBackward is timed as "ResidualLayerNormBackward".
 func (m *Meter) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) error {
-	return m.run("ResidualLayerNormBackward", "", 0, size(a.DX, a.DY, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)+2*size(a.DGamma, a.DBeta), func() error {
+	return m.run("ResidualLayerNormBackward", "", 0, size(a.DX, a.DY, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd)+2*size(a.DGamma, a.DBeta, a.DBias), func() error {
 		return m.Backend.ResidualLayerNormBackward(a)
 	})
 }
