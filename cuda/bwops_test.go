@@ -340,3 +340,34 @@ func colsumRun(t *testing.T, gpu *cuda.Backend, launch bool, n, c int, dt tensor
 	}
 	return out
 }
+
+// TestBiasGradWideMatchesNarrow checks BiasGrad's partial pass of four columns a thread (colsum_partial4, for
+// half dy past 32 row chunks) against colsum_partial's two, bit for bit, accumulating twice onto nonzero
+// gradients: BERT's 64×512 widths (768, and the packed Q/K/V's 2304) and a partial last chunk, BF16 and F16.
+func TestBiasGradWideMatchesNarrow(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, sh := range [][2]int{{32768, 768}, {32768 + 37, 2304}, {9000, 132}} {
+		for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+			n, c := sh[0], sh[1]
+			t.Run(fmt.Sprintf("%v %dx%d", dt, n, c), func(t *testing.T) {
+				r := &bitsRig{t: t, b: gpu, rng: rand.New(rand.NewPCG(uint64(n), uint64(c)))}
+				defer r.free()
+				dy, wide := r.up(dt, 1, 0, n, c), r.up(tensor.F32, 1, 0, c)
+				narrow := r.up(tensor.F32, 1, 0, c)
+				must(t, gpu.Copy(narrow, wide))
+				for range 2 {
+					must(t, gpu.BiasGrad(wide, dy))
+					restore := cuda.SetColsumNarrow(true)
+					must(t, gpu.BiasGrad(narrow, dy))
+					restore()
+				}
+				a, b := make([]float32, c), make([]float32, c)
+				must(t, gpu.Download(a, wide))
+				must(t, gpu.Download(b, narrow))
+				if d := firstBitDiff(a, b); d >= 0 {
+					t.Errorf("column %d differs: colsum_partial4 %v, colsum_partial %v", d, a[d], b[d])
+				}
+			})
+		}
+	}
+}

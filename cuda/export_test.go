@@ -127,6 +127,14 @@ func KernelRegistersForTest(file string, sm int) (string, error) {
 	return img.log, nil
 }
 
+// SetColsumNarrow makes BiasGrad's partial pass take colsum_partial (on) instead of colsum_partial4 where that
+// applies, and returns a function restoring the previous choice.
+func SetColsumNarrow(on bool) (restore func()) {
+	old := colsumNarrow
+	colsumNarrow = on
+	return func() { colsumNarrow = old }
+}
+
 // SetLNBwdPath forces the LayerNorm backward's two passes ("split") or its ring kernel ("ring"), or lets it
 // choose (""), and returns a function restoring the previous choice.
 func SetLNBwdPath(p string) (restore func()) {

@@ -464,6 +464,56 @@ extern "C" __global__ void __launch_bounds__(256, 5) colsum_partial(float *pa, f
 		colsum2(sa, sb, pa, pb, dy, dtdy, x, dtx, mean, rstd, N, C, rows, mode, vec, outA, dtA, outB, dtB, count);
 }
 
+// colsum_partial4: colsum_partial's mode 0 (BiasGrad's partials, pa[k][c] = Σ dy over chunk k) for a BF16 or F16
+// dy with C % 4 == 0 and 8-byte aligned rows, when the host finishes with colsum_finish: grid (ceil(C/128),
+// chunks), block (32, 8); a thread owns four consecutive columns (one 8-byte load per row, CS_U rows in flight:
+// twice colsum_partial's bytes per load) and adds its rows r ≡ ty (mod 8) in increasing r, the eight thread rows
+// then in order ty = 0..7: colsum_partial's operations for every column, so the same partials.
+template <int DT>
+__device__ __forceinline__ void colsum4(float (*sa)[129], float *pa, const void *dy, i64 N, int C, i64 rows) {
+	int tx = threadIdx.x, ty = threadIdx.y;
+	int c0 = blockIdx.x * 128 + tx * 4;
+	i64 k = blockIdx.y;
+	i64 lo = k * rows, hi = min(N, lo + rows);
+	float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	const u16 *p = (const u16 *)dy;
+	if (c0 < C) {
+		i64 r = lo + ty;
+		for (; r + 8 * (CS_U - 1) < hi; r += 8 * CS_U) {
+			uint2 q[CS_U];
+#pragma unroll
+			for (int u = 0; u < CS_U; u++) q[u] = *(const uint2 *)(p + (r + 8 * u) * C + c0);
+#pragma unroll
+			for (int u = 0; u < CS_U; u++) {
+				a[0] += half_to_f32((u16)(q[u].x & 0xffffu), DT), a[1] += half_to_f32((u16)(q[u].x >> 16), DT);
+				a[2] += half_to_f32((u16)(q[u].y & 0xffffu), DT), a[3] += half_to_f32((u16)(q[u].y >> 16), DT);
+			}
+		}
+		for (; r < hi; r += 8) {
+			uint2 q = *(const uint2 *)(p + r * C + c0);
+			a[0] += half_to_f32((u16)(q.x & 0xffffu), DT), a[1] += half_to_f32((u16)(q.x >> 16), DT);
+			a[2] += half_to_f32((u16)(q.y & 0xffffu), DT), a[3] += half_to_f32((u16)(q.y >> 16), DT);
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < 4; j++) sa[ty][tx * 4 + j] = a[j];
+	__syncthreads();
+	for (int t = ty * 32 + tx; t < 128; t += 256) {
+		int c = blockIdx.x * 128 + t;
+		if (c < C) {
+			float v = 0.0f;
+			for (int j = 0; j < 8; j++) v += sa[j][t];
+			pa[k * C + c] = v;
+		}
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) colsum_partial4(float *pa, const void *dy, int dtdy, i64 N, int C, i64 rows) {
+	__shared__ float sa[8][129];
+	if (dtdy == DT_BF16) colsum4<DT_BF16>(sa, pa, dy, N, C, rows);
+	else colsum4<DT_F16>(sa, pa, dy, N, C, rows);
+}
+
 // gelu_el computes one element of gelu_bwd_colsum: the rounded dx (returned) and out's value in *y.
 __device__ __forceinline__ float gelu_el(float d, float v, int dtdx, float *y) {
 	float e = erff(v * 0.70710678118654752f);
