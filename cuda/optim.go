@@ -61,15 +61,28 @@ func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 	if o.fail(o.toHost(ptrOf(host), uint64(partial), 8*len(host))) != nil {
 		return 0, o.err
 	}
-	var sum float64
-	for _, p := range host {
-		sum += p
+	return math.Sqrt(normSum(host)), nil
+}
+
+// normLanes is kernels/optim.cu's NORM_LANES.
+const normLanes = 32
+
+// normSum adds the partial sums of squares in norm_finish's order (kernels/optim.cu): lane l of 32 adds the
+// partials i ≡ l (mod 32) in increasing i, then the lane sums are added in order onto 0, all in float64.
+func normSum(partial []float64) float64 {
+	var lanes [normLanes]float64
+	for i, p := range partial {
+		lanes[i%normLanes] += p
 	}
-	return math.Sqrt(sum), nil
+	var sum float64
+	for _, s := range lanes {
+		sum += s
+	}
+	return sum
 }
 
 // GlobalNormTo writes GlobalNorm(ts) into norm (I64 (1): the float64's bits) without waiting: the same
-// partials, added in the same order in float64 by one device thread (IEEE adds and sqrt, so the bits equal
+// partials, added in the same order in float64 by one device warp (IEEE adds and sqrt, so the bits equal
 // GlobalNorm's). An empty list gives 0.
 func (b *Backend) GlobalNormTo(norm *tensor.Tensor, ts []*tensor.Tensor) (err error) {
 	o := b.begin("GlobalNormTo", append([]*tensor.Tensor{norm}, ts...)...)
