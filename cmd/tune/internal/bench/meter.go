@@ -77,6 +77,7 @@ type Meter struct {
 	ops         map[string]*OpStat
 	gemms       map[string]*OpStat
 	hostReads   map[string]int64
+	distinct    map[*tensor.Tensor]int // while profiling: distinct values of index tensors uploaded through the Meter
 }
 
 var _ tensor.Backend = (*Meter)(nil)
@@ -85,7 +86,7 @@ var _ tensor.Backend = (*Meter)(nil)
 func NewMeter(inner tensor.Backend) *Meter {
 	timer, _ := timeOn(inner)
 	m := &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
-		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}, hostReads: map[string]int64{}}
+		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}, hostReads: map[string]int64{}, distinct: map[*tensor.Tensor]int{}}
 	if inner.Name() == "cpu" {
 		m.Limit = hostAvailable() / 10 * 9
 	}
@@ -229,13 +230,71 @@ func (m *Meter) Free(t *tensor.Tensor) {
 		m.bytes -= n
 		delete(m.live, t)
 	}
+	delete(m.distinct, t)
 	m.mu.Unlock()
 	m.Backend.Free(t)
 }
 
-// Upload is timed as "Upload" (host to device).
+// Upload is timed as "Upload" (host to device). While profiling, an index tensor's distinct values are
+// counted for the embedding ops' byte counts (rowsTouched).
 func (m *Meter) Upload(dst *tensor.Tensor, src any) error {
+	m.mu.Lock()
+	on := m.profiling
+	m.mu.Unlock()
+	if on && dst != nil {
+		k := -1
+		switch v := src.(type) {
+		case []int32:
+			k = distinctCount(v)
+		case []int64:
+			k = distinctCount(v)
+		}
+		m.mu.Lock()
+		if k >= 0 {
+			m.distinct[dst] = k
+		} else {
+			delete(m.distinct, dst)
+		}
+		m.mu.Unlock()
+	}
 	return m.run("Upload", "", 0, size(dst), func() error { return m.Backend.Upload(dst, src) })
+}
+
+// distinctCount returns how many different values v holds.
+func distinctCount[T int32 | int64](v []T) int {
+	seen := make(map[T]struct{}, min(len(v), 1<<16))
+	for _, x := range v {
+		seen[x] = struct{}{}
+	}
+	return len(seen)
+}
+
+// rowsTouched is how many table rows an embedding op over ids must read (and, backward, write): the ids'
+// distinct values when the Meter saw them uploaded, else at most one row per id and no more than the table
+// has.
+func (m *Meter) rowsTouched(ids, table *tensor.Tensor) int {
+	m.mu.Lock()
+	k, ok := m.distinct[ids]
+	m.mu.Unlock()
+	if ok {
+		return k
+	}
+	n := 0
+	if ids != nil {
+		n = ids.Numel()
+	}
+	if table != nil && len(table.Shape) > 0 {
+		n = min(n, table.Shape[0])
+	}
+	return n
+}
+
+// rowBytes is the size of one row of an (R, C) table.
+func rowBytes(table *tensor.Tensor) float64 {
+	if table == nil || len(table.Shape) == 0 || table.Shape[0] == 0 {
+		return 0
+	}
+	return size(table) / float64(table.Shape[0])
 }
 
 // Download is timed as "Download" (device to host, which waits for the queued work) and counted in HostReads.
@@ -521,17 +580,17 @@ func attnBytes(a tensor.AttentionArgs) float64 {
 	return el*float64(a.B*a.D)*float64(2*a.Hq*a.Tq+2*a.Hkv*a.Tk) + 4*float64(a.B*a.Hq*a.Tq)
 }
 
-// Embedding is timed as "Embedding" (bytes: the ids, the gathered rows and the output).
+// Embedding is timed as "Embedding" (bytes: the ids, the distinct table rows they gather, read once, and the
+// output; a row gathered again comes from cache, so counting it per id would overstate the traffic).
 func (m *Meter) Embedding(out, ids, table *tensor.Tensor) error {
-	return m.run("Embedding", "", 0, size(ids)+2*size(out), func() error { return m.Backend.Embedding(out, ids, table) })
+	rows := float64(m.rowsTouched(ids, table)) * rowBytes(table)
+	return m.run("Embedding", "", 0, size(ids, out)+rows, func() error { return m.Backend.Embedding(out, ids, table) })
 }
 
-// EmbeddingBackward is timed as "EmbeddingBackward" (bytes: the ids, dout and the touched rows read and written).
+// EmbeddingBackward is timed as "EmbeddingBackward" (bytes: the ids, dout, and the distinct rows of the
+// gradient table read and written once each: the position table's 512 rows at 64×512, not one per token).
 func (m *Meter) EmbeddingBackward(dtable, ids, dout *tensor.Tensor) error {
-	rows := 0.0
-	if dtable != nil && dout != nil && dout.DType.Size() > 0 {
-		rows = size(dout) / float64(dout.DType.Size()) * float64(dtable.DType.Size())
-	}
+	rows := float64(m.rowsTouched(ids, dtable)) * rowBytes(dtable)
 	return m.run("EmbeddingBackward", "", 0, size(ids, dout)+2*rows, func() error {
 		return m.Backend.EmbeddingBackward(dtable, ids, dout)
 	})

@@ -161,3 +161,38 @@ func TestMeterLimit(t *testing.T) {
 		t.Errorf("a CPU Meter has no limit although /proc/meminfo says %d bytes are available", hostAvailable())
 	}
 }
+
+// TestMeterEmbeddingBytes checks that the embedding ops count the table rows their ids touch once each (the
+// ids' distinct values when uploaded through the Meter, else min(ids, table rows)), not one row per id: 6
+// ids over 3 distinct rows of a (10, 4) F32 table.
+func TestMeterEmbeddingBytes(t *testing.T) {
+	m := NewMeter(cpu.New())
+	m.SetProfiling(true)
+	ids, _ := m.Alloc(tensor.I32, 6)
+	if err := m.Upload(ids, []int32{1, 7, 1, 1, 7, 3}); err != nil {
+		t.Fatal(err)
+	}
+	table, _ := m.Alloc(tensor.F32, 10, 4)
+	out, _ := m.Alloc(tensor.F32, 6, 4)
+	if err := m.Embedding(out, ids, table); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.EmbeddingBackward(table, ids, out); err != nil {
+		t.Fatal(err)
+	}
+	small, _ := m.Alloc(tensor.F32, 2, 4) // ids not seen uploaded: at most 2 rows
+	other, _ := m.Alloc(tensor.I32, 6)
+	if err := m.EmbeddingBackward(small, other, out); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]OpStat{}
+	for _, o := range m.Ops() {
+		got[o.Op] = o
+	}
+	if b := got["Embedding"].Bytes; b != 6*4+6*16+3*16 {
+		t.Errorf("Embedding counts %v bytes, want ids + out + 3 rows = %v", b, 6*4+6*16+3*16)
+	}
+	if b := got["EmbeddingBackward"].Bytes; b != (6*4+6*16+2*3*16)+(6*4+6*16+2*2*16) {
+		t.Errorf("EmbeddingBackward counts %v bytes, want (ids + dout + 3 rows twice) + (ids + dout + 2 rows twice)", b)
+	}
+}
