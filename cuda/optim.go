@@ -48,7 +48,7 @@ func (o *op) uploadChunks(c chunkList) cu.DevicePtr {
 
 // GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all float tensors (torch.nn.utils.clip_grad_norm_'s total norm,
 // norm_type 2). Each block sums the squares of up to 65536 elements in float64; the host adds the partials in
-// order in float64. It waits for queued work. An Inf or NaN element gives a non-finite norm; an empty list 0.
+// float64 in norm_finish's fixed order (normSum). It waits for queued work. An Inf or NaN element gives a non-finite norm; an empty list 0.
 func (b *Backend) GlobalNorm(ts []*tensor.Tensor) (norm float64, err error) {
 	o := b.begin("GlobalNorm", ts...)
 	defer o.end(&err)
