@@ -55,3 +55,29 @@ func TestIncludedHeaders(t *testing.T) {
 		t.Errorf("transitive includes: got %v, want a.cuh and b.cuh", got)
 	}
 }
+
+// TestPhiloxModulesAreMarked: a compiled module is marked as holding tune_philox_base exactly when its source
+// includes philox.cuh (directly or through attention.cuh), so that the backend asks only those modules for
+// the constant and no cuModuleGetGlobal call fails (compute-sanitizer counts a failed call as an error).
+func TestPhiloxModulesAreMarked(t *testing.T) {
+	if _, err := loadNVRTC(); err != nil {
+		t.Skipf("NVRTC not available here: %v", err)
+	}
+	t.Setenv("TUNE_KERNEL_CACHE", t.TempDir())
+	for file, want := range map[string]bool{"optim.cu": false, "softmax.cu": false, "elementwise.cu": true} {
+		img, err := compileKernel(file, 90)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if img.philox != want {
+			t.Errorf("%s: philox %v, want %v", file, img.philox, want)
+		}
+		// The same answer from the disk cache.
+		if img, err = compileKernel(file, 90); err != nil {
+			t.Fatalf("%s from the cache: %v", file, err)
+		}
+		if img.philox != want || img.path == "" {
+			t.Errorf("%s from the cache: philox %v (path %q), want %v", file, img.philox, img.path, want)
+		}
+	}
+}

@@ -163,6 +163,8 @@ type kernelImage struct {
 	cubin bool
 	log   string // NVRTC's log (warnings), empty when loaded from the disk cache
 	path  string // cache file, if written or read
+
+	philox bool // the source includes kernels/philox.cuh, so the module has the constant tune_philox_base
 }
 
 // kernelCacheDir returns where compiled kernels are kept: $TUNE_KERNEL_CACHE, else
@@ -212,9 +214,11 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	h.Write(src)
 	h.Write([]byte{0})
 	h.Write(hdrs[0].src) // common.cuh, which every file includes
+	philox := false
 	for _, x := range includedHeaders(src, hdrs[1:]) {
 		fmt.Fprintf(h, "\x00%s\x00", x.name)
 		h.Write(x.src)
+		philox = philox || x.name == "philox.cuh"
 	}
 	key := hex.EncodeToString(h.Sum(nil))[:24]
 	ext := ".ptx"
@@ -228,14 +232,14 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if dir != "" {
 		cachePath = filepath.Join(dir, fmt.Sprintf("%s-%s-%s%s", stem, arch, key, ext))
 		if data, err := os.ReadFile(cachePath); err == nil && len(data) > 0 {
-			return &kernelImage{data: data, cubin: cubin, path: cachePath}, nil
+			return &kernelImage{data: data, cubin: cubin, path: cachePath, philox: philox}, nil
 		}
 	}
 	data, log, err := nvrtcCompile(string(src), file, hdrs, opts, cubin)
 	if err != nil {
 		return nil, err
 	}
-	img := &kernelImage{data: data, cubin: cubin, log: log}
+	img := &kernelImage{data: data, cubin: cubin, log: log, philox: philox}
 	if cachePath != "" && writeCache(dir, cachePath, data) == nil {
 		img.path = cachePath
 	}

@@ -199,8 +199,10 @@ func (b *Backend) function(file, name string) (cu.Function, error) {
 		if m, err = cu.LoadData(string(img.data)); err != nil {
 			return cu.Function{}, driverErr("cuModuleLoadData", err, "kernels/%s (%d bytes, cubin=%v)", file, len(img.data), img.cubin)
 		}
-		if err := b.registerPhilox(m, file); err != nil {
-			return cu.Function{}, err
+		if img.philox {
+			if err := b.registerPhilox(m, file); err != nil {
+				return cu.Function{}, err
+			}
 		}
 		b.modules[file] = m
 	}

@@ -57,12 +57,14 @@ func (b *Backend) PhiloxBase() uint64 {
 	return b.philoxBase
 }
 
-// registerPhilox notes module m's tune_philox_base constant, if it has one, and sets it to the current base
-// (stream-ordered, as SetPhiloxBase). b.mu is held.
+// registerPhilox notes the tune_philox_base constant of module m, compiled from a source that includes
+// kernels/philox.cuh (kernelImage.philox: modules without it are never asked, so that no driver call fails
+// and compute-sanitizer reports no error), and sets it to the current base (stream-ordered, as
+// SetPhiloxBase). b.mu is held.
 func (b *Backend) registerPhilox(m cu.Module, file string) error {
 	p, _, err := m.Global("tune_philox_base")
 	if err != nil {
-		return nil // the module draws no dropout
+		return nil // the compiler dropped the constant: no kernel of the module reads it
 	}
 	b.philoxConsts = append(b.philoxConsts, p)
 	if b.philoxBase == 0 {
