@@ -121,7 +121,10 @@ func TestCUDAGraphStepsAreBitIdentical(t *testing.T) {
 				if !real {
 					return
 				}
-				if st.Off != "" || st.Replays < 1 { // an evaluation between steps may move scratch: a recapture
+				// Train closes its graph before returning (Off "closed"). An evaluation between steps carves the
+				// activation arena for its own batch shape and back, which moves the pass buffers: the next step's
+				// uploads go elsewhere, so it runs eagerly and the one after captures again.
+				if off := strings.TrimPrefix(st.Off, "closed"); off != "" || st.Replays < 1 {
 					t.Errorf("stats %+v: want graphs on and replays", st)
 				}
 				if c.unpatch && (st.Patched != 0 || st.Replays != 12-graphWarmup-2) { // 12 steps: warm-up, probe, capture
