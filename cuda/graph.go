@@ -250,7 +250,9 @@ func (g *StepGraph) Close() {
 		runtime.UnlockOSThread()
 	}
 	g.release()
-	g.off = "closed"
+	if g.off == "" { // keep the reason graphs went off, if they did
+		g.off = "closed"
+	}
 }
 
 func (g *StepGraph) release() {
