@@ -162,7 +162,8 @@ func ModelType(path string) (string, error) {
 		} `json:"model"`
 	}
 	if err := json.Unmarshal(data, &j); err != nil {
-		return "", fmt.Errorf("tokenizers: %s: not a tokenizer.json: %w", path, describeJSON(data, err))
+		// The file must change, as Load's errors for it (exit 2: tune tokenize probes with ModelType first).
+		return "", badinput.Errorf("tokenizers: %s: not a tokenizer.json: %w", path, describeJSON(data, err))
 	}
 	return j.Model.Type, nil
 }

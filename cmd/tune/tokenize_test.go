@@ -146,3 +146,19 @@ func TestTruncatePair(t *testing.T) {
 		}
 	}
 }
+
+// TestTokenizeGarbageTokenizerJSONExit2: a tokenizer.json that is not JSON is the file's fault, exit 2 as
+// eval's and finetune's for the same file (findings6 #1: tokenize's model-type probe exited 1).
+func TestTokenizeGarbageTokenizerJSONExit2(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "tokenizer.json")
+	if err := os.WriteFile(p, []byte("garbage{\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{p, dir} {
+		code, _, stderr := runCLIStdin("hi\n", "tokenize", "--tokenizer", path)
+		if code != exitUsage || !strings.Contains(stderr, "not a tokenizer.json: invalid JSON at line 1 column 1") {
+			t.Errorf("tokenize --tokenizer %s: exit %d, stderr %q; want exit %d naming the JSON error", path, code, stderr, exitUsage)
+		}
+	}
+}
