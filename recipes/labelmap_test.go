@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -27,7 +28,10 @@ func TestLabelCountErrors(t *testing.T) {
 		{"an integer label far beyond num_labels", []string{"0", "1", "0", "7"},
 			[]string{"label 7 at FILE:5 is outside 0..1", "the file's labels are 0, 1, 7"}, []string{"8 labels"}},
 		{"three string labels", []string{"a", "b", "c", "a"},
-			[]string{`data.train: FILE has 3 labels "a", "b", "c" but the model has num_labels 2`}, []string{"[a b c]"}},
+			[]string{`data.train: FILE:4: label "c" does not fit: FILE has 3 labels "a", "b", "c" but the model has num_labels 2`},
+			[]string{"[a b c]"}},
+		{"class ids and a name", []string{"0", "1", "1", "banana", "0", "banana"},
+			[]string{`data.train: FILE:5: label "banana" does not fit: FILE has 3 labels "0", "1", "banana"`}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,6 +40,9 @@ func TestLabelCountErrors(t *testing.T) {
 			_, err := Build(labelRecipe(t, dir, ""), cpu.New(), trainer.WithOutput(nil))
 			if err == nil {
 				t.Fatal("Build accepted labels that do not fit num_labels 2")
+			}
+			if !badinput.Is(err) {
+				t.Errorf("error %q is not marked bad input (exit 2)", err)
 			}
 			for _, w := range tt.want {
 				if w = strings.ReplaceAll(w, "FILE", train); !strings.Contains(err.Error(), w) {

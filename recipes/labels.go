@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 )
 
@@ -15,7 +16,12 @@ import (
 func tooManyLabels(key string, ds *loaders.Dataset, numLabels int) error {
 	const fix = "set model.num_labels (with model.path) or model.config.num_labels (a new model)"
 	if !isIDLabels(ds.LabelNames) {
-		return fmt.Errorf("recipes: %s: %s has %d labels %s but the model has num_labels %d; %s",
+		if e := firstExtraLabel(ds, numLabels); e != nil {
+			return badinput.Errorf("recipes: %s: %s:%d: label %q does not fit: %s has %d labels %s but the model has "+
+				"num_labels %d; fix the rows with it, or %s", key, ds.Path, e.Line, ds.LabelNames[e.Label], ds.Path,
+				len(ds.LabelNames), quoteNames(ds.LabelNames), numLabels, fix)
+		}
+		return badinput.Errorf("recipes: %s: %s has %d labels %s but the model has num_labels %d; %s",
 			key, ds.Path, len(ds.LabelNames), quoteNames(ds.LabelNames), numLabels, fix)
 	}
 	var present []int64
@@ -33,7 +39,7 @@ func tooManyLabels(key string, ds *loaders.Dataset, numLabels int) error {
 		}
 	}
 	if first == nil { // LabelNames and the examples disagree; say what is known
-		return fmt.Errorf("recipes: %s: %s has labels up to %d but the model has num_labels %d; %s",
+		return badinput.Errorf("recipes: %s: %s has labels up to %d but the model has num_labels %d; %s",
 			key, ds.Path, len(ds.LabelNames)-1, numLabels, fix)
 	}
 	slices.Sort(present)
@@ -41,7 +47,7 @@ func tooManyLabels(key string, ds *loaders.Dataset, numLabels int) error {
 	for i, id := range present {
 		ids[i] = strconv.FormatInt(id, 10)
 	}
-	return fmt.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
+	return badinput.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
 		"are class ids 0..num_labels-1, and the file's labels are %s; renumber the classes from 0, or %s",
 		key, first.Label, ds.Path, first.Line, numLabels-1, numLabels, strings.Join(ids, ", "), fix)
 }
@@ -56,10 +62,42 @@ func labelOutOfRange(key string, e *loaders.LabelRangeError) error {
 	if e.More > 0 {
 		list += fmt.Sprintf(" and %d more", e.More)
 	}
-	return fmt.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
+	return badinput.Errorf("recipes: %s: label %d at %s:%d is outside 0..%d for a model with num_labels %d: integer labels "+
 		"are class ids 0..num_labels-1, and the file's labels are %s; renumber the classes from 0, or set "+
 		"model.num_labels (with model.path) or model.config.num_labels (a new model)",
 		key, e.Label, e.Path, e.Line, e.NumLabels-1, e.NumLabels, list)
+}
+
+// firstExtraLabel returns the first example, in file order, whose string label is one the model has no class
+// for: when some of the file's labels are class ids 0..numLabels-1 ("0", "1" beside "banana"), the first
+// label that is not one; otherwise the first row of the (numLabels+1)-th distinct label. Nil when there is
+// none (the examples hold no labels).
+func firstExtraLabel(ds *loaders.Dataset, numLabels int) *loaders.Example {
+	isID := func(name string) bool {
+		id, err := strconv.Atoi(name)
+		return err == nil && id >= 0 && id < numLabels
+	}
+	someIDs := slices.ContainsFunc(ds.LabelNames, isID)
+	seen := make(map[int64]bool)
+	for i := range ds.Examples {
+		e := &ds.Examples[i]
+		if e.Label < 0 || e.Label >= int64(len(ds.LabelNames)) {
+			continue // IgnoreLabel
+		}
+		if someIDs {
+			if !isID(ds.LabelNames[e.Label]) {
+				return e
+			}
+			continue
+		}
+		if !seen[e.Label] {
+			seen[e.Label] = true
+			if len(seen) > numLabels {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 // quoteNames returns names quoted and comma-separated: "neg", "pos".
