@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -219,14 +220,20 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		}
 		return usageError{err}
 	}
-	prompt := o.Prompt
+	prompt, source := o.Prompt, "--prompt"
 	limit, ctxLen := promptLimit(model)
 	if !f.Changed("prompt") {
 		b, err := io.ReadAll(io.LimitReader(stdin, limit+1)) // more would not fit the context anyway
 		if err != nil {
 			return err
 		}
-		prompt = string(b)
+		prompt, source = string(b), "standard input"
+	}
+	if err := checkPromptUTF8(source, prompt); err != nil {
+		return err
+	}
+	if err := checkPromptUTF8("--system", o.System); err != nil {
+		return err
 	}
 	if n := len(prompt) + len(o.System); int64(n) > limit {
 		return usagef("the prompt has more than %d bytes, which would not fit the model's context of %d tokens "+
@@ -251,7 +258,7 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 			return err
 		}
 	} else if ids, err = tok.Encode(prompt, true); err != nil {
-		return fmt.Errorf("--prompt: %w", err)
+		return fmt.Errorf("%s: %w", source, err)
 	}
 	if len(ids) == 0 {
 		return usagef("the prompt is empty")
@@ -321,6 +328,25 @@ func promptLimit(dir string) (int64, int) {
 	}
 	ctx := max(c.MaxPositionEmbeddings, c.NPositions, 0)
 	return min(max(int64(loaders.DefaultMaxRowBytes), int64(ctx)*promptBytesPerToken), 64<<20), ctx
+}
+
+// checkPromptUTF8 refuses text that is not valid UTF-8 (exit 2), naming where it came from (--prompt, --system
+// or standard input) and the byte offset of the first bad byte in that text, before a chat template
+// renders it (an offset into the rendered conversation would mean nothing to the user) or the tokenizer
+// reads it.
+func checkPromptUTF8(source, text string) error {
+	if utf8.ValidString(text) {
+		return nil
+	}
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return usagef("%s: invalid UTF-8 (byte 0x%02x at byte offset %d); the prompt must be UTF-8 "+
+				"(convert with iconv -f WINDOWS-1252 -t UTF-8, or the text's encoding)", source, text[i], i)
+		}
+		i += size
+	}
+	return nil
 }
 
 // chatHint suggests --chat to a generate call without it (a chat model may answer only inside its template).

@@ -315,3 +315,26 @@ func TestGenerateBadDecoderConfigIsUsage(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want exit %d naming rms_norm_eps", code, errOut, exitUsage)
 	}
 }
+
+// TestGeneratePromptNotUTF8: a prompt that is not UTF-8 is the input's fault (exit 2), named by where it came
+// from, with the offset in the user's own text, with --chat too (findings6 #3: exit 1, "--prompt" for stdin,
+// and with --chat an offset into the rendered template).
+func TestGeneratePromptNotUTF8(t *testing.T) {
+	dir := filepath.Join("..", "..", "recipes", "data", "tiny-chat")
+	for _, c := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{"\xff\xfe hello", nil, "standard input: invalid UTF-8 (byte 0xff at byte offset 0)"},
+		{"\xff\n", []string{"--chat"}, "standard input: invalid UTF-8 (byte 0xff at byte offset 0)"},
+		{"", []string{"--prompt", "ok \xe9t\xe9"}, "--prompt: invalid UTF-8 (byte 0xe9 at byte offset 3)"},
+		{"", []string{"--chat", "--prompt", "hi", "--system", "\xc3("}, "--system: invalid UTF-8 (byte 0xc3 at byte offset 0)"},
+	} {
+		args := append([]string{"generate", "--device", "cpu", "--model", dir, "--max-new-tokens", "3"}, c.args...)
+		code, _, stderr := runCLIStdin(c.stdin, args...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, "iconv") {
+			t.Errorf("%q %q: exit %d, stderr %q; want exit %d with %q and the iconv hint", c.stdin, c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
