@@ -103,8 +103,10 @@ the largest activation buffers.
 (gradient_checkpointing: true): the plan shows the smaller activation arena; the TFLOP/s column still
 counts the model's FLOPs, not the recomputation's.
 --cuda-graphs (CUDA, experimental) captures a step as a CUDA graph after the warm-up and replays it; the JSON's
-cuda_graph says how many timed steps replayed and, if graphs turned off, why. It needs a step without host waits
-(the default; not with TUNE_SYNC_FREE=0 or FP16, whose steps wait and cannot be captured).
+cuda_graph says how many timed steps replayed and, if graphs turned off, why. It needs a step without host waits:
+the default, FP16 included (its power-of-two loss scales are updated on the device); with TUNE_SYNC_FREE=0 the
+steps read their scalars on the host, cannot be captured and run eagerly, the reason in cuda_graph. On the CPU
+--cuda-graphs warns and the steps run eagerly, as tune finetune's.
 TUNE_BENCH_CPUPROFILE=FILE writes a CPU profile of the timed steps (go tool pprof): where the host's time goes;
 the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16); an existing file is refused.
 --json writes every result as JSON for tune bench report, which lines them up with PyTorch's
@@ -237,6 +239,14 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 	}
 	if !onGPU {
 		fmt.Fprintln(stdout, "note: CPU timings depend on the machine's load; half precision is emulated on the CPU (correct, not faster)")
+	}
+	if o.Graphs && !onGPU {
+		// As tune finetune's training.cuda_graphs on the CPU: one warning, and the steps run eagerly (this
+		// failed with exit 3 after the first progress line).
+		fmt.Fprintf(stderr, "warning: --cuda-graphs: the steps run eagerly: the %s backend has no CUDA graphs (--device cuda runs them)\n", b.Name())
+		for i := range specs {
+			specs[i].CUDAGraphs = false
+		}
 	}
 	file := &bench.File{Tool: "tune bench", Version: map[string]string{"go": runtime.Version()}, Commit: commit(),
 		Date: time.Now().UTC().Format(time.RFC3339)}

@@ -263,3 +263,16 @@ func TestBenchCPUProfileEveryMode(t *testing.T) {
 		t.Errorf("the existing file was changed to %q", data)
 	}
 }
+
+// TestBenchCPUGraphsRunEagerly: --cuda-graphs on the CPU warns once and times the eager steps, as tune
+// finetune's --cuda-graphs does (findings6: exit 3 after the first progress line).
+func TestBenchCPUGraphsRunEagerly(t *testing.T) {
+	code, out, stderr := runTune(t, quick("--modes", "fp32", "--cuda-graphs")...)
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
+	}
+	if !strings.Contains(stderr, "warning: --cuda-graphs: the steps run eagerly: the cpu backend has no CUDA graphs") ||
+		!strings.Contains(out, "ms/step") {
+		t.Errorf("want the warning and a timed table\nstdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+}
