@@ -35,7 +35,7 @@ type finetuneOptions struct {
 func newFinetuneCmd() *cobra.Command {
 	o := &finetuneOptions{}
 	cmd := &cobra.Command{
-		Use:   "finetune [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
+		Use:   "finetune [--fp16|--bf16] [--cuda-graphs] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Fine-tune a model as a recipe says: train, evaluate, save",
 		Long: `finetune reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the key=value
 overrides (key=null or ~key removes a key: lora=null trains in full), checks everything (exit status 2 and
@@ -56,7 +56,9 @@ replaces that run and deletes nothing else):
 
 --fp16 trains with FP16 autocast and dynamic loss scaling, --bf16 with BF16 autocast; without them the
 recipe's training.fp16/bf16 decide. The device defaults to the recipe's (auto: CUDA when this binary has it
-and a GPU is present, else the CPU). Ctrl-C stops after the current step; the last checkpoint stays valid.`,
+and a GPU is present, else the CPU). --cuda-graphs (training.cuda_graphs=true) runs each optimizer step as
+one CUDA graph after a warm-up; on the CPU it warns and the steps run eagerly. Ctrl-C (SIGINT) or SIGTERM
+stops after the current step and exits 130 or 143 (128 + the signal); the last checkpoint stays valid.`,
 		Example: `  tune finetune recipes/tiny.yaml
   tune finetune tiny training.num_train_epochs=2
   tune finetune --bf16 recipes/bert.yaml model.path=../bert-base-uncased

@@ -274,3 +274,17 @@ func TestLoRAFinetuneThenEvalWithAdapter(t *testing.T) {
 		t.Errorf("eval with the saved adapter gives %v; the run's final evaluation was %v", got, final)
 	}
 }
+
+// TestFinetuneHelpNamesGraphsAndSIGTERM: finetune's help shows --cuda-graphs in its usage line, as README's
+// command table does, and says SIGTERM stops a run as Ctrl-C does, with both exit statuses (findings6).
+func TestFinetuneHelpNamesGraphsAndSIGTERM(t *testing.T) {
+	code, out, _ := runCLI("finetune", "--help")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	for _, w := range []string{"tune finetune [--fp16|--bf16] [--cuda-graphs] ", "Ctrl-C (SIGINT) or SIGTERM", "130 or 143"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("finetune --help lacks %q:\n%s", w, out)
+		}
+	}
+}
