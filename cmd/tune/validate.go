@@ -19,15 +19,16 @@ type validateOptions struct {
 	Recipe    string   // a recipe file or an embedded recipe's name
 	Overrides []string // dotted key=value pairs
 	NoFiles   bool     // --no-files: skip the check that the input files exist
-	FP16      bool     // --fp16, --bf16 and --device: as tune finetune's, so a finetune command line validates as is
+	FP16      bool     // --fp16, --bf16, --cuda-graphs and --device: as tune finetune's, so a finetune command line validates as is
 	BF16      bool
+	Graphs    bool
 	Device    string
 }
 
 func newValidateCmd() *cobra.Command {
 	o := &validateOptions{}
 	cmd := &cobra.Command{
-		Use:   "validate [--fp16|--bf16] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
+		Use:   "validate [--fp16|--bf16] [--cuda-graphs] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Check a recipe and print it resolved, without training",
 		Long: `validate reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the
 key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
@@ -39,7 +40,8 @@ every default filled in, relative paths resolved.
 
 Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
 lora.target_modules=[query,key,value], data.train=other.tsv; key=null or ~key removes a key (lora=null: full
-fine-tuning, as if the recipe had no lora section). --fp16, --bf16 and --device are tune finetune's. Paths
+fine-tuning, as if the recipe had no lora section). --fp16, --bf16, --cuda-graphs and --device are tune
+finetune's. Paths
 in overrides are relative to the working directory; paths in the recipe file are relative to the file's
 directory. A lora.target_modules name that no module of the model has is reported here too, from the
 checkpoint's config.json alone, with the model's module names.
@@ -63,6 +65,7 @@ Exit status 2 when the recipe is invalid.`,
 	f.BoolVar(&o.NoFiles, "no-files", false, "check the recipe only, not that its model, tokenizer and data files exist")
 	f.BoolVar(&o.FP16, "fp16", false, "as tune finetune --fp16 (sets training.fp16)")
 	f.BoolVar(&o.BF16, "bf16", false, "as tune finetune --bf16 (sets training.bf16)")
+	f.BoolVar(&o.Graphs, "cuda-graphs", false, "as tune finetune --cuda-graphs (sets training.cuda_graphs)")
 	f.StringVar(&o.Device, "device", "", "as tune finetune --device (cpu, cuda, cuda:N or auto)")
 	return cmd
 }
@@ -72,7 +75,7 @@ func (o *validateOptions) run(stdout, stderr io.Writer) error {
 		return err
 	}
 	// The same overrides finetune would apply for these flags and arguments.
-	overrides, err := (&finetuneOptions{Overrides: o.Overrides, FP16: o.FP16, BF16: o.BF16, Device: o.Device}).overrides()
+	overrides, err := (&finetuneOptions{Overrides: o.Overrides, FP16: o.FP16, BF16: o.BF16, Graphs: o.Graphs, Device: o.Device}).overrides()
 	if err != nil {
 		return err
 	}

@@ -96,3 +96,17 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateTakesFinetuneFlags: a tune finetune command line validates as is, --cuda-graphs included
+// (findings6: validate refused --cuda-graphs as an unknown flag).
+func TestValidateTakesFinetuneFlags(t *testing.T) {
+	code, out, stderr := runCLI("validate", "--bf16", "--cuda-graphs", "--device", "cpu", "tiny")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, w := range []string{"cuda_graphs: true", "bf16: true"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("resolved recipe lacks %q:\n%s", w, out)
+		}
+	}
+}
