@@ -37,7 +37,8 @@ func TestInterruptedEvaluationSaysWhatToDo(t *testing.T) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "training interrupted in the evaluation after step 4") ||
-		!strings.Contains(msg, "no checkpoint was saved") || strings.Contains(msg, "context canceled") {
+		!strings.Contains(msg, "no checkpoint was saved") || strings.Contains(msg, "context canceled") ||
+		!strings.Contains(msg, "give it another output_dir, or remove "+dir+" first") { // what to do next (findings6 #5)
 		t.Errorf("got %q", msg)
 	}
 }

@@ -198,7 +198,9 @@ func (t *Trainer) interrupted(err error, at string) error {
 		}
 	}
 	return interruptedError{fmt.Sprintf("trainer: training interrupted %s %d; no checkpoint was saved in %s (save_strategy %s), so a "+
-		"new run starts from the beginning", at, step, t.args.OutputDir, t.args.SaveStrategy), err}
+		"new run starts from the beginning: give it another output_dir, or remove %s first (it holds this run's logs, "+
+		"which a new run there refuses, overwrite_output_dir too)", at, step, t.args.OutputDir, t.args.SaveStrategy,
+		t.args.OutputDir), err}
 }
 
 // withEarlierCheckpoint adds to err, the failure to resume from dir when dir fails VerifyCheckpoint, the newest
