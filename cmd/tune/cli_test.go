@@ -48,11 +48,7 @@ func TestPredictFromStdin(t *testing.T) {
 		t.Skip("trains a model; skipped in -short mode")
 	}
 	testutil.IsolateCache(t)
-	out := filepath.Join(t.TempDir(), "run")
-	if code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
-		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no"); code != exitOK {
-		t.Fatal(stderr)
-	}
+	out := tinyCheckpoint(t)
 	file := filepath.Join(t.TempDir(), "in.tsv")
 	os.WriteFile(file, []byte("sentence\na gripping film\nnot good at all\n"), 0o644)
 	code, fromFile, stderr := runCLI("predict", "--device", "cpu", "--model", out, "--input", file)

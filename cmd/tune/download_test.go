@@ -14,12 +14,7 @@ import (
 // model.safetensors, vocab.txt), a stand-in for a Hub model that the tests serve or cache.
 func tinyHubModel(t *testing.T) map[string][]byte {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "run")
-	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
-		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no")
-	if code != exitOK {
-		t.Fatalf("finetune exit %d\n%s\n%s", code, stdout, stderr)
-	}
+	out := tinyCheckpoint(t)
 	files := map[string][]byte{}
 	for _, name := range []string{"config.json", "model.safetensors", "vocab.txt"} {
 		b, err := os.ReadFile(filepath.Join(out, name))

@@ -24,11 +24,7 @@ func TestExitCodesFollowTheClasses(t *testing.T) {
 			t.Errorf("%s: exit %d %s", args, code, stderr)
 		}
 	}
-	ckpt := filepath.Join(t.TempDir(), "ckpt")
-	if code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+ckpt,
-		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no"); code != exitOK {
-		t.Fatal(stderr)
-	}
+	ckpt := tinyCheckpoint(t)
 	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
 	base := []string{"--device", "cpu", filepath.Join("..", "..", "recipes", "bert.yaml"), "model.path=" + ckpt,
 		"data.train=" + filepath.Join(tiny, "train.tsv"), "data.eval=" + filepath.Join(tiny, "dev.tsv"), "data.max_length=32",

@@ -15,6 +15,20 @@ import (
 // tinyRecipe is the repository's tiny recipe, relative to this package's directory.
 var tinyRecipe = filepath.Join("..", "..", "recipes", "tiny.yaml")
 
+// tinyCheckpoint trains the tiny recipe for one step (no evaluation, no checkpoints) into a temporary
+// directory and returns it: a small saved model (config.json, model.safetensors, vocab.txt) for the tests of
+// commands that read one.
+func tinyCheckpoint(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "ckpt")
+	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
+		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no")
+	if code != exitOK {
+		t.Fatalf("finetune exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	return out
+}
+
 // runCLI runs the tune CLI in-process and returns its exit code, stdout and stderr.
 func runCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer

@@ -19,11 +19,7 @@ func TestFinetuneOnMoreLabelsThanTheCheckpoint(t *testing.T) {
 		t.Skip("trains a model; skipped in -short mode")
 	}
 	testutil.IsolateCache(t)
-	ckpt := filepath.Join(t.TempDir(), "ckpt")
-	if code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+ckpt,
-		"training.max_steps=1", "training.eval_strategy=no", "training.save_strategy=no"); code != exitOK {
-		t.Fatal(stderr)
-	}
+	ckpt := tinyCheckpoint(t)
 	dir := t.TempDir()
 	rows := []string{"a gripping film", "not good at all", "it is a film"}
 	write := func(name string, labels []string) string {
