@@ -105,8 +105,9 @@ type planKey struct {
 }
 
 type planEntry struct {
-	p   *plan
-	err error // cached failure (no algorithm)
+	p    *plan
+	err  error // cached failure (no algorithm)
+	beta bool  // some call had beta ≠ 0 (C is read): the survey (gemmsurvey.go) times that case
 }
 
 // plan holds the descriptors of one GEMM shape and the algorithm cuBLASLt's heuristic chose for it, once.
@@ -229,11 +230,37 @@ func (lt *ltState) newPlan(key planKey, mm matmul) (*plan, error) {
 			}
 		}
 	}
+	pref, err := lt.preference(key)
+	if err != nil {
+		return nil, err
+	}
+	defer C.tc_lt_pref_destroy(pref)
+	var returned C.int
+	st := C.tc_lt_heuristic(lt.handle, p.desc, p.la, p.lb, p.lc, p.lc, pref, &p.algo, &p.ws, &returned)
+	if st != 0 || returned == 0 {
+		if st == 0 {
+			st = 15 // CUBLAS_STATUS_NOT_SUPPORTED: the heuristic returned no algorithm
+		}
+		return nil, fmt.Errorf("%w: %w", cublasErr("cublasLtMatmulAlgoGetHeuristic", int(st),
+			"no algorithm for %s", key), errNotSupported)
+	}
+	ok = true
+	return p, nil
+}
+
+// preference creates the cuBLASLt preference every plan's heuristic query uses: the workspace size, split-K
+// reduced in the compute type only, and key's pointer alignments. The caller destroys it.
+func (lt *ltState) preference(key planKey) (C.cublasLtMatmulPreference_t, error) {
 	var pref C.cublasLtMatmulPreference_t
 	if err := setAttr("cublasLtMatmulPreferenceCreate", C.tc_lt_pref_create(&pref), ""); err != nil {
 		return nil, err
 	}
-	defer C.tc_lt_pref_destroy(pref)
+	ok := false
+	defer func() {
+		if !ok {
+			C.tc_lt_pref_destroy(pref)
+		}
+	}()
 	wsb := C.uint64_t(lt.wsSize)
 	if err := setAttr("cublasLtMatmulPreferenceSetAttribute", C.tc_lt_pref_set(pref, prefMaxWorkspace, unsafe.Pointer(&wsb), 8), "MAX_WORKSPACE_BYTES"); err != nil {
 		return nil, err
@@ -250,17 +277,8 @@ func (lt *ltState) newPlan(key planKey, mm matmul) (*plan, error) {
 			return nil, err
 		}
 	}
-	var returned C.int
-	st := C.tc_lt_heuristic(lt.handle, p.desc, p.la, p.lb, p.lc, p.lc, pref, &p.algo, &p.ws, &returned)
-	if st != 0 || returned == 0 {
-		if st == 0 {
-			st = 15 // CUBLAS_STATUS_NOT_SUPPORTED: the heuristic returned no algorithm
-		}
-		return nil, fmt.Errorf("%w: %w", cublasErr("cublasLtMatmulAlgoGetHeuristic", int(st),
-			"no algorithm for %s", key), errNotSupported)
-	}
 	ok = true
-	return p, nil
+	return pref, nil
 }
 
 func (p *plan) destroy() {
@@ -311,6 +329,10 @@ func (o *op) ltMatmul(mm matmul) error {
 	}
 	if e.err != nil {
 		return e.err
+	}
+	if mm.beta != 0 && !e.beta {
+		e.beta = true
+		lt.plans[key] = e
 	}
 	p := e.p
 	run := func() error {

@@ -28,6 +28,9 @@ var streamCallers = map[string]bool{
 	"optim.go:memset32":          true, // inside o.stream
 	"attention.go:attnLaunch":    true, // through o.issue when a graph is active
 	"attention_f32.go:f32Launch": true, // the same
+	"gemmsurvey.go:surveyOne":    true, // SurveyGemms runs only eagerly (it refuses while a step graph is active)
+	"gemmsurvey.go:diff":         true, // the same
+	"gemmsurvey.go:fillPattern":  true, // the same
 }
 
 // TestStreamOpsGoThroughTheRecorder finds every direct driver call that queues work on the stream in the

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/tune-ml/tune/tensor"
 )
@@ -55,3 +56,8 @@ func (g *StepGraph) Stats() GraphStats { return GraphStats{Off: "not a CUDA buil
 
 // Close does nothing.
 func (g *StepGraph) Close() {}
+
+// SurveyGemms times the cuBLASLt algorithms of a CUDA backend's GEMMs; this binary has no CUDA backend.
+func SurveyGemms(b tensor.Backend, w io.Writer, opt GemmSurveyOptions) error {
+	return fmt.Errorf("cuda: SurveyGemms needs a CUDA backend, got %s (this binary was built without CUDA support)", b.Name())
+}

@@ -86,6 +86,19 @@ static struct {
 	                         cublasLtMatrixLayout_t, const void *, cublasLtMatrixLayout_t, const void *,
 	                         const void *, cublasLtMatrixLayout_t, void *, cublasLtMatrixLayout_t,
 	                         const cublasLtMatmulAlgo_t *, void *, size_t, cudaStream_t);
+	cublasStatus_t (*algo_ids)(cublasLtHandle_t, cublasComputeType_t, cudaDataType_t, cudaDataType_t,
+	                           cudaDataType_t, cudaDataType_t, cudaDataType_t, int, int[], int *);
+	cublasStatus_t (*algo_init)(cublasLtHandle_t, cublasComputeType_t, cudaDataType_t, cudaDataType_t,
+	                            cudaDataType_t, cudaDataType_t, cudaDataType_t, int, cublasLtMatmulAlgo_t *);
+	cublasStatus_t (*algo_check)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+	                             cublasLtMatrixLayout_t, cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+	                             const cublasLtMatmulAlgo_t *, cublasLtMatmulHeuristicResult_t *);
+	cublasStatus_t (*cap_get)(const cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoCapAttributes_t, void *, size_t,
+	                          size_t *);
+	cublasStatus_t (*config_get)(const cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoConfigAttributes_t, void *,
+	                             size_t, size_t *);
+	cublasStatus_t (*config_set)(cublasLtMatmulAlgo_t *, cublasLtMatmulAlgoConfigAttributes_t, const void *,
+	                             size_t);
 } lt;
 
 const char *tc_lt_bind(void *h) {
@@ -103,6 +116,12 @@ const char *tc_lt_bind(void *h) {
 	BIND(lt, h, pref_set, "cublasLtMatmulPreferenceSetAttribute");
 	BIND(lt, h, heuristic, "cublasLtMatmulAlgoGetHeuristic");
 	BIND(lt, h, matmul, "cublasLtMatmul");
+	BIND(lt, h, algo_ids, "cublasLtMatmulAlgoGetIds");
+	BIND(lt, h, algo_init, "cublasLtMatmulAlgoInit");
+	BIND(lt, h, algo_check, "cublasLtMatmulAlgoCheck");
+	BIND(lt, h, cap_get, "cublasLtMatmulAlgoCapGetAttribute");
+	BIND(lt, h, config_get, "cublasLtMatmulAlgoConfigGetAttribute");
+	BIND(lt, h, config_set, "cublasLtMatmulAlgoConfigSetAttribute");
 	return NULL;
 }
 
@@ -154,6 +173,62 @@ cublasStatus_t tc_lt_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, float a
                             const cublasLtMatmulAlgo_t *algo, uintptr_t ws, size_t wsSize, void *stream) {
 	return lt.matmul(h, op, &alpha, (const void *)a, al, (const void *)b, bl, &beta, (const void *)c, cl,
 	                 (void *)c, dl, algo, (void *)ws, wsSize, (cudaStream_t)stream);
+}
+
+cublasStatus_t tc_lt_heuristic_n(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                 cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                 cublasLtMatmulPreference_t pref, int n, cublasLtMatmulAlgo_t *algos,
+                                 size_t *workspace, int *state, float *waves, int *returned) {
+	cublasLtMatmulHeuristicResult_t res[64];
+	if (n > 64) n = 64;
+	memset(res, 0, sizeof res);
+	*returned = 0;
+	cublasStatus_t st = lt.heuristic(h, op, a, b, c, d, pref, n, res, returned);
+	if (st != CUBLAS_STATUS_SUCCESS) return st;
+	for (int i = 0; i < *returned; i++) {
+		algos[i] = res[i].algo;
+		workspace[i] = res[i].workspaceSize;
+		state[i] = (int)res[i].state;
+		waves[i] = res[i].wavesCount;
+	}
+	return st;
+}
+
+cublasStatus_t tc_lt_algo_ids(cublasLtHandle_t h, int compute, int scale, int at, int bt, int ct, int dt, int n,
+                              int *ids, int *returned) {
+	return lt.algo_ids(h, (cublasComputeType_t)compute, (cudaDataType_t)scale, (cudaDataType_t)at,
+	                   (cudaDataType_t)bt, (cudaDataType_t)ct, (cudaDataType_t)dt, n, ids, returned);
+}
+
+cublasStatus_t tc_lt_algo_init(cublasLtHandle_t h, int compute, int scale, int at, int bt, int ct, int dt, int id,
+                               cublasLtMatmulAlgo_t *algo) {
+	return lt.algo_init(h, (cublasComputeType_t)compute, (cudaDataType_t)scale, (cudaDataType_t)at,
+	                    (cudaDataType_t)bt, (cudaDataType_t)ct, (cudaDataType_t)dt, id, algo);
+}
+
+cublasStatus_t tc_lt_algo_check(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                const cublasLtMatmulAlgo_t *algo, size_t *workspace, float *waves) {
+	cublasLtMatmulHeuristicResult_t res;
+	memset(&res, 0, sizeof res);
+	cublasStatus_t st = lt.algo_check(h, op, a, b, c, d, algo, &res);
+	*workspace = res.workspaceSize;
+	*waves = res.wavesCount;
+	return st;
+}
+
+cublasStatus_t tc_lt_algo_cap_get(const cublasLtMatmulAlgo_t *algo, int attr, void *buf, size_t size,
+                                  size_t *written) {
+	return lt.cap_get(algo, (cublasLtMatmulAlgoCapAttributes_t)attr, buf, size, written);
+}
+
+cublasStatus_t tc_lt_algo_config_get(const cublasLtMatmulAlgo_t *algo, int attr, void *buf, size_t size,
+                                     size_t *written) {
+	return lt.config_get(algo, (cublasLtMatmulAlgoConfigAttributes_t)attr, buf, size, written);
+}
+
+cublasStatus_t tc_lt_algo_config_set(cublasLtMatmulAlgo_t *algo, int attr, const void *buf, size_t size) {
+	return lt.config_set(algo, (cublasLtMatmulAlgoConfigAttributes_t)attr, buf, size);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -49,6 +49,26 @@ cublasStatus_t tc_lt_matmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, float a
                             uintptr_t c, cublasLtMatrixLayout_t cl, cublasLtMatrixLayout_t dl,
                             const cublasLtMatmulAlgo_t *algo, uintptr_t ws, size_t wsSize, void *stream);
 
+// tc_lt_heuristic_n asks for up to n algorithms; for each returned one it writes the algo (64 bytes), its
+// workspace size, its state and its wavesCount, and returns the number of results through returned.
+cublasStatus_t tc_lt_heuristic_n(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                 cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                 cublasLtMatmulPreference_t pref, int n, cublasLtMatmulAlgo_t *algos,
+                                 size_t *workspace, int *state, float *waves, int *returned);
+cublasStatus_t tc_lt_algo_ids(cublasLtHandle_t h, int compute, int scale, int at, int bt, int ct, int dt, int n,
+                              int *ids, int *returned);
+cublasStatus_t tc_lt_algo_init(cublasLtHandle_t h, int compute, int scale, int at, int bt, int ct, int dt, int id,
+                               cublasLtMatmulAlgo_t *algo);
+// tc_lt_algo_check is cublasLtMatmulAlgoCheck; it writes the result's workspace size and wavesCount.
+cublasStatus_t tc_lt_algo_check(cublasLtHandle_t h, cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a,
+                                cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                const cublasLtMatmulAlgo_t *algo, size_t *workspace, float *waves);
+cublasStatus_t tc_lt_algo_cap_get(const cublasLtMatmulAlgo_t *algo, int attr, void *buf, size_t size,
+                                  size_t *written);
+cublasStatus_t tc_lt_algo_config_get(const cublasLtMatmulAlgo_t *algo, int attr, void *buf, size_t size,
+                                     size_t *written);
+cublasStatus_t tc_lt_algo_config_set(cublasLtMatmulAlgo_t *algo, int attr, const void *buf, size_t size);
+
 // --- cuBLAS (the legacy API, for unbatched FP32 products: see gemmf32.go) ---
 const char *tc_blas_bind(void *handle);
 cublasStatus_t tc_blas_create(cublasHandle_t *h);

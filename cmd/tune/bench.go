@@ -50,6 +50,7 @@ type benchOptions struct {
 	Attn        string   // --attn-implementation: sdpa (default) or eager
 	GradCkpt    bool     // --gradient-checkpointing
 	Graphs      bool     // --cuda-graphs
+	GemmAlgos   string   // --gemm-algos (hidden): after the steps, survey cuBLASLt's algorithms (heuristic or all)
 }
 
 func newBenchCmd() *cobra.Command {
@@ -152,6 +153,8 @@ the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16)
 	f.BoolVar(&o.GradCkpt, "gradient-checkpointing", false, "recompute each encoder or decoder layer in backward instead of keeping its activations (gradient_checkpointing)")
 	f.BoolVar(&o.Plan, "plan", false, "print the memory a step keeps allocated (weights, gradients, AdamW state, activations) instead of timing")
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
+	f.StringVar(&o.GemmAlgos, "gemm-algos", "", "after the steps, time cuBLASLt's algorithms for every GEMM the steps ran (heuristic: up to 32 heuristic results; all: also every ID × tile × stages) — the input of cuda/gemmtable.json")
+	_ = f.MarkHidden("gemm-algos")
 	cmd.AddCommand(newBenchReportCmd())
 	return cmd
 }
@@ -211,6 +214,9 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 }
 
 func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if o.GemmAlgos != "" && o.GemmAlgos != "heuristic" && o.GemmAlgos != "all" {
+		return usagef("--gemm-algos %q: want heuristic or all", o.GemmAlgos)
+	}
 	if o.JSON != "" {
 		if _, err := os.Lstat(o.JSON); !errors.Is(err, fs.ErrNotExist) {
 			return usagef("--json %s already exists; remove it or choose another name", o.JSON)
@@ -288,6 +294,10 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 			return err
 		}
 		fmt.Fprintf(stdout, "\nwrote %s\n", o.JSON)
+	}
+	if o.GemmAlgos != "" {
+		fmt.Fprintln(stdout)
+		return cuda.SurveyGemms(b, stdout, cuda.GemmSurveyOptions{Enumerate: o.GemmAlgos == "all"})
 	}
 	return nil
 }

@@ -329,3 +329,25 @@ extern "C" __global__ void mat_bias(void *c, int dtc, i64 ldc, i64 sc, i64 M, i6
 		st(c, dtc, k, v);
 	}
 }
+
+// mat_diff compares two dense arrays x and y of n elements of one dtype, for the GEMM algorithm survey
+// (gemmsurvey.go): out[0] = bits of max |x − y| (as float), out[1] = elements whose bits differ, out[2] = bits of
+// max |y|, out[3] = non-finite elements of x. Non-negative floats order as their bit patterns do, so atomicMax
+// on the bits is a float maximum. out must be zeroed first.
+extern "C" __global__ void mat_diff(unsigned *out, const void *x, const void *y, int dt, i64 n) {
+	float dmax = 0.0f, ymax = 0.0f;
+	unsigned differ = 0, bad = 0;
+	for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (i64)gridDim.x * blockDim.x) {
+		bool same = dt == DT_F32 ? ((const unsigned *)x)[e] == ((const unsigned *)y)[e]
+		                         : ((const u16 *)x)[e] == ((const u16 *)y)[e];
+		float a = ld(x, dt, e), b = ld(y, dt, e);
+		if (!same) differ++;
+		if (!isfinite(a)) bad++;
+		else dmax = fmaxf(dmax, fabsf(a - b));
+		ymax = fmaxf(ymax, fabsf(b));
+	}
+	if (differ) atomicAdd(&out[1], differ);
+	if (bad) atomicAdd(&out[3], bad);
+	if (dmax > 0.0f) atomicMax(&out[0], __float_as_uint(dmax));
+	if (ymax > 0.0f) atomicMax(&out[2], __float_as_uint(ymax));
+}
