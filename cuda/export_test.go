@@ -3,10 +3,12 @@
 package cuda
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/opcheck"
+	"github.com/tune-ml/tune/tensor"
 )
 
 // Hooks for the external tests in package cuda_test.
@@ -165,4 +167,80 @@ func SetGemmF32Lt(on bool) (restore func()) {
 	old := gemmF32Lt
 	gemmF32Lt = on
 	return func() { gemmF32Lt = old }
+}
+
+// SetGemmTable applies the GEMM table (gemmtable.go) when on, or ignores it (as TUNE_GEMM_TABLE=off), for plans
+// made from now on; it returns a function restoring the previous setting.
+func SetGemmTable(on bool) (restore func()) {
+	old := gemmTableOff
+	gemmTableOff = !on
+	return func() { gemmTableOff = old }
+}
+
+// ForgetGemmPlans destroys b's cached GEMM plans, so that the next GEMM of each shape chooses its algorithm anew.
+func ForgetGemmPlans(b *Backend) {
+	if b.lt == nil {
+		return
+	}
+	for k, e := range b.lt.plans {
+		if e.p != nil {
+			e.p.destroy()
+		}
+		delete(b.lt.plans, k)
+	}
+}
+
+// GemmPlansFromTable returns how many of b's GEMM plans so far took their algorithm from the table.
+func GemmPlansFromTable(b *Backend) int {
+	if b.lt == nil {
+		return 0
+	}
+	return b.lt.fromTable
+}
+
+// GemmTableShape is one GEMM table row for this device and cuBLASLt, in tensor.GemmArgs terms.
+type GemmTableShape struct {
+	AB, C, Bias    tensor.DType // Bias Invalid: no bias
+	TransA, TransB bool
+	M, N, K        int
+	LDA, LDB, LDC  int
+	Config         string
+}
+
+// GemmTableShapes lists the table's rows for b's GPU and the loaded cuBLASLt (load it first: run a GEMM).
+func GemmTableShapes(b *Backend) ([]GemmTableShape, error) {
+	t, err := parseGemmTable(gemmTableJSON)
+	if err != nil {
+		return nil, err
+	}
+	major, minor := ltMajorMinor(ltVersion())
+	var out []GemmTableShape
+	for s := range t {
+		if s.sm != b.sm || s.ltMajor != major || s.ltMinor != minor {
+			continue
+		}
+		if cfg, ok := t.lookup(s, b.info.Name); ok {
+			out = append(out, GemmTableShape{AB: s.ab, C: s.c, Bias: s.bias, TransA: s.transA, TransB: s.transB,
+				M: s.m, N: s.n, K: s.k, LDA: s.lda, LDB: s.ldb, LDC: s.ldc, Config: cfg.String()})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return fmt.Sprint(out[i]) < fmt.Sprint(out[j]) })
+	return out, nil
+}
+
+// FillPatternForTest fills x on the device with a seeded pseudo-random block repeated over it (element e is
+// block[e mod len(block)]) and returns the block rounded to x's dtype.
+func FillPatternForTest(b *Backend, x *tensor.Tensor, seed uint64) ([]float32, error) {
+	v, err := b.fillPattern(x, seed)
+	for i := range v {
+		v[i] = tensor.RoundTo(x.DType, v[i])
+	}
+	return v, err
+}
+
+// DiffForTest compares x with y (same dtype and size) on the device: elements whose bits differ, max |x − y|
+// and max |y|.
+func DiffForTest(b *Backend, x, y *tensor.Tensor) (differ int, dmax, ymax float32, err error) {
+	d, err := b.diff(x, y, x.Numel(), x.DType)
+	return d.differ, d.dmax, d.ymax, err
 }

@@ -35,7 +35,6 @@ const (
 
 	prefMaxWorkspace = 1 // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES (uint64)
 	prefReduction    = 3 // CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK (uint32)
-	reduceCompute    = 2 // CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
 	prefMinAlignA    = 5 // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES .. _D_BYTES = 8 (uint32)
 
 	// workspaceBytes is the cuBLASLt workspace (PyTorch uses 32 MiB on Hopper).
@@ -44,10 +43,14 @@ const (
 
 // ltState is a backend's cuBLASLt handle, workspace and plan cache.
 type ltState struct {
-	handle C.cublasLtHandle_t
-	ws     cu.DevicePtr
-	wsSize int
-	plans  map[planKey]planEntry
+	handle    C.cublasLtHandle_t
+	ws        cu.DevicePtr
+	wsSize    int
+	plans     map[planKey]planEntry
+	sm        int       // the device's compute capability, 10·major + minor
+	gpu       string    // the device's name
+	table     gemmTable // the parsed gemmtable.json
+	fromTable int       // plans whose algorithm came from the table
 }
 
 // ltVersion returns cublasLtGetVersion() (e.g. 130100), or 0 before the library is loaded.
@@ -67,7 +70,11 @@ func (o *op) cuBLASLt() (*ltState, error) {
 	if _, err := libCublasLt.load(); err != nil {
 		return nil, err
 	}
-	lt := &ltState{plans: map[planKey]planEntry{}, wsSize: workspaceBytes}
+	table, err := parseGemmTable(gemmTableJSON)
+	if err != nil {
+		return nil, err
+	}
+	lt := &ltState{plans: map[planKey]planEntry{}, wsSize: workspaceBytes, sm: o.b.sm, gpu: o.b.info.Name, table: table}
 	if err := cublasErr("cublasLtCreate", int(C.tc_lt_create(&lt.handle)), ""); err != nil {
 		return nil, err
 	}
@@ -110,12 +117,14 @@ type planEntry struct {
 	beta bool  // some call had beta ≠ 0 (C is read): the survey (gemmsurvey.go) times that case
 }
 
-// plan holds the descriptors of one GEMM shape and the algorithm cuBLASLt's heuristic chose for it, once.
+// plan holds the descriptors of one GEMM shape and its algorithm, chosen once: the GEMM table's
+// (gemmtable.go) when it has the shape, else cuBLASLt's first heuristic result.
 type plan struct {
 	desc       C.cublasLtMatmulDesc_t
 	la, lb, lc C.cublasLtMatrixLayout_t // cuBLASLt's A (our B), B (our A), and C = D
 	algo       C.cublasLtMatmulAlgo_t
 	ws         C.size_t
+	fromTable  bool
 }
 
 // align returns the largest power of two dividing address p, at most 256.
@@ -146,8 +155,8 @@ func setAttr(call string, st C.cublasStatus_t, what string) error {
 	return cublasErr(call, int(st), "%s", what)
 }
 
-// newPlan creates the descriptors for key and asks the heuristic for the best algorithm. When cuBLASLt has
-// none, the error wraps errNotSupported and names the GEMM.
+// newPlan creates the descriptors for key and takes the GEMM table's algorithm for it (gemmtable.go) or asks
+// the heuristic for the best one. When cuBLASLt has none, the error wraps errNotSupported and names the GEMM.
 func (lt *ltState) newPlan(key planKey, mm matmul) (*plan, error) {
 	p := &plan{}
 	ok := false
@@ -230,6 +239,12 @@ func (lt *ltState) newPlan(key planKey, mm matmul) (*plan, error) {
 			}
 		}
 	}
+	if algo, ws, found := lt.tableAlgo(key, p); found { // gemmtable.go
+		p.algo, p.ws, p.fromTable = algo, C.size_t(ws), true
+		lt.fromTable++
+		ok = true
+		return p, nil
+	}
 	pref, err := lt.preference(key)
 	if err != nil {
 		return nil, err
@@ -267,7 +282,7 @@ func (lt *ltState) preference(key planKey) (C.cublasLtMatmulPreference_t, error)
 	}
 	// Split-K partial sums are reduced in the compute type (FP32) in the workspace, never in C's half type or
 	// in place with atomics: C is rounded once and results are reproducible.
-	red := C.uint32_t(reduceCompute)
+	red := C.uint32_t(reduceComputeType)
 	if err := setAttr("cublasLtMatmulPreferenceSetAttribute", C.tc_lt_pref_set(pref, prefReduction, unsafe.Pointer(&red), 4), "REDUCTION_SCHEME_MASK"); err != nil {
 		return nil, err
 	}

@@ -35,26 +35,6 @@ const (
 	reduceNone = 0 // CUBLASLT_REDUCTION_SCHEME_NONE
 )
 
-// algoConfig is a cuBLASLt algorithm as its configuration attributes describe it: cublasLtMatmulAlgoInit(ID)
-// followed by setting the others rebuilds it (algoConfig.build).
-type algoConfig struct {
-	ID         int `json:"algo"`
-	Tile       int `json:"tile"`
-	Stages     int `json:"stages"`
-	SplitK     int `json:"splitk"`
-	Reduction  int `json:"reduction"`
-	Swizzle    int `json:"swizzle"`
-	Custom     int `json:"custom"`
-	InnerShape int `json:"inner"`
-	Cluster    int `json:"cluster"`
-}
-
-// String is the configuration in the survey's and the table's words.
-func (c algoConfig) String() string {
-	return fmt.Sprintf("algo=%d tile=%d stages=%d splitK=%d reduction=%d swizzle=%d custom=%d inner=%d cluster=%d",
-		c.ID, c.Tile, c.Stages, c.SplitK, c.Reduction, c.Swizzle, c.Custom, c.InnerShape, c.Cluster)
-}
-
 // cfgAttrs lists the settable attributes in the order build sets them.
 var cfgAttrs = []struct {
 	attr  int
@@ -180,4 +160,37 @@ func capInts(algo *C.cublasLtMatmulAlgo_t, attr int) []int {
 		out[i] = int(buf[i])
 	}
 	return out
+}
+
+// alignedFor reports whether the pointer alignments algo needs (CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A..D_BYTES)
+// are within key's.
+func alignedFor(algo *C.cublasLtMatmulAlgo_t, key planKey) bool {
+	for i, have := range []int{key.alignB, key.alignA, key.alignC, key.alignC} { // cuBLASLt's A, B, C, D
+		if need := capInts(algo, capMinAlignA+i); len(need) > 0 && need[0] > have {
+			return false
+		}
+	}
+	return true
+}
+
+// tableAlgo returns the algorithm the GEMM table (gemmtable.go) names for key, built and accepted by
+// cublasLtMatmulAlgoCheck for p's descriptors, with its workspace; false when the table has no entry for key
+// on this GPU and library, or the library no longer takes it.
+func (lt *ltState) tableAlgo(key planKey, p *plan) (C.cublasLtMatmulAlgo_t, int, bool) {
+	var algo C.cublasLtMatmulAlgo_t
+	if gemmTableOff || key.batch > 1 || key.tf32 || lt.table == nil {
+		return algo, 0, false
+	}
+	major, minor := ltMajorMinor(ltVersion())
+	s := gemmShape{sm: lt.sm, ltMajor: major, ltMinor: minor, ab: key.ab, c: key.cdt, bias: key.biasT,
+		transA: key.transA, transB: key.transB, m: key.m, n: key.n, k: key.k, lda: key.lda, ldb: key.ldb, ldc: key.ldc}
+	cfg, ok := lt.table.lookup(s, lt.gpu)
+	if !ok || cfg.build(lt.handle, typesOf(key), &algo) != nil || !alignedFor(&algo, key) {
+		return algo, 0, false
+	}
+	ws, _, err := p.check(lt.handle, &algo)
+	if err != nil || ws > lt.wsSize {
+		return algo, 0, false
+	}
+	return algo, ws, true
 }

@@ -26,7 +26,8 @@ type gemmGeom = opcheck.Gemm
 //     FP32 scratch matrix and rounded into C once. It is slower but always available; if even it finds no
 //     algorithm the error is CUBLAS_STATUS_NOT_SUPPORTED naming the shape.
 //
-// The algorithm is chosen by cuBLASLt's heuristic once per shape, dtype, alignment and epilogue and cached.
+// The algorithm is chosen once per shape, dtype, alignment and epilogue and cached: the GEMM table's
+// (gemmtable.go: fixed per GPU, cuBLASLt version and shape) or else cuBLASLt's first heuristic result.
 // beta == 0 does not read C (NaN there does not propagate). Elements of C between rows are never written.
 func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	o := b.begin("Gemm", a.A, a.B, a.C, a.Bias)

@@ -151,7 +151,7 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 	}
 	for i, x := range []*tensor.Tensor{t.a, t.b, t.c0, t.bias} {
 		if x != nil {
-			if err := b.fillPattern(x, uint64(11+i)); err != nil {
+			if _, err := b.fillPattern(x, uint64(11+i)); err != nil {
 				return err
 			}
 		}
@@ -338,7 +338,7 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 				}
 				splits := []int{1}
 				if s := capInts(&base, capSplitK); fewTiles && len(s) > 0 && s[0] != 0 {
-					if r := capInts(&base, capReduction); len(r) > 0 && r[0]&reduceCompute != 0 {
+					if r := capInts(&base, capReduction); len(r) > 0 && r[0]&reduceComputeType != 0 {
 						for _, s := range []int{2, 3, 4, 6} {
 							if key.k/s >= 256 {
 								splits = append(splits, s)
@@ -357,7 +357,7 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 								}
 								cfg := algoConfig{ID: int(id), Tile: tile, Stages: stg, SplitK: sk, Swizzle: sw}
 								if sk > 1 {
-									cfg.Reduction = reduceCompute
+									cfg.Reduction = reduceComputeType
 								}
 								c := &candidate{from: "e", cfg: cfg}
 								if cfg.build(lt.handle, ty, &c.algo) != nil {
@@ -427,7 +427,7 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 	h0 := cands[0]
 	var best *candidate
 	for _, c := range cands {
-		if c.err == "" && c.det && c.bad == 0 && c.rel <= tol && (c.cfg.SplitK <= 1 || c.cfg.Reduction == reduceCompute) &&
+		if c.err == "" && c.det && c.bad == 0 && c.rel <= tol && (c.cfg.SplitK <= 1 || c.cfg.Reduction == reduceComputeType) &&
 			(best == nil || c.us < best.us) {
 			best = c
 		}
@@ -488,17 +488,6 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 	return nil
 }
 
-// alignedFor reports whether the pointer alignments algo needs (CUBLASLT_ALGO_CAP_MIN_ALIGNMENT_A..D_BYTES)
-// are within key's.
-func alignedFor(algo *C.cublasLtMatmulAlgo_t, key planKey) bool {
-	for i, have := range []int{key.alignB, key.alignA, key.alignC, key.alignC} { // cuBLASLt's A, B, C, D
-		if need := capInts(algo, capMinAlignA+i); len(need) > 0 && need[0] > have {
-			return false
-		}
-	}
-	return true
-}
-
 func round2(x float64) float64 { return math.Round(x*100) / 100 }
 
 // shortKey is "bf16 4096×768×768 NT →bf16 +bias(bf16)" (as the bench breakdown names GEMMs).
@@ -556,8 +545,9 @@ func (b *Backend) raw(fn func() error) (err error) {
 }
 
 // fillPattern fills x with pseudo-random normal values: a block of 2²⁰+7 generated on the host (seeded),
-// uploaded once and copied over x on the device.
-func (b *Backend) fillPattern(x *tensor.Tensor, seed uint64) error {
+// uploaded once and copied over x on the device, so element e of x is the block's e mod len(block). It returns
+// the block (before rounding to x's dtype).
+func (b *Backend) fillPattern(x *tensor.Tensor, seed uint64) ([]float32, error) {
 	const period = 1<<20 + 7
 	n := x.Numel()
 	m := min(n, period)
@@ -575,10 +565,10 @@ func (b *Backend) fillPattern(x *tensor.Tensor, seed uint64) error {
 	}
 	head, err := x.View(0, m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := b.Upload(head, v); err != nil {
-		return err
+		return nil, err
 	}
 	es := x.DType.Size()
 	for off := m; off < n; off += m {
@@ -586,8 +576,8 @@ func (b *Backend) fillPattern(x *tensor.Tensor, seed uint64) error {
 		if err := b.raw(func() error {
 			return driverErr("cuMemcpyDtoDAsync", cu.MemcpyDtoDAsync(cu.DevicePtr(addr(x)+uint64(off*es)), cu.DevicePtr(addr(x)), int64(c*es), b.stream), "survey fill")
 		}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return v, nil
 }
