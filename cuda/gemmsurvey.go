@@ -87,7 +87,7 @@ func SurveyGemms(tb tensor.Backend, w io.Writer, opt GemmSurveyOptions) error {
 
 // candidate is one algorithm the survey times.
 type candidate struct {
-	from    string // "h3": heuristic result 3; "e": enumerated
+	from    string // "h3": heuristic result 3; "n": a neighbour of the heuristic results; "e": enumerated
 	algo    C.cublasLtMatmulAlgo_t
 	ws      int
 	waves   float32
@@ -298,9 +298,10 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 	}
 	heur := len(cands)
 
-	// Enumerated configurations: every ID × tile × stages × swizzle (× split-K for GEMMs of under two waves of
-	// 128×128 tiles) that cublasLtMatmulAlgoCheck admits, collected within a second; then timed briefly, one ID
-	// after another in turn, until the budget is spent; the 8 fastest re-timed and verified.
+	// Enumerated configurations that cublasLtMatmulAlgoCheck admits: the heuristic results' neighbours (their
+	// IDs with every tile × custom option × cluster shape, "n"), then every ID × tile × stages × swizzle (×
+	// split-K for GEMMs of under two waves of 128×128 tiles, "e"); timed briefly in that order (the second list
+	// one ID after another in turn) until the budget is spent; the 8 fastest re-timed and verified.
 	tried, checked, nIDs, admitted := 0, 0, 0, 0
 	if opt.Enumerate {
 		ty := typesOf(key)
@@ -308,7 +309,76 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 		var nids C.int
 		if C.tc_lt_algo_ids(lt.handle, C.int(ty.compute), C.int(ty.scale), C.int(ty.ab), C.int(ty.ab), C.int(ty.cd), C.int(ty.cd), 256, &ids[0], &nids) == 0 {
 			fewTiles := (key.m/128+1)*(key.n/128+1) < 2*b.sms
-			collectEnd := time.Now().Add(opt.Budget / 2)
+			// Neighbours of the heuristic results first: for each of their IDs, every tile × custom option ×
+			// cluster shape (the heuristic's own tiles and clusters first) with the stages and swizzles they use.
+			var hot []*candidate
+			hotEnd := time.Now().Add(opt.Budget / 2)
+			hotIDs := map[int]bool{}
+		hotLoop:
+			for _, h := range cands {
+				id := h.cfg.ID
+				if hotIDs[id] {
+					continue
+				}
+				hotIDs[id] = true
+				var base C.cublasLtMatmulAlgo_t
+				if C.tc_lt_algo_init(lt.handle, C.int(ty.compute), C.int(ty.scale), C.int(ty.ab), C.int(ty.ab), C.int(ty.cd), C.int(ty.cd), C.int(id), &base) != 0 {
+					continue
+				}
+				var tiles, clusters, stages, swz []int
+				add := func(l []int, v int) []int {
+					if !slices.Contains(l, v) {
+						l = append(l, v)
+					}
+					return l
+				}
+				for _, c := range cands {
+					if c.cfg.ID == id {
+						tiles, clusters = add(tiles, c.cfg.Tile), add(clusters, c.cfg.Cluster)
+						stages, swz = add(stages, c.cfg.Stages), add(swz, c.cfg.Swizzle)
+					}
+				}
+				for _, tl := range capInts(&base, capTiles) {
+					tiles = add(tiles, tl)
+				}
+				for cl := range 21 {
+					clusters = add(clusters, cl)
+				}
+				customMax := 0
+				if m := capInts(&base, capCustomMax); len(m) > 0 {
+					customMax = m[0]
+				}
+				for _, tile := range tiles {
+					for _, cl := range clusters {
+						for custom := 0; custom <= customMax; custom++ {
+							for _, stg := range stages {
+								for _, sw := range swz {
+									if time.Now().After(hotEnd) {
+										break hotLoop
+									}
+									c := &candidate{from: "n", cfg: algoConfig{ID: id, Tile: tile, Stages: stg, SplitK: 1, Swizzle: sw, Custom: custom, Cluster: cl}}
+									if c.cfg.build(lt.handle, ty, &c.algo) != nil || !alignedFor(&c.algo, key) {
+										continue
+									}
+									checked++
+									ws, wv, err := p.check(lt.handle, &c.algo)
+									if err != nil || ws > lt.wsSize {
+										continue
+									}
+									c.ws, c.waves = ws, wv
+									bytes := *(*[8]uint64)(unsafe.Pointer(&c.algo))
+									if seen[bytes] {
+										continue
+									}
+									seen[bytes] = true
+									hot = append(hot, c)
+								}
+							}
+						}
+					}
+				}
+			}
+			collectEnd := time.Now().Add(opt.Budget / 4)
 			var perID [][]*candidate
 		ids:
 			for _, id := range ids[:nids] {
@@ -381,7 +451,7 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 				}
 				perID = append(perID, mine)
 			}
-			var order []*candidate // round robin over the IDs
+			order := hot // then round robin over the IDs
 			for r := 0; ; r++ {
 				added := false
 				for _, l := range perID {
