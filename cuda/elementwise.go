@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"math"
+	"os"
 
 	"gorgonia.org/cu"
 
@@ -147,11 +148,21 @@ func (o *op) colsumCounters(tiles, chunks int) uint64 {
 var colsumFinishLaunch = false
 
 // colsumChunks splits n rows into the chunks of the column sums: 256 rows each, more when the chunk count
-// would pass the grid's y extent (65535).
+// would pass the grid's y extent (65535), and 128 rows each for n ≤ colsumSmallRows = 4096 (BERT-base 32×128's 4096
+// rows: 32 chunks × 12 column tiles = 384 blocks for the H200's 132 multiprocessors, where 256-row chunks give
+// 192), still within colsumLastMaxChunks. The rule depends on n alone, so every path (colsum_partial,
+// colsum_partial4, gelu_bwd_colsum, the LayerNorm ring) keeps the same chunks and bits.
 func colsumChunks(n int) (rowsPerChunk, chunks int) {
 	rowsPerChunk = max(256, (n+65534)/65535)
+	if n <= colsumSmallRows {
+		rowsPerChunk = 128
+	}
 	return rowsPerChunk, (n + rowsPerChunk - 1) / rowsPerChunk
 }
+
+// colsumSmallRows is the most rows whose column sums take 128-row chunks (colsumChunks); TUNE_COLSUM=wide sets
+// it to 0 (256-row chunks at every size, the rule it was measured against).
+var colsumSmallRows = map[bool]int{false: 4096, true: 0}[os.Getenv("TUNE_COLSUM") == "wide"]
 
 // colsumMode queues colsum_partial's mode (0: Σ dy; 1: LayerNorm's Σ dy·n̂ and Σ dy; 2: RMSNorm's
 // Σ dy·round_x(x·rstd) into outA) and the in-order finish into outA (and outB for mode 1).
