@@ -14,7 +14,7 @@ import (
 )
 
 // TestLayerNormBackwardPathsMatch checks that the LayerNorm backward's one-pass ring kernel and its two passes
-// give the same bits, with dx aliasing dout, for ResidualLayerNormBackward with and without dropout and with its
+// (with layernorm_bwd2 and with layernorm_bwd) give the same bits, with dx aliasing dout, for ResidualLayerNormBackward with and without dropout and with its
 // bias gradient, and for LayerNormBackward, on row counts whose last chunk is partial and whose warps end on an
 // odd row, with x and dout in F32 and BF16 (and BERT's 64×512 plus a partial chunk once). The inputs are made
 // once per case; each path starts from device copies of them.
@@ -26,7 +26,7 @@ func TestLayerNormBackwardPathsMatch(t *testing.T) {
 		p     float32
 		paths []string
 	}
-	all := []string{"ring", "split"}
+	all := []string{"ring", "split", "split-v1"}
 	var cases []tc
 	for _, n := range []int{4096 + 37, 600} {
 		for _, c := range []int{768, 1024} {

@@ -13,7 +13,7 @@ import (
 )
 
 // TestLaunchedKernelsExist compiles every kernel file that this package's Go code launches a kernel of by a
-// literal name (o.launch, o.ew, o.rowsLaunch, b.unary, b.binary, and the lnBwdFused and residual_layernorm_fwd2 families) and checks that each
+// literal name (o.launch, o.ew, o.rowsLaunch, b.unary, b.binary, and the lnBwdFused, residual_layernorm_fwd2 and layernorm_bwd2 families) and checks that each
 // name is an entry point of the compiled image, so that a kernel renamed, dropped or left uninstantiated in a
 // .cu file fails here rather than as CUDA_ERROR_NOT_FOUND on the GPU. It needs NVRTC, not a GPU. Attention's
 // kernels, whose names are composed at run time, are checked by the attention tests on the GPU.
@@ -55,6 +55,9 @@ func TestLaunchedKernelsExist(t *testing.T) {
 	}
 	for k := 1; k <= resLNFwd2Max; k++ {
 		add("layernorm2.cu", fmt.Sprintf("residual_layernorm_fwd2_%d", k))
+	}
+	for k := 1; k <= lnBwd2Max; k++ {
+		add("layernorm2.cu", fmt.Sprintf("layernorm_bwd2_%d", k))
 	}
 	total := 0
 	files := make([]string, 0, len(want))

@@ -105,9 +105,17 @@ func (b *Backend) ResidualLayerNormBackward(a tensor.ResidualNormBackwardArgs) (
 const lnBwdFusedMax = 8
 
 // lnBwdPath, when "split" or "ring", forces the LayerNorm backward's two passes (colsum_partial, then
-// layernorm_bwd) or its one-pass ring kernel, for the tests that compare them (export_test.go SetLNBwdPath);
-// empty chooses by the chunk count (lnBwdOnePass). Both give the same bits.
+// layernorm_bwd2_<C/128> or layernorm_bwd) or its one-pass ring kernel, for the tests that compare them
+// (export_test.go SetLNBwdPath); "split-v1" forces the two passes with layernorm_bwd; empty chooses by the chunk
+// count (lnBwdOnePass). All give the same bits.
 var lnBwdPath = ""
+
+// lnBwd2Max is the widest layernorm_bwd2_<k> of kernels/layernorm2.cu (C = 128·k).
+const lnBwd2Max = 8
+
+// lnBwdV1 makes the two-pass LayerNorm backward take norm.cu's layernorm_bwd at every width (TUNE_LN_BWD=v1:
+// the kernel layernorm_bwd2 was measured against).
+var lnBwdV1 = os.Getenv("TUNE_LN_BWD") == "v1"
 
 // lnBwdOnePass reports whether the ring kernel should run over chunks chunks of rows: it has one block (8
 // warps) per chunk, so with fewer chunks than half the multiprocessors (BERT 32×128: 16 chunks on the H200's
@@ -118,7 +126,7 @@ func (o *op) lnBwdOnePass(chunks int) bool {
 	switch lnBwdPath {
 	case "ring":
 		return true
-	case "split":
+	case "split", "split-v1":
 		return false
 	}
 	return 2*chunks >= o.b.sms
@@ -144,8 +152,8 @@ func (o *op) lnBwdRingPlan(k, sx, sd int) (stages, smem int) {
 // gradient a.DBias of DY. With both weight gradients, C a multiple of 128 up to 1024 and aligned rows, one
 // kernel (layernorm_bwd_ring_<C/128>, lnBwdRing) computes dx, dy and the per-chunk column sums of dgamma, dbeta
 // and dbias from one read of dout and x, and one colsum_finish3 launch adds the chunks, where there are enough
-// chunks (lnBwdOnePass); otherwise colsum_partial reads dout and x first, layernorm_bwd second, and BiasGrad's
-// colsum_partial reads dy. The chunks and their summation order are the same either way.
+// chunks (lnBwdOnePass); otherwise colsum_partial reads dout and x first, layernorm_bwd2_<C/128> (layernorm_bwd
+// for other widths or unaligned rows) second, and BiasGrad's colsum_partial reads dy. The chunks and their summation order are the same either way.
 func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	dx, dy, dgamma, dbeta, dout, x, gamma, mean, rstd := a.DX, a.DY, a.DGamma, a.DBeta, a.DOut, a.X, a.Gamma, a.Mean, a.Rstd
 	dbias := a.DBias
@@ -185,7 +193,11 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 	}
 	// The weight gradients read dout and x, so they go first: dx may alias either.
 	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
-	o.rowsLaunch("norm.cu", "layernorm_bwd", n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
+	file, kernel := "norm.cu", "layernorm_bwd"
+	if v == 1 && ch%128 == 0 && ch/128 <= lnBwd2Max && lnBwdPath != "split-v1" && !lnBwdV1 {
+		file, kernel = "layernorm2.cu", fmt.Sprintf("layernorm_bwd2_%d", ch/128)
+	}
+	o.rowsLaunch(file, kernel, n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
 		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), seed, off, v)
 	o.colsum(dbias, nil, dy, nil, nil, nil, n, ch)
 }

@@ -7,6 +7,8 @@
 //   registers: y and x are loaded before sum is stored (the v1 kernel's stores kept each lane to one group's
 //   loads at a time) and the statistics are taken from the registers, which hold exactly the stored values.
 //   H200 (r6): 3.1 TB/s in the BERT-base step (v1 2.9).
+// - layernorm_bwd2_<NG>: layernorm_bwd (norm.cu) with the lane's slice of x, dout and gamma held in registers
+//   between its passes (the two-pass LayerNorm backward's row kernel, cuda/rows.go).
 //
 // A two-rows-per-warp layernorm_bwd_fused (the same bits, 225 registers) was slower on the H200 (r6: 4.23 vs
 // 3.92 ms/step over 24 calls): with one block of eight warps per multiprocessor the kernel is bound by
@@ -92,3 +94,74 @@ RES_LN_FWD2(5)
 RES_LN_FWD2(6)
 RES_LN_FWD2(7)
 RES_LN_FWD2(8)
+
+// layernorm_bwd2_<NG>: layernorm_bwd (norm.cu) with the lane's slice of x, dout and gamma held in registers
+// between its two passes: every load of the row is issued before the sums (layernorm_bwd reads the row again for
+// dx, from L1/L2, after the warp's reductions), and the operations and their order are layernorm_bwd's (vec=1
+// path: elements c = 4·lane + 128·j + k in increasing j, then k), so the bits are the same. dx may alias x or
+// dout: each lane stores only elements it has already read.
+template <int NG>
+__device__ __forceinline__ void ln_bwd2(void *dx, int dtdx, void *dy, int dtdy, const void *dout, int dtd,
+                                        const void *x, int dtx, const void *gamma, int dtg, const float *mean,
+                                        const float *rstd, i64 N, int C, float p, float scale, u64 seed,
+                                        u64 offset) {
+	i64 row = (i64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+	int lane = threadIdx.x % 32;
+	if (row >= N) return;
+	i64 base = row * C;
+	uint2 key = make_uint2((u32)seed, (u32)(seed >> 32));
+	offset += tune_philox_base; // the step's base (philox.cuh)
+	F4 a[NG], d[NG], w[NG];
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		int c = lane * 4 + j * 128;
+		a[j] = ld4(x, dtx, base + c);
+		d[j] = ld4(dout, dtd, base + c);
+		w[j] = ld4(gamma, dtg, c);
+	}
+	float m = mean[row], r = rstd[row];
+	float sg = 0.0f, sgn = 0.0f;
+#pragma unroll
+	for (int j = 0; j < NG; j++)
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float g = d[j].v[k] * w[j].v[k];
+			sg += g;
+			sgn += g * (a[j].v[k] - m) * r;
+		}
+	float mg = warp_sum(sg) / (float)C, mgn = warp_sum(sgn) / (float)C;
+#pragma unroll
+	for (int j = 0; j < NG; j++) {
+		i64 c = base + lane * 4 + j * 128;
+		F4 o;
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float n = (a[j].v[k] - m) * r;
+			o.v[k] = r * (d[j].v[k] * w[j].v[k] - mg - n * mgn);
+		}
+		st4(dx, dtdx, c, o);
+		if (dy) {
+			u32 wd[4] = {0u, 0u, 0u, 0u};
+			if (p != 0.0f) philox_words(wd, (u64)(c / 4), key, offset);
+#pragma unroll
+			for (int k = 0; k < 4; k++) o.v[k] = branch_grad(round_to(o.v[k], dtdx), k, wd, p, scale);
+			st4(dy, dtdy, c, o);
+		}
+	}
+}
+
+#define LN_BWD2(NG)                                                                                               \
+	extern "C" __global__ void __launch_bounds__(256) layernorm_bwd2_##NG(                                       \
+	    void *dx, int dtdx, void *dy, int dtdy, const void *dout, int dtd, const void *x, int dtx,                 \
+	    const void *gamma, int dtg, const float *mean, const float *rstd, i64 N, int C, float p, float scale,     \
+	    u64 seed, u64 offset) {                                                                                    \
+		ln_bwd2<NG>(dx, dtdx, dy, dtdy, dout, dtd, x, dtx, gamma, dtg, mean, rstd, N, C, p, scale, seed, offset); \
+	}
+LN_BWD2(1)
+LN_BWD2(2)
+LN_BWD2(3)
+LN_BWD2(4)
+LN_BWD2(5)
+LN_BWD2(6)
+LN_BWD2(7)
+LN_BWD2(8)
