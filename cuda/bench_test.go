@@ -13,7 +13,8 @@ import (
 // it gives (2·M·N·K·batch flops). Inputs are random (zeros run faster on Tensor Cores) and a warm-up call
 // chooses the algorithm first. Shapes: the square 4096³ products in bf16, fp16 and true fp32, and
 // BERT-base's per-step GEMMs at batch 32 × seq 128 (4096 tokens) and the FFN at 64 × 512 (32768 tokens), in
-// bf16 with the nn.Linear layout (weights (out, in), so TransB). Run with -test.benchtime=50x.
+// bf16 with the nn.Linear layout (weights (out, in), so TransB), and LoRA r=8's rank-8 products at 4096 rows (the
+// thin kernels of thin.go; TUNE_GEMM_THIN=off times cuBLASLt on them). Run with -test.benchtime=50x.
 func BenchmarkGemm(b *testing.B) {
 	cases := []struct {
 		name           string
@@ -33,6 +34,12 @@ func BenchmarkGemm(b *testing.B) {
 		{"bert 32x128 context 384x(128x64x128)", tensor.BF16, 128, 64, 128, 384, false, false},
 		{"bert 64x512 ffn-up 32768x3072x768", tensor.BF16, 32768, 3072, 768, 1, false, true},
 		{"bert 64x512 scores 768x(512x512x64)", tensor.BF16, 512, 512, 64, 768, false, true},
+		{"lora r8 h 4096x8x768", tensor.BF16, 4096, 8, 768, 1, false, true},
+		{"lora r8 out 4096x768x8", tensor.BF16, 4096, 768, 8, 1, false, true},
+		{"lora r8 dh 4096x8x768", tensor.BF16, 4096, 8, 768, 1, false, false},
+		{"lora r8 dIn 4096x768x8", tensor.BF16, 4096, 768, 8, 1, false, false},
+		{"lora r8 dB 768x8x4096", tensor.BF16, 768, 8, 4096, 1, true, false},
+		{"lora r8 dA 8x768x4096", tensor.BF16, 8, 768, 4096, 1, true, false},
 	}
 	gpu := openOrSkip(b)
 	rng := rand.New(rand.NewPCG(5, 6))
