@@ -10,7 +10,7 @@ import (
 
 // TestIncludedHeaders: a compile's cache key covers exactly the headers its file includes (besides common.cuh,
 // which all do): the attention files attention.cuh (and the philox.cuh it includes), the dropout kernels'
-// files philox.cuh, every other file none, so adding a header leaves the cached kernels of the files that do
+// files philox.cuh, the files using Hopper's warpgroup MMA wgmma.cuh, every other file none, so adding a header leaves the cached kernels of the files that do
 // not include it valid.
 func TestIncludedHeaders(t *testing.T) {
 	hdrs, err := kernelHeaders()
@@ -40,6 +40,9 @@ func TestIncludedHeaders(t *testing.T) {
 		}
 		if att || strings.Contains(string(src), `#include "philox.cuh"`) { // attention.cuh includes philox.cuh
 			hs = append(hs, "philox.cuh")
+		}
+		if strings.Contains(string(src), `#include "wgmma.cuh"`) {
+			hs = append(hs, "wgmma.cuh")
 		}
 		want := strings.Join(hs, ",")
 		if strings.HasPrefix(e.Name(), "attention_") != att && e.Name() != "attention_f32.cu" {

@@ -11,10 +11,12 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -157,6 +159,24 @@ func (n nvrtcInfo) target(sm int) (opt string, cubin bool, err error) {
 	return fmt.Sprintf("--gpu-architecture=compute_%d", best), false, nil
 }
 
+// errNoSM90a is the error of compiling a module that includes kernels/wgmma.cuh (Hopper's warpgroup MMA, which
+// exists only in the sm_90a target) where it cannot be: the device is not compute capability 9.0, or the NVRTC
+// is older than 12.0 (NVRTC 11.8 has no sm_90a). Callers fall back to kernels of the plain target.
+var errNoSM90a = errors.New("cuda: the module uses wgmma (sm_90a only)")
+
+// target90a is the target of a module that includes kernels/wgmma.cuh: a CUBIN for sm_90a when the device is
+// sm_90 and this NVRTC is 12.0 or newer and lists sm_90 (NVRTC lists plain architectures only; every NVRTC 12
+// that compiles sm_90 accepts sm_90a), else errNoSM90a.
+func (n nvrtcInfo) target90a(sm int) (string, error) {
+	if sm != 90 {
+		return "", fmt.Errorf("%w: the device is sm_%d", errNoSM90a, sm)
+	}
+	if n.major < 12 || n.archs == nil || !slices.Contains(n.archs, 90) {
+		return "", fmt.Errorf("%w: NVRTC %d.%d (%s) cannot compile sm_90a (12.0 or newer can)", errNoSM90a, n.major, n.minor, n.path)
+	}
+	return "--gpu-architecture=sm_90a", nil
+}
+
 // kernelImage is one compiled kernel file.
 type kernelImage struct {
 	data  []byte // CUBIN or NUL-terminated PTX
@@ -188,10 +208,6 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	tgt, cubin, err := nv.target(sm)
-	if err != nil {
-		return nil, err
-	}
 	base, prefix := file, ""
 	if v, ok := kernelVariants[file]; ok {
 		base = v.base
@@ -208,6 +224,17 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	if err != nil {
 		return nil, err
 	}
+	incl := includedHeaders(src, hdrs[1:])
+	var tgt string
+	var cubin bool
+	if slices.ContainsFunc(incl, func(x kernelHeader) bool { return x.name == "wgmma.cuh" }) {
+		cubin = true
+		if tgt, err = nv.target90a(sm); err != nil {
+			return nil, fmt.Errorf("kernels/%s: %w", file, err)
+		}
+	} else if tgt, cubin, err = nv.target(sm); err != nil {
+		return nil, err
+	}
 	opts := append(append([]string{tgt}, optionsFor(base)...), nvrtcExtraOptions...)
 	h := sha256.New()
 	fmt.Fprintf(h, "nvrtc %d.%d\x00%s\x00%s\x00", nv.major, nv.minor, strings.Join(opts, "\x00"), file)
@@ -215,7 +242,7 @@ func compileKernel(file string, sm int) (*kernelImage, error) {
 	h.Write([]byte{0})
 	h.Write(hdrs[0].src) // common.cuh, which every file includes
 	philox := false
-	for _, x := range includedHeaders(src, hdrs[1:]) {
+	for _, x := range incl {
 		fmt.Fprintf(h, "\x00%s\x00", x.name)
 		h.Write(x.src)
 		philox = philox || x.name == "philox.cuh"
