@@ -21,7 +21,9 @@ static int tc_attn_launch(void *fn, unsigned gx, unsigned gy, unsigned gz, unsig
 import "C"
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"unsafe"
 
@@ -64,7 +66,8 @@ func attnModule(kind, family string) string { return "attention_" + kind + "_" +
 // attnModules returns the attention kernel modules for kernelVariants: the forward and the backward file of
 // every family, compiled with ATTN_D and ATTN_BF defined. A process compiles (and caches) only the modules it
 // launches a kernel of: a BF16 BERT step with D = 64 compiles attention_fwd_bf16_d64.cu (one kernel) and
-// attention_bwd_bf16_d64.cu (two).
+// attention_bwd_bf16_d64.cu (two), on the H200 also attention_fwdwg_bf16_d64.cu (kernels/attention_fwd_wgmma.cu,
+// the sm_90a forward: fwdWgmma).
 func attnModules() map[string]kernelVariant {
 	out := map[string]kernelVariant{}
 	for _, f := range attnFamilies {
@@ -75,9 +78,11 @@ func attnModules() map[string]kernelVariant {
 		if strings.HasPrefix(f, "bf16") {
 			bf = 1
 		}
+		defs := []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf)}
 		for _, kind := range []string{"fwd", "bwd"} {
-			out[attnModule(kind, f)] = kernelVariant{"attention_" + kind + ".cu", []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf)}}
+			out[attnModule(kind, f)] = kernelVariant{"attention_" + kind + ".cu", defs}
 		}
+		out[attnModule("fwdwg", f)] = kernelVariant{"attention_fwd_wgmma.cu", defs}
 	}
 	return out
 }
@@ -147,6 +152,30 @@ func (pl attnPlan) fwdKernel(g opcheck.Attention) attnKernel {
 	}
 	smem := (rows+2*stages*64)*pl.d*2 + 2*rows*(64/16)*2 // Q, the K/V stages, then two keep-bit masks
 	return attnKernel{attnModule("fwd", pl.suffix), "attn_fwd_" + pl.suffix, cdiv(g.Tq, rows), g.Hq, g.B, 128, smem, 0}
+}
+
+// attnFwdMMA is TUNE_ATTN_FWD=mma: the forward keeps the mma.sync kernel (kernels/attention_fwd.cu) where the
+// wgmma kernel would run, for A/B comparisons.
+var attnFwdMMA = os.Getenv("TUNE_ATTN_FWD") == "mma"
+
+// fwdWgmma reports whether the forward takes the warpgroup-MMA kernel (kernels/attention_fwd_wgmma.cu): a
+// tensor-core plan on an sm_90 device whose NVRTC compiles sm_90a (the first launch finds out:
+// Backend.noWgmma), not TUNE_ATTN_FWD=mma, and without dropout or with Tk % 4 == 0 (its dropout reads keep bits
+// that attn_keep_bits drew). Everything else takes fwdKernel.
+func (pl attnPlan) fwdWgmma(b *Backend, g opcheck.Attention) bool {
+	return pl.tc && b.sm == 90 && !b.noWgmma && !attnFwdMMA && (g.DropoutP == 0 || g.Tk%4 == 0)
+}
+
+// fwdWgKernel is the wgmma forward's launch: 128 queries (two warpgroups) per block, K and V in two stages of
+// 64 keys for D = 64 (two blocks per SM) or 128 keys for D = 128 (one), two keep-bit stages, 1 KiB to align the
+// tiles to 1024 bytes.
+func (pl attnPlan) fwdWgKernel(g opcheck.Attention) attnKernel {
+	rows, keys := 128, 128
+	if pl.d == 64 {
+		keys = 64
+	}
+	smem := rows*pl.d*2 + 4*keys*pl.d*2 + 2*rows*(keys/16)*2 + 1024
+	return attnKernel{attnModule("fwdwg", pl.suffix), "attn_fwd_wg_" + pl.suffix, cdiv(g.Tq, rows), g.Hq, g.B, 256, smem, 0}
 }
 
 // bwdKernels are the backward's launches, dQ first (it stores Δ and the keep bits for dK/dV), then dK/dV.
@@ -259,7 +288,8 @@ func cdiv(a, b int) int { return (a + b - 1) / b }
 // Attention is fused attention (FlashAttention-2's algorithm, kernels/attention.cuh): tensor-core kernels for
 // F16/BF16 with D = 64 or 128 (sm_80+, operands 16-byte aligned), chunked FP32 GEMMs for F32
 // (attention_f32.go), the general kernel for any other D ≤ 256; larger D is refused with tensor.ErrUnsupported.
-// It writes O and the FP32 LSE.
+// On sm_90 the tensor-core forward is the warpgroup-MMA kernel (kernels/attention_fwd_wgmma.cu) where fwdWgmma
+// allows it, else kernels/attention_fwd.cu's mma.sync kernel. It writes O and the FP32 LSE.
 func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 	o := b.begin("Attention", opcheck.AttentionTensors(a)...)
 	defer o.end(&err)
@@ -281,6 +311,34 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		return
 	}
 	k := pl.fwdKernel(g)
+	if pl.fwdWgmma(b, g) {
+		wk := pl.fwdWgKernel(g)
+		_, ferr := b.function(wk.mod, wk.name)
+		switch {
+		case errors.Is(ferr, errNoSM90a):
+			b.noWgmma = true // this NVRTC cannot compile sm_90a: the mma.sync kernel from now on
+		case o.fail(ferr) != nil:
+			return
+		default:
+			if g.DropoutP > 0 && !pre { // the wgmma kernel reads drawn keep bits: draw them into scratch
+				p.bitsw = keepBitsWords(g.Tk)
+				bits := o.scratch(2 * g.B * g.Hq * g.Tq * int(p.bitsw))
+				if o.failed() {
+					return
+				}
+				defer o.release(bits)
+				p.bits, pre = uint64(bits), true
+			}
+			kb := k.mod
+			k = wk
+			if pre {
+				o.attnLaunch(kb, "attn_keep_bits", cdiv(g.B*g.Hq*g.Tq, 4), 1, 1, 128, 0, &p)
+				p.bitsready = 1
+			}
+			o.attnLaunch(k.mod, k.name, k.gx, k.gy, k.gz, k.block, k.smem, &p)
+			return
+		}
+	}
 	if pre { // attn_keep_bits draws every bit into KeepBits (for the backward too), the forward loads them
 		o.attnLaunch(k.mod, "attn_keep_bits", cdiv(g.B*g.Hq*g.Tq, 4), 1, 1, 128, 0, &p)
 		p.bitsready = 1

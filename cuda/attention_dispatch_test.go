@@ -64,3 +64,52 @@ func TestAttentionDispatch(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionFwdWgmmaRule pins when the forward takes the wgmma kernel (fwdWgmma) and its launch
+// (fwdWgKernel): tensor-core plans on sm_90 only, not under TUNE_ATTN_FWD=mma or after the NVRTC failed to
+// compile sm_90a, dropout only with Tk % 4 == 0. No GPU is needed.
+func TestAttentionFwdWgmmaRule(t *testing.T) {
+	bert := opcheck.Attention{B: 64, Hq: 12, Hkv: 12, Tq: 512, Tk: 512, D: 64}
+	drop := bert
+	drop.DropoutP = 0.1
+	odd := drop
+	odd.Tk = 510
+	tc := attnPlanFor(90, true, tensor.BF16, 64)
+	for _, c := range []struct {
+		name   string
+		b      *Backend
+		pl     attnPlan
+		g      opcheck.Attention
+		mma    bool
+		expect bool
+	}{
+		{"H200 BF16 D=64", &Backend{sm: 90}, tc, bert, false, true},
+		{"H200 dropout", &Backend{sm: 90}, tc, drop, false, true},
+		{"H200 dropout Tk%4 != 0", &Backend{sm: 90}, tc, odd, false, false},
+		{"TUNE_ATTN_FWD=mma", &Backend{sm: 90}, tc, bert, true, false},
+		{"NVRTC without sm_90a", &Backend{sm: 90, noWgmma: true}, tc, bert, false, false},
+		{"A100", &Backend{sm: 80}, attnPlanFor(80, true, tensor.BF16, 64), bert, false, false},
+		{"sm_100", &Backend{sm: 100}, attnPlanFor(100, true, tensor.BF16, 64), bert, false, false},
+		{"general kernel", &Backend{sm: 90}, attnPlanFor(90, false, tensor.BF16, 64), bert, false, false},
+	} {
+		old := attnFwdMMA
+		attnFwdMMA = c.mma
+		if got := c.pl.fwdWgmma(c.b, c.g); got != c.expect {
+			t.Errorf("%s: fwdWgmma = %v, want %v", c.name, got, c.expect)
+		}
+		attnFwdMMA = old
+	}
+	for _, c := range []struct {
+		d    int
+		g    opcheck.Attention
+		want attnKernel
+	}{
+		{64, bert, attnKernel{"attention_fwdwg_bf16_d64.cu", "attn_fwd_wg_bf16_d64", 4, 12, 64, 256, 16384 + 32768 + 2048 + 1024, 0}},
+		{128, opcheck.Attention{B: 8, Hq: 32, Hkv: 32, Tq: 2048, Tk: 2048, D: 128, Causal: true},
+			attnKernel{"attention_fwdwg_bf16_d128.cu", "attn_fwd_wg_bf16_d128", 16, 32, 8, 256, 32768 + 131072 + 4096 + 1024, 0}},
+	} {
+		if got := attnPlanFor(90, true, tensor.BF16, c.d).fwdWgKernel(c.g); got != c.want {
+			t.Errorf("D=%d: fwdWgKernel = %+v, want %+v", c.d, got, c.want)
+		}
+	}
+}

@@ -55,6 +55,7 @@ type Backend struct {
 	staging      stagingRing     // page-locked ring the eager uploads go through (staging.go)
 	owner        opcheck.Owner   // which buffers are this backend's (op.tensor's opcheck.View)
 	colsumCount  cu.DevicePtr    // the column sums' per-tile counters (elementwise.go colsumCounters), 0 until used
+	noWgmma      bool            // the NVRTC cannot compile sm_90a (errNoSM90a): no wgmma kernels (attention.go's fwdWgmma)
 	philoxBase   uint64          // the dropout kernels' Philox base (philox.go), as their modules' constants hold it
 	philoxConsts []cu.DevicePtr  // those constants (tune_philox_base) of the loaded modules
 	smemSet      map[uintptr]int // kernels' raised dynamic shared memory limits (smem.go launchShared)

@@ -38,7 +38,9 @@
 //     an error wrapping tensor.ErrNoDevice instead; tests then skip.
 //
 // Kernels: cuda/kernels/*.cu are embedded, compiled by NVRTC on first use for the device's architecture
-// (sm_90 on an H100/H200; PTX for the newest supported architecture when NVRTC is older than the device) and
+// (sm_90 on an H100/H200; PTX for the newest supported architecture when NVRTC is older than the device;
+// sm_90a for the modules that include kernels/wgmma.cuh, Hopper's warpgroup MMA, only on an sm_90 device with
+// NVRTC 12.0 or newer, else those modules are not compiled and their callers keep the sm_90 kernels) and
 // cached on disk in $TUNE_KERNEL_CACHE or $XDG_CACHE_HOME/tune/kernels (~/.cache/tune/kernels), keyed by a
 // hash of the NVRTC version, options, target and sources. A compile error is an *Error whose Detail holds
 // NVRTC's log. Each kernel file's header says which variants exist and why; kernels/common.cuh holds the

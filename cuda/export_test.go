@@ -99,6 +99,8 @@ func AttnModuleKernels() map[string][]string {
 		}
 		if pl.tc {
 			out[pl.fwdKernel(g).mod] = append(out[pl.fwdKernel(g).mod], "attn_keep_bits")
+			wk := pl.fwdWgKernel(g)
+			out[wk.mod] = append(out[wk.mod], wk.name)
 		}
 	}
 	for _, names := range out {

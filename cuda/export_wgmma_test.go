@@ -5,6 +5,7 @@ package cuda
 import (
 	"errors"
 
+	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
 
@@ -56,4 +57,19 @@ func (b *Backend) wgmmaProbeLaunch(name string, n, k int, ta, tb, tc *tensor.Ten
 	defer o.end(&err)
 	o.launchShared("wgmma_probe.cu", name, 1, 1, 128, 1, 64*k*2+n*k*2+1024, addr(ta), addr(tb), addr(tc), uint64(lbo), uint64(sbo))
 	return o.err
+}
+
+// SetAttnFwdMMA makes the attention forward keep the mma.sync kernel where the wgmma kernel would run (as
+// TUNE_ATTN_FWD=mma) when on, and returns a function restoring the previous choice.
+func SetAttnFwdMMA(on bool) (restore func()) {
+	old := attnFwdMMA
+	attnFwdMMA = on
+	return func() { attnFwdMMA = old }
+}
+
+// AttnFwdWgmma reports whether the backend's attention forward takes the wgmma kernel for a BF16 D = 64 call
+// without dropout (an sm_90 device whose NVRTC compiled sm_90a, as far as the calls so far found out).
+func AttnFwdWgmma(tb tensor.Backend) bool {
+	b := tb.(*Backend)
+	return attnPlan{tc: true, suffix: "bf16_d64", d: 64}.fwdWgmma(b, opcheck.Attention{})
 }

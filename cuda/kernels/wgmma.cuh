@@ -59,6 +59,36 @@ template <int R> __device__ __forceinline__ void fence_operand(float (&d)[R]) {
 	for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 
+// fence_operand_u pins 32-bit registers (an rs product's A fragments) the same way.
+template <int R> __device__ __forceinline__ void fence_operand_u(u32 (&a)[R]) {
+#pragma unroll
+	for (int i = 0; i < R; i++) asm volatile("" : "+r"(a[i])::"memory");
+}
+
+// mbar_init initialises the shared-memory mbarrier at shared address bar (8-byte aligned) to expect count
+// arrivals per phase; a __syncthreads() must follow before other threads use it.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+	asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+// mbar_arrive is one arrival (release semantics at CTA scope) on the mbarrier at bar.
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+	asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
+}
+
+// mbar_wait blocks until the phase of parity `parity` (0 or 1) of the mbarrier at bar has completed (acquire).
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+	asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1; @!p bra W; }" ::"r"(bar), "r"(parity) : "memory");
+}
+
+// bar_sync synchronises n threads (a multiple of 32) on hardware barrier id (1..15; 0 is __syncthreads').
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+
+// setmaxnreg_inc / setmaxnreg_dec raise or lower this warpgroup's per-thread register allotment to R (a
+// multiple of 8 in 24..256; the kernel needs __launch_bounds__(threads, 1)).
+template <int R> __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(R)); }
+template <int R> __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(R)); }
+
 // smem_u32 is the shared-window address of a pointer into shared memory.
 __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 
