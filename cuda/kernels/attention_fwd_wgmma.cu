@@ -5,8 +5,8 @@
 // half dtype only as the register operand of P·V, O rounded once on store, the FP32 LSE.
 //
 // One block of NWG warpgroups per BR = 64·NWG queries of one head; warpgroup w owns queries 64w … 64w+63.
-// K and V tiles of BC keys (64 for D = 64, 128 for D = 128) move with cp.async into 128-byte-swizzled shared memory (wgmma.cuh's tile
-// layout), two stages each; S = Q·Kᵀ reads Q and K by descriptor (K-major), O += P·V takes P from registers and
+// K and V tiles of BC keys (64 for D = 64, 128 for D = 128) move with cp.async into 128-byte-swizzled shared
+// memory (wgmma.cuh's tile layout), two stages each; S = Q·Kᵀ reads Q and K by descriptor (K-major), O += P·V takes P from registers and
 // V by an MN-major descriptor (V row-major, the transpose flag). Per step j the warpgroup issues S_{j+1} =
 // Q·K_{j+1}ᵀ and O += P_j·V_j back to back, does the softmax of S_{j+1} while P_j·V_j runs, then rescales O
 // (FlashAttention-3's intra-warpgroup overlap: Shah et al., "FlashAttention-3: Fast and Accurate Attention with
