@@ -49,6 +49,11 @@ const attnRefMaxD = 256
 // attnBwdOnly ("dq" or "dkdv") makes the backward launch only that kernel, for the benchmark's breakdown.
 var attnBwdOnly string
 
+// attnBwdMMA (TUNE_ATTN_BWD=mma) makes the backward use the mma.sync kernels of kernels/attention_bwd.cu even
+// where the warpgroup-MMA kernels of kernels/attention_bwd_wg.cu run (sm_90 with an NVRTC that compiles
+// sm_90a, D = 64), for A/B comparisons.
+var attnBwdMMA = os.Getenv("TUNE_ATTN_BWD") == "mma"
+
 // attnBwdRedraw, when set (by a test through export_test.go), makes every backward kernel draw its own dropout
 // keep bits instead of the dQ kernel storing them for the dK/dV kernel: the two paths must agree bit for bit.
 var attnBwdRedraw bool
@@ -64,7 +69,8 @@ const attnRefModule = "attention_ref.cu"
 func attnModule(kind, family string) string { return "attention_" + kind + "_" + family + ".cu" }
 
 // attnModules returns the attention kernel modules for kernelVariants: the forward and the backward file of
-// every family, compiled with ATTN_D and ATTN_BF defined. A process compiles (and caches) only the modules it
+// every family (and for D = 64 the warpgroup-MMA backward, kernels/attention_bwd_wg.cu, which compiles only
+// for sm_90a), compiled with ATTN_D and ATTN_BF defined. A process compiles (and caches) only the modules it
 // launches a kernel of: a BF16 BERT step with D = 64 compiles attention_fwd_bf16_d64.cu (one kernel) and
 // attention_bwd_bf16_d64.cu (two), on the H200 also attention_fwdwg_bf16_d64.cu (kernels/attention_fwd_wgmma.cu,
 // the sm_90a forward: fwdWgmma).
@@ -79,7 +85,11 @@ func attnModules() map[string]kernelVariant {
 			bf = 1
 		}
 		defs := []string{fmt.Sprintf("ATTN_D %d", d), fmt.Sprintf("ATTN_BF %d", bf)}
-		for _, kind := range []string{"fwd", "bwd"} {
+		kinds := []string{"fwd", "bwd"}
+		if d == 64 {
+			kinds = append(kinds, "bwd_wg")
+		}
+		for _, kind := range kinds {
 			out[attnModule(kind, f)] = kernelVariant{"attention_" + kind + ".cu", defs}
 		}
 		out[attnModule("fwdwg", f)] = kernelVariant{"attention_fwd_wgmma.cu", defs}
@@ -181,7 +191,10 @@ func (pl attnPlan) fwdWgKernel(g opcheck.Attention) attnKernel {
 // bwdKernels are the backward's launches, dQ first (it stores Δ and the keep bits for dK/dV), then dK/dV.
 // For D = 64 both run on one-dimensional grids in longest-first block order (AttnParams.lpt: attnChunk),
 // for D = 128 on (block, head, batch) grids: kernels/attention_bwd.cu.
-func (pl attnPlan) bwdKernels(g opcheck.Attention) [2]attnKernel {
+//
+// With wg (bwdWG) the D = 64 kernels are those of kernels/attention_bwd_wg.cu: the same grids and block
+// order, one warpgroup per block, 1024 more bytes of shared memory to align the tiles for wgmma.
+func (pl attnPlan) bwdKernels(g opcheck.Attention, wg bool) [2]attnKernel {
 	if !pl.tc {
 		return [2]attnKernel{
 			{attnRefModule, "attn_bwd_dq_ref", cdiv(g.Tq, 8), g.Hq, g.B, 256, 0, 0},
@@ -191,6 +204,13 @@ func (pl attnPlan) bwdKernels(g opcheck.Attention) [2]attnKernel {
 	mod := attnModule("bwd", pl.suffix)
 	smem := 6*64*pl.d*2 + 2*64*4*2 // Q, dO (or K, V) and two stages of the streamed pair, two keep-bit masks
 	dkdvSmem := smem + 4*64*4      // + two stages of the LSE and Δ rows
+	if pl.d == 64 && wg {
+		wmod := attnModule("bwd_wg", pl.suffix)
+		return [2]attnKernel{
+			{wmod, "attn_bwd_dq_wg_" + pl.suffix, cdiv(g.Tq, 64) * g.B * g.Hq, 1, 1, 128, smem + 1024, attnChunk(g.Causal, 2*g.Tk*g.D*2)},
+			{wmod, "attn_bwd_dkdv_wg_" + pl.suffix, cdiv(g.Tk, 64) * g.B * g.Hkv, 1, 1, 128, dkdvSmem + 1024, attnChunk(g.Causal, 2*g.Tq*g.D*2)},
+		}
+	}
 	if pl.d == 64 {
 		return [2]attnKernel{
 			{mod, "attn_bwd_dq_" + pl.suffix + "_h3v3", cdiv(g.Tq, 64) * g.B * g.Hq, 1, 1, 128, smem, attnChunk(g.Causal, 2*g.Tk*g.D*2)},
@@ -389,7 +409,11 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		defer o.release(bits)
 		p.bits = uint64(bits)
 	}
-	for i, k := range pl.bwdKernels(g) {
+	wg, werr := o.b.bwdWG(pl)
+	if o.fail(werr) != nil {
+		return
+	}
+	for i, k := range pl.bwdKernels(g, wg) {
 		if (i == 0 && attnBwdOnly == "dkdv") || (i == 1 && attnBwdOnly == "dq") {
 			continue
 		}
@@ -397,4 +421,21 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		o.attnLaunch(k.mod, k.name, k.gx, k.gy, k.gz, k.block, k.smem, &p)
 	}
 	return
+}
+
+// bwdWG reports whether the backward of plan pl runs the warpgroup-MMA kernels (kernels/attention_bwd_wg.cu):
+// tensor-core BF16/F16 with D = 64 on an sm_90 device whose NVRTC compiles the module for sm_90a, unless
+// TUNE_ATTN_BWD=mma. The module is compiled (or loaded from the kernel cache) on the first call; where it
+// cannot be (errNoSM90a, recorded in Backend.noWgmma) every call takes the mma.sync kernels; any other error is
+// returned.
+func (b *Backend) bwdWG(pl attnPlan) (bool, error) {
+	if !pl.tc || pl.d != 64 || b.sm != 90 || b.noWgmma || attnBwdMMA {
+		return false, nil
+	}
+	_, err := b.function(attnModule("bwd_wg", pl.suffix), "attn_bwd_dq_wg_"+pl.suffix)
+	if errors.Is(err, errNoSM90a) {
+		b.noWgmma = true // as the forward's fwdWgmma: the mma.sync kernels from now on
+		return false, nil
+	}
+	return err == nil, err
 }

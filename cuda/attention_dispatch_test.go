@@ -55,7 +55,7 @@ func TestAttentionDispatch(t *testing.T) {
 		{"sm_75 F16", 75, true, tensor.F16, opcheck.Attention{B: 1, Hq: 2, Hkv: 2, Tq: 64, Tk: 64, D: 128, Causal: true}, ref(64, 64, 2, 2, 1)},
 	} {
 		pl := attnPlanFor(c.sm, c.aligned, c.dt, c.g.D)
-		bwd := pl.bwdKernels(c.g)
+		bwd := pl.bwdKernels(c.g, false)
 		got := [3]attnKernel{pl.fwdKernel(c.g), bwd[0], bwd[1]}
 		for i, what := range []string{"forward", "dQ", "dK/dV"} {
 			if got[i] != c.want[i] {

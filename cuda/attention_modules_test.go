@@ -12,8 +12,9 @@ import (
 	"github.com/tune-ml/tune/cuda"
 )
 
-// TestAttentionModulesHoldTheirKernels compiles every attention kernel module (kernels/attention_fwd.cu and
-// attention_bwd.cu per family, attention_ref.cu; no GPU needed) and requires its image to hold exactly the kernels the Go code
+// TestAttentionModulesHoldTheirKernels compiles every attention kernel module (kernels/attention_fwd.cu,
+// attention_bwd.cu and, with an NVRTC that compiles sm_90a, attention_bwd_wg.cu per family, attention_ref.cu;
+// no GPU needed) and requires its image to hold exactly the kernels the Go code
 // launches from it: a misspelt or uninstantiated name fails here rather than as CUDA_ERROR_NOT_FOUND on the
 // GPU, and a kernel compiled into a module nobody launches it from (the cold-compile time that the split
 // removes) fails too.

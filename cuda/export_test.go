@@ -93,9 +93,13 @@ func AttnModuleKernels() map[string][]string {
 		plans = append(plans, attnPlan{tc: true, suffix: f, d: d})
 	}
 	for _, pl := range plans {
-		ks := pl.bwdKernels(g)
+		ks := pl.bwdKernels(g, false)
 		for _, k := range []attnKernel{pl.fwdKernel(g), ks[0], ks[1]} {
 			out[k.mod] = append(out[k.mod], k.name)
+		}
+		if pl.tc && pl.d == 64 {
+			wk := pl.bwdKernels(g, true)
+			out[wk[0].mod] = append(out[wk[0].mod], wk[0].name, wk[1].name)
 		}
 		if pl.tc {
 			out[pl.fwdKernel(g).mod] = append(out[pl.fwdKernel(g).mod], "attn_keep_bits")
@@ -245,4 +249,18 @@ func FillPatternForTest(b *Backend, x *tensor.Tensor, seed uint64) ([]float32, e
 func DiffForTest(b *Backend, x, y *tensor.Tensor) (differ int, dmax, ymax float32, err error) {
 	d, err := b.diff(x, y, x.Numel(), x.DType)
 	return d.differ, d.dmax, d.ymax, err
+}
+
+// SetAttnBwdMMA makes AttentionBackward use the mma.sync kernels (as TUNE_ATTN_BWD=mma) where the
+// warpgroup-MMA kernels would run, or not, and returns a function restoring the setting.
+func SetAttnBwdMMA(on bool) (restore func()) {
+	old := attnBwdMMA
+	attnBwdMMA = on
+	return func() { attnBwdMMA = old }
+}
+
+// AttnBwdWG reports whether AttentionBackward of BF16 or F16 (dt) with D = 64 runs the warpgroup-MMA kernels
+// (kernels/attention_bwd_wg.cu) on be.
+func AttnBwdWG(be *Backend, dt tensor.DType) (bool, error) {
+	return be.bwdWG(attnPlanFor(be.sm, true, dt, 64))
 }

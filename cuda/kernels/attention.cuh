@@ -229,3 +229,16 @@ template <int COLS> __device__ __forceinline__ bool bit_at(const u16 *bits, int 
 	return (bits[r * (COLS / 16) + (c >> 4)] >> (c & 15)) & 1;
 }
 #endif
+
+// order_block maps an ORD kernel's linear block index to (row block rb, pair) for a grid of nrb row blocks of
+// npair (batch, head) pairs: pairs in chunks of p.lpt; within a chunk the row block varies slowest, so every
+// pair's row block 0 comes first, then row block 1, ... With the kernel's heaviest row block at rb = 0
+// (causal) this schedules the longest blocks first (longest-processing-time order, as FlashAttention-3
+// schedules causal blocks), while a chunk's K/V (or Q/dO) stay few enough to live in L2. p.lpt = 1 (always
+// without causal masking, where all blocks are equally long) is the row block fastest.
+__device__ __forceinline__ void order_block(const AttnParams &p, int nrb, int npair, int &rb, int &pair) {
+	const int C = (int)p.lpt, idx = blockIdx.x, chunk = idx / (C * nrb);
+	const int cs = min(C, npair - chunk * C), w = idx - chunk * C * nrb;
+	rb = w / cs;
+	pair = chunk * C + w % cs;
+}

@@ -20,20 +20,6 @@
 #error "kernels/attention_bwd.cu is compiled only as the modules of cuda/attention.go's attnModules (ATTN_D and ATTN_BF defined)"
 #endif
 
-// order_block maps an ORD kernel's linear block index to (row block rb, pair) for a grid of nrb row blocks of
-// npair (batch, head) pairs: pairs in chunks of p.lpt; within a chunk the row block varies slowest, so every
-// pair's row block 0 comes first, then row block 1, ... With the kernel's heaviest row block at rb = 0
-// (causal) this schedules the longest blocks first (longest-processing-time order, as FlashAttention-3
-// schedules causal blocks), while a chunk's K/V (or Q/dO) stay few enough to live in L2. p.lpt = 1 (always
-// without causal masking, where all blocks are equally long) is the row block fastest.
-__device__ __forceinline__ void order_block(const AttnParams &p, int nrb, int npair, int &rb, int &pair) {
-	const int C = (int)p.lpt, idx = blockIdx.x, chunk = idx / (C * nrb);
-	const int cs = min(C, npair - chunk * C), w = idx - chunk * C * nrb;
-	rb = w / cs;
-	pair = chunk * C + w % cs;
-}
-
-
 // dq1_tc is the dQ kernel, in one sweep over the keys (it replaced a two-sweep design, a first sweep for Δ alone:
 // docs/CUDA.md). It starts from Δ̃_i = dO_i·O_i over the stored (half) O, which FlashAttention-2 uses as Δ but which
 // carries O's rounding (docs/ATTENTION.md), and forms dS̃ = P∘(dP − Δ̃) for dQ̃ = dS̃·K. In the same sweep it sums

@@ -1,0 +1,62 @@
+//go:build cuda
+
+package cuda_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/tune-ml/tune/cuda"
+	"github.com/tune-ml/tune/tensor"
+)
+
+// TestAttentionBwdWGMatchesMMA compares the warpgroup-MMA backward (kernels/attention_bwd_wg.cu, sm_90 with an
+// NVRTC that compiles sm_90a) with the mma.sync backward (kernels/attention_bwd.cu) on D = 64 shapes spanning
+// several blocks, tails, masks, causal with Tq ≠ Tk, segments, GQA and dropout (with and without stored keep
+// bits), and requires the warpgroup path to be bit-identical run to run. The two paths use the same numerics
+// but different summation orders inside the products, so they agree to the half dtype's rounding of dQ, dK
+// and dV, not bit for bit. Both are also compared with the CPU by TestAttentionKernelsMatchCPU (whichever runs
+// by default). Skips where the warpgroup kernels do not run.
+func TestAttentionBwdWGMatchesMMA(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		on, err := cuda.AttnBwdWG(gpu, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !on {
+			t.Skipf("%v: the warpgroup-MMA backward does not run on this device or NVRTC", dt)
+		}
+		for i, s := range []attnShape{
+			{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true},
+			{B: 2, Hq: 2, Hkv: 1, Tq: 257, Tk: 257, D: 64, seg: true, p: 0.1},
+			{B: 1, Hq: 2, Hkv: 2, Tq: 300, Tk: 65, D: 64, causal: true},
+			{B: 1, Hq: 3, Hkv: 1, Tq: 130, Tk: 390, D: 64, causal: true, mask: true},
+			{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1},
+			{B: 1, Hq: 2, Hkv: 2, Tq: 256, Tk: 256, D: 64, seg: true, causal: true, p: 0.3, keepBits: true},
+			{B: 2, Hq: 4, Hkv: 4, Tq: 512, Tk: 512, D: 64},
+		} {
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(40 + i))
+				w1, w2 := runAttention(t, gpu, s, dt, d), runAttention(t, gpu, s, dt, d)
+				restore := cuda.SetAttnBwdMMA(true)
+				m := runAttention(t, gpu, s, dt, d)
+				restore()
+				for _, x := range []struct {
+					name string
+					a, b []float32
+				}{{"dQ", w1.dq, w2.dq}, {"dK", w1.dk, w2.dk}, {"dV", w1.dv, w2.dv}} {
+					for j := range x.a {
+						if math.Float32bits(x.a[j]) != math.Float32bits(x.b[j]) {
+							t.Fatalf("%s[%d] = %v, then %v: the warpgroup backward is not bit-identical run to run", x.name, j, x.a[j], x.b[j])
+						}
+					}
+				}
+				tol := map[tensor.DType]float64{tensor.BF16: 2e-2, tensor.F16: 4e-3}[dt]
+				closeTo(t, "dQ", w1.dq, m.dq, tol)
+				closeTo(t, "dK", w1.dk, m.dk, tol)
+				closeTo(t, "dV", w1.dv, m.dv, tol)
+			})
+		}
+	}
+}

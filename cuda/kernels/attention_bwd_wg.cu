@@ -1,0 +1,424 @@
+// attention_bwd_wg.cu: the backward of fused attention on Hopper's warpgroup MMA (wgmma.mma_async, sm_90a;
+// kernels/wgmma.cuh), for F16/BF16 with D = 64: the same two kernels, launch order, numerics and results
+// contract as kernels/attention_bwd.cu (docs/ATTENTION.md), with every product issued as m64n64k16 warpgroup
+// MMAs instead of mma.sync m16n8k16.
+//
+// One warpgroup (128 threads) per block and 64 rows (queries for dQ, keys for dK/dV). The operand tiles are
+// attention.cuh's XOR-swizzled 64-column tiles, which for D = 64 are exactly wgmma's 128-byte-swizzle layout
+// (wgmma.cuh: chunk c of row r at c ^ (r % 8), 128 bytes per row) once each tile starts 1024-byte aligned, so
+// the cp.async loads of kernels/attention_bwd.cu feed the descriptors unchanged. The first two products of a
+// step (S = Q·Kᵀ and dP = dO·Vᵀ, or their transposes for dK/dV) read both operands from shared memory (both
+// K-major); their FP32 accumulators have mma.sync's m16n8 C layout per warp (register 4·nt + c is element c of
+// column group nt), so the elementwise part is kernels/attention_bwd.cu's, and P and dS are rounded to the half
+// dtype straight into the register A fragments of the last two products (wg::acc_to_a), whose B operands (K,
+// or Q and dO) are read MN-major from the same tiles. Registers hold only the four accumulators.
+//
+// Compiled into its own module per family (cuda/attention.go's attnModules: ATTN_D and ATTN_BF defined) only
+// for D = 64; cuda/attention.go launches these kernels on sm_90 devices whose NVRTC compiles sm_90a, unless
+// TUNE_ATTN_BWD=mma, and kernels/attention_bwd.cu's otherwise.
+#include "attention.cuh"
+#include "wgmma.cuh"
+
+#ifndef ATTN_D
+#error "kernels/attention_bwd_wg.cu is compiled only as the modules of cuda/attention.go's attnModules (ATTN_D and ATTN_BF defined)"
+#endif
+
+// wg_smem is the 1024-byte aligned start of the dynamic shared memory (the launch adds 1024 bytes for it).
+__device__ __forceinline__ u16 *wg_smem() {
+	extern __shared__ __align__(1024) u16 wg_dyn[];
+	const unsigned a = wg::smem_u32(wg_dyn);
+	return wg_dyn + (((a + 1023u) & ~1023u) - a) / 2;
+}
+
+// dq_wg is kernels/attention_bwd.cu's dq1_tc (one block per 64 queries, one sweep over the keys, Δ̃ from the
+// stored O, the exact Δ and R = P·K summed alongside dQ̃, dQ = scale·(dQ̃ − ε·R)) with D = 64 and the block
+// order of order_block; the four products of a 64-key step are S = Q·Kᵀ, dP = dO·Vᵀ (shared-memory operands),
+// dQ̃ += dS̃·K and R += P·K (register A).
+template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
+	constexpr int D = 64, BR = 64, BC = 64, RS = 2, NT = BC / 8, KD = D / 16, KC = BC / 16;
+	u16 *smem = wg_smem();
+	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + RS * BC * D, *sB = sV + RS * BC * D;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int nqb = ((int)p.Tq + BR - 1) / BR;
+	int rb, pair;
+	order_block(p, nqb, (int)(p.B * p.Hq), rb, pair);
+	const int qb = nqb - 1 - rb, h = pair % (int)p.Hq, b = pair / (int)p.Hq;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
+	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
+	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
+	int nb = (Tk + BC - 1) / BC;
+	if (p.causal) {
+		int last = min(Tq - 1, q0 + BR - 1) + shift;
+		nb = last < 0 ? 0 : min(nb, last / BC + 1);
+	}
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16;
+	const bool sbits = drop && (Tk & 3) == 0;
+	const u64 hbase = (u64)((i64)b * p.Hq + h) * (u64)Tq;
+	const unsigned aQ = wg::smem_u32(sQ), aO = wg::smem_u32(sO), aK = wg::smem_u32(sK), aV = wg::smem_u32(sV);
+
+	float lv[2];
+	int si[2];
+	u64 rowb[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int i = q0 + wr + g + hh * 8;
+		lv[hh] = POS_INF, si[hh] = 0;
+		rowb[hh] = (hbase + (u64)i) * (u64)Tk;
+		if (i < Tq) {
+			float x = p.lse[(i64)hbase + i];
+			lv[hh] = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
+			if (p.seg) si[hh] = p.seg[(i64)b * Tq + i];
+		}
+	}
+
+	load_tile<D, BR>(sQ, (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2], p.qs[2], Tq - q0, tid);
+	load_tile<D, BR>(sO, (const u16 *)p.dout + b * p.dos[0] + h * p.dos[1] + (i64)q0 * p.dos[2], p.dos[2], Tq - q0, tid);
+	cp_commit();
+	if (nb > 0) {
+		load_tile<D, BC>(sK, K, p.ks[2], Tk, tid);
+		load_tile<D, BC>(sV, V, p.vs[2], Tk, tid);
+		if (sbits && p.bitsready) load_bits<BR>(sB, p, hbase, q0, 0, tid);
+		else if (sbits) draw_bits<BR, BC>(sB, p, hbase, q0, 0, thr, tid, p.bits);
+	}
+	cp_commit();
+	cp_wait<1>();
+	__syncthreads();
+	// Δ̃ of the thread's rows g and g + 8, as dq1_tc.
+	float dt[2];
+	{
+		const u16 *O = (const u16 *)p.o + b * p.os[0] + h * p.os[1];
+#pragma unroll
+		for (int hh = 0; hh < 2; hh++) {
+			int r = wr + g + hh * 8, i = q0 + r;
+			float acc = 0.0f;
+			if (i < Tq) {
+#pragma unroll
+				for (int c = 0; c < D / 32; c++) {
+					int ch = tig * (D / 32) + c;
+					uint4 ov = *(const uint4 *)(O + (i64)i * p.os[2] + ch * 8);
+					uint4 dv = *(const uint4 *)(sO + swz<D>(r, ch));
+					const u32 ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						float o0, o1, d0, d1;
+						if constexpr (BF) {
+							o0 = __uint_as_float(ow[e] << 16), o1 = __uint_as_float(ow[e] & 0xffff0000u);
+							d0 = __uint_as_float(dw[e] << 16), d1 = __uint_as_float(dw[e] & 0xffff0000u);
+						} else {
+							o0 = f16_to_f32((u16)(ow[e] & 0xffffu)), o1 = f16_to_f32((u16)(ow[e] >> 16));
+							d0 = f16_to_f32((u16)(dw[e] & 0xffffu)), d1 = f16_to_f32((u16)(dw[e] >> 16));
+						}
+						acc = fmaf(d0, o0, acc);
+						acc = fmaf(d1, o1, acc);
+					}
+				}
+			}
+			acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+			acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+			dt[hh] = acc;
+		}
+	}
+	float dq[32], rk[32], s[32], dp[32];
+#pragma unroll
+	for (int c = 0; c < 32; c++) dq[c] = rk[c] = 0.0f;
+
+	float dsum[2] = {0.0f, 0.0f};
+	for (int n = 0; n < nb; n++) {
+		const int buf = n & 1, k0 = n * BC;
+		if (n + 1 < nb) {
+			const int k1 = k0 + BC;
+			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
+			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
+			if (sbits && p.bitsready) load_bits<BR>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, tid);
+			cp_commit();
+			if (sbits && !p.bitsready) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		wg::fence_proxy_async();
+		__syncthreads();
+		const unsigned cK = aK + buf * BC * D * 2, cV = aV + buf * BC * D * 2;
+		// S = Q·Kᵀ, dP = dO·Vᵀ: A (queries × d) and B (keys × d) both K-major.
+		{
+			u64 dA[KD], dB[KD], dA2[KD], dB2[KD]; // every operand defined before the batch (no serialization)
+#pragma unroll
+			for (int kk = 0; kk < KD; kk++)
+				dA[kk] = wg::desc_kmajor(aQ, BR, kk), dB[kk] = wg::desc_kmajor(cK, BC, kk), dA2[kk] = wg::desc_kmajor(aO, BR, kk), dB2[kk] = wg::desc_kmajor(cV, BC, kk);
+			wg::fence();
+#pragma unroll
+			for (int kk = 0; kk < KD; kk++) {
+				wg::mma_ss_n64<BF, 0, 0>(s, dA[kk], dB[kk], kk);
+				wg::mma_ss_n64<BF, 0, 0>(dp, dA2[kk], dB2[kk], kk);
+			}
+			wg::commit();
+		}
+		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
+		if (sbits) {
+			const u16 *cb = sB + buf * BR * (BC / 16);
+#pragma unroll
+			for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
+		} else if (drop) {
+#pragma unroll 1
+			for (int x = 0; x < NT * 2; x++) {
+				bool k0b, k1b;
+				keep2(rowb[x & 1] + (u64)(k0 + (x >> 1) * 8 + tig * 2), p, thr, k0b, k1b);
+				bits |= ((u32)k0b | ((u32)k1b << 1)) << (2 * x);
+			}
+		}
+		wg::wait<0>();
+		wg::fence_operand(s);
+		wg::fence_operand(dp);
+		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int j = k0 + nt * 8 + tig * 2 + e;
+				float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+				int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int i = q0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
+					float x = s[c];
+					float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
+					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
+					float dpv = dp[c];
+					if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
+					dsum[hh] += pv * dpv;
+					dp[c] = pv * (dpv - dt[hh]);
+					s[c] = pv;
+				}
+			}
+		// dQ̃ += dS̃·K, R += P·K: A from registers (queries × keys), B = K tile (keys × d) MN-major.
+		{
+			u32 a[KC][4], ap[KC][4];
+			u64 bk[KC];
+#pragma unroll
+			for (int kc = 0; kc < KC; kc++) {
+				wg::acc_to_a<BF>(dp, kc, a[kc]);
+				wg::acc_to_a<BF>(s, kc, ap[kc]);
+				bk[kc] = wg::desc_mnmajor(cK, BC, kc);
+			}
+			wg::fence();
+#pragma unroll
+			for (int kc = 0; kc < KC; kc++) {
+				wg::mma_rs_n64<BF, 1>(dq, a[kc], bk[kc], 1);
+				wg::mma_rs_n64<BF, 1>(rk, ap[kc], bk[kc], 1);
+			}
+			wg::commit();
+		}
+		wg::wait<0>();
+		wg::fence_operand(dq);
+		wg::fence_operand(rk);
+		__syncthreads();
+	}
+	float eps[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		float t = dsum[hh];
+		t += __shfl_xor_sync(0xffffffffu, t, 1);
+		t += __shfl_xor_sync(0xffffffffu, t, 2);
+		eps[hh] = t - dt[hh];
+		int i = q0 + wr + g + hh * 8;
+		if (tig == 0 && i < Tq) p.delta[(i64)hbase + i] = t;
+	}
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = wr + g + hh * 8;
+#pragma unroll
+		for (int dn = 0; dn < D / 8; dn++) {
+			const int c = 4 * dn + hh * 2;
+			float x0 = dq[c] - eps[hh] * rk[c], x1 = dq[c + 1] - eps[hh] * rk[c + 1];
+			*(u32 *)(sQ + swz<D>(r, dn) + tig * 2) = store2<BF>(x0 * p.scale, x1 * p.scale);
+		}
+	}
+	__syncwarp();
+	store_rows<D, 16>((u16 *)p.dq + b * p.dqs[0] + h * p.dqs[1] + (i64)q0 * p.dqs[2], p.dqs[2], sQ, wr, Tq - q0, lane);
+}
+
+// dkdv_wg is kernels/attention_bwd.cu's dkdv_tc (one block per 64 keys of a KV head; Q, dO, LSE and Δ tiles of
+// 64 queries through a cp.async double buffer over every query block of every query head of the group, in a
+// fixed order) with D = 64 and the block order of order_block; the four products of a step are Sᵀ = K·Qᵀ,
+// dPᵀ = V·dOᵀ (shared-memory operands), dV += P'ᵀ·dO and dK += dSᵀ·Q (register A).
+template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) {
+	constexpr int D = 64, BC = 64, BR = 64, RS = 2, NQ = BR / 8, KD = D / 16, KQ = BR / 16;
+	u16 *smem = wg_smem();
+	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + RS * BR * D;
+	float *sL = (float *)(sO + RS * BR * D), *sDl = sL + RS * BR;
+	u16 *sB = (u16 *)(sDl + RS * BR);
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+	const int Tq = (int)p.Tq, Tk = (int)p.Tk, G = (int)(p.Hq / p.Hkv), shift = Tk - Tq;
+	int kb, pair;
+	order_block(p, (Tk + BC - 1) / BC, (int)(p.B * p.Hkv), kb, pair);
+	const int hk = pair % (int)p.Hkv, b = pair / (int)p.Hkv;
+	const int j0 = kb * BC;
+	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const float sl2 = p.scale * LOG2E;
+	const bool drop = p.p > 0.0f;
+	const u32 thr = keep_thr(p.p);
+	const int wr = warp * 16;
+	const bool sbits = drop && (Tk & 3) == 0;
+	const unsigned aK = wg::smem_u32(sK), aV = wg::smem_u32(sV), aQ = wg::smem_u32(sQ), aO = wg::smem_u32(sO);
+
+	int qb0 = 0;
+	if (p.causal) {
+		int imin = j0 - shift;
+		qb0 = imin > 0 ? imin / BR : 0;
+	}
+	const int nqb = (Tq + BR - 1) / BR, nit = nqb > qb0 ? nqb - qb0 : 0, total = G * nit;
+
+	float mk[2];
+	int sj[2];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int j = j0 + wr + g + hh * 8;
+		mk[hh] = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+		sj[hh] = (p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+	}
+
+	auto prefetch = [&](int it, int buf) {
+		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		load_tile<D, BR>(sQ + buf * BR * D, (const u16 *)p.q + b * p.qs[0] + hq * p.qs[1] + (i64)i0 * p.qs[2], p.qs[2], Tq - i0, tid);
+		load_tile<D, BR>(sO + buf * BR * D, (const u16 *)p.dout + b * p.dos[0] + hq * p.dos[1] + (i64)i0 * p.dos[2], p.dos[2], Tq - i0, tid);
+		{
+			const int r = tid & (BR - 1), i = i0 + r;
+			const bool ok = i < Tq;
+			const i64 row = ok ? ((i64)b * p.Hq + hq) * Tq + i : 0;
+			cp4(smem_addr((tid < BR ? sL : sDl) + buf * BR + r), (tid < BR ? p.lse : p.delta) + row, ok);
+		}
+		if (sbits && p.bits) load_bits<BR>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, tid);
+		else if (sbits) draw_bits<BR, BC>(sB + buf * BR * (BC / 16), p, (u64)((i64)b * p.Hq + hq) * (u64)Tq, i0, j0, thr, tid);
+	};
+
+	load_tile<D, BC>(sK, (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1] + (i64)j0 * p.ks[2], p.ks[2], Tk - j0, tid);
+	load_tile<D, BC>(sV, (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1] + (i64)j0 * p.vs[2], p.vs[2], Tk - j0, tid);
+	if (total > 0) prefetch(0, 0);
+	cp_commit();
+	float dk[32], dv[32], s[32], dp[32];
+#pragma unroll
+	for (int c = 0; c < 32; c++) dk[c] = dv[c] = 0.0f;
+
+	for (int it = 0; it < total; it++) {
+		const int buf = it & 1;
+		if (it + 1 < total) {
+			prefetch(it + 1, buf ^ 1);
+			cp_commit();
+			cp_wait<1>();
+		} else {
+			cp_wait<0>();
+		}
+		wg::fence_proxy_async();
+		__syncthreads();
+		const int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;
+		const unsigned cQ = aQ + buf * BR * D * 2, cO = aO + buf * BR * D * 2;
+		const float *cL = sL + buf * BR, *cD = sDl + buf * BR;
+		// Sᵀ = K·Qᵀ, dPᵀ = V·dOᵀ: A (keys × d) and B (queries × d) both K-major.
+		{
+			u64 dA[KD], dB[KD], dA2[KD], dB2[KD]; // every operand defined before the batch (no serialization)
+#pragma unroll
+			for (int kk = 0; kk < KD; kk++)
+				dA[kk] = wg::desc_kmajor(aK, BC, kk), dB[kk] = wg::desc_kmajor(cQ, BR, kk), dA2[kk] = wg::desc_kmajor(aV, BC, kk), dB2[kk] = wg::desc_kmajor(cO, BR, kk);
+			wg::fence();
+#pragma unroll
+			for (int kk = 0; kk < KD; kk++) {
+				wg::mma_ss_n64<BF, 0, 0>(s, dA[kk], dB[kk], kk);
+				wg::mma_ss_n64<BF, 0, 0>(dp, dA2[kk], dB2[kk], kk);
+			}
+			wg::commit();
+		}
+		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
+		const u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
+		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh
+		if (sbits) {
+			const u16 *cb = sB + buf * BR * (BC / 16);
+#pragma unroll
+			for (int x = 0; x < NQ * 4; x++) bits |= (u32)bit_at<BC>(cb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), wr + g + (x & 1) * 8) << x;
+		} else if (drop) {
+#pragma unroll 1
+			for (int x = 0; x < NQ * 4; x++) {
+				int i = i0 + (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), j = j0 + wr + g + (x & 1) * 8;
+				bits |= (u32)keep1((hbase + (u64)i) * (u64)Tk + (u64)j, p, thr) << x;
+			}
+		}
+		wg::wait<0>();
+		wg::fence_operand(s);
+		wg::fence_operand(dp);
+#pragma unroll
+		for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
+				float lv = cL[ic], dl = cD[ic];
+				lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
+#pragma unroll
+				for (int hh = 0; hh < 2; hh++) {
+					int j = j0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
+					float x = s[c];
+					float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[hh]) - lv) * LOG2E);
+					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
+					float dpv = dp[c], pd = pv;
+					if (drop) {
+						bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
+						pd = pv * (kp ? p.dscale : 0.0f); // as tensor/cpu: a NaN row's dropped P' stays NaN
+						dpv = kp ? dpv * p.dscale : 0.0f;
+					}
+					dp[c] = pv * (dpv - dl);
+					s[c] = pd;
+				}
+			}
+		// dV += P'ᵀ·dO, dK += dSᵀ·Q: A from registers (keys × queries), B = dO / Q tile (queries × d) MN-major.
+		{
+			u32 a[KQ][4], ad[KQ][4];
+			u64 bo[KQ], bq[KQ];
+#pragma unroll
+			for (int kq = 0; kq < KQ; kq++) {
+				wg::acc_to_a<BF>(s, kq, a[kq]);
+				wg::acc_to_a<BF>(dp, kq, ad[kq]);
+				bo[kq] = wg::desc_mnmajor(cO, BR, kq), bq[kq] = wg::desc_mnmajor(cQ, BR, kq);
+			}
+			wg::fence();
+#pragma unroll
+			for (int kq = 0; kq < KQ; kq++) {
+				wg::mma_rs_n64<BF, 1>(dv, a[kq], bo[kq], 1);
+				wg::mma_rs_n64<BF, 1>(dk, ad[kq], bq[kq], 1);
+			}
+			wg::commit();
+		}
+		wg::wait<0>();
+		wg::fence_operand(dk);
+		wg::fence_operand(dv);
+		__syncthreads();
+	}
+	cp_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = wr + g + hh * 8;
+#pragma unroll
+		for (int dn = 0; dn < D / 8; dn++) {
+			const int c = 4 * dn + hh * 2;
+			*(u32 *)(sK + swz<D>(r, dn) + tig * 2) = store2<BF>(dk[c] * p.scale, dk[c + 1] * p.scale);
+			*(u32 *)(sV + swz<D>(r, dn) + tig * 2) = store2<BF>(dv[c], dv[c + 1]);
+		}
+	}
+	__syncwarp();
+	store_rows<D, 16>((u16 *)p.dk + b * p.dks[0] + hk * p.dks[1] + (i64)j0 * p.dks[2], p.dks[2], sK, wr, Tk - j0, lane);
+	store_rows<D, 16>((u16 *)p.dv + b * p.dvs[0] + hk * p.dvs[1] + (i64)j0 * p.dvs[2], p.dvs[2], sV, wr, Tk - j0, lane);
+}
+
+// One-dimensional grids in order_block's order (as kernels/attention_bwd.cu's D = 64 kernels), one warpgroup
+// per block; __launch_bounds__(128, 2) allows up to 255 registers (the four accumulators take 128).
+#if ATTN_D == 64 && ATTN_BF
+extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_bf16_d64(const AttnParams p) { dq_wg<true>(p); }
+extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_bf16_d64(const AttnParams p) { dkdv_wg<true>(p); }
+#elif ATTN_D == 64
+extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_f16_d64(const AttnParams p) { dq_wg<false>(p); }
+extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_f16_d64(const AttnParams p) { dkdv_wg<false>(p); }
+#endif
