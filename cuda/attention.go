@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -53,6 +54,19 @@ var attnBwdOnly string
 // where the warpgroup-MMA kernels of kernels/attention_bwd_wg.cu run (sm_90 with an NVRTC that compiles
 // sm_90a, D = 64), for A/B comparisons.
 var attnBwdMMA = os.Getenv("TUNE_ATTN_BWD") == "mma"
+
+// attnBwdWGVariants are the kernel-name suffixes of kernels/attention_bwd_wg.cu's variants (its comment says
+// what each changes); attnBwdWGVariant (TUNE_ATTN_BWD_WG, "" by default) picks the one launched, for
+// measurement.
+var attnBwdWGVariants = []string{"", "_o3", "_p"}
+
+var attnBwdWGVariant = func() string {
+	v := os.Getenv("TUNE_ATTN_BWD_WG")
+	if v != "" && slices.Contains(attnBwdWGVariants, "_"+v) {
+		return "_" + v
+	}
+	return ""
+}()
 
 // attnBwdRedraw, when set (by a test through export_test.go), makes every backward kernel draw its own dropout
 // keep bits instead of the dQ kernel storing them for the dK/dV kernel: the two paths must agree bit for bit.
@@ -207,8 +221,8 @@ func (pl attnPlan) bwdKernels(g opcheck.Attention, wg bool) [2]attnKernel {
 	if pl.d == 64 && wg {
 		wmod := attnModule("bwd_wg", pl.suffix)
 		return [2]attnKernel{
-			{wmod, "attn_bwd_dq_wg_" + pl.suffix, cdiv(g.Tq, 64) * g.B * g.Hq, 1, 1, 128, smem + 1024, attnChunk(g.Causal, 2*g.Tk*g.D*2)},
-			{wmod, "attn_bwd_dkdv_wg_" + pl.suffix, cdiv(g.Tk, 64) * g.B * g.Hkv, 1, 1, 128, dkdvSmem + 1024, attnChunk(g.Causal, 2*g.Tq*g.D*2)},
+			{wmod, "attn_bwd_dq_wg_" + pl.suffix + attnBwdWGVariant, cdiv(g.Tq, 64) * g.B * g.Hq, 1, 1, 128, smem + 1024, attnChunk(g.Causal, 2*g.Tk*g.D*2)},
+			{wmod, "attn_bwd_dkdv_wg_" + pl.suffix + attnBwdWGVariant, cdiv(g.Tk, 64) * g.B * g.Hkv, 1, 1, 128, dkdvSmem + 1024, attnChunk(g.Causal, 2*g.Tq*g.D*2)},
 		}
 	}
 	if pl.d == 64 {

@@ -98,8 +98,13 @@ func AttnModuleKernels() map[string][]string {
 			out[k.mod] = append(out[k.mod], k.name)
 		}
 		if pl.tc && pl.d == 64 {
-			wk := pl.bwdKernels(g, true)
-			out[wk[0].mod] = append(out[wk[0].mod], wk[0].name, wk[1].name)
+			old := attnBwdWGVariant
+			for _, v := range attnBwdWGVariants {
+				attnBwdWGVariant = v
+				wk := pl.bwdKernels(g, true)
+				out[wk[0].mod] = append(out[wk[0].mod], wk[0].name, wk[1].name)
+			}
+			attnBwdWGVariant = old
 		}
 		if pl.tc {
 			out[pl.fwdKernel(g).mod] = append(out[pl.fwdKernel(g).mod], "attn_keep_bits")

@@ -34,7 +34,7 @@ __device__ __forceinline__ u16 *wg_smem() {
 // stored O, the exact Δ and R = P·K summed alongside dQ̃, dQ = scale·(dQ̃ − ε·R)) with D = 64 and the block
 // order of order_block; the four products of a 64-key step are S = Q·Kᵀ, dP = dO·Vᵀ (shared-memory operands),
 // dQ̃ += dS̃·K and R += P·K (register A).
-template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
+template <bool BF, bool PIPE> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
 	constexpr int D = 64, BR = 64, BC = 64, RS = 2, NT = BC / 8, KD = D / 16, KC = BC / 16;
 	u16 *smem = wg_smem();
 	u16 *sQ = smem, *sO = sQ + BR * D, *sK = sO + BR * D, *sV = sK + RS * BC * D, *sB = sV + RS * BC * D;
@@ -129,13 +129,16 @@ template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
 	float dsum[2] = {0.0f, 0.0f};
 	for (int n = 0; n < nb; n++) {
 		const int buf = n & 1, k0 = n * BC;
-		if (n + 1 < nb) {
+		auto next = [&]() { // queue key tile n + 1 into the other buffer
 			const int k1 = k0 + BC;
 			load_tile<D, BC>(sK + (buf ^ 1) * BC * D, K + (i64)k1 * p.ks[2], p.ks[2], Tk - k1, tid);
 			load_tile<D, BC>(sV + (buf ^ 1) * BC * D, V + (i64)k1 * p.vs[2], p.vs[2], Tk - k1, tid);
 			if (sbits && p.bitsready) load_bits<BR>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, tid);
 			cp_commit();
 			if (sbits && !p.bitsready) draw_bits<BR, BC>(sB + (buf ^ 1) * BR * (BC / 16), p, hbase, q0, k1, thr, tid, p.bits);
+		};
+		if (!PIPE && n + 1 < nb) {
+			next();
 			cp_wait<1>();
 		} else {
 			cp_wait<0>();
@@ -173,6 +176,10 @@ template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
 		wg::wait<0>();
 		wg::fence_operand(s);
 		wg::fence_operand(dp);
+		if (PIPE && n + 1 < nb) { // the previous step's dQ̃/R products (which read buffer buf ^ 1) are done
+			__syncthreads();
+			next();
+		}
 		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
 #pragma unroll
 		for (int nt = 0; nt < NT; nt++)
@@ -212,10 +219,17 @@ template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
 			}
 			wg::commit();
 		}
+		if (!PIPE) {
+			wg::wait<0>();
+			wg::fence_operand(dq);
+			wg::fence_operand(rk);
+			__syncthreads();
+		}
+	}
+	if (PIPE) {
 		wg::wait<0>();
 		wg::fence_operand(dq);
 		wg::fence_operand(rk);
-		__syncthreads();
 	}
 	float eps[2];
 #pragma unroll
@@ -247,7 +261,7 @@ template <bool BF> __device__ __forceinline__ void dq_wg(const AttnParams &p) {
 // 64 queries through a cp.async double buffer over every query block of every query head of the group, in a
 // fixed order) with D = 64 and the block order of order_block; the four products of a step are Sᵀ = K·Qᵀ,
 // dPᵀ = V·dOᵀ (shared-memory operands), dV += P'ᵀ·dO and dK += dSᵀ·Q (register A).
-template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) {
+template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) {
 	constexpr int D = 64, BC = 64, BR = 64, RS = 2, NQ = BR / 8, KD = D / 16, KQ = BR / 16;
 	u16 *smem = wg_smem();
 	u16 *sK = smem, *sV = sK + BC * D, *sQ = sV + BC * D, *sO = sQ + RS * BR * D;
@@ -307,7 +321,7 @@ template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) 
 
 	for (int it = 0; it < total; it++) {
 		const int buf = it & 1;
-		if (it + 1 < total) {
+		if (!PIPE && it + 1 < total) {
 			prefetch(it + 1, buf ^ 1);
 			cp_commit();
 			cp_wait<1>();
@@ -350,6 +364,11 @@ template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) 
 		wg::wait<0>();
 		wg::fence_operand(s);
 		wg::fence_operand(dp);
+		if (PIPE && it + 1 < total) { // the previous step's dV/dK products (which read buffer buf ^ 1) are done
+			__syncthreads();
+			prefetch(it + 1, buf ^ 1);
+			cp_commit();
+		}
 #pragma unroll
 		for (int nt = 0; nt < NQ; nt++)
 #pragma unroll
@@ -391,10 +410,17 @@ template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) 
 			}
 			wg::commit();
 		}
+		if (!PIPE) {
+			wg::wait<0>();
+			wg::fence_operand(dk);
+			wg::fence_operand(dv);
+			__syncthreads();
+		}
+	}
+	if (PIPE) {
 		wg::wait<0>();
 		wg::fence_operand(dk);
 		wg::fence_operand(dv);
-		__syncthreads();
 	}
 	cp_wait<0>();
 	__syncthreads();
@@ -414,11 +440,20 @@ template <bool BF> __device__ __forceinline__ void dkdv_wg(const AttnParams &p) 
 }
 
 // One-dimensional grids in order_block's order (as kernels/attention_bwd.cu's D = 64 kernels), one warpgroup
-// per block; __launch_bounds__(128, 2) allows up to 255 registers (the four accumulators take 128).
+// per block. Variants (cuda/attention.go's TUNE_ATTN_BWD_WG, under measurement): no suffix,
+// __launch_bounds__(128, 2) (up to 255 registers; the four accumulators take 128) and each step's last two
+// products waited for before the next step; _o3, three blocks per SM (168 registers); _p, pipelined: the last
+// two products of a step run while the next step's loads wait and its first two products issue (the next
+// tile is queued once the first two products are done, so two buffers still suffice).
+#define WG_KERNELS(T, BFV)                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_##T##_d64(const AttnParams p) { dq_wg<BFV, false>(p); }      \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_##T##_d64(const AttnParams p) { dkdv_wg<BFV, false>(p); }  \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_wg_##T##_d64_o3(const AttnParams p) { dq_wg<BFV, false>(p); }   \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_wg_##T##_d64_o3(const AttnParams p) { dkdv_wg<BFV, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_##T##_d64_p(const AttnParams p) { dq_wg<BFV, true>(p); }     \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_##T##_d64_p(const AttnParams p) { dkdv_wg<BFV, true>(p); }
 #if ATTN_D == 64 && ATTN_BF
-extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_bf16_d64(const AttnParams p) { dq_wg<true>(p); }
-extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_bf16_d64(const AttnParams p) { dkdv_wg<true>(p); }
+WG_KERNELS(bf16, true)
 #elif ATTN_D == 64
-extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_f16_d64(const AttnParams p) { dq_wg<false>(p); }
-extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_f16_d64(const AttnParams p) { dkdv_wg<false>(p); }
+WG_KERNELS(f16, false)
 #endif
