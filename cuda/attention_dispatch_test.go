@@ -113,3 +113,22 @@ func TestAttentionFwdWgmmaRule(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionDispatchWG pins the launches of the warpgroup-MMA backward (kernels/attention_bwd_wg.cu, taken
+// on sm_90 for D = 64): the mma.sync kernels' grids and block order with 1024 bytes more shared memory (the
+// tiles' alignment), and no warpgroup kernels for D = 128.
+func TestAttentionDispatchWG(t *testing.T) {
+	g := opcheck.Attention{B: 64, Hq: 12, Hkv: 12, Tq: 512, Tk: 512, D: 64}
+	got := attnPlanFor(90, true, tensor.BF16, 64).bwdKernels(g, true)
+	want := [2]attnKernel{
+		{"attention_bwd_wg_bf16_d64.cu", "attn_bwd_dq_wg_bf16_d64" + attnBwdWGVariant, 6144, 1, 1, 128, 51200, 1},
+		{"attention_bwd_wg_bf16_d64.cu", "attn_bwd_dkdv_wg_bf16_d64" + attnBwdWGVariant, 6144, 1, 1, 128, 52224, 1},
+	}
+	if got != want {
+		t.Errorf("BERT-base BF16 with wgmma: %+v, want %+v", got, want)
+	}
+	g = opcheck.Attention{B: 8, Hq: 32, Hkv: 32, Tq: 2048, Tk: 2048, D: 128, Causal: true}
+	if k := attnPlanFor(90, true, tensor.BF16, 128).bwdKernels(g, true); k[0].mod != "attention_bwd_bf16_d128.cu" {
+		t.Errorf("D = 128 with wg set launches %+v, want the mma.sync kernels", k)
+	}
+}
