@@ -371,3 +371,70 @@ func TestBiasGradWideMatchesNarrow(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalNormToCachedChunks checks GlobalNormTo and ClipByNorm through the backend's cached work lists: the
+// same tensors with new values, and tensors freed and allocated again (other sizes at reused addresses), each
+// call against GlobalNorm on the host and tensor/cpu, with the list of one parameter set cached once.
+func TestGlobalNormToCachedChunks(t *testing.T) {
+	gpu := openOrSkip(t)
+	ref := cpu.New()
+	rng := rand.New(rand.NewPCG(11, 3))
+	norm, err := gpu.Alloc(tensor.I64, 1)
+	must(t, err)
+	defer gpu.Free(norm)
+	for round := range 4 {
+		var ts, cs []*tensor.Tensor
+		for i := range 5 + round {
+			n := 1 + rng.IntN(200_000)
+			if round == 3 {
+				n = 70_000 + i // a set of the same count again, other sizes
+			}
+			for _, b := range []tensor.Backend{gpu, ref} {
+				x, err := b.Alloc(tensor.F32, n)
+				must(t, err)
+				if b == tensor.Backend(gpu) {
+					ts = append(ts, x)
+				} else {
+					cs = append(cs, x)
+				}
+			}
+		}
+		before := cuda.CachedChunkLists(gpu)
+		for rep := range 3 {
+			for i := range ts {
+				v := make([]float32, ts[i].Numel())
+				for j := range v {
+					v[j] = float32(rng.NormFloat64()) * float32(rep+1)
+				}
+				must(t, gpu.Upload(ts[i], v))
+				must(t, ref.Upload(cs[i], v))
+			}
+			must(t, gpu.GlobalNormTo(norm, ts))
+			host, err := gpu.GlobalNorm(ts)
+			must(t, err)
+			var bits [1]int64
+			must(t, gpu.Download(bits[:], norm))
+			if got := math.Float64frombits(uint64(bits[0])); got != host {
+				t.Errorf("round %d rep %d: GlobalNormTo %v, GlobalNorm %v", round, rep, got, host)
+			}
+			want, err := ref.GlobalNorm(cs)
+			must(t, err)
+			if math.Abs(host-want) > 1e-12*want {
+				t.Errorf("round %d rep %d: GlobalNorm %v, tensor/cpu %v", round, rep, host, want)
+			}
+			must(t, gpu.ClipByNorm(ts, norm, 1, nil))
+			must(t, gpu.GlobalNormTo(norm, ts))
+			must(t, gpu.Download(bits[:], norm))
+			if got := math.Float64frombits(uint64(bits[0])); math.Abs(got-1) > 1e-5 {
+				t.Errorf("round %d rep %d: norm after ClipByNorm(1) %v, want 1", round, rep, got)
+			}
+		}
+		if got := cuda.CachedChunkLists(gpu) - before; got > 1 {
+			t.Errorf("round %d: %d work lists cached for one parameter set, want at most 1", round, got)
+		}
+		for i := range ts {
+			gpu.Free(ts[i])
+			ref.Free(cs[i])
+		}
+	}
+}

@@ -269,3 +269,10 @@ func SetAttnBwdMMA(on bool) (restore func()) {
 func AttnBwdWG(be *Backend, dt tensor.DType) (bool, error) {
 	return be.bwdWG(attnPlanFor(be.sm, true, dt, 64))
 }
+
+// CachedChunkLists returns how many multi-tensor work lists b keeps on the device (optim.go chunkCache).
+func CachedChunkLists(b *Backend) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.chunks.lists)
+}
