@@ -323,7 +323,7 @@ func TestFinalCheckpointHoldsTheEpochEvaluation(t *testing.T) {
 	if len(cps) != 1 || filepath.Base(cps[0]) != "checkpoint-8" {
 		t.Fatalf("checkpoints %v, want only checkpoint-8", cps)
 	}
-	st, err := LoadTrainerState(filepath.Join(cps[0], TrainerStateName))
+	st, err := LoadTrainerState(filepath.Join(cps[0], TrainerStateName), 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	if err := VerifyCheckpoint(dir); err != nil { // before anything loads: every file there, sizes and sums
 		return err
 	}
-	st, err := LoadTrainerState(filepath.Join(dir, TrainerStateName))
+	st, err := LoadTrainerState(filepath.Join(dir, TrainerStateName), t.run.total)
 	if err != nil {
 		return err
 	}

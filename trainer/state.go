@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // TrainerStateName is the file holding TrainerState, in output_dir and in every checkpoint (transformers'
@@ -119,17 +121,86 @@ type TrainerState struct {
 // Save writes s as indented JSON to path (through a temporary file and a rename).
 func (s *TrainerState) Save(path string) error { return writeJSON(path, s) }
 
-// LoadTrainerState reads a trainer_state.json.
-func LoadTrainerState(path string) (*TrainerState, error) {
-	data, err := os.ReadFile(path)
+// The most bytes LoadTrainerState reads: StateBaseBytes, plus StateBytesPerStep for each step of the run that
+// reads the file. Each entry of log_history as Save indents it takes 130 bytes (a training log) to 330 (an
+// evaluation with a classifier's metrics: 520 bytes a step at logging_steps 1 with an evaluation each step), and
+// a step logs at most a training log, an evaluation and a skipped-step entry; the base covers the final
+// summary and a checkpoint of a longer run resumed with a lower max_steps (some 100,000 entries).
+const (
+	StateBaseBytes    = 16 << 20
+	StateBytesPerStep = 2 << 10
+)
+
+// maxLogKeys bounds the values of one log_history entry: a run logs a dozen (an evaluation's metrics with
+// epoch and step).
+const maxLogKeys = 1024
+
+// LoadTrainerState reads a trainer_state.json for a run of maxSteps optimizer steps (0 when unknown). Memory
+// follows the run, not the file: a file larger than StateBaseBytes + maxSteps × StateBytesPerStep is refused
+// before it is read, a bad-input error naming it and its size (a resume decoded the whole of it, so an
+// edited or wrong file of gigabytes took as much memory again). The state is then checked as a run writes it
+// (checkState): global_step and epoch within bounds, each log_history entry with its step, at most
+// global_step.
+func LoadTrainerState(path string, maxSteps int) (*TrainerState, error) {
+	limit := int64(StateBaseBytes) + int64(max(maxSteps, 0))*StateBytesPerStep
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("trainer: %w", err)
 	}
-	var s TrainerState
-	if err := json.Unmarshal(data, &s); err != nil {
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, stateTooLarge(path, fi.Size(), limit, maxSteps)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
 		return nil, fmt.Errorf("trainer: %s: %w", path, err)
 	}
+	if int64(len(data)) > limit { // it grew since the Stat
+		return nil, stateTooLarge(path, int64(len(data)), limit, maxSteps)
+	}
+	var s TrainerState
+	if err := json.Unmarshal(data, &s); err != nil {
+		return nil, badinput.Errorf("trainer: %s: %w", path, err)
+	}
+	if err := s.check(); err != nil {
+		return nil, badinput.Errorf("trainer: %s: %w; it is not a trainer_state.json a run wrote (edited, or another "+
+			"program's): resume from another checkpoint, or start a new run", path, err)
+	}
 	return &s, nil
+}
+
+// stateTooLarge is LoadTrainerState's error for a file of size bytes above limit.
+func stateTooLarge(path string, size, limit int64, maxSteps int) error {
+	return badinput.Errorf("trainer: %s is %d bytes, more than the %d a trainer_state.json of a run of %d steps "+
+		"takes (%d MiB, and %d bytes a step for log_history): it was not written by such a run (edited, or another "+
+		"file); resume from another checkpoint, or start a new run", path, size, limit, maxSteps, StateBaseBytes>>20,
+		StateBytesPerStep)
+}
+
+// check returns what makes s unlike the state a run writes: a global_step below 0 or above MaxStepCount, an
+// epoch that is negative, a log_history entry without a finite whole step in [0, global_step] or with more than
+// maxLogKeys values.
+func (s *TrainerState) check() error {
+	if s.GlobalStep < 0 || float64(s.GlobalStep) > MaxStepCount {
+		return fmt.Errorf("global_step %d is not a step count (0 to %.0e)", s.GlobalStep, float64(MaxStepCount))
+	}
+	if !(s.Epoch >= 0) {
+		return fmt.Errorf("epoch %g is negative", s.Epoch)
+	}
+	for i, l := range s.LogHistory {
+		step, ok := l["step"]
+		switch {
+		case l == nil:
+			return fmt.Errorf("log_history[%d] is null, not an entry", i)
+		case !ok:
+			return fmt.Errorf("log_history[%d] has no step", i)
+		case !(step >= 0 && step <= float64(s.GlobalStep)) || step != math.Trunc(step):
+			return fmt.Errorf("log_history[%d] has step %g, not a step of a run at global_step %d", i, step, s.GlobalStep)
+		case len(l) > maxLogKeys:
+			return fmt.Errorf("log_history[%d] has %d values, more than the %d a log entry may have", i, len(l), maxLogKeys)
+		}
+	}
+	return nil
 }
 
 // writeFileAtomic writes data to path (mode 0644) through atomicfile, so a reader (or a crash) never sees half a

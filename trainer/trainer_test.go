@@ -65,7 +65,7 @@ func TestTrainLearnsAndWritesOutputs(t *testing.T) {
 	if !contains(out.String(), "step 64/64", "eval_accuracy", "train_loss") {
 		t.Errorf("plain progress output lacks the expected lines:\n%.2000s", out.String())
 	}
-	st, err := LoadTrainerState(filepath.Join(a.OutputDir, TrainerStateName))
+	st, err := LoadTrainerState(filepath.Join(a.OutputDir, TrainerStateName), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
