@@ -101,9 +101,9 @@ type Data struct {
 	Format string `yaml:"format,omitempty"`
 	// TextColumn holds the text (default "sentence", as in GLUE's SST-2); TextPairColumn an optional second
 	// segment (token_type_ids 1); LabelColumn the label (default "label").
-	TextColumn     string `yaml:"text_column"`
+	TextColumn     string `yaml:"text_column,omitempty"`
 	TextPairColumn string `yaml:"text_pair_column,omitempty"`
-	LabelColumn    string `yaml:"label_column"`
+	LabelColumn    string `yaml:"label_column,omitempty"`
 	// MaxLength truncates each example to this many tokens, [CLS] and [SEP] included. Default 128.
 	MaxLength int `yaml:"max_length"`
 	// PadToMultipleOf rounds each batch's padded length up to a multiple of it (8 suits Tensor Cores); 0 pads
@@ -502,9 +502,15 @@ func (r *Recipe) outsideKeys() []string {
 // Marshal returns the resolved recipe as YAML (what `tune validate` prints). An embedded recipe's paths that
 // lie outside what tune embeds are written as the recipe writes them: resolved against the hidden copy of the
 // embedded data they named folders that never exist (tune validate --no-files bert printed
-// /root/.cache/shared/data/sst2/train.tsv).
+// /root/.cache/shared/data/sst2/train.tsv). A causal LM's recipe (printsAsCausalLM) is written without the
+// sequence-classification keys data.text_column and data.label_column, which its data do not have: printed
+// with their defaults (sentence, label), they looked like settings of the run, and the printed recipe failed
+// validation ("does not apply to causal-LM (SFT) data").
 func (r *Recipe) Marshal() ([]byte, error) {
 	c := *r
+	if r.printsAsCausalLM() {
+		c.Data.TextColumn, c.Data.LabelColumn = "", ""
+	}
 	for _, in := range c.inputs() {
 		if written, ok := r.outside[in.key]; ok {
 			if in.key == "model.path" && c.Tokenizer.Path == r.Model.Path {
@@ -520,6 +526,24 @@ func (r *Recipe) Marshal() ([]byte, error) {
 		return nil, fmt.Errorf("recipes: encoding the recipe: %w", err)
 	}
 	return b.Bytes(), enc.Close()
+}
+
+// printsAsCausalLM reports whether Marshal writes r as a causal LM's recipe: model.path's config.json names a
+// decoder (IsCausalLM), or, when it cannot be read (the checkpoint is not there yet: validate --no-files
+// llama-lora), the recipe says so itself: lora.task_type CAUSAL_LM, or a key only causal-LM (SFT) data have.
+func (r *Recipe) printsAsCausalLM() bool {
+	if r.IsCausalLM() {
+		return true
+	}
+	if r.Model.Path == "" {
+		return false // model.config: a new BERT
+	}
+	if _, err := transformer.Lookup(r.Model.Path); err == nil {
+		return false // a BERT checkpoint
+	}
+	d := r.Data
+	return (r.LoRA != nil && r.LoRA.TaskType == "CAUSAL_LM") || d.Packing || d.AssistantOnlyLoss != nil ||
+		d.CompletionOnlyLoss != nil || d.DatasetTextField != ""
 }
 
 // EmbeddedFiles returns the embedded files (slash paths relative to the recipes directory, e.g.

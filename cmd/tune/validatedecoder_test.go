@@ -51,3 +51,50 @@ func TestValidateReadsTheDecoderFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestValidatePrintsTheDecoderKeys: tune validate printed a decoder's recipe with data.text_column sentence and
+// data.label_column label, the sequence-classification defaults its data do not have, and the printed recipe
+// then failed tune validate ("data.text_column: does not apply to causal-LM (SFT) data"). They are left out
+// for a decoder, also when its checkpoint is not there yet and the recipe says it is one (lora.task_type
+// CAUSAL_LM, data.packing); a BERT recipe still prints them.
+func TestValidatePrintsTheDecoderKeys(t *testing.T) {
+	testutil.IsolateCache(t)
+	bertOnly := []string{"text_column:", "label_column:", "text_pair_column:", "num_labels:", "modules_to_save:\n    - classifier"}
+	for _, c := range []struct {
+		args []string
+		bert bool
+	}{
+		{[]string{"validate", "tiny-chat"}, false},
+		{[]string{"validate", "--no-files", "llama-lora"}, false},
+		{[]string{"validate", "--no-files", "gpt2-full"}, false},
+		{[]string{"validate", "tiny"}, true},
+		{[]string{"validate", "--no-files", "bert"}, true},
+	} {
+		code, stdout, stderr := runCLI(c.args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", c.args, code, stderr)
+		}
+		for _, k := range bertOnly[:2] {
+			if has := strings.Contains(stdout, k); has != c.bert {
+				t.Errorf("%v: printed %q: %v, want %v:\n%s", c.args, k, has, c.bert, stdout)
+			}
+		}
+		if !c.bert {
+			for _, k := range bertOnly[2:] {
+				if strings.Contains(stdout, k) {
+					t.Errorf("%v: printed %q:\n%s", c.args, k, stdout)
+				}
+			}
+		}
+		if c.args[1] == "--no-files" {
+			continue
+		}
+		// What validate prints is a recipe that validates, to the same resolved recipe.
+		p := filepath.Join(t.TempDir(), "printed.yaml")
+		os.WriteFile(p, []byte(stdout), 0o644)
+		code, again, stderr := runCLI("validate", p)
+		if code != 0 || again != stdout {
+			t.Errorf("%v: the printed recipe: exit %d, %s\n%s", c.args, code, stderr, again)
+		}
+	}
+}
