@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
@@ -182,7 +183,9 @@ type TrainingArguments struct {
 	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint) replace the training run already in
 	// output_dir (transformers v4's overwrite_output_dir): the files a tune run writes there (OutputArtifacts)
 	// are removed first, nothing else; a checkpoint-N folder holding other files is an error, nothing removed. Without it a fresh run is refused when output_dir already holds a run or
-	// model files, so a finished run or a user's checkpoint is never clobbered by accident. Default false.
+	// model files, so a finished run or a user's checkpoint is never clobbered by accident; a folder holding only the
+	// metrics.jsonl of a run interrupted before its first checkpoint takes a new run either way, which keeps that
+	// file as metrics.jsonl.N. Default false.
 	OverwriteOutputDir bool `yaml:"overwrite_output_dir" json:"overwrite_output_dir"`
 }
 
@@ -211,7 +214,9 @@ var OutputArtifacts = []string{
 // folder, config.json, model or adapter safetensors) is named as such; any other non-empty folder is named by
 // its entries. With overwrite_output_dir a run replaces a previous run (ClearOutputDir) or writes beside a
 // user's files, deleting none of them; model files without a trainer_state.json are still refused, since the
-// run would replace them. A missing or empty folder is fine.
+// run would replace them. A missing or empty folder is fine, and so is one that holds only the metrics.jsonl
+// of a run interrupted before its first checkpoint (a run there starts from the beginning, and Train keeps that
+// file as metrics.jsonl.N: keepInterruptedLog), with or without overwrite_output_dir.
 func (a *TrainingArguments) CheckOutputDir() error {
 	if abs, err := filepath.Abs(a.OutputDir); err == nil && filepath.Dir(abs) == abs {
 		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is the root of the file system; a run writes its model, "+
@@ -231,6 +236,9 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	}
 	if a.ResumeFromCheckpoint != "" {
 		return nil
+	}
+	if interruptedRunLog(a.OutputDir, a.OverwriteOutputDir) {
+		return nil // a new run keeps that log beside its own (keepInterruptedLog)
 	}
 	found := outputArtifactsIn(a.OutputDir)
 	if a.OverwriteOutputDir {
@@ -380,6 +388,73 @@ func isRunOutput(dir string, found []string) bool {
 		}
 	}
 	return false
+}
+
+// interruptedRunLog reports whether dir holds what a run interrupted before its first checkpoint leaves: of
+// the files a run writes (outputArtifactsIn), only its metrics.jsonl (MetricsName). Nothing else may be there
+// but the metrics.jsonl.N that earlier such runs kept (keepInterruptedLog), the run lock and temporary files
+// (as otherEntries leaves them out), unless userFiles (overwrite_output_dir, which writes a run beside a user's
+// files). There is nothing in it to resume from, and no model a new run would replace.
+func interruptedRunLog(dir string, userFiles bool) bool {
+	found := outputArtifactsIn(dir)
+	if len(found) != 1 || found[0] != MetricsName || !regularFile(filepath.Join(dir, MetricsName)) {
+		return false
+	}
+	if userFiles {
+		return true
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n != MetricsName && n != dirlock.Name && !strings.HasPrefix(n, atomicfile.TempPrefix) && keptLogIndex(n) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// keptLogIndex returns N for a name metrics.jsonl.N (N ≥ 1 in decimal digits), else 0.
+func keptLogIndex(name string) int {
+	num, ok := strings.CutPrefix(name, MetricsName+".")
+	if !ok || num == "" || num[0] == '0' || len(num) > 9 {
+		return 0
+	}
+	n := 0
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// keepInterruptedLog, when output_dir holds only the metrics.jsonl of a run interrupted before its first
+// checkpoint (interruptedRunLog; userFiles is overwrite_output_dir), renames that file to metrics.jsonl.N, N one more than the largest kept
+// before, so that a new run there writes its own log and the old one is not lost; it returns the new name, ""
+// when there was nothing to keep. A rerun of the same command used to be refused (the folder "already holds a
+// training run"), and with overwrite_output_dir too (it "is not the output of a training run"), while the
+// interruption's message said a new run starts from the beginning.
+func keepInterruptedLog(dir string, userFiles bool) (string, error) {
+	if !interruptedRunLog(dir, userFiles) {
+		return "", nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("trainer: output_dir: %w", err)
+	}
+	last := 0
+	for _, e := range entries {
+		last = max(last, keptLogIndex(e.Name()))
+	}
+	to := filepath.Join(dir, MetricsName+"."+strconv.Itoa(last+1))
+	if err := os.Rename(filepath.Join(dir, MetricsName), to); err != nil {
+		return "", fmt.Errorf("trainer: output_dir: keeping the interrupted run's %s: %w", MetricsName, err)
+	}
+	return to, nil
 }
 
 // ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N

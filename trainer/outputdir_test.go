@@ -28,6 +28,16 @@ func TestCheckOutputDir(t *testing.T) {
 		{"overwrite_output_dir allows a previous run", []string{"trainer_state.json", "checkpoint-500/"}, true, "", false},
 		{"overwrite_output_dir never replaces a folder that is not a run's output", []string{"config.json", "vocab.txt"}, true, "", true},
 		{"resuming allows it", []string{"checkpoint-500/"}, false, "true", false},
+		// A run interrupted before its first checkpoint leaves only metrics.jsonl; a new run keeps it
+		// (keepInterruptedLog). It was refused, with overwrite_output_dir too.
+		{"an interrupted run's log alone", []string{"metrics.jsonl", ".tune.lock"}, false, "", false},
+		{"an interrupted run's log, overwrite_output_dir", []string{"metrics.jsonl"}, true, "", false},
+		{"an interrupted run's log and those kept before", []string{"metrics.jsonl", "metrics.jsonl.1", "metrics.jsonl.2"}, false, "", false},
+		{"an interrupted run's log beside a user's file", []string{"metrics.jsonl", "notes.txt"}, false, "", true},
+		{"an interrupted run's log beside a user's file, overwrite_output_dir", []string{"metrics.jsonl", "notes.txt"}, true, "", false},
+		{"metrics.jsonl beside model files", []string{"metrics.jsonl", "config.json"}, false, "", true},
+		{"metrics.jsonl beside model files, overwrite_output_dir", []string{"metrics.jsonl", "config.json"}, true, "", true},
+		{"metrics.jsonl.01 is not a kept log", []string{"metrics.jsonl", "metrics.jsonl.01"}, false, "", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -97,6 +97,14 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	if err := a.ClearOutputDir(); err != nil {
 		return TrainOutput{}, err
 	}
+	if a.ResumeFromCheckpoint == "" {
+		if kept, err := keepInterruptedLog(a.OutputDir, a.OverwriteOutputDir); err != nil {
+			return TrainOutput{}, err
+		} else if kept != "" {
+			t.logger.Info(fmt.Sprintf("%s held only the %s of a run stopped before its first checkpoint: kept as %s; "+
+				"this run starts from the beginning", a.OutputDir, MetricsName, filepath.Base(kept)))
+		}
+	}
 	if err := os.MkdirAll(a.OutputDir, 0o755); err != nil {
 		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
 	}
@@ -197,10 +205,20 @@ func (t *Trainer) interrupted(err error, at string) error {
 				"(on the tune finetune command line: training.resume_from_checkpoint=true) continues from it as if never stopped", at, step, all[i].Dir, all[i].Step), err}
 		}
 	}
+	// What a new run there finds: only this run's metrics.jsonl, which it keeps (keepInterruptedLog), or more
+	// (a checkpoint-N folder that an interrupted save left incomplete), which it refuses.
+	next, fresh := "", t.args
+	fresh.ResumeFromCheckpoint = ""
+	switch {
+	case interruptedRunLog(fresh.OutputDir, fresh.OverwriteOutputDir):
+		next = fmt.Sprintf("the same command does, keeping this run's %s as %s.N", MetricsName, MetricsName)
+	case fresh.CheckOutputDir() == nil:
+		next = "the same command does"
+	default:
+		next = fmt.Sprintf("give it another output_dir, or remove %s first", fresh.OutputDir)
+	}
 	return interruptedError{fmt.Sprintf("trainer: training interrupted %s %d; no checkpoint was saved in %s (save_strategy %s), so a "+
-		"new run starts from the beginning: give it another output_dir, or remove %s first (it holds this run's logs, "+
-		"which a new run there refuses, overwrite_output_dir too)", at, step, t.args.OutputDir, t.args.SaveStrategy,
-		t.args.OutputDir), err}
+		"new run starts from the beginning: %s", at, step, t.args.OutputDir, t.args.SaveStrategy, next), err}
 }
 
 // withEarlierCheckpoint adds to err, the failure to resume from dir when dir fails VerifyCheckpoint, the newest

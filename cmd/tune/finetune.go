@@ -47,7 +47,8 @@ terminal (step/total, loss, learning rate, loss scale, tokens/s, ETA), one line 
 At the end it prints the eval metrics of the final model (when the recipe evaluates: training.eval_strategy
 epoch or steps, or training.do_eval=true, as in Hugging Face's example scripts) and where the outputs went,
 all under training.output_dir, which must be new, empty, or a previous run's (training.overwrite_output_dir
-replaces that run and deletes nothing else):
+replaces that run and deletes nothing else; a run stopped before its first checkpoint leaves only its
+metrics.jsonl, which the next run there keeps as metrics.jsonl.1):
   model.safetensors + config.json (or the LoRA adapter) and the tokenizer files: the trained model, which
       tune eval, tune predict and Hugging Face's from_pretrained read;
   checkpoint-N/: checkpoints (resume with training.resume_from_checkpoint=true);

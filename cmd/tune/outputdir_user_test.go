@@ -43,3 +43,25 @@ func TestFinetuneRefusesAUserFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestFinetuneAfterAnInterruptBeforeAnyCheckpoint: a run stopped before its first checkpoint (Ctrl-C,
+// timeout(1)) leaves only its metrics.jsonl, and the same command again was refused with exit 2, with
+// training.overwrite_output_dir=true too. It now trains, keeping that log as metrics.jsonl.1 and saying so.
+func TestFinetuneAfterAnInterruptBeforeAnyCheckpoint(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := filepath.Join(t.TempDir(), "out")
+	os.MkdirAll(dir, 0o755)
+	old := `{"epoch":0.008,"grad_norm":0.2,"learning_rate":5e-05,"loss":0.69,"step":1}` + "\n"
+	os.WriteFile(filepath.Join(dir, "metrics.jsonl"), []byte(old), 0o644)
+	code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+dir, "training.max_steps=1",
+		"training.eval_strategy=no", "training.save_strategy=no")
+	if code != exitOK || !strings.Contains(stderr, "held only the metrics.jsonl of a run stopped before its first checkpoint: kept as metrics.jsonl.1") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "metrics.jsonl.1")); string(b) != old {
+		t.Errorf("metrics.jsonl.1 is %q, want the interrupted run's log %q", b, old)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Error(err)
+	}
+}
