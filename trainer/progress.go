@@ -1,8 +1,10 @@
 package trainer
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/tune-ml/tune/internal/atomicfile"
 )
 
 // MetricsName is the file in output_dir to which every log entry is appended as one JSON line.
@@ -31,35 +35,75 @@ func newJSONLWriter(outputDir string) *jsonlWriter {
 	return &jsonlWriter{path: filepath.Join(outputDir, MetricsName)}
 }
 
-// OnTrainBegin, in a run resumed at step N, keeps only the file's entries up to step N.
+// maxLogLine is the longest metrics.jsonl line OnTrainBegin parses: a run writes lines of a few hundred bytes.
+const maxLogLine = 64 << 10
+
+// OnTrainBegin, in a run resumed at step N, keeps only the file's entries up to step N. It reads the file a line
+// at a time, twice (whether any entry is to go, then the copy without them, written atomically), so memory does
+// not follow the file's size (it read the file whole and built the copy in memory: a 32 MiB log grew the heap by
+// 200 MiB). A line longer than maxLogLine, which no run writes, is kept as it is.
 func (j *jsonlWriter) OnTrainBegin(e *Event) error {
 	if e.State.GlobalStep == 0 {
 		return nil
 	}
-	data, err := os.ReadFile(j.path)
-	if os.IsNotExist(err) {
+	step := float64(e.State.GlobalStep)
+	dropped, err := filterLog(j.path, step, io.Discard)
+	if os.IsNotExist(err) || (err == nil && dropped == 0) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	var kept []byte
-	for _, line := range bytes.SplitAfter(data, []byte("\n")) {
+	if err := atomicfile.Write(j.path, 0o644, func(w io.Writer) error {
+		_, err := filterLog(j.path, step, w)
+		return err
+	}); err != nil {
+		return fmt.Errorf("trainer: %w", err)
+	}
+	return nil
+}
+
+// filterLog copies the lines of the metrics.jsonl at path to w, leaving out blank lines and the entries logged
+// after step; it returns how many lines it left out.
+func filterLog(path string, step float64, w io.Writer) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, maxLogLine)
+	dropped := 0
+	for {
+		line, err := r.ReadSlice('\n')
+		long := errors.Is(err, bufio.ErrBufferFull)
+		for errors.Is(err, bufio.ErrBufferFull) { // a line no run writes: kept, copied in pieces
+			if _, werr := w.Write(line); werr != nil {
+				return 0, werr
+			}
+			line, err = r.ReadSlice('\n')
+		}
+		if err != nil && err != io.EOF {
+			return 0, fmt.Errorf("%s: %w", path, err)
+		}
 		var entry struct {
 			Step *float64 `json:"step"`
 		}
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
+		switch {
+		case long:
+		case len(bytes.TrimSpace(line)) == 0:
+			dropped += min(len(line), 1)
+			line = nil
+		case json.Unmarshal(line, &entry) == nil && entry.Step != nil && *entry.Step > step:
+			dropped++
+			line = nil
 		}
-		if json.Unmarshal(line, &entry) == nil && entry.Step != nil && *entry.Step > float64(e.State.GlobalStep) {
-			continue
+		if _, werr := w.Write(line); werr != nil {
+			return 0, werr
 		}
-		kept = append(kept, line...)
+		if err == io.EOF {
+			return dropped, nil
+		}
 	}
-	if len(kept) == len(data) {
-		return nil
-	}
-	return writeFileAtomic(j.path, kept)
 }
 
 // OnLog appends the entry as one line.
