@@ -180,7 +180,7 @@ type TrainingArguments struct {
 	// optimizer, scheduler, scaler, RNG and data position; "true" or "latest" take the newest checkpoint in
 	// output_dir. Empty starts afresh.
 	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
-	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint) replace the training run already in
+	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint, or a checkpoint of another folder) replace the training run already in
 	// output_dir (transformers v4's overwrite_output_dir): the files a tune run writes there (OutputArtifacts)
 	// are removed first, nothing else; a checkpoint-N folder holding other files is an error, nothing removed. Without it a fresh run is refused when output_dir already holds a run or
 	// model files, so a finished run or a user's checkpoint is never clobbered by accident; a folder holding only the
@@ -207,7 +207,8 @@ var OutputArtifacts = []string{
 
 // CheckOutputDir returns an error when output_dir cannot take a run: it is an existing file or the root of the
 // file system or the user's home directory (wrapping ErrInvalidArguments; overwrite_output_dir would write a
-// run's dozen files among the user's own), or a fresh run (no resume_from_checkpoint) would write into a
+// run's dozen files among the user's own), or a fresh run (no resume_from_checkpoint, or one naming another
+// folder's checkpoint: resumesInPlace) would write into a
 // folder that is not empty while overwrite_output_dir is false (an *OutputDirInUseError, wrapping
 // ErrOutputDirInUse), as transformers' example scripts refuse an output_dir that "already exists and is not
 // empty" (run_glue.py's last-checkpoint check). A folder that holds a previous run or model files (trainer_state.json, a checkpoint-N
@@ -234,7 +235,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 	if !info.IsDir() {
 		return &ArgumentError{Key: "output_dir", Reason: fmt.Sprintf("%s is a file, not a folder; choose another output_dir", a.OutputDir)}
 	}
-	if a.ResumeFromCheckpoint != "" {
+	if a.resumesInPlace() {
 		return nil
 	}
 	if interruptedRunLog(a.OutputDir, a.OverwriteOutputDir) {
@@ -250,7 +251,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 		return nil
 	}
 	if len(found) > 0 {
-		return &OutputDirInUseError{Dir: a.OutputDir, Found: found}
+		return &OutputDirInUseError{Dir: a.OutputDir, Found: found, ResumeFrom: a.ResumeFromCheckpoint}
 	}
 	if other := otherEntries(a.OutputDir); len(other) > 0 {
 		return &OutputDirInUseError{Dir: a.OutputDir, Found: other, NotRun: true}
@@ -290,6 +291,9 @@ type OutputDirInUseError struct {
 	Found []string // what CheckOutputDir found there (OutputArtifacts names, checkpoint-N folders, or other entries)
 	// NotRun is set when the folder holds none of a run's files, only other entries (Found lists them).
 	NotRun bool
+	// ResumeFrom is resume_from_checkpoint when it names a checkpoint of another folder (resumesInPlace is
+	// false): the resumed run would write its output over the run found in Dir.
+	ResumeFrom string
 }
 
 // Error names the way out in TrainingArguments' names (HF's), as a Go program sets them (see Advice).
@@ -321,8 +325,13 @@ func (e *OutputDirInUseError) Message(prefix string) string {
 		slices.SortStableFunc(found, func(a, b string) int { return rank(a) - rank(b) })
 		found = append(found[:5], fmt.Sprintf("%d more", len(e.Found)-5))
 	}
-	return fmt.Sprintf("%soutput_dir %s already holds a training run or model files (%s); %s", prefix, e.Dir,
-		strings.Join(found, ", "), e.Advice(prefix))
+	resume := ""
+	if e.ResumeFrom != "" {
+		resume = fmt.Sprintf(", and %sresume_from_checkpoint %s is not one of its checkpoints: the resumed run would "+
+			"write its model, logs and results over them", prefix, e.ResumeFrom)
+	}
+	return fmt.Sprintf("%soutput_dir %s already holds a training run or model files (%s)%s; %s", prefix, e.Dir,
+		strings.Join(found, ", "), resume, e.Advice(prefix))
 }
 
 // Unwrap returns ErrOutputDirInUse.
@@ -341,6 +350,32 @@ func (e *OutputDirInUseError) Advice(prefix string) string {
 	}
 	return fmt.Sprintf("set %s to replace what a tune run wrote there, %s to continue that run, or choose another %soutput_dir",
 		overwrite, resume, prefix)
+}
+
+// resumesInPlace reports whether resume_from_checkpoint continues the run in output_dir: "true" or "latest"
+// (the newest checkpoint there), or a checkpoint folder inside output_dir (symbolic links resolved). A
+// checkpoint of another folder (another run's, resumed into a new output_dir) starts a new output there, which
+// CheckOutputDir and ClearOutputDir then treat as a fresh run's: a resume from another folder into a finished
+// run's output_dir replaced its model, results and log without overwrite_output_dir (tester7 F8).
+func (a *TrainingArguments) resumesInPlace() bool {
+	spec := a.ResumeFromCheckpoint
+	if spec == "" {
+		return false
+	}
+	if s := strings.ToLower(spec); s == "true" || s == "latest" {
+		return true
+	}
+	resolved := func(p string) string {
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
+		return p
+	}
+	rel, err := filepath.Rel(resolved(a.OutputDir), resolved(spec))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // IsCheckpointDir reports whether name is a checkpoint folder's name as the Trainer writes it:
@@ -464,7 +499,7 @@ func keepInterruptedLog(dir string, userFiles bool) (string, error) {
 // holds anything a tune checkpoint does not write (foreignCheckpointFile: a user's file, or a folder no tune
 // run made) is an error, before anything is removed (it used to be deleted with the rest, tester4).
 func (a *TrainingArguments) ClearOutputDir() error {
-	if !a.OverwriteOutputDir || a.ResumeFromCheckpoint != "" {
+	if !a.OverwriteOutputDir || a.resumesInPlace() {
 		return nil
 	}
 	found := outputArtifactsIn(a.OutputDir)

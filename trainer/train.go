@@ -97,7 +97,7 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	if err := a.ClearOutputDir(); err != nil {
 		return TrainOutput{}, err
 	}
-	if a.ResumeFromCheckpoint == "" {
+	if !a.resumesInPlace() {
 		if kept, err := keepInterruptedLog(a.OutputDir, a.OverwriteOutputDir); err != nil {
 			return TrainOutput{}, err
 		} else if kept != "" {

@@ -157,3 +157,28 @@ func TestFinetuneResumeAtTheEnd(t *testing.T) {
 		t.Errorf("another run's final checkpoint into a new output_dir: exit %d, model %v\n%s\n%s", code, err, stdout, stderr)
 	}
 }
+
+// TestFinetuneResumeIntoAFinishedRun: resuming another run's checkpoint into a finished run's output_dir
+// replaced that run's model, results and log, with exit 0 and no overwrite_output_dir (tester7 F8). It is
+// refused with exit 2 naming the checkpoint and the ways on, and the finished run is left as it was.
+func TestFinetuneResumeIntoAFinishedRun(t *testing.T) {
+	testutil.IsolateCache(t)
+	finished := tinyCheckpoint(t)
+	other := filepath.Join(t.TempDir(), "other")
+	if code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+other, "training.max_steps=2",
+		"training.eval_strategy=no", "training.save_strategy=steps", "training.save_steps=1"); code != exitOK {
+		t.Fatalf("the other run: exit %d %s", code, stderr)
+	}
+	model, _ := os.ReadFile(filepath.Join(finished, "model.safetensors"))
+	ck := filepath.Join(other, "checkpoint-2")
+	code, _, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+finished, "training.max_steps=3",
+		"training.eval_strategy=no", "training.resume_from_checkpoint="+ck)
+	if code != exitUsage || !strings.Contains(stderr, "training.output_dir "+finished+" already holds a training run or model files (") ||
+		!strings.Contains(stderr, "training.resume_from_checkpoint "+ck+" is not one of its checkpoints") ||
+		!strings.Contains(stderr, "or choose another training.output_dir") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if after, _ := os.ReadFile(filepath.Join(finished, "model.safetensors")); string(after) != string(model) {
+		t.Error("the refused resume changed the finished run's model")
+	}
+}
