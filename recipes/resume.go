@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 )
@@ -30,6 +31,12 @@ func (r *Recipe) checkResume(bad func(key, format string, a ...any)) {
 		return
 	}
 	if s := strings.ToLower(spec); s == "true" || s == "latest" {
+		if err := dirlock.Check(out); err != nil {
+			// A run in progress there has not saved yet: that it is running is what the user needs to know
+			// (tester7 F3: "holds no complete checkpoint" led to starting afresh in a folder being written).
+			bad("training.output_dir", "%v", err)
+			return
+		}
 		incomplete := ""
 		if all, err := trainer.ScanCheckpoints(out); err == nil {
 			for _, c := range all {

@@ -146,3 +146,31 @@ func TestFinetuneSIGTERM(t *testing.T) {
 		})
 	}
 }
+
+// TestResumeIntoABusyFolder: resume_from_checkpoint=true into an output_dir that a running tune finetune holds,
+// before its first save, said "holds no complete checkpoint", and the user would start afresh in a folder
+// being written (tester7 F3). finetune and validate now name the running run, as a plain run into it does.
+func TestResumeIntoABusyFolder(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no flock")
+	}
+	testutil.IsolateCache(t)
+	out := filepath.Join(t.TempDir(), "out")
+	first := startCLI(t, "finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=100000",
+		"training.eval_strategy=no", "training.save_strategy=no")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(out, "metrics.jsonl")); err == nil {
+			break // training has begun
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first run never started training")
+		}
+	}
+	for _, cmd := range []string{"finetune", "validate"} {
+		code, _, stderr := runCLI(cmd, tinyRecipe, "training.output_dir="+out, "training.resume_from_checkpoint=true")
+		if code != exitUsage || !strings.Contains(stderr, out+" is in use by another tune run (pid "+strconv.Itoa(first.Process.Pid)) ||
+			strings.Contains(stderr, "no complete checkpoint") {
+			t.Errorf("%s: exit %d, stderr %s", cmd, code, stderr)
+		}
+	}
+}

@@ -128,6 +128,31 @@ func Acquire(dir string) (*Lock, error) {
 	return l, nil
 }
 
+// Check returns a *HeldError when another process holds dir, nil otherwise (dir or its lock file absent, the
+// lock free or held by this process), creating nothing: for the checks made before a run takes the lock
+// (tune validate, a recipe's resume_from_checkpoint), so that a folder in use is named as such rather than by
+// what the running run has not written yet.
+func Check(dir string) error {
+	if key, err := filepath.EvalSymlinks(dir); err == nil {
+		if key, err = filepath.Abs(key); err == nil {
+			mu.Lock()
+			mine := held[key] != nil
+			mu.Unlock()
+			if mine {
+				return nil
+			}
+		}
+	}
+	path := filepath.Join(dir, Name)
+	err := probeFile(path)
+	var he *HeldError
+	if errors.As(err, &he) {
+		he.Dir = dir
+		return he
+	}
+	return nil
+}
+
 // Release gives the lock back (the last handle of the process removes the lock file first, so that no run
 // waits on a file that is about to go, and a directory Acquire created that is left empty). Calling it again,
 // or on a nil Lock, does nothing.

@@ -18,3 +18,6 @@ func lockFile(path string) (*os.File, []byte, error) {
 }
 
 func unlockFile(f *os.File) { f.Close() }
+
+// probeFile finds nothing held: without flock nothing is locked.
+func probeFile(string) error { return nil }

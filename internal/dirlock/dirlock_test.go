@@ -48,6 +48,11 @@ func TestAcquire(t *testing.T) {
 			t.Fatal("the child never took the lock")
 		}
 	}
+	// Check tells the same without taking anything.
+	if err := Check(dir); !errors.As(err, new(*HeldError)) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(child.Process.Pid)) ||
+		!strings.Contains(err.Error(), dir+" is in use by another tune run") {
+		t.Fatalf("Check while the child holds it: %v", err)
+	}
 	_, err := Acquire(dir)
 	var he *HeldError
 	if !errors.As(err, &he) || he.Holder.PID != child.Process.Pid ||
@@ -56,6 +61,9 @@ func TestAcquire(t *testing.T) {
 	}
 	child.Process.Kill()
 	child.Wait()
+	if err := Check(dir); err != nil { // the stale lock file is no holder
+		t.Fatalf("Check after the child was killed: %v", err)
+	}
 
 	l, err := Acquire(dir)
 	if err != nil {
@@ -68,6 +76,9 @@ func TestAcquire(t *testing.T) {
 	if err != nil || l2.Stale != "" {
 		t.Fatalf("second Acquire in one process: %v, %q", err, l2.Stale)
 	}
+	if err := Check(dir); err != nil { // held by this process
+		t.Fatalf("Check of this process's lock: %v", err)
+	}
 	l.Release()
 	l.Release() // twice is harmless
 	if _, err := os.Stat(filepath.Join(dir, Name)); err != nil {
@@ -76,6 +87,15 @@ func TestAcquire(t *testing.T) {
 	l2.Release()
 	if _, err := os.Stat(filepath.Join(dir, Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("after the last Release: %v", err)
+	}
+	if err := Check(dir); err != nil {
+		t.Fatalf("Check without a lock file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, Name)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Check created the lock file: %v", err)
+	}
+	if err := Check(filepath.Join(dir, "absent")); err != nil {
+		t.Fatalf("Check of a missing folder: %v", err)
 	}
 }
 

@@ -46,6 +46,27 @@ func lockFile(path string) (*os.File, []byte, error) {
 	}
 }
 
+// probeFile returns a *HeldError when another process holds the flock of path, which it opens without creating
+// it: a shared lock, taken and given back at once, is refused only while someone holds the exclusive one.
+func probeFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			prev, _ := io.ReadAll(io.LimitReader(f, 64<<10))
+			he := &HeldError{Path: path}
+			json.Unmarshal(prev, &he.Holder)
+			return he
+		}
+		return &os.PathError{Op: "flock", Path: path, Err: err}
+	}
+	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return nil
+}
+
 func unlockFile(f *os.File) {
 	syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 	f.Close()
