@@ -246,7 +246,7 @@ func Load(ref string, overrides []string) (*Recipe, error) {
 	if st, err := os.Stat(ref); err == nil && st.IsDir() {
 		return nil, &Problem{Pos: ref, Msg: "is a directory, not a recipe: name a YAML file in it, or an embedded recipe (tune ls)"}
 	}
-	data, err := os.ReadFile(ref)
+	data, err := readRecipe(ref)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			// A symbolic-link loop or a file that cannot be read: a recipe argument that does not work, as a
@@ -260,7 +260,26 @@ func Load(ref string, overrides []string) (*Recipe, error) {
 		}
 		return nil, fmt.Errorf("recipes: reading the recipe: %w%s", err, recipeHint(ref))
 	}
+	if len(data) > MaxRecipeBytes {
+		return nil, &Problem{Pos: ref, Msg: fmt.Sprintf("is larger than %d bytes, which is not a recipe (a recipe "+
+			"has a few KB): name the recipe's YAML file, or an embedded recipe (tune ls)", MaxRecipeBytes)}
+	}
 	return Decode(data, ref, filepath.Dir(ref), overrides)
+}
+
+// MaxRecipeBytes is the largest recipe file Load reads: 1 MiB, a few hundred times a real recipe. A larger file
+// is refused before it is parsed (a 200 MB one, or a data or weights file named by mistake, took 1.1 GB to
+// parse): memory follows the recipe, never the file.
+const MaxRecipeBytes = 1 << 20
+
+// readRecipe returns the content of the file at path, up to MaxRecipeBytes+1 bytes (more means too large).
+func readRecipe(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxRecipeBytes+1))
 }
 
 // recipeHint suggests, for a recipe file ref that does not exist, the closest recipe file in its directory
