@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -174,7 +175,13 @@ func LoadAdapter(base Base, dir string) (*Model, error) {
 	}
 	m, err := Apply(base, cfg, 0)
 	if err != nil {
-		return nil, errctx.Wrapf(err, "lora: applying the adapter in %s", dir)
+		err = errctx.Wrapf(err, "lora: applying the adapter in %s", dir)
+		if errors.Is(err, ErrNoTargets) {
+			// The file's target_modules name no Linear of this base: the file's contents are wrong (or the
+			// base is another model), as every other bad adapter_config.json value is bad input.
+			return nil, badinput.Mark(fmt.Errorf("%w (file %s)", err, filepath.Join(dir, AdapterConfigName)))
+		}
+		return nil, err
 	}
 	m.BaseModelNameOrPath = baseName
 	if err := m.loadWeights(dir); err != nil {

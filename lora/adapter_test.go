@@ -2,6 +2,7 @@ package lora
 
 import (
 	"encoding/json"
+	"errors"
 	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
@@ -340,5 +342,25 @@ func TestSavedNumLabels(t *testing.T) {
 	}
 	if _, err := SavedNumLabels(t.TempDir()); err == nil {
 		t.Errorf("a directory without an adapter gave no error")
+	}
+}
+
+// TestLoadNamesTargetsThatMatchNothing: an adapter_config.json whose target_modules match no Linear of the base
+// failed as an internal error (tune eval exit 1) without naming the file (tester7 F9), while every other bad
+// value in it is bad input naming it. It is bad input too now, naming adapter_config.json.
+func TestLoadNamesTargetsThatMatchNothing(t *testing.T) {
+	src, err := Apply(newBase(t, cpuBackend(), tinyConfig(), 1), seqCls(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	must(t, src.Save(dir))
+	cfg := seqCls()
+	cfg.TargetModules = TargetModules{Names: []string{"nothing"}}
+	must(t, WriteAdapterConfig(dir, cfg, ""))
+	_, err = LoadAdapter(newBase(t, cpuBackend(), tinyConfig(), 1), dir)
+	if !errors.Is(err, ErrNoTargets) || !badinput.Is(err) ||
+		!strings.Contains(err.Error(), "(file "+filepath.Join(dir, AdapterConfigName)+")") {
+		t.Errorf("got %v; want bad input matching ErrNoTargets, naming %s", err, AdapterConfigName)
 	}
 }
