@@ -149,7 +149,8 @@ type TrainingArguments struct {
 	// SaveSteps is the checkpoint interval under save_strategy steps, read like LoggingSteps. Default 500.
 	SaveSteps float64 `yaml:"save_steps" json:"save_steps"`
 	// SaveTotalLimit, when > 0, keeps at most that many checkpoints, deleting the oldest first but never the
-	// best one. 0 (HF's None) keeps all.
+	// best one. 0 (HF's None) keeps all. Only a checkpoint's own files are deleted: a folder that also holds
+	// files no checkpoint writes (a user's) keeps them, with a warning.
 	SaveTotalLimit int `yaml:"save_total_limit" json:"save_total_limit"`
 	// LoadBestModelAtEnd reloads the best checkpoint (by MetricForBestModel) when training ends. It needs
 	// eval_strategy == save_strategy (not no), and under steps, save_steps a multiple of eval_steps.

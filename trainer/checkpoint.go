@@ -250,6 +250,25 @@ func ResolveCheckpoint(outputDir, spec string) (string, error) {
 	return spec, nil
 }
 
+// manifestFiles returns the plain names of the files dir's manifest lists (nil without a readable one).
+func manifestFiles(dir string) []string {
+	data, err := smallfile.Read(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return nil
+	}
+	var m Manifest
+	if json.Unmarshal(data, &m) != nil || m.Format != manifestFormat {
+		return nil
+	}
+	var names []string
+	for _, f := range m.Files {
+		if f.Name != "" && f.Name == filepath.Base(f.Name) && f.Name != "." && f.Name != ".." && f.Name != ManifestName {
+			names = append(names, f.Name)
+		}
+	}
+	return names
+}
+
 // rotateCheckpoints deletes the oldest checkpoints beyond save_total_limit, never the best one; with a limit
 // of 1 and a best checkpoint that is not the newest, both are kept (transformers' rule).
 func (t *Trainer) rotateCheckpoints() error {
@@ -277,6 +296,10 @@ func (t *Trainer) rotateCheckpoints() error {
 		if filepath.Base(dir) == best {
 			continue
 		}
+		// A file the checkpoint does not list (a user's notes put there) is not the run's to delete: only the
+		// listed files go, and the folder stays with the others (it was removed whole, tester7 F11).
+		foreign := foreignCheckpointFile(dir)
+		listed := manifestFiles(dir)
 		// The manifest goes first: a kill in the middle of the deletion leaves an incomplete directory, never one
 		// that looks complete without its files.
 		if err := os.Remove(filepath.Join(dir, ManifestName)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -285,10 +308,20 @@ func (t *Trainer) rotateCheckpoints() error {
 		if err := atomicfile.SyncDir(dir); err != nil {
 			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
-		}
 		excess--
+		if foreign == "" {
+			if err := os.RemoveAll(dir); err != nil {
+				return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
+			}
+			continue
+		}
+		for _, name := range listed {
+			if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("trainer: save_total_limit: deleting %s: %w", dir, err)
+			}
+		}
+		t.logger.Warn(fmt.Sprintf("save_total_limit: %s holds %s, which no tune checkpoint writes: the checkpoint's own "+
+			"files were deleted and the folder kept with what else it holds", dir, foreign))
 	}
 	return nil
 }

@@ -83,10 +83,10 @@
 // checkpoint-N directories holding the model (Model.Save), optimizer.safetensors, scheduler.json,
 // scaler.json (FP16, PyTorch's keys), rng_state.json (the data and dropout position), training_args.json and
 // trainer_state.json. A checkpoint is written into a temporary directory and renamed, so a crash never leaves
-// half of one; save_total_limit deletes the oldest, never the best. resume_from_checkpoint (a directory, or
-// "true"/"latest") continues bit for bit as the uninterrupted run would have. A run interrupted before its
-// first checkpoint leaves only its metrics.jsonl; a new run there starts from the beginning and keeps that
-// file as metrics.jsonl.1 (then .2, ...).
+// half of one; save_total_limit deletes the oldest, never the best (their own files only: what else a user put
+// in the folder stays). resume_from_checkpoint (a directory, or "true"/"latest") continues bit for bit as the
+// uninterrupted run would have. A run interrupted before its first checkpoint leaves only its metrics.jsonl; a
+// new run there starts from the beginning and keeps that file as metrics.jsonl.1 (then .2, ...).
 //
 // # Full control
 //
