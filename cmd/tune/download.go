@@ -61,6 +61,9 @@ error naming the address).`,
 			if !hub.ValidRepoID(args[0]) {
 				return usagef("%q is not a Hub repository id: NAME or ORG/NAME, of letters, digits, '-', '_' and '.'", args[0])
 			}
+			if o.Revision != "" && !hub.ValidRevision(o.Revision) { // a flag's value: exit 2, as a bad REPO_ID
+				return usagef("--revision %q is not a branch, tag or commit name: it must not be absolute or contain \"..\" or a backslash", o.Revision)
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {

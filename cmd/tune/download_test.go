@@ -156,3 +156,17 @@ func TestDownloadBadEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestDownloadBadRevision: a --revision that names no branch, tag or commit ("../../x", an absolute path) is a
+// bad flag value, exit 2 naming the flag, before anything is asked of the Hub or the cache; it exited 1
+// (tester7 F4), while a bad REPO_ID exits 2.
+func TestDownloadBadRevision(t *testing.T) {
+	testutil.IsolateCache(t)
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	for _, rev := range []string{"../../x", "/etc", `a\b`} {
+		code, _, stderr := runCLI("download", "gpt2", "--revision", rev)
+		if code != exitUsage || !strings.Contains(stderr, "--revision \""+strings.ReplaceAll(rev, `\`, `\\`)+"\" is not a branch, tag or commit name") {
+			t.Errorf("--revision %s: exit %d, %s", rev, code, stderr)
+		}
+	}
+}
