@@ -221,6 +221,20 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if _, err := os.Lstat(o.JSON); !errors.Is(err, fs.ErrNotExist) {
 			return usagef("--json %s already exists; remove it or choose another name", o.JSON)
 		}
+		// Its folder too, before the steps: a missing one failed after the whole benchmark (tester7 F7).
+		if err := checkOutputDir("--json", o.JSON); err != nil {
+			return err
+		}
+	}
+	// -1, the flags' default, picks the device's count; another negative number was taken for it (tester7 F6).
+	for _, f := range []struct {
+		name string
+		v    int
+		want string
+	}{{"--steps", o.Steps, "1 or more"}, {"--warmup", o.Warmup, "0 or more"}} {
+		if f.v < -1 {
+			return usagef("%s %d: want a number of steps (%s; leave it out for the device's default)", f.name, f.v, f.want)
+		}
 	}
 	b, err := openDevice(o.Device)
 	if err != nil {

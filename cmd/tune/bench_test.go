@@ -100,6 +100,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"a LoRA target the model lacks", []string{"--lora", "--lora-targets", "qkv"}, exitUsage, "qkv"},
 		{"a LoRA dropout of 1", []string{"--lora", "--lora-dropout", "1"}, exitUsage, "lora_dropout"},
 		{"a results file that exists", []string{"--json", existing}, exitUsage, "already exists"},
+		// tester7 F7: the folder was found missing only after every timed step.
+		{"a results file in a missing folder", []string{"--json", filepath.Join(existing+".d", "x.json")}, exitUsage,
+			"the directory " + existing + ".d does not exist"},
+		// tester7 F6: a negative count other than the default's -1 ran the default.
+		{"a negative step count", []string{"--steps", "-5"}, exitUsage, "--steps -5: want a number of steps (1 or more"},
+		{"a negative warm-up", []string{"--warmup", "-2"}, exitUsage, "--warmup -2: want a number of steps (0 or more"},
 		{"a positional argument", []string{"extra"}, exitUsage, "takes no arguments"},
 		{"CUDA in a binary without it", []string{"--device", "cuda"}, exitNoDevice, "built without CUDA support"},
 	} {
