@@ -5,6 +5,10 @@
 
 GO        ?= go
 BIN       ?= bin
+# The commit tune --version names (with +dirty for uncommitted changes), for builds that stamp no VCS
+# information (GOFLAGS=-buildvcs=false); empty outside a git checkout.
+REVISION  ?= $(shell r=$$(git rev-parse --short=12 HEAD 2>/dev/null) && { git diff --quiet HEAD -- 2>/dev/null || r=$$r+dirty; echo $$r; })
+LDFLAGS   := -X main.revision=$(REVISION)
 # The main job `make run` performs: the embedded default recipe, on the CPU unless the binary has CUDA.
 RUN_ARGS  ?= finetune recipes/tiny.yaml training.overwrite_output_dir=true
 # A full `go test ./...` takes a few minutes on 2 cores; the timeout only stops a hung test.
@@ -25,7 +29,7 @@ run: build ## the main job on the embedded default recipe (recipes/tiny.yaml)
 	$(BIN)/tune $(RUN_ARGS)
 
 build: ## build bin/tune (pure Go, CPU backend)
-	$(GO) build -o $(BIN)/tune ./cmd/tune
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/tune ./cmd/tune
 
 test: lint ## go vet, gofmt and doc checks, then every test (no GPU needed)
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
@@ -40,7 +44,7 @@ lint: ## go vet, gofmt, go mod tidy, doccheck (every exported identifier documen
 		echo "cite primary sources (PyTorch/transformers files, papers) or docs in this repository, not documents outside it"; exit 1; fi
 
 cuda: ## build bin/tune-cuda and every package's test binary with -tags cuda (cgo, CUDA headers)
-	CGO_ENABLED=1 $(GO) build -tags cuda -o $(BIN)/tune-cuda ./cmd/tune
+	CGO_ENABLED=1 $(GO) build -tags cuda -ldflags '$(LDFLAGS)' -o $(BIN)/tune-cuda ./cmd/tune
 	@for pkg in $$($(GO) list -tags cuda -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./...); do \
 		name=$$(echo "$${pkg#github.com/tune-ml/tune/}" | tr / -); \
 		echo "$(GO) test -c -tags cuda -o $(BIN)/$$name.test $$pkg"; \

@@ -124,7 +124,13 @@ func flagHint(err error) error {
 	return err
 }
 
-// version returns the module version and VCS revision the binary was built from (runtime/debug build info).
+// revision is the commit the binary was built from when the build says so (the Makefile's
+// -ldflags "-X main.revision=..."): go build stamps no VCS information under -buildvcs=false (GOFLAGS), or
+// outside a git checkout it can read, and --version then said only "(devel)" (tester7 F12).
+var revision string
+
+// version returns the module version and VCS revision the binary was built from (runtime/debug build info,
+// else revision).
 func version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
@@ -144,6 +150,9 @@ func version() string {
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
+	}
+	if rev == "" {
+		rev = revision
 	}
 	if rev != "" {
 		v += " (" + rev + modified + ")"

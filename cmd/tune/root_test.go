@@ -34,3 +34,19 @@ func TestUsageExitCodes(t *testing.T) {
 		t.Errorf("tune without arguments: exit %d, want 0 and the help; stdout %q", code, out)
 	}
 }
+
+// TestVersionNamesTheRevision: a binary whose build stamped no VCS information (GOFLAGS=-buildvcs=false, as
+// make build ran) said "tune (devel) go1.26.8 linux/amd64" (tester7 F12); the Makefile's revision, set through
+// -ldflags, is named instead. (go test stamps no VCS information either.)
+func TestVersionNamesTheRevision(t *testing.T) {
+	defer func(r string) { revision = r }(revision)
+	revision = "0123456789ab+dirty"
+	code, stdout, _ := runCLI("--version")
+	if code != exitOK || !strings.Contains(stdout, " (0123456789ab+dirty) go1.") {
+		t.Errorf("exit %d: %q", code, stdout)
+	}
+	revision = ""
+	if v := version(); strings.Contains(v, "()") {
+		t.Errorf("without a revision: %q", v)
+	}
+}
