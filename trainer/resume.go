@@ -172,6 +172,7 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	if err := t.loadScaler(dir); err != nil {
 		return wrap("scaler", err)
 	}
+	t.warnPrecision(dir)
 	if err := t.loadDataState(dir, st.GlobalStep, st.TrainBatchSize); err != nil {
 		return fmt.Errorf("trainer: resume from %s: %w", dir, err)
 	}
@@ -193,6 +194,34 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	}
 	t.logger.Info(fmt.Sprintf("resuming from %s (global step %d)", dir, s.GlobalStep))
 	return nil
+}
+
+// warnPrecision warns when the checkpoint in dir was trained in another precision (training_args.json's fp16
+// and bf16) than this run: the resume goes on, but not as that run would have (another rounding of every
+// step; an FP16 run's loss scale is dropped, or an FP32 or BF16 run's resumed in FP16 starts from init_scale).
+// An FP16 checkpoint resumed in FP32 said nothing (tester7 F8).
+func (t *Trainer) warnPrecision(dir string) {
+	var was struct {
+		FP16 bool `json:"fp16"`
+		BF16 bool `json:"bf16"`
+	}
+	if readJSON(filepath.Join(dir, TrainingArgsName), &was) != nil {
+		return // an older or another program's checkpoint: nothing to compare
+	}
+	name := func(fp16, bf16 bool) string {
+		switch {
+		case fp16:
+			return "fp16"
+		case bf16:
+			return "bf16"
+		}
+		return "fp32"
+	}
+	if then, now := name(was.FP16, was.BF16), name(t.args.FP16, t.args.BF16); then != now {
+		t.logger.Warn(fmt.Sprintf("the checkpoint was trained in %s and this run trains in %s: the remaining steps "+
+			"round differently from that run's, so the result is not the one it would have reached; resume with "+
+			"%s to continue it exactly", then, now, then), "checkpoint", dir)
+	}
 }
 
 // loadScaler restores the GradScaler of an FP16 run. A checkpoint without scaler state is not an error (it may

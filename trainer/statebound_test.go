@@ -132,3 +132,35 @@ func TestResumeChecksTheLogHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeInAnotherPrecisionWarns: an FP16 run's checkpoint resumed in FP32 went on without a word (tester7
+// F8); the resume now warns naming both precisions (training_args.json's fp16 and bf16 against the run's), and
+// says nothing when they agree.
+func TestResumeInAnotherPrecisionWarns(t *testing.T) {
+	ck := editedCheckpoint(t, nil, nil)
+	resume := func() string {
+		a := resumeArgs(t, t.TempDir())
+		a.ResumeFromCheckpoint = ck
+		tr, _, logs := newTestTrainer(t, newBagModel(16, 6, 2, 0.2), a, toyTask(20, 16, 11), nil)
+		mustTrain(t, tr)
+		return logs.String()
+	}
+	if logs := resume(); strings.Contains(logs, "the checkpoint was trained in") {
+		t.Errorf("the same precision: %s", logs)
+	}
+	p := filepath.Join(ck, TrainingArgsName)
+	data, _ := os.ReadFile(p)
+	var args map[string]any
+	if err := json.Unmarshal(data, &args); err != nil || args["fp16"] != false {
+		t.Fatalf("%s: %v %v", p, err, args["fp16"])
+	}
+	args["fp16"] = true
+	data, _ = json.Marshal(args)
+	os.WriteFile(p, data, 0o644)
+	if err := WriteCheckpointManifest(ck); err != nil {
+		t.Fatal(err)
+	}
+	if want := "the checkpoint was trained in fp16 and this run trains in fp32"; !strings.Contains(resume(), want) {
+		t.Errorf("no warning %q", want)
+	}
+}
