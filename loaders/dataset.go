@@ -40,6 +40,10 @@ type Dataset struct {
 	// distinct string labels of the file, or "0".."max" for integer labels. Nil for regression.
 	LabelNames []string
 	Regression bool // examples carry Target rather than Label (DatasetOptions.Regression)
+	// IDLabelLine is the line of the first row whose label is not one of DatasetOptions.Label2ID's names but an
+	// integer, taken as a class id, and IDLabel that label; 0 and "" when there is none (or no Label2ID).
+	IDLabelLine int
+	IDLabel     string
 }
 
 // Len returns the number of examples.
@@ -452,11 +456,15 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 		if !r.hasLabel {
 			continue
 		}
-		id, err := toID(strings.TrimSpace(r.label))
+		label := strings.TrimSpace(r.label)
+		id, err := toID(label)
 		if err != nil {
 			return nil, fmt.Errorf("loaders: %s:%d: %w", path, r.line, err)
 		}
 		d.Examples[i].Label = id
+		if _, named := opts.Label2ID[label]; len(opts.Label2ID) > 0 && !named && d.IDLabelLine == 0 {
+			d.IDLabelLine, d.IDLabel = r.line, label
+		}
 	}
 	return d, nil
 }

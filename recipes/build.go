@@ -365,8 +365,35 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 		if n := numbersAsNames(key, ds.Dataset); opts.Label2ID == nil && n != "" {
 			run.Notices = append(run.Notices, n)
 		}
+		// Only beside a training file of names (its labels were no class ids, the mapping no placeholders).
+		if n := idsBesideNames(key, ds.Dataset); labels != nil && !run.fixedLabels && run.Train != nil &&
+			run.Train.IDLabelLine == 0 && n != "" {
+			run.Notices = append(run.Notices, n)
+		}
 	}
 	return ds, nil
+}
+
+// idsBesideNames returns a note when an eval or test file, whose labels map through the training file's label
+// names (neg, pos), has an integer label, which is then taken as a class id of that mapping (0 is neg): a file
+// of class ids beside a training file of names is most likely labelled another way, and the metrics would mean
+// nothing without a word (tester7 F1). transformers' run_glue maps the eval labels through the training
+// mapping too; tune eval takes integers as class ids by design.
+func idsBesideNames(key string, ds *loaders.Dataset) string {
+	names := ds.LabelNames
+	if ds.IDLabelLine == 0 || isDefaultLabels(names) || isIDLabels(names) {
+		return ""
+	}
+	shown := make([]string, 0, min(len(names), 4))
+	for i, n := range names[:min(len(names), 4)] {
+		shown = append(shown, fmt.Sprintf("%d → %q", i, n))
+	}
+	if len(names) > 4 {
+		shown = append(shown, fmt.Sprintf("and %d more", len(names)-4))
+	}
+	return fmt.Sprintf("%s: %s:%d has the label %q, a class id, while data.train's labels are names (%s): integer "+
+		"labels are taken as class ids of that mapping (%s); if the file's numbers mean other classes, relabel it "+
+		"with the training file's names", key, ds.Path, ds.IDLabelLine, ds.IDLabel, quoteNames(names), strings.Join(shown, ", "))
 }
 
 // numbersAsNames returns a note when a file's labels, which name the classes (no model mapping them), include
