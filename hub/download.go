@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -163,12 +164,12 @@ func (c *Client) Download(ctx context.Context, repoID string, o Options) (*Resul
 		return nil, fmt.Errorf("hub: revision %q is not a branch, tag or commit name: it must not be absolute or contain \"..\" or a backslash", rev)
 	}
 	if c.Offline {
-		return c.fromCache(repoID, rev, "HF_HUB_OFFLINE is set, so the Hub was not asked")
+		return c.fromCache(repoID, rev, "HF_HUB_OFFLINE is set, so the Hub was not asked", o.Include)
 	}
 	info, err := c.repoInfo(ctx, repoID, rev)
 	if err != nil {
 		if unreachable(err) {
-			return c.fromCache(repoID, rev, fmt.Sprintf("the Hub at %s cannot be reached (%s)", c.Endpoint, netProblem(err)))
+			return c.fromCache(repoID, rev, fmt.Sprintf("the Hub at %s cannot be reached (%s)", c.Endpoint, netProblem(err)), o.Include)
 		}
 		return nil, err
 	}
@@ -228,7 +229,7 @@ func describeSkipped(names []string, skipped []Skipped) string {
 
 // fromCache answers a Download that cannot ask the Hub: the snapshot the cache holds for rev, or an error
 // naming what is missing.
-func (c *Client) fromCache(repoID, rev, reason string) (*Result, error) {
+func (c *Client) fromCache(repoID, rev, reason string, include []string) (*Result, error) {
 	dir, err := Snapshot(c.Cache, repoID, rev)
 	if err != nil {
 		var nc *NotCachedError
@@ -245,6 +246,17 @@ func (c *Client) fromCache(repoID, rev, reason string) (*Result, error) {
 		}
 		return nil
 	})
+	patterns := globs(include)
+	if len(include) > 0 && !slices.ContainsFunc(res.Cached, func(f string) bool { return matchAny(patterns, f) }) {
+		// None of what was asked for is there: the snapshot alone is no answer (tester7 F5, --include "[[",
+		// which matches itself as in fnmatch).
+		quoted := make([]string, len(include))
+		for i, p := range include {
+			quoted[i] = strconv.Quote(p)
+		}
+		return nil, &NotCachedError{RepoID: repoID, Revision: rev, Cache: c.Cache, Reason: reason,
+			Missing: fmt.Sprintf("a file matching --include %s in %s", strings.Join(quoted, ", "), dir)}
+	}
 	return res, nil
 }
 

@@ -331,3 +331,30 @@ func TestDownloadRepairsAnIncompleteSnapshot(t *testing.T) {
 		t.Fatalf("model.safetensors after the repair: %d bytes, %v", len(b), err)
 	}
 }
+
+// TestOfflineIncludeMatchesTheCache: offline (or with the Hub unreachable) Download answered with the cached
+// snapshot whatever --include asked for, so --include "[[" (which, as in fnmatch, matches only a file named
+// "[[") or a file never fetched passed (tester7 F5). A snapshot with no file matching any pattern is now a
+// NotCachedError naming the patterns; one that holds a match is the answer, as before.
+func TestOfflineIncludeMatchesTheCache(t *testing.T) {
+	h := hubtest.NewServer(t)
+	h.Add("org/model", bertRepo())
+	c := testClient(h, t.TempDir())
+	if _, err := c.Download(context.Background(), "org/model", Options{Include: []string{"config.json"}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Offline = true
+	for _, inc := range [][]string{{"[["}, {"*.safetensors"}, {"[[", "vocab.txt"}} {
+		_, err := c.Download(context.Background(), "org/model", Options{Include: inc})
+		var nc *NotCachedError
+		if !errors.As(err, &nc) || !strings.Contains(err.Error(), "a file matching --include \""+inc[0]+"\"") ||
+			!strings.Contains(err.Error(), "HF_HUB_OFFLINE is set") {
+			t.Errorf("--include %q: %v", inc, err)
+		}
+	}
+	for _, inc := range [][]string{{"config.json"}, {"*.json"}, {"[[", "config.*"}, nil} {
+		if res, err := c.Download(context.Background(), "org/model", Options{Include: inc}); err != nil || res.FromCache == "" {
+			t.Errorf("--include %q: %v", inc, err)
+		}
+	}
+}

@@ -24,10 +24,7 @@ type Skipped struct {
 
 // selectFiles splits the repository's files into those to fetch and those left out, in the repository's order.
 func selectFiles(files []string, o Options) (fetch []string, skipped []Skipped) {
-	var include []*regexp.Regexp
-	for _, p := range o.Include {
-		include = append(include, globRegexp(p))
-	}
+	include := globs(o.Include)
 	for _, f := range files {
 		ext := strings.ToLower(path.Ext(f))
 		named := len(include) > 0 && matchAny(include, f)
@@ -52,6 +49,15 @@ func hasExt(ext string, exts []string) bool {
 		}
 	}
 	return false
+}
+
+// globs returns the patterns' globRegexp.
+func globs(patterns []string) []*regexp.Regexp {
+	var out []*regexp.Regexp
+	for _, p := range patterns {
+		out = append(out, globRegexp(p))
+	}
+	return out
 }
 
 func matchAny(res []*regexp.Regexp, s string) bool {
