@@ -14,7 +14,7 @@ import (
 // chooses the algorithm first. Shapes: the square 4096³ products in bf16, fp16 and true fp32, and
 // BERT-base's per-step GEMMs at batch 32 × seq 128 (4096 tokens) and the FFN at 64 × 512 (32768 tokens), in
 // bf16 with the nn.Linear layout (weights (out, in), so TransB), and LoRA r=8's rank-8 products at 4096 rows (the
-// thin kernels of thin.go; TUNE_GEMM_THIN=off times cuBLASLt on them). Run with -test.benchtime=50x.
+// thin kernels of thin.go; TUNE_GEMM_THIN=on times them, the default cuBLASLt). Run with -test.benchtime=50x.
 func BenchmarkGemm(b *testing.B) {
 	cases := []struct {
 		name           string

@@ -276,3 +276,11 @@ func CachedChunkLists(b *Backend) int {
 	defer b.mu.Unlock()
 	return len(b.chunks.lists)
 }
+
+// SetGemmThin lets Gemm take the kernels of kernels/thin.cu (as TUNE_GEMM_THIN=on), or not, and returns a
+// function restoring the setting.
+func SetGemmThin(on bool) (restore func()) {
+	old := thinOn
+	thinOn = on
+	return func() { thinOn = old }
+}

@@ -12,9 +12,10 @@ import (
 // kernels of kernels/thin.cu instead of cuBLASLt.
 const thinMax = 16
 
-// thinOff sends every GEMM to cuBLASLt (TUNE_GEMM_THIN=off: the comparison the thin kernels were measured
-// against).
-var thinOff = os.Getenv("TUNE_GEMM_THIN") == "off"
+// thinOn lets Gemm send thin products to kernels/thin.cu (TUNE_GEMM_THIN=on). It is off by default: on the
+// H200 the thin kernels lost to cuBLASLt in the training step (docs/PERFORMANCE.md, session 6: BERT-base 32×128
+// LoRA r=8 with CUDA graphs 8.60 ms with them, 6.04 ms without), so every GEMM takes cuBLASLt unless asked.
+var thinOn = os.Getenv("TUNE_GEMM_THIN") == "on"
 
 // thinKind is which thin.cu path a GEMM takes.
 type thinKind int
@@ -31,7 +32,7 @@ const (
 // member, no bias, K > 0, and a dimension of at most thinMax as each path needs. thinRowDot also needs op(B)
 // to fit its shared memory (roundup(K, 8)·NT FP32 words ≤ 12288 for the template NT ≥ N).
 func thinPath(g gemmGeom, ab, c tensor.DType, bias bool) thinKind {
-	if thinOff || bias || g.Batch != 1 || g.K == 0 || (ab != tensor.BF16 && ab != tensor.F16) || (c != tensor.F32 && c != ab) {
+	if !thinOn || bias || g.Batch != 1 || g.K == 0 || (ab != tensor.BF16 && ab != tensor.F16) || (c != tensor.F32 && c != ab) {
 		return thinNone
 	}
 	switch {

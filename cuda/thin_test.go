@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
 )
@@ -64,6 +65,7 @@ func thinCases() []gemmCase {
 
 func TestGemmThinAgainstCPU(t *testing.T) {
 	gpu := openOrSkip(t)
+	defer cuda.SetGemmThin(true)()
 	ref := cpu.New()
 	rng := rand.New(rand.NewPCG(3, 4))
 	for _, c := range thinCases() {
@@ -75,6 +77,7 @@ func TestGemmThinAgainstCPU(t *testing.T) {
 // beta ≠ 0) and wants the same bits: the kernels' summation order is fixed by the shape.
 func TestGemmThinIsDeterministic(t *testing.T) {
 	gpu := openOrSkip(t)
+	defer cuda.SetGemmThin(true)()
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, c := range []gemmCase{
 		{ab: tensor.BF16, c: tensor.F32, m: 768, n: 8, k: 4096, transA: true},
