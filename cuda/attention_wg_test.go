@@ -56,6 +56,21 @@ func TestAttentionBwdWGMatchesMMA(t *testing.T) {
 				closeTo(t, "dQ", w1.dq, m.dq, tol)
 				closeTo(t, "dK", w1.dk, m.dk, tol)
 				closeTo(t, "dV", w1.dv, m.dv, tol)
+				// The opt-in variants (TUNE_ATTN_BWD_WG) launch other kernels of the same module: each must
+				// also agree with the mma.sync kernels and repeat its own bits.
+				for _, v := range []string{"_o3", "_p"} {
+					restore := cuda.SetAttnBwdWGVariant(v)
+					a, b := runAttention(t, gpu, s, dt, d), runAttention(t, gpu, s, dt, d)
+					restore()
+					for j := range a.dq {
+						if math.Float32bits(a.dq[j]) != math.Float32bits(b.dq[j]) {
+							t.Fatalf("variant %s: dQ[%d] = %v, then %v: not bit-identical run to run", v, j, a.dq[j], b.dq[j])
+						}
+					}
+					closeTo(t, "dQ"+v, a.dq, m.dq, tol)
+					closeTo(t, "dK"+v, a.dk, m.dk, tol)
+					closeTo(t, "dV"+v, a.dv, m.dv, tol)
+				}
 			})
 		}
 	}

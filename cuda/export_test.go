@@ -284,3 +284,11 @@ func SetGemmThin(on bool) (restore func()) {
 	thinOn = on
 	return func() { thinOn = old }
 }
+
+// SetAttnBwdWGVariant makes AttentionBackward launch the warpgroup-MMA variant with kernel-name suffix v ("",
+// "_o3" or "_p", as TUNE_ATTN_BWD_WG) and returns a function restoring the setting.
+func SetAttnBwdWGVariant(v string) (restore func()) {
+	old := attnBwdWGVariant
+	attnBwdWGVariant = v
+	return func() { attnBwdWGVariant = old }
+}
