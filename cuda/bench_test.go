@@ -13,8 +13,8 @@ import (
 // it gives (2·M·N·K·batch flops). Inputs are random (zeros run faster on Tensor Cores) and a warm-up call
 // chooses the algorithm first. Shapes: the square 4096³ products in bf16, fp16 and true fp32, and
 // BERT-base's per-step GEMMs at batch 32 × seq 128 (4096 tokens) and the FFN at 64 × 512 (32768 tokens), in
-// bf16 with the nn.Linear layout (weights (out, in), so TransB), and LoRA r=8's rank-8 products at 4096 rows (the
-// thin kernels of thin.go; TUNE_GEMM_THIN=on times them, the default cuBLASLt). Run with -test.benchtime=50x.
+// bf16 with the nn.Linear layout (weights (out, in), so TransB), and LoRA r=8's rank-8 products at 4096 rows.
+// Run with -test.benchtime=50x.
 func BenchmarkGemm(b *testing.B) {
 	cases := []struct {
 		name           string

@@ -277,14 +277,6 @@ func CachedChunkLists(b *Backend) int {
 	return len(b.chunks.lists)
 }
 
-// SetGemmThin lets Gemm take the kernels of kernels/thin.cu (as TUNE_GEMM_THIN=on), or not, and returns a
-// function restoring the setting.
-func SetGemmThin(on bool) (restore func()) {
-	old := thinOn
-	thinOn = on
-	return func() { thinOn = old }
-}
-
 // SetAttnBwdWGVariant makes AttentionBackward launch the warpgroup-MMA variant with kernel-name suffix v ("",
 // "_o3" or "_p", as TUNE_ATTN_BWD_WG) and returns a function restoring the setting.
 func SetAttnBwdWGVariant(v string) (restore func()) {

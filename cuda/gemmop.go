@@ -17,8 +17,6 @@ type gemmGeom = opcheck.Gemm
 // keep the batch's C matrices disjoint, and every tensor must hold the elements the product touches.
 //
 // Paths, fastest first:
-//  0. thin: a half GEMM without a bias whose K, N (op(A) = A) or M or N (op(A) = Aᵀ, op(B) = B) is at most 16
-//     (LoRA's rank-r products) runs on the kernels of kernels/thin.cu (thin.go), chosen by shape alone;
 //  1. direct: one cublasLtMatmul on the caller's pointers, the bias fused as the BIAS epilogue (single batch,
 //     16-byte aligned bias) so that alpha·AB + beta·C + bias is rounded to C's dtype once;
 //  2. for an F32 C whose bias cannot be fused: the direct product, then a bias kernel (still one rounding);
@@ -48,9 +46,6 @@ func (b *Backend) Gemm(a tensor.GemmArgs) (err error) {
 	}
 	if g.K == 0 { // C = beta·C + bias
 		o.matBias(addr(a.C), a.C.DType, g.LDC, g.StrideC, g, a.Bias, a.Beta, true)
-		return
-	}
-	if o.thinGemm(g, a) { // thin.go: a dimension ≤ 16 (LoRA's rank-r products)
 		return
 	}
 	mm := matmul{transA: g.TransA, transB: g.TransB, m: g.M, n: g.N, k: g.K, batch: g.Batch,

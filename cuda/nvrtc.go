@@ -41,11 +41,11 @@ var kernelOptions = []string{"--std=c++17", "--fmad=false", "-lineinfo"}
 var nvrtcExtraOptions []string
 
 // optionsFor returns the options of one kernel file: kernelOptions, less -lineinfo for the attention files
-// (attention_*.cu), lnbwd.cu, layernorm2.cu and thin.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a
+// (attention_*.cu), lnbwd.cu and layernorm2.cu, whose template kernels crash NVRTC 11.8's built-in ptxas (a
 // segmentation fault inside nvrtcCompileProgram) when line information is requested; compute-sanitizer then
 // reports their errors by kernel name and PC.
 func optionsFor(file string) []string {
-	if !strings.HasPrefix(file, "attention") && file != "lnbwd.cu" && file != "layernorm2.cu" && file != "thin.cu" {
+	if !strings.HasPrefix(file, "attention") && file != "lnbwd.cu" && file != "layernorm2.cu" {
 		return kernelOptions
 	}
 	var out []string
