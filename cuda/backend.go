@@ -60,7 +60,6 @@ type Backend struct {
 	philoxConsts []cu.DevicePtr  // those constants (tune_philox_base) of the loaded modules
 	smemSet      map[uintptr]int // kernels' raised dynamic shared memory limits (smem.go launchShared)
 	smemOptIn    int             // the device's opt-in shared memory per block, 0 until read (smem.go sharedOptIn)
-	chunks       chunkCache      // device copies of the multi-tensor kernels' work lists (optim.go uploadChunks)
 }
 
 var _ tensor.Backend = (*Backend)(nil)

@@ -270,13 +270,6 @@ func AttnBwdWG(be *Backend, dt tensor.DType) (bool, error) {
 	return be.bwdWG(attnPlanFor(be.sm, true, dt, 64))
 }
 
-// CachedChunkLists returns how many multi-tensor work lists b keeps on the device (optim.go chunkCache).
-func CachedChunkLists(b *Backend) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.chunks.lists)
-}
-
 // SetAttnBwdWGVariant makes AttentionBackward launch the warpgroup-MMA variant with kernel-name suffix v ("",
 // "_o3" or "_p", as TUNE_ATTN_BWD_WG) and returns a function restoring the setting.
 func SetAttnBwdWGVariant(v string) (restore func()) {

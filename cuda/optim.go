@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"slices"
 
 	"gorgonia.org/cu"
 
@@ -37,72 +36,14 @@ func (o *op) memset32(p uint64, v uint32, n int, what string) error {
 	})
 }
 
-// uploadChunks returns a device copy of the list: a cached one (chunkCache) when the backend uploaded the same
-// list before, else a new one. A scratch copy is released by o.release; o.release leaves a cached one alone.
+// upload copies the list into a scratch buffer; release it with o.release.
 func (o *op) uploadChunks(c chunkList) cu.DevicePtr {
-	if o.err != nil {
-		return 0
-	}
-	if p := o.b.chunks.find(c); p != 0 {
-		return p
-	}
-	if o.b.chunks.fits(c) {
-		p, err := cu.MemAlloc(int64(8 * len(c)))
-		if o.fail(driverErr("cuMemAlloc", err, "%d bytes of cached work chunks", 8*len(c))) != nil {
-			return 0
-		}
-		if o.fail(o.hostToDevice(uint64(p), ptrOf(c), 8*len(c), "work chunks")) != nil {
-			cu.MemFree(p)
-			return 0
-		}
-		o.b.chunks.keep(c, p)
-		return p
-	}
 	p := o.scratch(8 * len(c))
 	if o.err != nil {
 		return 0
 	}
 	o.fail(o.hostToDevice(uint64(p), ptrOf(c), 8*len(c), "work chunks"))
 	return p
-}
-
-// chunkCache keeps the device copies of the multi-tensor kernels' work lists a backend uploaded, by content: a
-// training step passes the same gradients to GlobalNormTo, ClipByNorm and AdamW every step, so their lists
-// (BERT-base: ~1900 chunks, 45 KB) are uploaded once instead of once per op and step.
-// An entry is never changed or freed while the backend lives: a captured step graph (graph.go) may read it in
-// every replay. Lists past the cache's limits go through scratch as before.
-type chunkCache struct {
-	lists []chunkList
-	ptrs  []cu.DevicePtr
-	words int
-}
-
-// Limits of chunkCache: how many lists, and how many 8-byte words in all (4 MiB; BERT-base's list is 45 KB).
-const (
-	chunkCacheLists = 64
-	chunkCacheWords = 1 << 19
-)
-
-// find returns the device copy of a list equal to c, or 0.
-func (cc *chunkCache) find(c chunkList) cu.DevicePtr {
-	for i, l := range cc.lists {
-		if slices.Equal(l, c) {
-			return cc.ptrs[i]
-		}
-	}
-	return 0
-}
-
-// fits reports whether c can be cached.
-func (cc *chunkCache) fits(c chunkList) bool {
-	return len(c) > 0 && len(cc.lists) < chunkCacheLists && cc.words+len(c) <= chunkCacheWords
-}
-
-// keep records p as the device copy of c (a copy of c is kept for find).
-func (cc *chunkCache) keep(c chunkList, p cu.DevicePtr) {
-	cc.lists = append(cc.lists, slices.Clone(c))
-	cc.ptrs = append(cc.ptrs, p)
-	cc.words += len(c)
 }
 
 // GlobalNorm returns sqrt(Σ_t Σ_i t_i²) over all float tensors (torch.nn.utils.clip_grad_norm_'s total norm,
