@@ -164,6 +164,73 @@ __device__ __forceinline__ bool forbidden(const AttnParams &p, int b, int i, int
 	return false;
 }
 
+// key_blocks is the number of BC-key steps of the query block at q0 (BR rows): all of Tk, or under causal
+// masking up to the last key its last row sees (0 when no row sees any key).
+template <int BR, int BC> __device__ __forceinline__ int key_blocks(const AttnParams &p, int Tq, int Tk, int q0, int shift) {
+	int nb = (Tk + BC - 1) / BC;
+	if (p.causal) {
+		int last = min(Tq - 1, q0 + BR - 1) + shift;
+		nb = last < 0 ? 0 : min(nb, last / BC + 1);
+	}
+	return nb;
+}
+
+// bwd_rows loads the backward's per-row state of query rows i0 and i0 + 8 (head row base hbase = (b·Hq + h)·Tq):
+// the LSE lv (log2 domain when fast; +Inf for a row past Tq or with no visible key), the segment id si and
+// the dropout element index of the row's first key rowb.
+__device__ __forceinline__ void bwd_rows(const AttnParams &p, int b, int Tq, int Tk, int i0, bool fast, u64 hbase,
+					 float lv[2], int si[2], u64 rowb[2]) {
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int i = i0 + hh * 8;
+		lv[hh] = POS_INF, si[hh] = 0;
+		rowb[hh] = (hbase + (u64)i) * (u64)Tk;
+		if (i < Tq) {
+			float x = p.lse[(i64)hbase + i];
+			lv[hh] = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
+			if (p.seg) si[hh] = p.seg[(i64)b * Tq + i];
+		}
+	}
+}
+
+// delta_rows returns in dt Δ̃ = dO·O of the thread's tile rows r0 and r0 + 8 (query q0 + r): the quad's four
+// threads (tig) take D/4 columns each (dO from the swizzled shared tile sO, O from global memory, 16 bytes at a
+// time), summed by two shuffles; rows ≥ Tq give 0. All 32 lanes must call it.
+template <int D, bool BF>
+__device__ __forceinline__ void delta_rows(const AttnParams &p, const u16 *sO, int b, int h, int Tq, int q0, int r0, int tig, float dt[2]) {
+	const u16 *O = (const u16 *)p.o + b * p.os[0] + h * p.os[1];
+#pragma unroll
+	for (int hh = 0; hh < 2; hh++) {
+		int r = r0 + hh * 8, i = q0 + r;
+		float acc = 0.0f;
+		if (i < Tq) {
+#pragma unroll
+			for (int c = 0; c < D / 32; c++) {
+				int ch = tig * (D / 32) + c;
+				uint4 ov = *(const uint4 *)(O + (i64)i * p.os[2] + ch * 8);
+				uint4 dv = *(const uint4 *)(sO + swz<D>(r, ch));
+				const u32 ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float o0, o1, d0, d1;
+					if constexpr (BF) {
+						o0 = __uint_as_float(ow[e] << 16), o1 = __uint_as_float(ow[e] & 0xffff0000u);
+						d0 = __uint_as_float(dw[e] << 16), d1 = __uint_as_float(dw[e] & 0xffff0000u);
+					} else {
+						o0 = f16_to_f32((u16)(ow[e] & 0xffffu)), o1 = f16_to_f32((u16)(ow[e] >> 16));
+						d0 = f16_to_f32((u16)(dw[e] & 0xffffu)), d1 = f16_to_f32((u16)(dw[e] >> 16));
+					}
+					acc = fmaf(d0, o0, acc);
+					acc = fmaf(d1, o1, acc);
+				}
+			}
+		}
+		acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+		acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+		dt[hh] = acc;
+	}
+}
+
 // keep_word returns the 16 keep bits of dense elements n … n+15 (bit k for n + k), n % 4 == 0: two Philox
 // blocks when n % 8 == 0, else three (slices 4 … 7 of the first, all of the second, 0 … 3 of the third).
 __device__ __forceinline__ u32 keep_word(u64 n, u64 offset, uint2 key, u32 thr) {

@@ -46,11 +46,7 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dq1_
 	const int Tq = (int)p.Tq, Tk = (int)p.Tk, hk = h / (int)(p.Hq / p.Hkv), shift = Tk - Tq, q0 = qb * BR;
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
-	int nb = (Tk + BC - 1) / BC;
-	if (p.causal) {
-		int last = min(Tq - 1, q0 + BR - 1) + shift;
-		nb = last < 0 ? 0 : min(nb, last / BC + 1);
-	}
+	const int nb = key_blocks<BR, BC>(p, Tq, Tk, q0, shift);
 	const bool fast = p.mask == 0 && p.scale > 0.0f;
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
@@ -62,18 +58,7 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dq1_
 	float lv[2];
 	int si[2];
 	u64 rowb[2];
-#pragma unroll
-	for (int hh = 0; hh < 2; hh++) {
-		int i = q0 + wr + g + hh * 8;
-		lv[hh] = POS_INF, si[hh] = 0;
-		rowb[hh] = (((u64)((i64)b * p.Hq + h)) * (u64)Tq + (u64)i) * (u64)Tk;
-		if (i < Tq) {
-			i64 row = ((i64)b * p.Hq + h) * Tq + i;
-			float x = p.lse[row];
-			lv[hh] = x == NEG_INF ? POS_INF : (fast ? x * LOG2E : x);
-			if (p.seg) si[hh] = p.seg[(i64)b * Tq + i];
-		}
-	}
+	bwd_rows(p, b, Tq, Tk, q0 + wr + g, fast, hbase, lv, si, rowb);
 
 	load_tile<D, BR>(sQ, (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2], p.qs[2], Tq - q0, tid);
 	load_tile<D, BR>(sO, (const u16 *)p.dout + b * p.dos[0] + h * p.dos[1] + (i64)q0 * p.dos[2], p.dos[2], Tq - q0, tid);
@@ -87,42 +72,9 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dq1_
 	cp_commit();
 	cp_wait<1>();
 	__syncthreads();
-	// Δ̃ of the thread's rows g and g + 8: the quad's four threads take D/4 columns each (dO from shared
-	// memory, O from global memory, 16 bytes at a time), summed by two shuffles.
+	// Δ̃ of the thread's rows g and g + 8 (attention.cuh's delta_rows).
 	float dt[2];
-	{
-		const u16 *O = (const u16 *)p.o + b * p.os[0] + h * p.os[1];
-#pragma unroll
-		for (int hh = 0; hh < 2; hh++) {
-			int r = wr + g + hh * 8, i = q0 + r;
-			float acc = 0.0f;
-			if (i < Tq) {
-#pragma unroll
-				for (int c = 0; c < D / 32; c++) {
-					int ch = tig * (D / 32) + c;
-					uint4 ov = *(const uint4 *)(O + (i64)i * p.os[2] + ch * 8);
-					uint4 dv = *(const uint4 *)(sO + swz<D>(r, ch));
-					const u32 ow[4] = {ov.x, ov.y, ov.z, ov.w}, dw[4] = {dv.x, dv.y, dv.z, dv.w};
-#pragma unroll
-					for (int e = 0; e < 4; e++) {
-						float o0, o1, d0, d1;
-						if constexpr (BF) {
-							o0 = __uint_as_float(ow[e] << 16), o1 = __uint_as_float(ow[e] & 0xffff0000u);
-							d0 = __uint_as_float(dw[e] << 16), d1 = __uint_as_float(dw[e] & 0xffff0000u);
-						} else {
-							o0 = f16_to_f32((u16)(ow[e] & 0xffffu)), o1 = f16_to_f32((u16)(ow[e] >> 16));
-							d0 = f16_to_f32((u16)(dw[e] & 0xffffu)), d1 = f16_to_f32((u16)(dw[e] >> 16));
-						}
-						acc = fmaf(d0, o0, acc);
-						acc = fmaf(d1, o1, acc);
-					}
-				}
-			}
-			acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-			acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-			dt[hh] = acc;
-		}
-	}
+	delta_rows<D, BF>(p, sO, b, h, Tq, q0, wr + g, tig, dt);
 	float dq[ND][4], rk[ND][4];
 #pragma unroll
 	for (int dn = 0; dn < ND; dn++)

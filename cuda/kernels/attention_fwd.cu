@@ -31,11 +31,7 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 	const u16 *Q = (const u16 *)p.q + b * p.qs[0] + h * p.qs[1] + (i64)q0 * p.qs[2];
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
-	int nb = (Tk + BC - 1) / BC;
-	if (p.causal) {
-		int last = min(Tq - 1, q0 + BR - 1) + shift;
-		nb = last < 0 ? 0 : min(nb, last / BC + 1);
-	}
+	const int nb = key_blocks<BR, BC>(p, Tq, Tk, q0, shift);
 	const bool fast = p.mask == 0 && p.scale > 0.0f;
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
