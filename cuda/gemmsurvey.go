@@ -303,6 +303,22 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 	// split-K for GEMMs of under two waves of 128×128 tiles, "e"); timed briefly in that order (the second list
 	// one ID after another in turn) until the budget is spent; the 8 fastest re-timed and verified.
 	tried, checked, nIDs, admitted := 0, 0, 0, 0
+	// admit checks a built candidate against the plan and the workspace limit, fills in its workspace size and
+	// waves, and reports whether it is usable and its algorithm bytes are new (it marks them seen).
+	admit := func(c *candidate) bool {
+		checked++
+		ws, wv, err := p.check(lt.handle, &c.algo)
+		if err != nil || ws > lt.wsSize {
+			return false
+		}
+		c.ws, c.waves = ws, wv
+		bytes := *(*[8]uint64)(unsafe.Pointer(&c.algo))
+		if seen[bytes] {
+			return false
+		}
+		seen[bytes] = true
+		return true
+	}
 	if opt.Enumerate {
 		ty := typesOf(key)
 		ids := make([]C.int, 256)
@@ -360,18 +376,9 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 									if c.cfg.build(lt.handle, ty, &c.algo) != nil || !alignedFor(&c.algo, key) {
 										continue
 									}
-									checked++
-									ws, wv, err := p.check(lt.handle, &c.algo)
-									if err != nil || ws > lt.wsSize {
-										continue
+									if admit(c) {
+										hot = append(hot, c)
 									}
-									c.ws, c.waves = ws, wv
-									bytes := *(*[8]uint64)(unsafe.Pointer(&c.algo))
-									if seen[bytes] {
-										continue
-									}
-									seen[bytes] = true
-									hot = append(hot, c)
 								}
 							}
 						}
@@ -433,18 +440,9 @@ func (b *Backend) surveyOne(w io.Writer, key planKey, beta bool, opt GemmSurveyO
 								if cfg.build(lt.handle, ty, &c.algo) != nil {
 									continue
 								}
-								checked++
-								ws, wv, err := p.check(lt.handle, &c.algo)
-								if err != nil || ws > lt.wsSize {
-									continue
+								if admit(c) {
+									mine = append(mine, c)
 								}
-								c.ws, c.waves = ws, wv
-								bytes := *(*[8]uint64)(unsafe.Pointer(&c.algo))
-								if seen[bytes] {
-									continue
-								}
-								seen[bytes] = true
-								mine = append(mine, c)
 							}
 						}
 					}
