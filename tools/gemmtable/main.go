@@ -11,49 +11,45 @@ import (
 	"strings"
 )
 
+// gemmDims is the part of a GEMM's key that survey lines and table rows spell alike: A/B and C dtypes, the
+// bias dtype, the transposes, the sizes and the leading dimensions (its fields appear inline in the JSON).
+type gemmDims struct {
+	AB     string `json:"ab"`
+	C      string `json:"c"`
+	Bias   string `json:"bias"`
+	TransA bool   `json:"transA"`
+	TransB bool   `json:"transB"`
+	M      int    `json:"m"`
+	N      int    `json:"n"`
+	K      int    `json:"k"`
+	LDA    int    `json:"lda"`
+	LDB    int    `json:"ldb"`
+	LDC    int    `json:"ldc"`
+}
+
 // surveyRow is one "TABLE {json}" line of cuda.SurveyGemms.
 type surveyRow struct {
-	SM       int             `json:"sm"`
-	GPU      string          `json:"gpu"`
-	CuBLASLt int             `json:"cublaslt"`
-	AB       string          `json:"ab"`
-	C        string          `json:"c"`
-	Bias     string          `json:"bias"`
-	TransA   bool            `json:"transA"`
-	TransB   bool            `json:"transB"`
-	M        int             `json:"m"`
-	N        int             `json:"n"`
-	K        int             `json:"k"`
-	LDA      int             `json:"lda"`
-	LDB      int             `json:"ldb"`
-	LDC      int             `json:"ldc"`
-	Align    []int           `json:"align"`
-	Config   json.RawMessage `json:"config"`
-	From     string          `json:"from"`
-	US       float64         `json:"us"`
-	H0US     float64         `json:"h0_us"`
-	Rebuilt  string          `json:"rebuilt"`
+	SM       int    `json:"sm"`
+	GPU      string `json:"gpu"`
+	CuBLASLt int    `json:"cublaslt"`
+	gemmDims
+	Align   []int           `json:"align"`
+	Config  json.RawMessage `json:"config"`
+	From    string          `json:"from"`
+	US      float64         `json:"us"`
+	H0US    float64         `json:"h0_us"`
+	Rebuilt string          `json:"rebuilt"`
 }
 
 // tableRow is one row of cuda/gemmtable.json (cuda.gemmTableRow).
 type tableRow struct {
-	SM       int             `json:"sm"`
-	GPU      string          `json:"gpu"`
-	CuBLASLt string          `json:"cublaslt"`
-	AB       string          `json:"ab"`
-	C        string          `json:"c"`
-	Bias     string          `json:"bias"`
-	TransA   bool            `json:"transA"`
-	TransB   bool            `json:"transB"`
-	M        int             `json:"m"`
-	N        int             `json:"n"`
-	K        int             `json:"k"`
-	LDA      int             `json:"lda"`
-	LDB      int             `json:"ldb"`
-	LDC      int             `json:"ldc"`
-	Config   json.RawMessage `json:"config"`
-	US       float64         `json:"us"`
-	H0US     float64         `json:"h0_us"`
+	SM       int    `json:"sm"`
+	GPU      string `json:"gpu"`
+	CuBLASLt string `json:"cublaslt"`
+	gemmDims
+	Config json.RawMessage `json:"config"`
+	US     float64         `json:"us"`
+	H0US   float64         `json:"h0_us"`
 }
 
 type tableFile struct {
@@ -162,11 +158,10 @@ func choose(rows []surveyRow, minGain float64) []tableRow {
 // convert maps a survey row to a table row: the GPU name without "NVIDIA ", the version as major.minor, no
 // bias as "".
 func convert(s surveyRow) tableRow {
-	bias := s.Bias
-	if strings.EqualFold(bias, "invalid") {
-		bias = ""
+	d := s.gemmDims
+	if strings.EqualFold(d.Bias, "invalid") {
+		d.Bias = ""
 	}
 	return tableRow{SM: s.SM, GPU: strings.TrimPrefix(s.GPU, "NVIDIA "), CuBLASLt: fmt.Sprintf("%d.%d", s.CuBLASLt/10000, s.CuBLASLt/100%100),
-		AB: s.AB, C: s.C, Bias: bias, TransA: s.TransA, TransB: s.TransB, M: s.M, N: s.N, K: s.K, LDA: s.LDA, LDB: s.LDB, LDC: s.LDC,
-		Config: s.Config, US: s.US, H0US: s.H0US}
+		gemmDims: d, Config: s.Config, US: s.US, H0US: s.H0US}
 }
