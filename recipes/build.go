@@ -377,23 +377,30 @@ func (run *Run) loadDataset(key, path string, d Data, labels map[string]int, unl
 // idsBesideNames returns a note when an eval or test file, whose labels map through the training file's label
 // names (neg, pos), has an integer label, which is then taken as a class id of that mapping (0 is neg): a file
 // of class ids beside a training file of names is most likely labelled another way, and the metrics would mean
-// nothing without a word (tester7 F1). transformers' run_glue maps the eval labels through the training
+// nothing without a word. transformers' run_glue maps the eval labels through the training
 // mapping too; tune eval takes integers as class ids by design.
 func idsBesideNames(key string, ds *loaders.Dataset) string {
 	names := ds.LabelNames
 	if ds.IDLabelLine == 0 || isDefaultLabels(names) || isIDLabels(names) {
 		return ""
 	}
-	shown := make([]string, 0, min(len(names), 4))
-	for i, n := range names[:min(len(names), 4)] {
-		shown = append(shown, fmt.Sprintf("%d → %q", i, n))
-	}
-	if len(names) > 4 {
-		shown = append(shown, fmt.Sprintf("and %d more", len(names)-4))
-	}
+	shown := listMapping(names, 4, func(i int, n string) string { return fmt.Sprintf("%d → %q", i, n) })
 	return fmt.Sprintf("%s: %s:%d has the label %q, a class id, while data.train's labels are names (%s): integer "+
 		"labels are taken as class ids of that mapping (%s); if the file's numbers mean other classes, relabel it "+
 		"with the training file's names", key, ds.Path, ds.IDLabelLine, ds.IDLabel, quoteNames(names), strings.Join(shown, ", "))
+}
+
+// listMapping shows the first max entries of a label mapping, each as item(class id, name), and how many more
+// there are.
+func listMapping(names []string, max int, item func(int, string) string) []string {
+	shown := make([]string, 0, min(len(names), max)+1)
+	for i, n := range names[:min(len(names), max)] {
+		shown = append(shown, item(i, n))
+	}
+	if len(names) > max {
+		shown = append(shown, fmt.Sprintf("and %d more", len(names)-max))
+	}
+	return shown
 }
 
 // numbersAsNames returns a note when a file's labels, which name the classes (no model mapping them), include
@@ -415,13 +422,7 @@ func numbersAsNames(key string, ds *loaders.Dataset) string {
 	if number == "" {
 		return ""
 	}
-	shown := make([]string, 0, min(len(names), 6))
-	for i, n := range names[:min(len(names), 6)] {
-		shown = append(shown, fmt.Sprintf("%q → class %d", n, i))
-	}
-	if len(names) > 6 {
-		shown = append(shown, fmt.Sprintf("and %d more", len(names)-6))
-	}
+	shown := listMapping(names, 6, func(i int, n string) string { return fmt.Sprintf("%q → class %d", n, i) })
 	return fmt.Sprintf("%s: %s has number labels (%q) but not only class ids 0..%d, so every label is taken as a "+
 		"name and the names are sorted as strings: %s. If the numbers are class ids, renumber the labels 0..n-1 (and "+
 		"use no other labels)", key, ds.Path, number, len(names)-1, strings.Join(shown, ", "))
