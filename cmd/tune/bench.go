@@ -51,6 +51,7 @@ type benchOptions struct {
 	GradCkpt    bool     // --gradient-checkpointing
 	Graphs      bool     // --cuda-graphs
 	GemmAlgos   string   // --gemm-algos (hidden): after the steps, survey cuBLASLt's algorithms (heuristic or all)
+	GemmMinDim  int      // --gemm-algos-min-dim (hidden): skip GEMMs with M, N or K at most this (0: the survey's 64)
 }
 
 func newBenchCmd() *cobra.Command {
@@ -155,6 +156,8 @@ the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16)
 	f.BoolVar(&o.Breakdown, "breakdown", false, fmt.Sprintf("after the timed steps, time every op of %d steps alone and print where the time goes", breakdownSteps))
 	f.StringVar(&o.GemmAlgos, "gemm-algos", "", "after the steps, time cuBLASLt's algorithms for every GEMM the steps ran (heuristic: up to 32 heuristic results; all: also every ID × tile × stages) — the input of cuda/gemmtable.json")
 	_ = f.MarkHidden("gemm-algos")
+	f.IntVar(&o.GemmMinDim, "gemm-algos-min-dim", 0, "with --gemm-algos: skip GEMMs whose M, N or K is at most this (default 64, which leaves out LoRA's rank-r products; 1 surveys them too)")
+	_ = f.MarkHidden("gemm-algos-min-dim")
 	cmd.AddCommand(newBenchReportCmd())
 	return cmd
 }
@@ -216,6 +219,9 @@ func (o *benchOptions) specs(onGPU bool) ([]bench.Spec, error) {
 func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	if o.GemmAlgos != "" && o.GemmAlgos != "heuristic" && o.GemmAlgos != "all" {
 		return usagef("--gemm-algos %q: want heuristic or all", o.GemmAlgos)
+	}
+	if o.GemmMinDim < 0 || (o.GemmMinDim > 0 && o.GemmAlgos == "") {
+		return usagef("--gemm-algos-min-dim %d: want a positive size, with --gemm-algos", o.GemmMinDim)
 	}
 	if o.JSON != "" {
 		if _, err := os.Lstat(o.JSON); !errors.Is(err, fs.ErrNotExist) {
@@ -311,7 +317,7 @@ func (o *benchOptions) run(ctx context.Context, stdout, stderr io.Writer) error 
 	}
 	if o.GemmAlgos != "" {
 		fmt.Fprintln(stdout)
-		return cuda.SurveyGemms(b, stdout, cuda.GemmSurveyOptions{Enumerate: o.GemmAlgos == "all"})
+		return cuda.SurveyGemms(b, stdout, cuda.GemmSurveyOptions{Enumerate: o.GemmAlgos == "all", MinDim: o.GemmMinDim})
 	}
 	return nil
 }
