@@ -9,5 +9,7 @@
 // at least -min-gain (default 3%) and cublasLtMatmulAlgoInit plus the configuration attributes rebuild it (the
 // survey's "rebuilt" field: the same bytes, or the same bits). When one shape was surveyed more than once
 // (different pointer alignments, or several files), the row from the least aligned pointers wins (its algorithm
-// needs no more alignment than the others'), then the larger gain.
+// needs no more alignment than the others'), then the larger gain. -keep cuda/gemmtable.json keeps the rows of
+// the existing table whose key the surveys give no row for (a LoRA survey with --gemm-algos-min-dim 1 adds the
+// rank-r products to the full fine-tuning rows).
 package main

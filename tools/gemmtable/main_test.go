@@ -49,3 +49,24 @@ func TestChoose(t *testing.T) {
 		t.Errorf("4096 row bias %q, want BF16", a.Bias)
 	}
 }
+
+// TestMerge checks that -keep's old rows stay unless a new row has their key, and that the result is sorted.
+func TestMerge(t *testing.T) {
+	row := func(m int, us float64) tableRow {
+		return tableRow{SM: 90, GPU: "H200", CuBLASLt: "13.1", gemmDims: gemmDims{AB: "BF16", C: "F32", M: m, N: 8, K: 768}, US: us}
+	}
+	out := merge([]tableRow{row(4096, 9), row(768, 30)}, []tableRow{row(4096, 5), row(2304, 7)})
+	if len(out) != 3 {
+		t.Fatalf("merged %d rows, want 3: %+v", len(out), out)
+	}
+	got := map[int]float64{}
+	for _, r := range out {
+		got[r.M] = r.US
+	}
+	if got[4096] != 5 || got[768] != 30 || got[2304] != 7 {
+		t.Errorf("merged rows %v; want the new 4096 row (5 µs), the old 768 row and the new 2304 row", got)
+	}
+	if out[0].M != 2304 || out[1].M != 4096 || out[2].M != 768 {
+		t.Errorf("order %d, %d, %d; want 2304, 4096, 768 (as text)", out[0].M, out[1].M, out[2].M)
+	}
+}
