@@ -14,8 +14,8 @@ import (
 
 // BenchmarkAttention times the fused attention kernels (Attention, AttentionBackward) in BF16 at BERT-base's
 // (B, H, T, D) = (64, 12, 512, 64) without a mask (and at attention dropout 0.1, as BERT trains; at 32 × 128 with
-// it), decoders'
-// (8, 32, 2048, 128) and (8, 32, 2048, 64) causal and SmolLM2-135M's GQA 9/3 (8, 9, 2048, 64) causal, with CUDA
+// and without it), decoders' (8, 32, 2048, 128) and (8, 32, 2048, 64) causal and SmolLM2-135M's GQA 9/3
+// (8, 9, 2048, 64) causal, with CUDA
 // events, and reports the median time and TFLOP/s counted as FlashAttention counts them: forward 4·B·H·T²·D
 // (the two products), halved when causal; backward 2.5× the forward (five products; the dQ pass's extra
 // products for Δ and the recomputed S and dP are not counted). tools/reference/bench_attention.py times
@@ -35,6 +35,7 @@ func BenchmarkAttention(b *testing.B) {
 		{64, 12, 512, 64, 0, false, 0, []string{"", "dq", "dkdv"}},
 		{64, 12, 512, 64, 0, false, 0.1, []string{"", "dq", "dkdv"}}, // BERT training: dropout 0.1
 		{32, 12, 128, 64, 0, false, 0.1, []string{""}},               // BERT at 32×128
+		{32, 12, 128, 64, 0, false, 0, []string{"", "dq", "dkdv"}},   // the same without dropout
 		{8, 32, 2048, 128, 0, true, 0, []string{"", "dq", "dkdv"}},
 		{8, 32, 2048, 128, 0, false, 0, []string{""}},
 		{8, 32, 2048, 64, 0, true, 0, []string{""}},              // a decoder with 64-wide heads (Llama-3.2-1B)
