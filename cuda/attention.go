@@ -264,6 +264,13 @@ func keepBitsUsable(pl attnPlan, g opcheck.Attention) bool {
 // tensor.AttentionKeepBitsLen).
 func keepBitsWords(tk int) int64 { return 4 * int64(cdiv(tk, 64)) }
 
+// keepBitsBlocks is attn_keep_bits' grid: a thread per 16-bit word of keep bits, 128 a block.
+func keepBitsBlocks(g opcheck.Attention) int {
+	return int(cdiv64(int64(g.B*g.Hq*g.Tq)*keepBitsWords(g.Tk), 128))
+}
+
+func cdiv64(a, b int64) int64 { return (a + b - 1) / b }
+
 // params fills the kernel's argument block from validated arguments.
 func attnParamsOf(g opcheck.Attention) attnParams {
 	st := func(x opcheck.AttnOperand) [3]int64 { return [3]int64{int64(x.SB), int64(x.SH), int64(x.ST)} }
@@ -366,7 +373,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 			kb := k.mod
 			k = wk
 			if pre {
-				o.attnLaunch(kb, "attn_keep_bits", cdiv(g.B*g.Hq*g.Tq, 4), 1, 1, 128, 0, &p)
+				o.attnLaunch(kb, "attn_keep_bits", keepBitsBlocks(g), 1, 1, 128, 0, &p)
 				p.bitsready = 1
 			}
 			o.attnLaunch(k.mod, k.name, k.gx, k.gy, k.gz, k.block, k.smem, &p)
@@ -374,7 +381,7 @@ func (b *Backend) Attention(a tensor.AttentionArgs) (err error) {
 		}
 	}
 	if pre { // attn_keep_bits draws every bit into KeepBits (for the backward too), the forward loads them
-		o.attnLaunch(k.mod, "attn_keep_bits", cdiv(g.B*g.Hq*g.Tq, 4), 1, 1, 128, 0, &p)
+		o.attnLaunch(k.mod, "attn_keep_bits", keepBitsBlocks(g), 1, 1, 128, 0, &p)
 		p.bitsready = 1
 	}
 	p.lpt = k.lpt

@@ -282,15 +282,15 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 
 // attn_keep_bits draws every dropout keep bit of a call into p.bits (AttentionArgs.KeepBits) before the forward
 // runs with p.bitsready: word w of row r (r = (b·Hq + h)·Tq + i, w < bitsw) holds the bits of keys 16w … 16w+15
-// as draw_bits stores them. Four rows per block of 128 threads, a thread per word: the Philox arithmetic at full
-// occupancy instead of inside the forward's four warps, where it waited on its own dependency chain.
+// as draw_bits stores them. A thread per word of the flat (rows × bitsw) array, 128 a block: the Philox
+// arithmetic at full occupancy instead of inside the forward's four warps, where it waited on its own dependency
+// chain, and every lane busy however short the rows (with a warp per row, Tk = 128's 8 words left 24 of 32 lanes
+// idle).
 extern "C" __global__ void __launch_bounds__(128) attn_keep_bits(const AttnParams p) {
-	i64 row = (i64)blockIdx.x * 4 + threadIdx.x / 32;
-	if (row >= p.B * p.Hq * p.Tq) return;
-	uint2 key = attn_key(p);
-	u32 thr = keep_thr(p.p);
-	for (int w = threadIdx.x % 32; w < (int)p.bitsw; w += 32)
-		p.bits[row * p.bitsw + w] = (u16)keep_word((u64)row * (u64)p.Tk + (u64)w * 16, p.offset + tune_philox_base, key, thr);
+	i64 e = (i64)blockIdx.x * 128 + threadIdx.x;
+	if (e >= p.B * p.Hq * p.Tq * p.bitsw) return;
+	i64 row = e / p.bitsw, w = e % p.bitsw;
+	p.bits[e] = (u16)keep_word((u64)row * (u64)p.Tk + (u64)w * 16, p.offset + tune_philox_base, attn_key(p), keep_thr(p.p));
 }
 
 // D = 64: 128 queries per block (MT = 2: 4 warps × 32 rows, so every K/V fragment read from shared memory feeds
