@@ -81,3 +81,28 @@ func ClipGradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, maxNorm floa
 	}
 	return nil
 }
+
+// GradNormOnDevice is ClipGradNormOnDevice with the clip left to AdamW: the total norm is written into norm
+// (Backend.GlobalNormTo) and a non-finite one sets nonFinite (I32 (1), optional: Backend.ClipByNorm of no
+// tensors), but the gradients are not changed. An AdamW step given norm and max_norm (tensor.AdamWArgs.GradNorm
+// and MaxGradNorm) multiplies them by ClipByNorm's coefficient as it reads them, so the weights it leaves are
+// bit for bit those of ClipGradNormOnDevice followed by AdamW, without the pass that writes the clipped
+// gradients back. Nothing waits.
+func GradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, norm, nonFinite *tensor.Tensor) error {
+	live := make([]*tensor.Tensor, 0, len(grads))
+	for _, g := range grads {
+		if g != nil {
+			live = append(live, g)
+		}
+	}
+	if err := b.GlobalNormTo(norm, live); err != nil {
+		return fmt.Errorf("amp: GradNormOnDevice: %w", err)
+	}
+	if nonFinite == nil {
+		return nil
+	}
+	if err := b.ClipByNorm(nil, norm, 0, nonFinite); err != nil {
+		return fmt.Errorf("amp: GradNormOnDevice: %w", err)
+	}
+	return nil
+}

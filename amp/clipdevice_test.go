@@ -65,3 +65,63 @@ func TestClipGradNormOnDeviceIsClipGradNorm(t *testing.T) {
 		}
 	})
 }
+
+// TestGradNormOnDevice: the norm ClipGradNormOnDevice writes, the gradients untouched, the flag set by a
+// non-finite norm only and left alone without a flag tensor; AdamW clipping by that norm (AdamWArgs.GradNorm)
+// leaves the weights ClipGradNormOnDevice then AdamW leave.
+func TestGradNormOnDevice(t *testing.T) {
+	tensortest.ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
+		vals := []float32{1.5, -2.25, 3, 0.125, -7, 0.5, 0.75, -1}
+		norm, ref, flag := tensortest.Alloc(t, b, tensor.I64, 1), tensortest.Alloc(t, b, tensor.I64, 1), tensortest.Alloc(t, b, tensor.I32, 1)
+		must(t, b.Fill(flag, 0))
+		for _, maxNorm := range []float64{0, 1, 100} {
+			g, clipped := tensortest.Upload(t, b, tensor.F32, vals), tensortest.Upload(t, b, tensor.F32, vals)
+			must(t, GradNormOnDevice(b, []*tensor.Tensor{g, nil}, norm, flag))
+			must(t, ClipGradNormOnDevice(b, []*tensor.Tensor{clipped}, maxNorm, ref, nil))
+			nb, rb := make([]int64, 1), make([]int64, 1)
+			must(t, b.Download(nb, norm))
+			must(t, b.Download(rb, ref))
+			if nb[0] != rb[0] {
+				t.Errorf("max_norm %v: norm bits %x, ClipGradNormOnDevice's %x", maxNorm, nb[0], rb[0])
+			}
+			for k, x := range tensortest.Download(t, b, g) {
+				if math.Float32bits(x) != math.Float32bits(vals[k]) {
+					t.Fatalf("GradNormOnDevice changed gradient %d: %v, was %v", k, x, vals[k])
+				}
+			}
+			step := func(grads *tensor.Tensor, clip bool) []float32 {
+				p, m, v := tensortest.Upload(t, b, tensor.F32, vals), tensortest.Alloc(t, b, tensor.F32, len(vals)), tensortest.Alloc(t, b, tensor.F32, len(vals))
+				must(t, b.Fill(m, 0))
+				must(t, b.Fill(v, 0))
+				a := tensor.AdamWArgs{Params: p, Grads: grads, ExpAvg: m, ExpAvgSq: v, LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Step: 1}
+				if clip {
+					a.GradNorm, a.MaxGradNorm = norm, float32(maxNorm)
+				}
+				must(t, b.AdamW(a))
+				return tensortest.Download(t, b, p)
+			}
+			want, got := step(clipped, false), step(g, true)
+			for k := range want {
+				if math.Float32bits(got[k]) != math.Float32bits(want[k]) {
+					t.Errorf("max_norm %v: weight %d = %v, after ClipGradNormOnDevice %v", maxNorm, k, got[k], want[k])
+				}
+			}
+		}
+		f := make([]int32, 1)
+		must(t, b.Download(f, flag))
+		if f[0] != 0 {
+			t.Fatalf("finite gradients set the flag")
+		}
+		bad := tensortest.Upload(t, b, tensor.F32, []float32{1, float32(math.Inf(1))})
+		must(t, GradNormOnDevice(b, []*tensor.Tensor{bad}, norm, nil))
+		must(t, b.Download(f, flag))
+		if f[0] != 0 {
+			t.Fatalf("no flag tensor given, yet the flag was set")
+		}
+		must(t, GradNormOnDevice(b, []*tensor.Tensor{bad}, norm, flag))
+		must(t, b.Download(f, flag))
+		if f[0] != 1 {
+			t.Errorf("an Inf gradient left the flag at %d", f[0])
+		}
+	})
+}

@@ -49,8 +49,9 @@
 //	d, err := s.OnDevice()                           // scale, growth tracker, found flag, steps taken
 //	for each micro-batch: forward with ForwardOptions.LossScale = d.Scale; backward seeded with 1/N
 //	d.Unscale(grads)                                 // grads /= *d.Scale, *d.Found set on inf/NaN
-//	amp.ClipGradNormOnDevice(b, grads, maxNorm, norm, nil)
-//	AdamW with Skip = d.Found, Table/Row = the lr and t of the k-th step taken, k = *d.Steps
+//	amp.GradNormOnDevice(b, grads, norm, nil)        // or ClipGradNormOnDevice, clipping in memory
+//	AdamW with Skip = d.Found, Table/Row = the lr and t of the k-th step taken, k = *d.Steps,
+//	      GradNorm = norm, MaxGradNorm = maxNorm       // clips the gradients as it reads them
 //	d.Update(record)                                 // _amp_update_scale_ on the device; flag → record
 //	later: s.UpdateFound(flag read from record)      // the host's scaler follows, bit for bit
 package amp

@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
@@ -226,6 +227,24 @@ func opCases(b *testing.B, gpu *cuda.Backend, tok int) []opCase {
 				return func() error {
 					return gpu.AdamW(tensor.AdamWArgs{Params: p, Grads: g, ExpAvg: m, ExpAvgSq: v, LR: 1e-5, Beta1: 0.9,
 						Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 10})
+				}
+			}, live},
+			opCase{"AdamW f32 110M clipped by a device norm", P*28 + 8, func() func() error {
+				p, g, m, v := mk(f32, P), mk(f32, P), mk(f32, P), mk(f32, P)
+				n, err := gpu.Alloc(tensor.I64, 1)
+				if err != nil {
+					b.Fatal(err)
+				}
+				*live = append(*live, n)
+				if err := gpu.Fill(v, 1e-4); err != nil {
+					b.Fatal(err)
+				}
+				if err := gpu.Upload(n, []int64{int64(math.Float64bits(1e3))}); err != nil { // clips: max_norm/1e3
+					b.Fatal(err)
+				}
+				return func() error {
+					return gpu.AdamW(tensor.AdamWArgs{Params: p, Grads: g, ExpAvg: m, ExpAvgSq: v, LR: 1e-5, Beta1: 0.9,
+						Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: 10, GradNorm: n, MaxGradNorm: 1})
 				}
 			}, live},
 			opCase{"AdamW f32 110M in 200 segments", P * 28, func() func() error {

@@ -34,6 +34,33 @@ func TestDeviceStepScalars(t *testing.T) {
 	}
 }
 
+// TestClippedAdamW: AdamW clipping the gradients as it reads them (AdamWArgs.GradNorm) on the GPU, bit for bit
+// ClipByNorm then AdamW (tensortest.CheckClippedAdamW: the scalar, float4 and head/tail paths, a table row,
+// non-finite norms), and a step of GlobalNormTo, the flag and the clipping AdamW makes no host wait.
+func TestClippedAdamW(t *testing.T) {
+	b := openOrSkip(t)
+	tensortest.CheckClippedAdamW(t, b)
+	g, p, m, v := mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000), mustAlloc(t, b, tensor.F32, 1000)
+	norm, flag := mustAlloc(t, b, tensor.I64, 1), mustAlloc(t, b, tensor.I32, 1)
+	if err := b.Synchronize(); err != nil {
+		t.Fatal(err)
+	}
+	w := waits(b)
+	if err := b.GlobalNormTo(norm, []*tensor.Tensor{g}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ClipByNorm(nil, norm, 0, flag); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AdamW(tensor.AdamWArgs{Params: p, Grads: g, ExpAvg: m, ExpAvgSq: v, LR: 1e-3, Beta1: 0.9, Beta2: 0.999,
+		Eps: 1e-8, Step: 1, Skip: flag, GradNorm: norm, MaxGradNorm: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := waits(b) - w; got != 0 {
+		t.Errorf("GlobalNormTo + flag + clipping AdamW: %d host waits, want 0", got)
+	}
+}
+
 // TestDeviceScalerOps: FP16 loss scaling's ops on the device (tensortest.CheckDeviceScaler) match the host
 // arithmetic bit for bit, and a step of them — the unscale with its flag, AdamW from a table row, the scale
 // update — makes no host wait.

@@ -198,6 +198,8 @@ func (b *Backend) NonFiniteCheckAndUnscale(ts []*tensor.Tensor, invScale float32
 // AdamW updates the flat F32 buffers in place with one step of torch.optim.AdamW (decoupled weight decay;
 // tensor.AdamWArgs), one launch over every segment, with tensor/cpu's scalars and operation order (see
 // kernels/optim.cu). Segments nil means the whole buffer decays; elements outside every segment are untouched.
+// With GradNorm each block computes ClipByNorm's coefficient from the norm (clip_coef) and multiplies the
+// gradients by it as it loads them: the clip costs no pass of its own.
 // As torch.optim.AdamW it requires lr ≥ 0, eps ≥ 0, 0 ≤ β < 1, weight decay ≥ 0 and Step ≥ 1 (ErrArgument);
 // buffers of different lengths and segments outside the buffers or overlapping are ErrShape; a non-F32 buffer
 // is ErrDType.
@@ -207,6 +209,9 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	o.f32("Params", a.Params).f32("Grads", a.Grads).f32("ExpAvg", a.ExpAvg).f32("ExpAvgSq", a.ExpAvgSq)
 	if a.Skip != nil {
 		o.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
+	}
+	if a.GradNorm != nil {
+		o.tensor("GradNorm", a.GradNorm, tensor.I64).numel("GradNorm", a.GradNorm, 1)
 	}
 	rows := 0
 	if a.Table != nil || a.Row != nil {
@@ -240,6 +245,7 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	dc := o.uploadChunks(cl)
 	defer o.release(dc)
 	o.launch("optim.cu", "adamw", cl.count(), 1, 256, 1, uint64(dc), base, addr(a.Grads), addr(a.ExpAvg), addr(a.ExpAvgSq),
-		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps), addr(a.Skip), addr(a.Table), addr(a.Row), i64(rows))
+		f32(decay), f32(a.Beta1), f32(a.Beta2), f32(float32(1-b1)), f32(float32(1-b2)), f32(step), f32(bc2), f32(a.Eps), addr(a.Skip), addr(a.Table), addr(a.Row), i64(rows),
+		addr(a.GradNorm), f32(a.MaxGradNorm))
 	return
 }

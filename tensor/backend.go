@@ -191,7 +191,8 @@ type Backend interface {
 	// coef = (1/(float32(total) + 1e-6))·maxNorm, each step rounded to FP32, when total is finite and coef < 1
 	// (the values amp.ClipGradNorm gives). maxNorm 0 scales nothing (only the flag below). A non-finite total
 	// leaves ts untouched and, when nonFinite (I32 (1)) is non-nil, sets nonFinite to 1: it is never reset
-	// here, so it flags every step since the caller zeroed it (AdamWArgs.Skip reads it).
+	// here, so it flags every step since the caller zeroed it (AdamWArgs.Skip reads it). ts may be empty: the
+	// flag alone, for a step whose AdamW clips the gradients as it reads them (AdamWArgs.GradNorm).
 	ClipByNorm(ts []*Tensor, norm *Tensor, maxNorm float32, nonFinite *Tensor) error
 	// NonFiniteCheckAndUnscale multiplies every element of every F32 tensor by invScale in place (skipped when
 	// invScale == 1) and reports whether any element was Inf or NaN (PyTorch's
@@ -338,6 +339,17 @@ type AdamWArgs struct {
 	// [0, K)), e.g. a counter of the steps not skipped (UpdateScaleArgs.Steps). So a skipped FP16 step
 	// neither advances the bias correction nor the learning-rate schedule, and nobody waits to know.
 	Table, Row *Tensor
+	// GradNorm, when set, is an I64 (1) gradient norm on the device (GlobalNormTo's bits) by which AdamW clips
+	// the gradients as it reads them, instead of a ClipByNorm pass that writes them back: where ClipByNorm
+	// would scale (a finite norm, MaxGradNorm > 0, its coefficient below 1), each g is first multiplied by
+	// ClipByNorm's FP32 coefficient, rounded once to FP32, so that the update is bit for bit
+	// ClipByNorm([Grads], GradNorm, MaxGradNorm, nil) followed by AdamW without GradNorm; Grads itself is not
+	// changed. A non-finite norm scales nothing (as ClipByNorm): whether the step is taken is Skip's
+	// decision (ClipByNorm with no tensors sets its flag).
+	GradNorm *Tensor
+	// MaxGradNorm is ClipByNorm's maxNorm for GradNorm (torch.nn.utils.clip_grad_norm_'s max_norm), finite
+	// and ≥ 0; 0 clips nothing. Not used without GradNorm.
+	MaxGradNorm float32
 }
 
 // AdamWScalars returns the three per-step scalars of an AdamW update for learning rate lr and step t (1-based)

@@ -17,9 +17,9 @@ import (
 // waits cannot queue the next one while the device works: a small step is then bound by launches and waits.
 // So, as transformers' Trainer keeps tr_loss and grad_norm as device tensors and calls .item() only when it
 // logs, a BF16/FP32 step here leaves its scalars on the device: each micro-batch's per-row losses are copied
-// into a ring (ForwardOptions.DeferLoss), the gradient norm is written into a ring slot and the clip is
-// applied on the device (amp.ClipGradNormOnDevice), and AdamW skips a step whose norm is non-finite by a
-// device flag (AdamWArgs.Skip). The host reads the rings — one wait — only when it logs, evaluates, saves, ends
+// into a ring (ForwardOptions.DeferLoss), the gradient norm is written into a ring slot (amp.GradNormOnDevice),
+// AdamW clips the gradients by it as it reads them (AdamWArgs.GradNorm: the weights of a ClipByNorm pass, without
+// the pass), and it skips a step whose norm is non-finite by a device flag (AdamWArgs.Skip). The host reads the rings — one wait — only when it logs, evaluates, saves, ends
 // the run, or when the ring is full (every pendingCap steps), and replays each step's bookkeeping in order
 // with the same float64 arithmetic, so the logged loss, grad_norm, train_loss and every weight are bit for bit
 // those of a step that reads them at once.
@@ -176,8 +176,8 @@ func (d *deferredSteps) addMicro(out transformer.Output, n, total, i, of int, b 
 	return nil
 }
 
-// clipAndStep is the optimizer step of a deferred step without loss scaling: the norm into the step's ring slot,
-// clipping and the skip flag on the device, AdamW unless the flag is set.
+// clipAndStep is the optimizer step of a deferred step without loss scaling: the norm into the step's ring slot
+// and the skip flag on the device, AdamW unless the flag is set, clipping the gradients as it reads them.
 func (t *Trainer) clipAndStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	r := &t.run
 	slot, err := d.norms.View(len(d.steps)-1, 1)
@@ -185,14 +185,14 @@ func (t *Trainer) clipAndStep(d *deferredSteps, grads []*tensor.Tensor) error {
 		return err
 	}
 	slot = d.stageOr(slot, d.normStage)
-	maxNorm := max(t.args.MaxGradNorm, 0)
-	if err := amp.ClipGradNormOnDevice(t.model.Backend(), grads, maxNorm, slot, d.flag); err != nil {
-		return fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
+	clip, err := t.deviceNorm(grads, slot, d.flag)
+	if err != nil {
+		return err
 	}
 	r.lr = t.sched.LR()
-	step := func() error { return t.opt.StepUnless(r.lr, d.flag) }
+	step := func() error { return t.opt.StepUnless(r.lr, d.flag, clip) }
 	if g := t.graph; g != nil { // the scalars graphs.go wrote before the step
-		step = func() error { return t.opt.StepUnlessFrom(g.scal, g.row, d.flag) }
+		step = func() error { return t.opt.StepUnlessFrom(g.scal, g.row, d.flag, clip) }
 	}
 	if err := step(); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", t.state.GlobalStep+1, err)
@@ -200,6 +200,24 @@ func (t *Trainer) clipAndStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	t.model.WeightsUpdated()
 	t.sched.Step()
 	return nil
+}
+
+// deviceNorm writes the gradient norm of a deferred step into slot and flags a non-finite one in nonFinite
+// (when non-nil), and returns the clip AdamW applies as it reads the gradients (max_grad_norm ≤ 0: none).
+// Nothing reads the clipped gradients but AdamW — the step zeroes them next — so they are not written back;
+// clipInMemory (tests) clips them in memory instead, with a zero DeviceClip.
+func (t *Trainer) deviceNorm(grads []*tensor.Tensor, slot, nonFinite *tensor.Tensor) (DeviceClip, error) {
+	b, maxNorm := t.model.Backend(), max(t.args.MaxGradNorm, 0)
+	if t.clipInMemory {
+		if err := amp.ClipGradNormOnDevice(b, grads, maxNorm, slot, nonFinite); err != nil {
+			return DeviceClip{}, fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
+		}
+		return DeviceClip{}, nil
+	}
+	if err := amp.GradNormOnDevice(b, grads, slot, nonFinite); err != nil {
+		return DeviceClip{}, fmt.Errorf("trainer: step %d: gradient norm: %w", t.state.GlobalStep+1, err)
+	}
+	return DeviceClip{Norm: slot, MaxNorm: maxNorm}, nil
 }
 
 // readDeferred reads the pending steps' losses and norms (one wait) and replays their bookkeeping in order: the

@@ -81,7 +81,7 @@ func (f *scaledSteps) free(b tensor.Backend) {
 }
 
 // scaledStep is the optimizer step of a deferred FP16 step: unscale with the found-inf check, the norm into the
-// step's ring slot and the clip on the device, AdamW unless the flag is set, the scale update recording the
+// step's ring slot, AdamW unless the flag is set (clipping the gradients as it reads them), the scale update recording the
 // flag in the step's slot.
 func (t *Trainer) scaledStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	k := len(d.steps) - 1
@@ -101,10 +101,11 @@ func (t *Trainer) scaledStep(d *deferredSteps, grads []*tensor.Tensor) error {
 	if err := d.fp16.dev.Unscale(grads); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", step, err)
 	}
-	if err := amp.ClipGradNormOnDevice(t.model.Backend(), grads, max(t.args.MaxGradNorm, 0), slot, nil); err != nil {
-		return fmt.Errorf("trainer: step %d: gradient norm: %w", step, err)
+	clip, err := t.deviceNorm(grads, slot, nil) // no flag: the unscale's Found decides the skip
+	if err != nil {
+		return err
 	}
-	if err := t.opt.StepOnDevice(d.fp16.dev.Found, d.fp16.table, d.fp16.dev.Steps); err != nil {
+	if err := t.opt.StepOnDevice(d.fp16.dev.Found, d.fp16.table, d.fp16.dev.Steps, clip); err != nil {
 		return fmt.Errorf("trainer: step %d: %w", step, err)
 	}
 	if err := d.fp16.dev.Update(found); err != nil {

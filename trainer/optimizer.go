@@ -19,6 +19,25 @@ type AdamW struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	step                           int            // optimizer steps taken (PyTorch's per-parameter "step")
 	skip                           *tensor.Tensor // the device flag of the step in progress (StepUnless)
+	clip                           DeviceClip     // the clip of the step in progress (StepUnless)
+}
+
+// DeviceClip is the gradient clip a step without host waits leaves to AdamW (tensor.AdamWArgs.GradNorm):
+// Norm is the step's gradient norm on the device (GlobalNormTo's I64 (1) bits, amp.GradNormOnDevice) and
+// MaxNorm max_grad_norm (0: no clipping); AdamW multiplies the gradients by clip_grad_norm_'s coefficient
+// as it reads them, bit for bit as after amp.ClipGradNormOnDevice, and leaves them unchanged. The zero value
+// clips nothing (the gradients were clipped in memory, or are not to be clipped).
+type DeviceClip struct {
+	Norm    *tensor.Tensor
+	MaxNorm float64
+}
+
+// args sets the clip's fields of a.
+func (c DeviceClip) args(a tensor.AdamWArgs) tensor.AdamWArgs {
+	if c.Norm != nil {
+		a.GradNorm, a.MaxGradNorm = c.Norm, float32(c.MaxNorm)
+	}
+	return a
 }
 
 // NewAdamW returns an AdamW over m's trainable parameters with zeroed moments. It errors when m has no
@@ -52,11 +71,11 @@ func (o *AdamW) Steps() int { return o.step }
 // accumulated (the caller unscales and clips them first).
 func (o *AdamW) Step(lr float64) error {
 	o.step++
-	err := o.b.AdamW(tensor.AdamWArgs{
+	err := o.b.AdamW(o.clip.args(tensor.AdamWArgs{
 		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
 		LR: float32(lr), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps),
 		WeightDecay: float32(o.WeightDecay), Step: o.step, Skip: o.skip,
-	})
+	}))
 	if err != nil {
 		o.step--
 		return fmt.Errorf("trainer: AdamW step %d: %w", o.step+1, err)
@@ -67,10 +86,10 @@ func (o *AdamW) Step(lr float64) error {
 // StepUnless is Step with the decision to skip left to the device: when skip (I32 (1), the flag
 // amp.ClipGradNormOnDevice sets for a non-finite gradient norm) is non-zero there, the update changes nothing.
 // The step is counted either way: the host does not know, so the caller reads the flag before it relies on
-// Steps (a set flag ends training with an error).
-func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor) error {
-	o.skip = skip
-	defer func() { o.skip = nil }()
+// Steps (a set flag ends training with an error). clip, when set, clips the gradients as AdamW reads them.
+func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor, clip DeviceClip) error {
+	o.skip, o.clip = skip, clip
+	defer func() { o.skip, o.clip = nil, DeviceClip{} }()
 	return o.Step(lr)
 }
 
@@ -78,13 +97,13 @@ func (o *AdamW) StepUnless(lr float64, skip *tensor.Tensor) error {
 // table (tensor.AdamWArgs.Table/Row) instead of passed as kernel arguments — the caller wrote NextScalars
 // there before the step — so that a CUDA graph of the step launches the same arguments every step. The
 // update is bit for bit StepUnless's; the step is counted the same way.
-func (o *AdamW) StepUnlessFrom(table, row, skip *tensor.Tensor) error {
+func (o *AdamW) StepUnlessFrom(table, row, skip *tensor.Tensor, clip DeviceClip) error {
 	o.step++
-	err := o.b.AdamW(tensor.AdamWArgs{
+	err := o.b.AdamW(clip.args(tensor.AdamWArgs{
 		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
 		Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay),
 		Skip: skip, Table: table, Row: row,
-	})
+	}))
 	if err != nil {
 		o.step--
 		return fmt.Errorf("trainer: AdamW step %d: %w", o.step+1, err)
@@ -99,13 +118,14 @@ func (o *AdamW) NextScalars(lr float64) [3]float32 {
 
 // StepOnDevice is Step with the step's lr and t taken on the device from row *row of table (tensor.AdamWArgs
 // Table/Row, rows made by tensor.AdamWScalars) and skipped when *skip is set: nothing of the step is known to
-// the host, so Steps does not count it; the caller calls countStep for each step it learns was taken.
-func (o *AdamW) StepOnDevice(skip, table, row *tensor.Tensor) error {
-	err := o.b.AdamW(tensor.AdamWArgs{
+// the host, so Steps does not count it; the caller calls countStep for each step it learns was taken. clip,
+// when set, clips the gradients as AdamW reads them.
+func (o *AdamW) StepOnDevice(skip, table, row *tensor.Tensor, clip DeviceClip) error {
+	err := o.b.AdamW(clip.args(tensor.AdamWArgs{
 		Params: o.params, Grads: o.grads, ExpAvg: o.expAvg, ExpAvgSq: o.expAvgSq, Segments: o.segs,
 		Beta1: float32(o.Beta1), Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay),
 		Skip: skip, Table: table, Row: row,
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("trainer: AdamW step: %w", err)
 	}

@@ -61,6 +61,10 @@ type Trainer struct {
 	// each step reads them at once. deferOverride, set by tests, forces the choice.
 	deferred      *deferredSteps
 	deferOverride *bool
+	// clipInMemory, set by tests, makes the deferred steps clip the gradients in memory (a ClipByNorm pass)
+	// before AdamW instead of AdamW clipping them as it reads them (tensor.AdamWArgs.GradNorm): the path the
+	// folded clip must match bit for bit.
+	clipInMemory bool
 	// graph runs the steps as CUDA graphs (graphs.go); nil without cuda_graphs. graphRunner, set by tests,
 	// stands in for cuda.NewStepGraph.
 	graph       *stepGraph

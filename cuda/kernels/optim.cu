@@ -1,6 +1,6 @@
 // optim.cu: multi-tensor kernels for the optimizer step: the global gradient norm (to the host or kept on the
 // device), gradient clipping by a norm on the device, the fused non-finite check and unscale of GradScaler,
-// and AdamW.
+// and AdamW (which can clip the gradients by the norm as it reads them: no pass of its own).
 //
 // Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
 // chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
@@ -85,6 +85,19 @@ extern "C" __global__ void norm_finish(long long *norm, const double *partial, i
 	}
 }
 
+// clip_coef: clip_scale's coefficient for the norm total (the bits GlobalNormTo left) and max_norm, and whether
+// clip_scale scales by it: total finite, max_norm > 0 and coef < 1. (1/(float(total) + 1e-6f))·max_norm, each
+// step rounded to FP32, as the host's amp.ClipGradNorm and tensor/cpu compute it.
+__device__ __forceinline__ bool clip_coef(long long bits, float max_norm, float &coef) {
+	double total = __longlong_as_double(bits);
+	coef = 1.0f;
+	if (!isfinite(total) || !(max_norm > 0.0f)) return false;
+	float c = __fmul_rn(__fdiv_rn(1.0f, __fadd_rn((float)total, 1e-6f)), max_norm);
+	if (c >= 1.0f) return false;
+	coef = c;
+	return true;
+}
+
 // clip_scale: torch.nn.utils.clip_grad_norm_'s scaling from the norm on the device. With total the float64 of
 // *norm: a non-finite total sets *nonfinite (when given) and scales nothing; else coef =
 // (1/(float(total) + 1e-6f))·max_norm, each step rounded to FP32 as the host's amp.ClipGradNorm computes it,
@@ -95,8 +108,8 @@ extern "C" __global__ void clip_scale(const long long *norm, int *nonfinite, con
 		if (nonfinite && blockIdx.x == 0 && threadIdx.x == 0) *nonfinite = 1;
 		return;
 	}
-	float coef = __fmul_rn(__fdiv_rn(1.0f, __fadd_rn((float)total, 1e-6f)), max_norm);
-	if (!(max_norm > 0.0f) || coef >= 1.0f) return;
+	float coef;
+	if (!clip_coef(*norm, max_norm, coef)) return;
 	Chunk ch = chunks[blockIdx.x];
 	void *x = (void *)ch.ptr;
 	int dt = (int)ch.tag;
@@ -155,6 +168,13 @@ __device__ __forceinline__ void adamw_el(float &p, float g, float &m, float &v, 
 	p = pi - step * mi / denom;
 	m = mi;
 	v = vi;
+}
+
+// clipped and clipped4 are a gradient as adamw uses it: clip_scale's product g·coef when clip is set.
+__device__ __forceinline__ float clipped(float g, bool clip, float coef) { return clip ? __fmul_rn(g, coef) : g; }
+__device__ __forceinline__ float4 clipped4(float4 g, bool clip, float coef) {
+	if (!clip) return g;
+	return make_float4(__fmul_rn(g.x, coef), __fmul_rn(g.y, coef), __fmul_rn(g.z, coef), __fmul_rn(g.w, coef));
 }
 
 // ADAMW_U is how many float4 groups of each buffer a thread of adamw loads before it computes and stores any.
@@ -218,15 +238,20 @@ extern "C" __global__ void update_scale(float *scale, int *tracker, int *found, 
 // elements before that boundary and after the last full group go one by one. Each element sees the same
 // operations either way.
 // With table (AdamWArgs.Table, rows (decay, step, bc2)) the three come from row *row of it, clamped to
-// [0, rows), instead of the arguments.
+// [0, rows), instead of the arguments. With gnorm (AdamWArgs.GradNorm) every g is first clipped as clip_scale
+// would clip it in memory, g = g·coef rounded to FP32 (clip_coef; nothing when clip_scale would not scale),
+// and grads is only read.
 extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64 exp_avg, u64 exp_avg_sq,
                                  float decay, float beta1, float beta2, float ob1, float ob2, float step, float bc2,
-                                 float eps, const int *skip, const float *table, const int *row, int rows) {
+                                 float eps, const int *skip, const float *table, const int *row, int rows,
+                                 const long long *gnorm, float max_norm) {
 	if (skip && *skip) return; // a step the device flagged (AdamWArgs.Skip)
 	if (table) {
 		int k = min(max(*row, 0), rows - 1);
 		decay = table[3 * k], step = table[3 * k + 1], bc2 = table[3 * k + 2];
 	}
+	float coef = 1.0f;
+	bool clip = gnorm && clip_coef(*gnorm, max_norm, coef);
 	Chunk ch = chunks[blockIdx.x];
 	i64 off = (i64)(ch.ptr - params) / 4;
 	float *p = (float *)params + off;
@@ -238,7 +263,7 @@ extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64
 	i64 head = aligned ? min(ch.n, (i64)((4 - (off & 3)) & 3)) : ch.n;
 	i64 groups = (ch.n - head) / 4;
 	for (i64 i = threadIdx.x; i < head; i += blockDim.x)
-		adamw_el(p[i], g[i], m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		adamw_el(p[i], clipped(g[i], clip, coef), m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
 	float4 *p4 = (float4 *)(p + head), *m4 = (float4 *)(m + head), *v4 = (float4 *)(v + head);
 	const float4 *g4 = (const float4 *)(g + head);
 	i64 j = threadIdx.x;
@@ -247,7 +272,7 @@ extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64
 #pragma unroll
 		for (int u = 0; u < ADAMW_U; u++) {
 			i64 k = j + u * blockDim.x;
-			pq[u] = p4[k], gq[u] = g4[k], mq[u] = m4[k], vq[u] = v4[k];
+			pq[u] = p4[k], gq[u] = clipped4(g4[k], clip, coef), mq[u] = m4[k], vq[u] = v4[k];
 		}
 #pragma unroll
 		for (int u = 0; u < ADAMW_U; u++) {
@@ -260,7 +285,7 @@ extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64
 		}
 	}
 	for (; j < groups; j += blockDim.x) {
-		float4 pq = p4[j], gq = g4[j], mq = m4[j], vq = v4[j];
+		float4 pq = p4[j], gq = clipped4(g4[j], clip, coef), mq = m4[j], vq = v4[j];
 		adamw_el(pq.x, gq.x, mq.x, vq.x, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
 		adamw_el(pq.y, gq.y, mq.y, vq.y, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
 		adamw_el(pq.z, gq.z, mq.z, vq.z, dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
@@ -268,5 +293,5 @@ extern "C" __global__ void adamw(const Chunk *chunks, u64 params, u64 grads, u64
 		p4[j] = pq, m4[j] = mq, v4[j] = vq;
 	}
 	for (i64 i = head + 4 * groups + threadIdx.x; i < ch.n; i += blockDim.x)
-		adamw_el(p[i], g[i], m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
+		adamw_el(p[i], clipped(g[i], clip, coef), m[i], v[i], dec, decay, beta1, beta2, ob1, ob2, step, bc2, eps);
 }

@@ -118,7 +118,7 @@ func IDs(name string, ids []int, v int, ignore *int) error {
 
 // AdamW checks the arguments of Backend.AdamW after View has checked the four buffers as F32: Grads, ExpAvg and
 // ExpAvgSq hold as many elements as Params (ErrShape); as torch.optim.AdamW requires, lr ≥ 0, eps ≥ 0,
-// 0 ≤ β1, β2 < 1, weight decay ≥ 0 (none NaN) and Step ≥ 1 (ErrArgument); segments lie inside the buffers and
+// 0 ≤ β1, β2 < 1, weight decay ≥ 0 (none NaN), Step ≥ 1 and MaxGradNorm finite and ≥ 0 (ErrArgument); segments lie inside the buffers and
 // do not overlap (ErrShape). It returns the segments to update: a.Segments, or the whole buffer decaying when
 // a.Segments is nil.
 func AdamW(a tensor.AdamWArgs) ([]tensor.Segment, error) {
@@ -143,6 +143,7 @@ func AdamW(a tensor.AdamWArgs) ([]tensor.Segment, error) {
 		{ok(a.Beta2) && a.Beta2 >= 0 && a.Beta2 < 1, "Beta2 = %v, want 0 ≤ β2 < 1", a.Beta2},
 		{ok(a.WeightDecay) && a.WeightDecay >= 0, "WeightDecay = %v, want ≥ 0", a.WeightDecay},
 		{a.Step >= 1, "Step = %d, want ≥ 1 (the step count after incrementing)", a.Step},
+		{ok(a.MaxGradNorm) && a.MaxGradNorm >= 0 && !math.IsInf(float64(a.MaxGradNorm), 0), "MaxGradNorm = %v, want finite and ≥ 0", a.MaxGradNorm},
 	} {
 		if !r.ok {
 			return nil, Errorf(tensor.ErrArgument, r.format, r.v)

@@ -63,11 +63,19 @@ func adamWLoop[T scalar](p, g, m, v []T, df, b1, b2, ob1, ob2, step, bc2, eps T,
 	}
 }
 
+// scaleInto sets dst = src·alpha, each product rounded to FP32 (the values Scale leaves).
+func scaleInto(dst, src []float32, alpha float32) {
+	for i, x := range src[:len(dst)] {
+		dst[i] = x * alpha
+	}
+}
+
 // AdamW updates flat F32 buffers in place (see tensor.AdamWArgs): Params, Grads, ExpAvg and ExpAvgSq hold
 // the same number of elements; each Segment is updated with its own decay flag (nil Segments: the whole
 // buffer decays) and elements outside every segment are left untouched. Segments must lie inside the
 // buffers and not overlap. As torch.optim.AdamW, it requires lr ≥ 0, eps ≥ 0, 0 ≤ β < 1, weight decay ≥ 0,
-// and Step ≥ 1 (the step count after incrementing). Errors: ErrDType for a non-F32 buffer, ErrShape for
+// and Step ≥ 1 (the step count after incrementing). With GradNorm the gradients are clipped as they are read
+// (ClipByNorm's coefficient and products, applied to a copy). Errors: ErrDType for a non-F32 buffer, ErrShape for
 // mismatched lengths or a bad segment, ErrArgument for a hyperparameter out of range.
 func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	defer guard(&err, "AdamW", a.Params, a.Grads, a.ExpAvg, a.ExpAvgSq)
@@ -78,6 +86,9 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	}
 	if a.Skip != nil {
 		c.tensor("Skip", a.Skip, tensor.I32).numel("Skip", a.Skip, 1)
+	}
+	if a.GradNorm != nil {
+		c.tensor("GradNorm", a.GradNorm, tensor.I64).numel("GradNorm", a.GradNorm, 1)
 	}
 	if a.Table != nil || a.Row != nil {
 		c.that(a.Table != nil && a.Row != nil, tensor.ErrArgument, "Table and Row are set together")
@@ -103,11 +114,20 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 		row := f32Of(a.Table)[3*k : 3*k+3]
 		h.decayFactor, h.stepSize, h.bc2Sqrt = float64(row[0]), float64(row[1]), float64(row[2])
 	}
+	coef, clips := float32(1), false
+	if a.GradNorm != nil {
+		coef, clips = clipBy(math.Float64frombits(uint64(i64Of(a.GradNorm)[0])), a.MaxGradNorm)
+	}
 	p, g, m, v := f32Of(a.Params), f32Of(a.Grads), f32Of(a.ExpAvg), f32Of(a.ExpAvgSq)
 	for _, s := range segs {
 		lo := s.Offset
 		parallelFor(s.Len, 12, func(i, j int) {
-			adamWKernel(p[lo+i:lo+j], g[lo+i:lo+j], m[lo+i:lo+j], v[lo+i:lo+j], h, s.Decay)
+			gs := g[lo+i : lo+j]
+			if clips { // ClipByNorm's products (Scale), in a copy: Grads stays as it was
+				gs = make([]float32, j-i)
+				scaleInto(gs, g[lo+i:lo+j], coef)
+			}
+			adamWKernel(p[lo+i:lo+j], gs, m[lo+i:lo+j], v[lo+i:lo+j], h, s.Decay)
 		})
 	}
 	return nil

@@ -123,8 +123,8 @@ func (b *Backend) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm f
 		}
 		return nil
 	}
-	coef := clipCoef(total, maxNorm)
-	if maxNorm == 0 || coef >= 1 {
+	coef, clips := clipBy(total, maxNorm)
+	if !clips {
 		return nil
 	}
 	for _, t := range ts {
@@ -139,4 +139,14 @@ func (b *Backend) ClipByNorm(ts []*tensor.Tensor, norm *tensor.Tensor, maxNorm f
 // which Tensor.__rdiv__ evaluates as reciprocal(total_norm + 1e-6) * max_norm, each step rounded to FP32.
 func clipCoef(total float64, maxNorm float32) float32 {
 	return (1 / (float32(total) + 1e-6)) * maxNorm
+}
+
+// clipBy returns ClipByNorm's coefficient for the norm total and whether ClipByNorm scales by it: total
+// finite, maxNorm > 0 and the coefficient below 1.
+func clipBy(total float64, maxNorm float32) (float32, bool) {
+	if math.IsNaN(total) || math.IsInf(total, 0) || !(maxNorm > 0) {
+		return 1, false
+	}
+	coef := clipCoef(total, maxNorm)
+	return coef, coef < 1
 }

@@ -37,6 +37,7 @@ func RunOpSuite(t *testing.T, b tensor.Backend) {
 		}
 	})
 	t.Run("device step scalars", func(t *testing.T) { CheckDeviceStep(t, b) })
+	t.Run("AdamW clipping as it reads", func(t *testing.T) { CheckClippedAdamW(t, b) })
 	t.Run("device loss scaler", func(t *testing.T) { CheckDeviceScaler(t, b) })
 	t.Run("errors", func(t *testing.T) { checkErrors(t, b) })
 }

@@ -139,7 +139,8 @@ type stepper struct {
 
 // step runs Forward, Backward, unscale, clip, AdamW and the scaler update, as the trainer's optimizer step.
 // Unless TUNE_SYNC_FREE=0 (internal/syncfree), without loss scaling nothing in it waits for the device: the loss stays on the device (loss reads it), the
-// gradient norm and the clip coefficient are computed there and AdamW skips a non-finite step by a device flag.
+// gradient norm is computed there, AdamW clips the gradients by it as it reads them and skips a non-finite step
+// by a device flag.
 func (s *stepper) step() error {
 	seed, opts := s.scaler.Scale(), transformer.ForwardOptions{Train: true, Seed: s.spec.Seed, Offset: uint64(s.n) * dropoutStride,
 		DeferLoss: syncfree.Enabled()}
@@ -158,14 +159,16 @@ func (s *stepper) step() error {
 	}
 	_, g, _ := s.m.Trainable()
 	grads := []*tensor.Tensor{g}
-	if s.dev != nil { // FP16 without host waits: unscale, clip, AdamW and the scale update on the device
+	// Without host waits AdamW clips the gradients as it reads them (the trainer's deferred steps).
+	clip := trainer.DeviceClip{Norm: s.norm, MaxNorm: s.spec.MaxGradNorm}
+	if s.dev != nil { // FP16 without host waits: unscale, norm, AdamW with the clip and the scale update on the device
 		if err := s.dev.Unscale(grads); err != nil {
 			return err
 		}
-		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, nil); err != nil {
+		if err := amp.GradNormOnDevice(s.b, grads, s.norm, nil); err != nil {
 			return err
 		}
-		if err := s.opt.StepOnDevice(s.dev.Found, s.table, s.dev.Steps); err != nil {
+		if err := s.opt.StepOnDevice(s.dev.Found, s.table, s.dev.Steps, clip); err != nil {
 			return err
 		}
 		if err := s.dev.Update(nil); err != nil {
@@ -175,10 +178,10 @@ func (s *stepper) step() error {
 		return s.m.ZeroGrad()
 	}
 	if s.norm != nil && !s.scaler.Enabled() {
-		if err := amp.ClipGradNormOnDevice(s.b, grads, s.spec.MaxGradNorm, s.norm, s.nonFinite); err != nil {
+		if err := amp.GradNormOnDevice(s.b, grads, s.norm, s.nonFinite); err != nil {
 			return err
 		}
-		step := func() error { return s.opt.StepUnless(s.spec.LearningRate, s.nonFinite) }
+		step := func() error { return s.opt.StepUnless(s.spec.LearningRate, s.nonFinite, clip) }
 		if s.scal != nil && !s.prepared { // a step outside the graph (the breakdown's): its scalars now
 			r := s.opt.NextScalars(s.spec.LearningRate)
 			if err := s.b.Upload(s.scal, r[:]); err != nil {
@@ -187,7 +190,7 @@ func (s *stepper) step() error {
 		}
 		s.prepared = false
 		if s.scal != nil {
-			step = func() error { return s.opt.StepUnlessFrom(s.scal, s.row, s.nonFinite) }
+			step = func() error { return s.opt.StepUnlessFrom(s.scal, s.row, s.nonFinite, clip) }
 		}
 		if err := step(); err != nil {
 			return err
