@@ -371,3 +371,43 @@ func TestBiasGradWideMatchesNarrow(t *testing.T) {
 		}
 	}
 }
+
+// TestGlobalNormOrderIgnoresLayout: sumsq_partial's summation order follows the elements' indices in their
+// chunk alone, so the norm's bits do not depend on the path that loads them: an F32 tensor on a 16-byte
+// boundary (float4 groups), the same values in a view one element off it (one by one), and in BF16 (values
+// exact in BF16), with sizes that leave partial chunks and 1–3 trailing elements.
+func TestGlobalNormOrderIgnoresLayout(t *testing.T) {
+	gpu := openOrSkip(t)
+	rng := rand.New(rand.NewPCG(3, 9))
+	for _, n := range []int{1, 3, 4, 1001, 65536, 65539, 200_003} {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = tensor.BF16ToF32(tensor.F32ToBF16(float32(rng.NormFloat64()) * 3))
+		}
+		norm := func(dt tensor.DType, off int) uint64 {
+			buf, err := gpu.Alloc(dt, n+off)
+			must(t, err)
+			defer gpu.Free(buf)
+			x, err := buf.View(off, n)
+			must(t, err)
+			must(t, gpu.Upload(x, v))
+			out, err := gpu.Alloc(tensor.I64, 1)
+			must(t, err)
+			defer gpu.Free(out)
+			must(t, gpu.GlobalNormTo(out, []*tensor.Tensor{x}))
+			var bits [1]int64
+			must(t, gpu.Download(bits[:], out))
+			return uint64(bits[0])
+		}
+		want := norm(tensor.F32, 0)
+		for _, c := range []struct {
+			dt  tensor.DType
+			off int
+		}{{tensor.F32, 1}, {tensor.F32, 2}, {tensor.BF16, 0}, {tensor.BF16, 1}} {
+			if got := norm(c.dt, c.off); got != want {
+				t.Errorf("%d elements, %v at offset %d: norm %v, aligned F32 %v", n, c.dt, c.off,
+					math.Float64frombits(got), math.Float64frombits(want))
+			}
+		}
+	}
+}

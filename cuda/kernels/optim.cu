@@ -5,17 +5,18 @@
 // Variants: each kernel walks a list of work chunks uploaded by the host (at most 65536 elements each). A
 // chunk is (pointer, element count, dtype or flag); block b takes chunk b, so one launch covers every tensor
 // (or every segment of the flat parameter buffer) whatever their sizes. The chunks of a segment list start at
-// arbitrary element offsets: sumsq_partial keeps its one-element accesses (and its summation order) but loads
-// OPT_U elements per thread before it uses any; clip_scale does the same, or goes by float4 groups for an F32
+// arbitrary element offsets: sumsq_partial goes by groups of four elements, as float4 loads for an F32 chunk
+// on a 16-byte boundary and one by one otherwise, in one summation order either way; clip_scale loads OPT_U
+// elements per thread before it uses any, or goes by float4 groups for an F32
 // chunk that starts on a 16-byte boundary; adamw goes by float4 groups between the chunk's first 16-byte
 // boundary and its last full group.
 #include "common.cuh"
 
-// OPT_U is how many elements a thread of clip_scale loads before it uses any; SUMSQ_U the same for
-// sumsq_partial, whose thread reads one element per load and adds in float64 (four loads in flight, 16 bytes a
-// thread, held GlobalNormTo to 2.2 TB/s on the H200). Either count gives the same additions in the same order.
+// OPT_U is how many elements a thread of clip_scale loads before it uses any; SUMSQ_U how many groups of four
+// elements a thread of sumsq_partial loads before it adds any (64 bytes a thread in flight, as the 16 single
+// loads before). Either count gives the same additions in the same order.
 #define OPT_U 4
-#define SUMSQ_U 16
+#define SUMSQ_U 4
 
 struct Chunk {
 	u64 ptr; // device address of the chunk's first element
@@ -24,28 +25,61 @@ struct Chunk {
 };
 
 // sumsq_partial: partial[b] = Σ x² over chunk b, accumulated in float64 (each x widened exactly), so that the
-// host's float64 sum of partials matches tensor/cpu's float64 accumulation up to summation order.
+// host's float64 sum of partials matches tensor/cpu's float64 accumulation up to summation order. The order is
+// fixed by the chunk's element indices alone, not by its dtype or alignment: thread t takes the groups of four
+// elements j = t, t + blockDim, … (elements 4j … 4j+3) in increasing j, element 4j+c adding onto the thread's
+// accumulator c of four (four independent float64 chains), then the n % 4 last elements onto accumulator 0 of
+// threads 0 … n%4−1; a thread's sum is (a0 + a1) + (a2 + a3), and the block's the warp tree of those. An F32
+// chunk on a 16-byte boundary loads its groups as float4 (SUMSQ_U of them in flight a thread); other chunks
+// load the same elements one by one (4·SUMSQ_U in flight), giving the same additions.
 extern "C" __global__ void sumsq_partial(double *partial, const Chunk *chunks) {
 	__shared__ double warps[32];
 	Chunk ch = chunks[blockIdx.x];
-	double s = 0.0;
+	double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
 	const void *x = (const void *)ch.ptr;
 	int dt = (int)ch.tag;
-	i64 i = threadIdx.x, b = blockDim.x;
-	for (; i + (SUMSQ_U - 1) * b < ch.n; i += SUMSQ_U * b) { // the same additions in the same order, SUMSQ_U loads first
-		float q[SUMSQ_U];
+	i64 b = blockDim.x, groups = ch.n / 4, j = threadIdx.x;
+	if (dt == DT_F32 && ch.ptr % 16 == 0) {
+		const float4 *x4 = (const float4 *)x;
+		for (; j + (SUMSQ_U - 1) * b < groups; j += SUMSQ_U * b) {
+			float4 q[SUMSQ_U];
 #pragma unroll
-		for (int u = 0; u < SUMSQ_U; u++) q[u] = ld(x, dt, i + u * b);
+			for (int u = 0; u < SUMSQ_U; u++) q[u] = x4[j + u * b];
 #pragma unroll
-		for (int u = 0; u < SUMSQ_U; u++) {
-			double v = (double)q[u];
-			s += v * v;
+			for (int u = 0; u < SUMSQ_U; u++) {
+				double v0 = (double)q[u].x, v1 = (double)q[u].y, v2 = (double)q[u].z, v3 = (double)q[u].w;
+				a0 += v0 * v0, a1 += v1 * v1, a2 += v2 * v2, a3 += v3 * v3;
+			}
+		}
+		for (; j < groups; j += b) {
+			float4 q = x4[j];
+			double v0 = (double)q.x, v1 = (double)q.y, v2 = (double)q.z, v3 = (double)q.w;
+			a0 += v0 * v0, a1 += v1 * v1, a2 += v2 * v2, a3 += v3 * v3;
+		}
+	} else {
+		for (; j + (SUMSQ_U - 1) * b < groups; j += SUMSQ_U * b) {
+			float q[SUMSQ_U][4];
+#pragma unroll
+			for (int u = 0; u < SUMSQ_U; u++)
+#pragma unroll
+				for (int c = 0; c < 4; c++) q[u][c] = ld(x, dt, 4 * (j + u * b) + c);
+#pragma unroll
+			for (int u = 0; u < SUMSQ_U; u++) {
+				double v0 = (double)q[u][0], v1 = (double)q[u][1], v2 = (double)q[u][2], v3 = (double)q[u][3];
+				a0 += v0 * v0, a1 += v1 * v1, a2 += v2 * v2, a3 += v3 * v3;
+			}
+		}
+		for (; j < groups; j += b) {
+			double v0 = (double)ld(x, dt, 4 * j), v1 = (double)ld(x, dt, 4 * j + 1), v2 = (double)ld(x, dt, 4 * j + 2),
+			       v3 = (double)ld(x, dt, 4 * j + 3);
+			a0 += v0 * v0, a1 += v1 * v1, a2 += v2 * v2, a3 += v3 * v3;
 		}
 	}
-	for (; i < ch.n; i += b) {
-		double v = (double)ld(x, dt, i);
-		s += v * v;
+	if (threadIdx.x < ch.n - 4 * groups) {
+		double v = (double)ld(x, dt, 4 * groups + threadIdx.x);
+		a0 += v * v;
 	}
+	double s = (a0 + a1) + (a2 + a3);
 	s = warp_sum_d(s);
 	int w = threadIdx.x / 32, lane = threadIdx.x % 32;
 	if (lane == 0) warps[w] = s;
