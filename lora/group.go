@@ -1,11 +1,17 @@
 package lora
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/transformer"
 )
 
-var _ transformer.SharedInput = (*Linear)(nil)
+var (
+	_ transformer.SharedInput = (*Linear)(nil)
+	_ transformer.SharedDelta = (*Linear)(nil)
+)
 
 // groupingOff makes Group refuse every group (the tests' per-adapter reference).
 var groupingOff bool
@@ -16,6 +22,10 @@ var groupingOff bool
 // products with K or N = 16 run at 8–40 TFLOP/s: each is a pass over the (N, In) input or gradient). The B
 // side stays per adapter, reading and writing its column block of h and dh. PEFT's parameters, names and
 // saved format are the adapters' own; only the pass's buffers are shared.
+//
+// A group runs whole projections (transformer.ProjectionGroup: the parts' bases too, for a layer that calls
+// them one by one) or the adapters' terms alone (transformer.DeltaGroup: a transformer.LinearStack computed
+// the bases packed, the B products read and write the parts' column blocks of its packed buffers).
 type group struct {
 	parts []*Linear
 	in    int            // the shared In
@@ -30,12 +40,29 @@ type group struct {
 // lora_dropout reading In features (the dropout draws a mask per adapter, so their inputs would differ);
 // nil otherwise, and for fewer than two.
 func (l *Linear) Group(ps []transformer.Projection) transformer.ProjectionGroup {
-	if len(ps) < 2 || groupingOff {
+	if g := l.newGroup(len(ps), func(i int) transformer.Projection { return ps[i] }); g != nil {
+		return g
+	}
+	return nil
+}
+
+// DeltaGroup is Group for the terms alone (a transformer.LinearStack's Adapter parts), on the same
+// conditions.
+func (l *Linear) DeltaGroup(as []transformer.Adapter) transformer.DeltaGroup {
+	if g := l.newGroup(len(as), func(i int) transformer.Projection { return as[i] }); g != nil {
+		return g
+	}
+	return nil
+}
+
+// newGroup returns the group of the n projections part(0), … when Group's conditions hold, else nil.
+func (l *Linear) newGroup(n int, part func(int) transformer.Projection) *group {
+	if n < 2 || groupingOff {
 		return nil
 	}
 	g := &group{in: l.base.In}
-	for _, p := range ps {
-		q, ok := p.(*Linear)
+	for i := range n {
+		q, ok := part(i).(*Linear)
 		if !ok || q.merged || q.Dropout > 0 || q.base.In != g.in {
 			return nil
 		}
@@ -45,10 +72,27 @@ func (l *Linear) Group(ps []transformer.Projection) transformer.ProjectionGroup 
 	return g
 }
 
-// Layout takes h and dh (rows, ΣR) and the stacked A (ΣR, In) in dt, and its F32 gradient.
+// Layout takes h and dh (rows, ΣR) and the stacked A (ΣR, In) in dt, and its F32 gradient, and lays the
+// parts out on h and dh: part i's own (rows, Rᵢ) h and dh, which it uses only when the group falls back to
+// it (a part merged since layout), are dense blocks of the group's, so the group costs no more memory than
+// its parts.
 func (g *group) Layout(a *transformer.Arena, rows int, dt tensor.DType) {
 	g.h, g.dh = a.Take(dt, rows, g.r), a.Take(dt, rows, g.r)
 	g.a, g.da = a.Take(dt, g.r, g.in), a.Take(tensor.F32, g.r, g.in)
+	off := 0
+	for _, q := range g.parts {
+		q.c = linearCache{h: block(g.h, rows*off, rows, q.R), dh: block(g.dh, rows*off, rows, q.R)}
+		off += q.R
+	}
+}
+
+// block returns the (rows, cols) view of t from element off (the layout guarantees it fits).
+func block(t *tensor.Tensor, off, rows, cols int) *tensor.Tensor {
+	v, err := t.View(off, rows, cols)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // grouped reports whether the parts can run grouped now (none merged since layout).
@@ -74,8 +118,7 @@ func span(t *tensor.Tensor, off, n int) *tensor.Tensor {
 	return v
 }
 
-// Forward computes each part's base output, then h = x·[A₁; A₂; …]ᵀ in one GEMM, then outs[i] += scalingᵢ·hᵢ·Bᵢᵀ
-// with hᵢ part i's column block of h.
+// Forward computes each part's base output, then the terms as ForwardDelta does (outs dense).
 func (g *group) Forward(p *transformer.Pass, outs []*tensor.Tensor, in *tensor.Tensor) error {
 	g.ready = false
 	if !g.grouped() {
@@ -86,14 +129,40 @@ func (g *group) Forward(p *transformer.Pass, outs []*tensor.Tensor, in *tensor.T
 		}
 		return nil
 	}
-	bk := p.Backend
-	n := in.Numel() / g.in
-	off := 0
 	for i, q := range g.parts {
-		q.c.ready = false
 		if err := q.base.Forward(p, outs[i], in); err != nil {
 			return err
 		}
+	}
+	return g.forwardTerms(p, outs, 0, in)
+}
+
+// ForwardDelta adds the parts' terms into outs (rows ld elements apart): grouped as forwardTerms, or each
+// part's own ForwardDelta when a part merged since layout.
+func (g *group) ForwardDelta(p *transformer.Pass, outs []*tensor.Tensor, ld int, in *tensor.Tensor) error {
+	g.ready = false
+	if !g.grouped() {
+		for i, q := range g.parts {
+			if err := q.ForwardDelta(p, outs[i], ld, in); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return g.forwardTerms(p, outs, ld, in)
+}
+
+// forwardTerms computes h = x·[A₁; A₂; …]ᵀ in one GEMM, then outs[i] += scalingᵢ·hᵢ·Bᵢᵀ with hᵢ part i's column
+// block of h and outs[i]'s rows ld elements apart (0: dense).
+func (g *group) forwardTerms(p *transformer.Pass, outs []*tensor.Tensor, ld int, in *tensor.Tensor) error {
+	bk := p.Backend
+	n, err := g.rows(in)
+	if err != nil {
+		return err
+	}
+	off := 0
+	for _, q := range g.parts {
+		q.c.ready = false
 		a, err := p.Weight(q.A.Value) // (R, In)
 		if err != nil {
 			return err
@@ -114,7 +183,7 @@ func (g *group) Forward(p *transformer.Pass, outs []*tensor.Tensor, in *tensor.T
 			return err
 		}
 		if err := bk.Gemm(tensor.GemmArgs{TransB: true, M: n, N: q.base.Out, K: q.R, A: view(h, off), LDA: g.r, B: bw, C: outs[i],
-			Alpha: q.Scaling, Beta: 1, Batch: 1}); err != nil {
+			LDC: ld, Alpha: q.Scaling, Beta: 1, Batch: 1}); err != nil {
 			return err
 		}
 		off += q.R
@@ -123,9 +192,20 @@ func (g *group) Forward(p *transformer.Pass, outs []*tensor.Tensor, in *tensor.T
 	return nil
 }
 
-// Backward computes the parts' base input gradients into dIn, then per part dBᵢ += scalingᵢ·dOutᵢᵀ·hᵢ and
-// dhᵢ = scalingᵢ·dOutᵢ·Bᵢ into its column block of dh, then dA = dhᵀ·x in one GEMM (added to each part's
-// lora_A gradient) and dIn += dh·[A₁; A₂; …] in one.
+// rows returns in's row count, checking the layout's buffers hold it.
+func (g *group) rows(in *tensor.Tensor) (int, error) {
+	n := in.Numel() / g.in
+	if g.h == nil || g.h.Buf == nil {
+		return 0, errors.New("lora: no pass buffers for the adapter group: the model must call Layout before Forward")
+	}
+	if n*g.r > g.h.Numel() {
+		return 0, fmt.Errorf("lora: the adapter group's input has %d rows but the pass's buffers were laid out for %d", n, g.h.Shape[0])
+	}
+	return n, nil
+}
+
+// Backward computes the parts' base input gradients into dIn, then the terms' gradients as BackwardDelta
+// does (dOuts dense).
 func (g *group) Backward(p *transformer.Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, in *tensor.Tensor, accumulate bool) error {
 	if !g.ready {
 		for i, q := range g.parts {
@@ -135,13 +215,38 @@ func (g *group) Backward(p *transformer.Pass, dIn *tensor.Tensor, dOuts []*tenso
 		}
 		return nil
 	}
-	g.ready = false
-	bk := p.Backend
-	n := in.Numel() / g.in
 	for i, q := range g.parts {
 		if err := q.base.Backward(p, dIn, dOuts[i], in, accumulate || i > 0); err != nil {
 			return err
 		}
+	}
+	return g.backwardTerms(p, dIn, dOuts, 0, in)
+}
+
+// BackwardDelta accumulates the terms' gradients from dOuts (rows ld elements apart) and adds their input
+// gradient into dIn (skipped when nil): grouped as backwardTerms after a grouped training forward, else
+// each part's own BackwardDelta (which errors without a training forward).
+func (g *group) BackwardDelta(p *transformer.Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, ld int, in *tensor.Tensor) error {
+	if !g.ready {
+		for i, q := range g.parts {
+			if err := q.BackwardDelta(p, dIn, dOuts[i], ld, in); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return g.backwardTerms(p, dIn, dOuts, ld, in)
+}
+
+// backwardTerms computes per part dBᵢ += scalingᵢ·dOutᵢᵀ·hᵢ and dhᵢ = scalingᵢ·dOutᵢ·Bᵢ into its column block
+// of dh (dOuts[i]'s rows ld elements apart, 0: dense), then dA = dhᵀ·x in one GEMM (added to each part's
+// lora_A gradient) and dIn += dh·[A₁; A₂; …] in one (skipped when dIn is nil).
+func (g *group) backwardTerms(p *transformer.Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, ld int, in *tensor.Tensor) error {
+	g.ready = false
+	bk := p.Backend
+	n, err := g.rows(in)
+	if err != nil {
+		return err
 	}
 	off := 0
 	for i, q := range g.parts {
@@ -150,12 +255,12 @@ func (g *group) Backward(p *transformer.Pass, dIn *tensor.Tensor, dOuts []*tenso
 			return err
 		}
 		if gr := q.B.Grad; gr != nil {
-			if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: q.base.Out, N: q.R, K: n, A: dOuts[i], B: view(g.h, off), LDB: g.r,
+			if err := bk.Gemm(tensor.GemmArgs{TransA: true, M: q.base.Out, N: q.R, K: n, A: dOuts[i], LDA: ld, B: view(g.h, off), LDB: g.r,
 				C: gr, Alpha: q.Scaling, Beta: 1, Batch: 1}); err != nil {
 				return err
 			}
 		}
-		if err := bk.Gemm(tensor.GemmArgs{M: n, N: q.R, K: q.base.Out, A: dOuts[i], B: bw, C: view(g.dh, off), LDC: g.r,
+		if err := bk.Gemm(tensor.GemmArgs{M: n, N: q.R, K: q.base.Out, A: dOuts[i], LDA: ld, B: bw, C: view(g.dh, off), LDC: g.r,
 			Alpha: q.Scaling, Batch: 1}); err != nil {
 			return err
 		}

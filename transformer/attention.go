@@ -147,7 +147,7 @@ func (s *SelfAttention) layout(a *Arena, impl string, b, t int, dt tensor.DType,
 	switch {
 	case impl == AttnSDPA && s.packable() != nil:
 		s.c.packed, s.c.qkv = true, a.Take(dt, n, 3*c)
-		s.stack.Layout(a)
+		s.stack.Layout(a, n, dt)
 		s.c.lse = a.Take(tensor.F32, b, h, t)
 		s.c.keep = s.takeKeepBits(a, b, t)
 	case impl == AttnSDPA:
@@ -162,9 +162,11 @@ func (s *SelfAttention) layout(a *Arena, impl string, b, t int, dt tensor.DType,
 			s.c.probsH = a.Take(dt, b, h, t, t)
 		}
 	}
-	s.Query.Layout(a, n, dt)
-	s.Key.Layout(a, n, dt)
-	s.Value.Layout(a, n, dt)
+	if !s.c.packed { // the stack lays out its parts
+		s.Query.Layout(a, n, dt)
+		s.Key.Layout(a, n, dt)
+		s.Value.Layout(a, n, dt)
+	}
 }
 
 // Parameters lists the projections' parameters as BertSelfAttention names them.

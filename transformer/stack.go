@@ -20,7 +20,9 @@ import (
 //
 // A part may also be an Adapter (package lora's adapters): the stack then runs the parts' base Linears packed
 // as above and adds each adapter's term into its column block (Adapter.ForwardDelta, BackwardDelta), so a
-// LoRA layer's frozen base projections still run as one GEMM each way.
+// LoRA layer's frozen base projections still run as one GEMM each way. When the first Adapter part is a
+// SharedDelta that groups the Adapter parts (Layout asks it), their terms run as one DeltaGroup instead:
+// LoRA's lora_A products, which all read the stack's input, as one GEMM each way.
 type LinearStack struct {
 	Parts []*Linear // the stacked Linears (an Adapter's Base()), in output-column order; equal In, all with biases or none
 
@@ -29,6 +31,9 @@ type LinearStack struct {
 	w, g  joinedView     // the parts' weights and gradients viewed as one (ΣOut, In) tensor
 	b, bg joinedView     // the parts' biases and their gradients viewed as one (ΣOut) tensor
 	dbias *tensor.Tensor // (ΣOut) F32 scratch for the bias gradients when they are not adjacent (Layout)
+
+	group DeltaGroup // the Adapter parts' terms run as one group (Layout: SharedDelta), or nil
+	offs  []int      // the Adapter parts' column offsets in the packed output, in order (with group)
 }
 
 // joinedView caches the one tensor viewing several adjacent tensors, so that its pointer is stable (the
@@ -101,9 +106,20 @@ func (s *LinearStack) adapted() bool {
 }
 
 // deltas adds the adapters' terms into their column blocks of out (N, ΣOut) (forward) or their gradients
-// from dOut's blocks into dIn (backward, dIn may be nil).
+// from dOut's blocks into dIn (backward, dIn may be nil): through the group when Layout formed one, else one
+// adapter at a time.
 func (s *LinearStack) deltas(p *Pass, backward bool, dIn, out, in *tensor.Tensor) error {
 	off, ld := 0, s.Out()
+	if s.group != nil {
+		blocks := make([]*tensor.Tensor, len(s.offs))
+		for i, o := range s.offs {
+			blocks[i] = viewFrom(out, o)
+		}
+		if backward {
+			return s.group.BackwardDelta(p, dIn, blocks, ld, in)
+		}
+		return s.group.ForwardDelta(p, blocks, ld, in)
+	}
 	for i, q := range s.projs {
 		if a, ok := q.(Adapter); ok {
 			var err error
@@ -201,15 +217,44 @@ func (s *LinearStack) biasTrains() bool {
 	return false
 }
 
-// Layout takes the stack's per-pass scratch from a: the (ΣOut) F32 sum of the bias gradients when some bias
-// trains and the biases' gradients do not lie adjacent (BiasGrad needs dense rows, so the stack sums the
-// packed gradient once and adds each part's share). Call it whenever the pass is laid out (after a re-pack).
-func (s *LinearStack) Layout(a *Arena) {
+// Layout takes the stack's per-pass scratch from a for rows input rows in GEMM dtype dt: the (ΣOut) F32 sum
+// of the bias gradients when some bias trains and the biases' gradients do not lie adjacent (BiasGrad needs
+// dense rows, so the stack sums the packed gradient once and adds each part's share); and it lays out the
+// parts (the caller does not call their Layout): each part's own Layout, or, when the first Adapter part
+// groups the Adapter parts (two or more), the DeltaGroup's, which lays those parts out on its buffers. Call
+// it whenever the pass is laid out (after a re-pack, a merge, a new adapter).
+func (s *LinearStack) Layout(a *Arena, rows int, dt tensor.DType) {
 	s.dbias = nil
 	if s.biasTrains() && s.biasGrads() == nil {
 		s.dbias = a.Take(tensor.F32, s.Out())
 	}
+	s.group, s.offs = nil, nil
+	var as []Adapter
+	var offs []int
+	off := 0
+	for i, q := range s.projs {
+		if ad, ok := q.(Adapter); ok {
+			as, offs = append(as, ad), append(offs, off)
+		}
+		off += s.Parts[i].Out
+	}
+	if len(as) > 1 {
+		if sd, ok := as[0].(SharedDelta); ok {
+			if g := sd.DeltaGroup(as); g != nil {
+				g.Layout(a, rows, dt)
+				s.group, s.offs = g, offs
+			}
+		}
+	}
+	for _, q := range s.projs {
+		if _, ok := q.(Adapter); !ok || s.group == nil {
+			q.Layout(a, rows, dt)
+		}
+	}
 }
+
+// GroupedDeltas reports whether the last Layout runs the Adapter parts' terms as one DeltaGroup.
+func (s *LinearStack) GroupedDeltas() bool { return s.group != nil }
 
 // Forward computes out (N, ΣOut) = in (N, In)·[W₁; W₂; …]ᵀ + [b₁, b₂, …], overwritten, and adds each
 // Adapter part's term into its block.
@@ -468,14 +513,39 @@ type SharedInput interface {
 // ProjectionGroup runs projections that read one input: Forward and Backward are the parts' Forward and
 // Backward (outs[i], dOuts[i] the part i's), with the same values up to the GEMMs' blocking.
 type ProjectionGroup interface {
-	// Layout takes the group's per-pass buffers for rows input rows in GEMM dtype dt (the parts keep their own
-	// Layout).
+	// Layout takes the group's per-pass buffers for rows input rows in GEMM dtype dt and lays the parts out
+	// (on those buffers where it can): the caller need not call the parts' Layout, and if it does, before.
 	Layout(a *Arena, rows int, dt tensor.DType)
 	// Forward computes outs[i] = part i's Forward of in.
 	Forward(p *Pass, outs []*tensor.Tensor, in *tensor.Tensor) error
 	// Backward accumulates every part's parameter gradients from dOuts and computes dIn (=, or += when
 	// accumulate) = Σ_i part i's input gradient.
 	Backward(p *Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, in *tensor.Tensor, accumulate bool) error
+}
+
+// SharedDelta is an Adapter whose term can run together with other Adapters' terms reading the same input
+// into one packed output (package lora's adapters: one GEMM for their stacked lora_A matrices). A
+// LinearStack asks its first Adapter part at layout time and runs the group instead of each
+// ForwardDelta and BackwardDelta.
+type SharedDelta interface {
+	Adapter
+	// DeltaGroup returns a DeltaGroup that runs the terms of as (the receiver first), or nil when they cannot
+	// run as one (another kind of adapter among them, an adapter dropout, a merged adapter).
+	DeltaGroup(as []Adapter) DeltaGroup
+}
+
+// DeltaGroup runs the terms of Adapters that read one input: ForwardDelta and BackwardDelta are the parts'
+// (outs[i], dOuts[i] part i's column block, rows ld elements apart, 0: dense), with the same values up to the
+// GEMMs' blocking.
+type DeltaGroup interface {
+	// Layout takes the group's per-pass buffers for rows input rows in GEMM dtype dt and lays the parts out
+	// (on those buffers where it can): the caller does not call the parts' Layout.
+	Layout(a *Arena, rows int, dt tensor.DType)
+	// ForwardDelta adds part i's term of in into outs[i], the bases' outputs already there.
+	ForwardDelta(p *Pass, outs []*tensor.Tensor, ld int, in *tensor.Tensor) error
+	// BackwardDelta accumulates every part's parameter gradients from dOuts and adds (+=) Σ_i part i's term's
+	// input gradient into dIn (skipped when nil).
+	BackwardDelta(p *Pass, dIn *tensor.Tensor, dOuts []*tensor.Tensor, ld int, in *tensor.Tensor) error
 }
 
 // GroupOf returns the group of ps when the first is a SharedInput that can group them, else nil.

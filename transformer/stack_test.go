@@ -84,7 +84,7 @@ func TestLinearStack(t *testing.T) {
 				t.Fatalf("%+v: Joined = %v", c, s.Joined())
 			}
 			arena := NewArena(b)
-			if err := arena.Carve(func(a *Arena) error { s.Layout(a); return nil }); err != nil {
+			if err := arena.Carve(func(a *Arena) error { s.Layout(a, n, pol.GemmDType()); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if (s.dbias != nil) != c.biasApart {
