@@ -28,8 +28,8 @@ type AdamW struct {
 // as it reads them, bit for bit as after amp.ClipGradNormOnDevice, and leaves them unchanged. The zero value
 // clips nothing (the gradients were clipped in memory, or are not to be clipped).
 type DeviceClip struct {
-	Norm    *tensor.Tensor
-	MaxNorm float64
+	Norm    *tensor.Tensor // the step's gradient norm on the device (I64 (1) float64 bits); nil: no clip
+	MaxNorm float64        // max_grad_norm; 0 clips nothing
 }
 
 // args sets the clip's fields of a.
