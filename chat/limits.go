@@ -25,7 +25,8 @@ const (
 	// MaxOutput is the most bytes one rendering writes (text written inside macros and set blocks counts
 	// too) and the longest string an operator or filter may build.
 	MaxOutput = 16 << 20
-	// MaxBuilt is the most bytes that *, +, ~ and the guarded filters and methods may build in one rendering.
+	// MaxBuilt is the most bytes that *, +, ~, range() and the guarded filters and methods (list copies at
+	// valueBytes an item) may build in one rendering.
 	MaxBuilt = 1 << 30
 	// MaxValueDepth is the deepest nesting of lists and dicts a {% set %}, append, insert or update may make
 	// (Python's repr stops at its recursion limit, 1000, too); a value can never contain itself.
@@ -192,6 +193,9 @@ func (g *guard) rangeFn(args []jinja.Value, _ map[string]jinja.Value) (jinja.Val
 	if n > MaxRange || n < 0 {
 		return jinja.Undefined(), g.fail("range() of more than %d items", MaxRange)
 	}
+	if g.built += n * valueBytes; g.built > MaxBuilt { // the lists range() makes count as built bytes too
+		return jinja.Undefined(), g.fail("the operators, filters and range() build more than %d bytes in all", MaxBuilt)
+	}
 	items := make([]jinja.Value, n)
 	for i := range items {
 		items[i] = jinja.NewInt(start + int64(i)*step)
@@ -328,6 +332,8 @@ func (g *guard) check(a []jinja.Value) (jinja.Value, error) {
 	case "list":
 		if subject.IsString() {
 			want = int64(utf8.RuneCountInString(subject.AsString())) * 32 // a list item per character
+		} else if subject.IsList() {
+			want = int64(len(subject.AsList().Items)) * valueBytes // a copy of the list
 		}
 	case "format":
 		want = int64(size(subject))

@@ -47,6 +47,9 @@ func TestHostileTemplates(t *testing.T) {
 		// findings5 #4: filters and methods that copy strings count towards MaxBuilt.
 		{"upper copies", `{% set s = "x" * 16000000 %}{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(s|upper) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
 		{"upper method copies", `{% set s = "x" * 16000000 %}{% set l = [] %}{% for i in range(100000) %}{% set _ = l.append(s.upper()) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
+		// tester8 F3: lists built by range() and |list count towards MaxBuilt too.
+		{"lists of ranges", `{% set l = [] %}{% for i in range(3000) %}{% set _ = l.append(range(100000)|list) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
+		{"ranges appended", `{% set l = [] %}{% for i in range(3000) %}{% set _ = l.append(range(100000)) %}{% endfor %}{{ l|length }}`, "build more than 1073741824 bytes in all"},
 		{"split", `{% set s = " x" * 8000000 %}{% set a = s.split(" ") %}`, "split() would build"},
 		{"split fields", `{% set s = " x" * 8000000 %}{% set a = s.split() %}`, "split() would build"},
 		{"split empty separator", `{{ ("x" * 1000).split("") }}`, "empty separator"},
