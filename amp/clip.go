@@ -26,12 +26,7 @@ func ClipGradNorm(b tensor.Backend, grads []*tensor.Tensor, maxNorm float64) (to
 	if !(maxNorm > 0) || math.IsInf(maxNorm, 0) {
 		return 0, fmt.Errorf("amp: ClipGradNorm: max_norm %v must be positive and finite (set max_grad_norm ≤ 0 to disable clipping)", maxNorm)
 	}
-	live := make([]*tensor.Tensor, 0, len(grads))
-	for _, g := range grads {
-		if g != nil {
-			live = append(live, g)
-		}
-	}
+	live := liveGrads(grads)
 	if len(live) == 0 {
 		return 0, nil
 	}
@@ -67,12 +62,7 @@ func ClipGradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, maxNorm floa
 	if !(maxNorm >= 0) || math.IsInf(maxNorm, 0) {
 		return fmt.Errorf("amp: ClipGradNormOnDevice: max_norm %v must be finite and ≥ 0 (0 computes the norm without clipping)", maxNorm)
 	}
-	live := make([]*tensor.Tensor, 0, len(grads))
-	for _, g := range grads {
-		if g != nil {
-			live = append(live, g)
-		}
-	}
+	live := liveGrads(grads)
 	if err := b.GlobalNormTo(norm, live); err != nil {
 		return fmt.Errorf("amp: ClipGradNormOnDevice: %w", err)
 	}
@@ -89,13 +79,7 @@ func ClipGradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, maxNorm floa
 // bit for bit those of ClipGradNormOnDevice followed by AdamW, without the pass that writes the clipped
 // gradients back. Nothing waits.
 func GradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, norm, nonFinite *tensor.Tensor) error {
-	live := make([]*tensor.Tensor, 0, len(grads))
-	for _, g := range grads {
-		if g != nil {
-			live = append(live, g)
-		}
-	}
-	if err := b.GlobalNormTo(norm, live); err != nil {
+	if err := b.GlobalNormTo(norm, liveGrads(grads)); err != nil {
 		return fmt.Errorf("amp: GradNormOnDevice: %w", err)
 	}
 	if nonFinite == nil {
@@ -105,4 +89,15 @@ func GradNormOnDevice(b tensor.Backend, grads []*tensor.Tensor, norm, nonFinite 
 		return fmt.Errorf("amp: GradNormOnDevice: %w", err)
 	}
 	return nil
+}
+
+// liveGrads returns the non-nil gradients of grads (frozen parameters have none).
+func liveGrads(grads []*tensor.Tensor) []*tensor.Tensor {
+	live := make([]*tensor.Tensor, 0, len(grads))
+	for _, g := range grads {
+		if g != nil {
+			live = append(live, g)
+		}
+	}
+	return live
 }

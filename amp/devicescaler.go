@@ -73,12 +73,7 @@ func (s *GradScaler) OnDevice() (*DeviceScaler, error) {
 // Unscale divides the F32 gradients (nil entries skipped) in place by the device scale and sets Found when any
 // element is Inf or NaN, without waiting: GradScaler.Unscale on the device.
 func (d *DeviceScaler) Unscale(grads []*tensor.Tensor) error {
-	live := make([]*tensor.Tensor, 0, len(grads))
-	for _, g := range grads {
-		if g != nil {
-			live = append(live, g)
-		}
-	}
+	live := liveGrads(grads)
 	if len(live) == 0 {
 		return fmt.Errorf("amp: DeviceScaler.Unscale: no gradients to unscale (every entry is nil); pass the trainable parameters' gradients")
 	}

@@ -176,12 +176,7 @@ func (s *GradScaler) Unscale(grads []*tensor.Tensor) error {
 	if err := s.CheckGradients(grads); err != nil {
 		return err
 	}
-	live := make([]*tensor.Tensor, 0, len(grads))
-	for _, g := range grads {
-		if g != nil {
-			live = append(live, g)
-		}
-	}
+	live := liveGrads(grads)
 	if len(live) == 0 {
 		return fmt.Errorf("amp: GradScaler.Unscale: no gradients to unscale (every entry is nil); pass the trainable parameters' gradients")
 	}
