@@ -63,6 +63,9 @@ func adamWLoop[T scalar](p, g, m, v []T, df, b1, b2, ob1, ob2, step, bc2, eps T,
 	}
 }
 
+// clipBlock is how many clipped gradients AdamW holds at a time per chunk of work (16 KiB).
+const clipBlock = 4096
+
 // scaleInto sets dst = src·alpha, each product rounded to FP32 (the values Scale leaves).
 func scaleInto(dst, src []float32, alpha float32) {
 	for i, x := range src[:len(dst)] {
@@ -122,12 +125,18 @@ func (b *Backend) AdamW(a tensor.AdamWArgs) (err error) {
 	for _, s := range segs {
 		lo := s.Offset
 		parallelFor(s.Len, 12, func(i, j int) {
-			gs := g[lo+i : lo+j]
-			if clips { // ClipByNorm's products (Scale), in a copy: Grads stays as it was
-				gs = make([]float32, j-i)
-				scaleInto(gs, g[lo+i:lo+j], coef)
+			if !clips {
+				adamWKernel(p[lo+i:lo+j], g[lo+i:lo+j], m[lo+i:lo+j], v[lo+i:lo+j], h, s.Decay)
+				return
 			}
-			adamWKernel(p[lo+i:lo+j], gs, m[lo+i:lo+j], v[lo+i:lo+j], h, s.Decay)
+			// ClipByNorm's products (Scale) in a small copy, block by block: Grads stays as it was.
+			var buf [clipBlock]float32
+			for a := lo + i; a < lo+j; a += clipBlock {
+				e := min(a+clipBlock, lo+j)
+				gs := buf[:e-a]
+				scaleInto(gs, g[a:e], coef)
+				adamWKernel(p[a:e], gs, m[a:e], v[a:e], h, s.Decay)
+			}
 		})
 	}
 	return nil
