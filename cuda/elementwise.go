@@ -105,11 +105,17 @@ var colsumNarrow = false
 // colsum queues the deterministic column reduction of kernels/norm.cu: with x == nil, outA += Σ_rows dy; else
 // outA += Σ dy·(x − mean)·rstd and outB += Σ dy (either output may be nil).
 func (o *op) colsum(outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
+	rows, _ := colsumChunks(n)
+	o.colsumRows(rows, outA, outB, dy, x, mean, rstd, n, ch)
+}
+
+// colsumRows is colsum over chunks of rowsPerChunk rows (the LayerNorm backward's, lnBwdChunks).
+func (o *op) colsumRows(rowsPerChunk int, outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	mode := 0
 	if x != nil {
 		mode = 1
 	}
-	o.colsumMode(mode, outA, outB, dy, x, mean, rstd, n, ch)
+	o.colsumModeRows(mode, rowsPerChunk, outA, outB, dy, x, mean, rstd, n, ch)
 }
 
 // colsumTiles is how many column tiles (64 columns each) the counters of colsumCounters serve: wider sums
@@ -151,7 +157,8 @@ var colsumFinishLaunch = false
 // would pass the grid's y extent (65535), and 128 rows each for n ≤ colsumSmallRows = 4096 (BERT-base 32×128's 4096
 // rows: 32 chunks × 12 column tiles = 384 blocks for the H200's 132 multiprocessors, where 256-row chunks give
 // 192), still within colsumLastMaxChunks. The rule depends on n alone, so every path (colsum_partial,
-// colsum_partial4, gelu_bwd_colsum, the LayerNorm ring) keeps the same chunks and bits.
+// colsum_partial4, gelu_bwd_colsum) keeps the same chunks and bits; the LayerNorm backward's weight
+// gradients, and the bias gradient it fuses, take lnBwdChunks' (the same rule for n ≥ 32768).
 func colsumChunks(n int) (rowsPerChunk, chunks int) {
 	rowsPerChunk = max(256, (n+65534)/65535)
 	if n <= colsumSmallRows {
@@ -167,10 +174,16 @@ var colsumSmallRows = map[bool]int{false: 4096, true: 0}[os.Getenv("TUNE_COLSUM"
 // colsumMode queues colsum_partial's mode (0: Σ dy; 1: LayerNorm's Σ dy·n̂ and Σ dy; 2: RMSNorm's
 // Σ dy·round_x(x·rstd) into outA) and the in-order finish into outA (and outB for mode 1).
 func (o *op) colsumMode(mode int, outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
+	rows, _ := colsumChunks(n)
+	o.colsumModeRows(mode, rows, outA, outB, dy, x, mean, rstd, n, ch)
+}
+
+// colsumModeRows is colsumMode over chunks of rowsPerChunk rows.
+func (o *op) colsumModeRows(mode, rowsPerChunk int, outA, outB, dy, x, mean, rstd *tensor.Tensor, n, ch int) {
 	if o.err != nil || n == 0 || (outA == nil && outB == nil) {
 		return
 	}
-	rowsPerChunk, chunks := colsumChunks(n)
+	chunks := (n + rowsPerChunk - 1) / rowsPerChunk
 	pa := o.scratch(4 * chunks * ch)
 	var pb uint64
 	if mode == 1 {

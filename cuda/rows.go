@@ -118,10 +118,10 @@ const lnBwd2Max = 8
 var lnBwdV1 = os.Getenv("TUNE_LN_BWD") == "v1"
 
 // lnBwdOnePass reports whether the ring kernel should run over chunks chunks of rows: it has one block (8
-// warps) per chunk, so with fewer chunks than half the multiprocessors (BERT 32×128: 16 chunks on the H200's
-// 132) the two passes, which spread rows and column tiles over the whole device, are faster although they read
-// dout and x twice (and BiasGrad's pass reads dy). H200, session 5 d2, with the bias gradient: 64×512 ring
-// 128.1 µs, two passes 203.6; 32×128 ring 111.5, two passes 38.6.
+// warps) per chunk, so with fewer chunks than half the multiprocessors the two passes, which spread rows and
+// column tiles over the whole device, are faster although they read dout and x twice (and BiasGrad's pass
+// reads dy). H200, session 5 d2, with the bias gradient: 64×512 ring 128.1 µs, two passes 203.6; 32×128 with
+// colsumChunks' 32 chunks of 128 rows: ring 111.5, two passes 38.6 (hence lnBwdChunks' 128 chunks of 32).
 func (o *op) lnBwdOnePass(chunks int) bool {
 	switch lnBwdPath {
 	case "ring":
@@ -185,22 +185,41 @@ func (o *op) layerNormBackward(a tensor.ResidualNormBackwardArgs) {
 		v = 0
 	}
 	seed, off := o.b.philoxArgs(p, a.Seed, a.Offset)
-	rows, chunks := colsumChunks(n)
+	rows, chunks := lnBwdChunks(n)
 	if dgamma != nil && dbeta != nil && v == 1 && ch%128 == 0 && ch <= 128*lnBwdFusedMax && n > 0 && o.lnBwdOnePass(chunks) {
 		if o.lnBwdRing(a, n, ch, rows, chunks, p, scale, seed, off) {
 			return
 		}
 	}
 	// The weight gradients read dout and x, so they go first: dx may alias either.
-	o.colsum(dgamma, dbeta, dout, x, mean, rstd, n, ch)
+	o.colsumRows(rows, dgamma, dbeta, dout, x, mean, rstd, n, ch)
 	file, kernel := "norm.cu", "layernorm_bwd"
 	if v == 1 && ch%128 == 0 && ch/128 <= lnBwd2Max && lnBwdPath != "split-v1" && !lnBwdV1 {
 		file, kernel = "layernorm2.cu", fmt.Sprintf("layernorm_bwd2_%d", ch/128)
 	}
 	o.rowsLaunch(file, kernel, n, addr(dx), dt(dx), addr(dy), dt(dy), addr(dout), dt(dout), addr(x), dt(x),
 		addr(gamma), dt(gamma), addr(mean), addr(rstd), i64(n), i64(ch), f32(p), f32(scale), seed, off, v)
-	o.colsum(dbias, nil, dy, nil, nil, nil, n, ch)
+	o.colsumRows(rows, dbias, nil, dy, nil, nil, nil, n, ch)
 }
+
+// lnBwdChunks splits n rows into the chunks of the LayerNorm backward's column sums (dgamma, dbeta and the
+// fused DBias): colsumChunks' rows, but no more than n/128 rounded up to a multiple of 8 and no fewer than 32,
+// so that from 4096 rows up the one-pass ring kernel, a block per chunk, has 128 blocks (BERT-base 32×128:
+// 32-row chunks, where colsumChunks' 128 rows give 32 blocks for the H200's 132 multiprocessors and leave
+// the op to the two passes). From 32768 rows on it is colsumChunks' rule. A fused DBias therefore adds its
+// rows in another order than BiasGrad below 32768 rows (within FP32 summation rounding). The rule depends on
+// n alone, so the ring and the two passes give the same bits. TUNE_LN_BWD_ROWS=colsum takes colsumChunks'
+// rows at every n (the rule this was measured against).
+func lnBwdChunks(n int) (rowsPerChunk, chunks int) {
+	rowsPerChunk, _ = colsumChunks(n)
+	if !lnBwdColsumRows {
+		rowsPerChunk = min(rowsPerChunk, max(32, 8*((n+1023)/1024)))
+	}
+	return rowsPerChunk, (n + rowsPerChunk - 1) / rowsPerChunk
+}
+
+// lnBwdColsumRows is TUNE_LN_BWD_ROWS=colsum (lnBwdChunks).
+var lnBwdColsumRows = os.Getenv("TUNE_LN_BWD_ROWS") == "colsum"
 
 // lnBwdRing queues layernorm_bwd_ring_<C/128> and the finish of its partials (see layerNormBackward) and
 // reports whether it did: not when the device's shared memory holds fewer than two ring stages per warp. seed

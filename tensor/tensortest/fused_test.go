@@ -144,7 +144,8 @@ func TestResidualLayerNormMatchesItsParts(t *testing.T) {
 // TestResidualLayerNormBackwardMatchesItsParts checks ResidualLayerNormBackward against LayerNormBackward,
 // DropoutBackward (or Cast) and BiasGrad of the branch gradient, with the weight gradients taken one at a time
 // so that a backend with a one-pass kernel for all three (cuda: C = 768, 1024) is compared with its general
-// kernels, bit for bit, with and without DBias.
+// kernels, bit for bit, with and without DBias (DBias within FP32 summation rounding: a backend may add the
+// fused column sum in other chunks than BiasGrad's, as cuda does below 32768 rows).
 func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 	ForEachBackend(t, func(t *testing.T, b tensor.Backend) {
 		rng := rand.New(rand.NewPCG(11, 13))
@@ -200,7 +201,13 @@ func TestResidualLayerNormBackwardMatchesItsParts(t *testing.T) {
 						t.Fatal(err)
 					}
 					what := fmt.Sprintf("dy %v C=%d p=%v bias=%v", h, c, p, withBias)
-					sameBits(t, what+" dbias", Download(t, b, dc1), Download(t, b, dc2))
+					if want, got := Download(t, b, dc1), Download(t, b, dc2); withBias {
+						if e, i := RelErr(got, want); e > 1e-5 {
+							t.Fatalf("%s dbias[%d] = %v fused, %v unfused: relative error %.3g", what, i, got[i], want[i], e)
+						}
+					} else {
+						sameBits(t, what+" dbias (not passed)", want, got)
+					}
 					sameBits(t, what+" dx", Download(t, b, dx1), Download(t, b, dx2))
 					sameBits(t, what+" dx (dbeta pass)", Download(t, b, dx1b), Download(t, b, dx2))
 					sameBits(t, what+" dy", Download(t, b, dy1), Download(t, b, dy2))
