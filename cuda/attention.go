@@ -57,8 +57,8 @@ var attnBwdMMA = os.Getenv("TUNE_ATTN_BWD") == "mma"
 
 // attnBwdWGVariants are the kernel-name suffixes of kernels/attention_bwd_wg.cu's variants (its comment says
 // what each changes); attnBwdWGVariant (TUNE_ATTN_BWD_WG, "" by default) picks the one launched, for
-// measurement.
-var attnBwdWGVariants = []string{"", "_o3", "_p"}
+// A/B runs (kernels/attention_bwd_wg.cu says what was measured).
+var attnBwdWGVariants = []string{"", "_o2", "_p"}
 
 var attnBwdWGVariant = func() string {
 	v := os.Getenv("TUNE_ATTN_BWD_WG")

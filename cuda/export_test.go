@@ -271,7 +271,7 @@ func AttnBwdWG(be *Backend, dt tensor.DType) (bool, error) {
 }
 
 // SetAttnBwdWGVariant makes AttentionBackward launch the warpgroup-MMA variant with kernel-name suffix v ("",
-// "_o3" or "_p", as TUNE_ATTN_BWD_WG) and returns a function restoring the setting.
+// "_o2" or "_p", as TUNE_ATTN_BWD_WG) and returns a function restoring the setting.
 func SetAttnBwdWGVariant(v string) (restore func()) {
 	old := attnBwdWGVariant
 	attnBwdWGVariant = v

@@ -394,16 +394,19 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const Attn
 }
 
 // One-dimensional grids in order_block's order (as kernels/attention_bwd.cu's D = 64 kernels), one warpgroup
-// per block. Variants (cuda/attention.go's TUNE_ATTN_BWD_WG, under measurement): no suffix,
-// __launch_bounds__(128, 2) (up to 255 registers; the four accumulators take 128) and each step's last two
-// products waited for before the next step; _o3, three blocks per SM (168 registers); _p, pipelined: the last
-// two products of a step run while the next step's loads wait and its first two products issue (the next
-// tile is queued once the first two products are done, so two buffers still suffice).
+// per block. The kernels without a suffix run three blocks per SM (__launch_bounds__(128, 3): at most 168
+// registers; the four accumulators take 128) and wait for each step's last two products before the next step.
+// Variants (cuda/attention.go's TUNE_ATTN_BWD_WG, for A/B runs): _o2, two blocks per SM (up to 255
+// registers), the default until H200 session 9 measured it slower everywhere (BERT-base (64, 12, 512, 64)
+// 1141 µs against 976; with dropout 0.1 1299 against 1085; SmolLM2's GQA 9/3 (8, 9, 2048, 64) causal 863
+// against 757); _p, two blocks per SM and pipelined: the last two products of a step run while the next
+// step's loads wait and its first two products issue (the next tile is queued once the first two products are
+// done, so two buffers still suffice); 1227 µs at BERT-base's shape.
 #define WG_KERNELS(T, BFV)                                                                                                      \
-	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_##T##_d64(const AttnParams p) { dq_wg<BFV, false>(p); }      \
-	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_##T##_d64(const AttnParams p) { dkdv_wg<BFV, false>(p); }  \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_wg_##T##_d64_o3(const AttnParams p) { dq_wg<BFV, false>(p); }   \
-	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_wg_##T##_d64_o3(const AttnParams p) { dkdv_wg<BFV, false>(p); } \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dq_wg_##T##_d64(const AttnParams p) { dq_wg<BFV, false>(p); }      \
+	extern "C" __global__ void __launch_bounds__(128, 3) attn_bwd_dkdv_wg_##T##_d64(const AttnParams p) { dkdv_wg<BFV, false>(p); }  \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_##T##_d64_o2(const AttnParams p) { dq_wg<BFV, false>(p); }   \
+	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_##T##_d64_o2(const AttnParams p) { dkdv_wg<BFV, false>(p); } \
 	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dq_wg_##T##_d64_p(const AttnParams p) { dq_wg<BFV, true>(p); }     \
 	extern "C" __global__ void __launch_bounds__(128, 2) attn_bwd_dkdv_wg_##T##_d64_p(const AttnParams p) { dkdv_wg<BFV, true>(p); }
 #if ATTN_D == 64 && ATTN_BF
