@@ -53,6 +53,7 @@ type Backend struct {
 	gstate       graphState
 	htodBytes    int             // host-to-device bytes issued so far (plus 256 each), for StepGraph's probe
 	staging      stagingRing     // page-locked ring the eager uploads go through (staging.go)
+	gate         gateWord        // TimeGated's page-locked flag (gate.go)
 	owner        opcheck.Owner   // which buffers are this backend's (op.tensor's opcheck.View)
 	colsumCount  cu.DevicePtr    // the column sums' per-tile counters (elementwise.go colsumCounters), 0 until used
 	noWgmma      bool            // the NVRTC cannot compile sm_90a (errNoSM90a): no wgmma kernels (attention.go's fwdWgmma)

@@ -58,7 +58,10 @@
 //
 // With Spec.Profile > 0, Run then runs that many steps through a Meter with profiling on: every op runs alone
 // between two CUDA events (or Synchronize calls), and its time, GEMM FLOPs and argument bytes are summed per op
-// class and per GEMM shape (Result.Breakdown, WriteBreakdown). Ops cannot overlap then and each one's time
+// class and per GEMM shape (Result.Breakdown, WriteBreakdown). On CUDA the start event sits behind a gate that
+// holds the stream until the host has queued the whole op (cuda.Backend.TimeGated), so an op's time is its
+// device time (what a kernel trace shows, and what it costs in a step whose host runs ahead), and the host's
+// time to validate and queue it is summed apart (OpStat.HostMS). Ops cannot overlap then and each one's time
 // includes its launch latency, which Breakdown.LaunchMS estimates with a 1-element Fill; the per-op sums show
 // where the time goes, the unprofiled median shows how long a step takes.
 package bench

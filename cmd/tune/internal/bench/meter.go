@@ -18,6 +18,25 @@ type eventTimer interface {
 	Time(fn func() error) (ms float64, err error)
 }
 
+// gatedTimer is implemented by a backend that can time the device work of queued ops without the host's gaps
+// between them (cuda.Backend.TimeGated): the device starts on the work only once it is all queued, and the host
+// time of queueing it is returned beside it. timedOut reports an op that made the host wait for the device.
+type gatedTimer interface {
+	TimeGated(fn func() error) (deviceMS, hostMS float64, timedOut bool, err error)
+}
+
+// gatedOn returns b's gated timer, or a stand-in from timer that reports no host time, and how it times.
+func gatedOn(b tensor.Backend) (gated func(fn func() error) (float64, float64, bool, error), how string) {
+	if gt, ok := b.(gatedTimer); ok {
+		return gt.TimeGated, "CUDA events behind a host gate (device time; host time apart)"
+	}
+	timer, how := timeOn(b)
+	return func(fn func() error) (float64, float64, bool, error) {
+		ms, err := timer(fn)
+		return ms, 0, false, err
+	}, how
+}
+
 // timeOn returns how b times a region of queued ops: device events when b has them, otherwise the wall clock
 // between two Synchronize calls (exact for the CPU backend, whose ops finish before they return).
 func timeOn(b tensor.Backend) (timer func(fn func() error) (float64, error), how string) {
@@ -43,7 +62,13 @@ func timeOn(b tensor.Backend) (timer func(fn func() error) (float64, error), how
 type OpStat struct {
 	Op    string  `json:"op"`    // the Backend method, with the GEMM's role and dtype for Gemm
 	Calls int     `json:"calls"` // calls over the profiled steps
-	MS    float64 `json:"ms"`    // summed time, milliseconds
+	MS    float64 `json:"ms"`    // summed device time (the wall clock on the CPU), milliseconds
+	// HostMS is the summed host time of the calls (validation, work lists, launches), measured apart from MS
+	// by a gated timer (cuda.Backend.TimeGated); 0 where the backend has none.
+	HostMS float64 `json:"host_ms,omitempty"`
+	// Waits counts the calls that made the host wait for the device while timed (their MS then includes the
+	// host's work after the wait).
+	Waits int     `json:"waits,omitempty"`
 	FLOPs float64 `json:"flops"` // summed GEMM work (2·M·N·K·batch); 0 for other ops
 	Bytes float64 `json:"bytes"` // summed bytes of the op's tensor arguments (see Meter)
 }
@@ -52,11 +77,12 @@ type OpStat struct {
 //   - memory: the bytes of the buffers allocated through it (Alloc minus Free), and their peak since the last
 //     ResetPeak. This is what the CPU backend holds for the model; a CUDA backend's caching allocator reports
 //     more (it also counts the ops' scratch buffers), and Run prefers it there.
-//   - time, while profiling is on (SetProfiling): every op runs alone between two timing points (device events
-//     on CUDA, so the time includes the op's launch latency; the wall clock around Synchronize on the CPU), and
-//     its time, GEMM FLOPs and argument bytes are accumulated per op class. Ops then cannot overlap and each
-//     pays a full launch, so a profiled step is slower than a real one; the breakdown shows where the time goes,
-//     not the step time.
+//   - time, while profiling is on (SetProfiling): every op runs alone between two timing points, and its time,
+//     GEMM FLOPs and argument bytes are accumulated per op class. On CUDA the points are device events behind a
+//     gate (cuda.Backend.TimeGated): the device starts on the op's kernels once the host has queued them all,
+//     so the time is the op's device time, launch latency included but not the host's work, which is summed
+//     apart (HostMS). On the CPU they are the wall clock around Synchronize. Ops then cannot overlap, so a
+//     profiled step is slower than a real one; the breakdown shows where the time goes, not the step time.
 //
 // Bytes per op are an estimate of the traffic the op cannot avoid: each tensor argument once, an output that is
 // also read (a GEMM with beta ≠ 0, AdamW's parameters and moments) twice, only the gathered rows of an embedding
@@ -73,7 +99,7 @@ type Meter struct {
 	live        map[*tensor.Tensor]int64
 	bytes, peak int64
 	profiling   bool
-	timer       func(fn func() error) (float64, error)
+	timer       func(fn func() error) (deviceMS, hostMS float64, timedOut bool, err error)
 	ops         map[string]*OpStat
 	gemms       map[string]*OpStat
 	hostReads   map[string]int64
@@ -84,7 +110,7 @@ var _ tensor.Backend = (*Meter)(nil)
 
 // NewMeter returns a Meter around inner with profiling off.
 func NewMeter(inner tensor.Backend) *Meter {
-	timer, _ := timeOn(inner)
+	timer, _ := gatedOn(inner)
 	m := &Meter{Backend: inner, live: map[*tensor.Tensor]int64{}, timer: timer,
 		ops: map[string]*OpStat{}, gemms: map[string]*OpStat{}, hostReads: map[string]int64{}, distinct: map[*tensor.Tensor]int{}}
 	if inner.Name() == "cpu" {
@@ -159,7 +185,7 @@ func (m *Meter) run(op, gemm string, flops, bytes float64, fn func() error) erro
 	if !on {
 		return fn()
 	}
-	ms, err := m.timer(fn)
+	ms, host, waited, err := m.timer(fn)
 	if err != nil {
 		return err
 	}
@@ -173,6 +199,10 @@ func (m *Meter) run(op, gemm string, flops, bytes float64, fn func() error) erro
 		}
 		s.Calls++
 		s.MS += ms
+		s.HostMS += host
+		if waited {
+			s.Waits++
+		}
 		s.FLOPs += flops
 		s.Bytes += bytes
 	}

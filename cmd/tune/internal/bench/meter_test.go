@@ -196,3 +196,44 @@ func TestMeterEmbeddingBytes(t *testing.T) {
 		t.Errorf("EmbeddingBackward counts %v bytes, want (ids + dout + 3 rows twice) + (ids + dout + 2 rows twice)", b)
 	}
 }
+
+// gatedCPU is the CPU backend with a TimeGated that reports fixed device and host times, so that the Meter's
+// use of a gated timer can be checked without a GPU.
+type gatedCPU struct {
+	tensor.Backend
+	calls int
+}
+
+func (g *gatedCPU) TimeGated(fn func() error) (float64, float64, bool, error) {
+	g.calls++
+	err := fn()
+	return 0.25, 0.5, g.calls == 2, err
+}
+
+// TestMeterGatedTiming: with a backend that times ops behind a gate, the Meter sums its device and host times
+// apart and counts the calls that waited for the device.
+func TestMeterGatedTiming(t *testing.T) {
+	g := &gatedCPU{Backend: cpu.New()}
+	m := NewMeter(g)
+	x, _ := m.Alloc(tensor.F32, 8)
+	m.SetProfiling(true)
+	for range 3 {
+		if err := m.Scale(x, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.SetProfiling(false)
+	ops := m.Ops()
+	if len(ops) != 1 || ops[0].Op != "Scale" {
+		t.Fatalf("ops %+v, want one Scale class", ops)
+	}
+	if o := ops[0]; o.Calls != 3 || o.MS != 0.75 || o.HostMS != 1.5 || o.Waits != 1 {
+		t.Errorf("%+v, want 3 calls, 0.75 device ms, 1.5 host ms, 1 wait", o)
+	}
+	if _, how := gatedOn(g); !strings.Contains(how, "gate") {
+		t.Errorf("gatedOn says %q, want the gated timing named", how)
+	}
+	if _, how := gatedOn(cpu.New()); how != "wall clock" {
+		t.Errorf("gatedOn(cpu) says %q, want wall clock", how)
+	}
+}

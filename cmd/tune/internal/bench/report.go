@@ -75,9 +75,17 @@ func WriteBreakdown(w io.Writer, r *Result) error {
 	fmt.Fprintf(w, "per-op time of %s (%d profiled steps, every op timed alone with %s: %.1f ms/step in ops, "+
 		"%.1f ms for an unprofiled step; a 1-element op takes %.4f ms this way)\n",
 		r.Key(), bd.Steps, bd.Timing, total/per, bd.StepMS, bd.LaunchMS)
+	host := false // a gated timer measured host time apart
+	for _, o := range bd.Ops {
+		host = host || o.HostMS > 0
+	}
 	write := func(title string, ops []OpStat) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%s\tcalls/step\tms/step\tshare\tTFLOP/s\tGB/s\t\n", title)
+		fmt.Fprintf(tw, "%s\tcalls/step\tms/step\tshare\tTFLOP/s\tGB/s\t", title)
+		if host {
+			fmt.Fprint(tw, "host ms/step\t")
+		}
+		fmt.Fprintln(tw)
 		for _, o := range ops {
 			tf, gb := "", ""
 			if o.MS > 0 && o.FLOPs > 0 {
@@ -86,8 +94,15 @@ func WriteBreakdown(w io.Writer, r *Result) error {
 			if o.MS > 0 && o.Bytes > 0 {
 				gb = rate(o.Bytes / (o.MS / 1e3) / 1e9)
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f%%\t%s\t%s\t\n", o.Op, float64(o.Calls)/per, o.MS/per,
+			fmt.Fprintf(tw, "%s\t%.0f\t%.3f\t%.1f%%\t%s\t%s\t", o.Op, float64(o.Calls)/per, o.MS/per,
 				100*o.MS/total, tf, gb)
+			if host {
+				fmt.Fprintf(tw, "%.3f\t", o.HostMS/per)
+			}
+			if o.Waits > 0 {
+				fmt.Fprintf(tw, "(%d waited for the device)\t", o.Waits)
+			}
+			fmt.Fprintln(tw)
 		}
 		return tw.Flush()
 	}

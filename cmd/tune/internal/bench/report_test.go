@@ -115,6 +115,20 @@ func TestWriteTableAndBreakdown(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", w, buf.String())
 		}
 	}
+	if strings.Contains(buf.String(), "host ms/step") {
+		t.Errorf("a breakdown without host times shows a host column:\n%s", buf.String())
+	}
+	// With a gated timer's host times (and a call that waited), the host column appears.
+	r.Breakdown.Ops[1].HostMS, r.Breakdown.Ops[1].Waits = 0.9, 1
+	buf.Reset()
+	if err := WriteBreakdown(&buf, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"host ms/step", "0.450", "(1 waited for the device)"} {
+		if !strings.Contains(buf.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, buf.String())
+		}
+	}
 }
 
 func TestChart(t *testing.T) {

@@ -92,7 +92,7 @@ type Breakdown struct {
 	// LaunchMS is the median time of a 1-element Fill measured the same way: roughly what each op's time
 	// includes besides its own work.
 	LaunchMS float64 `json:"launch_ms"`
-	Timing   string  `json:"timing"` // how ops were timed: "CUDA events", "wall clock"
+	Timing   string  `json:"timing"` // how ops were timed: "CUDA events behind a host gate ...", "wall clock"
 }
 
 // File is a results file: what produced it and its results.

@@ -411,10 +411,10 @@ func Run(ctx context.Context, b tensor.Backend, s Spec) (res *Result, err error)
 	res.TokensPerS = float64(s.Batch*s.Seq) / (sum.Median / 1e3)
 	res.TFLOPS = res.FLOPsPerStep / (sum.Median / 1e3) / 1e12
 	if s.Profile > 0 {
-		if res.Breakdown, err = profile(ctx, meter, st, timer, s.Profile); err != nil {
+		if res.Breakdown, err = profile(ctx, meter, st, s.Profile); err != nil {
 			return nil, err
 		}
-		res.Breakdown.StepMS, res.Breakdown.Timing = sum.Median, how
+		res.Breakdown.StepMS = sum.Median
 	}
 	return res, nil
 }
@@ -570,14 +570,15 @@ func newResult(b tensor.Backend, s *Spec, m trainee) *Result {
 }
 
 // profile runs n steps with every op timed alone and returns the per-op sums.
-func profile(ctx context.Context, meter *Meter, st *stepper, timer func(func() error) (float64, error), n int) (*Breakdown, error) {
+func profile(ctx context.Context, meter *Meter, st *stepper, n int) (*Breakdown, error) {
+	timer, how := gatedOn(meter.Backend)
 	probe, err := meter.Alloc(tensor.F32, 1)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	var launch []float64
 	for range 21 {
-		ms, err := timer(func() error { return meter.Backend.Fill(probe, 1) })
+		ms, _, _, err := timer(func() error { return meter.Backend.Fill(probe, 1) })
 		if err != nil {
 			return nil, fmt.Errorf("bench: timing a 1-element Fill: %w", err)
 		}
@@ -594,7 +595,7 @@ func profile(ctx context.Context, meter *Meter, st *stepper, timer func(func() e
 		}
 	}
 	gemms := meter.Gemms()
-	return &Breakdown{Steps: n, Ops: meter.Ops(), Gemms: gemms[:min(len(gemms), 20)], LaunchMS: Percentile(launch, 50)}, nil
+	return &Breakdown{Steps: n, Ops: meter.Ops(), Gemms: gemms[:min(len(gemms), 20)], LaunchMS: Percentile(launch, 50), Timing: how}, nil
 }
 
 // profiled holds the TUNE_BENCH_CPUPROFILE paths this process has written, so that the later precisions of one
