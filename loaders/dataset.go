@@ -44,6 +44,42 @@ type Dataset struct {
 	// integer, taken as a class id, and IDLabel that label; 0 and "" when there is none (or no Label2ID).
 	IDLabelLine int
 	IDLabel     string
+
+	// missing describes the rows of a labelled file that have no label (nil when every row has one), for
+	// MissingLabels.
+	missing *MissingLabelError
+}
+
+// MissingLabels returns a *MissingLabelError when rows of a labelled file (not DatasetOptions.Unlabelled, not
+// Regression) have no label (an empty label field, a JSON label that is null or an empty string); LoadDataset
+// reads them as IgnoreLabel, which suits a partly labelled file but not a training or evaluation set. Nil when
+// every row has a label.
+func (d *Dataset) MissingLabels() error {
+	if d.missing == nil {
+		return nil
+	}
+	return d.missing
+}
+
+// MissingLabelError is Dataset.MissingLabels' error: it names the file, the first row without a label (its
+// line, 1-based as an editor shows it), the label column or key, and how many rows have none.
+type MissingLabelError struct {
+	Path    string // the data file
+	Line    int    // the line of the first row without a label
+	Field   string // the label's column or key: `column "label"`, `column 2` (no header), `key "label"` (JSONL)
+	Value   string // what that row holds there: "empty", "null"
+	Missing int    // how many rows have no label
+	Rows    int    // how many rows the file has
+}
+
+// BadInput marks the error as the input's (internal/badinput): the data file must change (exit 2).
+func (e *MissingLabelError) BadInput() bool { return true }
+
+// Error says which row has no label, in which column or key, how many do, and what to do.
+func (e *MissingLabelError) Error() string {
+	return fmt.Sprintf("loaders: %s:%d: no label: the label %s is %s (%d of the file's %d rows have no label); every "+
+		"row of a training or evaluation file needs a label: fill them in or remove those rows (tune predict "+
+		"reads files without labels)", e.Path, e.Line, e.Field, e.Value, e.Missing, e.Rows)
 }
 
 // Len returns the number of examples.
@@ -90,7 +126,8 @@ type DatasetOptions struct {
 // rawRow is a row before label mapping.
 type rawRow struct {
 	text, pair, label string
-	hasPair, hasLabel bool // hasLabel false: empty field or JSON null
+	hasPair, hasLabel bool   // hasLabel false: empty field, JSON null or empty string
+	noLabel           string // when !hasLabel, what the label holds: "empty" or "null"
 	line              int
 }
 
@@ -127,16 +164,17 @@ func loadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 	defer f.Close()
 	lr := NewLineReader(f, path, opts.MaxRowBytes)
 	var rows []rawRow
+	var field string // the label's column or key, for messages
 	switch format {
 	case "tsv", "csv":
-		rows, err = readDelimited(path, lr, format, opts)
+		rows, field, err = readDelimited(path, lr, format, opts)
 	default:
-		rows, err = readJSONL(path, lr, opts)
+		rows, field, err = readJSONL(path, lr, opts)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return buildDataset(path, rows, opts)
+	return buildDataset(path, rows, field, opts)
 }
 
 // columnSpec is a column resolved against the header: its index, or -1 when absent.
@@ -209,13 +247,27 @@ func delimiterHint(first []string, format string) string {
 	return ""
 }
 
-func readDelimited(path string, lr *LineReader, format string, opts DatasetOptions) ([]rawRow, error) {
+// readDelimited returns the rows of a TSV or CSV file and its label column as messages name it (`column
+// "label"`, `column 2` by index; "" when unlabelled).
+func readDelimited(path string, lr *LineReader, format string, opts DatasetOptions) ([]rawRow, string, error) {
+	rows, label, err := readDelimitedRows(path, lr, format, opts)
+	if err != nil || opts.Unlabelled {
+		return rows, "", err
+	}
+	if i, err := strconv.Atoi(label); err == nil {
+		return rows, fmt.Sprintf("column %d", i), nil
+	}
+	return rows, fmt.Sprintf("column %q", label), nil
+}
+
+// readDelimitedRows is readDelimited returning the label column as configured or defaulted.
+func readDelimitedRows(path string, lr *LineReader, format string, opts DatasetOptions) ([]rawRow, string, error) {
 	records, lines, err := splitRecords(path, lr, format)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(records) == 0 {
-		return nil, fmt.Errorf("loaders: %s: the file has no rows", path)
+		return nil, "", fmt.Errorf("loaders: %s: the file has no rows", path)
 	}
 	hint := delimiterHint(records[0], format)
 	var header []string
@@ -238,13 +290,13 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 		for _, name := range []string{text, pair, label} {
 			if i := indexOf(header, name); name != "" && i >= 0 {
 				if j := indexOf(header[i+1:], name); j >= 0 {
-					return nil, fmt.Errorf("loaders: %s:1: the header names column %q twice (columns %d and %d); rename one", path, name, i, i+1+j)
+					return nil, "", fmt.Errorf("loaders: %s:1: the header names column %q twice (columns %d and %d); rename one", path, name, i, i+1+j)
 				}
 			}
 		}
 		records, lines = records[1:], lines[1:]
 		if len(records) == 0 {
-			return nil, fmt.Errorf("loaders: %s: the file has a header row and no examples", path)
+			return nil, "", fmt.Errorf("loaders: %s: the file has a header row and no examples", path)
 		}
 	}
 	text, pair, label := defaultColumns(opts, header)
@@ -260,26 +312,26 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 	}
 	ti, err := resolve(path, "text", text, header, width)
 	if err != nil {
-		return nil, fmt.Errorf("%w%s", err, hint)
+		return nil, "", fmt.Errorf("%w%s", err, hint)
 	}
 	pi, li := -1, -1
 	if pair != "" {
 		if pi, err = resolve(path, "text_pair", pair, header, width); err != nil {
-			return nil, fmt.Errorf("%w%s", err, hint)
+			return nil, "", fmt.Errorf("%w%s", err, hint)
 		}
 	}
 	if !opts.Unlabelled {
 		if li, err = resolve(path, "label", label, header, width); err != nil {
-			return nil, fmt.Errorf("%w%s", err, hint)
+			return nil, "", fmt.Errorf("%w%s", err, hint)
 		}
 		if li == ti || li == pi {
-			return nil, fmt.Errorf("loaders: %s: the label column %d is also a text column; set the columns, or unlabelled%s", path, li, hint)
+			return nil, "", fmt.Errorf("loaders: %s: the label column %d is also a text column; set the columns, or unlabelled%s", path, li, hint)
 		}
 	}
 	rows := make([]rawRow, 0, len(records))
 	for k, rec := range records {
 		if len(rec) != width {
-			return nil, fmt.Errorf("loaders: %s:%d: %d columns, expected %d (as the first row)", path, lines[k], len(rec), width)
+			return nil, "", fmt.Errorf("loaders: %s:%d: %d columns, expected %d (as the first row)", path, lines[k], len(rec), width)
 		}
 		r := rawRow{text: rec[ti], line: lines[k]}
 		if pi >= 0 {
@@ -288,10 +340,13 @@ func readDelimited(path string, lr *LineReader, format string, opts DatasetOptio
 		if li >= 0 {
 			r.label = rec[li]
 			r.hasLabel = strings.TrimSpace(r.label) != ""
+			if !r.hasLabel {
+				r.noLabel = "empty"
+			}
 		}
 		rows = append(rows, r)
 	}
-	return rows, nil
+	return rows, label, nil
 }
 
 // splitRecords returns the rows of a TSV (tabs, no quoting) or CSV (RFC 4180) file and the line each starts
@@ -340,7 +395,18 @@ func splitRecords(path string, lr *LineReader, format string) ([][]string, []int
 	}
 }
 
-func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, error) {
+// readJSONL returns the rows of a JSONL file and its label key as messages name it (`key "label"`; "" when
+// unlabelled).
+func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, string, error) {
+	rows, label, err := readJSONLRows(path, lr, opts)
+	if err != nil || opts.Unlabelled {
+		return rows, "", err
+	}
+	return rows, fmt.Sprintf("key %q", label), nil
+}
+
+// readJSONLRows is readJSONL returning the label key as configured or defaulted.
+func readJSONLRows(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, string, error) {
 	text, pair, label := defaultColumns(opts, nil)
 	var rows []rawRow
 	for {
@@ -349,7 +415,7 @@ func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, erro
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		if len(bytes.TrimSpace(l)) == 0 {
 			continue
@@ -358,9 +424,9 @@ func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, erro
 		if err := json.Unmarshal(l, &obj); err != nil {
 			var te *json.UnmarshalTypeError
 			if errors.As(err, &te) {
-				return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: the line is a JSON %s; each line must be one object such as {\"text\": \"...\", \"label\": 1}", path, line, te.Value)
+				return nil, "", fmt.Errorf("loaders: %s:%d: not a JSON object: the line is a JSON %s; each line must be one object such as {\"text\": \"...\", \"label\": 1}", path, line, te.Value)
 			}
-			return nil, fmt.Errorf("loaders: %s:%d: not a JSON object: %v", path, line, err)
+			return nil, "", fmt.Errorf("loaders: %s:%d: not a JSON object: %v", path, line, err)
 		}
 		if opts.TextColumn == "" && len(rows) == 0 {
 			keys := make([]string, 0, len(obj))
@@ -371,25 +437,37 @@ func readJSONL(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, erro
 		}
 		r := rawRow{line: line}
 		if r.text, _, err = jsonField(obj, text, true); err != nil {
-			return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+			return nil, "", fmt.Errorf("loaders: %s:%d: %w", path, line, err)
 		}
 		if pair != "" {
 			if r.pair, _, err = jsonField(obj, pair, true); err != nil {
-				return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+				return nil, "", fmt.Errorf("loaders: %s:%d: %w", path, line, err)
 			}
 			r.hasPair = true
 		}
 		if !opts.Unlabelled {
+			if _, ok := obj[label]; !ok {
+				return nil, "", fmt.Errorf("loaders: %s:%d: no label: the row has no key %q; every row of a training or "+
+					"evaluation file needs its label there (or set the label column option to the key that holds "+
+					"it; tune predict reads files without labels)", path, line, label)
+			}
 			if r.label, r.hasLabel, err = jsonField(obj, label, false); err != nil {
-				return nil, fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+				return nil, "", fmt.Errorf("loaders: %s:%d: %w", path, line, err)
+			}
+			// An empty string is no label, as an empty TSV/CSV field is (not a class named "").
+			switch {
+			case !r.hasLabel:
+				r.noLabel = "null"
+			case strings.TrimSpace(r.label) == "":
+				r.hasLabel, r.noLabel = false, "empty"
 			}
 		}
 		rows = append(rows, r)
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("loaders: %s: the file has no rows", path)
+		return nil, "", fmt.Errorf("loaders: %s: the file has no rows", path)
 	}
-	return rows, nil
+	return rows, label, nil
 }
 
 // jsonField returns key's value as text: a string as is, a number as written, true/false; null gives ok=false.
@@ -421,7 +499,8 @@ func jsonField(obj map[string]json.RawMessage, key string, text bool) (string, b
 }
 
 // buildDataset maps labels to ids (or targets) and builds the examples.
-func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, error) {
+// field names the label's column or key in messages.
+func buildDataset(path string, rows []rawRow, field string, opts DatasetOptions) (*Dataset, error) {
 	d := &Dataset{Path: path, Examples: make([]Example, len(rows)), Regression: opts.Regression}
 	for i, r := range rows {
 		e := Example{Text: r.text, Label: IgnoreLabel, Line: r.line}
@@ -437,7 +516,8 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 	if opts.Regression {
 		for i, r := range rows {
 			if !r.hasLabel {
-				return nil, fmt.Errorf("loaders: %s:%d: empty regression target", path, r.line)
+				return nil, fmt.Errorf("loaders: %s:%d: no regression target: the label %s is %s; every row needs a "+
+					"number there", path, r.line, field, r.noLabel)
 			}
 			v, err := strconv.ParseFloat(strings.TrimSpace(r.label), 32)
 			if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -454,6 +534,10 @@ func buildDataset(path string, rows []rawRow, opts DatasetOptions) (*Dataset, er
 	d.LabelNames = names
 	for i, r := range rows {
 		if !r.hasLabel {
+			if d.missing == nil {
+				d.missing = &MissingLabelError{Path: path, Line: r.line, Field: field, Value: r.noLabel, Rows: len(rows)}
+			}
+			d.missing.Missing++
 			continue
 		}
 		label := strings.TrimSpace(r.label)

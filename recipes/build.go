@@ -429,27 +429,16 @@ func numbersAsNames(key string, ds *loaders.Dataset) string {
 }
 
 // unlabelledRows refuses a labelled file (training, evaluation, tune eval) with rows that have no label (an
-// empty label field, JSON "label": null), which loaders reads as IgnoreLabel: the loss would skip them while
-// they were counted as examples (a broken export trained on half its rows without a word, and
-// eval_samples_per_second counted rows never scored). transformers fails on a None label too. The error names
-// the first such row and how many there are.
+// empty label field, a JSON label that is null or ""), which loaders reads as IgnoreLabel: the loss would skip
+// them while they were counted as examples (a broken export trained on half its rows without a word, and
+// eval_samples_per_second counted rows never scored). transformers fails on a None label too. The error is
+// loaders' *MissingLabelError (bad input, exit 2): the first such row's file:line, the label column or key,
+// and how many rows have none.
 func unlabelledRows(key string, ds *loaders.Dataset) error {
-	var first *loaders.Example
-	n := 0
-	for i := range ds.Examples {
-		if ds.Examples[i].Label == loaders.IgnoreLabel {
-			if first == nil {
-				first = &ds.Examples[i]
-			}
-			n++
-		}
+	if err := ds.MissingLabels(); err != nil {
+		return errctx.Wrapf(err, "recipes: %s", key)
 	}
-	if first == nil {
-		return nil
-	}
-	return fmt.Errorf("recipes: %s: %s:%d has no label (an empty label field or \"label\": null), and %d of the file's %d rows have none: "+
-		"every row of a training or evaluation file needs a label; fill them in or remove those rows "+
-		"(tune predict reads files without labels)", key, ds.Path, first.Line, n, len(ds.Examples))
+	return nil
 }
 
 // isDefaultLabels reports whether names are transformers' placeholders LABEL_0, LABEL_1, ...

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
 )
@@ -14,8 +15,9 @@ import (
 // unlabelled (IgnoreLabel) and silently left out of the loss and the metrics while it still counted as an
 // example (tester4: "4000 training examples" trained on 2000; eval reported 500 examples and scored 250). A
 // training or evaluation file (data.train, data.eval, data.test, tune eval's --data) must label every row, as
-// transformers' Trainer needs; the error names the first unlabelled row and how many there are. Prediction
-// still reads files without labels.
+// transformers' Trainer needs; the error names the first unlabelled row, the label column or key and how many
+// rows have none, and is bad input (exit 2: tester10 F2, tune eval exited 1). Prediction still reads files
+// without labels.
 func TestRowsWithoutLabelsAreRefused(t *testing.T) {
 	for _, key := range []string{"data.train", "data.eval"} {
 		t.Run(key, func(t *testing.T) {
@@ -29,8 +31,8 @@ func TestRowsWithoutLabelsAreRefused(t *testing.T) {
 				r.Data.Eval = filepath.Join(dir, "half.tsv")
 			}
 			_, err := Build(r, cpu.New(), trainer.WithOutput(nil))
-			if err == nil || !strings.Contains(err.Error(), key+": "+filepath.Join(dir, "half.tsv")+":3 has no label") ||
-				!strings.Contains(err.Error(), "2 of the file's 4 rows have none") {
+			if err == nil || !strings.Contains(err.Error(), key+": "+filepath.Join(dir, "half.tsv")+`:3: no label: the label column "label" is empty`) ||
+				!strings.Contains(err.Error(), "2 of the file's 4 rows have no label") || !badinput.Is(err) {
 				t.Errorf("empty labels in %s: %v", key, err)
 			}
 		})
@@ -46,7 +48,7 @@ func TestRowsWithoutLabelsAreRefused(t *testing.T) {
 	if err := os.WriteFile(nulls, []byte("{\"sentence\": \"a\", \"label\": \"pos\"}\n{\"sentence\": \"b\", \"label\": null}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run.LoadDataset("--data", nulls, Data{MaxLength: 32}, nil); err == nil || !strings.Contains(err.Error(), nulls+":2 has no label") {
+	if _, err := run.LoadDataset("--data", nulls, Data{MaxLength: 32}, nil); err == nil || !strings.Contains(err.Error(), nulls+`:2: no label: the label key "label" is null`) || !badinput.Is(err) {
 		t.Errorf(`"label": null in tune eval's --data: %v`, err)
 	}
 	if ds, err := run.LoadUnlabelled("--input", nulls, Data{MaxLength: 32}); err != nil || ds.Len() != 2 {
