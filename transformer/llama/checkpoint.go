@@ -11,7 +11,6 @@ import (
 	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/tensor/meta"
 	"github.com/tune-ml/tune/transformer"
 )
 
@@ -92,7 +91,8 @@ func (m *ForCausalLM) match(ck *loaders.Checkpoint) (*loaders.LoadReport, map[st
 // to the FP32 masters). Names come from the model's own parameter list; a checkpoint of the base model (no
 // "model." prefix) loads too. A tensor the model lacks in the checkpoint, a checkpoint tensor the model does
 // not have (other than rotary inv_freq buffers, and lm_head.weight of a tied model), or a shape that differs
-// is an error naming the tensors and the config.json the shapes come from. generation_config.json is kept for
+// is an error naming the tensors (each with the checkpoint's shape and the config's) and the config.json the
+// shapes come from, found from the headers before anything is allocated (matchMeta). generation_config.json is kept for
 // Save. opts are BERT's classification options; a causal LM has none (LoadOptions.Seed is unused: every
 // tensor comes from the checkpoint).
 func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) (m *ForCausalLM, report *transformer.LoadReport, err error) {
@@ -109,16 +109,11 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 		return nil, nil, errctx.Wrapf(err, "llama: load %s", dir)
 	}
 	defer ck.Close()
-	if err := checkCovers(cfg, ck, dir); err != nil {
-		return nil, nil, err
+	report, source, err := matchMeta(dir, cfg, ck)
+	if err != nil {
+		return nil, report, err
 	}
 	if m, err = build(b, cfg); err != nil {
-		return nil, nil, err
-	}
-	lr, source := m.match(ck)
-	report = &transformer.LoadReport{LoadReport: lr, Architecture: cfg.Architecture}
-	if err := problemsError(dir, ck, lr); err != nil {
-		m.FreeParameters()
 		return nil, report, err
 	}
 	if err := transformer.LoadParams(m.Backend(), ck, m.namedParameters(), source, m.rules()); err != nil {
@@ -144,23 +139,16 @@ func problemsError(dir string, ck *loaders.Checkpoint, lr *loaders.LoadReport) e
 
 // CheckPretrained matches the checkpoint ck with the config.json in dir as LoadPretrained does, without loading it
 // (transformer.Family.Check): the report, and LoadPretrained's error for weights the config does not describe.
-// The parameter list comes from the model built on the meta backend, after checkCovers has bounded it by the
-// checkpoint, so nothing is allocated by the config's sizes.
+// The parameter list comes from the model built on the meta backend (matchMeta), after checkCovers has bounded
+// it by the checkpoint's layers, so nothing is allocated by the config's sizes.
 func CheckPretrained(dir string, ck *loaders.Checkpoint) (report *transformer.LoadReport, err error) {
 	defer recoverError(&err)
 	cfg, err := ReadConfig(dir)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkCovers(cfg, ck, dir); err != nil {
-		return nil, err
-	}
-	m, err := build(meta.New(nil), cfg)
-	if err != nil {
-		return nil, err
-	}
-	lr, _ := m.match(ck)
-	return &transformer.LoadReport{LoadReport: lr, Architecture: cfg.Architecture}, problemsError(dir, ck, lr)
+	report, _, err = matchMeta(dir, cfg, ck)
+	return report, err
 }
 
 // Save writes the model as save_pretrained does: config.json (the loaded file's keys and layout kept, dtype

@@ -7,14 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
 )
 
 // TestLoadRefusesAConfigLargerThanItsWeights: a config.json edited to describe more layers, or far more
-// parameters, than the checkpoint beside it holds is refused by its keys before the model is built (which
-// would otherwise allocate what the file says: num_hidden_layers 10000000 took 12 GiB in 35 s), naming
-// config.json, the key and what the checkpoint holds.
+// parameters, than the checkpoint beside it holds is refused before the model is allocated (which would
+// otherwise allocate what the file says: num_hidden_layers 10000000 took 12 GiB in 35 s): more layers by the
+// key and what the checkpoint holds, other sizes by the tensors of another shape, each with the checkpoint's
+// shape and the config's, as bad input (tester10 F1: a config of far more parameters was refused by its
+// parameter count alone, naming no tensor, and tune inspect exited 1).
 func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
 	b := cpuBackend()
 	dir := t.TempDir()
@@ -31,9 +34,9 @@ func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
 		want  []string
 	}{
 		{"num_hidden_layers", 3, []string{"num_hidden_layers 3", "holds 2 layers"}},
-		{"intermediate_size", 24 * 40, []string{"parameters", "intermediate_size 960"}},
-		// Within checkCovers' bound: the tensor-by-tensor report names the mis-shaped tensors.
+		{"intermediate_size", 24 * 40, []string{"tensors of another shape", "model.layers.0.mlp.down_proj.weight: checkpoint [16 24], model [16 960]"}},
 		{"intermediate_size", 40, []string{"tensors of another shape", "mlp.down_proj.weight"}},
+		{"vocab_size", 100_000, []string{"2 tensors of another shape", "model.embed_tokens.weight: checkpoint ["}},
 	} {
 		t.Run(c.key, func(t *testing.T) {
 			var cfg map[string]any
@@ -58,6 +61,9 @@ func TestLoadRefusesAConfigLargerThanItsWeights(t *testing.T) {
 				}
 			}
 			// CheckPretrained (tune inspect's check) finds the same problem without loading.
+			if !badinput.Is(err) {
+				t.Errorf("%v is not marked as bad input", err)
+			}
 			if _, cerr := checkPretrained(t, d); cerr == nil || cerr.Error() != err.Error() {
 				t.Errorf("CheckPretrained: %v\nwant LoadPretrained's error %v", cerr, err)
 			}
