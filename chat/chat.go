@@ -21,6 +21,7 @@ type Template struct {
 	source  string
 	tmpl    *jinja.Template
 	special map[string]string
+	lined   bool // the errors of undefined values name their template line (instrument)
 	// Now is the clock strftime_now reads; time.Now when nil.
 	Now func() time.Time
 }
@@ -39,12 +40,23 @@ type Options struct {
 type Error struct {
 	// Source is the template's file.
 	Source string
-	// Msg is the message, as raise_exception got it or as the engine wrote it.
+	// Line is the template line of the tag that failed, when known (0 otherwise).
+	Line int
+	// Msg is the message, as raise_exception got it, as jinja2 words an UndefinedError, or as the engine wrote
+	// it.
 	Msg string
+	// Undefined marks what jinja2 raises as UndefinedError: an undefined value used other than by printing,
+	// testing or iterating it (undefined.go).
+	Undefined bool
 }
 
-// Error returns "chat template SOURCE: MSG".
-func (e *Error) Error() string { return fmt.Sprintf("chat template %s: %s", e.Source, e.Msg) }
+// Error returns "chat template SOURCE: MSG", or "chat template SOURCE:LINE: MSG" when the line is known.
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("chat template %s:%d: %s", e.Source, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("chat template %s: %s", e.Source, e.Msg)
+}
 
 // BadInput marks the error as the input's (internal/badinput): the template or the conversation must change
 // (exit status 2).
@@ -60,7 +72,8 @@ func Compile(src, source string, special map[string]string) (*Template, error) {
 	if err != nil {
 		return nil, badinput.Errorf("chat template %s does not compile: %v", source, err)
 	}
-	if err := instrument(t); err != nil {
+	lined, err := instrument(t, rewriteIndentedTojson(src))
+	if err != nil {
 		return nil, fmt.Errorf("chat template %s: cannot apply tune's rendering limits: %v", source, err)
 	}
 	sp := map[string]string{}
@@ -69,7 +82,7 @@ func Compile(src, source string, special map[string]string) (*Template, error) {
 			sp[k] = v
 		}
 	}
-	return &Template{source: source, tmpl: t, special: sp}, nil
+	return &Template{source: source, tmpl: t, special: sp, lined: lined}, nil
 }
 
 // ErrNoTemplate is returned by FromConfig for a tokenizer without a chat template.
@@ -108,7 +121,7 @@ func (t *Template) Render(messages []jinja.Value, opts Options) (string, error) 
 					msg = args[0].String()
 				}
 			}
-			return jinja.Undefined(), &Error{t.source, msg}
+			return jinja.Undefined(), &Error{Source: t.source, Msg: msg}
 		}),
 		"strftime_now": jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
 			if len(args) != 1 || !args[0].IsString() {
@@ -140,7 +153,7 @@ func (t *Template) Render(messages []jinja.Value, opts Options) (string, error) 
 		if errors.As(err, &e) {
 			return "", e
 		}
-		return "", &Error{t.source, err.Error()}
+		return "", &Error{Source: t.source, Msg: err.Error()}
 	}
 	return out, nil
 }

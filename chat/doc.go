@@ -21,6 +21,11 @@
 // limits of limits.go (MaxRange, MaxDepth, MaxLoopIterations, MaxOutput, MaxBuilt, MaxNesting), as
 // transformers renders in jinja2's sandbox; a template past one fails with an Error.
 //
+// An undefined value (a variable not set, a missing key, an index out of range) behaves as jinja2's default
+// Undefined, which transformers renders with: it prints as "", is false and iterates as empty, but reading an
+// attribute or item of it, calling it, arithmetic and ordering comparisons with it fail with jinja2's
+// UndefinedError message ("'foo' is undefined") and the template line (undefined.go).
+//
 // A template that calls raise_exception fails with an error holding its message (Error), which callers
 // report with the file and line of the conversation.
 package chat

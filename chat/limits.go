@@ -50,7 +50,7 @@ type guard struct {
 }
 
 func (g *guard) fail(format string, args ...any) error {
-	return &Error{g.source, fmt.Sprintf(format, args...) + ": a limit tune sets on chat templates, as transformers' sandboxed rendering does"}
+	return &Error{Source: g.source, Msg: fmt.Sprintf(format, args...) + ": a limit tune sets on chat templates, as transformers' sandboxed rendering does"}
 }
 
 // globals returns the guard functions and the bounded range() the instrumented tree calls.
@@ -91,7 +91,8 @@ func (g *guard) globals() map[string]jinja.Value {
 			g.stack = append(g.stack, a[0])
 			return a[0], nil
 		}),
-		guardCheck: fn(guardCheck, g.check),
+		guardCheck:   fn(guardCheck, g.check),
+		guardDefined: fn(guardDefined, g.checkDefined),
 		indentedJSONFunc: jinja.NewCallable(indentedJSONFunc, func(a []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
 			// PATH | tojson(indent=N), rewritten at Compile: bounded as the tojson filter is, before it writes.
 			if len(a) == 2 && a[1].IsInt() {

@@ -23,9 +23,13 @@ import (
 //     engine's printing and comparison into endless recursion: a fatal stack overflow);
 //   - the operands of *, + and ~, of the filters and methods that build or copy strings and lists
 //     (guardedFilters, guardedMethods), and of append, insert and update go through guardPush, and the last
-//     one through a check that sees them all before the operation runs.
+//     one through a check that sees them all before the operation runs;
+//   - an operand that jinja2 requires to be defined (the object of an attribute, item or slice, a callee,
+//     the operands of arithmetic and ordering comparisons, of unary - and +) goes through guardDefined
+//     (undefined.go), which fails as jinja2's Undefined does.
 //
-// The values pass through unchanged, so a template that stays within the limits renders exactly as before.
+// The values pass through unchanged, so a template that stays within the limits, and uses no undefined value
+// where jinja2 would fail, renders exactly as before.
 // The tree's types are unexported, so the rewrite goes through reflect and unsafe; patch_test.go pins the
 // shapes it relies on, and a tree it does not recognise makes Compile fail (never a silent, unguarded
 // template).
@@ -64,6 +68,10 @@ var guardedMethods = map[string]bool{"replace": true, "format": true, "center": 
 type patcher struct {
 	outputNode, callExpr, nameExpr, litExpr reflect.Type
 	err                                     error
+	// lines holds the template line of each node (templateLines; nil when unknown), line the one of the node
+	// being rewritten.
+	lines map[uintptr]int
+	line  int
 }
 
 // settable returns v (a field reached through unexported fields) as a settable value.
@@ -135,8 +143,9 @@ func (p *patcher) output(e reflect.Value) reflect.Value {
 	return o
 }
 
-// instrument rewrites t's tree in place (see the comment at the top of this file).
-func instrument(t *jinja.Template) (err error) {
+// instrument rewrites t's tree, compiled from src, in place (see the comment at the top of this file, and
+// undefined.go); lined reports whether the errors it raises know their template line (templateLines).
+func instrument(t *jinja.Template, src string) (lined bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%v", r)
@@ -144,10 +153,11 @@ func instrument(t *jinja.Template) (err error) {
 	}()
 	p, err := newPatcher()
 	if err != nil {
-		return err
+		return false, err
 	}
+	p.lines = templateLines(t, src)
 	p.visitNodes(field(reflect.ValueOf(t), "nodes"))
-	return p.err
+	return p.lines != nil, p.err
 }
 
 // visitNodes rewrites a []node in place.
@@ -214,6 +224,11 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 		return reflect.Value{}
 	}
 	typ := ptr.Elem().Type().Name()
+	if l, ok := p.lineOf(ptr); ok { // a node's tag, or an elif condition: its expressions are on that line
+		saved := p.line
+		p.line = l
+		defer func() { p.line = saved }()
+	}
 	// Children first, generically: every field that holds nodes or expressions.
 	st := ptr.Elem()
 	for i := 0; i < st.NumField(); i++ {
@@ -239,7 +254,17 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 		}
 		v := field(ptr, "value")
 		v.Set(p.call(guardValue, target, v.Elem()).Convert(v.Type()))
+	case "attrExpr", "itemExpr", "sliceExpr":
+		p.defined(field(ptr, "obj"))
+	case "unaryExpr":
+		if op := field(ptr, "op").String(); op == "-" || op == "+" {
+			p.defined(field(ptr, "operand"))
+		}
 	case "binExpr":
+		if undefinedOps[field(ptr, "op").String()] {
+			p.defined(field(ptr, "left"))
+			p.defined(field(ptr, "right"))
+		}
 		switch op := field(ptr, "op").String(); op {
 		case "*", "+", "~":
 			p.guardOperands(op, []reflect.Value{field(ptr, "left"), field(ptr, "right")}, 1, nil)
@@ -255,6 +280,7 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 				p.guardCall("."+m, field(fn.Elem(), "obj"), field(ptr, "args"), field(ptr, "kwargs"))
 			}
 		}
+		p.defined(fn)
 	}
 	return reflect.Value{}
 }
