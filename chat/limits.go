@@ -91,8 +91,9 @@ func (g *guard) globals() map[string]jinja.Value {
 			g.stack = append(g.stack, a[0])
 			return a[0], nil
 		}),
-		guardCheck:   fn(guardCheck, g.check),
-		guardDefined: fn(guardDefined, g.checkDefined),
+		guardCheck:       fn(guardCheck, g.check),
+		guardDefined:     fn(guardDefined, g.checkDefined),
+		guardFilterInput: fn(guardFilterInput, g.checkFilterInput),
 		indentedJSONFunc: jinja.NewCallable(indentedJSONFunc, func(a []jinja.Value, kw map[string]jinja.Value) (jinja.Value, error) {
 			// PATH | tojson(indent=N), rewritten at Compile: bounded as the tojson filter is, before it writes.
 			if len(a) == 2 && a[1].IsInt() {

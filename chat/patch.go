@@ -270,6 +270,13 @@ func (p *patcher) visit(ptr reflect.Value) reflect.Value {
 			p.guardOperands(op, []reflect.Value{field(ptr, "left"), field(ptr, "right")}, 1, nil)
 		}
 	case "filterExpr":
+		switch name := field(ptr, "name").String(); name {
+		case "int", "float":
+			p.defined(field(ptr, "expr"))
+		case "list", "tojson":
+			in := field(ptr, "expr")
+			in.Set(p.call(guardFilterInput, in.Elem(), p.lit(jinja.NewString(name)), p.lit(jinja.NewInt(int64(p.line)))).Convert(in.Type()))
+		}
 		if name := field(ptr, "name").String(); guardedFilters[name] {
 			p.guardCall(name, field(ptr, "expr"), field(ptr, "args"), field(ptr, "kwargs"))
 		}

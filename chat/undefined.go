@@ -21,11 +21,16 @@ import (
 // The engine (github.com/ardanlabs/jinja) is lenient with all of these (undefined + 1 is 1, undefined.x is
 // undefined), so instrument routes each such operand through guardDefined (checkDefined), which returns the
 // value when it is defined and fails as jinja2 does otherwise, with the template line of the tag the operand is
-// in (tagLines). ~ (string concatenation), ==, !=, in, and, or, not, the filters and the tests are left as the
-// engine evaluates them.
+// in (tagLines). The filters int and float need a defined input too, list of an undefined input is [] and
+// tojson of it fails (checkFilterInput). ~ (string concatenation), ==, !=, in, and, or, not, the other filters
+// and the tests are left as the engine evaluates them.
 
-// guardDefined is the global that checks an operand (see instrument).
-const guardDefined = "__tune_defined"
+// guardDefined is the global that checks an operand (see instrument), guardFilterInput the one that gives
+// the list and tojson filters what jinja2 gives them for an undefined input (checkFilterInput).
+const (
+	guardDefined     = "__tune_defined"
+	guardFilterInput = "__tune_filter_input"
+)
 
 // undefinedOps are the binary operators whose operands must be defined.
 var undefinedOps = map[string]bool{"+": true, "-": true, "*": true, "/": true, "//": true, "%": true, "**": true,
@@ -52,6 +57,21 @@ func (g *guard) checkDefined(a []jinja.Value) (jinja.Value, error) {
 		msg = fmt.Sprintf("%s is undefined", pyRepr(name))
 	}
 	return jinja.Undefined(), &Error{Source: g.source, Line: line, Msg: msg, Undefined: true}
+}
+
+// checkFilterInput is guardFilterInput: args are a filter's input, the filter's name and the line. An undefined
+// input of list is the empty list, as list() of an Undefined is (the engine gave [Undefined]), and one of
+// tojson is the TypeError of json.dumps, which transformers' tojson filter calls (chat_template_utils.py);
+// int and float fail as an undefined operand does (jinja2's do_int calls int() of it, which raises
+// UndefinedError), through guardDefined.
+func (g *guard) checkFilterInput(a []jinja.Value) (jinja.Value, error) {
+	if len(a) != 3 || !a[0].IsUndefined() {
+		return a[0], nil
+	}
+	if a[1].AsString() == "list" {
+		return jinja.NewList(nil), nil
+	}
+	return jinja.Undefined(), &Error{Source: g.source, Line: int(a[2].AsInt()), Msg: "Object of type Undefined is not JSON serializable"}
 }
 
 // typeRepr is jinja2.utils.object_type_repr of a template value: "None", or "<type> object" with the Python

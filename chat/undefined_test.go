@@ -25,6 +25,12 @@ func TestUndefinedAsJinja2(t *testing.T) {
 		line           int
 	}{
 		{"[{{ foo }}]", "[]", "", 0},
+		{"[{{ foo|list }}]", "[[]]", "", 0},
+		{"[{{ foo|first }}]", "[]", "", 0},
+		{"[{{ foo|join(',') }}]", "[]", "", 0},
+		{"[{{ foo|int }}]", "", "'foo' is undefined", 1},
+		{"{{ 1 }}\n[{{ foo|tojson }}]", "", "TypeError", 2},
+		{"[{{ messages[0].nope|float }}]", "", "'dict object' has no attribute 'nope'", 1},
 		{"{% if foo %}T{% else %}F{% endif %}", "F", "", 0},
 		{"{{ foo is defined }}", "False", "", 0},
 		{"[{{ foo.bar }}]", "", "'foo' is undefined", 1},
@@ -90,6 +96,12 @@ func TestUndefinedAsJinja2(t *testing.T) {
 			continue
 		}
 		var e *Error
+		if c.err == "TypeError" { // not an UndefinedError: json.dumps refuses the value
+			if !errors.As(err, &e) || e.Undefined || e.Msg != "Object of type Undefined is not JSON serializable" || e.Line != c.line {
+				t.Errorf("%q: %q, %#v; want the TypeError of json.dumps at line %d", c.src, got, e, c.line)
+			}
+			continue
+		}
 		if !errors.As(err, &e) || !e.Undefined || e.Msg != c.err || e.Line != c.line || e.Source != "t.jinja" || !badinput.Is(err) {
 			t.Errorf("%q: %q, %#v; want the UndefinedError %q at line %d", c.src, got, e, c.err, c.line)
 		}
