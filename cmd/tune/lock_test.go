@@ -174,3 +174,30 @@ func TestResumeIntoABusyFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestFinetuneSymlinkedLock: a symbolic link at output_dir/.tune.lock is refused with exit 2 before anything is
+// built, naming the path and saying to remove it; the file it points to is untouched (tester10 T10-7: the
+// run wrote its lock JSON through the link, over the user's file).
+func TestFinetuneSymlinkedLock(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symbolic links")
+	}
+	testutil.IsolateCache(t)
+	tmp := t.TempDir()
+	user := filepath.Join(tmp, "important.txt")
+	os.WriteFile(user, []byte("important data\n"), 0o644)
+	out := filepath.Join(tmp, "out")
+	os.MkdirAll(out, 0o755)
+	lock := filepath.Join(out, dirlock.Name)
+	if err := os.Symlink(user, lock); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("finetune", tinyRecipe, "training.output_dir="+out, "training.max_steps=1")
+	if code != exitUsage || !strings.Contains(stderr, lock+" is a symbolic link to "+user+", not a tune lock file") ||
+		!strings.Contains(stderr, "remove it") || strings.Contains(stdout, "device:") {
+		t.Fatalf("exit %d, stdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if b, _ := os.ReadFile(user); string(b) != "important data\n" {
+		t.Fatalf("the user's file now holds %q", b)
+	}
+}

@@ -51,6 +51,40 @@ func (e *HeldError) Error() string {
 		"training.output_dir", e.Dir, who, e.Path)
 }
 
+// NotLockFileError is Acquire's and Check's error when the lock path holds something other than a regular file:
+// a symbolic link (to a user's file, or dangling), a folder, a device or a FIFO. The lock is never written, read
+// or created through such an entry, so that a link planted at output_dir/.tune.lock cannot make a run overwrite
+// the file it points to (tester10 T10-7); the user removes it.
+type NotLockFileError struct {
+	Path string // the lock path
+	What string // what is there: "a symbolic link to /x/y", "a folder", ...
+}
+
+// Error names the path, what is there and what to do.
+func (e *NotLockFileError) Error() string {
+	return fmt.Sprintf("%s is %s, not a tune lock file: tune neither follows nor replaces it; remove it (rm %s) and "+
+		"run again", e.Path, e.What, e.Path)
+}
+
+// notLockFile returns a *NotLockFileError for path when fi (its Lstat) is not a regular file, nil when it is.
+func notLockFile(path string, fi os.FileInfo) error {
+	m := fi.Mode()
+	if m.IsRegular() {
+		return nil
+	}
+	what := fmt.Sprintf("not a regular file (%s)", m.Type())
+	switch {
+	case m&os.ModeSymlink != 0:
+		what = "a symbolic link"
+		if to, err := os.Readlink(path); err == nil {
+			what += " to " + to
+		}
+	case m.IsDir():
+		what = "a folder"
+	}
+	return &NotLockFileError{Path: path, What: what}
+}
+
 // Lock is a held directory lock; Release gives it back.
 type Lock struct {
 	// Stale, when not empty, says that the lock file was left by a process that ended without releasing it
@@ -75,7 +109,10 @@ var (
 )
 
 // Acquire locks dir, creating it (and its parents) when absent. It fails with a *HeldError when another process
-// holds it, and with the file system's error when the directory or the lock file cannot be made.
+// holds it, with a *NotLockFileError when the lock path is a symbolic link or anything but a regular file, and
+// with the file system's error when the directory or the lock file cannot be made. The lock file it writes is
+// always one it created itself (O_EXCL, no link followed): a stale one, readable or not, is removed and replaced,
+// never written into.
 func Acquire(dir string) (*Lock, error) {
 	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -128,7 +165,8 @@ func Acquire(dir string) (*Lock, error) {
 	return l, nil
 }
 
-// Check returns a *HeldError when another process holds dir, nil otherwise (dir or its lock file absent, the
+// Check returns a *HeldError when another process holds dir, a *NotLockFileError when its lock path is not a
+// regular file (a symbolic link, which Check does not follow), nil otherwise (dir or its lock file absent, the
 // lock free or held by this process), creating nothing: for the checks made before a run takes the lock
 // (tune validate, a recipe's resume_from_checkpoint), so that a folder in use is named as such rather than by
 // what the running run has not written yet.
@@ -144,11 +182,20 @@ func Check(dir string) error {
 		}
 	}
 	path := filepath.Join(dir, Name)
+	if fi, err := os.Lstat(path); err == nil {
+		if err := notLockFile(path, fi); err != nil {
+			return err
+		}
+	}
 	err := probeFile(path)
 	var he *HeldError
 	if errors.As(err, &he) {
 		he.Dir = dir
 		return he
+	}
+	var nl *NotLockFileError
+	if errors.As(err, &nl) {
+		return nl
 	}
 	return nil
 }

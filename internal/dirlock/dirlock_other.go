@@ -3,17 +3,32 @@
 package dirlock
 
 import (
+	"errors"
 	"io"
 	"os"
 )
 
-// lockFile opens path and returns what it held; without flock nothing is locked.
+// lockFile creates a new lock file at path and returns what the previous one held; without flock nothing is
+// locked. As on unix, a symbolic link or other non-regular entry at path is refused (*NotLockFileError) and a
+// previous regular file is read and removed, never written into.
 func lockFile(path string) (*os.File, []byte, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	var prev []byte
+	if fi, err := os.Lstat(path); err == nil {
+		if nl := notLockFile(path, fi); nl != nil {
+			return nil, nil, nl
+		}
+		if old, err := os.Open(path); err == nil {
+			prev, _ = io.ReadAll(io.LimitReader(old, 64<<10))
+			old.Close()
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, nil, err
+		}
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
-	prev, _ := io.ReadAll(io.LimitReader(f, 64<<10))
 	return f, prev, nil
 }
 

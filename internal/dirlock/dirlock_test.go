@@ -3,6 +3,7 @@
 package dirlock
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -116,5 +117,95 @@ func TestAcquireCreatesAndRemovesDir(t *testing.T) {
 	l.Release()
 	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAcquireRefusesSymlink: a symbolic link at the lock path (to a user's file, dangling, or to a folder) and
+// a folder there are refused with a *NotLockFileError naming the path and what to do; the link's target is
+// neither written nor created, and the link stays (tester10 T10-7: the lock JSON was written through it).
+func TestAcquireRefusesSymlink(t *testing.T) {
+	tmp := t.TempDir()
+	user := filepath.Join(tmp, "important.txt")
+	os.WriteFile(user, []byte("important data\n"), 0o644)
+	for _, c := range []struct{ name, target, what string }{
+		{"a link to a user's file", user, "a symbolic link to " + user},
+		{"a dangling link", filepath.Join(tmp, "absent.txt"), "a symbolic link to " + filepath.Join(tmp, "absent.txt")},
+		{"a link to a folder", tmp, "a symbolic link to " + tmp},
+		{"a folder", "", "a folder"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "out")
+			os.MkdirAll(dir, 0o755)
+			path := filepath.Join(dir, Name)
+			if c.target != "" {
+				if err := os.Symlink(c.target, path); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				os.Mkdir(path, 0o755)
+			}
+			for _, f := range []func() error{
+				func() error { l, err := Acquire(dir); l.Release(); return err },
+				func() error { return Check(dir) },
+			} {
+				err := f()
+				var nl *NotLockFileError
+				if !errors.As(err, &nl) || nl.Path != path || !strings.Contains(err.Error(), path+" is "+c.what+", not a tune lock file") ||
+					!strings.Contains(err.Error(), "remove it") {
+					t.Fatalf("got %v", err)
+				}
+			}
+			if b, _ := os.ReadFile(user); string(b) != "important data\n" {
+				t.Fatalf("the user's file now holds %q", b)
+			}
+			if _, err := os.Lstat(filepath.Join(tmp, "absent.txt")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the dangling link's target was created: %v", err)
+			}
+			if fi, err := os.Lstat(path); err != nil || (c.target != "" && fi.Mode()&os.ModeSymlink == 0) {
+				t.Fatalf("the entry at the lock path changed: %v", err)
+			}
+		})
+	}
+}
+
+// TestAcquireReplacesStale: a stale lock file, unreadable or another run's, is removed and replaced by a new
+// file, not written into: a file hard-linked there keeps its content.
+func TestAcquireReplacesStale(t *testing.T) {
+	for _, c := range []struct{ name, content, stale string }{
+		{"unreadable", "important data\n", "held an unreadable stale lock"},
+		{"another run's", `{"pid":4242,"host":"gpu1"}`, "held a stale lock of a run that ended without releasing it (pid 4242 on host gpu1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			dir := filepath.Join(tmp, "out")
+			os.MkdirAll(dir, 0o755)
+			user := filepath.Join(tmp, "user.txt")
+			os.WriteFile(user, []byte(c.content), 0o644)
+			path := filepath.Join(dir, Name)
+			if err := os.Link(user, path); err != nil {
+				t.Skip(err)
+			}
+			l, err := Acquire(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release()
+			if !strings.Contains(l.Stale, path+" "+c.stale) {
+				t.Fatalf("Stale = %q", l.Stale)
+			}
+			if b, _ := os.ReadFile(user); string(b) != c.content {
+				t.Fatalf("the hard-linked file now holds %q", b)
+			}
+			var h Holder
+			b, _ := os.ReadFile(path)
+			if json.Unmarshal(b, &h) != nil || h.PID != os.Getpid() {
+				t.Fatalf("the new lock file holds %q", b)
+			}
+			ui, _ := os.Stat(user)
+			pi, _ := os.Stat(path)
+			if os.SameFile(ui, pi) {
+				t.Fatal("the lock file is still the old one")
+			}
+		})
 	}
 }
