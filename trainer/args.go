@@ -216,7 +216,8 @@ var OutputArtifacts = []string{
 // folder, config.json, model or adapter safetensors) is named as such; any other non-empty folder is named by
 // its entries. With overwrite_output_dir a run replaces a previous run (ClearOutputDir) or writes beside a
 // user's files, deleting none of them; model files without a trainer_state.json are still refused, since the
-// run would replace them. A missing or empty folder is fine, and so is one that holds only the metrics.jsonl
+// run would replace them, and so is a previous run whose checkpoint-N folder holds a file no tune checkpoint
+// writes (foreignCheckpoints), before anything is built rather than when ClearOutputDir would remove it. A missing or empty folder is fine, and so is one that holds only the metrics.jsonl
 // of a run interrupted before its first checkpoint (a run there starts from the beginning, and Train keeps that
 // file as metrics.jsonl.N: keepInterruptedLog), with or without overwrite_output_dir.
 func (a *TrainingArguments) CheckOutputDir() error {
@@ -249,7 +250,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 				"overwrite_output_dir only replaces a previous run and never deletes other files: choose another "+
 				"output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
 		}
-		return nil
+		return a.foreignCheckpoints(found)
 	}
 	if len(found) > 0 {
 		return &OutputDirInUseError{Dir: a.OutputDir, Found: found, ResumeFrom: a.ResumeFromCheckpoint}
@@ -507,6 +508,22 @@ func (a *TrainingArguments) ClearOutputDir() error {
 	if !isRunOutput(a.OutputDir, found) {
 		return nil
 	}
+	if err := a.foreignCheckpoints(found); err != nil {
+		return err
+	}
+	for _, name := range found {
+		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
+			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// foreignCheckpoints returns an error naming the first checkpoint-N folder among found (outputArtifactsIn) that
+// holds an entry no tune checkpoint writes (foreignCheckpointFile), nil when there is none. CheckOutputDir
+// reports it before a run builds anything (a bad input: exit 2 in the CLI), ClearOutputDir again before it
+// removes anything.
+func (a *TrainingArguments) foreignCheckpoints(found []string) error {
 	for _, name := range found {
 		if !IsCheckpointDir(name) {
 			continue
@@ -515,11 +532,6 @@ func (a *TrainingArguments) ClearOutputDir() error {
 			return fmt.Errorf("trainer: overwrite_output_dir: %s holds %s, which no tune checkpoint writes: "+
 				"overwrite_output_dir removes only what a run wrote, so nothing was removed; move %s (or the folder) "+
 				"out of %s first", filepath.Join(a.OutputDir, name), f, f, a.OutputDir)
-		}
-	}
-	for _, name := range found {
-		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
-			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
 		}
 	}
 	return nil

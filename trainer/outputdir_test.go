@@ -282,8 +282,12 @@ func TestClearOutputDirKeepsForeignCheckpointFiles(t *testing.T) {
 			}
 			a := DefaultTrainingArguments()
 			a.OutputDir, a.OverwriteOutputDir = dir, true
+			checkErr := a.CheckOutputDir() // up front, before a run builds anything (tester10 T10-4)
 			err := a.ClearOutputDir()
 			if c.foreign == "" {
+				if checkErr != nil {
+					t.Fatalf("CheckOutputDir: %v", checkErr)
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -299,6 +303,9 @@ func TestClearOutputDirKeepsForeignCheckpointFiles(t *testing.T) {
 			rest, _, _ = strings.Cut(rest, "/")
 			if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, first)+" holds "+rest+", which no tune checkpoint writes") {
 				t.Errorf("error %v, want one naming %s", err, c.foreign)
+			}
+			if checkErr == nil || checkErr.Error() != err.Error() {
+				t.Errorf("CheckOutputDir: %v, want ClearOutputDir's error %v", checkErr, err)
 			}
 			for _, f := range []string{TrainerStateName, "checkpoint-10", "checkpoint-20", c.foreign} {
 				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {

@@ -65,3 +65,25 @@ func TestFinetuneAfterAnInterruptBeforeAnyCheckpoint(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestFinetuneOverwriteForeignCheckpointFile: overwrite_output_dir over a run whose checkpoint-N folder holds a
+// user's file is refused with exit 2 (bad input, as a folder of model files without a run is), before the data
+// and model are built, and nothing is removed (tester10 T10-4: exit 1, after "data: ..." was printed).
+func TestFinetuneOverwriteForeignCheckpointFile(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := filepath.Join(t.TempDir(), "od5")
+	os.MkdirAll(filepath.Join(dir, "checkpoint-99"), 0o755)
+	os.WriteFile(filepath.Join(dir, "trainer_state.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(dir, "checkpoint-99", "mine.txt"), []byte("u"), 0o644)
+	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+dir,
+		"training.max_steps=1", "training.overwrite_output_dir=true")
+	if code != exitUsage || !strings.Contains(stderr, filepath.Join(dir, "checkpoint-99")+" holds mine.txt, which no tune checkpoint writes") ||
+		strings.Contains(stdout, "device:") || strings.Contains(stdout, "data:") {
+		t.Fatalf("exit %d, stdout %s\nstderr %s", code, stdout, stderr)
+	}
+	for _, f := range []string{"trainer_state.json", "checkpoint-99/mine.txt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+}
