@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/trainer"
 )
 
 // tokenizerFiles are the files that make up a Hugging Face tokenizer directory: the tokenizer itself
@@ -81,5 +82,5 @@ func (run *Run) SaveModel(dir string) error {
 	if err := CopyTokenizer(run.Recipe.Tokenizer.Path, dir); err != nil {
 		return fmt.Errorf("recipes: saving the tokenizer into %s: %w", dir, err)
 	}
-	return nil
+	return trainer.RecordOutputs(dir) // the tokenizer files too, in the run's record of its outputs
 }

@@ -182,8 +182,10 @@ type TrainingArguments struct {
 	// output_dir. Empty starts afresh.
 	ResumeFromCheckpoint string `yaml:"resume_from_checkpoint" json:"resume_from_checkpoint"`
 	// OverwriteOutputDir lets a fresh run (no resume_from_checkpoint, or a checkpoint of another folder) replace the training run already in
-	// output_dir (transformers v4's overwrite_output_dir): the files a tune run writes there (OutputArtifacts)
-	// are removed first, nothing else; a checkpoint-N folder holding other files is an error, nothing removed. Without it a fresh run is refused when output_dir already holds a run or
+	// output_dir (transformers v4's overwrite_output_dir): the files the previous run recorded writing there
+	// (OutputsName) and its checkpoint-N folders are removed first, nothing else; a checkpoint-N folder holding
+	// other files, or files of a run's names (OutputArtifacts) that the record does not list (or no record: a
+	// run of an older tune), is an error, nothing removed. Without it a fresh run is refused when output_dir already holds a run or
 	// model files, so a finished run or a user's checkpoint is never clobbered by accident; a folder holding only the
 	// metrics.jsonl of a run interrupted before its first checkpoint takes a new run either way, which keeps that
 	// file as metrics.jsonl.N. Default false.
@@ -217,7 +219,8 @@ var OutputArtifacts = []string{
 // its entries. With overwrite_output_dir a run replaces a previous run (ClearOutputDir) or writes beside a
 // user's files, deleting none of them; model files without a trainer_state.json are still refused, since the
 // run would replace them, and so is a previous run whose checkpoint-N folder holds a file no tune checkpoint
-// writes (foreignCheckpoints), before anything is built rather than when ClearOutputDir would remove it. A missing or empty folder is fine, and so is one that holds only the metrics.jsonl
+// writes (foreignCheckpoints), or whose folder holds files of a run's names its record does not list
+// (unrecordedOutputs), before anything is built rather than when ClearOutputDir would remove them. A missing or empty folder is fine, and so is one that holds only the metrics.jsonl
 // of a run interrupted before its first checkpoint (a run there starts from the beginning, and Train keeps that
 // file as metrics.jsonl.N: keepInterruptedLog), with or without overwrite_output_dir.
 func (a *TrainingArguments) CheckOutputDir() error {
@@ -250,7 +253,13 @@ func (a *TrainingArguments) CheckOutputDir() error {
 				"overwrite_output_dir only replaces a previous run and never deletes other files: choose another "+
 				"output_dir", ErrOutputDirInUse, a.OutputDir, strings.Join(found, ", "), TrainerStateName)
 		}
-		return a.foreignCheckpoints(found)
+		if len(found) == 0 {
+			return nil
+		}
+		if err := a.foreignCheckpoints(found); err != nil {
+			return err
+		}
+		return a.unrecordedOutputs()
 	}
 	if len(found) > 0 {
 		return &OutputDirInUseError{Dir: a.OutputDir, Found: found, ResumeFrom: a.ResumeFromCheckpoint}
@@ -262,7 +271,8 @@ func (a *TrainingArguments) CheckOutputDir() error {
 }
 
 // otherEntries lists up to five entries of dir (sorted, folders with a trailing /) and "N more" for the rest,
-// leaving out the run lock file (internal/dirlock), which the CLI creates before the check, and the temporary
+// leaving out the run lock file (internal/dirlock), which the CLI creates before the check, the record of a
+// run's outputs (OutputsName), which a run stopped before its first log leaves alone, and the temporary
 // files and folders an interrupted tune write leaves (atomicfile.TempPrefix), which no run reads.
 func otherEntries(dir string) []string {
 	entries, err := os.ReadDir(dir)
@@ -271,7 +281,7 @@ func otherEntries(dir string) []string {
 	}
 	var names []string
 	for _, e := range entries {
-		if e.Name() == dirlock.Name || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
+		if e.Name() == dirlock.Name || e.Name() == OutputsName || strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
 			continue
 		}
 		n := e.Name()
@@ -429,7 +439,7 @@ func isRunOutput(dir string, found []string) bool {
 
 // interruptedRunLog reports whether dir holds what a run interrupted before its first checkpoint leaves: of
 // the files a run writes (outputArtifactsIn), only its metrics.jsonl (MetricsName). Nothing else may be there
-// but the metrics.jsonl.N that earlier such runs kept (keepInterruptedLog), the run lock and temporary files
+// but the metrics.jsonl.N that earlier such runs kept (keepInterruptedLog), the run lock, its record of outputs and temporary files
 // (as otherEntries leaves them out), unless userFiles (overwrite_output_dir, which writes a run beside a user's
 // files). There is nothing in it to resume from, and no model a new run would replace.
 func interruptedRunLog(dir string, userFiles bool) bool {
@@ -446,7 +456,7 @@ func interruptedRunLog(dir string, userFiles bool) bool {
 	}
 	for _, e := range entries {
 		n := e.Name()
-		if n != MetricsName && n != dirlock.Name && !strings.HasPrefix(n, atomicfile.TempPrefix) && keptLogIndex(n) == 0 {
+		if n != MetricsName && n != dirlock.Name && n != OutputsName && !strings.HasPrefix(n, atomicfile.TempPrefix) && keptLogIndex(n) == 0 {
 			return false
 		}
 	}
@@ -494,8 +504,12 @@ func keepInterruptedLog(dir string, userFiles bool) (string, error) {
 	return to, nil
 }
 
-// ClearOutputDir removes what a previous tune run wrote into output_dir (OutputArtifacts and checkpoint-N
-// folders), when overwrite_output_dir is set and the run does not resume; other files are left alone. It does
+// ClearOutputDir removes what a previous tune run wrote into output_dir (the files its record OutputsName lists,
+// the record, and its checkpoint-N folders), when overwrite_output_dir is set and the run does not resume;
+// other files are left alone. Files of a run's names (OutputArtifacts) that the record does not list, or all
+// of them when there is no record (a run of a tune that wrote none), are an *UnrecordedOutputsError before
+// anything is removed: they used to be deleted as the run's, a user's PEFT adapter beside a full fine-tune
+// among them (tester10 T10-3). It does
 // nothing unless output_dir holds a trainer_state.json, itself or in a checkpoint-N folder (the mark of a run's
 // output, isRunOutput): CheckOutputDir refuses such a folder before a run starts. A checkpoint-N folder that
 // holds anything a tune checkpoint does not write (foreignCheckpointFile: a user's file, or a folder no tune
@@ -511,10 +525,31 @@ func (a *TrainingArguments) ClearOutputDir() error {
 	if err := a.foreignCheckpoints(found); err != nil {
 		return err
 	}
-	for _, name := range found {
+	if err := a.unrecordedOutputs(); err != nil {
+		return err
+	}
+	// What is left in found is the run's: the files its record lists (unrecordedOutputs found no other) and
+	// its checkpoint-N folders (foreignCheckpoints found nothing else in them). The record goes last, so that
+	// a removal that fails leaves the rest attributed.
+	for _, name := range append(found, OutputsName) {
 		if err := os.RemoveAll(filepath.Join(a.OutputDir, name)); err != nil {
 			return fmt.Errorf("trainer: overwrite_output_dir: %w", err)
 		}
+	}
+	return nil
+}
+
+// unrecordedOutputs returns an *UnrecordedOutputsError when output_dir holds files of a run's names
+// (OutputArtifacts) that the record of its previous run (OutputsName) does not list, or has no record: the
+// files overwrite_output_dir would otherwise delete as the run's, a user's adapter or results among them.
+func (a *TrainingArguments) unrecordedOutputs() error {
+	names, recorded, err := unrecordedOutputs(a.OutputDir)
+	if err != nil {
+		return fmt.Errorf("trainer: overwrite_output_dir: %w: %w; remove it and the files it would list, or choose "+
+			"another output_dir", ErrOutputDirInUse, err)
+	}
+	if len(names) > 0 {
+		return &UnrecordedOutputsError{Dir: a.OutputDir, Files: names, Recorded: recorded}
 	}
 	return nil
 }

@@ -127,6 +127,11 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 		// A failed save (a full disk) leaves the checkpoints before it as they were: name the one to resume from.
 		return "", fmt.Errorf("trainer: checkpoint: %w; %s", err, t.lastCheckpointNote())
 	}
+	// The log and the curve written so far are the run's: a run killed after this checkpoint is replaced by
+	// overwrite_output_dir with them.
+	if err := t.recordOutputs(); err != nil {
+		return "", err
+	}
 	return final, t.rotateCheckpoints()
 }
 

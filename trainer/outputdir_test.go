@@ -4,9 +4,19 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// recordAll writes dir's record of a run's outputs (OutputsName) listing every file of a run's names there, as
+// the run that wrote them would have.
+func recordAll(t *testing.T, dir string) {
+	t.Helper()
+	if err := writeOutputs(dir, &outputsRecord{Files: topArtifacts(dir)}); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func TestCheckOutputDir(t *testing.T) {
 	cases := []struct {
@@ -25,7 +35,12 @@ func TestCheckOutputDir(t *testing.T) {
 		{"a checkpoint is refused", []string{"checkpoint-500/"}, false, "", true},
 		{"a user's model folder is refused", []string{"config.json", "model.safetensors"}, false, "", true},
 		{"an adapter folder is refused", []string{"adapter_model.safetensors"}, false, "", true},
-		{"overwrite_output_dir allows a previous run", []string{"trainer_state.json", "checkpoint-500/"}, true, "", false},
+		{"overwrite_output_dir allows a previous run", []string{"trainer_state.json", "checkpoint-500/", OutputsName}, true, "", false},
+		// Without the record of what the run wrote (a run of an older tune) its files cannot be told from a
+		// user's: refused, nothing deleted (tester10 T10-3).
+		{"overwrite_output_dir refuses a previous run without a record", []string{"trainer_state.json", "checkpoint-500/"}, true, "", true},
+		{"the record alone is an empty folder", []string{OutputsName}, false, "", false},
+		{"an interrupted run's log and its record", []string{"metrics.jsonl", OutputsName}, false, "", false},
 		{"overwrite_output_dir never replaces a folder that is not a run's output", []string{"config.json", "vocab.txt"}, true, "", true},
 		{"resuming allows it", []string{"checkpoint-500/"}, false, "true", false},
 		// A run interrupted before its first checkpoint leaves only metrics.jsonl; a new run keeps it
@@ -54,6 +69,9 @@ func TestCheckOutputDir(t *testing.T) {
 				} else if err := os.WriteFile(p, []byte("{}"), 0o644); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if slices.Contains(c.contents, OutputsName) {
+				recordAll(t, dir)
 			}
 			a := DefaultTrainingArguments()
 			a.OutputDir, a.OverwriteOutputDir, a.ResumeFromCheckpoint = dir, c.overwrite, c.resume
@@ -136,6 +154,11 @@ func TestOverwriteKilledRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := os.Remove(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	recordAll(t, dir) // at the checkpoint's save
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("{}"), 0o644)
 	a := DefaultTrainingArguments()
 	a.OutputDir, a.OverwriteOutputDir = dir, true
 	if err := a.CheckOutputDir(); err != nil {
@@ -185,6 +208,7 @@ func TestClearOutputDir(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "checkpoint-30"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	recordAll(t, dir)
 	keep = append(keep, "checkpoint-backup") // a user's folder that only looks like a checkpoint
 	if err := os.MkdirAll(filepath.Join(dir, "checkpoint-backup"), 0o755); err != nil {
 		t.Fatal(err)
@@ -206,7 +230,7 @@ func TestClearOutputDir(t *testing.T) {
 			t.Errorf("%s was removed: %v", f, err)
 		}
 	}
-	for _, f := range append(gone, "checkpoint-30") {
+	for _, f := range append(gone, "checkpoint-30", OutputsName) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("%s is still there", f)
 		}
@@ -277,6 +301,7 @@ func TestClearOutputDirKeepsForeignCheckpointFiles(t *testing.T) {
 			if err := WriteCheckpointManifest(filepath.Join(dir, "checkpoint-10")); err != nil {
 				t.Fatal(err)
 			}
+			recordAll(t, dir)
 			if c.foreign != "" {
 				write(t, filepath.Join(dir, c.foreign))
 			}
@@ -313,5 +338,116 @@ func TestClearOutputDirKeepsForeignCheckpointFiles(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOverwriteRefusesUnrecordedFiles (tester10 T10-3): overwrite_output_dir deleted every file of a run's names,
+// also a user's PEFT adapter, generation_config.json and test_results.json beside a full fine-tune that wrote
+// none of them. Files the run's record does not list are now refused by CheckOutputDir and ClearOutputDir,
+// naming them, and nothing is removed; so is a run without a record (an older tune's), whose files cannot be
+// told from a user's.
+func TestOverwriteRefusesUnrecordedFiles(t *testing.T) {
+	run := []string{TrainerStateName, MetricsName, "config.json", "model.safetensors", "vocab.txt", AllResultsName}
+	user := []string{"adapter_model.safetensors", "adapter_config.json", "generation_config.json",
+		"model.safetensors.index.json", "test_results.json"}
+	write := func(dir string, names []string) {
+		for _, n := range names {
+			if err := os.WriteFile(filepath.Join(dir, n), []byte("content of "+n), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, recorded := range []bool{true, false} {
+		dir := t.TempDir()
+		write(dir, run)
+		if recorded {
+			recordAll(t, dir)
+		}
+		write(dir, append(user, "notes.txt"))
+		a := DefaultTrainingArguments()
+		a.OutputDir, a.OverwriteOutputDir = dir, true
+		want := user
+		if !recorded {
+			want = append(slices.Clone(user), run...)
+		}
+		slices.Sort(want)
+		for i, err := range []error{a.CheckOutputDir(), a.ClearOutputDir()} {
+			var ue *UnrecordedOutputsError
+			if !errors.As(err, &ue) || !slices.Equal(ue.Files, want) || ue.Recorded != recorded ||
+				!errors.Is(err, ErrOutputDirInUse) || !strings.Contains(err.Error(), dir+" holds "+strings.Join(want, ", ")) ||
+				!strings.Contains(err.Error(), "nothing was removed") {
+				t.Fatalf("recorded %v, call %d: %v, want an UnrecordedOutputsError naming %v", recorded, i, err, want)
+			}
+		}
+		for _, n := range append(append(user, run...), "notes.txt") {
+			if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != "content of "+n {
+				t.Errorf("recorded %v: %s was changed or removed: %v", recorded, n, err)
+			}
+		}
+	}
+
+	// Without the user's files the recorded run is replaced: its files and the record go, other files stay.
+	dir := t.TempDir()
+	write(dir, run)
+	recordAll(t, dir)
+	write(dir, []string{"notes.txt"})
+	a := DefaultTrainingArguments()
+	a.OutputDir, a.OverwriteOutputDir = dir, true
+	if err := a.CheckOutputDir(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ClearOutputDir(); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 1 || left[0].Name() != "notes.txt" {
+		t.Errorf("after ClearOutputDir: %v, want only notes.txt", left)
+	}
+
+	// A record that is not tune's is refused too, naming it.
+	dir = t.TempDir()
+	write(dir, run)
+	os.WriteFile(filepath.Join(dir, OutputsName), []byte("not json"), 0o644)
+	a.OutputDir = dir
+	if err := a.CheckOutputDir(); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, OutputsName)+" is not tune's record") {
+		t.Fatalf("a broken record: %v", err)
+	}
+}
+
+// TestRecordOutputs: the record lists the files of a run's names written after the run started, not those
+// already there (Kept); it is kept up to date, and nothing is recorded in a folder Train did not start.
+func TestRecordOutputs(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "adapter_config.json"), nil, 0o644) // there before the run
+	tr := &Trainer{args: DefaultTrainingArguments()}
+	tr.args.OutputDir = dir
+	tr.outputs = startOutputs(dir, false)
+	if _, err := os.Stat(filepath.Join(dir, OutputsName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the record was written before the run's first save: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, MetricsName), nil, 0o644)
+	os.WriteFile(filepath.Join(dir, "notes.txt"), nil, 0o644)
+	os.Mkdir(filepath.Join(dir, "checkpoint-5"), 0o755)
+	if err := tr.recordOutputs(); err != nil { // a checkpoint's save
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, TrainerStateName), nil, 0o644)
+	if err := RecordOutputs(dir); err != nil {
+		t.Fatal(err)
+	}
+	r, err := readOutputs(dir)
+	if err != nil || r == nil || !slices.Equal(r.Files, []string{MetricsName, TrainerStateName}) ||
+		!slices.Equal(r.Kept, []string{"adapter_config.json"}) {
+		t.Fatalf("record %+v, %v", r, err)
+	}
+	other := t.TempDir() // Trainer.SaveModel into another folder
+	os.WriteFile(filepath.Join(other, "config.json"), nil, 0o644)
+	if err := RecordOutputs(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(other, OutputsName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("RecordOutputs made a record in a folder Train did not start: %v", err)
+	}
+	if r := startOutputs(other, true); r != nil { // a resume in place keeps what is there
+		t.Fatalf("a resume in place started a record: %+v", r)
 	}
 }

@@ -30,7 +30,10 @@ func SaveMetrics(outputDir, split string, metrics map[string]float64) error {
 		return fmt.Errorf("trainer: %w", err)
 	}
 	maps.Copy(all, metrics)
-	return writeResults(path, all)
+	if err := writeResults(path, all); err != nil {
+		return err
+	}
+	return RecordOutputs(outputDir)
 }
 
 // writeResults writes metrics to path as JSON with sorted keys and a four-space indent (Python's

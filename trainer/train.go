@@ -109,6 +109,7 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		return TrainOutput{}, fmt.Errorf("trainer: output_dir: %w", err)
 	}
 	removeStaleTemps(a.OutputDir)
+	t.outputs = startOutputs(a.OutputDir, a.resumesInPlace())
 	if all, err := ScanCheckpoints(a.OutputDir); err == nil {
 		for _, c := range all {
 			if c.Problem != "" {
@@ -629,6 +630,9 @@ func (t *Trainer) finish(ctx context.Context) (TrainOutput, error) {
 		return TrainOutput{}, err
 	}
 	if err := t.fire(func(cb Callback, e *Event) error { return cb.OnTrainEnd(e) }); err != nil {
+		return TrainOutput{}, err
+	}
+	if err := t.recordOutputs(); err != nil {
 		return TrainOutput{}, err
 	}
 	return TrainOutput{GlobalStep: s.GlobalStep, StartStep: r.startStep, TrainingLoss: trainLoss, Metrics: metrics}, nil

@@ -46,6 +46,9 @@ type Trainer struct {
 	out       io.Writer
 	logger    *slog.Logger
 	scalerOpt *amp.GradScalerOptions
+	// outputs is the record of this run's outputs (OutputsName) that a fresh Train begins, until it is first
+	// written (recordOutputs); nil once written, and for a run that resumes in place.
+	outputs *outputsRecord
 	// predictStep, when set, is told after each batch of an evaluation or prediction pass (prefix eval or test):
 	// the progress display sets it.
 	predictStep func(prefix string, done, total int)
@@ -183,7 +186,7 @@ func (t *Trainer) SaveModel(dir string) error {
 	if err := t.model.Save(dir); err != nil {
 		return fmt.Errorf("trainer: saving the model to %s: %w", dir, err)
 	}
-	return nil
+	return RecordOutputs(dir) // a no-op unless dir is a run's output_dir
 }
 
 // event returns the Event callbacks receive.

@@ -87,3 +87,50 @@ func TestFinetuneOverwriteForeignCheckpointFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFinetuneOverwriteKeepsUserFiles (tester10 T10-3): a user's PEFT adapter, generation_config.json and
+// results put beside a full fine-tune's output were deleted by the next run with overwrite_output_dir. The run
+// records what it wrote (tune_outputs.json), and an overwrite that finds files of a run's names the record does
+// not list is refused with exit 2 up front, naming them, with nothing removed; without them it replaces exactly
+// the recorded run, other files kept.
+func TestFinetuneOverwriteKeepsUserFiles(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := filepath.Join(t.TempDir(), "od5")
+	run := []string{"finetune", "--device", "cpu", tinyRecipe, "training.output_dir=" + dir, "training.max_steps=2",
+		"training.save_steps=1", "training.save_strategy=steps", "training.eval_strategy=no"}
+	if code, _, stderr := runCLI(run...); code != exitOK {
+		t.Fatalf("first run: exit %d %s", code, stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "tune_outputs.json"))
+	if err != nil || !strings.Contains(string(b), `"model.safetensors"`) || !strings.Contains(string(b), `"trainer_state.json"`) ||
+		!strings.Contains(string(b), `"train_results.json"`) || strings.Contains(string(b), "adapter") {
+		t.Fatalf("the run's record: %s %v", b, err)
+	}
+	user := []string{"adapter_model.safetensors", "adapter_config.json", "generation_config.json", "test_results.json", "notes.txt"}
+	for _, f := range user {
+		os.WriteFile(filepath.Join(dir, f), []byte("user "+f), 0o644)
+	}
+	code, stdout, stderr := runCLI(append(run, "training.overwrite_output_dir=true")...)
+	if code != exitUsage || !strings.Contains(stderr, dir+" holds adapter_config.json, adapter_model.safetensors, "+
+		"generation_config.json, test_results.json, which its previous run did not write") ||
+		strings.Contains(stdout, "data:") {
+		t.Fatalf("overwrite beside the user's files: exit %d, stdout %s\nstderr %s", code, stdout, stderr)
+	}
+	for _, f := range append(user, "model.safetensors", "trainer_state.json", "checkpoint-2") {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+	for _, f := range user[:4] {
+		os.Remove(filepath.Join(dir, f))
+	}
+	if code, _, stderr := runCLI(append(run, "training.overwrite_output_dir=true", "training.max_steps=1")...); code != exitOK {
+		t.Fatalf("overwrite of the recorded run: exit %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.txt")); string(b) != "user notes.txt" {
+		t.Errorf("notes.txt is %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint-2")); err == nil {
+		t.Error("the first run's checkpoint-2 is still there")
+	}
+}
