@@ -1,6 +1,7 @@
 package loaders
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -219,7 +220,7 @@ type templatePieceJSON struct {
 }
 
 func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
-	b, err := os.ReadFile(path)
+	b, err := smallfile.ReadCapped(path, smallfile.MaxTokenizerBytes, "a tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %w", err)
 	}
@@ -500,14 +501,43 @@ func bertSpecial(raw []json.RawMessage, field string) (string, int32, error) {
 	return name, int32(id), nil
 }
 
+// MaxVocabLineBytes is the longest line of a vocab.txt tune reads: 64 KiB, bufio.MaxScanTokenSize, the longest
+// line the WordPiece reader of github.com/sugarme/tokenizer (bufio.Scanner) took before tune read the file itself.
+// A line is one token, a word piece of a few bytes in real vocabularies.
+const MaxVocabLineBytes = bufio.MaxScanTokenSize
+
+// readVocabTxt reads a vocab.txt, one token a line, the 0-based line number its id, as
+// github.com/sugarme/tokenizer's wordpiece.NewWordPieceFromFile does (bufio.ScanLines: a "\r" before the "\n" is
+// dropped, a last line without "\n" counts, a token repeated takes its last line's id) and transformers'
+// load_vocab (models/bert/tokenization_bert.py), but with the file's size and each line's length bounded.
+func readVocabTxt(path string) (model.Vocab, error) {
+	data, err := smallfile.ReadCapped(path, smallfile.MaxTokenizerBytes, "a vocab.txt")
+	if err != nil {
+		return nil, err
+	}
+	vocab := model.Vocab{}
+	for n := 0; len(data) > 0; n++ {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		data = rest
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) > MaxVocabLineBytes {
+			return nil, badinput.Errorf("%s line %d is longer than %d bytes, the most tune reads for a token of a "+
+				"vocab.txt (one token a line, a few bytes each in a real one): is it the right file? Replace it with "+
+				"the model's own", path, n+1, MaxVocabLineBytes)
+		}
+		vocab[string(line)] = n
+	}
+	return vocab, nil
+}
+
 // loadVocabTxt builds the standard BERT tokenizer around a vocab.txt, as transformers' BertTokenizer does.
 func loadVocabTxt(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 	unk := cfg.UnkToken.or("[UNK]")
-	wp, err := wordpiece.NewWordPieceFromFile(path, unk, 100)
+	vocab, err := readVocabTxt(path)
 	if err != nil {
-		return nil, fmt.Errorf("loaders: %s: %w", path, err)
+		return nil, fmt.Errorf("loaders: %w", err)
 	}
-	vocab := model.Vocab(wp.GetVocab())
+	wp := wordpiece.NewWordPieceBuilder().Vocab(&vocab).UnkToken(unk).MaxInputCharsPerWord(100).Build()
 	if len(vocab) == 0 {
 		return nil, fmt.Errorf("loaders: %s: the vocabulary is empty", path)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/trainer"
 )
 
@@ -46,7 +47,7 @@ func CopyTokenizer(src, dir string) error {
 	}
 	found := false // tokenizer.json or vocab.txt was copied
 	for _, f := range files {
-		data, err := os.ReadFile(f.from)
+		data, err := smallfile.ReadCapped(f.from, smallfile.MaxTokenizerBytes, "a tokenizer file")
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -55,7 +56,7 @@ func CopyTokenizer(src, dir string) error {
 		}
 		found = found || f.name == "tokenizer.json" || f.name == "vocab.txt"
 		dst := filepath.Join(dir, f.name)
-		if old, err := os.ReadFile(dst); err == nil && string(old) == string(data) {
+		if old, err := smallfile.ReadCapped(dst, smallfile.MaxTokenizerBytes, "a tokenizer file"); err == nil && string(old) == string(data) {
 			continue
 		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {

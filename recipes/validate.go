@@ -19,6 +19,7 @@ import (
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/meta"
@@ -663,7 +664,7 @@ func CheckCausalVocab(tokenizer, dir string) error {
 // vocabSize counts the entries of a vocab.txt (lines) or a tokenizer.json (model.vocab plus added tokens
 // beyond it).
 func vocabSize(file string) (int, error) {
-	data, err := os.ReadFile(file)
+	data, err := smallfile.ReadCapped(file, smallfile.MaxTokenizerBytes, "a tokenizer file")
 	if err != nil {
 		return 0, err
 	}

@@ -152,7 +152,7 @@ func ModelType(path string) (string, error) {
 	if filepath.Ext(path) != ".json" {
 		return "", nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := smallfile.ReadCapped(path, smallfile.MaxTokenizerBytes, "a tokenizer.json")
 	if err != nil {
 		return "", fmt.Errorf("tokenizers: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // Tokenizer is a BPE tokenizer read from a tokenizer.json. It is safe for concurrent use.
@@ -41,7 +42,7 @@ func Load(path string) (*Tokenizer, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, "tokenizer.json")
 	}
-	data, err := os.ReadFile(path)
+	data, err := smallfile.ReadCapped(path, smallfile.MaxTokenizerBytes, "a tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("tokenizers: %w", err)
 	}

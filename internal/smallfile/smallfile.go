@@ -1,7 +1,9 @@
 package smallfile
 
 import (
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 
 	"github.com/tune-ml/tune/internal/badinput"
@@ -28,4 +30,75 @@ func Read(path string) ([]byte, error) {
 			"few KB): is it the right file?", path, MaxBytes)
 	}
 	return data, nil
+}
+
+// MaxTokenizerBytes is the most bytes ReadCapped's callers accept for a tokenizer.json or vocab.txt: 256 MiB.
+// Real tokenizer.json files are far smaller, even for the largest vocabularies (Llama 3's, 128,256 tokens and
+// their merges, is about 9 MB; Qwen2's, 151,643 tokens, about 7 MB), so the cap is generous for any real one while
+// a symbolic link to /dev/zero or a broken download is refused before it is read (parsing one takes several
+// times its size in memory: a 600 MB file ran a 1.4 GB process out of memory).
+const MaxTokenizerBytes = 256 << 20
+
+// ReadCapped returns the contents of the file at path when it is a regular file (or a symbolic link to one) of
+// at most max bytes. An error of the operating system is returned as it is (errors.Is fs.ErrNotExist still tells
+// a missing file); a device, a named pipe or a socket, and a file larger than max, are refused before anything
+// is read with a bad-input error naming the file. what names the file for people ("a tokenizer.json").
+func ReadCapped(path string, max int64, what string) ([]byte, error) {
+	notRegular := func(m fs.FileMode) error {
+		return badinput.Errorf("%s is %s, not a regular file: tune reads %s only from a regular file; "+
+			"replace it with the model's own file", path, Kind(m), what)
+	}
+	// Stat before Open: opening a named pipe would wait for a writer.
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, notRegular(st.Mode())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() { // replaced since Stat
+		return nil, notRegular(st.Mode())
+	}
+	tooBig := func(size string) error {
+		return badinput.Errorf("%s is larger than %d bytes (%s), more than tune reads for %s (a real one has at "+
+			"most tens of MB): is it the right file? Replace it with the model's own, or download the model again",
+			path, max, size, what)
+	}
+	if st.Size() > max {
+		return nil, tooBig(fmt.Sprintf("%d bytes", st.Size()))
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max { // it grew since Stat
+		return nil, tooBig("and growing")
+	}
+	return data, nil
+}
+
+// Kind names the type of a file that is not a regular file, for messages: "a directory", "a character device".
+func Kind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsRegular():
+		return "a regular file"
+	}
+	return "a special file (" + m.Type().String() + ")"
 }
