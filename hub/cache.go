@@ -3,10 +3,12 @@ package hub
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -147,13 +149,13 @@ func Snapshot(cache, repoID, revision string) (string, error) {
 	commit := revision
 	if !commitPattern.MatchString(revision) {
 		ref := filepath.Join(repo, "refs", filepath.FromSlash(revision))
-		b, err := os.ReadFile(ref)
+		b, err := readRef(ref)
 		if err != nil {
 			return "", missing(ref)
 		}
 		commit = strings.TrimSpace(string(b))
 		if !commitPattern.MatchString(commit) {
-			return "", fmt.Errorf("hub: %s holds %q, not a commit hash: the cache is damaged; delete the file and fetch %s again", ref, commit, repoID)
+			return "", fmt.Errorf("hub: %s holds %s, not a commit hash: the cache is damaged; delete the file and fetch %s again", ref, quoteRef(b), repoID)
 		}
 	}
 	snap := filepath.Join(repo, "snapshots", commit)
@@ -164,6 +166,37 @@ func Snapshot(cache, repoID, revision string) (string, error) {
 		return "", &NotCachedError{RepoID: repoID, Revision: revision, Cache: cache, Missing: blob, Links: links}
 	}
 	return snap, nil
+}
+
+// maxRefBytes is the most bytes of a refs/ file Snapshot reads: a ref holds a 40-character commit hash
+// (huggingface_hub writes it bare, with no newline), so more is a damaged file, whatever its size.
+const maxRefBytes = 256
+
+// maxRefQuote is the most bytes of a damaged ref an error quotes.
+const maxRefQuote = 64
+
+// readRef reads at most maxRefBytes+1 bytes of the ref file p: enough to tell a commit hash from anything else,
+// with memory independent of the file.
+func readRef(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxRefBytes+1))
+}
+
+// quoteRef quotes the start of a damaged ref's content b for an error: at most maxRefQuote bytes, escaped as Go
+// quotes strings, then how long the file is when it is longer.
+func quoteRef(b []byte) string {
+	if len(b) <= maxRefQuote {
+		return strconv.Quote(string(b))
+	}
+	more := fmt.Sprintf("%d bytes", len(b))
+	if len(b) > maxRefBytes {
+		more = fmt.Sprintf("more than %d bytes", maxRefBytes)
+	}
+	return strconv.Quote(string(b[:maxRefQuote])) + "… (" + more + ")"
 }
 
 // brokenLinks returns the files of the snapshot snap (relative paths, sorted) that are links to blobs that do
