@@ -23,8 +23,9 @@
 //
 // MapBertCheckpoint accepts what transformers accepts: keys with or without the "bert." prefix, legacy
 // LayerNorm gamma/beta, tied MLM decoders; the LoadReport says what matched, what was renamed, ignored as
-// harmless (position_ids buffers, pretraining heads), tied, missing, unexpected or mis-shaped, and String
-// prints it for people; Err wraps ErrMissingTensors or ErrShapeMismatch. SummarizeNames shortens long name
+// harmless (position_ids buffers, pretraining heads), tied, missing, unexpected, mis-shaped or of a dtype that is
+// not F32, F16 or BF16, and String prints it for people; Err wraps ErrMissingTensors, ErrShapeMismatch or
+// ErrDTypeMismatch. SummarizeNames shortens long name
 // lists by module ("bert.encoder.layer.2.* (16 tensors)").
 //
 // Writing is one call: WriteSafetensors(path, tensors, nil) lays the file out as the reference writer does

@@ -17,6 +17,8 @@ var (
 	ErrMissingTensors = badinput.New("tensors missing from the checkpoint")
 	// ErrShapeMismatch: a checkpoint tensor's shape differs from the model's.
 	ErrShapeMismatch = badinput.New("tensor shapes differ from the model's")
+	// ErrDTypeMismatch: a checkpoint tensor the model takes as a weight is not F32, F16 or BF16.
+	ErrDTypeMismatch = badinput.New("tensors of a dtype the model cannot take")
 )
 
 // ShapeMismatch is a checkpoint tensor whose shape differs from the model's.
@@ -26,6 +28,28 @@ type ShapeMismatch struct {
 	Checkpoint []int  // the shape stored in the checkpoint
 	Model      []int  // the shape the model's config implies
 }
+
+// DTypeMismatch is a checkpoint tensor under a name the model expects whose dtype is not one its weights are
+// read from (F32, F16 or BF16): an integer tensor (I32, I64, ...), or a floating-point dtype tune does not read
+// (F64, F8_E4M3, ...).
+type DTypeMismatch struct {
+	Name  string // canonical name
+	Key   string // name in the checkpoint
+	DType string // the safetensors dtype stored ("I32")
+}
+
+// String formats a mismatch as "name is I32, but the model needs a floating-point tensor (F32, F16 or BF16)
+// here" (with the checkpoint key when it differs).
+func (m DTypeMismatch) String() string {
+	name := m.Name
+	if m.Key != m.Name {
+		name += " (" + m.Key + ")"
+	}
+	return fmt.Sprintf("%s is %s, but the model needs a floating-point tensor (F32, F16 or BF16) here", name, m.DType)
+}
+
+// IsWeightDType reports whether a safetensors dtype is one a model's weights are read from: F32, F16 or BF16.
+func IsWeightDType(dtype string) bool { return dtype == "F32" || dtype == "F16" || dtype == "BF16" }
 
 // IgnoredTensor is a checkpoint tensor the model does not use, known to be harmless.
 type IgnoredTensor struct {
@@ -52,6 +76,7 @@ type LoadReport struct {
 	Missing    []string        // canonical names the model expects that the checkpoint lacks (and are not tied)
 	Unexpected []string        // checkpoint keys the model does not use and that are not known to be harmless
 	Mismatched []ShapeMismatch // tensors found under a matching name with another shape; not loaded
+	WrongDType []DTypeMismatch // tensors found under a matching name with a dtype that is not F32, F16 or BF16; not loaded
 	Ignored    []IgnoredTensor // checkpoint keys known to be unused: buffers, pretraining heads
 	Tied       []TiedTensor    // expected tensors the checkpoint does not store because they share another's data
 	Renamed    []RenamedTensor // checkpoint keys matched under another name
@@ -71,9 +96,10 @@ func MapBertCheckpoint(expected []TensorSpec, ckpt []TensorInfo, cfg *BertConfig
 		want[e.Name] = e.Shape
 	}
 	have := make(map[string][]int, len(ckpt))
+	dtype := make(map[string]string, len(ckpt))
 	keys := make([]string, 0, len(ckpt))
 	for _, ti := range ckpt {
-		have[ti.Name] = ti.Shape
+		have[ti.Name], dtype[ti.Name] = ti.Shape, ti.DType
 		keys = append(keys, ti.Name)
 	}
 	sort.Slice(keys, func(i, j int) bool { return naturalLess(keys[i], keys[j]) })
@@ -141,6 +167,9 @@ func MapBertCheckpoint(expected []TensorSpec, ckpt []TensorInfo, cfg *BertConfig
 		case !slices.Equal(have[k], e.Shape):
 			r.Mismatched = append(r.Mismatched, ShapeMismatch{Name: e.Name, Key: k, Checkpoint: have[k], Model: e.Shape})
 			delete(source, e.Name)
+		case dtype[k] != "" && !IsWeightDType(dtype[k]): // "": a TensorInfo written by hand, without a dtype
+			r.WrongDType = append(r.WrongDType, DTypeMismatch{Name: e.Name, Key: k, DType: dtype[k]})
+			delete(source, e.Name)
 		default:
 			r.Matched++
 		}
@@ -148,8 +177,10 @@ func MapBertCheckpoint(expected []TensorSpec, ckpt []TensorInfo, cfg *BertConfig
 	return source, r
 }
 
-// OK reports whether every expected tensor was found (or is tied) with the right shape.
-func (r *LoadReport) OK() bool { return len(r.Missing) == 0 && len(r.Mismatched) == 0 }
+// OK reports whether every expected tensor was found (or is tied) with the right shape and a floating-point dtype.
+func (r *LoadReport) OK() bool {
+	return len(r.Missing) == 0 && len(r.Mismatched) == 0 && len(r.WrongDType) == 0
+}
 
 // errShown is how many mis-shaped tensors Err lists before counting the rest.
 const errShown = 5
@@ -174,7 +205,37 @@ func (r *LoadReport) Err() error {
 		errs = append(errs, fmt.Errorf("loaders: %w (%d of %d; start from a checkpoint with the same config, or re-initialise these tensors):%s",
 			ErrShapeMismatch, n, n+r.Matched, b.String()))
 	}
+	if n := len(r.WrongDType); n > 0 {
+		errs = append(errs, fmt.Errorf("loaders: %w (%d): %s", ErrDTypeMismatch, n, r.DTypeProblems()))
+	}
 	return errors.Join(errs...)
+}
+
+// DTypeProblems lists the first few WrongDType tensors (DTypeMismatch.String), separated by "; ", then how many
+// more, then what to do; "" when there are none.
+func (r *LoadReport) DTypeProblems() string {
+	n := len(r.WrongDType)
+	if n == 0 {
+		return ""
+	}
+	parts := make([]string, 0, min(n, errShown)+2)
+	integer := false
+	for i, m := range r.WrongDType {
+		if i < errShown {
+			parts = append(parts, m.String())
+		}
+		integer = integer || !strings.HasPrefix(m.DType, "F") // I8…I64, U8…U64, BOOL
+	}
+	if n > errShown {
+		parts = append(parts, fmt.Sprintf("and %d more", n-errShown))
+	}
+	if integer {
+		// torch's Module.to(dtype) casts only floating-point tensors: no conversion repairs an integer weight.
+		parts = append(parts, "a weight stored as integers is a damaged or wrongly exported file: save the model again, or download it again")
+	} else {
+		parts = append(parts, "convert the checkpoint to F32, F16 or BF16 (in transformers: model.to(torch.float32), then save_pretrained)")
+	}
+	return strings.Join(parts, "; ")
 }
 
 // String formats a mismatch as "name: checkpoint [3 768], model [2 768]" (with the checkpoint key when it differs).
@@ -192,11 +253,17 @@ func (r *LoadReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d tensors matched (%d renamed), %d missing, %d mis-shaped, %d unexpected, %d ignored, %d tied",
 		r.Matched, len(r.Renamed), len(r.Missing), len(r.Mismatched), len(r.Unexpected), len(r.Ignored), len(r.Tied))
+	if len(r.WrongDType) > 0 {
+		fmt.Fprintf(&b, ", %d of another dtype", len(r.WrongDType))
+	}
 	if len(r.Missing) > 0 {
 		fmt.Fprintf(&b, "\nmissing: %s", strings.Join(r.Missing, ", "))
 	}
 	for _, m := range r.Mismatched {
 		fmt.Fprintf(&b, "\nmis-shaped: %s", m)
+	}
+	for _, m := range r.WrongDType {
+		fmt.Fprintf(&b, "\nwrong dtype: %s", m)
 	}
 	if len(r.Unexpected) > 0 {
 		fmt.Fprintf(&b, "\nunexpected (not used by the model): %s", strings.Join(r.Unexpected, ", "))

@@ -82,7 +82,7 @@ func (t HostTensor) Float32Into(dst []float32) error {
 			dst[i] = tensor.BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	default:
-		return fmt.Errorf("loaders: tensor %q is %v, not floating point; read it with Int64: %w", t.Name, t.DType, tensor.ErrDType)
+		return fmt.Errorf("loaders: tensor %q is %v, not a floating-point tensor (F32, F16 or BF16): %w", t.Name, t.DType, tensor.ErrDType)
 	}
 	return nil
 }

@@ -61,7 +61,8 @@ func CheckpointTensors(list []NamedParameter, rules CheckpointRules) []Checkpoin
 // MatchCheckpoint pairs the tensors a model expects (specs, in the checkpoint's layout; CheckpointTensors)
 // with a checkpoint's (Checkpoint.Infos: names and shapes from the headers, nothing read) and returns the
 // checkpoint key of every name found and the report: matched, renamed (a key filling another name),
-// mis-shaped, missing, unexpected, ignored (rules.Ignore) and tied (rules.Tied) tensors. When two keys fill
+// mis-shaped, of a dtype that is not F32, F16 or BF16 (WrongDType), missing, unexpected, ignored (rules.Ignore) and
+// tied (rules.Tied) tensors. When two keys fill
 // one name, the second is unexpected.
 func MatchCheckpoint(specs []CheckpointTensor, infos []loaders.TensorInfo, rules CheckpointRules) (map[string]string, *loaders.LoadReport) {
 	r := &loaders.LoadReport{}
@@ -83,6 +84,9 @@ func MatchCheckpoint(specs []CheckpointTensor, infos []loaders.TensorInfo, rules
 			r.Unexpected = append(r.Unexpected, ti.Name)
 		case ok && !slices.Equal(ti.Shape, shape[name]):
 			r.Mismatched = append(r.Mismatched, loaders.ShapeMismatch{Name: name, Key: ti.Name, Checkpoint: ti.Shape, Model: shape[name]})
+			mismatched[name] = true
+		case ok && ti.DType != "" && !loaders.IsWeightDType(ti.DType): // "": a TensorInfo written by hand
+			r.WrongDType = append(r.WrongDType, loaders.DTypeMismatch{Name: name, Key: ti.Name, DType: ti.DType})
 			mismatched[name] = true
 		case ok:
 			source[name] = ti.Name
@@ -106,7 +110,7 @@ func MatchCheckpoint(specs []CheckpointTensor, infos []loaders.TensorInfo, rules
 	return source, r
 }
 
-// CheckpointProblems describes a report's missing, unexpected and mis-shaped tensors in one clause each, or
+// CheckpointProblems describes a report's missing, unexpected, mis-shaped and wrong-dtype tensors in one clause each, or
 // returns "" when there are none (the checkpoint is exactly the model).
 func CheckpointProblems(r *loaders.LoadReport) string {
 	var s []string
@@ -129,6 +133,9 @@ func CheckpointProblems(r *loaders.LoadReport) string {
 			more = fmt.Sprintf(", and %d more", n-3)
 		}
 		s = append(s, fmt.Sprintf("%d tensors of another shape: %s%s", n, strings.Join(shown, ", "), more))
+	}
+	if len(r.WrongDType) > 0 {
+		s = append(s, r.DTypeProblems())
 	}
 	return strings.Join(s, "; ")
 }

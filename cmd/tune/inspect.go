@@ -39,12 +39,13 @@ func newInspectCmd() *cobra.Command {
 		Long: `inspect lists what a Hugging Face checkpoint holds without loading it: every tensor with its dtype,
 shape and size in bytes, the totals (tensors, parameters, bytes), the safetensors __metadata__, and, when
 a config.json is beside the weights, a summary of the model (type, hidden size, layers, heads, vocabulary,
-labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors,
+labels) and a check of the tensor names against that config (missing, unexpected and mis-shaped tensors, and
+weights not stored as F32, F16 or BF16,
 with the renames tune applies: the bert. prefix, LayerNorm gamma/beta). A causal LM's config (model_type
 llama, qwen2, qwen3, mistral or gpt2) is summarised with its own keys (heads and key/value heads, positions
 and RoPE) and checked the same way; an unknown model_type is an error listing the supported ones. Weights
 the config does not describe (more layers than the checkpoint holds, a missing or mis-shaped tensor other
-than a classifier head tune initialises) are reported after the tensors with the error eval, finetune or
+than a classifier head tune initialises, a weight of an integer dtype) are reported after the tensors with the error eval, finetune or
 generate would give, and inspect exits 2 (bad input), as they do; the layer count is compared first, so nothing is
 listed or allocated by the config's sizes.
 

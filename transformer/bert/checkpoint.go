@@ -164,6 +164,9 @@ func matchPretrained(dir string, hf *loaders.BertConfig, ck *loaders.Checkpoint)
 			fatal = append(fatal, mm.String())
 		}
 	}
+	for _, mm := range lr.WrongDType { // a head too: the file holds it, damaged, not another head
+		fatal = append(fatal, mm.String())
+	}
 	if len(fatal) > 0 {
 		summary, _, _ := strings.Cut(lr.String(), "\n")
 		return nil, report, fmt.Errorf("%w\n(%s; the model's shapes come from %s)",

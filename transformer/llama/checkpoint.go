@@ -127,11 +127,14 @@ func LoadPretrained(dir string, b tensor.Backend, opts transformer.LoadOptions) 
 	return m, report, nil
 }
 
-// problemsError returns LoadPretrained's error for a report with missing, unexpected or mis-shaped tensors, or
+// problemsError returns LoadPretrained's error for a report with missing, unexpected, mis-shaped or wrong-dtype tensors, or
 // nil.
 func problemsError(dir string, ck *loaders.Checkpoint, lr *loaders.LoadReport) error {
-	if len(lr.Missing) == 0 && len(lr.Unexpected) == 0 && len(lr.Mismatched) == 0 {
+	if len(lr.Missing) == 0 && len(lr.Unexpected) == 0 && len(lr.Mismatched) == 0 && len(lr.WrongDType) == 0 {
 		return nil
+	}
+	if len(lr.Missing) == 0 && len(lr.Unexpected) == 0 && len(lr.Mismatched) == 0 { // the names and shapes fit the config
+		return badinput.Errorf("llama: load %s: %s", ck.Path, transformer.CheckpointProblems(lr))
 	}
 	return badinput.Errorf("llama: load %s: %s\nconfig.json (%s) does not describe these weights: check the checkpoint and its config",
 		ck.Path, transformer.CheckpointProblems(lr), filepath.Join(dir, loaders.ConfigName))
