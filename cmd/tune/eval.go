@@ -208,7 +208,7 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	// Non-finite logits give a NaN or infinite eval_loss and meaningless scores: fail as predict does.
 	if l, ok := metrics["eval_loss"]; ok && (math.IsNaN(l) || math.IsInf(l, 0)) {
 		return fmt.Errorf("eval_loss is %v on %s: the model gave non-finite logits (%s); the metrics would mean nothing",
-			l, data, nonFiniteHint(o.FP16, o.BF16))
+			l, data, nonFiniteHint(o.FP16, o.BF16, modelDir, adapter))
 	}
 	if o.JSON {
 		out, err := json.Marshal(trainer.LogEntry(metrics))

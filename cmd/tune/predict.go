@@ -289,18 +289,34 @@ func (o *predictOptions) stdinFile() (string, func(), error) {
 }
 
 // nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.
-func (o *predictOptions) nonFiniteHint() string { return nonFiniteHint(o.FP16, o.BF16) }
+func (o *predictOptions) nonFiniteHint() string {
+	return nonFiniteHint(o.FP16, o.BF16, o.Model, o.Adapter)
+}
 
 // nonFiniteHint says what non-finite logits most likely mean under FP16 or BF16 autocast, or FP32 (neither):
-// predict's and eval's message.
-func nonFiniteHint(fp16, bf16 bool) string {
+// predict's and eval's message. For the weights it names tune debug nan on the model (and adapter), which scans
+// every weight for inf and NaN (tune inspect reads only the headers).
+func nonFiniteHint(fp16, bf16 bool, model, adapter string) string {
+	check := "tune debug nan --model " + shellArg(model)
+	if adapter != "" {
+		check += " --adapter " + shellArg(adapter)
+	}
 	switch {
 	case fp16:
 		return "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither"
 	case bf16:
-		return "BF16 has FP32's range, so the model's weights are likely non-finite: check them with tune inspect, or try without --bf16"
+		return "BF16 has FP32's range, so the model's weights are likely non-finite: check them with `" + check + "`, or try without --bf16"
 	}
-	return "the model's weights are likely non-finite (a diverged training run?): check them with tune inspect"
+	return "the model's weights are likely non-finite (a diverged training run?): check them with `" + check + "`, which names the non-finite ones"
+}
+
+// shellArg returns s as one word for a POSIX shell, for a command line a message suggests: as it is when it
+// holds only characters no shell treats specially, else in single quotes.
+func shellArg(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // write prints one prediction per input as JSONL, to --output or stdout. --output is written to a temporary file

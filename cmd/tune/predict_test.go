@@ -132,3 +132,23 @@ func TestPredictRegression(t *testing.T) {
 		t.Fatalf("first line %q (%v): want the predicted value as label, equal to the one logit", lines[0], err)
 	}
 }
+
+// TestNonFiniteHintNamesDebugNaN: the hint for non-finite logits points at tune debug nan on the model (and its
+// adapter), which scans the weights, never at tune inspect, which reads only the headers; a path a shell would
+// split is quoted.
+func TestNonFiniteHintNamesDebugNaN(t *testing.T) {
+	for _, tc := range []struct {
+		bf16           bool
+		model, adapter string
+		want           string
+	}{
+		{false, "runs/bert", "", "check them with `tune debug nan --model runs/bert`, which names the non-finite ones"},
+		{true, "runs/bert", "runs/lora", "check them with `tune debug nan --model runs/bert --adapter runs/lora`, or try without --bf16"},
+		{false, "/tmp/my model's", "", "`tune debug nan --model '/tmp/my model'\\''s'`"},
+	} {
+		got := nonFiniteHint(false, tc.bf16, tc.model, tc.adapter)
+		if !strings.Contains(got, tc.want) || strings.Contains(got, "inspect") {
+			t.Errorf("nonFiniteHint(%v, %q, %q) = %q; want %q", tc.bf16, tc.model, tc.adapter, got, tc.want)
+		}
+	}
+}
