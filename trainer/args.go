@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/dirlock"
 )
 
@@ -578,12 +579,21 @@ var checkpointFiles = []string{OptimizerName, SchedulerName, ScalerName, RNGStat
 	TrainerStateName, ManifestName}
 
 // foreignCheckpointFile returns the name of the first entry of the checkpoint-N folder dir that a tune
-// checkpoint does not hold, "" when there is none: with a manifest, any entry it does not list; without one
-// (an older or an interrupted tune run), any entry whose name no checkpoint writes, or a subdirectory.
+// checkpoint does not hold, "" when there is none (see foreignCheckpointFiles).
 func foreignCheckpointFile(dir string) string {
+	if f := foreignCheckpointFiles(dir); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// foreignCheckpointFiles returns the names of the entries of the checkpoint-N folder dir that a tune
+// checkpoint does not hold, nil when there is none: with a manifest, any entry it does not list; without one
+// (an older or an interrupted tune run), any entry whose name no checkpoint writes, or a subdirectory.
+func foreignCheckpointFiles(dir string) []string {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return ""
+		return nil
 	}
 	var listed map[string]bool
 	if b, err := os.ReadFile(filepath.Join(dir, ManifestName)); err == nil {
@@ -595,15 +605,55 @@ func foreignCheckpointFile(dir string) string {
 			}
 		}
 	}
+	var out []string
 	for _, e := range ents {
 		n := e.Name()
 		switch {
 		case listed != nil && !listed[n],
-			listed == nil && (e.IsDir() || !slices.Contains(checkpointFiles, n) && !slices.Contains(OutputArtifacts, n)):
-			return n
+			listed == nil && (e.IsDir() || !slices.Contains(checkpointFiles, n) && !slices.Contains(OutputArtifacts, n) &&
+				!isShardName(n)):
+			out = append(out, n)
 		}
 	}
-	return ""
+	return out
+}
+
+// isShardName reports whether name is one of a sharded model's weight files, model-00001-of-00002.safetensors
+// (loaders.WriteCheckpoint; transformers' save_pretrained names them so).
+func isShardName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "model-")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutSuffix(rest, ".safetensors")
+	i, of, ok2 := strings.Cut(rest, "-of-")
+	if !ok || !ok2 || len(i) != 5 || len(of) != 5 {
+		return false
+	}
+	for _, c := range i + of {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// foreignCheckpointError is the error for a checkpoint-N folder dir that a save of step N would replace while it
+// holds files no tune checkpoint writes (foreign, from foreignCheckpointFiles): bad input, since the same run
+// gives the same result until they are moved. The folder used to be replaced and the files lost (tester10).
+func foreignCheckpointError(dir string, foreign []string) error {
+	names := foreign
+	more := ""
+	if len(names) > 5 {
+		names, more = names[:5], fmt.Sprintf(" and %d more", len(foreign)-5)
+	}
+	it := "it"
+	if len(foreign) > 1 {
+		it = "them"
+	}
+	return badinput.Errorf("trainer: output_dir: %s holds %s%s, which no tune checkpoint writes, and this run saves "+
+		"its checkpoint of that step there, replacing the folder: move %s (or the folder) out of %s first",
+		dir, strings.Join(names, ", "), more, it, filepath.Dir(dir))
 }
 
 // DefaultTrainingArguments returns transformers 5.17's defaults (transformers/training_args.py) plus tune's Shuffle = true.

@@ -78,6 +78,13 @@ func (t *Trainer) saveCheckpoint() (string, error) {
 	if err := t.checkWeights(false, "refusing to write "+filepath.Base(final)); err != nil {
 		return "", err
 	}
+	// A folder of that name holding a user's files is not replaced (checkForeignCheckpoints refuses it before
+	// training; this is for one made during the run).
+	if fi, err := os.Lstat(final); err == nil && fi.IsDir() {
+		if foreign := foreignCheckpointFiles(final); len(foreign) > 0 {
+			return "", foreignCheckpointError(final, foreign)
+		}
+	}
 	if t.scaler.Enabled() {
 		if err := t.checkScalerState(); err != nil {
 			return "", err
@@ -253,6 +260,22 @@ func ResolveCheckpoint(outputDir, spec string) (string, error) {
 		return "", fmt.Errorf("trainer: resume_from_checkpoint %s is not a complete checkpoint: %w", spec, err)
 	}
 	return spec, nil
+}
+
+// checkForeignCheckpoints refuses, before training, a checkpoint-N folder of outputDir that this run may
+// save its checkpoint of step N into (N after startStep, the step the run starts at; an incomplete one of
+// startStep itself too) while it holds files no tune checkpoint writes: the save would replace the folder
+// and lose them. all is ScanCheckpoints(outputDir).
+func checkForeignCheckpoints(all []CheckpointInfo, startStep int) error {
+	for _, c := range all {
+		if c.Step < startStep || c.Step == startStep && c.Problem == "" {
+			continue
+		}
+		if foreign := foreignCheckpointFiles(c.Dir); len(foreign) > 0 {
+			return foreignCheckpointError(c.Dir, foreign)
+		}
+	}
+	return nil
 }
 
 // manifestFiles returns the plain names of the files dir's manifest lists (nil without a readable one).

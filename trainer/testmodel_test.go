@@ -224,6 +224,10 @@ func (m *bagModel) NamedParameters() []NamedParam {
 	}
 }
 
+// The test model's weights file is a name its checkpoints write, as config.json and model.safetensors are a
+// real model's (foreignCheckpointFiles).
+func init() { checkpointFiles = append(checkpointFiles, "model.json") }
+
 // Save writes the flat parameters as JSON (float32 values round-trip exactly through Go's shortest encoding).
 func (m *bagModel) Save(dir string) error {
 	m.saves++

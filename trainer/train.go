@@ -113,7 +113,8 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	if all, err := ScanCheckpoints(a.OutputDir); err == nil {
 		for _, c := range all {
 			if c.Problem != "" {
-				t.logger.Warn("incomplete checkpoint, ignored: "+c.Problem, "checkpoint", c.Dir)
+				t.logger.Warn(fmt.Sprintf("incomplete checkpoint, ignored (a save of step %d replaces it): %s",
+					c.Step, c.Problem), "checkpoint", c.Dir)
 			}
 		}
 	}
@@ -145,6 +146,11 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 		}
 	}
 	r.startStep, r.lastLogged = t.state.GlobalStep, t.state.GlobalStep-r.resumedWindow
+	if all, err := ScanCheckpoints(a.OutputDir); err == nil {
+		if err := checkForeignCheckpoints(all, r.startStep); err != nil {
+			return TrainOutput{}, err
+		}
+	}
 	if a.ResumeFromCheckpoint != "" && r.startStep >= r.total {
 		if model := finalModel(a.OutputDir); model != "" && regularFile(filepath.Join(a.OutputDir, AllResultsName)) {
 			return TrainOutput{}, fmt.Errorf("trainer: %w: resume_from_checkpoint %s is at step %d, the end of training (max_steps %d): "+
