@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -171,10 +172,22 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if stdin != nil {
 		root.SetIn(stdin)
 	}
-	root.SetOut(stdout)
+	out := &outWriter{w: stdout}
+	root.SetOut(out)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagHint(err)} })
 	cmd, err := root.ExecuteC()
+	if out.err != nil && !errors.Is(err, context.Canceled) {
+		// Output that did not reach standard output (a full disk, a closed pipe) is a failed command, whatever
+		// the command made of the write's error: tune eval and tune inspect ignored it and exited 0 with the
+		// metrics lost, tune --version exited 2 (bad usage) (tester10 T10-10).
+		if err != nil {
+			fmt.Fprintln(stderr, "tune:", errctx.Trim(err.Error()))
+		} else {
+			fmt.Fprintf(stderr, "%s: writing the results to standard output: %v\n", cmd.CommandPath(), writeProblem(out.err))
+		}
+		return exitError
+	}
 	if err == nil {
 		return exitOK
 	}
@@ -196,4 +209,36 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return interruptCode()
 	}
 	return exitError
+}
+
+// outWriter is the commands' standard output: it records the first error of a write, and refuses every write
+// after it with the same error, so that runIn fails a command whose output was lost even when the command did
+// not check what its writes returned.
+type outWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (o *outWriter) Write(p []byte) (int, error) {
+	if o.err != nil {
+		return 0, o.err
+	}
+	n, err := o.w.Write(p)
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		o.err = err
+	}
+	return n, err
+}
+
+// writeProblem is the operating system's reason for a failed write ("no space left on device"), without the
+// file's name of an *fs.PathError ("write /dev/stdout: ..."), which runIn's message says in words.
+func writeProblem(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
