@@ -51,7 +51,16 @@ type Client struct {
 	// HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT do (10 s each by NewClient; 0: no limit). A server
 	// that accepts the connection and never answers is then an error naming the address, not a hang.
 	ETagTimeout, DownloadTimeout time.Duration
+	// MaxFileSize bounds a file whose size the Hub does not announce (no X-Linked-Size or Content-Length
+	// in its HEAD, no size in the file list): its transfer fails past this many bytes, and the partial
+	// file is removed. A file announced larger than this is refused before its transfer. 0: no limit.
+	// DefaultMaxFileSize by NewClient.
+	MaxFileSize int64
 }
+
+// DefaultMaxFileSize is the Hub's limit on the size of one file, 50 GB ("Per file: 50GB max, 20GB
+// recommended", https://huggingface.co/docs/hub/storage-limits; larger weights are uploaded as shards).
+const DefaultMaxFileSize int64 = 50_000_000_000
 
 // DefaultTimeout is huggingface_hub's default HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT.
 const DefaultTimeout = 10 * time.Second
@@ -78,6 +87,7 @@ func NewClient() *Client {
 		// HF_HUB_ETAG_TIMEOUT / HF_HUB_DOWNLOAD_TIMEOUT, in seconds (huggingface_hub/constants.py).
 		ETagTimeout:     timeoutEnv("HF_HUB_ETAG_TIMEOUT", DefaultTimeout),
 		DownloadTimeout: timeoutEnv("HF_HUB_DOWNLOAD_TIMEOUT", DefaultTimeout),
+		MaxFileSize:     DefaultMaxFileSize,
 	}
 	if c.Endpoint == "" {
 		c.Endpoint = DefaultEndpoint
@@ -148,6 +158,9 @@ type repoInfo struct {
 	SHA      string `json:"sha"`
 	Siblings []struct {
 		RFilename string `json:"rfilename"`
+		// Size is the file's size in bytes, in the listing of /api/models/REPO?blobs=true (and of mirrors that
+		// always send it); nil when absent.
+		Size *int64 `json:"size"`
 	} `json:"siblings"`
 }
 
@@ -177,8 +190,12 @@ func (c *Client) Download(ctx context.Context, repoID string, o Options) (*Resul
 		return nil, fmt.Errorf("hub: %s answered for %s at %s without a commit hash (sha %q)", c.Endpoint, repoID, rev, info.SHA)
 	}
 	names := make([]string, 0, len(info.Siblings))
+	listed := map[string]int64{}
 	for _, s := range info.Siblings {
 		names = append(names, s.RFilename)
+		if s.Size != nil && *s.Size >= 0 {
+			listed[s.RFilename] = *s.Size
+		}
 	}
 	fetch, skipped := selectFiles(names, o)
 	if len(fetch) == 0 {
@@ -187,7 +204,11 @@ func (c *Client) Download(ctx context.Context, repoID string, o Options) (*Resul
 	repo := filepath.Join(c.Cache, RepoFolderName(repoID))
 	res := &Result{Dir: filepath.Join(repo, "snapshots", info.SHA), Commit: info.SHA, Skipped: skipped}
 	for _, f := range fetch {
-		n, cached, err := c.file(ctx, repoID, info.SHA, f, repo)
+		size, ok := listed[f]
+		if !ok {
+			size = -1
+		}
+		n, cached, err := c.file(ctx, repoID, info.SHA, f, repo, size)
 		if err != nil {
 			return res, err
 		}
@@ -440,9 +461,10 @@ func (c *Client) head(ctx context.Context, repoID, commit, file string) (fileMet
 	return fileMeta{etag: etag, size: size}, nil
 }
 
-// file makes snapshots/<commit>/<file> point at its blob, fetching the blob unless the cache has it. It
+// file makes snapshots/<commit>/<file> point at its blob, fetching the blob unless the cache has it. listed is
+// the file's size in the repository's file list (-1: not given), used when its HEAD announces none. It
 // returns the bytes transferred and whether the blob was already there.
-func (c *Client) file(ctx context.Context, repoID, commit, file, repo string) (int64, bool, error) {
+func (c *Client) file(ctx context.Context, repoID, commit, file, repo string, listed int64) (int64, bool, error) {
 	if strings.HasPrefix(file, "/") || strings.Contains("/"+file+"/", "/../") {
 		return 0, false, fmt.Errorf("hub: %s lists a file outside the repository (%q); refusing it", repoID, file)
 	}
@@ -453,6 +475,14 @@ func (c *Client) file(ctx context.Context, repoID, commit, file, repo string) (i
 	meta, err := c.head(ctx, repoID, commit, file)
 	if err != nil {
 		return 0, false, err
+	}
+	if meta.size < 0 {
+		meta.size = listed
+	}
+	if c.MaxFileSize > 0 && meta.size > c.MaxFileSize {
+		return 0, false, fmt.Errorf("hub: %s from %s is announced as %d bytes, more than the %d a file may have (the "+
+			"Hub's own limit by default): check HF_ENDPOINT (%s), or raise the limit (tune download --max-file-size)",
+			file, repoID, meta.size, c.MaxFileSize, c.Endpoint)
 	}
 	blob := filepath.Join(repo, "blobs", meta.etag)
 	link := filepath.Join(repo, "snapshots", commit, filepath.FromSlash(file))
@@ -550,7 +580,7 @@ func (c *Client) getRange(ctx context.Context, repoID, commit, file, tmp string,
 	if err != nil {
 		return 0, fmt.Errorf("hub: %w", err)
 	}
-	if meta.size >= 0 && have > meta.size { // not the same file: start over
+	if meta.size >= 0 && have > meta.size || meta.size < 0 && c.MaxFileSize > 0 && have > c.MaxFileSize { // not the same file: start over
 		have = 0
 	}
 	h := http.Header{"Accept-Encoding": {"identity"}}
@@ -609,12 +639,22 @@ func (c *Client) getRange(ctx context.Context, repoID, commit, file, tmp string,
 	}
 	if meta.size >= 0 {
 		body = io.LimitReader(body, meta.size-have+1) // one byte more than announced tells a longer body
+	} else if c.MaxFileSize > 0 {
+		body = io.LimitReader(body, c.MaxFileSize-have+1) // no size announced: at most MaxFileSize
 	}
 	n, err := io.Copy(w, body)
+	if meta.size < 0 && c.MaxFileSize > 0 && have+n > c.MaxFileSize {
+		f.Close()
+		_ = os.Remove(tmp)
+		return n, fmt.Errorf("hub: %s from %s: the server announced no size (no X-Linked-Size or Content-Length) and sent "+
+			"more than %d bytes, the most a file may have; the partial file was removed: check HF_ENDPOINT (%s), or raise "+
+			"the limit (tune download --max-file-size)", file, repoID, c.MaxFileSize, c.Endpoint)
+	}
 	if meta.size >= 0 && have+n > meta.size {
-		_ = f.Truncate(0)
+		f.Close()
+		_ = os.Remove(tmp)
 		return n, fmt.Errorf("hub: %s from %s: the server sent more than the %d bytes it announced (X-Linked-Size or "+
-			"Content-Length); the partial file was removed: check HF_ENDPOINT (%s) and run the download again", file, repoID, meta.size, c.Endpoint)
+			"Content-Length, or the file list); the partial file was removed: check HF_ENDPOINT (%s) and run the download again", file, repoID, meta.size, c.Endpoint)
 	}
 	if err != nil {
 		if qe := quiet(err, have+n); qe != err {

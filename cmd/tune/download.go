@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,6 +26,7 @@ type downloadOptions struct {
 	Include     []string // globs selecting the files
 	AllowPickle bool     // fetch pickle files too
 	Quiet       bool     // no progress bars
+	MaxFileSize string   // the most bytes a file may have ("50GB"; "0": no limit)
 }
 
 func newDownloadCmd() *cobra.Command {
@@ -49,7 +51,11 @@ Environment, as in huggingface_hub: HF_ENDPOINT (the Hub's address, for a mirror
 and gated models; else the token huggingface-cli login saved), HF_HUB_OFFLINE=1 (no network: report
 what the cache holds or lacks), HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT (seconds, 10 each: how long
 the file list and each file's metadata, and each download's answer and reads, may take before it is an
-error naming the address).`,
+error naming the address).
+
+A file may have at most --max-file-size bytes (default 50GB, the Hub's own limit on one file): a file
+announced larger is refused, and one whose size the server does not announce fails when it grows past the
+limit, its partial file removed. More than its announced size is never accepted.`,
 		Example: `  tune download bert-base-uncased
   tune download Qwen/Qwen2.5-0.5B --revision main
   tune download google-bert/bert-base-uncased --include '*.json' --include '*.txt'
@@ -76,6 +82,7 @@ error naming the address).`,
 	f.StringArrayVar(&o.Include, "include", nil, "fetch only the files matching this glob (repeatable; '*' matches across '/')")
 	f.BoolVar(&o.AllowPickle, "allow-pickle", false, "also fetch pickle files (pytorch_model.bin, *.pt, *.ckpt), which run code when loaded")
 	f.BoolVar(&o.Quiet, "quiet", false, "no progress bars; print only the snapshot directory")
+	f.StringVar(&o.MaxFileSize, "max-file-size", "50GB", "the most bytes one file may have (kB, MB, GB, TB or KiB, MiB, GiB, TiB; 0: no limit)")
 	return cmd
 }
 
@@ -86,6 +93,11 @@ func (o *downloadOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	c := hub.NewClient()
+	limit, err := parseByteSize(o.MaxFileSize)
+	if err != nil {
+		return usagef("--max-file-size %q: %v", o.MaxFileSize, err)
+	}
+	c.MaxFileSize = limit
 	if u, err := url.Parse(c.Endpoint); !c.Offline && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		return usagef("HF_ENDPOINT %q is not an http(s) URL: set it to the Hub's or a mirror's address, such as %s, or unset it", c.Endpoint, hub.DefaultEndpoint)
 	}
@@ -157,4 +169,22 @@ func byteSize(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// parseByteSize reads a number of bytes with an optional unit: kB, MB, GB, TB (powers of 1000) or KiB, MiB,
+// GiB, TiB (powers of 1024), case-insensitive; a bare number is bytes.
+func parseByteSize(v string) (int64, error) {
+	t := strings.TrimSpace(v)
+	i := strings.IndexFunc(t, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	num, unit := t, ""
+	if i >= 0 {
+		num, unit = t[:i], strings.ToLower(strings.TrimSpace(t[i:]))
+	}
+	mult := map[string]float64{"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+		"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}[unit]
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || mult == 0 || f < 0 || f*mult > 1<<62 {
+		return 0, errors.New("want a number of bytes such as 50GB, 20GiB or 1000000 (0: no limit)")
+	}
+	return int64(f * mult), nil
 }
