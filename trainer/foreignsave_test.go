@@ -24,8 +24,11 @@ func TestResumeRefusesAUsersCheckpointFolder(t *testing.T) {
 	os.WriteFile(filepath.Join(ck4, TrainerStateName), []byte("{}"), 0o644) // a name tune writes: not named
 	a := killArgs(t, dir)
 	a.ResumeFromCheckpoint = "true"
-	tr, _, _ := newTestTrainer(t, newBagModel(16, 4, 2, 0), a, toyTask(30, 16, 23), nil)
+	tr, _, logs := newTestTrainer(t, newBagModel(16, 4, 2, 0), a, toyTask(30, 16, 23), nil)
 	_, err := tr.Train(t.Context())
+	if strings.Contains(logs.String(), "replaces it") {
+		t.Errorf("the warning says the user's folder is replaced:\n%s", logs.String())
+	}
 	want := ck4 + " holds mine.txt, which no tune checkpoint writes"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "move it (or the folder) out of "+dir) {
 		t.Fatalf("Train: %v; want an error with %q", err, want)

@@ -112,7 +112,11 @@ func (t *Trainer) Train(ctx context.Context) (_ TrainOutput, err error) {
 	t.outputs = startOutputs(a.OutputDir, a.resumesInPlace())
 	if all, err := ScanCheckpoints(a.OutputDir); err == nil {
 		for _, c := range all {
-			if c.Problem != "" {
+			switch {
+			case c.Problem == "":
+			case len(foreignCheckpointFiles(c.Dir)) > 0: // never replaced (checkForeignCheckpoints)
+				t.logger.Warn("incomplete checkpoint, ignored: "+c.Problem, "checkpoint", c.Dir)
+			default:
 				t.logger.Warn(fmt.Sprintf("incomplete checkpoint, ignored (a save of step %d replaces it): %s",
 					c.Step, c.Problem), "checkpoint", c.Dir)
 			}
