@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/recipes"
 )
 
@@ -104,7 +105,7 @@ func (o *cpOptions) run(w io.Writer) error {
 		// Only a regular file is compared and replaced: reading a named pipe would block, and renaming over a
 		// device or socket (/dev/null with --force, as root) would replace that node with the recipe.
 		if st, err := os.Stat(f.path); err == nil && !st.Mode().IsRegular() {
-			return usagef("%s is not a regular file (%s): cp writes a recipe file; name a new file or a folder", f.path, fileKind(st.Mode()))
+			return usagef("%s is not a regular file (%s): cp writes a recipe file; name a new file or a folder", f.path, smallfile.Kind(st.Mode()))
 		}
 		old, err := os.ReadFile(f.path)
 		switch {

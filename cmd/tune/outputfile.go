@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/tune-ml/tune/internal/atomicfile"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // checkOutputFile checks, before any work, a file that a command will create (flag names it in messages), and
@@ -40,7 +41,7 @@ func checkOutputFile(flag, out, input string, force bool) (string, error) {
 	case st.IsDir():
 		return "", usagef("%s %s is a directory; name a file to write the JSONL into", flag, out)
 	case !st.Mode().IsRegular():
-		return "", usagef("%s %s is %s, not a regular file, and would be replaced by one; name a file, or - (or no %s) for standard output", flag, out, fileKind(st.Mode()), flag)
+		return "", usagef("%s %s is %s, not a regular file, and would be replaced by one; name a file, or - (or no %s) for standard output", flag, out, smallfile.Kind(st.Mode()), flag)
 	}
 	if in, err := os.Stat(input); err == nil && os.SameFile(st, in) {
 		return "", usagef("%s %s is the input file %s; writing it would destroy the input: choose another name", flag, out, input)
@@ -81,21 +82,6 @@ func checkOutputDir(flag, path string) error {
 	f.Close()
 	os.Remove(f.Name())
 	return nil
-}
-
-// fileKind names the kind of a file that is neither a regular file nor a directory, with its article.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	}
-	return "a special file (" + m.Type().String() + ")"
 }
 
 // linkTarget is what the symbolic link p points to, or "?" if it cannot be read.
