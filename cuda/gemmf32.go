@@ -104,3 +104,35 @@ func (o *op) blasMatmul(mm matmul) (bool, error) {
 			mm.lda, mm.ldb, mm.ldc, mm.a, mm.b, mm.c, mm.alpha, mm.beta)
 	}, run)
 }
+
+// blasMatmulPtrs runs a batch of mm.batch FP32 GEMMs through cublasSgemmBatched: mm.a, mm.b and mm.c are the
+// device addresses of arrays of mm.batch matrix addresses each (not matrices), the rest as blasMatmul. The FP32
+// attention path (attention_f32.go) reaches every (batch member, head) pair of a layout that no stride
+// describes this way. It reports false, queueing nothing, when libcublas cannot be loaded.
+func (o *op) blasMatmulPtrs(mm matmul) (bool, error) {
+	bs, err := o.cuBLAS()
+	if err != nil {
+		if o.b.blasErr != nil {
+			return false, nil
+		}
+		return true, err
+	}
+	ta, tb := 0, 0
+	if mm.transB {
+		ta = 1
+	}
+	if mm.transA {
+		tb = 1
+	}
+	run := func() error {
+		st := C.tc_blas_sgemm_batched(bs.handle, C.int(ta), C.int(tb), C.int(mm.n), C.int(mm.m), C.int(mm.k), C.float(mm.alpha),
+			C.uintptr_t(mm.b), C.int(mm.ldb), C.uintptr_t(mm.a), C.int(mm.lda), C.float(mm.beta), C.uintptr_t(mm.c), C.int(mm.ldc),
+			C.int(mm.batch))
+		return cublasErr("cublasSgemmBatched", int(st), "M=%d N=%d K=%d batch=%d transA=%v transB=%v ld=(%d,%d,%d)",
+			mm.m, mm.n, mm.k, mm.batch, mm.transA, mm.transB, mm.lda, mm.ldb, mm.ldc)
+	}
+	return true, o.stream(func() []byte {
+		return fmt.Appendf(nil, "sgemmBatched %d %d %d %d %v %v %d %d %d %x %x %x %v %v", mm.m, mm.n, mm.k, mm.batch,
+			mm.transA, mm.transB, mm.lda, mm.ldb, mm.ldc, mm.a, mm.b, mm.c, mm.alpha, mm.beta)
+	}, run)
+}

@@ -241,6 +241,9 @@ static struct {
 	cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
 	cublasStatus_t (*sgemm)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const float *,
 	                        const float *, int, const float *, int, const float *, float *, int);
+	cublasStatus_t (*sgemm_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+	                                const float *, const float *const *, int, const float *const *, int,
+	                                const float *, float *const *, int, int);
 } blas;
 
 const char *tc_blas_bind(void *h) {
@@ -250,6 +253,7 @@ const char *tc_blas_bind(void *h) {
 	BIND(blas, h, set_workspace, "cublasSetWorkspace_v2");
 	BIND(blas, h, set_math_mode, "cublasSetMathMode");
 	BIND(blas, h, sgemm, "cublasSgemm_v2");
+	BIND(blas, h, sgemm_batched, "cublasSgemmBatched");
 	return NULL;
 }
 
@@ -268,6 +272,14 @@ cublasStatus_t tc_blas_sgemm(cublasHandle_t h, int transa, int transb, int m, in
                              int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc) {
 	return blas.sgemm(h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
 	                  (const float *)a, lda, (const float *)b, ldb, &beta, (float *)c, ldc);
+}
+
+cublasStatus_t tc_blas_sgemm_batched(cublasHandle_t h, int transa, int transb, int m, int n, int k, float alpha,
+                                     uintptr_t a, int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc,
+                                     int batch) {
+	return blas.sgemm_batched(h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k,
+	                          &alpha, (const float *const *)a, lda, (const float *const *)b, ldb, &beta,
+	                          (float *const *)c, ldc, batch);
 }
 
 // ---------------------------------------------------------------------------------------------------------

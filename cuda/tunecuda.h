@@ -78,6 +78,10 @@ cublasStatus_t tc_blas_setup(cublasHandle_t h, void *stream, uintptr_t ws, size_
 // tc_blas_sgemm is cublasSgemm in column-major terms (transa/transb 0 = N, 1 = T).
 cublasStatus_t tc_blas_sgemm(cublasHandle_t h, int transa, int transb, int m, int n, int k, float alpha, uintptr_t a,
                              int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc);
+// tc_blas_sgemm_batched is cublasSgemmBatched: a, b and c are device arrays of batch matrix addresses.
+cublasStatus_t tc_blas_sgemm_batched(cublasHandle_t h, int transa, int transb, int m, int n, int k, float alpha,
+                                     uintptr_t a, int lda, uintptr_t b, int ldb, float beta, uintptr_t c, int ldc,
+                                     int batch);
 
 // --- NVRTC ---
 const char *tc_nvrtc_bind(void *handle);
