@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"unsafe"
 
+	"gorgonia.org/cu"
+
 	"github.com/tune-ml/tune/internal/opcheck"
 	"github.com/tune-ml/tune/tensor"
 )
@@ -33,6 +35,10 @@ import (
 //	                      dropout, written over S) → O = P'·V (GEMM)
 //	backward, per chunk:  S = Scale·Q·Kᵀ, dP' = dO·Vᵀ (GEMMs) → attn_f32_dsoftmax (P from the LSE, Δ in FP32,
 //	                      dS and P') → dV (+)= P'ᵀ·dO, dQ = Scale·dS·K, dK (+)= Scale·dSᵀ·Q (GEMMs)
+//
+// With one query head per key/value head the jobs are (batch member, head) pairs (f32Pairs): strided
+// batches when the layout makes pairs affine, else pointer arrays filled by attn_f32_ptrs into
+// cublasSgemmBatched, so a chunk covers as many pairs as the scratch holds.
 //
 // This is the two-pass algorithm restricted to what fits the scratch; the numerics are the general kernels'
 // (docs/ATTENTION.md: S and the softmax in FP32, nothing rounded on F32 operands, Δ_i = Σ_j P_ij·dP_ij). A
@@ -87,11 +93,13 @@ type f32Rows struct {
 
 // f32Chunks is the chunking of one FP32 attention call.
 type f32Chunks struct {
-	axisB bool // jobs are batch members (else key/value heads)
-	jobs  int  // jobs along the axis: B or Hkv
-	per   int  // jobs per chunk
-	rb    int  // query rows per block
-	ld    int  // scratch row length (Tk rounded up to 4)
+	axisB  bool // jobs are batch members (else key/value heads)
+	merged bool // jobs are (batch member, head) pairs b·Hq + h (f32Pairs)
+	ptrs   bool // merged, and the products reach the pairs through pointer arrays (f32Args)
+	jobs   int  // jobs along the axis: B, Hkv, or B·Hq when merged
+	per    int  // jobs per chunk
+	rb     int  // query rows per block
+	ld     int  // scratch row length (Tk rounded up to 4)
 }
 
 // f32Usable reports whether the GEMM path covers the call: every operand's rows at least D apart and Tk ≥ 1.
@@ -111,9 +119,13 @@ func f32Usable(g opcheck.Attention, ops ...opcheck.AttnOperand) bool {
 // query row and keyCols per key (the 3xTF32 operand copies): the SGEMM path's forward holds S (1, 0, 0), its
 // backward S and dP' (2, 0, 0). Blocks keep at least 16 rows (or Tq), so rows longer than attnF32Scratch/64
 // bytes take more scratch than the bound.
-func f32Plan(g opcheck.Attention, rowBufs, rowCols, keyCols int) f32Chunks {
+// With merged (f32Merged) the jobs are every (batch member, head) pair, so one GEMM covers as many of them as
+// the scratch holds instead of one head's batch members.
+func f32Plan(g opcheck.Attention, pairs f32PairMode, rowBufs, rowCols, keyCols int) f32Chunks {
 	c := f32Chunks{axisB: g.B >= g.Hkv, jobs: g.B, ld: (g.Tk + 3) &^ 3}
-	if !c.axisB {
+	if pairs != f32PairsNone {
+		c.merged, c.ptrs, c.jobs = true, pairs == f32PairsPtrs, g.B*g.Hq
+	} else if !c.axisB {
 		c.jobs = g.Hkv
 	}
 	budget := attnF32Scratch / 4 // elements
@@ -165,6 +177,9 @@ func (j f32Job) kvStride(x opcheck.AttnOperand) int { return j.db*x.SB + j.dhk*x
 // h/G); along KV heads, every batch member and head-in-group g. Consecutive entries of one KV head are its
 // query heads in order, so dK and dV sum them in a fixed order.
 func f32Fixed(g opcheck.Attention, c f32Chunks) []f32Job {
+	if c.merged { // job c is pair c (f32Pairs): the row kernels split it into b and h
+		return []f32Job{{dh: 1, dhk: 1}}
+	}
 	G := g.Group()
 	var out []f32Job
 	if c.axisB {
@@ -181,6 +196,57 @@ func f32Fixed(g opcheck.Attention, c f32Chunks) []f32Job {
 	return out
 }
 
+// f32PairMode is how a call's (batch member, head) pairs become one job axis (f32Pairs).
+type f32PairMode int
+
+const (
+	f32PairsNone    f32PairMode = iota // jobs along one axis: batch members, or key/value heads
+	f32PairsStrided                    // pair p = b·Hq + h at element p·SH of every operand: strided batches
+	f32PairsPtrs                       // pointer arrays (attn_f32_ptrs) into cublasSgemmBatched
+)
+
+// f32Pairs says whether and how a call's (batch member, head) pairs can be one job axis, so that one GEMM
+// covers as many pairs as the scratch holds instead of one head's batch members (BERT-base at 32×128: 384
+// pairs, against twelve GEMMs over 32). It needs one query head per key/value head (dK and dV of a pair are
+// its own). When in every operand the batch stride is Hq head strides (the dense (B, H, T, D) layout) pair
+// p = b·Hq + h starts at element p·SH and strided batches reach it; otherwise — the attention layers' rows
+// layout (transformer.RowHeads: heads side by side in each token's row) — the products take pointer arrays,
+// which needs the legacy cuBLAS (true FP32 only, as useBlas) and 16-byte aligned operands.
+func (o *op) f32Pairs(g opcheck.Attention, ops ...opcheck.AttnOperand) f32PairMode {
+	return f32PairKind(g, func() bool {
+		if gemmF32Lt || o.b.allowTF32 {
+			return false
+		}
+		_, err := o.cuBLAS()
+		return err == nil
+	}, ops...)
+}
+
+// f32PairKind is f32Pairs' rule; blas reports whether pointer-array products can run (asked only when needed).
+// Pointer arrays also leave out causal calls with Tq > Tk, whose first row blocks see no key and are zeroed by
+// the row kernels through a job stride.
+func f32PairKind(g opcheck.Attention, blas func() bool, ops ...opcheck.AttnOperand) f32PairMode {
+	if g.Hq != g.Hkv || f32NoMerge {
+		return f32PairsNone
+	}
+	dense, aligned := true, true
+	for _, x := range ops {
+		dense = dense && x.SB == g.Hq*x.SH
+		aligned = aligned && addr(x.T)%16 == 0 && x.SB%4 == 0 && x.SH%4 == 0 && x.ST%4 == 0
+	}
+	switch {
+	case dense:
+		return f32PairsStrided
+	case aligned && !(g.Causal && g.Tq > g.Tk) && blas():
+		return f32PairsPtrs
+	}
+	return f32PairsNone
+}
+
+// f32NoMerge, set by TUNE_ATTN_F32_MERGE=0 (or a test through export_f32_test.go), keeps one job axis (batch
+// members or key/value heads) even where f32Pairs would merge: the chunking before the merged axis, for A/B runs.
+var f32NoMerge = os.Getenv("TUNE_ATTN_F32_MERGE") == "0"
+
 // visibleKeys returns how many keys (from key 0) a causal row block ending before query r1 can see.
 func visibleKeys(g opcheck.Attention, r1 int) int {
 	if !g.Causal {
@@ -191,17 +257,24 @@ func visibleKeys(g opcheck.Attention, r1 int) int {
 
 // f32Launch queues kernel name of attention_f32.cu over rows warps (eight per block) with argument block a.
 func (o *op) f32Launch(name string, rows int, a *f32Rows) {
-	if o.err != nil || rows == 0 || attnF32NoRows {
+	if rows == 0 || attnF32NoRows {
+		return
+	}
+	o.f32LaunchBlob(name, cdiv(rows, 8), unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a)))
+}
+
+// f32LaunchBlob queues kernel name of attention_f32.cu over gx blocks of 256 threads with the argument block
+// blob (one struct, copied by the driver).
+func (o *op) f32LaunchBlob(name string, gx int, blob []byte) {
+	if o.err != nil || gx == 0 {
 		return
 	}
 	f, err := o.b.function("attention_f32.cu", name)
 	if o.fail(err) != nil {
 		return
 	}
-	gx := cdiv(rows, 8)
 	fn := *(*unsafe.Pointer)(unsafe.Pointer(&f))
 	st := *(*unsafe.Pointer)(unsafe.Pointer(&o.b.stream))
-	blob := unsafe.Slice((*byte)(unsafe.Pointer(a)), unsafe.Sizeof(*a))
 	if o.b.graph != nil { // recorded (graph.go): the parameters are copied, a may change after the op
 		blob = append([]byte(nil), blob...)
 	}
@@ -219,13 +292,22 @@ func (o *op) f32Launch(name string, rows int, a *f32Rows) {
 	o.fail(o.issue(func() []byte { return kernelKey(fn, gx, 1, 1, 256, 1, 0) }, k, nil, run))
 }
 
-// f32Gemm queues one strided-batched FP32 GEMM; it reports false when cuBLASLt has no algorithm for the
-// layout (nothing queued, o not failed) so that the caller can fall back.
-func (o *op) f32Gemm(mm matmul) bool {
+// f32Gemm queues one batched FP32 GEMM of chunking c: strided, or through pointer arrays when c.ptrs. It
+// reports false when cuBLASLt has no algorithm for the layout (nothing queued, o not failed) so that the
+// caller can fall back.
+func (o *op) f32Gemm(c f32Chunks, mm matmul) bool {
 	if o.err != nil {
 		return true
 	}
 	mm.ab, mm.cdt = tensor.F32, tensor.F32
+	if c.ptrs { // mm.a, mm.b, mm.c are pointer arrays (f32Args); f32Pairs checked that libcublas loads
+		ok, err := o.blasMatmulPtrs(mm)
+		if !ok {
+			return false
+		}
+		o.fail(err)
+		return true
+	}
 	if mm.batch == 1 {
 		mm.sa, mm.sb, mm.sc = 0, 0, 0
 	}
@@ -283,14 +365,74 @@ func rowKernel(base string, n int) string {
 // f32Elem returns the device address of element e (in elements) of operand x's storage.
 func f32Elem(x opcheck.AttnOperand, e int) uint64 { return addr(x.T) + 4*uint64(e) }
 
+// f32Arg is one operand of a chunk's strided-batched GEMM: the address of its first job's matrix and the
+// element distance between jobs; or, on a chunk of pairs through pointer arrays (f32Chunks.ptrs), the address
+// of an array of the jobs' matrix addresses (s unused).
+type f32Arg struct {
+	a uint64
+	s int
+}
+
+// f32Src names one operand of a chunk's products for f32Args: position t0 of attention operand x (on the
+// query side, or with kv the key/value side), or, when x.T is nil, score block rows·ld of the scratch at base.
+type f32Src struct {
+	x    opcheck.AttnOperand
+	t0   int
+	kv   bool
+	base uint64
+}
+
+// f32Ptrs mirrors struct F32Ptrs of kernels/attention_f32.cu.
+type f32Ptrs struct {
+	out             uint64
+	n, p0, hq, narr int64
+	base            [f32PtrsMax]uint64
+	sb, sh, off     [f32PtrsMax]int64
+}
+
+// f32PtrsMax is F32_PTRS_MAX of kernels/attention_f32.cu: the most operands one attn_f32_ptrs call covers.
+const f32PtrsMax = 10
+
+// f32Args returns the GEMM operands of the nj jobs of chunk j from job c0 (block of rows rows): strided
+// (every operand affine in the job), or, on a chunk of pairs through pointer arrays, the arrays attn_f32_ptrs
+// writes into ptrs (f32PtrsMax·per addresses) for them.
+func (o *op) f32Args(g opcheck.Attention, c f32Chunks, j f32Job, c0, nj, rows int, ptrs uint64, srcs ...f32Src) []f32Arg {
+	out := make([]f32Arg, len(srcs))
+	blk := rows * c.ld
+	if !c.ptrs {
+		for k, x := range srcs {
+			switch {
+			case x.x.T == nil:
+				out[k] = f32Arg{x.base, blk}
+			case x.kv:
+				out[k] = f32Arg{f32Elem(x.x, j.kv(x.x, c0, x.t0)), j.kvStride(x.x)}
+			default:
+				out[k] = f32Arg{f32Elem(x.x, j.q(x.x, c0, x.t0)), j.qStride(x.x)}
+			}
+		}
+		return out
+	}
+	a := f32Ptrs{out: ptrs, n: int64(nj), p0: int64(c0), hq: int64(g.Hq), narr: int64(len(srcs))}
+	for k, x := range srcs {
+		if x.x.T == nil { // block i of the scratch: base + 4·(p − p0)·blk
+			a.base[k], a.sb[k], a.sh[k], a.off[k] = x.base, int64(g.Hq*blk), int64(blk), -int64(c0*blk)
+		} else {
+			a.base[k], a.sb[k], a.sh[k], a.off[k] = addr(x.x.T), int64(x.x.SB), int64(x.x.SH), int64(x.t0*x.x.ST)
+		}
+		out[k] = f32Arg{a: ptrs + uint64(8*k*nj)}
+	}
+	blob := unsafe.Slice((*byte)(unsafe.Pointer(&a)), unsafe.Sizeof(a))
+	o.f32LaunchBlob("attn_f32_ptrs", cdiv(len(srcs)*nj, 256), blob)
+	return out
+}
+
 // f32Scores queues the scores-shaped product dst = alpha·X·Yᵀ of a chunk (S = Scale·Q·Kᵀ or dP' = dO·Vᵀ), one
-// FP32 SGEMM: X the rows rows of query-side operand x from element xe (job stride xs), Y the n keys of key-side
-// operand y from element ye (job stride ys), dst nj blocks of rows × n (row length c.ld) in the scratch. It
-// reports false when cuBLASLt has no algorithm.
-func (o *op) f32Scores(g opcheck.Attention, c f32Chunks, x opcheck.AttnOperand, xe, xs int, y opcheck.AttnOperand, ye, ys int,
-	rows, n, nj int, dst uint64, alpha float32) bool {
-	return o.f32Gemm(matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: f32Elem(x, xe), lda: x.ST, sa: xs,
-		b: f32Elem(y, ye), ldb: y.ST, sb: ys, c: dst, ldc: c.ld, sc: rows * c.ld, alpha: alpha})
+// FP32 SGEMM: X the rows rows of query-side operand x, Y the n keys of key-side operand y, dst nj blocks of
+// rows × n (row length c.ld) in the scratch. It reports false when cuBLASLt has no algorithm.
+func (o *op) f32Scores(g opcheck.Attention, c f32Chunks, x opcheck.AttnOperand, xa f32Arg, y opcheck.AttnOperand, ya, dst f32Arg,
+	rows, n, nj int, alpha float32) bool {
+	return o.f32Gemm(c, matmul{transB: true, m: rows, n: n, k: g.D, batch: nj, a: xa.a, lda: x.ST, sa: xa.s,
+		b: ya.a, ldb: y.ST, sb: ya.s, c: dst.a, ldc: c.ld, sc: dst.s, alpha: alpha})
 }
 
 // attnF32Forward runs Attention on the FP32 GEMM path when it covers the call; false means the caller runs
@@ -308,12 +450,19 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 	if !f32Usable(g, g.Q, g.K, g.V, g.O) {
 		return false
 	}
-	c := f32Plan(g, 1, 0, 0)
+	c := f32Plan(g, o.f32Pairs(g, g.Q, g.K, g.V, g.O), 1, 0, 0)
 	buf := o.scratch(4 * c.per * c.rb * c.ld)
+	var ptrs cu.DevicePtr
+	if c.ptrs {
+		ptrs = o.scratch(8 * 5 * c.per)
+	}
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
+	if c.ptrs {
+		defer o.release(ptrs)
+	}
 	for _, j := range f32Fixed(g, c) {
 		for r0 := 0; r0 < g.Tq; r0 += c.rb {
 			rows := min(c.rb, g.Tq-r0)
@@ -332,14 +481,15 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 					o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
 					continue
 				}
-				if !o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), j.qStride(g.Q), g.K, j.kv(g.K, c0, 0), j.kvStride(g.K), rows, n, nj, uint64(buf), g.Scale) {
+				x := o.f32Args(g, c, j, c0, nj, rows, uint64(ptrs), f32Src{x: g.Q, t0: r0}, f32Src{x: g.K, kv: true},
+					f32Src{x: g.V, kv: true}, f32Src{x: g.O, t0: r0}, f32Src{base: uint64(buf)})
+				q, k, v, out, sc := x[0], x[1], x[2], x[3], x[4]
+				if !o.f32Scores(g, c, g.Q, q, g.K, k, sc, rows, n, nj, g.Scale) {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_softmax", n), nj*rows, &a)
-				if !o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj,
-					a: uint64(buf), lda: c.ld, sa: rows * c.ld,
-					b: f32Elem(g.V, j.kv(g.V, c0, 0)), ldb: g.V.ST, sb: j.kvStride(g.V),
-					c: f32Elem(g.O, j.q(g.O, c0, r0)), ldc: g.O.ST, sc: j.qStride(g.O), alpha: 1}) {
+				if !o.f32Gemm(c, matmul{m: rows, n: g.D, k: n, batch: nj, a: sc.a, lda: c.ld, sa: sc.s,
+					b: v.a, ldb: g.V.ST, sb: v.s, c: out.a, ldc: g.O.ST, sc: out.s, alpha: 1}) {
 					return false
 				}
 				if o.failed() {
@@ -368,13 +518,20 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 		m, ok := o.b.f32Keep[addr(g.KeepBits)]
 		keep = ok && m == keepMarkOf(g)
 	}
-	c := f32Plan(g, 2, 0, 0)
+	c := f32Plan(g, o.f32Pairs(g, g.Q, g.K, g.V, g.O, g.DO, g.DQ, g.DK, g.DV), 2, 0, 0)
 	blk := c.per * c.rb * c.ld
 	buf := o.scratch(8 * blk)
+	var ptrs cu.DevicePtr
+	if c.ptrs {
+		ptrs = o.scratch(8 * 9 * c.per)
+	}
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
+	if c.ptrs {
+		defer o.release(ptrs)
+	}
 	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)
 	G := g.Group()
 	starts := c.backwardBlocks(g)
@@ -396,28 +553,27 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 				}
 				a.s, a.dp, a.n, a.rows, a.njobs = sBuf, dpBuf, int64(n), int64(rows), int64(nj)
 				a.b0, a.db, a.h0, a.dh, a.i0 = int64(j.b+c0*j.db), int64(j.db), int64(j.h+c0*j.dh), int64(j.dh), int64(r0)
-				dq := f32Elem(g.DQ, j.q(g.DQ, c0, r0))
 				if n == 0 { // no row of the block sees a key: dQ = 0, nothing for dK and dV
-					a.zero, a.zjob, a.zrow = dq, int64(j.qStride(g.DQ)), int64(g.DQ.ST)
+					a.zero, a.zjob, a.zrow = f32Elem(g.DQ, j.q(g.DQ, c0, r0)), int64(j.qStride(g.DQ)), int64(g.DQ.ST)
 					o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
 					continue
 				}
-				qa, qs := f32Elem(g.Q, j.q(g.Q, c0, r0)), j.qStride(g.Q)
-				doa, dos := f32Elem(g.DO, j.q(g.DO, c0, r0)), j.qStride(g.DO)
-				ka, ks := f32Elem(g.K, j.kv(g.K, c0, 0)), j.kvStride(g.K)
-				vs := j.kvStride(g.V)
-				ok := o.f32Scores(g, c, g.Q, j.q(g.Q, c0, r0), qs, g.K, j.kv(g.K, c0, 0), ks, rows, n, nj, sBuf, g.Scale) &&
-					o.f32Scores(g, c, g.DO, j.q(g.DO, c0, r0), dos, g.V, j.kv(g.V, c0, 0), vs, rows, n, nj, dpBuf, 1)
+				x := o.f32Args(g, c, j, c0, nj, rows, uint64(ptrs), f32Src{x: g.Q, t0: r0}, f32Src{x: g.K, kv: true},
+					f32Src{x: g.V, kv: true}, f32Src{x: g.DO, t0: r0}, f32Src{x: g.DQ, t0: r0}, f32Src{x: g.DK, kv: true},
+					f32Src{x: g.DV, kv: true}, f32Src{base: sBuf}, f32Src{base: dpBuf})
+				q, k, v, do, dq, dk, dv, sc, dp := x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]
+				ok := o.f32Scores(g, c, g.Q, q, g.K, k, sc, rows, n, nj, g.Scale) &&
+					o.f32Scores(g, c, g.DO, do, g.V, v, dp, rows, n, nj, 1)
 				if !ok {
 					return false
 				}
 				o.f32Launch(rowKernel("attn_f32_dsoftmax", n), nj*rows, &a)
-				ok = o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sBuf, lda: c.ld, sa: rows * c.ld,
-					b: doa, ldb: g.DO.ST, sb: dos, c: f32Elem(g.DV, j.kv(g.DV, c0, 0)), ldc: g.DV.ST, sc: j.kvStride(g.DV), alpha: 1, beta: beta}) &&
-					o.f32Gemm(matmul{m: rows, n: g.D, k: n, batch: nj, a: dpBuf, lda: c.ld, sa: rows * c.ld,
-						b: ka, ldb: g.K.ST, sb: ks, c: dq, ldc: g.DQ.ST, sc: j.qStride(g.DQ), alpha: g.Scale}) &&
-					o.f32Gemm(matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: dpBuf, lda: c.ld, sa: rows * c.ld,
-						b: qa, ldb: g.Q.ST, sb: qs, c: f32Elem(g.DK, j.kv(g.DK, c0, 0)), ldc: g.DK.ST, sc: j.kvStride(g.DK), alpha: g.Scale, beta: beta})
+				ok = o.f32Gemm(c, matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: sc.a, lda: c.ld, sa: sc.s,
+					b: do.a, ldb: g.DO.ST, sb: do.s, c: dv.a, ldc: g.DV.ST, sc: dv.s, alpha: 1, beta: beta}) &&
+					o.f32Gemm(c, matmul{m: rows, n: g.D, k: n, batch: nj, a: dp.a, lda: c.ld, sa: dp.s,
+						b: k.a, ldb: g.K.ST, sb: k.s, c: dq.a, ldc: g.DQ.ST, sc: dq.s, alpha: g.Scale}) &&
+					o.f32Gemm(c, matmul{transA: true, m: n, n: g.D, k: rows, batch: nj, a: dp.a, lda: c.ld, sa: dp.s,
+						b: q.a, ldb: g.Q.ST, sb: q.s, c: dk.a, ldc: g.DK.ST, sc: dk.s, alpha: g.Scale, beta: beta})
 				if !ok {
 					return false
 				}

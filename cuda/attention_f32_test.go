@@ -51,6 +51,17 @@ var f32Cases = []f32Case{
 	{attnShape: attnShape{B: 1, Hq: 4, Hkv: 2, Tq: 64, Tk: 64, D: 128, causal: true, mask: true, p: 0.15, keepBits: true}, layout: 2, scratch: 32 * 64 * 4},
 	{attnShape: attnShape{B: 5, Hq: 4, Hkv: 2, Tq: 40, Tk: 40, D: 64, p: 0.1, keepBits: true}, layout: 2, scratch: 2 * 2 * 40 * 40 * 4}, // no mask: see above
 	{attnShape: attnShape{B: 1, Hq: 2, Hkv: 2, Tq: 24, Tk: 600, D: 64, mask: true, p: 0.1, keepBits: true}, layout: 1},
+	// Dense operands of one head per KV head: (batch, head) pairs merged into one job axis (f32Merged). Key
+	// padding with batch member 0 fully masked (a pair's b taken wrongly would mask the others), dropout with
+	// KeepBits; segments with the merged pairs split unevenly (forward 5 + 4, backward 3 + 3 + 3); causal row
+	// blocks.
+	{attnShape: attnShape{B: 3, Hq: 2, Hkv: 2, Tq: 77, Tk: 77, D: 64, mask: true, p: 0.1, keepBits: true}, allMasked: true},
+	{attnShape: attnShape{B: 3, Hq: 3, Hkv: 3, Tq: 40, Tk: 40, D: 32, seg: true, p: 0.2}, scratch: 2 * 4 * 40 * 40 * 4},
+	{attnShape: attnShape{B: 2, Hq: 3, Hkv: 3, Tq: 70, Tk: 70, D: 64, causal: true, mask: true}, causalBlock: 32},
+	// The rows layouts (BERT's packed, Llama's) of one head per KV head: pairs through pointer arrays (f32Pairs),
+	// with a fully masked member 0, KeepBits and uneven chunks of pairs; causal row blocks.
+	{attnShape: attnShape{B: 3, Hq: 3, Hkv: 3, Tq: 40, Tk: 40, D: 32, mask: true, p: 0.1, keepBits: true}, layout: 1, allMasked: true, scratch: 2 * 4 * 40 * 40 * 4},
+	{attnShape: attnShape{B: 2, Hq: 3, Hkv: 3, Tq: 70, Tk: 70, D: 64, causal: true, mask: true, p: 0.1}, layout: 2, causalBlock: 32},
 	// A forward that stored no bits (the general kernels): the backward draws its own.
 	{attnShape: attnShape{B: 2, Hq: 2, Hkv: 2, Tq: 64, Tk: 64, D: 64, mask: true, p: 0.1, keepBits: true}, layout: 2, refForward: true},
 }
@@ -416,6 +427,7 @@ func TestAttentionF32Deterministic(t *testing.T) {
 	for _, c := range []f32Case{
 		{attnShape: attnShape{B: 4, Hq: 8, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 3 * 200 * 200 * 4 * 2},
 		{attnShape: attnShape{B: 1, Hq: 4, Hkv: 2, Tq: 300, Tk: 300, D: 128, causal: true, p: 0.1}, layout: 1, causalBlock: 64},
+		{attnShape: attnShape{B: 3, Hq: 4, Hkv: 4, Tq: 130, Tk: 130, D: 64, mask: true, p: 0.1}, layout: 2, scratch: 5 * 130 * 132 * 4 * 2}, // pointer arrays
 	} {
 		t.Run(c.String(), func(t *testing.T) {
 			d := c.data(5)

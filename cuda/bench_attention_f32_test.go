@@ -35,6 +35,7 @@ func BenchmarkAttentionF32(b *testing.B) {
 		{64, 12, 512, 64, false, 0, []int{64, 256}, []int{0}},
 		{64, 12, 512, 64, false, 0.1, []int{256}, []int{0}},
 		{8, 32, 2048, 128, true, 0, []int{256}, []int{256, 512}},
+		{32, 12, 128, 64, false, 0.1, []int{256}, []int{0}}, // BERT-base at 32×128
 	} {
 		n := c.B * c.H * c.T * c.D
 		var live []*tensor.Tensor

@@ -6,8 +6,12 @@
 // (attention.cu's attn_*_ref): FP32 expf/logf, P normalised before dropout scales it, Δ_i = Σ_j P_ij·dP_ij in
 // FP32 (docs/ATTENTION.md). Every sum runs in a fixed order: results are bit-identical from run to run.
 //
+// attn_f32_ptrs (at the end) writes the pointer arrays of a chunk of (batch member, head) pairs whose products
+// run as cublasSgemmBatched.
+//
 // A chunk is njobs score blocks of rows rows each; job c is query head h = h0 + c·dh of batch member
-// b = b0 + c·db, and row r of its block is query i = i0 + r. Block c's row r starts at element
+// b = b0 + c·db (h ≥ Hq counts pairs: head h % Hq of member b + h / Hq), and row r of its block is query
+// i = i0 + r. Block c's row r starts at element
 // (c·rows + r)·ld of the scratch; its first n columns are keys 0 .. n−1 (keys ≥ n are not visible to any row of
 // the chunk: causal); the kernels zero the padding columns up to the next multiple of 4 and leave the rest, which
 // no product reads.
@@ -78,6 +82,10 @@ __device__ __forceinline__ F32Row f32_row(const F32Rows &p) {
 		c = gr / p.rows, r = gr - c * p.rows;
 	}
 	w.b = p.b0 + c * p.db, w.h = p.h0 + c * p.dh, w.i = p.i0 + r;
+	if (w.h >= p.Hq) { // a chunk of merged jobs (cuda/attention_f32.go's f32Merged): pair h = b·Hq + h
+		w.b += w.h / p.Hq;
+		w.h %= p.Hq;
+	}
 	w.s = p.s + gr * p.ld;
 	w.dp = p.dp ? p.dp + gr * p.ld : nullptr;
 	w.lrow = (w.b * p.Hq + w.h) * p.Tq + w.i;
@@ -327,3 +335,25 @@ __device__ __forceinline__ void f32_dsoftmax_row(const F32Rows &p, const F32Row 
 	}
 F32_DSOFTMAX(4)
 F32_DSOFTMAX(0)
+
+// F32Ptrs is the argument block of attn_f32_ptrs (mirrored by f32Ptrs in cuda/attention_f32.go): narr arrays
+// of n device addresses each, array k at out + k·n. Entry i of array k is the address of job i's matrix of
+// operand k, job i being (batch member, head) pair p = p0 + i, b = p / Hq, h = p % Hq:
+// base[k] + 4·(off[k] + b·sb[k] + h·sh[k]). (A chunk's score scratch is sb = Hq·blk, sh = blk,
+// off = −p0·blk: block i.)
+#define F32_PTRS_MAX 10
+struct F32Ptrs {
+	u64 *out;
+	i64 n, p0, Hq, narr;
+	u64 base[F32_PTRS_MAX];
+	i64 sb[F32_PTRS_MAX], sh[F32_PTRS_MAX], off[F32_PTRS_MAX];
+};
+
+// attn_f32_ptrs fills the pointer arrays of a merged chunk's cublasSgemmBatched products, one thread an entry.
+extern "C" __global__ void attn_f32_ptrs(const F32Ptrs p) {
+	i64 x = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+	if (x >= p.n * p.narr) return;
+	int k = (int)(x / p.n);
+	i64 i = x - (i64)k * p.n, pr = p.p0 + i, b = pr / p.Hq, h = pr - b * p.Hq;
+	p.out[x] = p.base[k] + 4ull * (u64)(p.off[k] + b * p.sb[k] + h * p.sh[k]);
+}
