@@ -23,6 +23,7 @@
 #   pytorch-dec-*.json         (8x2048), BF16: tune bench --model (LoRA r=16 all-linear; --breakdown) and
 #                              tools/reference/bench_decoder_pytorch.py on the same step, 10 + 3 steps  DECODER_S=150
 #   nsys-*.txt                 if nsys is installed (NSYS=1): the CUDA kernel summary of tune's BF16 step
+#   results.tgz                every JSON, the reports and logs in one file (for transfers that limit the file count)
 #   report.txt, report.md      tune bench report over everything: the table with tune/PyTorch ratios of time
 #                              and memory, the targets, the per-op breakdowns; bench.png the chart
 #
@@ -169,6 +170,8 @@ if [[ -x $BIN ]] && ((${#results[@]} > 0)); then
 	"$BIN" bench report --png "$OUT/bench.png" "${results[@]}" >"$OUT/report.txt" 2>&1 || FAILED=1
 	((${#breakdowns[@]} > 0)) && "$BIN" bench report "${breakdowns[@]}" >"$OUT/breakdown.txt" 2>&1
 fi
+
+(cd "$OUT" && tar czf results.tgz --exclude results.tgz ./*.json ./*.txt ./*.log ./*.md 2>/dev/null)
 
 echo
 echo "==== bench-gpu steps (logs in $OUT) ===="
