@@ -17,20 +17,20 @@ import (
 // replay in flight (session 4, d3: a direct cuMemsetD32Async in EmbeddingBackward zeroed the counts of the
 // device-planned scatter under a running replay: CUDA_ERROR_ILLEGAL_ADDRESS with --cuda-graphs).
 var streamCallers = map[string]bool{
-	"graph.go:hostToDevice":      true, // the eager path, and the closure it gives issue
-	"staging.go:stageUpload":     true, // eager only (hostToDevice calls it when no graph is active)
-	"memory.go:Alloc":            true, // the zero fill, inside o.stream
-	"memory.go:toHost":           true, // Download's read: it waits for the device, which a captured step cannot do
-	"graph.go:launchLocked":      true, // the graph launch itself, and the uploads into its slots before it
-	"graph.go:issue":             true, // the captured copy out of an upload's slot (capturing only)
-	"memory.go:copyDD":           true, // inside o.stream
-	"memory.go:Fill":             true, // inside o.stream
-	"optim.go:memset32":          true, // inside o.stream
-	"attention.go:attnLaunch":    true, // through o.issue when a graph is active
-	"attention_f32.go:f32Launch": true, // the same
-	"gemmsurvey.go:surveyOne":    true, // SurveyGemms runs only eagerly (it refuses while a step graph is active)
-	"gemmsurvey.go:diff":         true, // the same
-	"gemmsurvey.go:fillPattern":  true, // the same
+	"graph.go:hostToDevice":          true, // the eager path, and the closure it gives issue
+	"staging.go:stageUpload":         true, // eager only (hostToDevice calls it when no graph is active)
+	"memory.go:Alloc":                true, // the zero fill, inside o.stream
+	"memory.go:toHost":               true, // Download's read: it waits for the device, which a captured step cannot do
+	"graph.go:launchLocked":          true, // the graph launch itself, and the uploads into its slots before it
+	"graph.go:issue":                 true, // the captured copy out of an upload's slot (capturing only)
+	"memory.go:copyDD":               true, // inside o.stream
+	"memory.go:Fill":                 true, // inside o.stream
+	"optim.go:memset32":              true, // inside o.stream
+	"attention.go:attnLaunch":        true, // through o.issue when a graph is active
+	"attention_f32.go:f32LaunchBlob": true, // the same
+	"gemmsurvey.go:surveyOne":        true, // SurveyGemms runs only eagerly (it refuses while a step graph is active)
+	"gemmsurvey.go:diff":             true, // the same
+	"gemmsurvey.go:fillPattern":      true, // the same
 }
 
 // TestStreamOpsGoThroughTheRecorder finds every direct driver call that queues work on the stream in the
