@@ -42,6 +42,7 @@ type attnParams struct {
 	seed, offset                                              uint64
 	causal, dtype, bitsw, bitsready                           int64
 	lpt                                                       int64
+	ewgen                                                     int64
 }
 
 // attnRefMaxD is the largest head size of the general kernels (REF_MAXD in kernels/attention_ref.cu).
@@ -67,6 +68,11 @@ var attnBwdWGVariant = func() string {
 	}
 	return ""
 }()
+
+// attnBwdEWGeneral (TUNE_ATTN_BWD_EW=general, or a test through export_test.go) makes the warpgroup backward
+// kernels run every tile through their general elementwise code instead of the short form on tiles without
+// masks or visibility tests (kernels/attention_bwd_wg.cu's ew_fast_*): the same bits, for A/B runs.
+var attnBwdEWGeneral = os.Getenv("TUNE_ATTN_BWD_EW") == "general"
 
 // attnBwdRedraw, when set (by a test through export_test.go), makes every backward kernel draw its own dropout
 // keep bits instead of the dQ kernel storing them for the dK/dV kernel: the two paths must agree bit for bit.
@@ -405,6 +411,9 @@ func (b *Backend) AttentionBackward(a tensor.AttentionBackwardArgs) (err error) 
 		return
 	}
 	p := attnParamsOf(g)
+	if attnBwdEWGeneral {
+		p.ewgen = 1
+	}
 	p.seed, p.offset = o.b.philoxArgs(p.p, p.seed, p.offset)
 	rows := g.B * g.Hq * g.Tq
 	if rows > 0 {

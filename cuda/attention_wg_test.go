@@ -75,3 +75,49 @@ func TestAttentionBwdWGMatchesMMA(t *testing.T) {
 		}
 	}
 }
+
+// TestAttentionBwdWGShortFormIsGeneral requires the warpgroup backward's short elementwise form (tiles where no
+// visibility test can fail: kernels/attention_bwd_wg.cu's ew_short_dq and ew_short_dkdv, with and without a key
+// mask) to give the same bits as the general code that every tile ran before: whole tiles only, a key tail,
+// causal diagonals beside interior tiles, key masks, dropout with and without stored keep bits, GQA, BF16 and
+// F16. Segments never take the short form.
+func TestAttentionBwdWGShortFormIsGeneral(t *testing.T) {
+	gpu := openOrSkip(t)
+	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
+		on, err := cuda.AttnBwdWG(gpu, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !on {
+			t.Skipf("%v: the warpgroup-MMA backward does not run on this device or NVRTC", dt)
+		}
+		for i, s := range []attnShape{
+			{B: 2, Hq: 4, Hkv: 4, Tq: 256, Tk: 256, D: 64},
+			{B: 2, Hq: 4, Hkv: 2, Tq: 256, Tk: 256, D: 64, p: 0.1},
+			{B: 1, Hq: 4, Hkv: 4, Tq: 192, Tk: 192, D: 64, p: 0.2, keepBits: true},
+			{B: 1, Hq: 2, Hkv: 2, Tq: 200, Tk: 200, D: 64, p: 0.1},
+			{B: 1, Hq: 3, Hkv: 1, Tq: 256, Tk: 320, D: 64, causal: true, p: 0.1, keepBits: true},
+			{B: 2, Hq: 4, Hkv: 2, Tq: 256, Tk: 256, D: 64, mask: true, p: 0.1, keepBits: true},
+			{B: 2, Hq: 2, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true},
+			{B: 1, Hq: 2, Hkv: 1, Tq: 192, Tk: 256, D: 64, causal: true, mask: true, p: 0.1},
+		} {
+			t.Run(dt.String()+"/"+s.String(), func(t *testing.T) {
+				d := s.data(uint64(70 + i))
+				short := runAttention(t, gpu, s, dt, d)
+				restore := cuda.SetAttnBwdEWGeneral(true)
+				general := runAttention(t, gpu, s, dt, d)
+				restore()
+				for _, x := range []struct {
+					name string
+					a, b []float32
+				}{{"dQ", short.dq, general.dq}, {"dK", short.dk, general.dk}, {"dV", short.dv, general.dv}} {
+					for j := range x.a {
+						if math.Float32bits(x.a[j]) != math.Float32bits(x.b[j]) {
+							t.Fatalf("%s[%d] = %v with the short form, %v with the general code", x.name, j, x.a[j], x.b[j])
+						}
+					}
+				}
+			})
+		}
+	}
+}

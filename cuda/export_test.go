@@ -277,3 +277,11 @@ func SetAttnBwdWGVariant(v string) (restore func()) {
 	attnBwdWGVariant = v
 	return func() { attnBwdWGVariant = old }
 }
+
+// SetAttnBwdEWGeneral makes the warpgroup backward run every tile through its general elementwise code when on
+// (TUNE_ATTN_BWD_EW=general), instead of the short form on tiles without masks or visibility tests.
+func SetAttnBwdEWGeneral(on bool) (restore func()) {
+	old := attnBwdEWGeneral
+	attnBwdEWGeneral = on
+	return func() { attnBwdEWGeneral = old }
+}

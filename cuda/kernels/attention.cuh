@@ -43,6 +43,7 @@ struct AttnParams {
 	i64 causal, dtype, bitsw;
 	i64 bitsready; // backward: p.bits already holds every keep bit (the forward drew them into AttentionArgs.KeepBits)
 	i64 lpt;       // backward with ORD: (batch, head) pairs per block-order chunk (order_block)
+	i64 ewgen;     // warpgroup backward: every tile through the general elementwise code (TUNE_ATTN_BWD_EW=general)
 };
 
 // keep_thr is the integer form of PhiloxKeep's test (common.cuh's philox_thr): slice·2⁻¹⁶ ≥ p ⇔ slice ≥

@@ -30,6 +30,65 @@ __device__ __forceinline__ u16 *wg_smem() {
 	return wg_dyn + (((a + 1023u) & ~1023u) - a) / 2;
 }
 
+// ew_short_dq is the dQ kernel's elementwise step on a tile where no visibility test can fail (not a key
+// tail, not a causal diagonal, no segments; need == false): P = 2^(S·scale·log2e − LSE·log2e) without a mask
+// (MASK false, p.mask == 0 and scale > 0: the general code's fast form) or e^(S·scale + mask − LSE) through
+// 2^((…)·log2e) with one (MASK, mrow: the mask at the thread's first key of the tile), dP = dP'·keep/(1 − p),
+// Σ P·dP, dS̃ = P·(dP − Δ̃), P into s. The same floating-point operations on the same values as the general
+// code (so the same bits), without its per-element tests, which on the H200 (ncu, 2026-12-04) made the
+// elementwise step 1143 of the kernel's instructions (286 ISETP, both exponentials and their FSEL) for 32
+// scores a thread. p.ewgen (TUNE_ATTN_BWD_EW=general) sends every tile through the general code, for the
+// test that requires the same bits and for A/B runs.
+template <int NT, bool MASK, bool DROP>
+__device__ __forceinline__ void ew_short_dq(float (&s)[32], float (&dp)[32], const float (&lv)[2], const float (&dt)[2],
+					    float (&dsum)[2], u32 bits, float sl2, float scale, float dscale, const float *mrow) {
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const float mk = MASK ? mrow[nt * 8 + e] : 0.0f;
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				const int c = 4 * nt + hh * 2 + e;
+				float pv = MASK ? ex2((fmaf(s[c], scale, mk) - lv[hh]) * LOG2E) : ex2(fmaf(s[c], sl2, -lv[hh]));
+				float dpv = dp[c];
+				if (DROP) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * dscale : 0.0f;
+				dsum[hh] += pv * dpv;
+				dp[c] = pv * (dpv - dt[hh]);
+				s[c] = pv;
+			}
+		}
+}
+
+// ew_short_dkdv is the dK/dV kernel's elementwise step on such a tile (rows are keys, columns queries): P from
+// the query's LSE (cL; log2e applied as in the general code) and the key's mask mk (MASK), dP from the keep
+// bits, dS = P·(dP − Δ) into dp and P' = P·keep/(1 − p) into s.
+template <int NQ, bool MASK, bool DROP>
+__device__ __forceinline__ void ew_short_dkdv(float (&s)[32], float (&dp)[32], const float *cL, const float *cD, int tig,
+					      u32 bits, float sl2, float scale, float dscale, const float (&mk)[2]) {
+#pragma unroll
+	for (int nt = 0; nt < NQ; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int ic = nt * 8 + tig * 2 + e;
+			float lv = cL[ic], dl = cD[ic];
+			lv = lv == NEG_INF ? POS_INF : (MASK ? lv : lv * LOG2E);
+#pragma unroll
+			for (int hh = 0; hh < 2; hh++) {
+				const int c = 4 * nt + hh * 2 + e;
+				float pv = MASK ? ex2((fmaf(s[c], scale, mk[hh]) - lv) * LOG2E) : ex2(fmaf(s[c], sl2, -lv));
+				float dpv = dp[c], pd = pv;
+				if (DROP) {
+					bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
+					pd = pv * (kp ? dscale : 0.0f);
+					dpv = kp ? dpv * dscale : 0.0f;
+				}
+				dp[c] = pv * (dpv - dl);
+				s[c] = pd;
+			}
+		}
+}
+
 // dq_wg is kernels/attention_bwd.cu's dq1_tc (one block per 64 queries, one sweep over the keys, Δ̃ from the
 // stored O, the exact Δ and R = P·K summed alongside dQ̃, dQ = scale·(dQ̃ − ε·R)) with D = 64 and the block
 // order of order_block; the four products of a 64-key step are S = Q·Kᵀ, dP = dO·Vᵀ (shared-memory operands),
@@ -135,26 +194,36 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dq_wg(const AttnPa
 			next();
 		}
 		const bool need = k0 + BC > Tk || p.seg || (p.causal && k0 + BC - 1 > q0 + shift);
+		// P, dP' → dS̃ (and Σ P·dP): the short form (ew_short_dq: the same operations on the same values) on a
+		// tile where no visibility test can fail, else the general code.
+		if (!need && (fast || p.mask) && !p.ewgen) {
+			const float *mrow = p.mask ? p.mask + (i64)b * Tk + k0 + tig * 2 : nullptr;
+			if (fast && drop) ew_short_dq<NT, false, true>(s, dp, lv, dt, dsum, bits, sl2, p.scale, p.dscale, mrow);
+			else if (fast) ew_short_dq<NT, false, false>(s, dp, lv, dt, dsum, bits, sl2, p.scale, p.dscale, mrow);
+			else if (drop) ew_short_dq<NT, true, true>(s, dp, lv, dt, dsum, bits, sl2, p.scale, p.dscale, mrow);
+			else ew_short_dq<NT, true, false>(s, dp, lv, dt, dsum, bits, sl2, p.scale, p.dscale, mrow);
+		} else {
 #pragma unroll
-		for (int nt = 0; nt < NT; nt++)
+			for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-			for (int e = 0; e < 2; e++) {
-				const int j = k0 + nt * 8 + tig * 2 + e;
-				float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
-				int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
+				for (int e = 0; e < 2; e++) {
+					const int j = k0 + nt * 8 + tig * 2 + e;
+					float mk = (!fast && p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
+					int sjv = (need && p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
 #pragma unroll
-				for (int hh = 0; hh < 2; hh++) {
-					int i = q0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
-					float x = s[c];
-					float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
-					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
-					float dpv = dp[c];
-					if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
-					dsum[hh] += pv * dpv;
-					dp[c] = pv * (dpv - dt[hh]);
-					s[c] = pv;
+					for (int hh = 0; hh < 2; hh++) {
+						int i = q0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
+						float x = s[c];
+						float pv = fast ? ex2(fmaf(x, sl2, -lv[hh])) : ex2((fmaf(x, p.scale, mk) - lv[hh]) * LOG2E);
+						if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && si[hh] != sjv))) pv = 0.0f;
+						float dpv = dp[c];
+						if (drop) dpv = ((bits >> ((nt * 2 + hh) * 2 + e)) & 1) ? dpv * p.dscale : 0.0f;
+						dsum[hh] += pv * dpv;
+						dp[c] = pv * (dpv - dt[hh]);
+						s[c] = pv;
+					}
 				}
-			}
+		}
 		// dQ̃ += dS̃·K, R += P·K: A from registers (queries × keys), B = K tile (keys × d) MN-major.
 		{
 			u32 a[KC][4], ap[KC][4];
@@ -323,29 +392,36 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const Attn
 			prefetch(it + 1, buf ^ 1);
 			cp_commit();
 		}
+		if (!need && (fast || p.mask) && !p.ewgen) { // the short form of the same operations (ew_short_dkdv)
+			if (fast && drop) ew_short_dkdv<NQ, false, true>(s, dp, cL, cD, tig, bits, sl2, p.scale, p.dscale, mk);
+			else if (fast) ew_short_dkdv<NQ, false, false>(s, dp, cL, cD, tig, bits, sl2, p.scale, p.dscale, mk);
+			else if (drop) ew_short_dkdv<NQ, true, true>(s, dp, cL, cD, tig, bits, sl2, p.scale, p.dscale, mk);
+			else ew_short_dkdv<NQ, true, false>(s, dp, cL, cD, tig, bits, sl2, p.scale, p.dscale, mk);
+		} else {
 #pragma unroll
-		for (int nt = 0; nt < NQ; nt++)
+			for (int nt = 0; nt < NQ; nt++)
 #pragma unroll
-			for (int e = 0; e < 2; e++) {
-				int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
-				float lv = cL[ic], dl = cD[ic];
-				lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
+				for (int e = 0; e < 2; e++) {
+					int ic = nt * 8 + tig * 2 + e, i = i0 + ic;
+					float lv = cL[ic], dl = cD[ic];
+					lv = lv == NEG_INF ? POS_INF : (fast ? lv * LOG2E : lv);
 #pragma unroll
-				for (int hh = 0; hh < 2; hh++) {
-					int j = j0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
-					float x = s[c];
-					float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[hh]) - lv) * LOG2E);
-					if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
-					float dpv = dp[c], pd = pv;
-					if (drop) {
-						bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
-						pd = pv * (kp ? p.dscale : 0.0f); // as tensor/cpu: a NaN row's dropped P' stays NaN
-						dpv = kp ? dpv * p.dscale : 0.0f;
+					for (int hh = 0; hh < 2; hh++) {
+						int j = j0 + wr + g + hh * 8, c = 4 * nt + hh * 2 + e;
+						float x = s[c];
+						float pv = fast ? ex2(fmaf(x, sl2, -lv)) : ex2((fmaf(x, p.scale, mk[hh]) - lv) * LOG2E);
+						if (need && (j >= Tk || (p.causal && j > i + shift) || (p.seg && i < Tq && sj[hh] != p.seg[(i64)b * Tq + i]))) pv = 0.0f;
+						float dpv = dp[c], pd = pv;
+						if (drop) {
+							bool kp = (bits >> ((nt * 2 + e) * 2 + hh)) & 1;
+							pd = pv * (kp ? p.dscale : 0.0f); // as tensor/cpu: a NaN row's dropped P' stays NaN
+							dpv = kp ? dpv * p.dscale : 0.0f;
+						}
+						dp[c] = pv * (dpv - dl);
+						s[c] = pd;
 					}
-					dp[c] = pv * (dpv - dl);
-					s[c] = pd;
 				}
-			}
+		}
 		// dV += P'ᵀ·dO, dK += dSᵀ·Q: A from registers (keys × queries), B = dO / Q tile (queries × d) MN-major.
 		{
 			u32 a[KQ][4], ad[KQ][4];
