@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/tune-ml/tune/internal/jsonerr"
 	"github.com/tune-ml/tune/internal/smallfile"
 )
 
@@ -40,7 +41,7 @@ func ReadShardIndex(path string) (*ShardIndex, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("loaders: %s: invalid JSON: %w", path, err)
+		return nil, fmt.Errorf("loaders: %w", jsonerr.Wrap(path, data, err))
 	}
 	if len(raw.WeightMap) == 0 {
 		return nil, fmt.Errorf("loaders: %s: no \"weight_map\" (or it is empty): not a sharded safetensors index", path)

@@ -17,6 +17,7 @@ import (
 	"github.com/sugarme/tokenizer/model/wordpiece"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/jsonerr"
 	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/internal/strictjson"
 )
@@ -145,7 +146,7 @@ func readTokenizerConfig(path string) (*tokenizerConfig, error) {
 	}
 	var cfg tokenizerConfig
 	if err := strictjson.Unmarshal(b, &cfg); err != nil {
-		return nil, fmt.Errorf("loaders: %s: %w", path, err)
+		return nil, fmt.Errorf("loaders: %w; fix the file, or replace it with the tokenizer's own", jsonerr.Wrap(path, b, err))
 	}
 	return &cfg, nil
 }
@@ -250,7 +251,7 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 	// Keys are matched exactly, as the tokenizers library (serde) matches them; encoding/json alone would take
 	// "voCAB" for "vocab".
 	if err := strictjson.Unmarshal(b, &tj); err != nil {
-		return nil, fmt.Errorf("loaders: %s: not a valid tokenizer.json: %w", path, err)
+		return nil, fmt.Errorf("loaders: %s: not a valid tokenizer.json: %w", path, jsonerr.Describe(b, err))
 	}
 	m := tj.Model
 	if m == nil {

@@ -519,7 +519,10 @@ func (d *decoder) applyOverride(root *yaml.Node, override string) {
 	if value != "" {
 		var doc yaml.Node
 		if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
-			d.add(label, key, "%s: the value is not valid YAML: %v", key, err)
+			// yaml.v3's "yaml: line 1: " says nothing about a value of one line.
+			msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "yaml: "), "line 1: ")
+			d.add(label, key, "%s: the value %q is not valid YAML (%s); for a string with YAML's special "+
+				"characters, quote it inside the shell's quotes: %s='\"...\"'", key, value, msg, key)
 			return
 		}
 		if len(doc.Content) == 1 {

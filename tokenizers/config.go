@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/jsonerr"
 	"github.com/tune-ml/tune/internal/smallfile"
 )
 
@@ -83,7 +84,11 @@ func tokenString(raw json.RawMessage, key string) (string, error) {
 func (c *Config) parse(data []byte) error {
 	var j map[string]json.RawMessage
 	if err := json.Unmarshal(data, &j); err != nil {
-		return err
+		what := ""
+		if se := (*json.SyntaxError)(nil); errors.As(err, &se) {
+			what = "invalid JSON: "
+		}
+		return fmt.Errorf("%s%w; fix the file, or replace it with the tokenizer's own", what, jsonerr.Describe(data, err))
 	}
 	var err error
 	for key, dst := range map[string]*string{"bos_token": &c.BOSToken, "eos_token": &c.EOSToken,

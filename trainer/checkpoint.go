@@ -12,6 +12,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/jsonerr"
 	"github.com/tune-ml/tune/internal/smallfile"
 )
 
@@ -182,7 +183,7 @@ func readJSON(path string, v any) error {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return jsonerr.Wrap(path, data, err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tune-ml/tune/internal/atomicfile"
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/jsonerr"
 )
 
 // TrainerStateName is the file holding TrainerState, in output_dir and in every checkpoint (transformers'
@@ -160,7 +161,8 @@ func LoadTrainerState(path string, maxSteps int) (*TrainerState, error) {
 	}
 	var s TrainerState
 	if err := json.Unmarshal(data, &s); err != nil {
-		return nil, badinput.Errorf("trainer: %s: %w", path, err)
+		return nil, badinput.Errorf("trainer: %w; it is not a trainer_state.json a run wrote (edited, or another "+
+			"program's): resume from another checkpoint, or start a new run", jsonerr.Wrap(path, data, err))
 	}
 	if err := s.check(); err != nil {
 		return nil, badinput.Errorf("trainer: %s: %w; it is not a trainer_state.json a run wrote (edited, or another "+

@@ -167,7 +167,7 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		if o.Tokenizer == "" {
 			flag = "the tokenizer (no --tokenizer given)"
 		}
-		return usagef("%s: %v", flag, err)
+		return usagef("%s: %s", flag, errctx.Trim(err.Error()))
 	}
 	tok, err := tokenizers.LoadForTransformers(tokPath)
 	if err != nil {
