@@ -153,6 +153,16 @@ func (t *Trainer) loadCheckpoint(dir string) error {
 	if err != nil {
 		return err
 	}
+	if st.GlobalStep > t.run.total {
+		// Past this run's end there is nothing to train, and finishing would save a model of more steps than
+		// the run asks under its name ("trained steps 21-20"). transformers' Trainer (_inner_training_loop in
+		// trainer.py) skips to the saved step and trains one step more before its max_steps check, or none when
+		// the step lies past the run's last epoch; tune refuses it before anything loads.
+		return badinput.Errorf("trainer: %s: global_step %d is beyond the end of this run (max_steps %d): the "+
+			"checkpoint trained further than this run asks; set training.max_steps above %d to train on from it, or "+
+			"resume from a checkpoint at or before step %d", filepath.Join(dir, TrainerStateName), st.GlobalStep,
+			t.run.total, st.GlobalStep, t.run.total)
+	}
 	wrap := func(what string, err error) error {
 		return fmt.Errorf("trainer: resume from %s: %s: %w", dir, what, err)
 	}

@@ -227,7 +227,12 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if err := saveResults(a.OutputDir, run, out, metrics); err != nil {
 		return err
 	}
-	if out.StartStep > 0 {
+	if out.StartStep > 0 && out.GlobalStep == out.StartStep {
+		// A resume from the run's last checkpoint: nothing trained, the end of training written ("trained steps
+		// 21-20" said otherwise).
+		fmt.Fprintf(stdout, "\nno step left to train: the checkpoint is at step %d, the end of the run; saved the final "+
+			"model and results (train_loss %.4f over the run's %d steps)\n", out.StartStep, out.TrainingLoss, out.GlobalStep)
+	} else if out.StartStep > 0 {
 		fmt.Fprintf(stdout, "\ntrained steps %d-%d (resumed at step %d) in %.1fs, train_loss %.4f over the run's %d steps\n",
 			out.StartStep+1, out.GlobalStep, out.StartStep, out.Metrics["train_runtime"], out.TrainingLoss, out.GlobalStep)
 	} else {

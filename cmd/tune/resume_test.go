@@ -182,3 +182,42 @@ func TestFinetuneResumeIntoAFinishedRun(t *testing.T) {
 		t.Error("the refused resume changed the finished run's model")
 	}
 }
+
+// TestResumePastTheEnd (tester10 T10-8): a checkpoint whose global_step is beyond the run's max_steps (another
+// run's checkpoint with a smaller max_steps, or an edited trainer_state.json: 1e15 steps) was "finished" with
+// exit 0 and "trained steps 5-4 (resumed at step 4)". It is refused with exit 2 naming trainer_state.json,
+// global_step and max_steps, and the new output_dir is not left behind. A checkpoint at the end of the run
+// still finishes it, and says that no step was left instead of a range that runs backwards.
+func TestResumePastTheEnd(t *testing.T) {
+	testutil.IsolateCache(t)
+	ck := tinyResumeCheckpoint(t)
+	for _, c := range []struct {
+		name, ck, maxSteps, want string
+	}{
+		{"another run's checkpoint past this run's max_steps", ck, "2", "global_step 4 is beyond the end of this run (max_steps 2)"},
+		{"an edited global_step of 1e15", editTrainerState(t, ck, "1000000000000000"), "20",
+			"global_step 1000000000000000 is beyond the end of this run (max_steps 20)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
+				"training.eval_strategy=no", "training.max_steps="+c.maxSteps, "training.resume_from_checkpoint="+c.ck)
+			if code != exitUsage || !strings.Contains(stderr, filepath.Join(c.ck, "trainer_state.json")+": "+c.want) ||
+				!strings.Contains(stderr, "set training.max_steps above") || strings.Contains(stdout, "trained steps") {
+				t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d with %q", code, stdout, stderr, exitUsage, c.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("the refused resume left %s", out)
+			}
+		})
+	}
+	t.Run("a checkpoint at the end", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "training.output_dir="+out,
+			"training.eval_strategy=no", "training.max_steps=4", "training.resume_from_checkpoint="+ck)
+		want := "no step left to train: the checkpoint is at step 4, the end of the run; saved the final model and results"
+		if code != exitOK || !strings.Contains(stdout, want) || strings.Contains(stdout, "trained steps") {
+			t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit 0 with %q", code, stdout, stderr, want)
+		}
+	})
+}
