@@ -36,7 +36,7 @@ func NewCollator(tok *Tokenizer, ds *Dataset, opts CollatorOptions) (*Collator, 
 		return nil, fmt.Errorf("loaders: NewCollator needs a tokenizer and a dataset")
 	}
 	if _, ok := tok.PadID(); !ok {
-		return nil, fmt.Errorf("loaders: tokenizer %s has no padding token; the collator pads batches (set pad_token in tokenizer_config.json)", tok.Source())
+		return nil, tok.noPadError() // the collator pads batches
 	}
 	if opts.MaxLength < 0 || opts.PadToMultipleOf < 0 {
 		return nil, fmt.Errorf("loaders: collator max_length %d and pad_to_multiple_of %d must be >= 0", opts.MaxLength, opts.PadToMultipleOf)

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"unicode/utf8"
 
 	sugartok "github.com/sugarme/tokenizer"
+
+	"github.com/tune-ml/tune/internal/badinput"
 )
 
 // Tokenizer turns text into token ids exactly as Hugging Face tokenizers 0.23 does for BERT-family WordPiece
@@ -31,8 +34,10 @@ type Tokenizer struct {
 	padID        int32
 	padTypeID    int32
 	padToken     string
-	padKnown     bool // padID/padToken name a real token
-	maxModelLen  int  // tokenizer_config.json model_max_length; 0 when unknown
+	padKnown     bool   // padID/padToken name a real token
+	padFrom      string // where padToken was set ("tokenizer_config.json's pad_token"); "" for the default [PAD]
+	configPath   string // the tokenizer_config.json beside the tokenizer file, which may not exist
+	maxModelLen  int    // tokenizer_config.json model_max_length; 0 when unknown
 	source       string
 	tokenToID    map[string]int32
 	addedByToken map[string]AddedToken
@@ -200,7 +205,7 @@ func (t *Tokenizer) checkOptions(opts EncodeOptions) error {
 	case opts.Padding == PadMaxLength && opts.MaxLength == 0:
 		return errors.New(`loaders: padding "max_length" needs max_length > 0`)
 	case opts.Padding != NoPadding && !t.padKnown:
-		return fmt.Errorf("loaders: tokenizer %s has no padding token ([PAD] is not in its vocabulary); set one in tokenizer_config.json (pad_token) or do not pad", t.source)
+		return t.noPadError()
 	case opts.Truncation < LongestFirst || opts.Truncation > OnlySecond:
 		return fmt.Errorf("loaders: unknown truncation strategy %d", opts.Truncation)
 	}
@@ -500,6 +505,39 @@ func (t *Tokenizer) TokenToID(token string) (int32, bool) {
 	}
 	id, ok := t.tokenToID[token]
 	return id, ok
+}
+
+// PadError returns nil when the tokenizer has a padding token (PadID's ok), else a bad-input error naming the
+// pad token, the file that set it (tokenizer_config.json's pad_token, tokenizer.json's padding.pad_token, or
+// neither: the default "[PAD]") and the file to change.
+func (t *Tokenizer) PadError() error {
+	if t.padKnown {
+		return nil
+	}
+	return t.noPadError()
+}
+
+// noPadError is PadError's error.
+func (t *Tokenizer) noPadError() error {
+	if t.padFrom == "" {
+		return badinput.Errorf("loaders: tokenizer %s has no padding token: it sets no pad_token, and the default %q is "+
+			"not in its vocabulary; set \"pad_token\" in %s to a token of the vocabulary (BERT's is %q), or use the "+
+			"model's own tokenizer", t.source, t.padToken, t.padFile(), "[PAD]")
+	}
+	return badinput.Errorf("loaders: tokenizer %s has no padding token: pad_token %q (%s) is not in its "+
+		"vocabulary; set it in %s to a token of the vocabulary (BERT's is %q), or use the model's own tokenizer",
+		t.source, t.padToken, t.padFrom, t.padFile(), "[PAD]")
+}
+
+// padFile is the file that set the pad token: tokenizer.json (its padding section) or tokenizer_config.json.
+func (t *Tokenizer) padFile() string {
+	switch {
+	case strings.HasPrefix(t.padFrom, "tokenizer.json"):
+		return t.source
+	case t.configPath == "":
+		return "the tokenizer_config.json beside it"
+	}
+	return t.configPath
 }
 
 // PadID returns the id used for padding (tokenizer.json padding.pad_id, else the pad_token of

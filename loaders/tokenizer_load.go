@@ -71,10 +71,14 @@ func LoadTokenizer(path string) (tok *Tokenizer, err error) {
 	case base == "tokenizer_config.json" || base == "config.json":
 		return nil, fmt.Errorf("loaders: %s is not a tokenizer; pass tokenizer.json, vocab.txt or their directory", file)
 	case strings.HasSuffix(base, ".json"):
-		return loadTokenizerJSON(file, cfg)
+		tok, err = loadTokenizerJSON(file, cfg)
 	default:
-		return loadVocabTxt(file, cfg)
+		tok, err = loadVocabTxt(file, cfg)
 	}
+	if tok != nil {
+		tok.configPath = filepath.Join(dir, "tokenizer_config.json")
+	}
+	return tok, err
 }
 
 // tokenizerConfig is the part of transformers' tokenizer_config.json that tune reads.
@@ -346,10 +350,13 @@ func loadTokenizerJSON(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 	}
 
 	padToken := cfg.PadToken.or("[PAD]")
+	if cfg.PadToken != "" {
+		t.padFrom = "tokenizer_config.json's pad_token"
+	}
 	if p := tj.Padding; p != nil {
 		t.padTypeID = p.PadTypeID
 		if p.PadToken != nil {
-			padToken = *p.PadToken
+			padToken, t.padFrom = *p.PadToken, "tokenizer.json's padding.pad_token"
 		}
 	}
 	t.setPad(padToken)
@@ -583,6 +590,9 @@ func loadVocabTxt(path string, cfg *tokenizerConfig) (*Tokenizer, error) {
 		return nil, fmt.Errorf("loaders: %s: %q or %q is not in the vocabulary; a BERT vocab.txt needs both", path, cls, sep)
 	}
 	t.post = bertPostProcessor(cls, sep, clsID, sepID)
+	if cfg.PadToken != "" {
+		t.padFrom = "tokenizer_config.json's pad_token"
+	}
 	t.setPad(cfg.PadToken.or("[PAD]"))
 	return t, nil
 }

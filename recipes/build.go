@@ -85,6 +85,9 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	if run.Tokenizer, err = loaders.LoadTokenizer(r.Tokenizer.Path); err != nil {
 		return nil, errctx.Wrap("recipes: tokenizer.path", err)
 	}
+	if err := run.Tokenizer.PadError(); err != nil { // every batch is padded: said before the model builds
+		return nil, errctx.Wrap("recipes: tokenizer.path", err)
+	}
 	if err := run.buildModel(); err != nil {
 		return nil, err
 	}
@@ -207,6 +210,9 @@ func OpenModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*Run, e
 		}
 	}
 	tok, err := loaders.LoadTokenizer(tokenizerPath)
+	if err == nil {
+		err = tok.PadError() // every batch is padded
+	}
 	if err != nil {
 		return nil, errctx.Wrapf(err, "recipes: %s", what)
 	}

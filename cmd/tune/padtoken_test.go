@@ -1,0 +1,31 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tune-ml/tune/internal/testutil"
+)
+
+// TestPadTokenNotInVocab (tester10 T10-11): a tokenizer_config.json whose pad_token is not in the vocabulary
+// made finetune exit 1 after the model had loaded, saying to "set pad_token in tokenizer_config.json", which it
+// was. It is bad input (exit 2) under tokenizer.path, naming the token and the file, before training starts.
+func TestPadTokenNotInVocab(t *testing.T) {
+	testutil.IsolateCache(t)
+	tok := filepath.Join(t.TempDir(), "tok")
+	copyDir(t, filepath.Join("..", "..", "recipes", "data", "tiny"), tok)
+	cfg := filepath.Join(tok, "tokenizer_config.json")
+	if err := os.WriteFile(cfg, []byte(`{"pad_token": "<pad>", "model_max_length": 64}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCLI("finetune", "--device", "cpu", tinyRecipe, "tokenizer.path="+tok, "training.output_dir="+out,
+		"training.max_steps=1", "training.eval_strategy=no")
+	want := `tokenizer.path: tokenizer ` + filepath.Join(tok, "tokenizer.json") + ` has no padding token: pad_token "<pad>" ` +
+		`(tokenizer_config.json's pad_token) is not in its vocabulary; set it in ` + cfg
+	if code != exitUsage || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d with %q", code, stdout, stderr, exitUsage, want)
+	}
+}
