@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -401,6 +402,16 @@ func formatShape(s []int) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+// The most of a safetensors __metadata__ that inspect prints: a header may hold megabytes in one value (a
+// 50 MB string was printed whole), while real metadata is a few short values ("format": "pt").
+const (
+	maxMetadataKeys     = 32  // keys shown; the rest are counted
+	maxMetadataKeyBytes = 64  // bytes of a key shown
+	maxMetadataValBytes = 200 // bytes of a value shown
+)
+
+// formatMetadata returns the metadata as sorted key="value" pairs, each key and value cut to a few hundred bytes
+// with a note of its length, and at most maxMetadataKeys pairs with a count of the others.
 func formatMetadata(m map[string]string) string {
 	if len(m) == 0 {
 		return "(none)"
@@ -410,10 +421,34 @@ func formatMetadata(m map[string]string) string {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = k + "=" + strconv.Quote(m[k])
+	shown := keys[:min(len(keys), maxMetadataKeys)]
+	parts := make([]string, 0, len(shown)+1)
+	for _, k := range shown {
+		parts = append(parts, clip(k, maxMetadataKeyBytes, false)+"="+clip(m[k], maxMetadataValBytes, true))
 	}
-	return strings.Join(keys, " ")
+	if more := len(keys) - len(shown); more > 0 {
+		parts = append(parts, fmt.Sprintf("(and %d more keys)", more))
+	}
+	return strings.Join(parts, " ")
+}
+
+// clip returns s, quoted when quote is true, cut to its first max bytes (at a character boundary) with a note
+// of its length when it is longer: "xxxx…" (50,000,000 bytes, the first 200 shown).
+func clip(s string, max int, quote bool) string {
+	show := func(v string) string {
+		if quote {
+			return strconv.Quote(v)
+		}
+		return v
+	}
+	if len(s) <= max {
+		return show(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%s bytes, the first %d shown)", show(s[:cut]), commas(int64(len(s))), cut)
 }
 
 func formatCounts(m map[string]int) string {
