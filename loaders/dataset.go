@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // IgnoreLabel is the label of an unlabelled example (PyTorch's cross-entropy ignore_index).
@@ -157,7 +157,7 @@ func loadDataset(path string, opts DatasetOptions) (*Dataset, error) {
 	if format != "tsv" && format != "csv" && format != "jsonl" {
 		return nil, fmt.Errorf("loaders: dataset %s: unknown format %q (tsv, csv or jsonl)", path, opts.Format)
 	}
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path, "a data file")
 	if err != nil {
 		return nil, fmt.Errorf("loaders: dataset: %w", err)
 	}

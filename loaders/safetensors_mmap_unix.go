@@ -4,15 +4,17 @@ package loaders
 
 import (
 	"fmt"
-	"os"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // mapFile maps the whole file read-only into memory (golang.org/x/sys/unix.Mmap) and returns its bytes and the
 // function that unmaps them. Where mapping fails (an empty file, a file system without mmap) it falls back to reading the file.
+// A named pipe, device or directory is refused before it is opened (opening a pipe waits for a writer).
 func mapFile(path string) ([]byte, func() error, error) {
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path, "a safetensors file")
 	if err != nil {
 		return nil, nil, fmt.Errorf("loaders: %w", err)
 	}
@@ -20,9 +22,6 @@ func mapFile(path string) ([]byte, func() error, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, fmt.Errorf("loaders: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, nil, fmt.Errorf("loaders: %s is not a regular file", path)
 	}
 	size := st.Size()
 	if size > 0 && int64(int(size)) == size {

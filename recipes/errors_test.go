@@ -51,7 +51,7 @@ func TestErrorsNameEachLayerOnce(t *testing.T) {
 			}
 			_, err = run.LoadDataset("--data", filepath.Join(dir, "nope.tsv"), Data{}, nil)
 			return err
-		}, "recipes: --data: dataset: open ", fs.ErrNotExist, []string{"loaders:"}},
+		}, "recipes: --data: dataset: stat ", fs.ErrNotExist, []string{"loaders:"}},
 		{"a model directory without weights", func() error {
 			_, err := OpenModel(filepath.Join("data", "tiny"), "", "", cpu.New())
 			return err

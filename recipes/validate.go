@@ -410,8 +410,11 @@ func (r *Recipe) CheckFiles() error {
 			fail(f.key, "%s", pathError(err))
 		} else if st.IsDir() {
 			bad(f.key, "%s is a directory; name a data file", f.path)
-		} else if st.Mode()&fs.ModeDevice != 0 {
-			bad(f.key, "%s is a device, which would be read without end; name a data file", f.path)
+		} else if !st.Mode().IsRegular() {
+			// A named pipe waits for a writer (finetune hung with no message), a device is read without end.
+			bad(f.key, "%s is %s, not a regular file: tune reads a data file whole, and this one would be waited on "+
+				"or read without end; name a regular data file, or save what the pipe gives to one first", f.path,
+				smallfile.Kind(st.Mode()))
 		}
 	}
 	if len(missing) > 0 {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tokenizers"
 )
@@ -114,7 +114,7 @@ func (d *Dataset) Summary() string {
 
 // Load reads a JSONL file of SFT examples and tokenizes them.
 func Load(path string, tk Tokenizer, opts Options) (*Dataset, error) {
-	f, err := os.Open(path)
+	f, err := smallfile.Open(path, "a data file") // a named pipe would be waited on for ever
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}

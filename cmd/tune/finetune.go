@@ -126,6 +126,16 @@ func (o *finetuneOptions) overrides() ([]string, error) {
 }
 
 func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	// SIGTERM (timeout(1), Slurm, Kubernetes, systemd) stops the run as Ctrl-C does: the step in flight ends, the
+	// lock is released and the message names the last checkpoint; before, the default action killed the process
+	// mid-step and left a stale lock. The exit status is 128 + the signal (interruptCode). While the model and
+	// data load, a signal ends the process at once, with the lock released (guardLoading).
+	ctx, stop := notifyStop(ctx)
+	defer stop()
+	guard := guardLoading(ctx, stderr)
 	if err := checkSingleProcess(os.Getenv); err != nil {
 		return err
 	}
@@ -150,6 +160,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		return usageError{fmt.Errorf("training.output_dir: %w", err)}
 	}
 	defer lock.Release()
+	guard.onStop(func() { lock.Release() })
 	if lock.Stale != "" {
 		fmt.Fprintf(stderr, "tune: warning: %s\n", lock.Stale)
 	}
@@ -190,14 +201,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 			"(set training.do_eval=true to evaluate the final model, or training.eval_strategy=epoch or steps)\n")
 	}
 
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	// SIGTERM (timeout(1), Slurm, Kubernetes, systemd) stops the run as Ctrl-C does: the step in flight ends, the
-	// lock is released and the message names the last checkpoint; before, the default action killed the process
-	// mid-step and left a stale lock. The exit status is 128 + the signal (interruptCode).
-	ctx, stop := notifyStop(ctx)
-	defer stop()
+	guard.started()
 	out, err := run.Trainer.Train(ctx)
 	if errors.Is(err, trainer.ErrNothingToTrain) {
 		return usageError{err} // a resume_from_checkpoint with nothing after it: bad usage, nothing written

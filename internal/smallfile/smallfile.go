@@ -13,10 +13,11 @@ import (
 const MaxBytes = 16 << 20
 
 // Read returns the contents of the file at path, or an error: the operating system's as it is (errors.Is
-// fs.ErrNotExist still tells a missing file), or, for a file larger than MaxBytes, a bad-input error naming
-// the file and its size.
+// fs.ErrNotExist still tells a missing file), or, for a file that is not a regular one (a named pipe, which
+// would be waited on for ever, a device, a directory) or is larger than MaxBytes, a bad-input error naming the
+// file, its kind or its size.
 func Read(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := Open(path, "this file")
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +83,36 @@ func ReadCapped(path string, max int64, what string) ([]byte, error) {
 		return nil, tooBig("and growing")
 	}
 	return data, nil
+}
+
+// Open opens the file at path for reading when it is a regular file (or a symbolic link to one). It stats the
+// path before it opens it, as opening a named pipe waits for a writer (a data.train pointing at a FIFO hung
+// with no message), and again after. An error of the operating system is returned as it is (errors.Is
+// fs.ErrNotExist still tells a missing file); a directory, device, named pipe or socket is refused with a
+// bad-input error naming the file and its kind. what names the file for people ("a data file").
+func Open(path, what string) (*os.File, error) {
+	notRegular := func(m fs.FileMode) error {
+		return badinput.Errorf("%s is %s, not a regular file: tune reads %s only from a regular file (a pipe or a "+
+			"device would be waited on or read without end); name a regular file, or save what the pipe gives to one "+
+			"first", path, Kind(m), what)
+	}
+	if st, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !st.Mode().IsRegular() {
+		return nil, notRegular(st.Mode())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil {
+		f.Close()
+		return nil, err
+	} else if !st.Mode().IsRegular() { // replaced since the Stat
+		f.Close()
+		return nil, notRegular(st.Mode())
+	}
+	return f, nil
 }
 
 // Kind names the type of a file that is not a regular file, for messages: "a directory", "a character device".
