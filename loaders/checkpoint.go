@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/tune-ml/tune/internal/badinput"
+	"github.com/tune-ml/tune/internal/smallfile"
 )
 
 // SafetensorsWeightsName is the weights file of an unsharded checkpoint, as transformers' save_pretrained names it.
@@ -141,7 +142,8 @@ func modelClass(dir string) string {
 	var c struct {
 		Architectures []string `json:"architectures"`
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, ConfigName)); err == nil && len(data) < 1<<20 {
+	// The size check came after the whole file was read; smallfile refuses a large one, or a pipe, unread.
+	if data, err := smallfile.Read(filepath.Join(dir, ConfigName)); err == nil && len(data) < 1<<20 {
 		if json.Unmarshal(data, &c) == nil && len(c.Architectures) > 0 && isIdentifier(c.Architectures[0]) {
 			return c.Architectures[0]
 		}

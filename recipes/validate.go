@@ -651,7 +651,7 @@ func CheckCausalVocab(tokenizer, dir string) error {
 	var c struct {
 		VocabSize int `json:"vocab_size"`
 	}
-	data, err := os.ReadFile(filepath.Join(dir, loaders.ConfigName))
+	data, err := smallfile.Read(filepath.Join(dir, loaders.ConfigName)) // bounded: the loaders report a larger one
 	if err != nil || json.Unmarshal(data, &c) != nil || c.VocabSize <= 0 {
 		return nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/generate"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
@@ -323,7 +324,8 @@ func promptLimit(dir string) (int64, int) {
 		MaxPositionEmbeddings int `json:"max_position_embeddings"`
 		NPositions            int `json:"n_positions"`
 	}
-	if data, err := os.ReadFile(filepath.Join(dir, "config.json")); err == nil {
+	// Bounded, as every config.json read: the loaders have refused a larger one by the time this runs.
+	if data, err := smallfile.Read(filepath.Join(dir, "config.json")); err == nil {
 		_ = json.Unmarshal(data, &c)
 	}
 	ctx := max(c.MaxPositionEmbeddings, c.NPositions, 0)
