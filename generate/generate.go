@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/smallfile"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/transformer"
@@ -121,17 +122,39 @@ func ReadConfig(dir string) (*Config, error) {
 	if err := json.Unmarshal(data, &j); err != nil {
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
-			return nil, fmt.Errorf("generate: %s: invalid JSON: %w", path, loaders.DescribeJSONError(data, err))
+			return nil, badinput.Errorf("generate: %s: invalid JSON: %w", path, loaders.DescribeJSONError(data, err))
 		}
-		return nil, fmt.Errorf("generate: %s: %w", path, loaders.DescribeJSONError(data, err))
+		return nil, badinput.Errorf("generate: %s: %w", path, loaders.DescribeJSONError(data, err))
 	}
 	c.Path = path
+	// The file must change for any of these (exit 2), naming it, the key, the value and what is accepted.
+	bad := func(key string, v any, want string) error {
+		return badinput.Errorf("generate: %s: %s %v: want %s; fix it, or remove the key for transformers' default", path, key, v, want)
+	}
 	if len(j.EOS) > 0 && string(j.EOS) != "null" {
-		var one int32
-		if json.Unmarshal(j.EOS, &one) == nil {
-			c.EOS = []int32{one}
-		} else if err := json.Unmarshal(j.EOS, &c.EOS); err != nil {
-			return nil, fmt.Errorf("generate: %s: eos_token_id must be an integer or a list of integers", path)
+		var list []json.RawMessage
+		if json.Unmarshal(j.EOS, &list) != nil {
+			list = []json.RawMessage{j.EOS}
+		}
+		for _, raw := range list {
+			var id float64
+			if json.Unmarshal(raw, &id) != nil || id < 0 || id != math.Trunc(id) || id > math.MaxInt32 {
+				return nil, bad("eos_token_id", clipRaw(j.EOS), "a token id (a whole number from 0, such as the "+
+					"tokenizer's eos_token has) or a list of them")
+			}
+			c.EOS = append(c.EOS, int32(id))
+		}
+	}
+	if strings.HasSuffix(path, "generation_config.json") {
+		switch t, k, p, n := j.Temperature, j.TopK, j.TopP, j.MaxNewTokens; {
+		case t != nil && !(*t >= 0 && !math.IsInf(*t, 0)):
+			return nil, bad("temperature", *t, "a number ≥ 0 (sampling needs > 0; 1 leaves the logits as they are)")
+		case k != nil && *k < 0:
+			return nil, bad("top_k", *k, "a whole number ≥ 0 (0 keeps every token)")
+		case p != nil && !(*p >= 0 && *p <= 1):
+			return nil, bad("top_p", *p, "a number from 0 to 1 (1 keeps every token)")
+		case n != nil && *n < 1:
+			return nil, bad("max_new_tokens", *n, "a whole number ≥ 1")
 		}
 	}
 	if strings.HasSuffix(path, "generation_config.json") {
@@ -151,6 +174,29 @@ func ReadConfig(dir string) (*Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// clipRaw is a JSON value for a message, cut to 40 bytes.
+func clipRaw(raw json.RawMessage) string {
+	v := string(raw)
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	return v
+}
+
+// CheckVocab returns a bad-input error naming the file when an eos_token_id is not a token of a model with
+// vocabSize tokens (ids 0..vocabSize-1): generation would never stop at it. nil when every id fits or vocabSize
+// is unknown (≤ 0).
+func (c *Config) CheckVocab(vocabSize int) error {
+	for _, id := range c.EOS {
+		if vocabSize > 0 && int(id) >= vocabSize {
+			return badinput.Errorf("generate: %s: eos_token_id %d is not a token of the model, whose vocabulary has "+
+				"ids 0 to %d (config.json's vocab_size %d): want the model's end-of-sequence id (the tokenizer's "+
+				"eos_token); fix it, or use the model's own %s", c.Path, id, vocabSize-1, vocabSize, filepath.Base(c.Path))
+		}
+	}
+	return nil
 }
 
 // Options returns the file's settings over transformers' defaults (greedy, max_new_tokens 20 when the file

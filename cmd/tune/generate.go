@@ -185,6 +185,9 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		return err
 	}
 	gc, err := generate.ReadConfig(model)
+	if err == nil {
+		err = gc.CheckVocab(configVocabSize(model))
+	}
 	if err != nil {
 		return err
 	}
@@ -330,6 +333,18 @@ func promptLimit(dir string) (int64, int) {
 	}
 	ctx := max(c.MaxPositionEmbeddings, c.NPositions, 0)
 	return min(max(int64(loaders.DefaultMaxRowBytes), int64(ctx)*promptBytesPerToken), 64<<20), ctx
+}
+
+// configVocabSize is config.json's vocab_size in dir, 0 when it names none (the family's loader has read and
+// checked the file by the time it is asked).
+func configVocabSize(dir string) int {
+	var c struct {
+		VocabSize int `json:"vocab_size"`
+	}
+	if data, err := smallfile.Read(filepath.Join(dir, "config.json")); err == nil {
+		_ = json.Unmarshal(data, &c)
+	}
+	return c.VocabSize
 }
 
 // checkPromptUTF8 refuses text that is not valid UTF-8 (exit 2), naming where it came from (--prompt, --system

@@ -123,3 +123,28 @@ func editTrainerState(t *testing.T, ck, value string) string {
 	}
 	return dir
 }
+
+// TestGenerationConfigValues (tester10 T10-15): bad values in generation_config.json exited 1 (a string
+// eos_token_id) or passed (an eos_token_id past the vocabulary, which generation never meets). tune generate
+// exits 2 naming the file, the key and the value.
+func TestGenerationConfigValues(t *testing.T) {
+	testutil.IsolateCache(t)
+	model := tinyGPT2(t)
+	for _, c := range []struct{ content, want string }{
+		{`{"eos_token_id": "x"}`, `generation_config.json: eos_token_id "x": want a token id`},
+		{`{"eos_token_id": 5000}`, `generation_config.json: eos_token_id 5000 is not a token of the model, whose vocabulary has ids 0 to 701`},
+		{`{"temperature": -1}`, `generation_config.json: temperature -1: want a number ≥ 0`},
+	} {
+		t.Run(c.content, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "m")
+			copyDir(t, model, dir)
+			if err := os.WriteFile(filepath.Join(dir, "generation_config.json"), []byte(c.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			code, _, stderr := runCLI("generate", "--device", "cpu", "--model", dir, "--prompt", "hi", "--max-new-tokens", "1")
+			if code != exitUsage || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, stderr:\n%s\nwant exit %d with %q", code, stderr, exitUsage, c.want)
+			}
+		})
+	}
+}
