@@ -245,7 +245,7 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if metrics != nil {
 		fmt.Fprintf(stdout, "eval:%s\n", formatMetrics(metrics))
 	}
-	printOutputs(stdout, a.OutputDir)
+	printOutputs(stdout, a.OutputDir, r.LoRA != nil)
 	return nil
 }
 
@@ -312,7 +312,7 @@ func formatMetrics(m map[string]float64) string {
 }
 
 // printOutputs lists what training wrote into dir.
-func printOutputs(w io.Writer, dir string) {
+func printOutputs(w io.Writer, dir string, adapter bool) {
 	fmt.Fprintf(w, "outputs in %s:\n", dir)
 	all, _ := trainer.ScanCheckpoints(dir)
 	var cps, incomplete []string
@@ -323,13 +323,17 @@ func printOutputs(w io.Writer, dir string) {
 			incomplete = append(incomplete, fmt.Sprintf("%s (%s)", filepath.Base(c.Dir), c.Problem))
 		}
 	}
+	// What this run saved, by its recipe: the folder's files would name a user's PEFT adapter kept beside a
+	// full fine-tune (never replaced) as the run's output.
 	what := "model (config.json, model.safetensors)"
-	if recipes.HasAdapter(dir) {
+	if adapter {
 		what = "LoRA adapter in PEFT's format (adapter_config.json, adapter_model.safetensors)"
 	}
 	fmt.Fprintf(w, "  %s and tokenizer: %s\n", what, dir)
 	for _, name := range []string{trainer.MetricsName, trainer.TrainerStateName, trainer.CurveName} {
-		fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil { // no curve without a logged step
+			fmt.Fprintf(w, "  %s\n", filepath.Join(dir, name))
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, trainer.AllResultsName)); err == nil {
 		var also []string
@@ -346,6 +350,25 @@ func printOutputs(w io.Writer, dir string) {
 	if len(incomplete) > 0 {
 		fmt.Fprintf(w, "  incomplete checkpoints, never resumed from: %s\n", strings.Join(incomplete, ", "))
 	}
+	if other := otherModelFiles(dir, adapter); len(other) > 0 {
+		fmt.Fprintf(w, "  not written by this run, left as they were: %s\n", strings.Join(other, ", "))
+	}
+}
+
+// otherModelFiles lists the model files of the other kind in dir, which this run did not write: a PEFT
+// adapter's beside a full fine-tune (adapter is false), a full model's beside a LoRA run.
+func otherModelFiles(dir string, adapter bool) []string {
+	names := []string{lora.AdapterConfigName, "adapter_model.safetensors"}
+	if adapter {
+		names = []string{"model.safetensors"}
+	}
+	var out []string
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // cliLogger returns a logger that prints the Trainer's messages on w: what it did ("tune: resuming from
