@@ -164,12 +164,8 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 	if lock.Stale != "" {
 		fmt.Fprintf(stderr, "tune: warning: %s\n", lock.Stale)
 	}
-	if err := r.Training.CheckOutputDir(); err != nil {
-		var inUse *trainer.OutputDirInUseError
-		if errors.As(err, &inUse) { // the way out in recipe keys: training.overwrite_output_dir=true, ...
-			return usagef("%s", inUse.Message("training."))
-		}
-		return usageError{err}
+	if err := checkRunOutputDir(r); err != nil {
+		return err
 	}
 	b, err := recipes.OpenDevice(r.Device)
 	if err != nil {
@@ -246,6 +242,20 @@ func (o *finetuneOptions) run(ctx context.Context, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "eval:%s\n", formatMetrics(metrics))
 	}
 	printOutputs(stdout, a.OutputDir, r.LoRA != nil)
+	return nil
+}
+
+// checkRunOutputDir is what finetune refuses in training.output_dir once it holds the folder's lock: a finished
+// run without overwrite_output_dir, files a run would replace that it did not write, ... (CheckOutputDir), as
+// a usage error whose way out is in recipe keys. tune validate asks it too.
+func checkRunOutputDir(r *recipes.Recipe) error {
+	if err := r.Training.CheckOutputDir(); err != nil {
+		var inUse *trainer.OutputDirInUseError
+		if errors.As(err, &inUse) { // the way out in recipe keys: training.overwrite_output_dir=true, ...
+			return usagef("%s", inUse.Message("training."))
+		}
+		return usageError{err}
+	}
 	return nil
 }
 

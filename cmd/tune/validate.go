@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/internal/dirlock"
 	"github.com/tune-ml/tune/recipes"
 )
 
@@ -34,7 +35,9 @@ func newValidateCmd() *cobra.Command {
 key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
 closest valid key), values of the wrong type (with their line), the training arguments (fp16 and bf16
 together, a non-finite or non-positive learning rate, ...), the LoRA settings, and that the model, tokenizer
-and data files exist (skip that with --no-files). It creates no output (an embedded recipe's data is
+and data files exist, and that training.output_dir is one finetune would write into: not locked by a run in
+progress, not a finished run without overwrite_output_dir, no files there that a run would replace but did
+not write (skip these with --no-files). It creates no output (an embedded recipe's data is
 unpacked once into the user cache directory). On success it prints the resolved recipe:
 every default filled in, relative paths resolved.
 
@@ -86,6 +89,19 @@ func (o *validateOptions) run(stdout, stderr io.Writer) error {
 	if !o.NoFiles {
 		if err := r.CheckFiles(); err != nil {
 			return usageError{err}
+		}
+		// What finetune refuses next, before it loads anything: an output_dir another run holds (its lock), or
+		// one whose contents the run would replace (a finished run without overwrite_output_dir, files a run
+		// did not write). Checked without taking the lock or creating anything.
+		if err := dirlock.Check(r.Training.OutputDir); err != nil {
+			var held *dirlock.HeldError
+			if errors.As(err, &held) {
+				return usageError{err}
+			}
+			return usageError{fmt.Errorf("training.output_dir: %w", err)}
+		}
+		if err := checkRunOutputDir(r); err != nil {
+			return err
 		}
 	}
 	out, err := r.Marshal()
