@@ -49,13 +49,7 @@ func ReadCapped(path string, max int64, what string) ([]byte, error) {
 		return badinput.Errorf("%s is %s, not a regular file: tune reads %s only from a regular file; "+
 			"replace it with the model's own file", path, Kind(m), what)
 	}
-	// Stat before Open: opening a named pipe would wait for a writer.
-	if st, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !st.Mode().IsRegular() {
-		return nil, notRegular(st.Mode())
-	}
-	f, err := os.Open(path)
+	f, err := openRegular(path, notRegular)
 	if err != nil {
 		return nil, err
 	}
@@ -63,9 +57,6 @@ func ReadCapped(path string, max int64, what string) ([]byte, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() { // replaced since Stat
-		return nil, notRegular(st.Mode())
 	}
 	tooBig := func(size string) error {
 		return badinput.Errorf("%s is larger than %d bytes (%s), more than tune reads for %s (a real one has at "+
@@ -96,6 +87,12 @@ func Open(path, what string) (*os.File, error) {
 			"device would be waited on or read without end); name a regular file, or save what the pipe gives to one "+
 			"first", path, Kind(m), what)
 	}
+	return openRegular(path, notRegular)
+}
+
+// openRegular is Open with the caller's refusal: it stats path before opening it (opening a named pipe would
+// wait for a writer) and the open file again (it may have been replaced in between).
+func openRegular(path string, notRegular func(fs.FileMode) error) (*os.File, error) {
 	if st, err := os.Stat(path); err != nil {
 		return nil, err
 	} else if !st.Mode().IsRegular() {
