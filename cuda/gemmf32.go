@@ -8,6 +8,7 @@ import "C"
 import (
 	"fmt"
 	"os"
+	"strings"
 	"unsafe"
 
 	"github.com/tune-ml/tune/tensor"
@@ -79,30 +80,10 @@ func (o *op) cuBLAS() (*blasState, error) {
 // blasMatmul runs one unbatched FP32 GEMM (no epilogue) through cublasSgemm, in ltMatmul's column-major terms:
 // Cᵀ = op(B)ᵀ·op(A)ᵀ. It reports false, queueing nothing, when libcublas cannot be loaded.
 func (o *op) blasMatmul(mm matmul) (bool, error) {
-	bs, err := o.cuBLAS()
-	if err != nil {
-		if o.b.blasErr != nil { // no libcublas: cuBLASLt instead
-			return false, nil
-		}
-		return true, err
-	}
-	ta, tb := 0, 0
-	if mm.transB {
-		ta = 1
-	}
-	if mm.transA {
-		tb = 1
-	}
-	run := func() error {
-		st := C.tc_blas_sgemm(bs.handle, C.int(ta), C.int(tb), C.int(mm.n), C.int(mm.m), C.int(mm.k), C.float(mm.alpha),
+	return o.blasQueue(mm, "sgemm", func(bs *blasState, ta, tb C.int) C.cublasStatus_t {
+		return C.tc_blas_sgemm(bs.handle, ta, tb, C.int(mm.n), C.int(mm.m), C.int(mm.k), C.float(mm.alpha),
 			C.uintptr_t(mm.b), C.int(mm.ldb), C.uintptr_t(mm.a), C.int(mm.lda), C.float(mm.beta), C.uintptr_t(mm.c), C.int(mm.ldc))
-		return cublasErr("cublasSgemm", int(st), "M=%d N=%d K=%d transA=%v transB=%v ld=(%d,%d,%d)",
-			mm.m, mm.n, mm.k, mm.transA, mm.transB, mm.lda, mm.ldb, mm.ldc)
-	}
-	return true, o.stream(func() []byte {
-		return fmt.Appendf(nil, "sgemm %d %d %d %v %v %d %d %d %x %x %x %v %v", mm.m, mm.n, mm.k, mm.transA, mm.transB,
-			mm.lda, mm.ldb, mm.ldc, mm.a, mm.b, mm.c, mm.alpha, mm.beta)
-	}, run)
+	})
 }
 
 // blasMatmulPtrs runs a batch of mm.batch FP32 GEMMs through cublasSgemmBatched: mm.a, mm.b and mm.c are the
@@ -110,14 +91,25 @@ func (o *op) blasMatmul(mm matmul) (bool, error) {
 // attention path (attention_f32.go) reaches every (batch member, head) pair of a layout that no stride
 // describes this way. It reports false, queueing nothing, when libcublas cannot be loaded.
 func (o *op) blasMatmulPtrs(mm matmul) (bool, error) {
+	return o.blasQueue(mm, "sgemmBatched", func(bs *blasState, ta, tb C.int) C.cublasStatus_t {
+		return C.tc_blas_sgemm_batched(bs.handle, ta, tb, C.int(mm.n), C.int(mm.m), C.int(mm.k), C.float(mm.alpha),
+			C.uintptr_t(mm.b), C.int(mm.ldb), C.uintptr_t(mm.a), C.int(mm.lda), C.float(mm.beta), C.uintptr_t(mm.c), C.int(mm.ldc),
+			C.int(mm.batch))
+	})
+}
+
+// blasQueue queues call (one legacy cuBLAS product of mm, named name in errors and graph keys) on the backend's
+// stream with the handle and mm's transposes in column-major terms (A's becomes B's). It reports false,
+// queueing nothing, when libcublas cannot be loaded.
+func (o *op) blasQueue(mm matmul, name string, call func(bs *blasState, ta, tb C.int) C.cublasStatus_t) (bool, error) {
 	bs, err := o.cuBLAS()
 	if err != nil {
-		if o.b.blasErr != nil {
+		if o.b.blasErr != nil { // no libcublas: cuBLASLt instead
 			return false, nil
 		}
 		return true, err
 	}
-	ta, tb := 0, 0
+	var ta, tb C.int
 	if mm.transB {
 		ta = 1
 	}
@@ -125,14 +117,11 @@ func (o *op) blasMatmulPtrs(mm matmul) (bool, error) {
 		tb = 1
 	}
 	run := func() error {
-		st := C.tc_blas_sgemm_batched(bs.handle, C.int(ta), C.int(tb), C.int(mm.n), C.int(mm.m), C.int(mm.k), C.float(mm.alpha),
-			C.uintptr_t(mm.b), C.int(mm.ldb), C.uintptr_t(mm.a), C.int(mm.lda), C.float(mm.beta), C.uintptr_t(mm.c), C.int(mm.ldc),
-			C.int(mm.batch))
-		return cublasErr("cublasSgemmBatched", int(st), "M=%d N=%d K=%d batch=%d transA=%v transB=%v ld=(%d,%d,%d)",
+		return cublasErr("cublas"+strings.ToUpper(name[:1])+name[1:], int(call(bs, ta, tb)), "M=%d N=%d K=%d batch=%d transA=%v transB=%v ld=(%d,%d,%d)",
 			mm.m, mm.n, mm.k, mm.batch, mm.transA, mm.transB, mm.lda, mm.ldb, mm.ldc)
 	}
 	return true, o.stream(func() []byte {
-		return fmt.Appendf(nil, "sgemmBatched %d %d %d %d %v %v %d %d %d %x %x %x %v %v", mm.m, mm.n, mm.k, mm.batch,
+		return fmt.Appendf(nil, "%s %d %d %d %d %v %v %d %d %d %x %x %x %v %v", name, mm.m, mm.n, mm.k, mm.batch,
 			mm.transA, mm.transB, mm.lda, mm.ldb, mm.ldc, mm.a, mm.b, mm.c, mm.alpha, mm.beta)
 	}, run)
 }
