@@ -84,6 +84,12 @@ func TestValidate(t *testing.T) {
 		{"warmup_steps 1e15 is the largest", func(a *TrainingArguments) { a.WarmupSteps = 1e15 }, "", ""},
 		{"save_steps 1e30", func(a *TrainingArguments) { a.SaveStrategy, a.SaveSteps = IntervalSteps, 1e30 }, "save_steps", "at most 1e+15"},
 		{"num_train_epochs 1e300", func(a *TrainingArguments) { a.MaxSteps, a.NumTrainEpochs = -1, 1e300 }, "num_train_epochs", "at most 1e+15"},
+		// max_steps near the int64 limit overflowed the epoch count: 0 steps trained, exit 0 (tester 12).
+		{"max_steps at the int64 limit", func(a *TrainingArguments) { a.MaxSteps = math.MaxInt64 }, "max_steps", "at most 1e+15"},
+		{"max_steps 1e15 is the largest", func(a *TrainingArguments) { a.MaxSteps = 1e15 }, "", ""},
+		// adam_epsilon 0 made a never-used embedding row 0/0 = NaN at step 1, blamed on the learning rate.
+		{"adam_epsilon 0", func(a *TrainingArguments) { a.AdamEpsilon = 0 }, "adam_epsilon", "> 0"},
+		{"negative adam_epsilon", func(a *TrainingArguments) { a.AdamEpsilon = -1e-8 }, "adam_epsilon", "> 0"},
 		{"gradient accumulation 0", func(a *TrainingArguments) { a.GradientAccumulationSteps = 0 }, "gradient_accumulation_steps", "≥ 1"},
 		{"train batch 0", func(a *TrainingArguments) { a.PerDeviceTrainBatchSize = 0 }, "per_device_train_batch_size", "≥ 1"},
 		{"eval batch 0", func(a *TrainingArguments) { a.PerDeviceEvalBatchSize = 0 }, "per_device_eval_batch_size", "≥ 1"},
