@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
@@ -307,7 +308,7 @@ func printTensors(w io.Writer, ck *loaders.Checkpoint) {
 	var params, bytes int64
 	dtypes := map[string]int{}
 	for _, ti := range infos {
-		rows = append(rows, [4]string{ti.Name, ti.DType, formatShape(ti.Shape), commas(ti.Bytes)})
+		rows = append(rows, [4]string{printable(ti.Name), printable(ti.DType), formatShape(ti.Shape), commas(ti.Bytes)})
 		bytes += ti.Bytes
 		dtypes[ti.DType]++
 		if isFloatDType(ti.DType) {
@@ -424,12 +425,27 @@ func formatMetadata(m map[string]string) string {
 	shown := keys[:min(len(keys), maxMetadataKeys)]
 	parts := make([]string, 0, len(shown)+1)
 	for _, k := range shown {
-		parts = append(parts, clip(k, maxMetadataKeyBytes, false)+"="+clip(m[k], maxMetadataValBytes, true))
+		parts = append(parts, printable(clip(k, maxMetadataKeyBytes, false))+"="+clip(m[k], maxMetadataValBytes, true))
 	}
 	if more := len(keys) - len(shown); more > 0 {
 		parts = append(parts, fmt.Sprintf("(and %d more keys)", more))
 	}
 	return strings.Join(parts, " ")
+}
+
+// printable returns s as it is when every character of it prints, else quoted as a Go string: a file's
+// tensor names and metadata keys are the file's to choose, and one with a newline or a terminal escape
+// ("\x1b[31m…") would break the table or recolour the user's terminal.
+func printable(s string) string {
+	if !utf8.ValidString(s) {
+		return strconv.Quote(s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 // clip returns s, quoted when quote is true, cut to its first max bytes (at a character boundary) with a note

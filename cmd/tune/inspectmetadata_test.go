@@ -48,3 +48,34 @@ func TestInspectClipsMetadata(t *testing.T) {
 		t.Errorf("short metadata: %s", got)
 	}
 }
+
+// TestInspectQuotesUnprintableNames (tester 12): a tensor named "\x1b[31mred\x1b[0m\n" sent the terminal escape
+// and a newline to the user's terminal and broke the table. Names and metadata keys that do not print are
+// shown quoted; printable ones, as they are.
+func TestInspectQuotesUnprintableNames(t *testing.T) {
+	evil := "\x1b[31mred\x1b[0m\n"
+	w, err := loaders.NewHostTensor(evil, tensor.F32, []int{2}, []float32{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := loaders.NewHostTensor("encoder.weight", tensor.F32, []int{1}, []float32{3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := loaders.WriteSafetensors(p, []loaders.HostTensor{w, ok}, map[string]string{"bell\a": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI("inspect", p)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if strings.ContainsAny(stdout, "\x1b\a") || strings.Contains(stdout, "red\x1b") {
+		t.Errorf("inspect printed control characters from the file:\n%q", stdout)
+	}
+	for _, want := range []string{`"\x1b[31mred\x1b[0m\n"`, `"bell\a"="v"`, "encoder.weight "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %s:\n%s", want, stdout)
+		}
+	}
+}
