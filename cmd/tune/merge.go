@@ -30,6 +30,8 @@ type mergeOptions struct {
 	Output  string // --output: the directory to create with the merged checkpoint
 	// Revision is the revision of Hub ids given to --model and --adapter.
 	Revision string
+	// Force merges even when the adapter's base_model_name_or_path names another model than --model.
+	Force bool
 }
 
 func newMergeCmd() *cobra.Command {
@@ -47,8 +49,9 @@ has them, else from the model directory; merge warns when neither has one), whic
 and tune load with no missing or unexpected tensor.
 
 --model and --adapter also take Hub ids of models in the Hugging Face cache (see tune download), at --revision.
---model should be the base the adapter was trained on: merge warns when the adapter's
-base_model_name_or_path names another directory (tune writes the absolute path of the recipe's model.path
+--model must be the base the adapter was trained on: merge refuses when the adapter's
+base_model_name_or_path names another directory or model (a merge onto another base succeeds whenever the shapes
+fit and gives a wrong model; --force merges anyway, for a copy of the base under another name; tune writes the absolute path of the recipe's model.path
 there, for an embedded recipe the copy of its data tune unpacked into the user's cache, which PEFT can load;
 merging onto another copy of that model, such as the repository's recipes/data/tiny-chat, is no mismatch). The labels come from the config.json tune saves beside an adapter (id2label, label2id), else their
 number from the adapter's classifier when it saved one. The merge runs on the CPU in FP32 (one small matrix
@@ -68,6 +71,7 @@ place, so a failed merge leaves nothing behind.`,
 	f.StringVar(&o.Adapter, "adapter", "", "the PEFT LoRA adapter directory (required)")
 	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Output, "output", "", "the directory to create with the merged checkpoint (required)")
+	f.BoolVar(&o.Force, "force", false, "merge even when the adapter's base_model_name_or_path names another model than --model (a copy of the base under another name)")
 	return cmd
 }
 
@@ -141,8 +145,10 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if n := report.UnusedNotice(o.Model); n != "" {
 		fmt.Fprintln(stderr, "tune: warning:", n)
 	}
-	if w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter); w != "" {
-		fmt.Fprintln(stderr, "tune: warning:", w)
+	if w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter); w != "" && o.Force {
+		fmt.Fprintln(stderr, "tune: warning:", w, "(merging anyway: --force)")
+	} else if w != "" {
+		return usagef("merge: %s; if --model is a copy of that base under another name, pass --force", w)
 	}
 	for _, w := range lm.Warnings {
 		fmt.Fprintln(stderr, "tune: warning:", w)

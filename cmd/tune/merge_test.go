@@ -225,9 +225,11 @@ func TestMergeFixture(t *testing.T) {
 	}
 }
 
-// TestMergeChecksTheBase sets the adapter's base_model_name_or_path in several ways and checks when merge warns
-// that --model is another model (a "tune: warning:" line, as eval and predict print theirs), and that its
-// report says where the output went and that the inputs were only read.
+// TestMergeChecksTheBase sets the adapter's base_model_name_or_path in several ways and checks when merge takes
+// --model for another model: it then refuses (exit 2, nothing written; tester 12 merged an adapter of a
+// 30522-token BERT onto a 256-token one and got a checkpoint eval could not load) and with --force merges with
+// a "tune: warning:" line, as eval and predict print theirs; and that its report says where the output went
+// and that the inputs were only read.
 func TestMergeChecksTheBase(t *testing.T) {
 	model, adapter, _, _ := mergeFixture(t)
 	other, _, _, _ := mergeFixture(t) // same shapes, different weights
@@ -270,7 +272,20 @@ func TestMergeChecksTheBase(t *testing.T) {
 				t.Fatal(err)
 			}
 			out := filepath.Join(t.TempDir(), "merged")
-			code, stdout, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+			if tt.warn { // another base: refused (exit 2, nothing written), then merged with --force and a warning
+				code, _, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out)
+				if code != exitUsage || !strings.Contains(stderr, "merging onto another base model") || !strings.Contains(stderr, "pass --force") {
+					t.Fatalf("exit %d, want %d refusing the other base; stderr %q", code, exitUsage, stderr)
+				}
+				if _, err := os.Stat(out); !os.IsNotExist(err) {
+					t.Fatalf("a refused merge left %s (%v)", out, err)
+				}
+			}
+			args := []string{"merge", "--model", model, "--adapter", adapter, "--output", out}
+			if tt.warn {
+				args = append(args, "--force")
+			}
+			code, stdout, stderr := runTune(t, args...)
 			if code != exitOK {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
