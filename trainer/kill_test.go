@@ -26,8 +26,14 @@ func TestKillDuringSave(t *testing.T) {
 		t.Skip("running as the child of TestKillDuringSave")
 	}
 	dir := t.TempDir()
+	// The child's own temporary directories go inside ours: it is killed, so its t.TempDir cleanup never runs
+	// and each run left a /tmp/TestKillDuringSaveChild… behind (tester 12).
+	childTmp := filepath.Join(t.TempDir(), "child-tmp")
+	if err := os.Mkdir(childTmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKillDuringSaveChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), killChildEnv+"="+dir)
+	cmd.Env = append(os.Environ(), killChildEnv+"="+dir, "TMPDIR="+childTmp)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
