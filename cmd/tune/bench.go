@@ -145,6 +145,9 @@ the first precision of --modes writes FILE, each later one FILE.MODE (FILE.bf16)
 	f.StringSliceVar(&o.LoRATargets, "lora-targets", nil, "modules that get an adapter (target_modules), or all-linear (default: query,value for BERT, q_proj,v_proj for a causal LM)")
 	f.IntVar(&o.Steps, "steps", -1, "timed steps per precision (default 30 on a GPU, 10 on the CPU)")
 	f.IntVar(&o.Warmup, "warmup", -1, "untimed steps first: kernel compilation, GEMM plans, allocator warm-up (default 5 on a GPU, 2 on the CPU)")
+	for _, name := range []string{"steps", "warmup"} { // their usage says the device's default; -1 only marks "not given"
+		f.Lookup(name).DefValue = "0"
+	}
 	f.Float64Var(&o.LR, "lr", 2e-5, "AdamW learning rate")
 	f.Uint64Var(&o.Seed, "seed", 42, "seed of the weights, adapters, tokens, labels and dropout")
 	f.StringVar(&o.Device, "device", "auto", "cpu, cuda, cuda:N or auto (CUDA when available)")
