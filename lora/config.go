@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tune-ml/tune/internal/typo"
 )
 
 // Bias values: which biases are trained besides the adapters (PEFT's bias field).
@@ -226,7 +228,7 @@ func namesHint(entries, linearPaths []string) string {
 	for _, e := range entries {
 		best, bestD := "", 3 // at most two edits away
 		for _, n := range names {
-			if d := editDistance(e, n); d < bestD {
+			if d := typo.Distance(e, n); d < bestD {
 				best, bestD = n, d
 			}
 		}
@@ -245,27 +247,6 @@ func namesHint(entries, linearPaths []string) string {
 		hint += "; did you mean " + strings.Join(fixes, ", ") + "?"
 	}
 	return hint
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // ErrInvalidConfig is wrapped by every *ConfigError.

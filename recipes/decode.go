@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tune-ml/tune/internal/typo"
 )
 
 // ErrInvalid is wrapped by every *Problem: the recipe does not decode or does not validate.
@@ -393,44 +395,8 @@ func sectionOf(key string) string {
 	return found
 }
 
-// closest returns the candidate nearest to key by edit distance, if it is close enough to be a typo.
-func closest(key string, candidates []string) string {
-	best, bestD := "", 1<<30
-	for _, c := range candidates {
-		if d := editDistance(key, c); d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD <= max(2, len(key)/3) {
-		return best
-	}
-	return ""
-}
-
-// editDistance is the Levenshtein distance between a and b, with an adjacent swap counting one edit.
-func editDistance(a, b string) int {
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
-}
+// closest is typo.Closest: the candidate key nearest to key, if close enough to be a typo.
+func closest(key string, candidates []string) string { return typo.Closest(key, candidates) }
 
 func joinKey(path, key string) string {
 	if path == "" {

@@ -388,17 +388,6 @@ func TestEmbeddedFiles(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		want int
-	}{{"", "", 0}, {"abc", "abc", 0}, {"learnig_rate", "learning_rate", 1}, {"lora_aplha", "lora_alpha", 1}, {"kitten", "sitting", 3}} {
-		if got := editDistance(c.a, c.b); got != c.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
-		}
-	}
-}
-
 // TestBaseModelNameOrPath: what a LoRA run records as base_model_name_or_path is a path PEFT can load: an
 // embedded recipe's model.path as the absolute path of the copy tune unpacked into its cache (tester4: the
 // recipe's own "data/tiny-chat" named nothing from the working directory), a model.path override or a recipe
