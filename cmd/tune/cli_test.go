@@ -39,6 +39,24 @@ func TestCommandLineGaps(t *testing.T) {
 	if code, _, stderr = runCLI("finetune", "tiny", "--num-train-epochs=2"); !strings.Contains(stderr, "write training.num_train_epochs=VALUE") {
 		t.Errorf("--num-train-epochs: exit %d %s", code, stderr)
 	}
+	// Tester 12: the other hints of an unknown flag.
+	for _, c := range []struct {
+		args []string
+		want string // "" = the bare message, no hint
+	}{
+		{[]string{"finetune", "tiny", "--training.learning_rate=3e-4"}, "write training.learning_rate=VALUE (as in tune finetune RECIPE training.learning_rate=VALUE)"},
+		{[]string{"validate", "tiny", "--max_steps=3"}, "write training.max_steps=VALUE (as in tune validate RECIPE"},
+		{[]string{"predict", "--model", "m", "--data", "d.tsv"}, "unknown flag: --data: tune predict takes it as --input"},
+		{[]string{"eval", "--model", "m", "--input", "d.tsv"}, "unknown flag: --input: tune eval takes it as --data"},
+		{[]string{"predict", "--model", "m", "--text-colum", "x"}, "unknown flag: --text-colum: did you mean --text-column?"},
+		{[]string{"eval", "--model", "m", "--learning_rate", "1"}, ""}, // eval takes no recipe: no recipe key
+	} {
+		code, _, stderr := runCLI(c.args...)
+		line, _, _ := strings.Cut(stderr, "\n")
+		if code != exitUsage || (c.want != "" && !strings.Contains(line, c.want)) || (c.want == "" && strings.Contains(line, ": recipe keys")) {
+			t.Errorf("%v: exit %d, first line %q, want %q", c.args, code, line, c.want)
+		}
+	}
 }
 
 // TestPredictFromStdin: `echo text | tune predict --model DIR --input -` reads standard input, one text per

@@ -8,12 +8,15 @@ import (
 	"io/fs"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/typo"
 	"github.com/tune-ml/tune/recipes"
 )
 
@@ -111,19 +114,40 @@ func markArgErrorsAsUsage(cmd *cobra.Command) {
 	}
 }
 
-// flagHint adds to cobra's "unknown flag: --learning_rate" the recipe key the user most likely meant: Hugging
-// Face's example scripts take TrainingArguments as --name flags, tune takes them as key=value overrides.
-func flagHint(err error) error {
+// flagHint adds to cobra's "unknown flag: --name" what the user most likely meant: a flag of the same command
+// one typo away (--text-colum), the same input under this command's name (eval's --data is predict's
+// --input), or, for the commands that take a recipe, the recipe key given as a flag (Hugging Face's example
+// scripts take TrainingArguments as --learning_rate; tune takes key=value overrides, also dotted ones:
+// --training.learning_rate).
+func flagHint(cmd *cobra.Command, err error) error {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
 		return err
 	}
 	name, _, _ = strings.Cut(name, "=")
-	if key := recipes.KeyPath(strings.ReplaceAll(name, "-", "_")); key != "" {
-		return fmt.Errorf("%w: recipe keys are key=value arguments, not flags: write %s=VALUE (as in tune finetune RECIPE %s=VALUE)", err, key, key)
+	var flags []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { flags = append(flags, f.Name) })
+	if other, ok := sameInput[name]; ok && slices.Contains(flags, other) {
+		return fmt.Errorf("%w: tune %s takes it as --%s", err, cmd.Name(), other)
+	}
+	if c := typo.Closest(name, flags); c != "" {
+		return fmt.Errorf("%w: did you mean --%s?", err, c)
+	}
+	if cmd.Name() != "finetune" && cmd.Name() != "validate" {
+		return err
+	}
+	key := strings.ReplaceAll(name, "-", "_")
+	last := key[strings.LastIndex(key, ".")+1:]
+	if path := recipes.KeyPath(last); path != "" && (path == key || last == key) {
+		return fmt.Errorf("%w: recipe keys are key=value arguments, not flags: write %s=VALUE (as in tune %s RECIPE %s=VALUE)",
+			err, path, cmd.Name(), path)
 	}
 	return err
 }
+
+// sameInput maps a flag of one command to the flag another command takes the same input as.
+var sameInput = map[string]string{"data": "input", "input": "data"}
 
 // revision is the commit the binary was built from when the build says so (the Makefile's
 // -ldflags "-X main.revision=..."): go build stamps no VCS information under -buildvcs=false (GOFLAGS), or
@@ -175,7 +199,7 @@ func runIn(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	out := &outWriter{w: stdout}
 	root.SetOut(out)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{flagHint(err)} })
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{flagHint(c, err)} })
 	cmd, err := root.ExecuteC()
 	if out.err != nil && !errors.Is(err, context.Canceled) {
 		// Output that did not reach standard output (a full disk, a closed pipe) is a failed command, whatever
