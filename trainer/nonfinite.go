@@ -44,7 +44,13 @@ type NonFiniteError struct {
 	Precision string  // "fp16", "bf16" or "no", as TrainingArguments.MixedPrecision
 	Detail    string  // what else was found (where the weights stand, the skip count, ...)
 	Hint      string  // what to try
+	// Loaded is set when the weights were non-finite as loaded, before any step: the input is corrupt and must
+	// change (a bad-input error, exit status 2), where a run that diverges may go on from an earlier checkpoint.
+	Loaded bool
 }
+
+// BadInput reports whether the error is the input's (the loaded weights), for the exit status (badinput.Is).
+func (e *NonFiniteError) BadInput() bool { return e.Loaded }
 
 // Error reads "trainer: step 12: the loss is NaN (fp16, loss scale 65536): DETAIL; HINT"; an fp32 or bf16 run,
 // which has no loss scale, reads "(fp32)" or "(bf16)".
@@ -328,6 +334,7 @@ func (t *Trainer) checkWeights(all bool, action string) error {
 	}
 	e.Detail = action + "; " + t.lastCheckpointNote()
 	if all {
+		e.Loaded = true
 		e.Detail = action + ", and nothing was written"
 		e.Hint = "the checkpoint the model was loaded from is corrupt (a diverged run saved by another tool?): load an earlier checkpoint or the original model; `tune debug nan --model DIR` lists every non-finite tensor"
 	} else {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tune-ml/tune/amp"
+	"github.com/tune-ml/tune/internal/badinput"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/tensor"
 	"github.com/tune-ml/tune/tensor/cpu"
@@ -381,6 +382,9 @@ func TestNaNInCheckpointWeights(t *testing.T) {
 			}
 			wantIn(t, nf.Error(), "step 1: the weights of "+name+" are NaN (element 7)", "training did not start, and nothing was written",
 				"checkpoint the model was loaded from is corrupt", "tune debug nan --model DIR")
+			if !badinput.Is(nf) { // the input must change: exit status 2, not 1 (tester 12)
+				t.Error("non-finite weights as loaded are not a bad-input error")
+			}
 		})
 		t.Run("resume", func(t *testing.T) {
 			a.MaxSteps, a.ResumeFromCheckpoint = 4, ck
@@ -388,6 +392,9 @@ func TestNaNInCheckpointWeights(t *testing.T) {
 			nf := trainErr(t, tr)
 			if nf.What != NonFiniteWeights || nf.Param != name || nf.Step != 3 {
 				t.Errorf("got %+v; want the weights of %s before the resumed step 3", nf, name)
+			}
+			if !badinput.Is(nf) {
+				t.Error("non-finite weights in the checkpoint resumed from are not a bad-input error")
 			}
 			if cps := checkpoints(t, a.OutputDir); len(cps) != 1 {
 				t.Errorf("checkpoints %v, want checkpoint-2 only", cps)
