@@ -117,6 +117,14 @@ type nonFinite struct {
 	value float32
 }
 
+// FirstNonFiniteWeight returns the first of m's parameters (in NamedParameters order) whose value holds an inf
+// or NaN, the element and its value; found is false when every weight is finite. eval and predict ask it when
+// the logits come out non-finite, to tell a corrupt model (bad input) from an overflow.
+func FirstNonFiniteWeight(m Model) (name string, index int, value float32, found bool, err error) {
+	bad, found, _, err := firstNonFinite(m.Backend(), m.NamedParameters(), false)
+	return bad.name, bad.index, bad.value, found, err
+}
+
 // isFinite reports whether x is neither inf nor NaN.
 func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 

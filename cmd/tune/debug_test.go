@@ -142,15 +142,15 @@ func TestFinetuneStopsOnDivergence(t *testing.T) {
 
 // TestEvalFailsOnNonFiniteLogits (tester4): tune eval on a model with a NaN weight printed eval_loss NaN and
 // scores with exit 0, while tune predict on the same model stops at the first non-finite logits. eval now fails
-// the same way (exit 1), naming eval_loss and the likely cause, and points at tune debug nan, which reports
-// non-finite weights (tune inspect reads only the headers); the clean model evaluates.
+// as predict does: the weights are checked, and a non-finite one is a corrupt model (exit 2, tester 12), named,
+// with tune debug nan to list the rest (tune inspect reads only the headers); the clean model evaluates.
 func TestEvalFailsOnNonFiniteLogits(t *testing.T) {
 	dir := plantedTinyBert(t, "bert.encoder.layer.0.attention.self.query.weight")
 	code, stdout, stderr := runCLI("eval", "--device", "cpu", "--model", dir, "--data", debugInput)
-	if code != exitError || !strings.Contains(stderr, "eval_loss is NaN on "+debugInput+": the model gave non-finite logits") ||
-		!strings.Contains(stderr, "weights are likely non-finite") || !strings.Contains(stderr, "check them with `tune debug nan --model "+dir+"`") ||
+	if code != exitUsage || !strings.Contains(stderr, "the model's weights are non-finite (bert.encoder.layer.0.attention.self.query.weight[") ||
+		!strings.Contains(stderr, "the checkpoint is corrupt") || !strings.Contains(stderr, "`tune debug nan --model "+dir+"` lists every non-finite tensor") ||
 		strings.Contains(stderr, "tune inspect") {
-		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 naming the NaN eval_loss", code, stdout, stderr)
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 2 naming the NaN weight", code, stdout, stderr)
 	}
 	code, _, stderr = runCLI("eval", "--device", "cpu", "--model", testutil.SharedData(t, "tiny-bert-random"), "--data", debugInput)
 	if code != exitOK {

@@ -57,8 +57,9 @@ run's (the output_dir above it). The data is --data FILE, or else the recipe's d
 else its data.eval; the recipe also gives the columns, the format and max_length. The file's labels are mapped
 through the model's id2label/label2id (what training saved in config.json; an integer label is a class id), so
 any file is scored against the classes the model was trained on; a label the model does not know is an error,
-and so is a row without a label. A NaN or infinite eval_loss (non-finite logits) is an error too (exit 1), as
-in tune predict.
+and so is a row without a label. A NaN or infinite eval_loss (non-finite logits) is an error too, as in tune
+predict: exit 2 naming the weight when the model's weights are non-finite (a corrupt checkpoint), else exit 1
+(an FP16 overflow, say).
 
 --fp16 / --bf16 evaluate in half precision (the recipe's fp16_full_eval / bf16_full_eval): under autocast in
 that dtype, as training in it does: every matrix product takes FP16/BF16 inputs and accumulates in FP32,
@@ -207,6 +208,9 @@ func (o *evalOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	}
 	// Non-finite logits give a NaN or infinite eval_loss and meaningless scores: fail as predict does.
 	if l, ok := metrics["eval_loss"]; ok && (math.IsNaN(l) || math.IsInf(l, 0)) {
+		if err := corruptWeights(run.Model, modelDir, adapter); err != nil {
+			return err
+		}
 		return fmt.Errorf("eval_loss is %v on %s: the model gave non-finite logits (%s); the metrics would mean nothing",
 			l, data, nonFiniteHint(o.FP16, o.BF16, modelDir, adapter))
 	}

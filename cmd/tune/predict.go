@@ -288,6 +288,27 @@ func (o *predictOptions) stdinFile() (string, func(), error) {
 	return p, cleanup, nil
 }
 
+// corruptWeights returns, when a weight of m (loaded from model and adapter) is non-finite, the bad-input error
+// that says so (exit status 2: the model must change, no retry helps), else nil (also when the weights cannot
+// be read: the caller's own error then stands).
+func corruptWeights(m trainer.Model, model, adapter string) error {
+	name, i, v, found, err := trainer.FirstNonFiniteWeight(m)
+	if err != nil || !found {
+		return nil
+	}
+	from := model
+	if adapter != "" {
+		from += " with the adapter " + adapter
+	}
+	check := "tune debug nan --model " + shellArg(model)
+	if adapter != "" {
+		check += " --adapter " + shellArg(adapter)
+	}
+	return usagef("the model's weights are non-finite (%s[%d] = %v, as loaded from %s): the checkpoint is corrupt "+
+		"(a diverged run saved by another tool?); load an earlier checkpoint or the original model; `%s` lists every "+
+		"non-finite tensor", name, i, v, from, check)
+}
+
 // nonFiniteHint says what non-finite logits most likely mean under the precision predict ran in.
 func (o *predictOptions) nonFiniteHint() string {
 	return nonFiniteHint(o.FP16, o.BF16, o.Model, o.Adapter)
@@ -339,6 +360,9 @@ func (o *predictOptions) write(stdout io.Writer, run *recipes.Run, ds *datasets.
 			}
 			for _, v := range p.Logits {
 				if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+					if err := corruptWeights(run.Model, o.Model, o.Adapter); err != nil {
+						return err
+					}
 					return fmt.Errorf("input at line %d gave non-finite logits %v (%s)", ex.Line, p.Logits, o.nonFiniteHint())
 				}
 			}

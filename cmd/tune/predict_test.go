@@ -12,49 +12,60 @@ import (
 	"github.com/tune-ml/tune/tensor/cpu"
 )
 
-// TestPredictNonFiniteHint runs predict on a model whose classifier bias is NaN: the error names the input line
-// and blames the weights, and mentions --fp16 only when it was used.
+// TestPredictNonFiniteHint runs predict on models whose classifier bias is NaN, or finite but past FP16's
+// range: NaN weights are a corrupt model in every precision (exit 2 naming the weight, tester 12: it was exit 1,
+// "may work on a retry"); non-finite logits from finite weights are exit 1, naming the input line, and blame
+// FP16's range only when --fp16 was used.
 func TestPredictNonFiniteHint(t *testing.T) {
-	model := filepath.Join(t.TempDir(), "nan")
-	cfg := bert.DefaultBertConfig()
-	cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
-	cfg.MaxPositionEmbeddings = 64
-	b := cpu.New()
-	m, err := bert.NewBertForSequenceClassification(b, cfg, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, np := range m.NamedParameters() {
-		if np.Name == "classifier.bias" {
-			if err := b.Upload(np.Value, []float32{float32(math.NaN()), 0}); err != nil {
-				t.Fatal(err)
+	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
+	save := func(bias float32) string {
+		model := filepath.Join(t.TempDir(), "m")
+		cfg := bert.DefaultBertConfig()
+		cfg.VocabSize, cfg.HiddenSize, cfg.NumHiddenLayers, cfg.NumAttentionHeads, cfg.IntermediateSize = 256, 16, 1, 2, 32
+		cfg.MaxPositionEmbeddings = 64
+		b := cpu.New()
+		m, err := bert.NewBertForSequenceClassification(b, cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, np := range m.NamedParameters() {
+			if np.Name == "classifier.bias" {
+				if err := b.Upload(np.Value, []float32{bias, 0}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
+		if err := m.Save(model); err != nil {
+			t.Fatal(err)
+		}
+		return model
 	}
-	if err := m.Save(model); err != nil {
-		t.Fatal(err)
-	}
-	tiny := filepath.Join("..", "..", "recipes", "data", "tiny")
-	base := []string{"predict", "--device", "cpu", "--model", model, "--tokenizer", tiny, "--input", filepath.Join(tiny, "dev.tsv")}
+	nan, big := save(float32(math.NaN())), save(1e6)
 	tests := []struct {
-		name string
-		flag string
-		want string
-		not  string
+		name  string
+		model string
+		flag  string
+		code  int
+		want  string
+		not   string
 	}{
-		{"FP32: the weights, not --fp16", "", "the model's weights are likely non-finite", "--fp16"},
-		{"--fp16: FP16's range", "--fp16", "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither", ""},
-		{"--bf16: the weights", "--bf16", "BF16 has FP32's range", "--fp16"},
+		{"NaN weights, FP32", nan, "", exitUsage, "the model's weights are non-finite (classifier.bias[0] = NaN, as loaded from " + nan + ")", "--fp16"},
+		{"NaN weights, --fp16", nan, "--fp16", exitUsage, "the checkpoint is corrupt", "FP16 holds"},
+		{"NaN weights, --bf16", nan, "--bf16", exitUsage, "`tune debug nan --model " + nan + "` lists every non-finite tensor", ""},
+		{"finite weights past FP16's range, --fp16", big, "--fp16", exitError, "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither", "corrupt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args := base
+			args := []string{"predict", "--device", "cpu", "--model", tt.model, "--tokenizer", tiny, "--input", filepath.Join(tiny, "dev.tsv")}
 			if tt.flag != "" {
-				args = append(append([]string(nil), base...), tt.flag)
+				args = append(args, tt.flag)
 			}
 			code, _, stderr := runCLI(args...)
-			if code != exitError || !strings.Contains(stderr, "input at line 2 gave non-finite logits") || !strings.Contains(stderr, tt.want) {
-				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr, exitError, tt.want)
+			if code != tt.code || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr, tt.code, tt.want)
+			}
+			if tt.code == exitError && !strings.Contains(stderr, "gave non-finite logits") {
+				t.Errorf("stderr %q does not name the input line", stderr)
 			}
 			if tt.not != "" && strings.Contains(stderr, tt.not) {
 				t.Errorf("stderr mentions %q: %s", tt.not, stderr)
