@@ -56,18 +56,22 @@ func (c *BertConfig) sizes() []struct {
 // I·C + C + 4C (query, key, value, attention output; intermediate; output; two LayerNorms), the pooler C²+C and
 // the classifier C·L + L. bert-base with 2 labels has 109,483,778. A count beyond 2^62 returns math.MaxInt64.
 func (c *BertConfig) NumParameters() int64 {
-	count := func(v, p, t, ch, in, n, l float64) float64 {
-		return (v+p+t)*ch + 2*ch + n*(4*(ch*ch+ch)+2*ch*in+in+ch+4*ch) + ch*ch + ch + ch*l + l
-	}
-	f := func(x int) float64 { return float64(x) }
-	v, p, t, ch, in, n, l := c.VocabSize, c.MaxPositionEmbeddings, c.TypeVocabSize, c.HiddenSize, c.IntermediateSize,
-		c.NumHiddenLayers, c.NumLabels()
-	if count(f(v), f(p), f(t), f(ch), f(in), f(n), f(l)) > 1<<62 {
+	if c.approxParameters() > 1<<62 {
 		return math.MaxInt64
 	}
 	i := func(x int) int64 { return int64(x) }
-	V, P, T, C, I, N, L := i(v), i(p), i(t), i(ch), i(in), i(n), i(l)
+	V, P, T, C, I, N, L := i(c.VocabSize), i(c.MaxPositionEmbeddings), i(c.TypeVocabSize), i(c.HiddenSize),
+		i(c.IntermediateSize), i(c.NumHiddenLayers), i(c.NumLabels())
 	return (V+P+T)*C + 2*C + N*(4*(C*C+C)+2*C*I+I+C+4*C) + C*C + C + C*L + L
+}
+
+// approxParameters is NumParameters' count in float64, which does not saturate: for messages about configs
+// far beyond the limit (hidden_size 1e9 is 4.9e19 parameters, not math.MaxInt64's 9.22e18).
+func (c *BertConfig) approxParameters() float64 {
+	f := func(x int) float64 { return float64(x) }
+	v, p, t, ch, in, n, l := f(c.VocabSize), f(c.MaxPositionEmbeddings), f(c.TypeVocabSize), f(c.HiddenSize),
+		f(c.IntermediateSize), f(c.NumHiddenLayers), f(c.NumLabels())
+	return (v+p+t)*ch + 2*ch + n*(4*(ch*ch+ch)+2*ch*in+in+ch+4*ch) + ch*ch + ch + ch*l + l
 }
 
 // CheckSize returns a *SizeError when a size is beyond what this package can build: one above 2^31−1 (a 32-bit
@@ -84,9 +88,10 @@ func (c *BertConfig) CheckSize() error {
 		}
 	}
 	if n := c.NumParameters(); n > MaxParameters {
+		a := c.approxParameters()
 		return &SizeError{Key: worst, Reason: fmt.Sprintf("%d makes a model of %.3g parameters (%s of FP32 weights), "+
 			"more than tune's limit of %.0e; BERT-class encoders have at most about 1.5e9 (bert-base 1.1e8)",
-			c.sizeOf(worst), float64(n), formatBytes(4*float64(n)), float64(MaxParameters))}
+			c.sizeOf(worst), a, formatBytes(4*a), float64(MaxParameters))}
 	}
 	return nil
 }

@@ -90,6 +90,9 @@ func TestCheckSize(t *testing.T) {
 			"num_hidden_layers: 100000 makes a model of 7.09e+11 parameters"},
 		{"a huge hidden_size", func(c *BertConfig) { c.HiddenSize, c.NumAttentionHeads = 1<<20, 16 }, "hidden_size",
 			"hidden_size: 1048576 makes a model of"},
+		// Past 2^62 NumParameters saturates; the message still gives the real count (tester 12 saw 9.22e+18, 36.9 EB).
+		{"hidden_size 1e9", func(c *BertConfig) { c.HiddenSize, c.NumAttentionHeads = 1_000_000_000, 16 }, "hidden_size",
+			"hidden_size: 1000000000 makes a model of 4.9e+19 parameters (196 EB of FP32 weights)"},
 		{"a huge max_position_embeddings", func(c *BertConfig) { c.MaxPositionEmbeddings = 1 << 30 }, "max_position_embeddings",
 			"max_position_embeddings: 1073741824 makes a model of"},
 	} {
