@@ -114,6 +114,11 @@ func TestDownloadThenFinetuneByHubID(t *testing.T) {
 	if code, _, stderr = runCLI("eval", "--model", "google-bert/bert-large-uncased", "--data", dev); code != exitUsage || !strings.Contains(stderr, "--model google-bert/bert-large-uncased: no such file or directory here, and") {
 		t.Errorf("eval with an uncached id: exit %d: %s", code, stderr)
 	}
+	// A positional argument is named by its value, not its placeholder (tester 12: "tune: PATH evil/m: ...").
+	if code, _, stderr = runCLI("inspect", "google-bert/bert-large-uncased"); code != exitUsage ||
+		!strings.HasPrefix(stderr, "tune: google-bert/bert-large-uncased: no such file or directory here, and") {
+		t.Errorf("inspect with an uncached id: exit %d: %s", code, stderr)
+	}
 }
 
 // TestFinetuneFromHuggingFaceWrittenCache: a cache laid out as huggingface_hub writes it (an org/name id,

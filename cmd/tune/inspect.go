@@ -81,7 +81,7 @@ the headers are read. A config.json tune cannot build a model from is bad input 
 
 func (o *inspectOptions) run(w io.Writer) error {
 	var err error
-	if o.Path, err = resolveHub("PATH", o.Path, o.Revision); err != nil {
+	if o.Path, err = resolveHub("", o.Path, o.Revision); err != nil {
 		return err
 	}
 	st, err := os.Stat(o.Path)

@@ -132,22 +132,27 @@ func maxLength(flag, fallback int, dir string) (int, error) {
 // resolveHub returns what a flag's value names: the value itself when it exists or cannot be a Hub repository
 // id (a missing local path is left for the caller's checks to report), else the id's snapshot in the Hugging
 // Face cache at revision (hub.Resolve, as transformers' from_pretrained reads a name that is not a
-// directory). An id missing from the cache is a usage error naming flag, the cache and tune download.
+// directory). An id missing from the cache is a usage error naming flag ("" for a positional argument), the cache
+// and tune download.
 func resolveHub(flag, value, revision string) (string, error) {
 	if value == "" {
 		return "", nil
 	}
 	p, err := hub.Resolve(value, revision)
+	what := flag + " " + value // "--model evil/m"; a positional argument ("" flag) is named by its value alone
+	if flag == "" {
+		what = value
+	}
 	if nc := (*hub.NotCachedError)(nil); errors.As(err, &nc) && len(nc.Links) > 0 {
-		return value, usagef("%s %s: %v", flag, value, err) // a cache snapshot, by id or by path, lacks blobs
+		return value, usagef("%s: %v", what, err) // a cache snapshot, by id or by path, lacks blobs
 	}
 	if hub.IsNotCached(err) {
-		return value, usagef("%s %s: no such file or directory here, and %v", flag, value, err)
+		return value, usagef("%s: no such file or directory here, and %v", what, err)
 	}
 	var pe *fs.PathError
 	if err != nil && !errors.As(err, &pe) {
 		// A damaged cache or an impossible --revision: the lookup's own message says what to do.
-		return value, usagef("%s %s: %s", flag, value, errctx.Trim(err.Error()))
+		return value, usagef("%s: %s", what, errctx.Trim(err.Error()))
 	}
 	if err != nil {
 		return value, nil
