@@ -435,6 +435,10 @@ func readJSONLRows(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, 
 			}
 			text, pair, label = defaultColumns(opts, keys)
 		}
+		if k := repeatedKey(l, text, pair, label); k != "" {
+			return nil, "", fmt.Errorf("loaders: %s:%d: the key %q appears twice in the row: which value is meant? "+
+				"(JSON parsers disagree: most keep the last) keep one", path, line, k)
+		}
 		r := rawRow{line: line}
 		if r.text, _, err = jsonField(obj, text, true); err != nil {
 			return nil, "", fmt.Errorf("loaders: %s:%d: %w", path, line, err)
@@ -468,6 +472,44 @@ func readJSONLRows(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, 
 		return nil, "", fmt.Errorf("loaders: %s: the file has no rows", path)
 	}
 	return rows, label, nil
+}
+
+// repeatedKey returns the first of keys ("" entries ignored) that the JSON object line holds more than once, or
+// "": a row {"text": "a", "label": 0, "label": 1} decoded silently as label 1. It walks the object's top-level
+// keys with a token decoder, skipping their values; a line that is not an object was refused before.
+func repeatedKey(line []byte, keys ...string) string {
+	twice := false // the common case, no key's quoted name twice in the line, costs a byte search a key
+	for _, k := range keys {
+		if k != "" && bytes.Count(line, []byte(`"`+k+`"`)) > 1 {
+			twice = true
+		}
+	}
+	if !twice {
+		return ""
+	}
+	d := json.NewDecoder(bytes.NewReader(line))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return ""
+		}
+		if k != "" && slices.Contains(keys, k) {
+			if seen[k] {
+				return k
+			}
+			seen[k] = true
+		}
+	}
+	return ""
 }
 
 // jsonField returns key's value as text: a string as is, a number as written, true/false; null gives ok=false.

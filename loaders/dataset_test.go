@@ -129,6 +129,10 @@ func TestLoadDatasetErrors(t *testing.T) {
 		{"JSONL invalid JSON", "a.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \n", DatasetOptions{}, ":2: not a JSON object"},
 		{"JSONL missing key", "a.jsonl", "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"b\"}\n", DatasetOptions{}, `:2: no label: the row has no key "label"`},
 		{"empty regression target", "a.tsv", "sentence\tscore\nx\t1.5\ny\t \n", DatasetOptions{Regression: true, LabelColumn: "score"}, `:3: no regression target: the label column "score" is empty`},
+		// tester 12: a repeated key was decoded silently as its last value.
+		{"JSONL repeated label", "a.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 0, \"label\": 1}\n", DatasetOptions{},
+			`:2: the key "label" appears twice in the row`},
+		{"JSONL repeated text", "a.jsonl", "{\"text\": \"a\", \"text\": \"b\", \"label\": 0}\n", DatasetOptions{}, `:1: the key "text" appears twice`},
 		{"JSONL text must be a string", "a.jsonl", "{\"text\": 5, \"label\": 1}\n", DatasetOptions{}, `:1: "text" must be a string`},
 		{"empty file", "a.tsv", "", DatasetOptions{}, "no rows"},
 		{"header and no examples", "a.tsv", "sentence\tlabel\n", DatasetOptions{}, "a header row and no examples"},
@@ -216,5 +220,23 @@ func TestBatches(t *testing.T) {
 	}
 	if got := Batches(order, 2, true); !reflect.DeepEqual(got, [][]int{{4, 3}, {2, 1}}) {
 		t.Errorf("Batches(drop last) = %v", got)
+	}
+}
+
+// TestRepeatedKeyOnlyForTheColumns: a key that repeats is refused only when tune reads it; the quoted name of a
+// column inside a value, or twice in other keys' values, is no repeat.
+func TestRepeatedKeyOnlyForTheColumns(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		want string
+	}{
+		{`{"text": "a", "label": 0, "id": 1, "id": 2}`, ""},
+		{`{"text": "say \"label\" and \"label\"", "label": 1}`, ""},
+		{`{"text": "x", "meta": {"label": 1, "label": 2}, "label": 0}`, ""},
+		{`{"label": 0, "text": "x", "label": 0}`, "label"},
+	} {
+		if got := repeatedKey([]byte(c.line), "text", "", "label"); got != c.want {
+			t.Errorf("repeatedKey(%s) = %q, want %q", c.line, got, c.want)
+		}
 	}
 }
