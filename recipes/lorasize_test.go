@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
 	"github.com/tune-ml/tune/trainer"
@@ -15,9 +16,10 @@ import (
 // TestBuildNamesALoRARankTooLargeForMemory: `tune finetune tiny lora.r=1000000000` ended in the Go runtime's
 // "fatal error: runtime: out of memory" and a goroutine dump while lora.Apply allocated a 256 GB adapter (LoRA
 // now needs a checkpoint: here a 1-layer BERT's, whose query and value make 2 adapters). With
-// device cpu, Load (Validate, so tune validate too) refuses it naming lora.r at the key's position; with device
-// auto, which Validate cannot resolve, Build refuses it when the backend is the CPU, naming the recipe key
-// lora.r and wrapping lora.ErrInvalidConfig (the CLI's exit 2).
+// device cpu, or auto where no GPU is (tester 12: validate passed it under auto), Load (Validate, so tune
+// validate too) refuses it naming lora.r at the key's position; with device cuda, which keeps the adapters on
+// the GPU, Build refuses it when the backend is the CPU after all, naming the recipe key lora.r and wrapping
+// lora.ErrInvalidConfig (the CLI's exit 2).
 func TestBuildNamesALoRARankTooLargeForMemory(t *testing.T) {
 	dir := t.TempDir()
 	writeTSV(t, dir, "train.tsv", "1", "0")
@@ -29,7 +31,11 @@ func TestBuildNamesALoRARankTooLargeForMemory(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "lora.r: 1000000000 makes 2 adapters") {
 		t.Fatalf("Load: %v, want an ErrInvalid naming lora.r", err)
 	}
-	r, err := Load(recipe, []string{"lora.r=1000000000", "device=auto"})
+	_, err = Load(recipe, []string{"lora.r=1000000000", "device=auto"})
+	if cuda.Available() != (err == nil) {
+		t.Fatalf("Load with device auto (a GPU: %v): %v", cuda.Available(), err)
+	}
+	r, err := Load(recipe, []string{"lora.r=1000000000", "device=cuda"})
 	if err != nil {
 		t.Fatal(err)
 	}
