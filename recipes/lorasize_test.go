@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -81,5 +82,30 @@ func TestLayerCountsBoundedBeforeTheSkeleton(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %v: %v\nwant an ErrInvalid with %q", c.recipe, c.overrides, err, c.want)
 		}
+	}
+}
+
+// TestValidateWarnsOfHostMemory (tester 12): validate passed a model.config that finetune could not build on the
+// CPU (hidden_size 20000: 3.6e9 parameters, about 43 GB to build), which stops with exit status 1 before
+// training. On a host-backed device Load now warns with bert's own message; the warning is there exactly when
+// this machine's free memory falls short, so the test follows the machine it runs on.
+func TestValidateWarnsOfHostMemory(t *testing.T) {
+	r, err := Load("tiny", []string{"model.config.hidden_size=20000", "model.config.num_attention_heads=10", "device=cpu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := r.Model.Config.bertConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := cfg.HostMemoryError() != nil
+	warned := slices.ContainsFunc(r.Warnings, func(w string) bool {
+		return strings.Contains(w, "model.config: a model of 3.62e+09 parameters needs about") && strings.Contains(w, "tune finetune will stop")
+	})
+	if warned != short {
+		t.Errorf("warned %v, memory short %v; warnings %q", warned, short, r.Warnings)
+	}
+	if r, err := Load("tiny", nil); err != nil || len(r.Warnings) != 0 {
+		t.Errorf("the tiny recipe: %v, warnings %q", err, r.Warnings)
 	}
 }

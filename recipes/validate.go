@@ -117,7 +117,32 @@ func (r *Recipe) validate(d *decoder) error {
 	if len(d.problems) > 0 {
 		return errors.Join(d.problems...)
 	}
+	r.warnHostMemory()
 	return nil
+}
+
+// hostBacked reports whether the run will keep its tensors in host memory: device cpu, or auto (the default)
+// where no GPU is, as OpenDevice decides.
+func (r *Recipe) hostBacked() bool {
+	return r.Device == "cpu" || ((r.Device == "" || r.Device == "auto") && !cuda.Available())
+}
+
+// warnHostMemory adds to r.Warnings what building model.config's new model will need of host memory when that
+// is more than the machine has (bert.BertConfig.HostMemoryError), on a run that builds it there: tune finetune
+// then stops before training (exit status 1, as the machine, not the recipe, falls short), and validate says so
+// first (tester 12: validate passed a hidden_size of 20000 that finetune could not build).
+func (r *Recipe) warnHostMemory() {
+	if r.Model.Config == nil || !r.hostBacked() {
+		return
+	}
+	cfg, err := r.Model.Config.bertConfig()
+	if err != nil {
+		return
+	}
+	if err := cfg.HostMemoryError(); err != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("model.config: %s: tune finetune will stop before it trains "+
+			"(exit status 1) unless more memory is free then", strings.TrimPrefix(err.Error(), "transformer: ")))
+	}
 }
 
 // checkRank makes lora.Apply's checks of lora.r before anything loads (lora.CheckRank), on the model built on
@@ -134,10 +159,8 @@ func (r *Recipe) checkRank(bad func(key, format string, a ...any)) {
 	if err != nil {
 		return
 	}
-	// The adapters train in host memory on the CPU backend: device cpu, or auto (the default) where no GPU is,
-	// as OpenDevice decides (tester 12: validate passed lora.r=1e9 under auto that finetune refused).
-	host := r.Device == "cpu" || ((r.Device == "" || r.Device == "auto") && !cuda.Available())
-	warnings, err := lora.CheckRank(m, *r.LoRA, host)
+	// tester 12: validate passed lora.r=1e9 under device auto that finetune refused on the CPU.
+	warnings, err := lora.CheckRank(m, *r.LoRA, r.hostBacked())
 	var ce *lora.ConfigError
 	switch {
 	case errors.As(err, &ce):

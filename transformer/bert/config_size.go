@@ -125,14 +125,21 @@ func checkHostMemory(b tensor.Backend, cfg BertConfig) error {
 	if b.Name() != "cpu" {
 		return nil
 	}
+	return cfg.HostMemoryError()
+}
+
+// HostMemoryError returns the error building the model of c on the CPU backend stops with when it would take
+// more than the memory available (checkHostMemory), or nil; for recipes' validation, which warns before a run
+// builds it.
+func (c *BertConfig) HostMemoryError() error {
 	avail, ok := memAvailable()
-	need := hostBytesPerParameter * float64(cfg.NumParameters())
+	need := hostBytesPerParameter * float64(c.NumParameters())
 	if !ok || need <= float64(avail) {
 		return nil
 	}
 	return fmt.Errorf("transformer: a model of %.3g parameters needs about %s of memory to build on the CPU "+
 		"(%d bytes a parameter), but %s is available (MemAvailable in /proc/meminfo); use a smaller config",
-		float64(cfg.NumParameters()), formatBytes(need), hostBytesPerParameter, formatBytes(float64(avail)))
+		float64(c.NumParameters()), formatBytes(need), hostBytesPerParameter, formatBytes(float64(avail)))
 }
 
 // formatBytes renders a byte count in decimal units: "40 GB", "9.2 TB".
