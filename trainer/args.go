@@ -72,7 +72,7 @@ type TrainingArguments struct {
 	// AdamBeta1 and AdamBeta2 are AdamW's moment decay rates, in [0, 1). Defaults 0.9 and 0.999.
 	AdamBeta1 float64 `yaml:"adam_beta1" json:"adam_beta1"`
 	AdamBeta2 float64 `yaml:"adam_beta2" json:"adam_beta2"`
-	// AdamEpsilon is added to AdamW's denominator; it must be > 0. Default 1e-8.
+	// AdamEpsilon is added to AdamW's denominator; it must be at least 2^-126 (FP32's smallest normal). Default 1e-8.
 	AdamEpsilon float64 `yaml:"adam_epsilon" json:"adam_epsilon"`
 	// MaxGradNorm clips the global L2 norm of the (unscaled) gradients once per optimizer step; 0 disables
 	// clipping. Default 1.0.
@@ -751,11 +751,13 @@ func (a *TrainingArguments) Validate() error {
 			bad(b.key, "must be in [0, 1) (got %v)", b.v)
 		}
 	}
-	if finite("adam_epsilon", a.AdamEpsilon) && a.AdamEpsilon <= 0 {
+	if finite("adam_epsilon", a.AdamEpsilon) && a.AdamEpsilon < minAdamEpsilon {
 		// PyTorch accepts 0, and AdamW then divides 0 by 0 for every weight whose gradient has been 0 so far
-		// (an embedding row no batch used): NaN weights at the first step, blamed on the learning rate.
-		bad("adam_epsilon", "must be > 0 (got %v): AdamW divides by sqrt(v) + adam_epsilon, which is 0 for a weight "+
-			"whose gradient has always been 0 (an unused embedding row) and makes it NaN; the default is 1e-8", a.AdamEpsilon)
+		// (an embedding row no batch used): NaN weights at the first step, blamed on the learning rate. AdamW
+		// runs in FP32, where 1e-46 is 0 and a subnormal may be flushed to 0.
+		bad("adam_epsilon", "must be at least %.3g, FP32's smallest normal number (got %v): AdamW divides by "+
+			"sqrt(v) + adam_epsilon in FP32, which is 0 for a weight whose gradient has always been 0 (an unused "+
+			"embedding row) and makes it NaN; the default is 1e-8", minAdamEpsilon, a.AdamEpsilon)
 	}
 	if finite("max_grad_norm", a.MaxGradNorm) && a.MaxGradNorm < 0 {
 		bad("max_grad_norm", "must be ≥ 0; 0 disables clipping (got %v)", a.MaxGradNorm)
@@ -888,6 +890,9 @@ func (a *TrainingArguments) EvalInterval(total int) int {
 func (a *TrainingArguments) SaveInterval(total int) int {
 	return max(1, intervalSteps(a.SaveSteps, total))
 }
+
+// minAdamEpsilon is the smallest adam_epsilon: FP32's smallest normal number (AdamW's arithmetic is FP32).
+const minAdamEpsilon = 0x1p-126
 
 // MaxStepCount bounds max_steps, the float step counts (warmup_steps, logging_steps, eval_steps, save_steps) and
 // num_train_epochs: 1e15 steps would not end (a million years at 30 steps a second), and beyond 2^63 a float

@@ -88,8 +88,11 @@ func TestValidate(t *testing.T) {
 		{"max_steps at the int64 limit", func(a *TrainingArguments) { a.MaxSteps = math.MaxInt64 }, "max_steps", "at most 1e+15"},
 		{"max_steps 1e15 is the largest", func(a *TrainingArguments) { a.MaxSteps = 1e15 }, "", ""},
 		// adam_epsilon 0 made a never-used embedding row 0/0 = NaN at step 1, blamed on the learning rate.
-		{"adam_epsilon 0", func(a *TrainingArguments) { a.AdamEpsilon = 0 }, "adam_epsilon", "> 0"},
-		{"negative adam_epsilon", func(a *TrainingArguments) { a.AdamEpsilon = -1e-8 }, "adam_epsilon", "> 0"},
+		{"adam_epsilon 0", func(a *TrainingArguments) { a.AdamEpsilon = 0 }, "adam_epsilon", "at least"},
+		{"negative adam_epsilon", func(a *TrainingArguments) { a.AdamEpsilon = -1e-8 }, "adam_epsilon", "at least 1.18e-38"},
+		// 1e-46 is above 0 in float64 and 0 in AdamW's FP32 (a fresh tester): NaN at step 2 again.
+		{"adam_epsilon 0 in FP32", func(a *TrainingArguments) { a.AdamEpsilon = 1e-46 }, "adam_epsilon", "FP32's smallest normal"},
+		{"adam_epsilon 1e-30 is fine", func(a *TrainingArguments) { a.AdamEpsilon = 1e-30 }, "", ""},
 		{"gradient accumulation 0", func(a *TrainingArguments) { a.GradientAccumulationSteps = 0 }, "gradient_accumulation_steps", "≥ 1"},
 		{"train batch 0", func(a *TrainingArguments) { a.PerDeviceTrainBatchSize = 0 }, "per_device_train_batch_size", "≥ 1"},
 		{"eval batch 0", func(a *TrainingArguments) { a.PerDeviceEvalBatchSize = 0 }, "per_device_eval_batch_size", "≥ 1"},
