@@ -436,8 +436,8 @@ func readJSONLRows(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, 
 			text, pair, label = defaultColumns(opts, keys)
 		}
 		if k := repeatedKey(l, text, pair, label); k != "" {
-			return nil, "", fmt.Errorf("loaders: %s:%d: the key %q appears twice in the row: which value is meant? "+
-				"(JSON parsers disagree: most keep the last) keep one", path, line, k)
+			return nil, "", fmt.Errorf("loaders: %s:%d: the key %q appears twice in the row, so which value is meant "+
+				"is unclear (JSON parsers disagree; most keep the last): keep one", path, line, k)
 		}
 		r := rawRow{line: line}
 		if r.text, _, err = jsonField(obj, text, true); err != nil {
@@ -478,7 +478,9 @@ func readJSONLRows(path string, lr *LineReader, opts DatasetOptions) ([]rawRow, 
 // "": a row {"text": "a", "label": 0, "label": 1} decoded silently as label 1. It walks the object's top-level
 // keys with a token decoder, skipping their values; a line that is not an object was refused before.
 func repeatedKey(line []byte, keys ...string) string {
-	twice := false // the common case, no key's quoted name twice in the line, costs a byte search a key
+	// The common case, no key's quoted name twice and no \u escape (a key may be spelled "lab\u0065l") in the
+	// line, costs a byte search a key.
+	twice := bytes.Contains(line, []byte(`\u`))
 	for _, k := range keys {
 		if k != "" && bytes.Count(line, []byte(`"`+k+`"`)) > 1 {
 			twice = true

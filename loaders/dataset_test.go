@@ -132,6 +132,8 @@ func TestLoadDatasetErrors(t *testing.T) {
 		// tester 12: a repeated key was decoded silently as its last value.
 		{"JSONL repeated label", "a.jsonl", "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 0, \"label\": 1}\n", DatasetOptions{},
 			`:2: the key "label" appears twice in the row`},
+		{"JSONL repeated label, one spelled with an escape", "a.jsonl", "{\"text\": \"a\", \"label\": 0, \"lab\\u0065l\": 1}\n", DatasetOptions{},
+			`:1: the key "label" appears twice`},
 		{"JSONL repeated text", "a.jsonl", "{\"text\": \"a\", \"text\": \"b\", \"label\": 0}\n", DatasetOptions{}, `:1: the key "text" appears twice`},
 		{"JSONL text must be a string", "a.jsonl", "{\"text\": 5, \"label\": 1}\n", DatasetOptions{}, `:1: "text" must be a string`},
 		{"empty file", "a.tsv", "", DatasetOptions{}, "no rows"},
