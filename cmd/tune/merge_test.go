@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"github.com/tune-ml/tune/transformer/bert"
 	"math"
 	"os"
@@ -319,5 +320,27 @@ func TestMergeWithoutTokenizer(t *testing.T) {
 	}
 	if got := dirNames(t, out); !slices.Equal(got, []string{"config.json", "model.safetensors"}) {
 		t.Errorf("merged checkpoint holds %v, want config.json and model.safetensors", got)
+	}
+}
+
+// TestMergeRefusesATokenizerPastTheVocab (a fresh tester): merge --force onto another base wrote the adapter's
+// tokenizer (30522 tokens) beside the base's config.json (vocab_size 256), a checkpoint eval and predict then
+// refused. merge checks the tokenizer it would copy against --model's vocab_size first: exit 2, nothing written.
+func TestMergeRefusesATokenizerPastTheVocab(t *testing.T) {
+	model, adapter, _, _ := mergeFixture(t) // vocab_size 60
+	lines := make([]string, 70)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("tok%d", i)
+	}
+	if err := os.WriteFile(filepath.Join(adapter, "vocab.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "merged")
+	code, _, stderr := runTune(t, "merge", "--model", model, "--adapter", adapter, "--output", out, "--force")
+	if code != exitUsage || !strings.Contains(stderr, "has 70 tokens") || !strings.Contains(stderr, "vocab_size 60") {
+		t.Fatalf("exit %d, want %d naming the tokenizer and vocab_size; stderr %q", code, exitUsage, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused merge left %s (%v)", out, err)
 	}
 }
