@@ -19,14 +19,7 @@ import (
 // by default). Skips where the warpgroup kernels do not run.
 func TestAttentionBwdWGMatchesMMA(t *testing.T) {
 	gpu := openOrSkip(t)
-	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
-		on, err := cuda.AttnBwdWG(gpu, dt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !on {
-			t.Skipf("%v: the warpgroup-MMA backward does not run on this device or NVRTC", dt)
-		}
+	for _, dt := range wgDTypes(t, gpu) {
 		for i, s := range []attnShape{
 			{B: 2, Hq: 4, Hkv: 2, Tq: 200, Tk: 200, D: 64, mask: true},
 			{B: 2, Hq: 2, Hkv: 1, Tq: 257, Tk: 257, D: 64, seg: true, p: 0.1},
@@ -83,14 +76,7 @@ func TestAttentionBwdWGMatchesMMA(t *testing.T) {
 // F16. Segments never take the short form.
 func TestAttentionBwdWGShortFormIsGeneral(t *testing.T) {
 	gpu := openOrSkip(t)
-	for _, dt := range []tensor.DType{tensor.BF16, tensor.F16} {
-		on, err := cuda.AttnBwdWG(gpu, dt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !on {
-			t.Skipf("%v: the warpgroup-MMA backward does not run on this device or NVRTC", dt)
-		}
+	for _, dt := range wgDTypes(t, gpu) {
 		for i, s := range []attnShape{
 			{B: 2, Hq: 4, Hkv: 4, Tq: 256, Tk: 256, D: 64},
 			{B: 2, Hq: 4, Hkv: 2, Tq: 256, Tk: 256, D: 64, p: 0.1},
@@ -120,4 +106,21 @@ func TestAttentionBwdWGShortFormIsGeneral(t *testing.T) {
 			})
 		}
 	}
+}
+
+// wgDTypes returns the half dtypes the warpgroup-MMA backward runs for on gpu, skipping the test where it does
+// not run (another device, or an NVRTC that cannot compile sm_90a).
+func wgDTypes(t *testing.T, gpu *cuda.Backend) []tensor.DType {
+	t.Helper()
+	dts := []tensor.DType{tensor.BF16, tensor.F16}
+	for _, dt := range dts {
+		on, err := cuda.AttnBwdWG(gpu, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !on {
+			t.Skipf("%v: the warpgroup-MMA backward does not run on this device or NVRTC", dt)
+		}
+	}
+	return dts
 }
