@@ -163,18 +163,15 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "tune: warning: %s lacks %s and the adapter does not provide them: the merged model has freshly initialised values there\n",
 			o.Model, strings.Join(fresh, ", "))
 	}
-	if d := o.tokenizerDir(); d != "" {
+	if d := o.tokenizerDir(); d == "" {
+		fmt.Fprintf(stderr, "tune: warning: neither %s nor %s holds a tokenizer (tokenizer.json or vocab.txt): the merged checkpoint will have none, and eval and predict will need --tokenizer\n", o.Adapter, o.Model)
+	} else if tok, err := recipes.TokenizerFile(d); err == nil {
 		// The merged checkpoint gets this tokenizer beside the base's config.json: one with ids past its
 		// vocab_size would write a checkpoint that eval and predict refuse (a --force merge onto another base).
-		if tok, err := recipes.TokenizerFile(d); err == nil {
-			if err := recipes.CheckCausalVocab(tok, o.Model); err != nil {
-				return usagef("merge: %s; the merged checkpoint would carry that tokenizer beside --model's config.json: "+
-					"merge the adapter onto the base it was trained on", strings.TrimPrefix(err.Error(), "recipes: "))
-			}
+		if err := recipes.CheckCausalVocab(tok, o.Model); err != nil {
+			return usagef("merge: %s; the merged checkpoint would carry that tokenizer beside --model's config.json: "+
+				"merge the adapter onto the base it was trained on", strings.TrimPrefix(err.Error(), "recipes: "))
 		}
-	}
-	if o.tokenizerDir() == "" {
-		fmt.Fprintf(stderr, "tune: warning: neither %s nor %s holds a tokenizer (tokenizer.json or vocab.txt): the merged checkpoint will have none, and eval and predict will need --tokenizer\n", o.Adapter, o.Model)
 	}
 	cfg, targets := lm.Config(), lm.Targets()
 	merged, err := lm.MergeAndUnload()

@@ -300,10 +300,7 @@ func corruptWeights(m trainer.Model, model, adapter string) error {
 	if adapter != "" {
 		from += " with the adapter " + adapter
 	}
-	check := "tune debug nan --model " + shellArg(model)
-	if adapter != "" {
-		check += " --adapter " + shellArg(adapter)
-	}
+	check := debugNaNCommand(model, adapter)
 	return usagef("the model's weights are non-finite (%s[%d] = %v, as loaded from %s): the checkpoint is corrupt "+
 		"(a diverged run saved by another tool?); load an earlier checkpoint or the original model; `%s` lists every "+
 		"non-finite tensor", name, i, v, from, check)
@@ -318,10 +315,7 @@ func (o *predictOptions) nonFiniteHint() string {
 // predict's and eval's message. For the weights it names tune debug nan on the model (and adapter), which scans
 // every weight for inf and NaN (tune inspect reads only the headers).
 func nonFiniteHint(fp16, bf16 bool, model, adapter string) string {
-	check := "tune debug nan --model " + shellArg(model)
-	if adapter != "" {
-		check += " --adapter " + shellArg(adapter)
-	}
+	check := debugNaNCommand(model, adapter)
 	switch {
 	case fp16:
 		return "an FP16 overflow? FP16 holds at most 65504: try --bf16, or neither"
@@ -329,6 +323,15 @@ func nonFiniteHint(fp16, bf16 bool, model, adapter string) string {
 		return "BF16 has FP32's range, so the model's weights are likely non-finite: check them with `" + check + "`, or try without --bf16"
 	}
 	return "the model's weights are likely non-finite (a diverged training run?): check them with `" + check + "`, which names the non-finite ones"
+}
+
+// debugNaNCommand is the tune debug nan command line that lists the non-finite tensors of model (and adapter).
+func debugNaNCommand(model, adapter string) string {
+	check := "tune debug nan --model " + shellArg(model)
+	if adapter != "" {
+		check += " --adapter " + shellArg(adapter)
+	}
+	return check
 }
 
 // shellArg returns s as one word for a POSIX shell, for a command line a message suggests: as it is when it
