@@ -93,13 +93,12 @@ type f32Rows struct {
 
 // f32Chunks is the chunking of one FP32 attention call.
 type f32Chunks struct {
-	axisB  bool // jobs are batch members (else key/value heads)
-	merged bool // jobs are (batch member, head) pairs b·Hq + h (f32Pairs)
-	ptrs   bool // merged, and the products reach the pairs through pointer arrays (f32Args)
-	jobs   int  // jobs along the axis: B, Hkv, or B·Hq when merged
-	per    int  // jobs per chunk
-	rb     int  // query rows per block
-	ld     int  // scratch row length (Tk rounded up to 4)
+	axisB bool        // jobs are batch members (else key/value heads)
+	pairs f32PairMode // f32PairsStrided or f32PairsPtrs: jobs are (batch member, head) pairs b·Hq + h
+	jobs  int         // jobs along the axis: B, Hkv, or B·Hq with pairs
+	per   int         // jobs per chunk
+	rb    int         // query rows per block
+	ld    int         // scratch row length (Tk rounded up to 4)
 }
 
 // f32Usable reports whether the GEMM path covers the call: every operand's rows at least D apart and Tk ≥ 1.
@@ -119,12 +118,12 @@ func f32Usable(g opcheck.Attention, ops ...opcheck.AttnOperand) bool {
 // query row and keyCols per key (the 3xTF32 operand copies): the SGEMM path's forward holds S (1, 0, 0), its
 // backward S and dP' (2, 0, 0). Blocks keep at least 16 rows (or Tq), so rows longer than attnF32Scratch/64
 // bytes take more scratch than the bound.
-// With merged (f32Merged) the jobs are every (batch member, head) pair, so one GEMM covers as many of them as
+// With pairs (f32Pairs) the jobs are every (batch member, head) pair, so one GEMM covers as many of them as
 // the scratch holds instead of one head's batch members.
 func f32Plan(g opcheck.Attention, pairs f32PairMode, rowBufs, rowCols, keyCols int) f32Chunks {
 	c := f32Chunks{axisB: g.B >= g.Hkv, jobs: g.B, ld: (g.Tk + 3) &^ 3}
 	if pairs != f32PairsNone {
-		c.merged, c.ptrs, c.jobs = true, pairs == f32PairsPtrs, g.B*g.Hq
+		c.pairs, c.jobs = pairs, g.B*g.Hq
 	} else if !c.axisB {
 		c.jobs = g.Hkv
 	}
@@ -177,7 +176,7 @@ func (j f32Job) kvStride(x opcheck.AttnOperand) int { return j.db*x.SB + j.dhk*x
 // h/G); along KV heads, every batch member and head-in-group g. Consecutive entries of one KV head are its
 // query heads in order, so dK and dV sum them in a fixed order.
 func f32Fixed(g opcheck.Attention, c f32Chunks) []f32Job {
-	if c.merged { // job c is pair c (f32Pairs): the row kernels split it into b and h
+	if c.pairs != f32PairsNone { // job c is pair c (f32Pairs): the row kernels split it into b and h
 		return []f32Job{{dh: 1, dhk: 1}}
 	}
 	G := g.Group()
@@ -292,7 +291,7 @@ func (o *op) f32LaunchBlob(name string, gx int, blob []byte) {
 	o.fail(o.issue(func() []byte { return kernelKey(fn, gx, 1, 1, 256, 1, 0) }, k, nil, run))
 }
 
-// f32Gemm queues one batched FP32 GEMM of chunking c: strided, or through pointer arrays when c.ptrs. It
+// f32Gemm queues one batched FP32 GEMM of chunking c: strided, or through pointer arrays when c.pairs is f32PairsPtrs. It
 // reports false when cuBLASLt has no algorithm for the layout (nothing queued, o not failed) so that the
 // caller can fall back.
 func (o *op) f32Gemm(c f32Chunks, mm matmul) bool {
@@ -300,7 +299,7 @@ func (o *op) f32Gemm(c f32Chunks, mm matmul) bool {
 		return true
 	}
 	mm.ab, mm.cdt = tensor.F32, tensor.F32
-	if c.ptrs { // mm.a, mm.b, mm.c are pointer arrays (f32Args); f32Pairs checked that libcublas loads
+	if c.pairs == f32PairsPtrs { // mm.a, mm.b, mm.c are pointer arrays (f32Args); f32Pairs checked that libcublas loads
 		ok, err := o.blasMatmulPtrs(mm)
 		if !ok {
 			return false
@@ -366,7 +365,7 @@ func rowKernel(base string, n int) string {
 func f32Elem(x opcheck.AttnOperand, e int) uint64 { return addr(x.T) + 4*uint64(e) }
 
 // f32Arg is one operand of a chunk's strided-batched GEMM: the address of its first job's matrix and the
-// element distance between jobs; or, on a chunk of pairs through pointer arrays (f32Chunks.ptrs), the address
+// element distance between jobs; or, on a chunk of pairs through pointer arrays (f32PairsPtrs), the address
 // of an array of the jobs' matrix addresses (s unused).
 type f32Arg struct {
 	a uint64
@@ -399,7 +398,7 @@ const f32PtrsMax = 10
 func (o *op) f32Args(g opcheck.Attention, c f32Chunks, j f32Job, c0, nj, rows int, ptrs uint64, srcs ...f32Src) []f32Arg {
 	out := make([]f32Arg, len(srcs))
 	blk := rows * c.ld
-	if !c.ptrs {
+	if c.pairs != f32PairsPtrs {
 		for k, x := range srcs {
 			switch {
 			case x.x.T == nil:
@@ -453,14 +452,14 @@ func (o *op) attnF32Forward(g opcheck.Attention) bool {
 	c := f32Plan(g, o.f32Pairs(g, g.Q, g.K, g.V, g.O), 1, 0, 0)
 	buf := o.scratch(4 * c.per * c.rb * c.ld)
 	var ptrs cu.DevicePtr
-	if c.ptrs {
+	if c.pairs == f32PairsPtrs {
 		ptrs = o.scratch(8 * 5 * c.per)
 	}
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
-	if c.ptrs {
+	if c.pairs == f32PairsPtrs {
 		defer o.release(ptrs)
 	}
 	for _, j := range f32Fixed(g, c) {
@@ -522,14 +521,14 @@ func (o *op) attnF32Backward(g opcheck.Attention) bool {
 	blk := c.per * c.rb * c.ld
 	buf := o.scratch(8 * blk)
 	var ptrs cu.DevicePtr
-	if c.ptrs {
+	if c.pairs == f32PairsPtrs {
 		ptrs = o.scratch(8 * 9 * c.per)
 	}
 	if o.failed() {
 		return true
 	}
 	defer o.release(buf)
-	if c.ptrs {
+	if c.pairs == f32PairsPtrs {
 		defer o.release(ptrs)
 	}
 	sBuf, dpBuf := uint64(buf), uint64(buf)+4*uint64(blk)

@@ -45,7 +45,7 @@ func TestF32PairJobs(t *testing.T) {
 	defer func(old int) { attnF32Scratch = old }(attnF32Scratch)
 	attnF32Scratch = 256 << 20
 	c := f32Plan(g, f32PairsPtrs, 2, 0, 0)
-	if !c.merged || !c.ptrs || c.jobs != B*H || c.per != B*H || c.rb != T {
+	if c.pairs != f32PairsPtrs || c.jobs != B*H || c.per != B*H || c.rb != T {
 		t.Fatalf("pair plan %+v: want all %d pairs in one chunk of full rows", c, B*H)
 	}
 	js := f32Fixed(g, c)
@@ -63,7 +63,7 @@ func TestF32PairJobs(t *testing.T) {
 	if c.per > 100 || c.per*cdiv(c.jobs, c.per) < c.jobs || c.jobs-c.per*(cdiv(c.jobs, c.per)-1) < c.per/2 {
 		t.Fatalf("pair plan under a 100-pair scratch %+v: want even chunks of at most 100", c)
 	}
-	if u := f32Plan(g, f32PairsNone, 2, 0, 0); u.merged || u.jobs != B {
+	if u := f32Plan(g, f32PairsNone, 2, 0, 0); u.pairs != f32PairsNone || u.jobs != B {
 		t.Fatalf("one-axis plan %+v: want jobs along the batch", u)
 	}
 }
