@@ -31,15 +31,17 @@ func BenchmarkAttention(b *testing.B) {
 		causal     bool
 		p          float32  // attention dropout
 		bwd        []string // backward parts ("" both kernels)
+		bert       bool     // as BERT's layers call it: a key mask of zeros and Q, K, V, O in the (B, T, H, D) rows layout
 	}{
-		{64, 12, 512, 64, 0, false, 0, []string{"", "dq", "dkdv"}},
-		{64, 12, 512, 64, 0, false, 0.1, []string{"", "dq", "dkdv"}}, // BERT training: dropout 0.1
-		{32, 12, 128, 64, 0, false, 0.1, []string{""}},               // BERT at 32×128
-		{32, 12, 128, 64, 0, false, 0, []string{"", "dq", "dkdv"}},   // the same without dropout
-		{8, 32, 2048, 128, 0, true, 0, []string{"", "dq", "dkdv"}},
-		{8, 32, 2048, 128, 0, false, 0, []string{""}},
-		{8, 32, 2048, 64, 0, true, 0, []string{""}},              // a decoder with 64-wide heads (Llama-3.2-1B)
-		{8, 9, 2048, 64, 3, true, 0, []string{"", "dq", "dkdv"}}, // SmolLM2-135M: GQA 9/3
+		{64, 12, 512, 64, 0, false, 0, []string{"", "dq", "dkdv"}, false},
+		{64, 12, 512, 64, 0, false, 0.1, []string{"", "dq", "dkdv"}, false}, // BERT training: dropout 0.1
+		{64, 12, 512, 64, 0, false, 0.1, []string{"", "dq", "dkdv"}, true},  // the call of BERT-base's 64×512 step
+		{32, 12, 128, 64, 0, false, 0.1, []string{""}, false},               // BERT at 32×128
+		{32, 12, 128, 64, 0, false, 0, []string{"", "dq", "dkdv"}, false},   // the same without dropout
+		{8, 32, 2048, 128, 0, true, 0, []string{"", "dq", "dkdv"}, false},
+		{8, 32, 2048, 128, 0, false, 0, []string{""}, false},
+		{8, 32, 2048, 64, 0, true, 0, []string{""}, false},              // a decoder with 64-wide heads (Llama-3.2-1B)
+		{8, 9, 2048, 64, 3, true, 0, []string{"", "dq", "dkdv"}, false}, // SmolLM2-135M: GQA 9/3
 	} {
 		hkv := c.hkv
 		if hkv == 0 {
@@ -77,15 +79,27 @@ func BenchmarkAttention(b *testing.B) {
 			}
 			once, tb = true, b
 			bf := tensor.BF16
+			op := func(x *tensor.Tensor, h int) tensor.AttnOperand {
+				if !c.bert {
+					return tensor.AttnOperand{T: x}
+				}
+				return tensor.AttnOperand{T: x, StrideB: c.T * h * c.D, StrideH: c.D, StrideT: h * c.D}
+			}
 			a = tensor.AttentionArgs{B: c.B, Hq: c.H, Hkv: hkv, Tq: c.T, Tk: c.T, D: c.D,
-				Q: tensor.AttnOperand{T: mk(bf, n, true)}, K: tensor.AttnOperand{T: mk(bf, nkv, true)}, V: tensor.AttnOperand{T: mk(bf, nkv, true)},
-				O: tensor.AttnOperand{T: mk(bf, n, false)}, LSE: mk(tensor.F32, c.B*c.H*c.T, false),
+				Q: op(mk(bf, n, true), c.H), K: op(mk(bf, nkv, true), hkv), V: op(mk(bf, nkv, true), hkv),
+				O: op(mk(bf, n, false), c.H), LSE: mk(tensor.F32, c.B*c.H*c.T, false),
 				Scale: float32(1 / math.Sqrt(float64(c.D))), Causal: c.causal, DropoutP: c.p, Seed: 1, Offset: 0}
+			if c.bert {
+				a.Mask = mk(tensor.F32, c.B*c.T, false)
+				if err := gpu.Fill(a.Mask, 0); err != nil {
+					tb.Fatal(err)
+				}
+			}
 			if c.p > 0 { // as the attention layer trains: the forward stores the keep bits for the backward
 				a.KeepBits = mk(tensor.I32, tensor.AttentionKeepBitsLen(c.B, c.H, c.T, c.T), false)
 			}
-			ba = tensor.AttentionBackwardArgs{AttentionArgs: a, DO: tensor.AttnOperand{T: mk(bf, n, true)},
-				DQ: tensor.AttnOperand{T: mk(bf, n, false)}, DK: tensor.AttnOperand{T: mk(bf, nkv, false)}, DV: tensor.AttnOperand{T: mk(bf, nkv, false)}}
+			ba = tensor.AttentionBackwardArgs{AttentionArgs: a, DO: op(mk(bf, n, true), c.H),
+				DQ: op(mk(bf, n, false), c.H), DK: op(mk(bf, nkv, false), hkv), DV: op(mk(bf, nkv, false), hkv)}
 		}
 		fwdFlops := 4 * float64(c.B*c.H) * float64(c.T) * float64(c.T) * float64(c.D)
 		if c.causal {
@@ -94,6 +108,9 @@ func BenchmarkAttention(b *testing.B) {
 		name := fmt.Sprintf("bf16 %dx%dx%dx%d causal=%v p=%v", c.B, c.H, c.T, c.D, c.causal, c.p)
 		if hkv != c.H {
 			name = fmt.Sprintf("bf16 %dx%d/%dx%dx%d causal=%v p=%v", c.B, c.H, hkv, c.T, c.D, c.causal, c.p)
+		}
+		if c.bert {
+			name += " bert"
 		}
 		type pass struct {
 			name    string
