@@ -176,6 +176,29 @@ template <int BR, int BC> __device__ __forceinline__ int key_blocks(const AttnPa
 	return nb;
 }
 
+// unmasked_form reports whether a block whose scores use the keys [j0, j1) of batch member b takes the unmasked
+// ("fast") form: scale > 0 and no mask, or a mask that is zero (±0) at every one of those keys. Adding a zero
+// changes no score, so such a block computes what the same call without a mask computes, one FMA per score
+// cheaper than the masked form and without loading the mask. Unpadded rows qualify (every row of a fixed-length
+// or packed batch, the longest of a padded one), as do the dK/dV kernels' key blocks left of the padding;
+// transformers' SDPA path drops an all-ones mask the same way, batch-wide. A NaN entry is not zero. Every
+// thread of the block calls it (a barrier).
+__device__ __forceinline__ bool unmasked_form(const AttnParams &p, int b, int j0, int j1) {
+	if (!(p.scale > 0.0f)) return false;
+	if (p.mask == 0) return true;
+	int nz = 0;
+	for (int j = j0 + (int)threadIdx.x; j < j1; j += (int)blockDim.x) nz |= p.mask[(i64)b * p.Tk + j] != 0.0f;
+	return __syncthreads_or(nz) == 0;
+}
+
+// unmasked_keys is unmasked_form for a dK/dV block, whose threads have loaded the mask at their two key rows
+// (mk: 0 past Tk), every key of the block among them, so one vote decides without loading the mask again.
+__device__ __forceinline__ bool unmasked_keys(const AttnParams &p, const float (&mk)[2]) {
+	if (!(p.scale > 0.0f)) return false;
+	if (p.mask == 0) return true;
+	return __syncthreads_or(mk[0] != 0.0f || mk[1] != 0.0f) == 0;
+}
+
 // bwd_rows loads the backward's per-row state of query rows i0 and i0 + 8 (head row base hbase = (b·Hq + h)·Tq):
 // the LSE lv (log2 domain when fast; +Inf for a row past Tq or with no visible key), the segment id si and
 // the dropout element index of the row's first key rowb.

@@ -47,7 +47,7 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dq1_
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
 	const int nb = key_blocks<BR, BC>(p, Tq, Tk, q0, shift);
-	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const bool fast = unmasked_form(p, b, 0, Tk);
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
@@ -236,7 +236,6 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dkdv
 		hk = pair % (int)p.Hkv, b = pair / (int)p.Hkv;
 	}
 	const int j0 = kb * BC, ng = G;
-	const bool fast = p.mask == 0 && p.scale > 0.0f;
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
@@ -258,6 +257,7 @@ template <int D, bool BF, bool ORD, int NH> __device__ __forceinline__ void dkdv
 		mk[hh] = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
 		sj[hh] = (p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
 	}
+	const bool fast = unmasked_keys(p, mk); // the block's keys: wr + g + 8·hh over the four warps
 
 	auto prefetch = [&](int it, int buf) {
 		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;

@@ -106,7 +106,7 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dq_wg(const AttnPa
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
 	const int nb = key_blocks<BR, BC>(p, Tq, Tk, q0, shift);
-	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const bool fast = unmasked_form(p, b, 0, Tk);
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
@@ -296,7 +296,6 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const Attn
 	order_block(p, (Tk + BC - 1) / BC, (int)(p.B * p.Hkv), kb, pair);
 	const int hk = pair % (int)p.Hkv, b = pair / (int)p.Hkv;
 	const int j0 = kb * BC;
-	const bool fast = p.mask == 0 && p.scale > 0.0f;
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
@@ -319,6 +318,7 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const Attn
 		mk[hh] = (p.mask && j < Tk) ? p.mask[(i64)b * Tk + j] : 0.0f;
 		sj[hh] = (p.seg && j < Tk) ? p.seg[(i64)b * Tk + j] : 0;
 	}
+	const bool fast = unmasked_keys(p, mk); // the block's keys: wr + g + 8·hh over the four warps
 
 	auto prefetch = [&](int it, int buf) {
 		int hq = hk * G + it / nit, i0 = (qb0 + it % nit) * BR;

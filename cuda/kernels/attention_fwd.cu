@@ -32,7 +32,7 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 	const u16 *K = (const u16 *)p.k + b * p.ks[0] + hk * p.ks[1];
 	const u16 *V = (const u16 *)p.v + b * p.vs[0] + hk * p.vs[1];
 	const int nb = key_blocks<BR, BC>(p, Tq, Tk, q0, shift);
-	const bool fast = p.mask == 0 && p.scale > 0.0f;
+	const bool fast = unmasked_form(p, b, 0, Tk);
 	const float sl2 = p.scale * LOG2E;
 	const bool drop = p.p > 0.0f;
 	const u32 thr = keep_thr(p.p);
