@@ -270,9 +270,10 @@ func keepBitsUsable(pl attnPlan, g opcheck.Attention) bool {
 // tensor.AttentionKeepBitsLen).
 func keepBitsWords(tk int) int64 { return 4 * int64(cdiv(tk, 64)) }
 
-// keepBitsBlocks is attn_keep_bits' grid: a thread per 16-bit word of keep bits, 128 a block.
+// keepBitsBlocks is attn_keep_bits' grid: a thread per four 16-bit words (a 64-key tile of a query row) of
+// keep bits, 128 a block.
 func keepBitsBlocks(g opcheck.Attention) int {
-	return int(cdiv64(int64(g.B*g.Hq*g.Tq)*keepBitsWords(g.Tk), 128))
+	return int(cdiv64(int64(g.B*g.Hq*g.Tq)*keepBitsWords(g.Tk)/4, 128))
 }
 
 func cdiv64(a, b int64) int64 { return (a + b - 1) / b }

@@ -328,6 +328,7 @@ func TestAttentionKeepBitsArePhiloxKeep(t *testing.T) {
 	for _, s := range []attnShape{
 		{B: 2, Hq: 3, Hkv: 3, Tq: 70, Tk: 132, D: 64, p: 0.1},
 		{B: 1, Hq: 2, Hkv: 1, Tq: 130, Tk: 200, D: 128, causal: true, p: 0.3},
+		{B: 1, Hq: 1, Hkv: 1, Tq: 40, Tk: 128, D: 64, p: 0.99999}, // threshold 2¹⁶: nothing kept
 	} {
 		t.Run(s.String(), func(t *testing.T) {
 			n := tensor.AttentionKeepBitsLen(s.B, s.Hq, s.Tq, s.Tk)

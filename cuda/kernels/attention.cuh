@@ -255,6 +255,17 @@ __device__ __forceinline__ void delta_rows(const AttnParams &p, const u16 *sO, i
 	}
 }
 
+// keep16 returns keep_word's 16 bits from the two Philox blocks of elements n … n+15 (n % 8 == 0) with thr ≤
+// 0xffff: slice 2k + 1 (a high half) is compared as the whole word against thr·2¹⁶ and slice 2k (a low half)
+// shifted up, the same comparisons without extracting either half.
+__device__ __forceinline__ u32 keep16(uint4 b0, uint4 b1, u32 thr) {
+	const u32 th = thr << 16, v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+	u32 m = 0;
+#pragma unroll
+	for (int k = 0; k < 8; k++) m |= ((u32)((v[k] << 16) >= th) << (2 * k)) | ((u32)(v[k] >= th) << (2 * k + 1));
+	return m;
+}
+
 // keep_word returns the 16 keep bits of dense elements n … n+15 (bit k for n + k), n % 4 == 0: two Philox
 // blocks when n % 8 == 0, else three (slices 4 … 7 of the first, all of the second, 0 … 3 of the third).
 __device__ __forceinline__ u32 keep_word(u64 n, u64 offset, uint2 key, u32 thr) {

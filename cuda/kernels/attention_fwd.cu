@@ -282,15 +282,35 @@ template <int D, bool BF, int MT, bool QREG, bool DB> __device__ __forceinline__
 
 // attn_keep_bits draws every dropout keep bit of a call into p.bits (AttentionArgs.KeepBits) before the forward
 // runs with p.bitsready: word w of row r (r = (b·Hq + h)·Tq + i, w < bitsw) holds the bits of keys 16w … 16w+15
-// as draw_bits stores them. A thread per word of the flat (rows × bitsw) array, 128 a block: the Philox
-// arithmetic at full occupancy instead of inside the forward's four warps, where it waited on its own dependency
-// chain, and every lane busy however short the rows (with a warp per row, Tk = 128's 8 words left 24 of 32 lanes
-// idle).
+// as draw_bits stores them. A thread per 64-key tile of a row (four words, one 8-byte store; bitsw is a multiple
+// of 4), 128 a block: the Philox arithmetic at full occupancy instead of inside the forward's warps, where it
+// waited on its own dependency chain, with eight independent Philox blocks in flight per thread and the row and
+// tile found by one 32-bit division per four words (the thread-per-word kernel spent about a sixth of its
+// instructions on a 64-bit division and the index: ncu on the H200, 2026-12-04).
 extern "C" __global__ void __launch_bounds__(128) attn_keep_bits(const AttnParams p) {
-	i64 e = (i64)blockIdx.x * 128 + threadIdx.x;
-	if (e >= p.B * p.Hq * p.Tq * p.bitsw) return;
-	i64 row = e / p.bitsw, w = e % p.bitsw;
-	p.bits[e] = (u16)keep_word((u64)row * (u64)p.Tk + (u64)w * 16, p.offset + tune_philox_base, attn_key(p), keep_thr(p.p));
+	const i64 cw = p.bitsw >> 2, n = p.B * p.Hq * p.Tq * cw; // tiles per row, tiles in all
+	const i64 e = (i64)blockIdx.x * 128 + threadIdx.x;
+	if (e >= n) return;
+	i64 row, c;
+	if (n <= 0xffffffffll) {
+		const u32 ue = (u32)e, ucw = (u32)cw, ur = ue / ucw;
+		row = ur, c = ue - ur * ucw;
+	} else {
+		row = e / cw, c = e - row * cw;
+	}
+	const u64 base = (u64)row * (u64)p.Tk + (u64)c * 64, off = p.offset + tune_philox_base;
+	const uint2 key = attn_key(p);
+	const u32 thr = keep_thr(p.p);
+	u32 w[4];
+	if ((base & 7) == 0 && thr <= 0xffffu) { // eight whole Philox blocks (Tk % 8 == 0): keep16 of two at a time
+		const u64 ctr = off + (base >> 3);
+#pragma unroll
+		for (int k = 0; k < 4; k++) w[k] = keep16(philox_block(ctr + 2 * k, key), philox_block(ctr + 2 * k + 1, key), thr);
+	} else {
+#pragma unroll
+		for (int k = 0; k < 4; k++) w[k] = keep_word(base + 16 * k, off, key, thr);
+	}
+	*(u64 *)(p.bits + e * 4) = (u64)w[0] | (u64)w[1] << 16 | (u64)w[2] << 32 | (u64)w[3] << 48; // 8-byte aligned (keepBitsUsable)
 }
 
 // D = 64: 128 queries per block (MT = 2: 4 warps × 32 rows, so every K/V fragment read from shared memory feeds
