@@ -174,10 +174,14 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dq_wg(const AttnPa
 			wg::commit();
 		}
 		u32 bits = 0; // keep bit of element (nt, hh, e) at (2·nt + hh)·2 + e
-		if (sbits) {
+		if (sbits) { // each of the thread's two rows as one 8-byte load: keys 8·nt + 2·tig + e at bit 8·nt + e
 			const u16 *cb = sB + buf * BR * (BC / 16);
 #pragma unroll
-			for (int x = 0; x < NT * 4; x++) bits |= (u32)bit_at<BC>(cb, wr + g + ((x >> 1) & 1) * 8, (x >> 2) * 8 + tig * 2 + (x & 1)) << x;
+			for (int hh = 0; hh < 2; hh++) {
+				const u64 w = *(const u64 *)(cb + (wr + g + hh * 8) * (BC / 16)) >> (tig * 2);
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++) bits |= ((u32)(w >> (8 * nt)) & 3u) << (4 * nt + 2 * hh);
+			}
 		} else if (drop) {
 #pragma unroll 1
 			for (int x = 0; x < NT * 2; x++) {
@@ -373,10 +377,13 @@ template <bool BF, bool PIPE> __device__ __forceinline__ void dkdv_wg(const Attn
 		const bool need = j0 + BC > Tk || p.seg || (p.causal && i0 < j0 + BC - 1 - shift);
 		const u64 hbase = (u64)((i64)b * p.Hq + hq) * (u64)Tq;
 		u32 bits = 0; // keep bit of element (nt, e, hh) at (2·nt + e)·2 + hh
-		if (sbits) {
-			const u16 *cb = sB + buf * BR * (BC / 16);
+		if (sbits) { // the thread's keys wr + g and wr + g + 8 sit in word `warp` of each query row: one load per row
+			const u16 *cb = sB + buf * BR * (BC / 16) + warp;
 #pragma unroll
-			for (int x = 0; x < NQ * 4; x++) bits |= (u32)bit_at<BC>(cb, (x >> 2) * 8 + tig * 2 + ((x >> 1) & 1), wr + g + (x & 1) * 8) << x;
+			for (int q = 0; q < NQ * 2; q++) { // query row 8·(q / 2) + 2·tig + q % 2
+				const u32 v = (u32)cb[((q >> 1) * 8 + tig * 2 + (q & 1)) * (BC / 16)] >> g;
+				bits |= ((v & 1u) | ((v >> 7) & 2u)) << (2 * q);
+			}
 		} else if (drop) {
 #pragma unroll 1
 			for (int x = 0; x < NQ * 4; x++) {
