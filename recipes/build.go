@@ -82,11 +82,8 @@ func Build(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	}
 	run := &Run{Recipe: r, Backend: b}
 	var err error
-	if run.Tokenizer, err = loaders.LoadTokenizer(r.Tokenizer.Path); err != nil {
-		return nil, errctx.Wrap("recipes: tokenizer.path", err)
-	}
-	if err := run.Tokenizer.PadError(); err != nil { // every batch is padded: said before the model builds
-		return nil, errctx.Wrap("recipes: tokenizer.path", err)
+	if run.Tokenizer, err = loadTokenizer(r); err != nil {
+		return nil, err
 	}
 	if err := run.buildModel(); err != nil {
 		return nil, err

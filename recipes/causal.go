@@ -1,13 +1,11 @@
 package recipes
 
 import (
-	"github.com/tune-ml/tune/chat"
 	"github.com/tune-ml/tune/datasets"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/sft"
 	"github.com/tune-ml/tune/tensor"
-	"github.com/tune-ml/tune/tokenizers"
 	"github.com/tune-ml/tune/trainer"
 	"github.com/tune-ml/tune/transformer"
 	_ "github.com/tune-ml/tune/transformer/gpt2"  // registers model_type gpt2
@@ -56,19 +54,9 @@ func (run *Run) HasEval() bool { return run.Eval != nil || run.SFTEval != nil }
 // data.completion_only_loss, data.dataset_text_field). Evaluation reports eval_loss (the mean token loss).
 func buildCausalLM(r *Recipe, b tensor.Backend, opts ...trainer.Option) (*Run, error) {
 	run := &Run{Recipe: r, Backend: b}
-	tok, err := tokenizers.LoadForTransformers(r.Tokenizer.Path)
+	tk, err := loadSFTTokenizer(r)
 	if err != nil {
-		return nil, errctx.Wrap("recipes: tokenizer.path", err)
-	}
-	cfg, err := tokenizers.LoadConfig(r.Tokenizer.Path)
-	if err != nil {
-		return nil, errctx.Wrap("recipes: tokenizer.path", err)
-	}
-	tk := sft.Tokenizer{Tok: tok, Config: cfg}
-	if cfg.ChatTemplate != "" {
-		if tk.Template, err = chat.FromConfig(cfg); err != nil {
-			return nil, errctx.Wrap("recipes: tokenizer.path", err)
-		}
+		return nil, err
 	}
 	base, report, err := transformer.Open(r.Model.Path, b, transformer.LoadOptions{})
 	if err != nil {

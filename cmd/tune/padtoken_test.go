@@ -29,3 +29,26 @@ func TestPadTokenNotInVocab(t *testing.T) {
 		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d with %q", code, stdout, stderr, exitUsage, want)
 	}
 }
+
+// TestValidateChecksThePadToken (tester12): tune validate passed a recipe whose tokenizer has no padding token,
+// which finetune then refused. validate now loads the tokenizer and refuses it the same way, exit 2, and
+// --no-files still skips it.
+func TestValidateChecksThePadToken(t *testing.T) {
+	testutil.IsolateCache(t)
+	tok := filepath.Join(t.TempDir(), "tok")
+	copyDir(t, filepath.Join("..", "..", "recipes", "data", "tiny"), tok)
+	cfg := filepath.Join(tok, "tokenizer_config.json")
+	if err := os.WriteFile(cfg, []byte(`{"pad_token": "<pad>", "model_max_length": 64}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := runCLI("validate", tinyRecipe, "tokenizer.path="+tok, "training.output_dir="+out)
+	want := `tokenizer.path: tokenizer ` + filepath.Join(tok, "tokenizer.json") + ` has no padding token: pad_token "<pad>" ` +
+		`(tokenizer_config.json's pad_token) is not in its vocabulary; set it in ` + cfg
+	if code != exitUsage || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d with %q", code, stdout, stderr, exitUsage, want)
+	}
+	if code, _, stderr := runCLI("validate", "--no-files", tinyRecipe, "tokenizer.path="+tok, "training.output_dir="+out); code != 0 {
+		t.Errorf("validate --no-files: exit %d, want 0\nstderr:\n%s", code, stderr)
+	}
+}

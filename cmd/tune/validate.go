@@ -34,10 +34,11 @@ func newValidateCmd() *cobra.Command {
 		Long: `validate reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the
 key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
 closest valid key), values of the wrong type (with their line), the training arguments (fp16 and bf16
-together, a non-finite or non-positive learning rate, ...), the LoRA settings, and that the model, tokenizer
-and data files exist, and that training.output_dir is one finetune would write into: not locked by a run in
-progress, not a finished run without overwrite_output_dir, no files there that a run would replace but did
-not write (skip these with --no-files). It creates no output (an embedded recipe's data is
+together, a non-finite or non-positive learning rate, ...), the LoRA settings, that the model, tokenizer
+and data files exist, that the tokenizer loads (for BERT with a padding token in its vocabulary), and that
+training.output_dir is one finetune would write into: not locked by a run in progress, not a finished run
+without overwrite_output_dir, no files there that a run would replace but did not write (skip these file
+checks with --no-files). It creates no output (an embedded recipe's data is
 unpacked once into the user cache directory). On success it prints the resolved recipe:
 every default filled in, relative paths resolved.
 
@@ -89,6 +90,9 @@ func (o *validateOptions) run(stdout, stderr io.Writer) error {
 	if !o.NoFiles {
 		if err := r.CheckFiles(); err != nil {
 			return usageError{err}
+		}
+		if err := r.CheckTokenizer(); err != nil { // what finetune refuses before it builds the model
+			return err
 		}
 		// What finetune refuses next, before it loads anything: an output_dir another run holds (its lock), or
 		// one whose contents the run would replace (a finished run without overwrite_output_dir, files a run
