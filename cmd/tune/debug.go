@@ -38,6 +38,7 @@ func newDebugCmd() *cobra.Command {
 // debugData are the flags that choose the batches of a --model run.
 type debugData struct {
 	Model, Adapter, Tokenizer, Input string
+	ForceBase                        bool // --force-base (checkAdapterBase)
 	Device                           string
 	Batches, BatchSize, MaxLength    int
 	tokenizer                        string
@@ -47,6 +48,7 @@ func (d *debugData) flags(cmd *cobra.Command, batches int) {
 	f := cmd.Flags()
 	f.StringVar(&d.Model, "model", "", "a saved model directory (config.json, model.safetensors)")
 	f.StringVar(&d.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
+	forceBaseFlag(cmd, &d.ForceBase)
 	f.StringVar(&d.Tokenizer, "tokenizer", "", "the tokenizer (default: the adapter's, else the model's)")
 	f.StringVar(&d.Input, "input", "", "a TSV, CSV or JSONL file of texts (labels, if present, drive the backward)")
 	f.StringVar(&d.Device, "device", "", "cpu, cuda, cuda:N or auto (default: the recipe's, else auto)")
@@ -60,7 +62,7 @@ func (d *debugData) open(stderr io.Writer, labelled bool) (*recipes.Run, []*load
 	if d.Batches < 1 || d.BatchSize < 1 || d.MaxLength < 2 {
 		return nil, nil, usagef("--batches and --batch-size must be ≥ 1 and --max-length ≥ 2")
 	}
-	tok, err := checkModelPaths(stderr, d.Model, d.Adapter, d.Tokenizer)
+	tok, err := checkModelPaths(stderr, d.Model, d.Adapter, d.Tokenizer, d.ForceBase)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -25,6 +25,7 @@ type evalOptions struct {
 	Overrides []string // dotted key=value pairs for the recipe
 	Model     string   // --model: a saved model directory
 	Adapter   string   // --adapter: a PEFT LoRA adapter directory on top of the model
+	ForceBase bool     // --force-base: apply --adapter to a --model its adapter_config.json does not name
 	Tokenizer string   // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Revision  string   // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
 	Data      string   // --data: the file to evaluate
@@ -82,6 +83,7 @@ training precision is used (FP32 when there is no recipe).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "a saved model directory (default: the recipe's training.output_dir)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of the model")
+	forceBaseFlag(cmd, &o.ForceBase)
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Data, "data", "", "the labelled file to evaluate (default: the recipe's data.test, else data.eval)")
@@ -145,7 +147,7 @@ func (o *evalOptions) setup(stderr io.Writer) (r *recipes.Recipe, model, adapter
 			return nil, "", "", "", err
 		}
 	}
-	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, tok); err != nil {
+	if o.tokenizer, err = checkModelPaths(stderr, model, adapter, tok, o.ForceBase); err != nil {
 		return nil, "", "", "", err
 	}
 	if err := checkDataFile("--data", data, r.Data.Format, "name a .tsv, .csv or .jsonl file (or evaluate a recipe whose data.format says it)"); err != nil {

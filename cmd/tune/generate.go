@@ -32,6 +32,7 @@ func init() { register(newGenerateCmd) }
 // generateOptions holds `tune generate`'s flags.
 type generateOptions struct {
 	Model, Adapter, Tokenizer, Revision string
+	ForceBase                           bool // --force-base (checkAdapterBase)
 	Prompt, System                      string
 	Chat                                bool
 	Device                              string
@@ -76,6 +77,7 @@ slower). --device picks the backend (auto: CUDA when the binary is built with it
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "the model directory (config.json, safetensors) or a Hub id (required)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory to apply on top of --model")
+	forceBaseFlag(cmd, &o.ForceBase)
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer directory or tokenizer.json (default: the adapter's, else the model's)")
 	f.StringVar(&o.Revision, "revision", "main", "the revision of Hub ids")
 	f.StringVar(&o.Prompt, "prompt", "", "the prompt (default: all of standard input)")
@@ -135,6 +137,9 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 			return usagef("--adapter %s has no %s: it is not a PEFT adapter directory (a LoRA run's output_dir holds one)", o.Adapter, lora.AdapterConfigName)
 		}
 		if err := checkAdapterConfig(adapter); err != nil {
+			return err
+		}
+		if err := checkAdapterBase(cmd.ErrOrStderr(), model, adapter, o.ForceBase); err != nil {
 			return err
 		}
 	}

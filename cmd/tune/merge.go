@@ -145,7 +145,11 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if n := report.UnusedNotice(o.Model); n != "" {
 		fmt.Fprintln(stderr, "tune: warning:", n)
 	}
-	if w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter); w != "" && o.Force {
+	w := baseMismatch(lm.BaseModelNameOrPath, o.Model, o.Adapter)
+	if w != "" {
+		w += ": merging onto another base model succeeds whenever the shapes fit and gives a wrong model; pass the base the adapter was trained on"
+	}
+	if w != "" && o.Force {
 		fmt.Fprintln(stderr, "tune: warning:", w, "(merging anyway: --force)")
 	} else if w != "" {
 		return usagef("merge: %s; if --model is a copy of that base under another name, pass --force", w)
@@ -188,8 +192,10 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	return nil
 }
 
-// baseMismatch returns a warning when the adapter's base_model_name_or_path (base) names another model than
-// --model (model): a merge onto the wrong base succeeds whenever the shapes fit and silently gives a wrong model.
+// baseMismatch returns what is wrong when the adapter's base_model_name_or_path (base) names another model than
+// --model (model): an adapter applied to, or merged onto, the wrong base runs whenever the shapes fit and
+// silently gives a wrong model (merge refuses it unless --force; eval, predict, generate and debug unless
+// --force-base: checkAdapterBase).
 // A relative base is tried against the working directory and the adapter directory (and its parent, for a
 // checkpoint-N inside a run); when it names no existing directory (a Hub id, an embedded recipe's model.path
 // as written, data/tiny-chat, or a path from another machine) the last path elements are compared. A path
@@ -230,8 +236,7 @@ func baseMismatch(base, model, adapter string) string {
 	if !found && filepath.Base(filepath.Clean(base)) == filepath.Base(abs) {
 		return ""
 	}
-	return fmt.Sprintf("the adapter was trained on base_model_name_or_path %q (in %s), but --model is %s: merging onto "+
-		"another base model succeeds whenever the shapes fit and gives a wrong model; pass the base the adapter was trained on",
+	return fmt.Sprintf("the adapter was trained on base_model_name_or_path %q (in %s), but --model is %s",
 		base, filepath.Join(adapter, lora.AdapterConfigName), model)
 }
 

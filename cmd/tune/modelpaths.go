@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+
 	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/loaders"
@@ -24,7 +26,8 @@ import (
 // as a missing tokenizer inside it or after the weights are read: the model must be a directory with a
 // config.json the model can be built from (recipes.CheckModelConfig, as tune finetune checks model.path) and
 // safetensors weights, not a LoRA adapter directory; the adapter (when set) a directory with
-// adapter_config.json; the tokenizer what recipes.TokenizerFile accepts (as tune finetune checks tokenizer.path).
+// adapter_config.json whose base is --model (checkAdapterBase; forceBase is --force-base); the tokenizer what
+// recipes.TokenizerFile accepts (as tune finetune checks tokenizer.path).
 //
 // It returns the tokenizer to pass to recipes.OpenModel: tokenizer itself when set; else "" when the adapter
 // or model directory holds one (OpenModel's default). A checkpoint-N folder of a training run holds no tokenizer
@@ -33,7 +36,7 @@ import (
 // and stderr says so. (Saving the tokenizer into every checkpoint, as transformers' Trainer does when given
 // one, would also serve a checkpoint copied elsewhere or read while the run is still going; pass --tokenizer
 // there.) Without any tokenizer it is a usage error asking for --tokenizer.
-func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string, error) {
+func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string, forceBase bool) (string, error) {
 	if err := checkDir("--model", model); err != nil {
 		return "", err
 	}
@@ -75,6 +78,9 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string) (string
 			return "", usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
 		}
 		if err := checkAdapterConfig(adapter); err != nil {
+			return "", err
+		}
+		if err := checkAdapterBase(stderr, model, adapter, forceBase); err != nil {
 			return "", err
 		}
 	}
@@ -250,6 +256,35 @@ func openModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*recipe
 		return nil, usageError{err}
 	}
 	return run, err
+}
+
+// checkAdapterBase refuses, as bad usage, an adapter whose adapter_config.json names another base model than
+// --model (baseMismatch): it would run, whenever the shapes fit, as a wrong model, and eval's metrics or
+// predict's and generate's outputs would say nothing of the adapter. With --force-base (force: --model is a
+// copy of that base under another name) it only warns on stderr.
+func checkAdapterBase(stderr io.Writer, model, adapter string, force bool) error {
+	if adapter == "" {
+		return nil
+	}
+	_, base, err := lora.ReadAdapterConfig(adapter)
+	if err != nil {
+		return nil // checkAdapterConfig reports it
+	}
+	w := baseMismatch(base, model, adapter)
+	switch {
+	case w == "":
+		return nil
+	case force:
+		fmt.Fprintf(stderr, "tune: warning: %s (applying it anyway: --force-base)\n", w)
+		return nil
+	}
+	return usagef("%s: an adapter on another base model runs whenever the shapes fit and gives a wrong model; pass "+
+		"the base the adapter was trained on as --model, or --force-base if --model is a copy of that base under another name", w)
+}
+
+// forceBaseFlag registers --force-base, checkAdapterBase's switch, on the commands that apply an --adapter.
+func forceBaseFlag(cmd *cobra.Command, p *bool) {
+	cmd.Flags().BoolVar(p, "force-base", false, "apply --adapter even when its base_model_name_or_path names another model than --model (a copy of the base under another name)")
 }
 
 // checkAdapterConfig reads the adapter_config.json of the adapter directory dir: one that cannot be parsed or

@@ -29,6 +29,7 @@ func init() { register(newPredictCmd) }
 type predictOptions struct {
 	Model          string    // --model: a saved model directory
 	Adapter        string    // --adapter: a PEFT LoRA adapter directory on top of --model
+	ForceBase      bool      // --force-base: apply --adapter to a --model its adapter_config.json does not name
 	Tokenizer      string    // --tokenizer: the tokenizer directory or file (default: the adapter's, else the model's)
 	Revision       string    // --revision: the revision of Hub ids given to --model, --adapter and --tokenizer
 	Input          string    // --input: TSV, CSV or JSONL of texts
@@ -103,6 +104,7 @@ model with model.to(dtype); tune's results are at least as accurate).`,
 	f := cmd.Flags()
 	f.StringVar(&o.Model, "model", "", "the model directory (config.json, model.safetensors, tokenizer) (required)")
 	f.StringVar(&o.Adapter, "adapter", "", "a PEFT LoRA adapter directory applied on top of --model")
+	forceBaseFlag(cmd, &o.ForceBase)
 	f.StringVar(&o.Tokenizer, "tokenizer", "", "the tokenizer: a directory with tokenizer.json or vocab.txt, or the file (default: the adapter's, else the model's)")
 	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Input, "input", "", "a TSV, CSV or JSONL file of texts; - reads standard input (one text per line, or --format) (required)")
@@ -140,7 +142,7 @@ func (o *predictOptions) check(stderr io.Writer) error {
 			return err
 		}
 	}
-	tok, err := checkModelPaths(stderr, o.Model, o.Adapter, o.Tokenizer)
+	tok, err := checkModelPaths(stderr, o.Model, o.Adapter, o.Tokenizer, o.ForceBase)
 	if err != nil {
 		return err
 	}
