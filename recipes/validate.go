@@ -111,6 +111,13 @@ func (r *Recipe) validate(d *decoder) error {
 			r.checkTargets(bad)
 			r.checkRank(bad)
 		}
+		if want, _, known := r.loraTaskType(); known && want == lora.TaskSeqCls && r.LoRA.TaskType == "" &&
+			!slices.Contains(r.LoRA.ModulesToSave, "classifier") {
+			// tester 13: a LoRA run set up by overrides saved task_type null, and its classifier never trained.
+			r.Warnings = append(r.Warnings, "lora: no task_type and no modules_to_save: as in PEFT, the classifier head "+
+				"then stays as loaded (freshly initialised when the checkpoint has none) and only the adapters train; "+
+				"set lora.task_type: SEQ_CLS to train and save it with them, as the bert recipe does")
+		}
 	}
 	addFieldErrors(r.Training.Validate(), "training.", bad)
 	r.validateBestMetric(bad)
