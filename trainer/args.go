@@ -257,10 +257,7 @@ func (a *TrainingArguments) CheckOutputDir() error {
 		if len(found) == 0 {
 			return nil
 		}
-		if err := a.foreignCheckpoints(found); err != nil {
-			return err
-		}
-		return a.unrecordedOutputs()
+		return a.overwriteBlockers(found)
 	}
 	if len(found) > 0 {
 		return &OutputDirInUseError{Dir: a.OutputDir, Found: found, ResumeFrom: a.ResumeFromCheckpoint}
@@ -523,10 +520,7 @@ func (a *TrainingArguments) ClearOutputDir() error {
 	if !isRunOutput(a.OutputDir, found) {
 		return nil
 	}
-	if err := a.foreignCheckpoints(found); err != nil {
-		return err
-	}
-	if err := a.unrecordedOutputs(); err != nil {
+	if err := a.overwriteBlockers(found); err != nil {
 		return err
 	}
 	// What is left in found is the run's: the files its record lists (unrecordedOutputs found no other) and
@@ -555,22 +549,36 @@ func (a *TrainingArguments) unrecordedOutputs() error {
 	return nil
 }
 
-// foreignCheckpoints returns an error naming the first checkpoint-N folder among found (outputArtifactsIn) that
-// holds an entry no tune checkpoint writes (foreignCheckpointFile), nil when there is none. CheckOutputDir
-// reports it before a run builds anything (a bad input: exit 2 in the CLI), ClearOutputDir again before it
-// removes anything.
+// overwriteBlockers returns everything that keeps overwrite_output_dir from replacing the previous run in
+// output_dir, all at once (tester 13 needed three runs to learn of three files): the entries of its
+// checkpoint-N folders that no tune checkpoint writes (foreignCheckpoints) and the files of a run's names that
+// its record does not list (unrecordedOutputs), joined. CheckOutputDir reports them before a run builds
+// anything (a bad input: exit 2 in the CLI), ClearOutputDir again before it removes anything.
+func (a *TrainingArguments) overwriteBlockers(found []string) error {
+	return errors.Join(a.foreignCheckpoints(found), a.unrecordedOutputs())
+}
+
+// foreignCheckpoints returns an error naming every checkpoint-N folder among found (outputArtifactsIn) that
+// holds entries no tune checkpoint writes (foreignCheckpointFiles), with up to five of them each, nil when
+// there is none.
 func (a *TrainingArguments) foreignCheckpoints(found []string) error {
+	var held []string
 	for _, name := range found {
 		if !IsCheckpointDir(name) {
 			continue
 		}
-		if f := foreignCheckpointFile(filepath.Join(a.OutputDir, name)); f != "" {
-			return fmt.Errorf("trainer: overwrite_output_dir: %s holds %s, which no tune checkpoint writes: "+
-				"overwrite_output_dir removes only what a run wrote, so nothing was removed; move %s (or the folder) "+
-				"out of %s first", filepath.Join(a.OutputDir, name), f, f, a.OutputDir)
+		if f := foreignCheckpointFiles(filepath.Join(a.OutputDir, name)); len(f) > 0 {
+			if len(f) > 5 {
+				f = append(f[:5:5], fmt.Sprintf("%d more", len(f)-5))
+			}
+			held = append(held, fmt.Sprintf("%s holds %s, which no tune checkpoint writes", filepath.Join(a.OutputDir, name), strings.Join(f, ", ")))
 		}
 	}
-	return nil
+	if len(held) == 0 {
+		return nil
+	}
+	return fmt.Errorf("trainer: overwrite_output_dir: %s: overwrite_output_dir removes only what a run wrote, so "+
+		"nothing was removed; move those (or their folders) out of %s first", strings.Join(held, "; "), a.OutputDir)
 }
 
 // checkpointFiles are the names a tune checkpoint's files have, besides the model's or adapter's own

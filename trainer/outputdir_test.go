@@ -451,3 +451,46 @@ func TestRecordOutputs(t *testing.T) {
 		t.Fatalf("a resume in place started a record: %+v", r)
 	}
 }
+
+// TestOverwriteNamesEveryBlocker (tester13): with a user's files in two checkpoint-N folders and a run's file
+// that its record does not list, overwrite_output_dir was refused three times, each naming one of them. It is
+// refused once, naming all three, and nothing is removed.
+func TestOverwriteNamesEveryBlocker(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{TrainerStateName, "checkpoint-20/" + TrainerStateName, "checkpoint-5/" + TrainerStateName} {
+		write(f)
+	}
+	if err := WriteCheckpointManifest(filepath.Join(dir, "checkpoint-20")); err != nil {
+		t.Fatal(err)
+	}
+	recordAll(t, dir)
+	for _, f := range []string{"checkpoint-20/extra.bin", "checkpoint-5/f", "test_results.json"} {
+		write(f)
+	}
+	a := DefaultTrainingArguments()
+	a.OutputDir, a.OverwriteOutputDir = dir, true
+	err := a.CheckOutputDir()
+	for _, want := range []string{filepath.Join(dir, "checkpoint-20") + " holds extra.bin", filepath.Join(dir, "checkpoint-5") + " holds f",
+		"test_results.json"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckOutputDir: %v, want it to name %q", err, want)
+		}
+	}
+	if cerr := a.ClearOutputDir(); cerr == nil || err == nil || cerr.Error() != err.Error() {
+		t.Errorf("ClearOutputDir: %v, want CheckOutputDir's error", cerr)
+	}
+	for _, f := range []string{TrainerStateName, "checkpoint-20/extra.bin", "checkpoint-5/f", "test_results.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s was removed: %v", f, err)
+		}
+	}
+}
