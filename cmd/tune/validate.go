@@ -6,11 +6,15 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/internal/dirlock"
+	"github.com/tune-ml/tune/internal/errctx"
 	"github.com/tune-ml/tune/recipes"
+	"github.com/tune-ml/tune/tensor"
 )
 
 func init() { register(newValidateCmd) }
@@ -32,14 +36,16 @@ func newValidateCmd() *cobra.Command {
 		Use:   "validate [--fp16|--bf16] [--cuda-graphs] [--device cpu|cuda|cuda:N] RECIPE [key=value ...]",
 		Short: "Check a recipe and print it resolved, without training",
 		Long: `validate reads RECIPE (a YAML file, or the name of an embedded recipe: see tune ls), applies the
-key=value overrides and checks everything tune finetune would check before it starts: unknown keys (with the
+key=value overrides and checks what tune finetune checks before it loads the data: unknown keys (with the
 closest valid key), values of the wrong type (with their line), the training arguments (fp16 and bf16
 together, a non-finite or non-positive learning rate, ...), the LoRA settings, that the model, tokenizer
 and data files exist, that the tokenizer loads (for BERT with a padding token in its vocabulary), and that
 training.output_dir is one finetune would write into: not locked by a run in progress, not a finished run
 without overwrite_output_dir, no files there that a run would replace but did not write (skip these file
-checks with --no-files). It creates no output (an embedded recipe's data is
-unpacked once into the user cache directory). On success it prints the resolved recipe:
+checks with --no-files). The data files' contents (columns, rows, labels) are read by finetune, which names
+the file and line of a bad one before it trains. A device this machine lacks (device: cuda in a binary
+without CUDA) is a warning: the recipe may be meant for another machine. It creates no output (an embedded
+recipe's data is unpacked once into the user cache directory). On success it prints the resolved recipe:
 every default filled in, relative paths resolved.
 
 Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
@@ -51,7 +57,7 @@ directory. A lora.target_modules name that no module of the model has is reporte
 checkpoint's config.json alone, with the model's module names.
 
 Exit status 2 when the recipe is invalid.`,
-		Example: `  tune validate recipes/tiny.yaml
+		Example: `  tune validate recipes/tiny.yaml training.output_dir=runs/tiny-2
   tune validate tiny training.learning_rate=5e-4 training.num_train_epochs=2
   tune validate --no-files recipes/bert.yaml lora.r=16 lora.lora_alpha=32`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -107,6 +113,14 @@ func (o *validateOptions) run(stdout, stderr io.Writer) error {
 		if err := checkRunOutputDir(r); err != nil {
 			return err
 		}
+	}
+	if strings.HasPrefix(r.Device, "cuda") && !cuda.Available() {
+		// The recipe may be meant for another machine (validated on a laptop, trained on a GPU server), so
+		// this is a warning, not a refusal; tune finetune here would stop with exit status 3 (tester 13).
+		_, why := cuda.Probe()
+		reason := strings.TrimSuffix(errctx.Trim(fmt.Sprint(why)), ": "+tensor.ErrNoDevice.Error())
+		fmt.Fprintf(stderr, "tune: warning: device: %s is not available here (%s): tune finetune of this recipe would exit 3 on this machine\n",
+			r.Device, reason)
 	}
 	out, err := r.Marshal()
 	if err != nil {

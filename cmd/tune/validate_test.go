@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/cuda"
 	"github.com/tune-ml/tune/internal/testutil"
 )
 
@@ -108,5 +109,21 @@ func TestValidateTakesFinetuneFlags(t *testing.T) {
 		if !strings.Contains(out, w) {
 			t.Errorf("resolved recipe lacks %q:\n%s", w, out)
 		}
+	}
+}
+
+// TestValidateWarnsOfAMissingDevice (tester13): validate passed device: cuda in a binary without CUDA, which
+// finetune then refused with exit 3. The recipe may be meant for another machine, so validate still succeeds,
+// with a warning that finetune would exit 3 here.
+func TestValidateWarnsOfAMissingDevice(t *testing.T) {
+	if cuda.Available() {
+		t.Skip("a CUDA device is available here")
+	}
+	code, stdout, stderr := runCLI("validate", "--no-files", tinyRecipe, "device=cuda")
+	if code != 0 || !strings.Contains(stdout, "device: cuda") {
+		t.Fatalf("exit %d, want 0 with the resolved recipe\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if want := "tune: warning: device: cuda is not available here"; !strings.Contains(stderr, want) || !strings.Contains(stderr, "would exit 3") {
+		t.Errorf("stderr %q lacks %q ... would exit 3", stderr, want)
 	}
 }
