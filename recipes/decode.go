@@ -182,7 +182,7 @@ func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 // a list or a section ("cannot unmarshal !!seq into int").
 var unmarshalRe = regexp.MustCompile("cannot unmarshal !!(\\w+)(?: `([^`]*)`)? into (\\S+)")
 
-// plainTypeError rewrites one yaml.v3 type error in a recipe's words: "abc is not a number (such as 2e-5)"
+// plainTypeError rewrites one yaml.v3 type error in a recipe's words: "abc is not a number (such as 2e-5 or 3)"
 // rather than Go's "cannot unmarshal !!str `abc` into float64".
 func plainTypeError(m string) string {
 	sm := unmarshalRe.FindStringSubmatch(m)
@@ -190,7 +190,7 @@ func plainTypeError(m string) string {
 	var want string
 	switch {
 	case strings.HasPrefix(goType, "float"):
-		want = "a number (such as 2e-5)"
+		want = "a number (such as 2e-5 or 3)"
 	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
 		want = "a whole number (such as 16)"
 	case goType == "bool":

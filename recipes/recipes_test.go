@@ -228,7 +228,7 @@ func TestOverrides(t *testing.T) {
 		{"unknown key", []string{"training.lerning_rate=1"}, nil,
 			"override training.lerning_rate=1: unknown key 'lerning_rate' in training; did you mean 'learning_rate'?"},
 		{"wrong type", []string{"training.learning_rate=abc"}, nil,
-			"override training.learning_rate=abc: training.learning_rate: abc is not a number (such as 2e-5)"},
+			"override training.learning_rate=abc: training.learning_rate: abc is not a number (such as 2e-5 or 3)"},
 		{"a section given a value", []string{"model=../bert-base-uncased"}, nil,
 			"override model=../bert-base-uncased: model is a section of keys, not a value (got \"../bert-base-uncased\"); did you mean 'model.path'?"},
 		{"a section given a list", []string{"training=[1,2]"}, nil, // the list was printed as got ""

@@ -21,7 +21,7 @@ func TestMessagesSpeakRecipes(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"validate", "tiny", "training.learning_rate=abc"}, "training.learning_rate: abc is not a number (such as 2e-5)"},
+		{[]string{"validate", "tiny", "training.learning_rate=abc"}, "training.learning_rate: abc is not a number (such as 2e-5 or 3)"},
 		{[]string{"validate", "tiny", "lora.r=[1]"}, "lora.r: a list is not a whole number (such as 16)"},
 		{[]string{"validate", "tiny", "training.fp16=maybe"}, "training.fp16: maybe is not true or false"},
 		{[]string{"validate", "tiny", "data.train=" + filepath.Join(dir, "nope.tsv")}, "data.train: " + filepath.Join(dir, "nope.tsv") + ": no such file or directory"},
