@@ -357,6 +357,9 @@ func Decode(data []byte, source, dir string, overrides []string) (*Recipe, error
 		return nil, errors.Join(d.problems...)
 	}
 	r.resolvePaths(dir, d.fromArgs)
+	// An eval_strategy other than no implies do_eval, as TrainingArguments.__post_init__ sets it, so the
+	// resolved recipe says what the run does (tester 13 read do_eval: false beside eval_strategy: epoch).
+	r.Training.DoEval = r.Training.EvaluatesAtEnd()
 	if r.LoRA != nil {
 		// PEFT's adjustments for the model's module kind: GPT-2's projections are Conv1D, where fan_in_fan_out
 		// must be true (warning and resetting it as for a Linear contradicted lora.Apply's note after it).

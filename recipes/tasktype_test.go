@@ -1,6 +1,7 @@
 package recipes
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,29 @@ func TestLoRAWithoutTaskTypeWarns(t *testing.T) {
 		}
 		if warned != c.warn {
 			t.Errorf("%q: warned %v, want %v; warnings %q", c.lora, warned, c.warn, r.Warnings)
+		}
+	}
+}
+
+// TestEvalStrategyImpliesDoEval (tester13): validate printed do_eval: false beside eval_strategy: epoch, which
+// evaluates at the end all the same. As transformers' TrainingArguments.__post_init__ does, the decoded
+// recipe sets do_eval when eval_strategy is not no, and leaves it as written otherwise.
+func TestEvalStrategyImpliesDoEval(t *testing.T) {
+	for _, c := range []struct {
+		overrides []string
+		want      bool
+	}{
+		{[]string{"training.eval_strategy=epoch"}, true},
+		{[]string{"training.eval_strategy=no"}, false},
+		{[]string{"training.eval_strategy=no", "training.do_eval=true"}, true},
+	} {
+		dir := t.TempDir()
+		r, err := Decode([]byte(labelRecipeText(t, dir, "")), filepath.Join(dir, "r.yaml"), dir, append(c.overrides, "data.eval=train.tsv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Training.DoEval != c.want {
+			t.Errorf("%q: do_eval %v, want %v", c.overrides, r.Training.DoEval, c.want)
 		}
 	}
 }

@@ -46,7 +46,8 @@ checks with --no-files). The data files' contents (columns, rows, labels) are re
 the file and line of a bad one before it trains. A device this machine lacks (device: cuda in a binary
 without CUDA) is a warning: the recipe may be meant for another machine. It creates no output (an embedded
 recipe's data is unpacked once into the user cache directory). On success it prints the resolved recipe:
-every default filled in, relative paths resolved.
+every default filled in (do_eval set when eval_strategy is not no, as transformers sets it), relative paths
+resolved (an embedded recipe's paths to files tune does not embed are printed as the recipe writes them).
 
 Overrides are dotted keys with YAML values: training.learning_rate=2e-5, lora.r=16,
 lora.target_modules=[query,key,value], data.train=other.tsv; key=null or ~key removes a key (lora=null: full
