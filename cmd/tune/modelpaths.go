@@ -13,6 +13,7 @@ import (
 
 	"github.com/tune-ml/tune/hub"
 	"github.com/tune-ml/tune/internal/errctx"
+	"github.com/tune-ml/tune/internal/typo"
 	"github.com/tune-ml/tune/loaders"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/recipes"
@@ -153,6 +154,9 @@ func resolveHub(flag, value, revision string) (string, error) {
 		return value, usagef("%s: %v", what, err) // a cache snapshot, by id or by path, lacks blobs
 	}
 	if hub.IsNotCached(err) {
+		if near := nearbyPath(value); near != "" { // a mistyped local folder reads as a Hub id (tester 13)
+			return value, usagef("%s: no such file or directory here (did you mean %s?), and %v", what, near, err)
+		}
 		return value, usagef("%s: no such file or directory here, and %v", what, err)
 	}
 	var pe *fs.PathError
@@ -164,6 +168,27 @@ func resolveHub(flag, value, revision string) (string, error) {
 		return value, nil
 	}
 	return p, nil
+}
+
+// nearbyPath returns the entry of value's parent folder whose name is closest to value's last element (typo.Closest),
+// when that folder exists here and value itself does not: "runs/tyni" gives "runs/tiny". "" otherwise.
+func nearbyPath(value string) string {
+	dir, name := filepath.Split(filepath.Clean(value))
+	if dir == "" {
+		dir = "."
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	names := make([]string, 0, len(ents))
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if c := typo.Closest(name, names); c != "" && c != name {
+		return filepath.Join(filepath.Dir(filepath.Clean(value)), c)
+	}
+	return ""
 }
 
 // revisionFlagUsage is the help of the --revision flag of the commands that take Hub ids.

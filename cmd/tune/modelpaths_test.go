@@ -1,14 +1,15 @@
 package main
 
 import (
-	"github.com/tune-ml/tune/transformer/bert"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/tune-ml/tune/internal/testutil"
 	"github.com/tune-ml/tune/lora"
 	"github.com/tune-ml/tune/tensor/cpu"
+	"github.com/tune-ml/tune/transformer/bert"
 )
 
 // tinyModelDir saves an untrained 1-layer BERT with the tiny tokenizer's 256-token vocabulary into a new
@@ -275,5 +276,21 @@ func TestDataFileWithoutAFormat(t *testing.T) {
 	}
 	if code, _, stderr := runCLI("predict", "--model", model, "--tokenizer", tok, "--input", txt, "--format", "tsv"); code == exitUsage && strings.Contains(stderr, "extension") {
 		t.Errorf("--format tsv given: %s", stderr)
+	}
+}
+
+// TestMistypedFolderSuggestsTheNearOne (tester13): eval --model runs/tyni, a typo of the folder runs/tiny, was
+// looked up as a Hub id and answered with "tune download runs/tyni". The message now also names the folder
+// that is there.
+func TestMistypedFolderSuggestsTheNearOne(t *testing.T) {
+	testutil.IsolateCache(t)
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "runs", "tiny"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	code, _, stderr := runCLI("eval", "--model", "runs/tyni", "--data", "x.tsv")
+	if want := "--model runs/tyni: no such file or directory here (did you mean " + filepath.Join("runs", "tiny") + "?)"; code != exitUsage || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d, stderr %q; want exit %d with %q", code, stderr, exitUsage, want)
 	}
 }
