@@ -72,6 +72,7 @@ place, so a failed merge leaves nothing behind.`,
 	f.StringVar(&o.Revision, "revision", "", revisionFlagUsage)
 	f.StringVar(&o.Output, "output", "", "the directory to create with the merged checkpoint (required)")
 	f.BoolVar(&o.Force, "force", false, "merge even when the adapter's base_model_name_or_path names another model than --model (a copy of the base under another name)")
+	f.BoolVar(&o.Force, "force-base", false, "the same as --force (eval's, predict's, generate's and debug's name for it)")
 	return cmd
 }
 

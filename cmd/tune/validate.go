@@ -120,7 +120,7 @@ func (o *validateOptions) run(stdout, stderr io.Writer) error {
 		// this is a warning, not a refusal; tune finetune here would stop with exit status 3 (tester 13).
 		_, why := cuda.Probe()
 		reason := strings.TrimSuffix(errctx.Trim(fmt.Sprint(why)), ": "+tensor.ErrNoDevice.Error())
-		fmt.Fprintf(stderr, "tune: warning: device: %s is not available here (%s): tune finetune of this recipe would exit 3 on this machine\n",
+		fmt.Fprintf(stderr, "tune: warning: device: %s is not available here: %s; tune finetune of this recipe would exit 3 on this machine\n",
 			r.Device, reason)
 	}
 	out, err := r.Marshal()
