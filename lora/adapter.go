@@ -331,8 +331,9 @@ func (m *Model) loadWeights(dir string) (err error) {
 		problems = append(problems, "mis-shaped tensors: "+firstFew(mismatched, "; "))
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("lora: %s does not fit this model and adapter config (was it trained on another base model?): %w",
-			path, errors.New(strings.Join(problems, "; ")))
+		// Bad input (exit 2 in the CLI), as a rank mismatch is: the files, not the run, must change (tester 13).
+		return badinput.Mark(fmt.Errorf("lora: %s does not fit this model and adapter config (was it trained on another base model?): %w",
+			path, errors.New(strings.Join(problems, "; "))))
 	}
 	for _, l := range loads {
 		ht, err := ck.Get(l.key)

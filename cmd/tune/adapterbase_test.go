@@ -53,3 +53,20 @@ func TestAdapterOnAnotherBase(t *testing.T) {
 		})
 	}
 }
+
+// TestAdapterOfAnotherShapeIsBadInput (verifier of tester13's fixes): an adapter whose tensors do not fit
+// --model's shapes (forced past the base check) exited 1, "retry may work", where a rank mismatch exits 2.
+// It is bad input too: exit 2, naming the adapter's weights.
+func TestAdapterOfAnotherShapeIsBadInput(t *testing.T) {
+	_, adapter, _, _ := mergeFixture(t) // hidden 32
+	other, _ := tinyModelDir(t)         // another hidden size
+	for _, cmd := range [][]string{
+		{"merge", "--model", other, "--adapter", adapter, "--output", filepath.Join(t.TempDir(), "m"), "--force"},
+		{"merge", "--model", other, "--adapter", adapter, "--output", filepath.Join(t.TempDir(), "m"), "--force-base"},
+	} {
+		code, _, stderr := runTune(t, cmd...)
+		if code != exitUsage || !strings.Contains(stderr, "does not fit this model and adapter config") {
+			t.Errorf("%q: exit %d, want %d naming the misfit; stderr %q", cmd, code, exitUsage, stderr)
+		}
+	}
+}
