@@ -101,9 +101,10 @@ func (r *Recipe) validate(d *decoder) error {
 			"could not be evaluated, merged or loaded with PEFT. Train LoRA on a checkpoint (model.path), or train "+
 			"the new model in full (remove the lora section)")
 	} else if r.LoRA != nil {
+		want, what, known := r.loraTaskType() // reads model.path's config.json: once
 		if err := r.LoRA.Validate(); err != nil {
 			addFieldErrors(err, "lora.", bad)
-		} else if want, what, known := r.loraTaskType(); known && r.LoRA.TaskType != "" && r.LoRA.TaskType != want {
+		} else if known && r.LoRA.TaskType != "" && r.LoRA.TaskType != want {
 			// PEFT's AutoPeftModel builds the wrapper that adapter_config.json's task_type names (a causal-LM
 			// wrapper around a classifier, modules_to_save null): the adapter would load as another model.
 			bad("lora.task_type", "%s does not fit %s, whose adapters PEFT loads with task_type %s: set task_type: %s", r.LoRA.TaskType, what, want, want)
@@ -111,7 +112,7 @@ func (r *Recipe) validate(d *decoder) error {
 			r.checkTargets(bad)
 			r.checkRank(bad)
 		}
-		if want, _, known := r.loraTaskType(); known && want == lora.TaskSeqCls && r.LoRA.TaskType == "" &&
+		if known && want == lora.TaskSeqCls && r.LoRA.TaskType == "" &&
 			!slices.Contains(r.LoRA.ModulesToSave, "classifier") {
 			// tester 13: a LoRA run set up by overrides saved task_type null, and its classifier never trained.
 			r.Warnings = append(r.Warnings, "lora: no task_type and no modules_to_save: as in PEFT, the classifier head "+

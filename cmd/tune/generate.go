@@ -136,10 +136,11 @@ func (o *generateOptions) run(cmd *cobra.Command, stdin io.Reader, stdout io.Wri
 		if !recipes.HasAdapter(adapter) {
 			return usagef("--adapter %s has no %s: it is not a PEFT adapter directory (a LoRA run's output_dir holds one)", o.Adapter, lora.AdapterConfigName)
 		}
-		if err := checkAdapterConfig(adapter); err != nil {
+		base, err := checkAdapterConfig(adapter)
+		if err != nil {
 			return err
 		}
-		if err := checkAdapterBase(cmd.ErrOrStderr(), model, adapter, o.ForceBase); err != nil {
+		if err := checkAdapterBase(cmd.ErrOrStderr(), model, adapter, base, o.ForceBase); err != nil {
 			return err
 		}
 	}

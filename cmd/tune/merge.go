@@ -116,7 +116,7 @@ func (o *mergeOptions) run(stdout, stderr io.Writer) error {
 	if !isFile(filepath.Join(o.Adapter, lora.AdapterConfigName)) {
 		return usagef("--adapter %s has no %s: it is not a PEFT adapter directory", o.Adapter, lora.AdapterConfigName)
 	}
-	if err := checkAdapterConfig(o.Adapter); err != nil {
+	if _, err := checkAdapterConfig(o.Adapter); err != nil {
 		return err
 	}
 	var opts transformer.LoadOptions // a BERT's labels: the adapter's config.json's names, else its head's size

@@ -78,10 +78,11 @@ func checkModelPaths(stderr io.Writer, model, adapter, tokenizer string, forceBa
 		if !recipes.HasAdapter(adapter) {
 			return "", usagef("--adapter %s has no %s: it is not a PEFT adapter directory", adapter, lora.AdapterConfigName)
 		}
-		if err := checkAdapterConfig(adapter); err != nil {
+		base, err := checkAdapterConfig(adapter)
+		if err != nil {
 			return "", err
 		}
-		if err := checkAdapterBase(stderr, model, adapter, forceBase); err != nil {
+		if err := checkAdapterBase(stderr, model, adapter, base, forceBase); err != nil {
 			return "", err
 		}
 	}
@@ -286,15 +287,9 @@ func openModel(dir, adapterDir, tokenizerPath string, b tensor.Backend) (*recipe
 // checkAdapterBase refuses, as bad usage, an adapter whose adapter_config.json names another base model than
 // --model (baseMismatch): it would run, whenever the shapes fit, as a wrong model, and eval's metrics or
 // predict's and generate's outputs would say nothing of the adapter. With --force-base (force: --model is a
-// copy of that base under another name) it only warns on stderr.
-func checkAdapterBase(stderr io.Writer, model, adapter string, force bool) error {
-	if adapter == "" {
-		return nil
-	}
-	_, base, err := lora.ReadAdapterConfig(adapter)
-	if err != nil {
-		return nil // checkAdapterConfig reports it
-	}
+// copy of that base under another name) it only warns on stderr. base is the adapter's
+// base_model_name_or_path, as checkAdapterConfig read it.
+func checkAdapterBase(stderr io.Writer, model, adapter, base string, force bool) error {
 	w := baseMismatch(base, model, adapter)
 	switch {
 	case w == "":
@@ -314,10 +309,10 @@ func forceBaseFlag(cmd *cobra.Command, p *bool) {
 
 // checkAdapterConfig reads the adapter_config.json of the adapter directory dir: one that cannot be parsed or
 // used (invalid JSON, named by line and column; another PEFT method) is bad usage (exit 2) naming --adapter, as
-// a broken config.json of --model is.
-func checkAdapterConfig(dir string) error {
-	if _, _, err := lora.ReadAdapterConfig(dir); err != nil {
-		return usagef("--adapter %s: %s", dir, errctx.Trim(err.Error()))
+// a broken config.json of --model is. It returns the adapter's base_model_name_or_path.
+func checkAdapterConfig(dir string) (base string, err error) {
+	if _, base, err = lora.ReadAdapterConfig(dir); err != nil {
+		return "", usagef("--adapter %s: %s", dir, errctx.Trim(err.Error()))
 	}
-	return nil
+	return base, nil
 }
